@@ -1,0 +1,222 @@
+"""Token counting: offline o200k_base provisioning and the counters replay can use.
+
+zett-agent's default estimator tokenizes with tiktoken's ``o200k_base``, which
+tiktoken downloads at first use. :func:`provision_o200k` writes the same
+vocabulary from the ``quicktok-v1`` wheel into a tiktoken cache directory and
+checks it against the SHA-256 tiktoken publishes, so counting works offline.
+
+Example::
+
+    >>> from zett_agent.messages import UserMessage
+    >>> count_tokens([UserMessage(content="hello world")])
+    2
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import struct
+import tempfile
+from collections.abc import Callable, Sequence
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+from zett_agent.messages import (
+    AgentMessage,
+    AnyMessage,
+    AssistantMessage,
+    ImageContent,
+    SystemMessage,
+    TextContent,
+    ToolMessage,
+    UserMessage,
+)
+
+from .errors import ZettLabError
+
+#: SHA-256 tiktoken publishes for ``o200k_base.tiktoken``.
+O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
+#: The URL tiktoken loads o200k_base from; its cache file is named by this URL's SHA-1.
+O200K_URL = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
+
+#: Flat per-image estimate the engine uses.
+IMAGE_TOKENS = 1_100
+
+TokenCounter = Callable[[Sequence[AnyMessage]], int]
+
+
+class VocabularyError(ZettLabError):
+    """The o200k_base vocabulary could not be provisioned or failed its checksum."""
+
+
+def _cache_dir() -> Path:
+    """The directory tiktoken reads cached vocabularies from (same rules as tiktoken)."""
+    configured = os.environ.get("TIKTOKEN_CACHE_DIR") or os.environ.get("DATA_GYM_CACHE_DIR")
+    if configured:
+        return Path(configured)
+    return Path(tempfile.gettempdir()) / "data-gym-cache"
+
+
+def o200k_bytes_from_quicktok() -> bytes:
+    """Render quicktok's o200k vocabulary in tiktoken's text format (base64 token, rank)."""
+    raw = resources.files("quicktok").joinpath("data/o200k.vocab").read_bytes()
+    (count,) = struct.unpack_from("<I", raw, 0)
+    offset = 4
+    lines = []
+    for _ in range(count):
+        (length,) = struct.unpack_from("<H", raw, offset)
+        offset += 2
+        token = raw[offset : offset + length]
+        offset += length
+        (rank,) = struct.unpack_from("<I", raw, offset)
+        offset += 4
+        lines.append(base64.b64encode(token) + b" " + str(rank).encode() + b"\n")
+    return b"".join(lines)
+
+
+@lru_cache(maxsize=1)
+def provision_o200k() -> Path:
+    """Make ``tiktoken.get_encoding("o200k_base")`` work offline; return the cache file.
+
+    An existing cache file is kept when its hash is right; otherwise the vocabulary
+    is rebuilt from quicktok, verified, and written atomically. Raises
+    :class:`VocabularyError` when the hash does not match tiktoken's.
+    """
+    directory = _cache_dir()
+    target = directory / hashlib.sha1(O200K_URL.encode()).hexdigest()
+    if target.exists() and hashlib.sha256(target.read_bytes()).hexdigest() == O200K_SHA256:
+        return target
+    data = o200k_bytes_from_quicktok()
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != O200K_SHA256:
+        raise VocabularyError(
+            f"o200k_base built from quicktok has SHA-256 {digest}, expected {O200K_SHA256}; refusing to use it"
+        )
+    directory.mkdir(parents=True, exist_ok=True)
+    fd, temporary = tempfile.mkstemp(dir=directory, prefix=".o200k-")
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+    os.replace(temporary, target)
+    return target
+
+
+@lru_cache(maxsize=1)
+def _encoding():
+    provision_o200k()
+    import tiktoken
+
+    return tiktoken.get_encoding("o200k_base")
+
+
+def engine_count_tokens(messages: Sequence[AnyMessage]) -> int:
+    """zett-agent's own default estimator, after making sure its vocabulary is present."""
+    from zett_agent.extensions.compaction import CompactionExtension
+
+    provision_o200k()
+    return CompactionExtension._count_tokens(messages)
+
+
+def engine_payload(message: AnyMessage) -> list[str | int]:
+    """What zett-agent's default estimator tokenizes for one message.
+
+    Text pieces are tokenized; integers are flat counts (images). This mirrors
+    ``zett_agent.extensions.compaction._count_message`` so counts can be memoized
+    by text; ``tests/test_tokens.py`` checks it against the engine on every fixture.
+    """
+    if isinstance(message, SystemMessage):
+        return [message.content]
+    if isinstance(message, (UserMessage, ToolMessage, AgentMessage)):
+        return _content_payload(message.content)
+    if isinstance(message, AssistantMessage):
+        payload = {"content": message.content, "reasoning": message.reasoning, "tool_calls": message.tool_calls}
+        return [json.dumps(payload, ensure_ascii=False, default=repr)]
+    return [repr(message)]
+
+
+def _content_payload(content: object) -> list[str | int]:
+    if isinstance(content, str):
+        return [content]
+    if not isinstance(content, Sequence):
+        return [repr(content)]
+    pieces: list[str | int] = []
+    for part in content:
+        if isinstance(part, TextContent):
+            pieces.append(part.text)
+        elif isinstance(part, ImageContent):
+            pieces.append(IMAGE_TOKENS)
+        else:
+            pieces.append(repr(part))
+    return pieces
+
+
+class _PayloadCounter:
+    """Sum a per-text count over each message's payload, remembering counts by identity."""
+
+    #: Identity entries kept before the identity memo is cleared (texts stay memoized).
+    _MAX_IDENTITIES = 200_000
+
+    def __init__(self, count_text: Callable[[str], int]) -> None:
+        self._count_text = count_text
+        self._by_identity: dict[int, tuple[AnyMessage, int]] = {}
+
+    def count_message(self, message: AnyMessage) -> int:
+        entry = self._by_identity.get(id(message))
+        if entry is None:
+            count = sum(piece if isinstance(piece, int) else self._count_text(piece) for piece in engine_payload(message))
+            if len(self._by_identity) >= self._MAX_IDENTITIES:
+                self._by_identity.clear()
+            # Holding the message keeps its id from being reused while the entry lives.
+            entry = (message, count)
+            self._by_identity[id(message)] = entry
+        return entry[1]
+
+    def __call__(self, messages: Sequence[AnyMessage]) -> int:
+        return sum(self.count_message(message) for message in messages)
+
+
+class MemoizingCounter(_PayloadCounter):
+    """Exact engine counts, memoized by text and by message identity.
+
+    zett-agent's estimator is a sum of per-message counts, so remembering counts
+    gives the same integers while the engine's cutoff loop (which recounts the
+    recent window for every candidate cutoff) stops re-tokenizing.
+    """
+
+    def __init__(self) -> None:
+        encoding = _encoding()
+        super().__init__(lru_cache(maxsize=None)(lambda text: len(encoding.encode_ordinary(text))))
+
+
+class ApproxCounter(_PayloadCounter):
+    """A fast approximation for speed studies: characters / 4, rounded up, per text piece."""
+
+    def __init__(self) -> None:
+        super().__init__(lambda text: -(-len(text) // 4))
+
+
+@lru_cache(maxsize=1)
+def _shared_counter() -> MemoizingCounter:
+    return MemoizingCounter()
+
+
+def count_tokens(messages: Sequence[AnyMessage]) -> int:
+    """Count tokens exactly as zett-agent's default estimator does, memoized.
+
+    Example::
+
+        >>> count_tokens([UserMessage(content="hello world")])
+        2
+    """
+    return _shared_counter()(messages)
+
+
+def approx_count_tokens(messages: Sequence[AnyMessage]) -> int:
+    """Characters / 4 per text piece (images at the engine's flat 1,100): fast, not exact."""
+    return _approx_counter(messages)
+
+
+_approx_counter = ApproxCounter()
