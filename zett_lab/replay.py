@@ -105,6 +105,7 @@ class _Recorder:
     compaction_rows: list[dict[str, Any]] = field(default_factory=list)
     engine_events: list[dict[str, Any]] = field(default_factory=list)
     current: _Pass | None = None
+    ended: bool = False
     checkpoint_id: int | None = None
     span_start: int = 0
 
@@ -244,6 +245,7 @@ class _InstrumentedCompaction(CompactionExtension):
             state.error = error
             if self._recorder.strict:
                 raise
+            await _leave_compacting_phase(context)
             return None
         if state is not None:
             state.applied = event is not None
@@ -265,6 +267,18 @@ class _InstrumentedCompaction(CompactionExtension):
         await self.compact(context, force=True)
         recorder.finish_pass(len(recorder.step_rows))
         recorder.current = None
+
+
+async def _leave_compacting_phase(context: AgentRunContext) -> None:
+    """Non-strict mode goes on after a failed summary, where the engine would fail the request.
+
+    The engine announced ``COMPACTION_STARTED``; put the runtime back to READY the
+    way ``COMPACTION_COMPLETED`` would, without publishing a completion that did not happen.
+    """
+    from zett_agent.events import AgentPhase, AgentPhaseTransitionMixin
+
+    if context.state.phase is AgentPhase.COMPACTING:
+        await AgentPhaseTransitionMixin._transition_phase(context, AgentPhase.READY, expected=(AgentPhase.COMPACTING,))
 
 
 class _RecordingSummarizer:
@@ -341,6 +355,7 @@ class _ReplayModel:
         recorder.step_rows.append(_step_row(recorder, step, state, compaction, request.messages, message))
         recorder.turn_step += 1
         if message is None:
+            recorder.ended = True
             raise _EndOfRecording
         index = recorder.assistant_indices[recorder.cursor]
         recorder.cursor += 1
@@ -399,7 +414,8 @@ def _step_row(
 class _RecordedTools:
     """One replay tool per recorded tool name, answering each call id with its recorded result."""
 
-    def __init__(self, conversation: Conversation) -> None:
+    def __init__(self, conversation: Conversation, recorder: _Recorder) -> None:
+        self._recorder = recorder
         self._results: dict[str, deque[ToolMessage]] = defaultdict(deque)
         names: set[str] = set()
         for message in conversation.messages:
@@ -421,6 +437,7 @@ class _RecordedTools:
     async def _answer(self, **_: Any) -> Any:
         queue = self._results.get(current_tool_call_id() or "")
         if not queue:
+            self._recorder.ended = True
             raise _EndOfRecording
         result = queue.popleft()
         content = copy.deepcopy(result.content)
@@ -431,6 +448,21 @@ class _RecordedTools:
 
 class _RecordedFailure(Exception):
     """Re-raises a recorded failed tool result so the runtime stores it with ``success=False``."""
+
+
+def _check_replayable(conversation: Conversation) -> None:
+    """Reject shapes the runtime cannot be driven through, naming the message index."""
+    where = conversation.source or f"conversation {conversation.id!r}"
+    messages = conversation.messages
+    for turn in conversation.turns:
+        if not isinstance(messages[turn.start], UserMessage):
+            raise InputError(where, f"message {turn.start}", "replay feeds each turn as a user request; an internal agent message cannot start a turn")
+    for index, message in enumerate(messages[:-1]):
+        if isinstance(message, AssistantMessage) and not message.tool_calls and not starts_turn(messages[index + 1]):
+            raise InputError(
+                where, f"message {index + 1}",
+                "an assistant answer is followed by another message in the same turn; the runtime ends a request at an answer",
+            )
 
 
 def _parse_compact_at(compact_at: CompactAt | None, conversation: Conversation, n_steps: int) -> tuple[set[int], set[int]]:
@@ -566,12 +598,7 @@ def replay(
     summary_cache = resolve_cache(cache)
     messages = conversation.messages
     assistant_indices = [i for i, m in enumerate(messages) if isinstance(m, AssistantMessage)]
-    for turn in conversation.turns:
-        if not isinstance(messages[turn.start], UserMessage):
-            raise InputError(
-                conversation.source or conversation.id, f"message {turn.start}",
-                "replay feeds each turn as a user request; internal agent messages cannot start a turn",
-            )
+    _check_replayable(conversation)
     manual_turns, manual_steps = _parse_compact_at(compact_at, conversation, len(assistant_indices) + 1)
     recorder = _Recorder(
         conversation=conversation, counter=counter, max_tokens=max_tokens, keep_recent_tokens=keep_recent_tokens,
@@ -616,7 +643,7 @@ async def _drive(
     usage_for: Callable[[int, ModelRequest, AssistantMessage], ModelUsage],
     manual_turns: set[int],
 ) -> None:
-    tools = _RecordedTools(conversation)
+    tools = _RecordedTools(conversation, recorder)
     config = AgentRunConfig(session_id=conversation.id)
     agent = await Agent.create(
         _ReplayModel(recorder, usage_for),
@@ -635,10 +662,8 @@ async def _drive(
             user = copy.deepcopy(conversation.messages[turn.start])
             try:
                 await _consume(agent.stream(user, config=config), recorder)
-            except _EndOfRecording:
-                return
-            except Exception as error:
-                if isinstance(error.__cause__, _EndOfRecording) or isinstance(error.__context__, _EndOfRecording):
+            except (Exception, _EndOfRecording) as error:
+                if recorder.ended:
                     return
                 if isinstance(error, ZettLabError):
                     raise

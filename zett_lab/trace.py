@@ -152,12 +152,12 @@ class Trace:
             "format": TRACE_FORMAT,
             "version": TRACE_VERSION,
             "settings": self.settings,
-            "compactions": json.loads(self.compactions.to_json(orient="records")),
+            "compactions": records(self.compactions),
             "engine_events": self.engine_events,
             "conversation": _conversation_document(self.conversation),
         }
         if include_steps:
-            document["steps"] = json.loads(self.steps.to_json(orient="records"))
+            document["steps"] = records(self.steps)
         return document
 
     def save(self, path: str | Path) -> Path:
@@ -205,6 +205,12 @@ class Trace:
             document["settings"],
             document["engine_events"],
         )
+
+
+def records(data: pd.DataFrame) -> list[dict[str, Any]]:
+    """Rows as plain Python values (None for missing), exact for floats, ready for ``json.dumps``."""
+    plain = data.astype(object).where(data.notna(), None)
+    return [{k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()} for row in plain.to_dict("records")]
 
 
 def _missing(value: Any) -> bool:

@@ -76,12 +76,14 @@ def _read_text(path: Path) -> str:
         raise InputError(path, f"byte {error.start}", "not UTF-8 text") from error
 
 
-def _looks_like_message(value: Any) -> bool:
-    return isinstance(value, dict) and value.get("role") in _ROLES
+_OBJECT_KEYS = {"id", "messages", "probes", "native_compactions", "metadata"}
 
 
 def _is_neutral_message_list(value: Any) -> bool:
-    if not isinstance(value, list) or not value or not all(_looks_like_message(m) for m in value):
+    """A list of role-tagged messages, at least one with a role this format knows, and no foreign blocks."""
+    if not isinstance(value, list) or not value or not all(isinstance(m, dict) and "role" in m for m in value):
+        return False
+    if not any(m["role"] in _ROLES for m in value):
         return False
     for message in value:
         content = message.get("content")
@@ -93,7 +95,8 @@ def _is_neutral_message_list(value: Any) -> bool:
 
 
 def _is_neutral_object(value: Any) -> bool:
-    return isinstance(value, dict) and set(value) >= {"messages"} and _is_neutral_message_list(value["messages"])
+    """``{"id", "messages", ...}`` with only this format's keys (other agents' files carry more)."""
+    return isinstance(value, dict) and "messages" in value and set(value) <= _OBJECT_KEYS and _is_neutral_message_list(value["messages"])
 
 
 def _sniff(path: Path, head: bytes) -> bool:

@@ -307,3 +307,54 @@ def read_zettcode(path: Path) -> list[Conversation]:
 register(Reader(SQLITE_FORMAT, "zett-agent SQLite session database (SQLiteSessionExtension)", _sniff_sqlite, read_sqlite))
 register(Reader(JSONL_FORMAT, "zett-agent JSONLExtension turn file", _sniff_jsonl, read_jsonl))
 register(Reader(ZETTCODE_FORMAT, "zettcode session tree (<workspace>/<id>/data.jsonl)", _sniff_zettcode, read_zettcode))
+
+
+# --- writing ----------------------------------------------------------------------------------
+
+
+def write_sqlite(conversations: list[Conversation], path: str | Path) -> Path:
+    """Write conversations to a new zett-agent SQLite database through zett-agent's storage API.
+
+    Each user turn becomes one request (the system prompt is stored at the start
+    of every request, as the runtime does); recorded usage goes with its assistant
+    message. Refuses to touch an existing file; the database is built beside it and
+    moved into place only when complete.
+    """
+    import asyncio
+    import os
+
+    from zett_agent.storage import SQLiteSessionStorage
+
+    path = Path(path)
+    if path.exists():
+        raise InputError(path, None, "already exists; zett_lab never writes into an existing database")
+    if not path.parent.is_dir():
+        raise InputError(path, None, f"folder {path.parent} does not exist")
+    temporary = path.with_name(f".{path.name}.partial")
+    for leftover in (temporary, temporary.with_name(temporary.name + "-wal"), temporary.with_name(temporary.name + "-shm")):
+        leftover.unlink(missing_ok=True)
+
+    async def write() -> None:
+        storage = SQLiteSessionStorage(temporary)
+        try:
+            for conversation in conversations:
+                await storage.create_session(session_id=conversation.id, title=conversation.metadata.get("title"))
+                system = [m for m in conversation.messages if isinstance(m, SystemMessage)]
+                for turn in conversation.turns:
+                    request_id = f"{conversation.id}-turn-{turn.index}"
+                    for message in system:
+                        await storage.append(conversation.id, request_id, message)
+                    for index in range(turn.start, turn.end):
+                        await storage.append(
+                            conversation.id, request_id, conversation.messages[index], usage=conversation.usage.get(index)
+                        )
+        finally:
+            await storage.close()
+
+    asyncio.run(write())
+    connection = sqlite3.connect(temporary)
+    connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    connection.execute("PRAGMA journal_mode=DELETE")
+    connection.close()
+    os.replace(temporary, path)
+    return path

@@ -1,0 +1,32 @@
+# Every target creates .venv and installs what it needs on a fresh machine.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: report test lab bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[test]"
+	touch $(STAMP)
+
+## The main job: an HTML report over the bundled fixtures, offline, with the built-in summarizers.
+report: $(STAMP)
+	$(VENV)/bin/zett-lab report fixtures/ -o report.html
+
+## The whole test suite (browser tests need Debian's chromium: `apt-get install chromium`).
+test: $(STAMP)
+	$(PY) -m pytest -n 2 --durations=15
+
+## JupyterLab on the bundled notebooks.
+lab: $(STAMP)
+	$(VENV)/bin/zett-lab lab
+
+## Benchmarks (ratios measured in the same run; not part of the test suite).
+bench: $(STAMP)
+	for script in bench/*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
+
+clean:
+	rm -rf $(VENV) report.html test-output .pytest_cache

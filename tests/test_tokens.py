@@ -1,0 +1,131 @@
+"""Offline o200k provisioning and counters that equal zett-agent's own estimator."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+
+import pytest
+from zett_agent.extensions.compaction import CompactedMessage, CompactionExtension
+from zett_agent.messages import (
+    AgentMessage,
+    AssistantMessage,
+    ImageBytesSource,
+    ImageContent,
+    ImageUrlSource,
+    SystemMessage,
+    TextContent,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
+
+import zett_lab
+from zett_lab import tokens
+from zett_lab.tokens import O200K_SHA256, ApproxCounter, MemoizingCounter, VocabularyError
+
+
+def edge_case_messages():
+    png = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
+    return [
+        SystemMessage(content=""),
+        SystemMessage(content="You are a careful coding agent."),
+        UserMessage(content=""),
+        UserMessage(content="héllo wörld — 日本語のテキスト 🚀 emoji\u200b zero-width"),
+        UserMessage(content=[TextContent(text="look at this"), ImageContent(source=ImageUrlSource(url="https://example.com/a.png"))]),
+        UserMessage(content=[ImageContent(source=ImageBytesSource(data=png, media_type="image/png")), TextContent(text="")]),
+        AssistantMessage(content=""),
+        AssistantMessage(content="Done.", reasoning="I should check the tests first. ünïcode"),
+        AssistantMessage(
+            content="",
+            tool_calls=(
+                ToolCall(id="call_1", name="bash", arguments={"command": "pytest -x tests/ && echo 'ok' | tee /tmp/ö"}),
+                ToolCall(id="call_2", name="read_file", arguments={"path": "src/app.py", "limit": 200, "nested": {"a": [1, 2.5, None]}}),
+            ),
+        ),
+        ToolMessage(tool_call_id="call_1", name="bash", content="x" * 200_000),
+        ToolMessage(tool_call_id="call_2", name="read_file", content="Traceback (most recent call last):\nKeyError: 'id'", success=False),
+        ToolMessage(tool_call_id="call_3", name="screenshot", content=[TextContent(text="screen"), ImageContent(source=ImageUrlSource(url="https://e.com/s.png"))]),
+        AgentMessage(content="Internal: continue with the plan."),
+        CompactedMessage(content="[Conversation checkpoint: historical context, not system instructions]\nEarlier we fixed auth."),
+        UserMessage(content="line\n" * 5000),
+    ]
+
+
+def test_counter_equals_engine_on_edge_cases():
+    counter = MemoizingCounter()
+    for message in edge_case_messages():
+        assert counter([message]) == CompactionExtension._count_tokens([message]), message
+    messages = edge_case_messages()
+    assert counter(messages) == CompactionExtension._count_tokens(messages)
+    # memoized second pass gives the same integers, also for equal copies
+    import copy
+
+    assert counter(copy.deepcopy(messages)) == CompactionExtension._count_tokens(messages)
+
+
+def test_counter_equals_engine_on_every_fixture_message(fixture_conversations):
+    counter = MemoizingCounter()
+    checked = 0
+    for conversation in fixture_conversations:
+        for message in conversation.messages:
+            assert counter([message]) == CompactionExtension._count_tokens([message])
+            checked += 1
+    assert checked >= 800
+
+
+def test_images_count_flat():
+    image = UserMessage(content=[ImageContent(source=ImageUrlSource(url="https://example.com/x.png"))])
+    assert zett_lab.count_tokens([image]) == 1_100
+
+
+def test_approx_counter_is_close_but_cheap():
+    text = [UserMessage(content="The quick brown fox jumps over the lazy dog. " * 200)]
+    exact = zett_lab.count_tokens(text)
+    approx = ApproxCounter()(text)
+    assert approx == -(-len(text[0].content) // 4)
+    assert 0.5 < approx / exact < 2.5
+
+
+def test_any_callable_counter_is_accepted_by_replay():
+    from zett_lab.replay import check_limits
+
+    check_limits(10, 5)
+    with pytest.raises(zett_lab.SettingError):
+        check_limits(0, 5)
+
+
+def test_provisioning_works_with_an_empty_cache(tmp_path):
+    """In a fresh process with an empty tiktoken cache, zett-agent's default counter works offline."""
+    env = {**os.environ, "TIKTOKEN_CACHE_DIR": str(tmp_path)}
+    script = (
+        "import zett_lab, tiktoken\n"
+        "path = zett_lab.provision_o200k()\n"
+        "from zett_agent.extensions.compaction import CompactionExtension\n"
+        "from zett_agent.messages import UserMessage\n"
+        "print(path, CompactionExtension._count_tokens([UserMessage(content='hello world')]))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    path, count = result.stdout.split()
+    assert count == "2"
+    assert hashlib.sha256(open(path, "rb").read()).hexdigest() == O200K_SHA256
+    assert os.path.dirname(path) == str(tmp_path)
+
+
+def test_provisioning_refuses_a_vocabulary_with_the_wrong_hash(tmp_path, monkeypatch):
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(tokens, "o200k_bytes_from_quicktok", lambda: b"AAAA 0\n")
+    tokens.provision_o200k.cache_clear()
+    try:
+        with pytest.raises(VocabularyError, match="SHA-256"):
+            tokens.provision_o200k()
+        assert not any(tmp_path.iterdir())
+    finally:
+        tokens.provision_o200k.cache_clear()
+
+
+def test_quicktok_rendering_has_tiktokens_published_hash():
+    assert hashlib.sha256(tokens.o200k_bytes_from_quicktok()).hexdigest() == O200K_SHA256
