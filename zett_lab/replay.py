@@ -611,13 +611,14 @@ def replay(
         model=_RecordingSummarizer(model, f"{identity}|effort={effort.value}", recorder, summary_cache),
         max_tokens=max_tokens, keep_recent_tokens=keep_recent_tokens, count_tokens=counter, reasoning_effort=effort,
     )
-    extensions: list[Any] = [InMemoryMessageAccumulator(), compaction]
-    if store is not None:
+    if store is None:
+        history: Any = InMemoryMessageAccumulator()
+    else:
         from .stored import storage_extension
 
-        extensions.append(storage_extension(store, conversation.id))
+        history = storage_extension(store, conversation.id)
     started = time.perf_counter()
-    _run_sync(_drive(conversation, recorder, extensions, usage_for, manual_turns))
+    _run_sync(_drive(conversation, recorder, [history, compaction], usage_for, manual_turns))
     settings = {
         "max_tokens": max_tokens,
         "keep_recent_tokens": keep_recent_tokens,
@@ -633,7 +634,12 @@ def replay(
         "cache": summary_cache.stats() if summary_cache is not None else None,
         "store": str(store) if store is not None else None,
     }
-    return Trace.from_rows(conversation, recorder.step_rows, recorder.compaction_rows, settings, recorder.engine_events)
+    trace = Trace.from_rows(conversation, recorder.step_rows, recorder.compaction_rows, settings, recorder.engine_events)
+    if store is not None:
+        from .stored import link_snapshots, stored_view
+
+        trace.compactions = link_snapshots(trace.compactions, stored_view(store, conversation.id))
+    return trace
 
 
 async def _drive(
@@ -673,6 +679,10 @@ async def _drive(
                 ) from error
     finally:
         recorder.current = None
+        for extension in extensions:
+            close = getattr(extension, "close", None)
+            if close is not None:
+                await close()
 
 
 async def _consume(events: Any, recorder: _Recorder) -> None:

@@ -48,13 +48,16 @@ _INTEGER_COLUMNS = {
     "turn", "step", "turn_step", "n_recorded", "n_messages", "estimate", "estimator_tokens", "max_tokens",
     "keep_recent_tokens", "older_messages", "older_tokens", "recent_messages", "recent_tokens", "cutoff_index",
     "compaction_id", "summary_tokens", "context_tokens_after", "checkpoint_id", "kept_from", "output_tokens",
-    "span_start", "span_end", "summary_input_tokens", "summary_output_tokens",
+    "span_start", "span_end", "summary_input_tokens", "summary_output_tokens", "snapshot_version",
+    "compacted_through_sequence",
 }
 _BOOLEAN_COLUMNS = {"triggered", "applied", "over_budget_after", "responded", "cache_hit"}
 
 
 def frame(rows: list[dict[str, Any]], columns: list[str]) -> pd.DataFrame:
     """A DataFrame with fixed columns and nullable integer/boolean dtypes."""
+    extra = [key for row in rows[:1] for key in row if key not in columns]
+    columns = [*columns, *extra]
     data = pd.DataFrame(rows, columns=columns)
     for column in columns:
         if column in _INTEGER_COLUMNS:

@@ -12,6 +12,7 @@ import shutil
 import sqlite3
 import tempfile
 from collections import defaultdict
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +90,13 @@ def _sniff_sqlite(path: Path, head: bytes) -> bool:
 
 def read_sqlite(path: Path) -> list[Conversation]:
     """Every session in a zett-agent SQLite database, read from a private copy."""
+    with private_copy(path) as connection:
+        return _read_sessions(connection, path)
+
+
+@contextmanager
+def private_copy(path: Path):
+    """A connection to a private copy of a database (with its ``-wal``), so the original is never touched."""
     with tempfile.TemporaryDirectory(prefix="zett-lab-db-") as scratch:
         copy = Path(scratch) / "copy.sqlite"
         shutil.copyfile(path, copy)
@@ -97,7 +105,7 @@ def read_sqlite(path: Path) -> list[Conversation]:
             shutil.copyfile(wal, copy.with_name(copy.name + "-wal"))
         connection = sqlite3.connect(copy)
         try:
-            return _read_sessions(connection, path)
+            yield connection
         except sqlite3.DatabaseError as error:
             raise InputError(path, None, f"cannot read as a zett-agent session database ({error})") from error
         finally:
