@@ -99,8 +99,10 @@ def test_malformed_jsonl_names_the_line(tmp_path):
 def test_unknown_format_lists_known_formats(tmp_path):
     path = tmp_path / "notes.txt"
     path.write_text("just some notes")
-    with pytest.raises(InputError, match="unknown format; zett_lab reads: .*neutral-json.*zett-sqlite"):
+    with pytest.raises(InputError, match="unknown format; zett_lab reads: ") as error:
         zett_lab.load(path)
+    for name in ("zett-sqlite", "zett-jsonl", "zettcode", "neutral-json", "claude-code-jsonl", "aider-chat-history-md"):
+        assert name in str(error.value)
 
 
 def test_sqlite_reader_dedupes_system_prompts_and_keeps_usage(tmp_path):

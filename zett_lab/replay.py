@@ -52,6 +52,14 @@ class ReplayError(ZettLabError):
     """The runtime rejected the recording (or a summary failed in strict mode); names the step."""
 
 
+class _TurnInterrupted(Exception):
+    """Ends a request whose recorded turn stopped after a tool result, before a new user message.
+
+    An ordinary exception (raised from ``before_model``, not from a tool) so the
+    runtime fails that request cleanly and accepts the next one.
+    """
+
+
 class _EndOfRecording(BaseException):
     """Raised inside the runtime when the recording has nothing more to play.
 
@@ -100,6 +108,8 @@ class _Recorder:
     cursor: int = 0
     turn: int = 0
     turn_start: int = 0
+    turn_end: int = 0
+    interrupted_turns: list[int] = field(default_factory=list)
     turn_step: int = 0
     step_rows: list[dict[str, Any]] = field(default_factory=list)
     compaction_rows: list[dict[str, Any]] = field(default_factory=list)
@@ -115,6 +125,11 @@ class _Recorder:
         if self.cursor < len(self.assistant_indices):
             return self.assistant_indices[self.cursor]
         return len(self.conversation.messages)
+
+    def turn_was_interrupted(self) -> bool:
+        """The runtime wants another model step, but the recorded turn ended on a tool result and a new user message follows."""
+        next_assistant = self.assistant_indices[self.cursor] if self.cursor < len(self.assistant_indices) else None
+        return self.turn_end < len(self.conversation.messages) and (next_assistant is None or next_assistant >= self.turn_end)
 
     def begin_pass(self, trigger: str | None, n_recorded: int) -> _Pass:
         self.current = _Pass(trigger=trigger, n_recorded=n_recorded)
@@ -253,6 +268,10 @@ class _InstrumentedCompaction(CompactionExtension):
 
     async def before_model(self, context: AgentRunContext, request: ModelRequest) -> None:
         recorder = self._recorder
+        if recorder.turn_was_interrupted():
+            # No model step happened here in the recording (the user interrupted): end the request before the engine acts.
+            recorder.interrupted_turns.append(recorder.turn)
+            raise _TurnInterrupted
         step = len(recorder.step_rows)
         if step in self._manual_steps:
             recorder.begin_pass("manual", recorder.n_recorded)
@@ -633,6 +652,7 @@ def replay(
         "replay_seconds": round(time.perf_counter() - started, 3),
         "cache": summary_cache.stats() if summary_cache is not None else None,
         "store": str(store) if store is not None else None,
+        "interrupted_turns": recorder.interrupted_turns,
     }
     trace = Trace.from_rows(conversation, recorder.step_rows, recorder.compaction_rows, settings, recorder.engine_events)
     if store is not None:
@@ -662,15 +682,17 @@ async def _drive(
     )
     try:
         for turn in conversation.turns:
-            recorder.turn, recorder.turn_start, recorder.turn_step = turn.index, turn.start, 0
+            recorder.turn, recorder.turn_start, recorder.turn_end, recorder.turn_step = turn.index, turn.start, turn.end, 0
             if turn.index in manual_turns:
                 await _consume(agent.compact(config=config), recorder)
             user = copy.deepcopy(conversation.messages[turn.start])
             try:
                 await _consume(agent.stream(user, config=config), recorder)
-            except (Exception, _EndOfRecording) as error:
+            except (Exception, _EndOfRecording, _TurnInterrupted) as error:
                 if recorder.ended:
                     return
+                if recorder.interrupted_turns[-1:] == [turn.index]:
+                    continue
                 if isinstance(error, ZettLabError):
                     raise
                 raise ReplayError(

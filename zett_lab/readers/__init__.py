@@ -40,18 +40,20 @@ class Reader:
 
 
 _READERS: list[Reader] = []
+_FALLBACK_READERS: list[Reader] = []
 
 
-def register(reader: Reader) -> Reader:
-    """Add a reader; readers registered earlier are asked first."""
-    _READERS.append(reader)
+def register(reader: Reader, *, fallback: bool = False) -> Reader:
+    """Add a reader. Specific formats are asked in registration order; fallbacks
+    (catch-all formats such as plain chat-message JSON) only after all of them."""
+    (_FALLBACK_READERS if fallback else _READERS).append(reader)
     return reader
 
 
 def readers() -> list[Reader]:
     """Every registered reader, in the order they are asked."""
     _load_builtin_readers()
-    return list(_READERS)
+    return [*_READERS, *_FALLBACK_READERS]
 
 
 def _load_builtin_readers() -> None:

@@ -319,5 +319,6 @@ register(
         description="neutral JSON/JSONL: OpenAI chat-completions style messages",
         sniff=_sniff,
         read=read_neutral,
-    )
+    ),
+    fallback=True,
 )

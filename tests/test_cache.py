@@ -1,0 +1,269 @@
+"""The persistent summary cache: keys, persistence, concurrency, crashes and bad files."""
+
+from __future__ import annotations
+
+import multiprocessing
+from contextlib import closing
+import os
+import pickle
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import warnings
+from pathlib import Path
+
+import pytest
+from zett_agent.extensions.compaction import CompactedMessage
+from zett_agent.messages import AssistantMessage, SystemMessage, ToolCall, ToolMessage, UserMessage
+from zett_agent.model import ModelRequest, ReasoningEffort
+
+from zett_lab.summarizers import CachedSummary, CacheError, SummaryCache, default_cache_path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def request(*texts: str, instructions: str = "Summarize.", effort=ReasoningEffort.LOW) -> ModelRequest:
+    return ModelRequest(
+        messages=[
+            SystemMessage(content=instructions),
+            *(UserMessage(content=t) for t in texts),
+            UserMessage(content="Produce the checkpoint now."),
+        ],
+        reasoning_effort=effort,
+    )
+
+
+def entry(text: str = "summary", **kw) -> CachedSummary:
+    return CachedSummary(text=text, latency_s=kw.pop("latency_s", 1.5), input_tokens=kw.pop("input_tokens", 100),
+                         output_tokens=kw.pop("output_tokens", 10), **kw)
+
+
+# -- keys ------------------------------------------------------------------------------------------------
+
+
+def test_key_covers_identity_effort_and_exact_messages():
+    base = SummaryCache.key("truncate(budget=0.1)", request("a", "b"))
+    assert len(base) == 64 and int(base, 16) >= 0
+    assert SummaryCache.key("truncate(budget=0.1)", request("a", "b")) == base  # equal content, new objects
+    different = [
+        SummaryCache.key("truncate(budget=0.2)", request("a", "b")),
+        SummaryCache.key("truncate(budget=0.1)", request("a", "b", effort=ReasoningEffort.HIGH)),
+        SummaryCache.key("truncate(budget=0.1)", request("a", "c")),
+        SummaryCache.key("truncate(budget=0.1)", request("a", "b", instructions="Other instructions.")),
+        SummaryCache.key("truncate(budget=0.1)", request("b", "a")),
+    ]
+    assert len({base, *different}) == 6
+    # message kinds matter (a checkpoint is not a user message with the same text)
+    plain = ModelRequest(messages=[UserMessage(content="x")])
+    checkpoint = ModelRequest(messages=[CompactedMessage(content="x")])
+    assert SummaryCache.key("m", plain) != SummaryCache.key("m", checkpoint)
+    # every message type, tool calls included, can be keyed
+    full = ModelRequest(messages=[
+        SystemMessage(content="s"), UserMessage(content="u"),
+        AssistantMessage(content="", tool_calls=(ToolCall("c", "bash", {"command": "ls"}),)),
+        ToolMessage(tool_call_id="c", name="bash", content="out"),
+    ])
+    assert SummaryCache.key("m", full) != SummaryCache.key("m", plain)
+    odd = ModelRequest(messages=[UserMessage(content="x", attributes={"when": object()})])
+    assert len(SummaryCache.key("m", odd)) == 64
+    with pytest.raises(ValueError):
+        SummaryCache.key("", plain)
+
+
+# -- basic use ---------------------------------------------------------------------------------------------
+
+
+def test_put_get_counters_and_persistence(tmp_path):
+    path = tmp_path / "c.sqlite"
+    cache = SummaryCache(path)
+    key = SummaryCache.key("m", request("a"))
+    assert cache.get(key) is None
+    cache.put(key, entry(reasoning="why"), identity="m")
+    assert cache.get(key) == entry(reasoning="why")
+    assert (cache.hits, cache.misses) == (1, 1)
+    stats = cache.stats()
+    assert stats["entries"] == 1 and stats["identities"] == 1 and stats["hit_rate"] == 0.5
+    assert stats["path"] == str(path) and stats["enabled"] and stats["size_bytes"] > 0
+    cache.put(key, entry("second writer loses"))
+    assert cache.get(key).text == "summary"
+    cache.close()
+    again = SummaryCache(path)
+    assert again.get(key) == entry(reasoning="why") and len(again) == 1 and key in again
+    none_usage = CachedSummary("t", 0.0, None, None)
+    again.put("k2", none_usage)
+    assert again.get("k2") == none_usage
+    with pytest.raises(ValueError):
+        again.put("k3", CachedSummary("  ", 0.1, None, None))
+    with pytest.raises(TypeError):
+        again.put("k3", {"text": "x"})
+    again.clear()
+    assert len(again) == 0
+
+
+def test_locations(tmp_path, monkeypatch):
+    monkeypatch.setenv("ZETT_LAB_CACHE", str(tmp_path / "env.sqlite"))
+    assert SummaryCache().path == tmp_path / "env.sqlite"
+    assert (tmp_path / "env.sqlite").exists()
+    assert SummaryCache(tmp_path / "arg.sqlite").path == tmp_path / "arg.sqlite"  # argument wins
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    assert SummaryCache(folder).path == folder / "summaries.sqlite"
+    monkeypatch.setenv("ZETT_LAB_CACHE", "off")
+    assert not SummaryCache().enabled
+    assert default_cache_path().parts[-2:] == ("zett-lab", "summaries.sqlite")
+
+
+def test_memory_and_disabled():
+    memory = SummaryCache(":memory:")
+    memory.put("k", entry())
+    assert memory.get("k") == entry() and memory.stats()["entries"] == 1
+    assert SummaryCache.memory().get("k") is None  # private to the instance
+    disabled = SummaryCache.disabled()
+    disabled.put("k", entry())
+    assert disabled.get("k") is None
+    assert disabled.stats()["enabled"] is False and disabled.misses == 1 and len(disabled) == 0
+
+
+def test_pickles_and_threads(tmp_path):
+    cache = SummaryCache(tmp_path / "c.sqlite")
+    cache.put("k", entry())
+    clone = pickle.loads(pickle.dumps(cache))
+    assert clone.get("k") == entry()
+
+    def work(n: int) -> None:
+        for i in range(25):
+            cache.put(f"t{n}-{i}", entry(f"text {n} {i}"))
+            assert cache.get(f"t{n}-{i}").text == f"text {n} {i}"
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(cache) == 101
+
+
+# -- bad files ------------------------------------------------------------------------------------------------
+
+
+def test_garbage_file_is_moved_aside_and_rebuilt(tmp_path):
+    path = tmp_path / "c.sqlite"
+    garbage = b"this is not a database at all\n" * 200
+    path.write_bytes(garbage)
+    with pytest.warns(RuntimeWarning, match="moved it to"):
+        cache = SummaryCache(path)
+    cache.put("k", entry())
+    assert cache.get("k") == entry()
+    aside = [p for p in tmp_path.iterdir() if ".corrupt-" in p.name]
+    assert len(aside) == 1 and aside[0].read_bytes() == garbage
+
+
+def test_foreign_database_is_an_error_and_untouched(tmp_path):
+    path = tmp_path / "theirs.sqlite"
+    with sqlite3.connect(path) as connection:
+        connection.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY, total REAL)")
+        connection.execute("INSERT INTO orders VALUES (1, 9.5)")
+    connection.close()
+    before = path.read_bytes()
+    with pytest.raises(CacheError) as error:
+        SummaryCache(path)
+    assert str(path) in str(error.value) and "not a zett_lab summary cache" in str(error.value)
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["theirs.sqlite"]
+
+
+def test_broken_schema_is_rebuilt_and_newer_version_refused(tmp_path):
+    path = tmp_path / "c.sqlite"
+    SummaryCache(path).close()
+    with sqlite3.connect(path) as connection:
+        connection.execute("ALTER TABLE summaries RENAME TO old_summaries")
+        connection.execute("CREATE TABLE summaries (key TEXT PRIMARY KEY, text TEXT)")
+    connection.close()
+    with pytest.warns(RuntimeWarning, match="columns"):
+        cache = SummaryCache(path)
+    cache.put("k", entry())
+    assert cache.get("k") == entry()
+    cache.close()
+    newer = tmp_path / "newer.sqlite"
+    SummaryCache(newer).close()
+    with sqlite3.connect(newer) as connection:
+        connection.execute("UPDATE meta SET value = '99' WHERE name = 'version'")
+    connection.close()
+    with pytest.raises(CacheError, match="newer zett_lab"):
+        SummaryCache(newer)
+
+
+# -- two processes, and a process killed mid-write ----------------------------------------------------------
+
+
+def _writer(path: str, name: str, count: int, barrier, queue) -> None:
+    cache = SummaryCache(path)
+    for i in range(count):
+        cache.put(f"{name}-{i}", CachedSummary(f"{name} {i}", 0.1, i, 1))
+        cache.put(f"shared-{i}", CachedSummary(f"shared {i}", 0.1, None, None))
+    barrier.wait(timeout=60)
+    other = "b" if name == "a" else "a"
+    found = sum(1 for i in range(count) if (hit := cache.get(f"{other}-{i}")) is not None and hit.text == f"{other} {i}")
+    queue.put((name, found))
+
+
+def test_two_processes_write_and_read_each_other(tmp_path):
+    path = str(tmp_path / "shared.sqlite")
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(2)
+    queue = context.Queue()
+    processes = [context.Process(target=_writer, args=(path, name, 60, barrier, queue)) for name in ("a", "b")]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(timeout=120)
+        assert process.exitcode == 0
+    results = dict(queue.get(timeout=10) for _ in processes)
+    assert results == {"a": 60, "b": 60}
+    cache = SummaryCache(path)
+    assert len(cache) == 60 * 3
+    with closing(sqlite3.connect(path)) as connection:
+        assert connection.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+KILLED_WRITER = """
+import sys
+from zett_lab.summarizers import CachedSummary, SummaryCache
+cache = SummaryCache(sys.argv[1])
+i = 0
+while True:
+    cache.put(f"key-{i}", CachedSummary("summary " * 200 + str(i), 0.5, i, 7))
+    print(i, flush=True)
+    i += 1
+"""
+
+
+def test_killed_writer_leaves_finished_entries(tmp_path):
+    path = tmp_path / "killed.sqlite"
+    process = subprocess.Popen(
+        [sys.executable, "-c", KILLED_WRITER, str(path)], stdout=subprocess.PIPE, text=True, cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    finished = -1
+    try:
+        for line in process.stdout:
+            finished = int(line)
+            if finished >= 40:
+                break
+        process.send_signal(signal.SIGKILL)
+    finally:
+        process.kill()
+        process.wait(timeout=30)
+        process.stdout.close()
+    assert process.returncode == -signal.SIGKILL
+    assert finished >= 40
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "moved aside": the file is intact
+        cache = SummaryCache(path)
+    for i in range(finished + 1):
+        hit = cache.get(f"key-{i}")
+        assert hit is not None and hit.text.endswith(str(i)) and hit.input_tokens == i
+    with closing(sqlite3.connect(path)) as connection:
+        assert connection.execute("PRAGMA integrity_check").fetchone()[0] == "ok"

@@ -1,0 +1,457 @@
+"""A persistent, content-addressed cache of summaries (one SQLite file).
+
+Summary calls are the slow and costly part of a replay; the same request (same summarizer
+identity, same reasoning effort, same messages) always gets the cached answer, across runs
+and across processes.
+
+Where the file lives, first match wins:
+
+1. the ``path`` argument (``":memory:"`` for a private in-memory cache);
+2. the environment variable ``ZETT_LAB_CACHE`` (``off``, ``none``, ``0`` or ``false`` disable
+   caching);
+3. ``platformdirs.user_cache_dir("zett-lab")/summaries.sqlite``.
+
+A directory given as path gets ``summaries.sqlite`` inside it.
+
+Safety: WAL journal, a busy timeout, and single-statement ``INSERT OR IGNORE`` writes, so two
+processes can share one file and a process killed mid-write leaves only finished entries. A
+file that is not an SQLite database, or a zett_lab cache with a broken schema, is moved aside
+(``NAME.corrupt-TIMESTAMP``) with a warning and rebuilt; an SQLite database that is not a
+zett_lab cache is never touched: :class:`CacheError` names it.
+
+Example::
+
+    cache = SummaryCache()
+    key = SummaryCache.key(summarizer_identity(model), request)
+    hit = cache.get(key)
+    if hit is None:
+        ...  # call the model
+        cache.put(key, CachedSummary(text, latency_s, input_tokens, output_tokens))
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+import time
+import warnings
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from zett_agent.model import ModelRequest
+
+from ..errors import ZettLabError
+
+FORMAT = "zett-lab-summary-cache"
+VERSION = 1
+DEFAULT_FILENAME = "summaries.sqlite"
+#: Seconds a writer waits for another process's lock before giving up.
+BUSY_TIMEOUT_S = 30.0
+_DISABLED_VALUES = {"off", "none", "0", "false", "no", "disabled"}
+
+_COLUMNS = ("key", "identity", "text", "latency_s", "input_tokens", "output_tokens", "reasoning", "created_at")
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS summaries (
+    key TEXT PRIMARY KEY,
+    identity TEXT,
+    text TEXT NOT NULL,
+    latency_s REAL NOT NULL,
+    input_tokens INTEGER,
+    output_tokens INTEGER,
+    reasoning TEXT,
+    created_at REAL NOT NULL
+);
+INSERT OR IGNORE INTO meta (name, value) VALUES ('format', '{format}');
+INSERT OR IGNORE INTO meta (name, value) VALUES ('version', '{version}');
+"""
+
+
+class CacheError(ZettLabError):
+    """The summary cache file cannot be used; the message names the file and what is wrong."""
+
+
+class _Corrupt(Exception):
+    """Internal: the file is ours (or not a database at all) but unusable; rebuild it."""
+
+
+@dataclass(frozen=True)
+class CachedSummary:
+    """One cached summary call.
+
+    Attributes:
+        text: the summary text the model returned.
+        latency_s: wall time of the original call, seconds.
+        input_tokens, output_tokens: usage the model reported (None when it reported none).
+        reasoning: the model's reasoning text, when it streamed any.
+    """
+
+    text: str
+    latency_s: float
+    input_tokens: int | None
+    output_tokens: int | None
+    reasoning: str | None = None
+
+
+def default_cache_path() -> Path:
+    """``user_cache_dir("zett-lab")/summaries.sqlite``."""
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("zett-lab")) / DEFAULT_FILENAME
+
+
+class SummaryCache:
+    """Persistent content-addressed summary cache (see the module docstring).
+
+    Args:
+        path: the cache file, a directory for it, ``":memory:"``, or None for
+            ``ZETT_LAB_CACHE`` / the user cache directory.
+
+    Attributes:
+        hits, misses: lookups answered / not answered by this instance.
+        path: the file (None when disabled, ``":memory:"`` in memory).
+        enabled: False for :meth:`disabled` caches (every lookup misses, puts are dropped).
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+        self.hits = 0
+        self.misses = 0
+        self.enabled = True
+        self._lock = threading.RLock()
+        self._connection: sqlite3.Connection | None = None
+        self._pid: int | None = None
+        self._explicit = path is not None
+        if path is None:
+            configured = os.environ.get("ZETT_LAB_CACHE", "").strip()
+            if configured.lower() in _DISABLED_VALUES:
+                self.enabled = False
+                self.path: Path | str | None = None
+                return
+            if configured:
+                path = configured
+                self._explicit = True
+        if path is None:
+            self.path = default_cache_path()
+        elif str(path) == ":memory:":
+            self.path = ":memory:"
+        else:
+            resolved = Path(path).expanduser()
+            if resolved.is_dir():
+                resolved = resolved / DEFAULT_FILENAME
+            self.path = resolved
+        # Open now so a bad file is reported where the cache is created.
+        self._conn()
+
+    @classmethod
+    def disabled(cls) -> SummaryCache:
+        """A cache that never stores anything: every lookup is a miss."""
+        cache = cls.__new__(cls)
+        cache.hits = 0
+        cache.misses = 0
+        cache.enabled = False
+        cache.path = None
+        cache._lock = threading.RLock()
+        cache._connection = None
+        cache._pid = None
+        cache._explicit = False
+        return cache
+
+    @classmethod
+    def memory(cls) -> SummaryCache:
+        """A private in-memory cache (lost when the instance goes away)."""
+        return cls(":memory:")
+
+    # -- pickling (for process pools): reopen in the new process ------------------------------
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"path": self.path, "enabled": self.enabled, "explicit": self._explicit}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.hits = 0
+        self.misses = 0
+        self.enabled = state["enabled"]
+        self.path = state["path"]
+        self._explicit = state["explicit"]
+        self._lock = threading.RLock()
+        self._connection = None
+        self._pid = None
+
+    def __repr__(self) -> str:
+        where = self.path if self.enabled else "disabled"
+        return f"<SummaryCache {where} hits={self.hits} misses={self.misses}>"
+
+    # -- keys -------------------------------------------------------------------------------------
+
+    @staticmethod
+    def key(identity: str, request: ModelRequest) -> str:
+        """SHA-256 over the summarizer identity, the reasoning effort and the exact request messages.
+
+        Messages are encoded with :func:`zett_agent.storage.encode_messages` (the instructions
+        are the first message, so a changed prompt is a different key).
+        """
+        from zett_agent.storage import encode_messages
+
+        if not isinstance(identity, str) or not identity:
+            raise ValueError("identity must be a non-empty string")
+        try:
+            messages = encode_messages(request.messages)
+        except (TypeError, ValueError, StopIteration):
+            # Messages with values the storage codec cannot write (or subclasses it does not
+            # know): fall back to a stable JSON rendering of the same fields.
+            messages = json.dumps(
+                [{"type": type(m).__name__, "data": asdict(m)} for m in request.messages],
+                ensure_ascii=False,
+                default=repr,
+            )
+        effort = getattr(request.reasoning_effort, "value", request.reasoning_effort)
+        digest = hashlib.sha256()
+        digest.update(json.dumps([FORMAT, VERSION, identity, str(effort)], ensure_ascii=False).encode())
+        digest.update(b"\0")
+        digest.update(messages.encode("utf-8"))
+        return digest.hexdigest()
+
+    # -- connection -------------------------------------------------------------------------------
+
+    def _conn(self) -> sqlite3.Connection:
+        with self._lock:
+            if self._connection is not None and self._pid == os.getpid():
+                return self._connection
+            # A connection inherited through fork must not be used by the child.
+            self._connection = None
+            connection = self._open()
+            self._connection, self._pid = connection, os.getpid()
+            return connection
+
+    def _connect(self) -> sqlite3.Connection:
+        target = str(self.path)
+        if isinstance(self.path, Path):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        connection = sqlite3.connect(target, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+        connection.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        return connection
+
+    def _open(self) -> sqlite3.Connection:
+        connection = self._connect()
+        try:
+            self._prepare(connection)
+            return connection
+        except _Corrupt as problem:
+            connection.close()
+            self._move_aside(str(problem))
+        except sqlite3.DatabaseError as error:
+            connection.close()
+            if not _not_a_database(error):
+                raise CacheError(f"{self.path}: summary cache cannot be opened: {error}") from error
+            self._move_aside(f"not an SQLite database ({error})")
+        connection = self._connect()
+        try:
+            self._prepare(connection)
+        except (_Corrupt, sqlite3.DatabaseError) as error:
+            connection.close()
+            raise CacheError(f"{self.path}: summary cache cannot be rebuilt: {error}") from error
+        return connection
+
+    def _prepare(self, connection: sqlite3.Connection) -> None:
+        # Read before writing anything: a database that is not ours must stay untouched.
+        tables = self._tables(connection)
+        if tables:
+            self._check(connection, tables)
+        if self.path != ":memory:":
+            connection.execute("PRAGMA journal_mode = WAL").fetchone()
+            connection.execute("PRAGMA synchronous = NORMAL")
+        if not tables:
+            connection.execute("BEGIN IMMEDIATE")
+            try:
+                for statement in _SCHEMA.format(format=FORMAT, version=VERSION).split(";"):
+                    if statement.strip():
+                        connection.execute(statement)
+                connection.execute("COMMIT")
+            except BaseException:
+                if connection.in_transaction:
+                    connection.execute("ROLLBACK")
+                raise
+            self._check(connection, self._tables(connection))
+
+    @staticmethod
+    def _tables(connection: sqlite3.Connection) -> set[str]:
+        return {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+    def _check(self, connection: sqlite3.Connection, tables: set[str]) -> None:
+        """Raise CacheError for a foreign database, _Corrupt for a broken zett_lab cache."""
+        foreign = (
+            f"{self.path}: this SQLite database is not a zett_lab summary cache ({{what}}); it was left untouched. "
+            "Point the cache elsewhere (SummaryCache(path=...) or ZETT_LAB_CACHE)."
+        )
+        if "meta" not in tables:
+            raise CacheError(foreign.replace("{what}", "tables: " + ", ".join(sorted(tables))))
+        try:
+            meta = dict(connection.execute("SELECT name, value FROM meta").fetchall())
+        except sqlite3.DatabaseError as error:
+            raise CacheError(foreign.replace("{what}", f"its meta table is unreadable: {error}")) from error
+        if meta.get("format") != FORMAT:
+            raise CacheError(foreign.replace("{what}", f"format {meta.get('format')!r}"))
+        try:
+            version = int(meta.get("version", "0"))
+        except ValueError:
+            raise _Corrupt(f"unreadable cache version {meta.get('version')!r}") from None
+        if version > VERSION:
+            raise CacheError(
+                f"{self.path}: summary cache written by a newer zett_lab (format version {version}, "
+                f"this one reads {VERSION}); use another cache path"
+            )
+        if version < VERSION:
+            raise _Corrupt(f"old cache format version {version}")
+        columns = tuple(row[1] for row in connection.execute("PRAGMA table_info(summaries)"))
+        if columns != _COLUMNS:
+            raise _Corrupt(f"summaries table has columns {columns}, expected {_COLUMNS}")
+
+    def _move_aside(self, reason: str) -> None:
+        if not isinstance(self.path, Path):  # pragma: no cover - memory databases cannot be corrupt
+            raise CacheError(f"summary cache unusable: {reason}")
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+        aside = self.path.with_name(f"{self.path.name}.corrupt-{stamp}-{os.getpid()}")
+        try:
+            os.replace(self.path, aside)
+        except FileNotFoundError:
+            # Another process moved it first; it is rebuilding the cache too.
+            return
+        for suffix in ("-wal", "-shm"):
+            sidecar = self.path.with_name(self.path.name + suffix)
+            try:
+                os.replace(sidecar, aside.with_name(aside.name + suffix))
+            except FileNotFoundError:
+                pass
+        warnings.warn(
+            f"summary cache {self.path} was unusable ({reason}); moved it to {aside} and started an empty cache",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+
+    # -- API ----------------------------------------------------------------------------------------
+
+    def get(self, key: str) -> CachedSummary | None:
+        """The cached summary for ``key``, or None (counted in ``hits`` / ``misses``)."""
+        if not self.enabled:
+            with self._lock:
+                self.misses += 1
+            return None
+        with self._lock:
+            try:
+                row = (
+                    self._conn()
+                    .execute(
+                        "SELECT text, latency_s, input_tokens, output_tokens, reasoning FROM summaries WHERE key = ?",
+                        (key,),
+                    )
+                    .fetchone()
+                )
+            except sqlite3.DatabaseError as error:
+                raise CacheError(f"{self.path}: summary cache read failed: {error}") from error
+            if row is None:
+                self.misses += 1
+                return None
+            self.hits += 1
+            return CachedSummary(text=row[0], latency_s=row[1], input_tokens=row[2], output_tokens=row[3], reasoning=row[4])
+
+    def put(self, key: str, summary: CachedSummary, *, identity: str | None = None) -> None:
+        """Store ``summary`` under ``key`` (first writer wins; an existing entry is kept)."""
+        if not isinstance(summary, CachedSummary):
+            raise TypeError(f"put() takes a CachedSummary, not {type(summary).__name__}")
+        if not summary.text or not summary.text.strip():
+            raise ValueError("refusing to cache an empty summary")
+        if not self.enabled:
+            return
+        with self._lock:
+            try:
+                self._conn().execute(
+                    "INSERT OR IGNORE INTO summaries "
+                    "(key, identity, text, latency_s, input_tokens, output_tokens, reasoning, created_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        key,
+                        identity,
+                        summary.text,
+                        float(summary.latency_s),
+                        summary.input_tokens,
+                        summary.output_tokens,
+                        summary.reasoning,
+                        time.time(),
+                    ),
+                )
+            except sqlite3.DatabaseError as error:
+                raise CacheError(f"{self.path}: summary cache write failed: {error}") from error
+
+    def __contains__(self, key: object) -> bool:
+        if not self.enabled or not isinstance(key, str):
+            return False
+        with self._lock:
+            row = self._conn().execute("SELECT 1 FROM summaries WHERE key = ?", (key,)).fetchone()
+        return row is not None
+
+    def __len__(self) -> int:
+        if not self.enabled:
+            return 0
+        with self._lock:
+            return int(self._conn().execute("SELECT COUNT(*) FROM summaries").fetchone()[0])
+
+    def stats(self) -> dict[str, Any]:
+        """``path``, ``enabled``, ``entries``, ``identities``, ``hits``, ``misses``, ``hit_rate``, ``size_bytes``."""
+        lookups = self.hits + self.misses
+        entries = identities = 0
+        size = None
+        if self.enabled:
+            with self._lock:
+                entries, identities = self._conn().execute(
+                    "SELECT COUNT(*), COUNT(DISTINCT identity) FROM summaries"
+                ).fetchone()
+            if isinstance(self.path, Path) and self.path.exists():
+                size = sum(
+                    p.stat().st_size
+                    for p in (self.path, self.path.with_name(self.path.name + "-wal"))
+                    if p.exists()
+                )
+        return {
+            "path": None if self.path is None else str(self.path),
+            "enabled": self.enabled,
+            "entries": int(entries),
+            "identities": int(identities),
+            "hits": self.hits,
+            "misses": self.misses,
+            "hit_rate": (self.hits / lookups) if lookups else None,
+            "size_bytes": size,
+        }
+
+    def clear(self) -> None:
+        """Delete every entry (the file stays)."""
+        if not self.enabled:
+            return
+        with self._lock:
+            self._conn().execute("DELETE FROM summaries")
+
+    def close(self) -> None:
+        """Close the connection (the cache reopens on next use)."""
+        with self._lock:
+            if self._connection is not None and self._pid == os.getpid():
+                self._connection.close()
+            self._connection = None
+
+    def __enter__(self) -> SummaryCache:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # pragma: no cover - best effort
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+def _not_a_database(error: sqlite3.DatabaseError) -> bool:
+    message = str(error).lower()
+    return "not a database" in message or "malformed" in message or "file is encrypted" in message
