@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 from zett_agent.extensions.compaction import CompactedMessage, CompactionExtension
 from zett_agent.messages import AssistantMessage, ToolCall, ToolMessage, UserMessage
 
 import zett_lab
-from zett_lab import replay as replay_module
 from zett_lab.replay import ReplayError, replay
+
+replay_module = importlib.import_module("zett_lab.replay")  # the module; zett_lab.replay is the function
 from zett_lab.tokens import MemoizingCounter, engine_payload
 from zett_lab.trace import Trace
 

@@ -7,28 +7,63 @@ Example::
     import zett_lab
     conversations = zett_lab.load_all("fixtures/")
     trace = zett_lab.replay(conversations[0], max_tokens=20_000, keep_recent_tokens=5_000)
-    trace.steps          # one row per model step
-    trace.compactions    # one row per summary attempt
+    trace.steps                     # one row per model step
+    trace.compactions               # one row per summary attempt
+    losses = zett_lab.measure(trace)
+    losses.conversation             # budget figures and loss metrics
 """
+
+from typing import Any
 
 from .conversations import Conversation, NativeCompaction, Probe, Turn
 from .errors import InputError, SettingError, ZettLabError
+from .metrics import Losses, compare, measure
 from .readers import load, load_all
+from .replay import ReplayError, replay
+from .summarizers import DEFAULT_SUMMARIZER, SummaryCache, summarizer
+from .sweep import Sweep, decision_boundaries, pareto_front, recommend, sweep
 from .tokens import ApproxCounter, MemoizingCounter, approx_count_tokens, count_tokens, provision_o200k
+from .trace import Trace
+
+
+
+def __getattr__(name: str) -> Any:
+    """``zett_lab.Report`` on first use: reports pull in plots and templates."""
+    if name == "Report":
+        from .report import Report
+
+        return Report
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
+    "DEFAULT_SUMMARIZER",
     "ApproxCounter",
     "Conversation",
     "InputError",
+    "Losses",
     "MemoizingCounter",
     "NativeCompaction",
     "Probe",
+    "ReplayError",
     "SettingError",
+    "SummaryCache",
+    "Trace",
     "Turn",
     "ZettLabError",
     "approx_count_tokens",
+    "compare",
     "count_tokens",
     "load",
     "load_all",
+    "measure",
     "provision_o200k",
+    "replay",
+    "summarizer",
+    "Report",
+    "Sweep",
+    "decision_boundaries",
+    "pareto_front",
+    "recommend",
+    "sweep",
 ]

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import copy
+import numbers
 import time
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Sequence
@@ -71,7 +72,7 @@ class _EndOfRecording(BaseException):
 def check_limits(max_tokens: object, keep_recent_tokens: object) -> None:
     """Raise :class:`SettingError` unless both limits are positive integers (as the engine requires)."""
     for name, value in (("max_tokens", max_tokens), ("keep_recent_tokens", keep_recent_tokens)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
             raise SettingError(f"{name} must be a positive integer, got {value!r}")
 
 
@@ -607,6 +608,7 @@ def replay(
         A :class:`Trace` with one row per model step and one per summary attempt.
     """
     check_limits(max_tokens, keep_recent_tokens)
+    max_tokens, keep_recent_tokens = int(max_tokens), int(keep_recent_tokens)
     conversation.validate()
     effort = ReasoningEffort(reasoning_effort)
     counter = count_tokens or default_counter
