@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sqlite3
 
 import pytest
-from zett_agent.messages import AssistantMessage, ImageContent, ImageUrlSource, SystemMessage, TextContent, ToolCall, ToolMessage, UserMessage
+from zett_agent.messages import AssistantMessage, ImageContent, ImageUrlSource, SystemMessage, TextContent, UserMessage
 from zett_agent.model import ModelUsage
 from zett_agent.storage import encode_messages
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import importlib
 
 import pytest
-from zett_agent.extensions.compaction import CompactedMessage, CompactionExtension
-from zett_agent.messages import AssistantMessage, ToolCall, ToolMessage, UserMessage
+from zett_agent.extensions.compaction import CompactionExtension
+from zett_agent.messages import AssistantMessage, ToolMessage
 
 import zett_lab
 from zett_lab.replay import ReplayError, replay

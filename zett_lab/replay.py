@@ -17,8 +17,6 @@ Example::
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import copy
 import numbers
 import time
@@ -38,6 +36,7 @@ from zett_agent.messages import AnyMessage, AssistantMessage, SystemMessage, Too
 from zett_agent.model import AgentModel, ModelEvent, ModelRequest, ModelResponse, ModelUsage, ReasoningEffort, RetryOptions
 from zett_agent.tools.base import AgentTool, current_tool_call_id
 
+from .asyncrun import run_sync
 from .conversations import Conversation, starts_turn
 from .errors import InputError, SettingError, ZettLabError
 from .tokens import TokenCounter, count_tokens as default_counter
@@ -555,16 +554,6 @@ def resolve_cache(cache: Any) -> Any:
     return cache
 
 
-def _run_sync(coroutine: Any) -> Any:
-    """Run a coroutine to completion, also from inside a running loop (Jupyter)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coroutine)
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, coroutine).result()
-
-
 def replay(
     conversation: Conversation,
     *,
@@ -639,7 +628,7 @@ def replay(
 
         history = storage_extension(store, conversation.id)
     started = time.perf_counter()
-    _run_sync(_drive(conversation, recorder, [history, compaction], usage_for, manual_turns))
+    run_sync(_drive(conversation, recorder, [history, compaction], usage_for, manual_turns))
     settings = {
         "max_tokens": max_tokens,
         "keep_recent_tokens": keep_recent_tokens,

@@ -37,8 +37,6 @@ Example::
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import html
 import json
 import math
@@ -53,6 +51,8 @@ import pandas as pd
 from zett_agent.messages import AnyMessage, SystemMessage, UserMessage
 from zett_agent.model import AgentModel, ModelRequest, ReasoningEffort
 
+from ..asyncrun import run_sync
+from ..replay import resolve_cache
 from ..conversations import PROBE_TYPES, Probe
 from ..errors import SettingError, ZettLabError
 from .anchors import contains_normalized, message_text
@@ -192,25 +192,6 @@ async def _call(model: AgentModel, request: ModelRequest) -> tuple[str, float, i
     )
 
 
-def _run_sync(coroutine: Any) -> Any:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coroutine)
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, coroutine).result()
-
-
-def _resolve_cache(cache: Any) -> Any:
-    if cache is False:
-        return None
-    if cache is None or cache is True:
-        from ..summarizers.cache import SummaryCache
-
-        return SummaryCache()
-    return cache
-
-
 def _estimate_tokens(request: ModelRequest) -> int:
     from ..tokens import count_tokens
 
@@ -319,9 +300,9 @@ def generate_probes(
     ``message_index`` is ``start`` + the first span message containing the answer.
     ``cache``: a SummaryCache, None for the default one, False for none.
     """
-    caller = _Caller(_resolve_cache(cache), {}, None, None)
+    caller = _Caller(resolve_cache(cache), {}, None, None)
     request = _probe_request(span_messages, n)
-    text = _run_sync(caller("probes", model, request)) or ""
+    text = run_sync(caller("probes", model, request)) or ""
     return _generated_probes(_parse_generated(text), span_messages, n, start)
 
 
@@ -439,7 +420,7 @@ def plan_judged(
     Judge calls are counted as if every answer needed one (an upper bound); with
     ``probes="generate"`` the answer/score calls assume ``n_generated`` probes per compaction.
     """
-    cache = _resolve_cache(cache)
+    cache = resolve_cache(cache)
     prices = _price_map(price, judge_price)
     caller = _Caller(cache, prices, None, None)
     units = _units(_as_traces(traces), probes, max_probes)
@@ -564,9 +545,9 @@ def run_judged(
             raise SettingError("max_usd needs a price (and judge_price when the judge costs differently)")
         if not isinstance(max_usd, (int, float)) or max_usd < 0:
             raise SettingError(f"max_usd must be a non-negative number, got {max_usd!r}")
-    caller = _Caller(_resolve_cache(cache), prices, max_calls, max_usd)
+    caller = _Caller(resolve_cache(cache), prices, max_calls, max_usd)
     units = _units(_as_traces(traces), probes, max_probes)
-    rows = _run_sync(_run(units, caller, answerer, judge, n_generated, max_probes))
+    rows = run_sync(_run(units, caller, answerer, judge, n_generated, max_probes))
     return JudgedResult(
         rows=pd.DataFrame(rows, columns=list(JUDGED_COLUMNS)).astype(
             {"post": "float64", "ceiling": "float64", "floor": "float64", "nr": "float64"}
