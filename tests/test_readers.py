@@ -13,6 +13,7 @@ from zett_agent.storage import encode_messages
 
 import zett_lab
 from zett_lab import InputError
+from zett_lab.readers.neutral import _umask
 from zett_lab.readers.zett import write_sqlite
 
 from .conftest import FIXTURES
@@ -22,7 +23,7 @@ from .helpers import coding_conversation
 def test_neutral_round_trip_keeps_every_field(tmp_path):
     conversation = coding_conversation(turns=2)
     conversation.messages[1] = UserMessage(content=[TextContent(text="see"), ImageContent(source=ImageUrlSource(url="https://x/y.png"))])
-    conversation.messages[-1] = AssistantMessage(content="done", reasoning="checked twice")
+    conversation.messages[-1] = AssistantMessage(content="done", reasoning="checked twice", provider="openai", model="gpt-5")
     conversation.usage = {2: ModelUsage(input_tokens=120, output_tokens=9)}
     conversation.probes = [zett_lab.Probe(question="q?", answer="module_0", type="recall", message_index=1)]
     path = conversation.save(tmp_path / "c.json")
@@ -31,6 +32,7 @@ def test_neutral_round_trip_keeps_every_field(tmp_path):
     assert loaded.usage == conversation.usage
     assert loaded.probes == conversation.probes
     assert loaded.format == "neutral-json"
+    assert path.stat().st_mode & 0o777 == 0o666 & ~_umask()
 
 
 def test_neutral_accepts_openai_chat_lists_and_jsonl(tmp_path):

@@ -220,6 +220,8 @@ def _message_from_neutral(raw: dict[str, Any], path: Path, place: str, names: di
             content=content if isinstance(content, str) else "",
             reasoning=reasoning if isinstance(reasoning, str) else None,
             tool_calls=tuple(calls),
+            provider=raw.get("provider") if isinstance(raw.get("provider"), str) else None,
+            model=raw.get("model") if isinstance(raw.get("model"), str) else None,
         )
     if role == "tool":
         call_id = raw.get("tool_call_id")
@@ -242,6 +244,9 @@ def message_to_neutral(message: AnyMessage, usage: ModelUsage | None = None) -> 
         out: dict[str, Any] = {"role": "assistant", "content": message.content}
         if message.reasoning is not None:
             out["reasoning"] = message.reasoning
+        for field in ("provider", "model"):
+            if getattr(message, field) is not None:
+                out[field] = getattr(message, field)
         if message.tool_calls:
             out["tool_calls"] = [
                 {
@@ -299,6 +304,12 @@ def write_neutral(conversations: Iterable[Conversation], path: str | Path) -> Pa
     return write_atomic(path, json.dumps(payload, ensure_ascii=False, indent=1, default=str))
 
 
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
+
+
 def write_atomic(path: Path, text: str) -> Path:
     """Write text to a temporary file beside ``path`` and move it into place."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -306,6 +317,7 @@ def write_atomic(path: Path, text: str) -> Path:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
+        os.chmod(temporary, 0o666 & ~_umask())
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
