@@ -1,0 +1,242 @@
+"""``zett-lab`` end to end, as a user runs it: subprocesses on the bundled fixtures."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import zett_lab
+from zett_lab.cli import parse_grid, parse_tokens
+from zett_lab.errors import SettingError
+from zett_lab.trace import Trace
+
+from .conftest import FIXTURES, ROOT
+from .test_report import evil_conversation
+
+SCRIPT = Path(sys.executable).parent / "zett-lab"
+COMMAND = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "zett_lab.cli"]
+SESSION = "billing-rounding"
+
+
+def run(*args: str, cwd: Path | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([*COMMAND, *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=timeout, env=os.environ.copy())
+
+
+def one_error_line(result: subprocess.CompletedProcess) -> str:
+    """The failure contract: non-zero exit, exactly one line on stderr, no traceback."""
+    assert result.returncode != 0, result.stdout
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    assert lines[0].startswith("zett-lab")
+    return lines[0]
+
+
+# --- help and argument parsing ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["", "import", "replay", "sweep", "report", "lab"])
+def test_help_with_examples(command: str) -> None:
+    result = run(*([command] if command else []), "--help")
+    assert result.returncode == 0, result.stderr
+    assert "examples:" in result.stdout
+    assert "zett-lab" in result.stdout
+
+
+def test_version() -> None:
+    result = run("--version")
+    assert result.returncode == 0 and "zett-agent" in result.stdout
+
+
+def test_no_command_is_a_usage_error() -> None:
+    result = run()
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+
+
+def test_token_values() -> None:
+    assert parse_tokens("20k") == 20_000 and parse_tokens("20_000") == 20_000
+    assert parse_grid("8k:32k:8k", "x") == [8000, 16000, 24000, 32000]
+    assert parse_grid("4000,2000,4000", "x") == [2000, 4000]
+    for bad in ("0", "-5", "abc", "1.5"):
+        with pytest.raises(SettingError):
+            parse_tokens(bad)
+    for bad in ("8k:4k:1k", "1:2", "1:100000:1", ","):
+        with pytest.raises(SettingError):
+            parse_grid(bad, "x")
+
+
+# --- import ----------------------------------------------------------------------------------------------
+
+
+def test_import_to_a_zett_database_and_back(tmp_path: Path, fixture_conversations) -> None:
+    out = tmp_path / "sessions.sqlite"
+    result = run("import", FIXTURES, "-o", out)
+    assert result.returncode == 0, result.stderr
+    assert f"{len(fixture_conversations)} conversation(s)" in result.stdout
+    again = zett_lab.load_all(out)
+    assert [c.id for c in again] == [c.id for c in fixture_conversations]
+    for before, after in zip(fixture_conversations, again):
+        assert after.messages == before.messages
+        assert after.format == "zett-sqlite"
+    # Never overwritten.
+    content = out.read_bytes()
+    line = one_error_line(run("import", FIXTURES, "-o", out))
+    assert "already exists" in line and str(out) in line
+    assert out.read_bytes() == content
+
+
+def test_import_to_neutral_json(tmp_path: Path, fixture_conversations) -> None:
+    out = tmp_path / "sessions.json"
+    result = run("import", FIXTURES / "sessions.sqlite", "-o", out)
+    assert result.returncode == 0, result.stderr
+    again = zett_lab.load_all(out)
+    assert [c.id for c in again] == [c.id for c in fixture_conversations]
+    for before, after in zip(fixture_conversations, again):
+        assert [_shape(m) for m in after.messages] == [_shape(m) for m in before.messages]
+    json.loads(out.read_text())
+
+
+def _shape(message):
+    """What the neutral format keeps of a message (it does not carry provider/model names)."""
+    calls = tuple((c.id, c.name, json.dumps(c.arguments, sort_keys=True)) for c in getattr(message, "tool_calls", ()) or ())
+    return (type(message).__name__, str(message.content), calls)
+
+
+def test_import_failures(tmp_path: Path) -> None:
+    assert "must end in .sqlite or .db" in one_error_line(run("import", FIXTURES, "-o", tmp_path / "out.txt"))
+    assert "no such file or directory" in one_error_line(run("import", tmp_path / "missing.jsonl", "-o", tmp_path / "o.json"))
+    garbage = tmp_path / "garbage.bin"
+    garbage.write_bytes(b"\x00\x01 not a recording")
+    assert "unknown format" in one_error_line(run("import", garbage, "-o", tmp_path / "o.json"))
+    assert not (tmp_path / "o.json").exists()
+
+
+# --- replay ------------------------------------------------------------------------------------------------
+
+
+def test_replay_prints_steps_and_compactions(tmp_path: Path) -> None:
+    out = tmp_path / "trace.parquet"
+    result = run("replay", FIXTURES / "sessions.sqlite", "--session", SESSION, "--max-tokens", "12k",
+                 "--keep-recent-tokens", "3000", "--summarizer", "truncate:0.1", "-o", out)
+    assert result.returncode == 0, result.stderr
+    text = result.stdout
+    assert "steps:" in text and "compactions:" in text
+    assert "context_tokens_after" in text and "span_start" in text
+    assert "applied" in text and "max_tokens=12000" in text
+    trace = Trace.load(out)
+    assert trace.conversation.id == SESSION and trace.settings["max_tokens"] == 12000
+    assert int(trace.compactions["applied"].sum()) >= 1
+
+
+@pytest.mark.parametrize(
+    ("args", "expected", "code"),
+    [
+        (["replay", "missing.sqlite", "--max-tokens", "1k", "--keep-recent-tokens", "100"], "no such file or directory", 1),
+        (["replay", FIXTURES / "sessions.sqlite", "--max-tokens", "1k", "--keep-recent-tokens", "100"], "--session", 1),
+        (["replay", FIXTURES / "sessions.sqlite", "--session", "nope", "--max-tokens", "1k", "--keep-recent-tokens", "100"], "no such session", 1),
+        (["replay", FIXTURES / "sessions.sqlite", "--session", SESSION, "--max-tokens", "0", "--keep-recent-tokens", "100"], "--max-tokens", 2),
+        (["replay", FIXTURES / "sessions.sqlite", "--session", SESSION, "--max-tokens", "1k", "--keep-recent-tokens", "100", "--summarizer", "bogus"], "unknown summarizer spec", 1),
+        (["replay", FIXTURES / "sessions.sqlite", "--session", SESSION, "--max-tokens", "1k", "--keep-recent-tokens", "100", "--summarizer", "openai:gpt-5-mini"], "OPENAI_API_KEY", 1),
+        (["sweep", FIXTURES, "--max-tokens", "8k:4k:1k", "--keep-recent-tokens", "1k", "-o", "x"], "below the start", 2),
+        (["report", "missing-dir/", "-o", "r.html"], "no such file or directory", 1),
+        (["report", FIXTURES, "-o", "r.html", "--summarizer", "bogus"], "unknown summarizer spec", 1),
+        (["report", FIXTURES, "-o", "r.html", "--date", "yesterday"], "YYYY-MM-DD", 1),
+    ],
+)
+def test_failures_are_one_clear_line(args, expected: str, code: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    result = run(*args, cwd=tmp_path)
+    assert result.returncode == code
+    line = one_error_line(result)
+    assert expected in line
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_unreadable_input_names_the_file(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"id": "x", "messages": [{"role": "user", "content": "hi"}, {"role": "tool"')
+    line = one_error_line(run("replay", broken, "--max-tokens", "1k", "--keep-recent-tokens", "100"))
+    assert str(broken) in line
+
+
+def test_debug_shows_the_traceback(tmp_path: Path) -> None:
+    result = run("--debug", "replay", tmp_path / "missing.json", "--max-tokens", "1k", "--keep-recent-tokens", "100")
+    assert result.returncode != 0
+    assert "Traceback" in result.stderr and "InputError" in result.stderr
+
+
+# --- sweep and report ----------------------------------------------------------------------------------
+
+
+def test_sweep_then_report_from_the_saved_sweep(tmp_path: Path) -> None:
+    out = tmp_path / "sweep.parquet"
+    result = run("sweep", FIXTURES / "sessions.sqlite", "--session", SESSION, "--max-tokens", "8k:16k:8k",
+                 "--keep-recent-tokens", "2k", "--summarizer", "truncate", "mask", "-o", out)
+    assert result.returncode == 0, result.stderr
+    assert "sweep" in result.stderr  # the progress bar
+    assert (out / "results.parquet").is_file()
+    from zett_lab.sweep import Sweep
+
+    assert len(Sweep.load(out).results) == 4
+    for name, fmt in (("report.html", None), ("report.md", "md"), ("report.json", "json")):
+        args = ["report", out, "-o", tmp_path / name, "--date", "2025-01-01"] + (["--format", fmt] if fmt else [])
+        result = run(*args)
+        assert result.returncode == 0, result.stderr
+    page = (tmp_path / "report.html").read_text()
+    assert SESSION in page and "truncate" in page and "<svg" in page
+    assert json.loads((tmp_path / "report.json").read_text())["study"]["replays"] == 4
+    assert (tmp_path / "report.md").read_text().startswith("# ")
+    line = one_error_line(run("report", out, "-o", tmp_path / "x.html", "--max-tokens", "1k"))
+    assert "saved sweep" in line
+
+
+def test_report_is_deterministic_across_processes(tmp_path: Path) -> None:
+    source = tmp_path / "evil.json"
+    evil_conversation().save(source)
+    pages = []
+    for n in range(2):
+        target = tmp_path / f"report-{n}.html"
+        result = run("report", source, "-o", target, "--date", "2025-01-01", "--max-tokens", "900,1800",
+                     "--keep-recent-tokens", "250", "--summarizer", "truncate", "mask", "--no-progress")
+        assert result.returncode == 0, result.stderr
+        pages.append(target.read_bytes())
+    assert pages[0] == pages[1]
+    assert b"<script>window.__zl_pwned" not in pages[0]
+
+
+@pytest.mark.slow
+def test_report_on_the_bundled_fixtures(tmp_path: Path) -> None:
+    """What ``make report`` runs: offline, the built-in summarizers, the default grid."""
+    target = tmp_path / "report.html"
+    started = time.perf_counter()
+    result = run("report", FIXTURES, "-o", target, timeout=900)
+    elapsed = time.perf_counter() - started
+    assert result.returncode == 0, result.stderr
+    assert f"({target.stat().st_size:,} bytes)" in result.stdout
+    page = target.read_text(encoding="utf-8")
+    for conversation in zett_lab.load_all(FIXTURES):
+        assert conversation.id in page
+    for name in ("anchors", "extractive", "truncate", "mask"):
+        assert f"<code>{name}</code>" in page or f">{name}<" in page
+    assert target.stat().st_size < 3_000_000
+    assert elapsed < 300, f"make report took {elapsed:.0f}s"
+
+
+# --- lab ---------------------------------------------------------------------------------------------------
+
+
+def test_lab_dry_run(tmp_path: Path) -> None:
+    result = run("lab", "--dry-run", "--notebooks", tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "jupyter lab" in result.stdout and str(tmp_path) in result.stdout
+    bundled = run("lab", "--dry-run")
+    if (ROOT / "notebooks").is_dir():
+        assert bundled.returncode == 0 and str(ROOT / "notebooks") in bundled.stdout
+    assert "no such notebooks folder" in one_error_line(run("lab", "--dry-run", "--notebooks", tmp_path / "nope"))

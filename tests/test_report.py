@@ -1,0 +1,293 @@
+"""The HTML/Markdown/JSON report: contents, escaping, secrets, determinism, isolation in notebooks."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from pathlib import Path
+
+import pytest
+import zett_agent
+from zett_agent.messages import AssistantMessage, SystemMessage, ToolCall, ToolMessage, UserMessage
+
+from zett_lab import Conversation, SettingError, replay
+from zett_lab.report import REPORT_METRICS, Report, default_grid
+from zett_lab.report.content import GLOSSARY
+from zett_lab.report.render import script_json
+
+from .helpers import coding_conversation
+
+DATE = "2025-02-03"
+GRID = {"max_tokens": [900, 1800], "keep_recent_tokens": [250, 500]}
+SUMMARIZERS = ["truncate", "mask"]
+
+#: Payloads that must come out of the report as text, never as markup or script.
+PAYLOADS = (
+    "<script>window.__zl_pwned = 'script'</script>",
+    "</textarea><img src=x onerror=\"window.__zl_pwned='img'\">",
+    "\" onload=\"window.__zl_pwned='attr'\" data-x=\"",
+    "javascript:window.__zl_pwned='href'",
+    "</script><script>window.__zl_pwned='close'</script>",
+    "<svg onload=\"window.__zl_pwned='svg'\"></svg> \u2028 \u2029 <!-- --> ]]> <style>body{display:none}</style>",
+)
+#: A conversation id that is itself markup.
+EVIL_ID = "evil-<b>id</b>\"'&"
+
+
+def evil_conversation(turns: int = 6) -> Conversation:
+    """A coding session whose every message carries HTML/JS payloads (user, tool results, calls, answers)."""
+    messages = [SystemMessage(content="You are a coding agent. " + PAYLOADS[0])]
+    for t in range(turns):
+        payload = PAYLOADS[t % len(PAYLOADS)]
+        messages.append(UserMessage(content=f"Turn {t}: {payload} please fix src/app_{t}.py and never touch migrations/. " + "detail " * 30))
+        call_id = f"call-{t}"
+        messages.append(AssistantMessage(content="", tool_calls=(ToolCall(id=call_id, name="read_file", arguments={"path": f"src/app_{t}.py", "note": payload}),)))
+        body = "\n".join(f"def handler_{t}_{k}(): return 'https://evil.example/{k}?q={payload}'" for k in range(25))
+        messages.append(ToolMessage(tool_call_id=call_id, name="read_file", content=body, success=True))
+        earlier = f" Earlier: src/app_{t - 1}.py handler_{t - 1}_3" if t else ""
+        messages.append(AssistantMessage(content=f"Fixed src/app_{t}.py. {payload}{earlier}"))
+    return Conversation(id=EVIL_ID, messages=messages, metadata={"title": "title " + PAYLOADS[1]})
+
+
+def build(conversations, **options) -> Report:
+    options.setdefault("date", DATE)
+    return Report.build(conversations, SUMMARIZERS, GRID, executor="serial", cache=False, **options)
+
+
+@pytest.fixture(scope="module")
+def report() -> Report:
+    return build([coding_conversation(turns=6, cid="plain-session"), evil_conversation()], explore=EVIL_ID)
+
+
+@pytest.fixture(scope="module")
+def page(report: Report) -> str:
+    return report.to_html()
+
+
+# --- contents ---------------------------------------------------------------------------------------------
+
+
+def test_every_section_is_there(report: Report, page: str) -> None:
+    for section in ("summary", "study", "metrics", "explore", "timelines", "sweep", "lost", "costs", "glossary"):
+        assert f'<section id="{section}">' in page, section
+    assert page.startswith("<!DOCTYPE html>")
+    assert f"zett-agent {zett_agent.__version__}" in page
+    assert DATE in page
+    assert "count_tokens" in page  # the counter
+    for name in SUMMARIZERS:
+        assert html.escape(name) in page
+    for value in (900, 1800, 250, 500):
+        assert f"{value:,}" in page
+    assert "plain-session" in page
+    assert "Recommended setting" in page
+    assert page.count("<figure>") >= 6  # comparison, anchors, 2 timelines, heatmaps, Pareto
+
+
+def test_study_facts(report: Report) -> None:
+    study = report.document()["study"]
+    assert study["zett_agent_version"] == zett_agent.__version__
+    assert study["summarizers"] == SUMMARIZERS
+    assert study["grid"] == GRID
+    assert study["replays"] == 2 * len(SUMMARIZERS) * 4
+    sizes = {c["id"]: c for c in study["conversations"]}
+    assert sizes["plain-session"]["messages"] == len(coding_conversation(turns=6).messages)
+    assert sizes["plain-session"]["tokens"] > 1000
+    assert study["date"] == DATE
+
+
+def test_metrics_have_confidence_intervals(report: Report) -> None:
+    metrics = report.document()["metrics"]
+    rows = [r for r in metrics["rows"] if r["metric"] == "needed_anchor_recall"]
+    assert {r["summarizer"] for r in rows} == set(SUMMARIZERS)
+    for row in rows:
+        assert row["n"] > 0
+        assert row["ci_low"] <= row["mean"] <= row["ci_high"]
+        assert 0 <= row["ci_low"] and row["ci_high"] <= 1
+    assert metrics["pairwise"], "two summarizers give a paired comparison"
+    assert {r["metric"] for r in metrics["rows"]} <= set(REPORT_METRICS)
+
+
+def test_glossary_defines_every_metric_shown(page: str) -> None:
+    terms = {term for term, _ in GLOSSARY}
+    for needed in ("needed-anchor recall", "anchor retention", "instruction survival", "probe presence", "compression ratio",
+                   "context reduction", "lost but needed", "confidence interval", "Pareto front", "max_tokens", "keep_recent_tokens"):
+        assert needed in terms
+        assert f"<dt>{html.escape(needed)}</dt>" in page
+
+
+def test_lost_items_carry_span_and_summary(report: Report) -> None:
+    items = report.document()["lost_but_needed"]
+    assert items, "truncate and mask drop tool outputs that the session refers to later"
+    for item in items:
+        assert item["value"] and item["type"]
+        assert item["next_use_index"] is not None
+        assert item["lost_by"]
+        for entry in item["lost_by"]:
+            assert entry["summarizer"] in SUMMARIZERS
+            assert entry["span_start"] is not None and entry["span_end"] > entry["span_start"]
+            assert entry["summary_text"]
+
+
+def test_explorer_has_one_cell_per_setting_and_summarizer(report: Report, page: str) -> None:
+    data = json.loads(re.search(r'<script type="application/json" id="zl-explore-data">(.*?)</script>', page, re.S).group(1))
+    assert len(data["cells"]) == len(SUMMARIZERS) * 4
+    svgs = {cell["svg"] for cell in data["cells"].values()}
+    assert len(svgs) > 1, "different settings draw different timelines"
+    for cell in data["cells"].values():
+        assert cell["svg"].startswith("<svg") and cell["steps"]
+    rec = report.recommendation
+    chosen = f'{SUMMARIZERS.index(rec["summarizer"])}|{rec["max_tokens"]}|{rec["keep_recent_tokens"]}'
+    assert chosen in data["cells"]
+
+
+def test_recommendation_is_on_the_grid(report: Report) -> None:
+    rec = report.recommendation
+    assert rec["summarizer"] in SUMMARIZERS
+    assert rec["max_tokens"] in GRID["max_tokens"] and rec["keep_recent_tokens"] in GRID["keep_recent_tokens"]
+    assert "Pareto front" in rec["rule"]
+
+
+def test_recommendation_from_constraints() -> None:
+    report = build([coding_conversation(turns=5)], constraints="steps_over_budget <= 1000")
+    assert "cheapest" in report.recommendation["rule"]
+    impossible = build([coding_conversation(turns=5)], constraints="needed_anchor_recall >= 2")
+    assert "No setting met" in impossible.recommendation["note"]
+
+
+# --- self-contained, escaped, secret-free ---------------------------------------------------------------
+
+
+def test_page_loads_nothing(page: str) -> None:
+    assert not re.search(r"""(?:src|href|action|poster|data)\s*=\s*["']?\s*(?:https?:)?//""", page, re.I)
+    assert not re.search(r"<(?:link|img|iframe|object|embed|audio|video|source)\b", page, re.I)
+    assert "@import" not in page and not re.search(r"url\(\s*['\"]?(?:https?:)?//", page)
+    csp = re.search(r'<meta http-equiv="Content-Security-Policy" content="([^"]+)">', page).group(1)
+    assert "default-src &#x27;none&#x27;" in csp
+    assert page.count("<script") == 2  # the data block and the page's own script
+
+
+def test_conversation_content_is_escaped(page: str, report: Report) -> None:
+    for raw in ("<script>window.__zl_pwned", "<img src=x", "</textarea>", "<svg onload", "<style>body{display:none}",
+                '" onload="window', "<b>id</b>", "</script><script>window", "<!-- -->"):
+        assert raw not in page, raw
+    assert page.count("</script>") == 2 and page.count("<style>") == 1
+    assert "window.__zl_pwned" in page  # it is there, as text
+    assert not re.search(r"""<[^>]+\s(?:on\w+)\s*=""", page.replace("<script>", ""), re.I), "no event handler attribute"
+    assert not re.search(r"""(?:href|src)\s*=\s*["']?\s*javascript:""", page, re.I)
+    assert html.escape(EVIL_ID) in page and EVIL_ID not in page
+    assert "\u2028" not in re.search(r'id="zl-explore-data">(.*?)</script>', page, re.S).group(1)
+    for other in (report.to_markdown(), report.to_json()):
+        assert "<script>" not in other and "<img" not in other
+    assert "<script>window.__zl_pwned" in report.to_json().encode().decode("unicode_escape")  # data kept, escaped
+
+
+def test_script_json_is_inert_inside_a_script_element() -> None:
+    text = script_json({"a": "</script><script>alert(1)</script> & \u2028\u2029 <!--", "b": [1, 2.5, None]})
+    assert not set("<>&\u2028\u2029") & set(text)
+    assert json.loads(text) == {"a": "</script><script>alert(1)</script> & \u2028\u2029 <!--", "b": [1, 2.5, None]}
+
+
+def test_no_api_key_or_environment_value_in_any_output(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from .loopback import LoopbackServer
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret")
+    monkeypatch.setenv("OPENAI_COMPATIBLE_API_KEY", "sk-test-secret-compatible")
+    monkeypatch.setenv("ZETT_LAB_TEST_PRIVATE", "private-value-7c1e")
+    cache_dir = tmp_path / "private-cache-dir-5d2a"
+    cache_dir.mkdir()
+    monkeypatch.setenv("ZETT_LAB_CACHE", str(cache_dir / "summaries.sqlite"))
+    conversation = coding_conversation(turns=4, cid="secret-check")
+    with LoopbackServer() as server:
+        report = Report.build(
+            [conversation], ["mask", f"openai-compatible:fake-model@{server.openai_url}"], GRID,
+            executor="serial", date=DATE,
+        )
+        outputs = [report.to_html(), report.to_markdown(), report.to_json(), report._repr_html_()]
+        assert any(r.headers.get("Authorization", r.headers.get("authorization", "")).endswith("sk-test-secret-compatible") for r in server.requests)
+    for text in outputs:
+        for secret in ("sk-test-secret", "private-value-7c1e", "private-cache-dir-5d2a", str(tmp_path)):
+            assert secret not in text, secret
+        assert "OPENAI_API_KEY" not in text and "ZETT_LAB_TEST_PRIVATE" not in text
+    assert "fake-model" in outputs[0]  # the provider summarizer is in the report, by name
+
+
+# --- determinism, files, notebooks --------------------------------------------------------------------
+
+
+def test_same_inputs_give_the_same_bytes() -> None:
+    conversations = [coding_conversation(turns=6, cid="plain-session"), evil_conversation()]
+    first, second = build(conversations), build(conversations)
+    assert first.to_html() == second.to_html()
+    assert first.to_markdown() == second.to_markdown()
+    assert first.to_json() == second.to_json()
+    other_day = Report(traces=first.traces, date="2031-12-31", explore=first.explore_id)
+    assert "2031-12-31" in other_day.to_html()
+
+
+def test_date_never_enters_a_figure(report: Report, page: str) -> None:
+    for figure in re.findall(r"<figure>(.*?)</figure>", page, re.S):
+        assert DATE not in figure
+    data = re.search(r'id="zl-explore-data">(.*?)</script>', page, re.S).group(1)
+    assert DATE not in data
+
+
+def test_save_html_is_atomic_and_readable(report: Report, tmp_path: Path) -> None:
+    target = tmp_path / "report.html"
+    target.write_text("old")
+    report.save_html(target)
+    assert target.read_text(encoding="utf-8") == report.to_html()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html"]
+    assert target.stat().st_mode & 0o044, "readable by others, like any file the user writes"
+    with pytest.raises(SettingError):
+        report.save_html(tmp_path / "missing-folder" / "report.html")
+    report.save(tmp_path / "report.md")
+    report.save(tmp_path / "report.json")
+    assert json.loads((tmp_path / "report.json").read_text())["format"] == "zett-lab-report"
+    assert (tmp_path / "report.md").read_text().startswith("# ")
+
+
+def test_repr_html_is_an_isolated_frame(report: Report) -> None:
+    frame = report._repr_html_()
+    assert frame.startswith("<iframe") and frame.endswith("</iframe>")
+    assert 'sandbox="allow-scripts"' in frame
+    source = re.search(r'srcdoc="([^"]*)"', frame).group(1)
+    assert "<" not in source and '"' not in source
+    assert html.unescape(source) == report.to_html()
+
+
+def test_markdown_and_json_carry_the_findings(report: Report) -> None:
+    markdown = report.to_markdown()
+    for heading in ("## What was studied", "## Loss by summarizer", "## Lost but needed later", "## Costs", "## Glossary"):
+        assert heading in markdown
+    document = json.loads(report.to_json())
+    assert document["date"] == DATE and document["recommendation"]["summarizer"] in SUMMARIZERS
+    assert len(document["results"]) == 2 * len(SUMMARIZERS) * 4
+
+
+def test_report_from_traces_alone() -> None:
+    conversation = coding_conversation(turns=6)
+    traces = [replay(conversation, max_tokens=m, keep_recent_tokens=400, summarizer="truncate", cache=False) for m in (900, 1800)]
+    report = Report(traces=traces, date=DATE, title="Two thresholds")
+    page = report.to_html()
+    assert "Two thresholds" in page
+    assert report.summarizers == ["truncate(budget=0.1)"]
+    rows = [r for r in report.document()["metrics"]["rows"] if r["metric"] == "anchor_retention"]
+    assert rows and rows[0]["n"] == 2 and rows[0]["ci_low"] <= rows[0]["mean"] <= rows[0]["ci_high"]
+
+
+def test_bad_arguments() -> None:
+    with pytest.raises(SettingError, match="at least one trace"):
+        Report(traces=[])
+    trace = replay(coding_conversation(turns=3), max_tokens=900, keep_recent_tokens=300, summarizer="mask", cache=False)
+    with pytest.raises(SettingError, match="YYYY-MM-DD"):
+        Report(traces=[trace], date="yesterday")
+    with pytest.raises(SettingError, match="not a conversation"):
+        Report(traces=[trace], explore="nope").to_html()
+
+
+def test_default_grid_scales_with_the_conversations(fixture_conversations) -> None:
+    grid = default_grid(fixture_conversations)
+    assert len(grid["max_tokens"]) == 3 and len(grid["keep_recent_tokens"]) == 2
+    assert max(grid["keep_recent_tokens"]) < min(grid["max_tokens"])
+    assert default_grid([coding_conversation(turns=2)])["max_tokens"][0] >= 2000

@@ -1,0 +1,180 @@
+"""The HTML report in a real browser (Debian chromium via Playwright), opened from disk with no network.
+
+Skipped where no browser is installed, never when CI=true.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from zett_lab.report import Report
+
+from .conftest import FIXTURES, ROOT
+from .test_report import EVIL_ID, build, evil_conversation
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+    "--no-first-run", "--disable-sync",
+]
+OUTPUT = ROOT / "test-output" / "test_report_browser"
+
+
+def _chromium() -> str:
+    path = os.environ.get("ZETT_LAB_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        path = ""
+    if not path or not Path(path).exists():
+        if os.environ.get("CI") == "true":
+            pytest.fail("chromium (and Playwright) must be installed on CI: apt-get install chromium")
+        pytest.skip("no chromium installed (apt-get install chromium)")
+    return path
+
+
+@pytest.fixture(scope="module")
+def browser():
+    executable = _chromium()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        instance = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        try:
+            yield instance
+        finally:
+            instance.close()
+
+
+class Watched:
+    """A page with every request, JS error, console error and dialog recorded."""
+
+    def __init__(self, browser) -> None:
+        self.page = browser.new_page(viewport={"width": 1280, "height": 900})
+        self.requests: list[str] = []
+        self.errors: list[str] = []
+        self.dialogs: list[str] = []
+        self.page.on("request", lambda request: self.requests.append(request.url))
+        self.page.on("pageerror", lambda error: self.errors.append(f"pageerror: {error}"))
+        self.page.on("console", lambda message: self.errors.append(f"console {message.type}: {message.text}") if message.type in ("error", "warning") else None)
+        self.page.on("dialog", self._dialog)
+
+    def _dialog(self, dialog) -> None:
+        self.dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    def open(self, path: Path) -> None:
+        self.page.goto(path.resolve().as_uri())
+        self.page.wait_for_selector("html[data-zl-ready='1']", state="attached", timeout=15_000)
+
+    def close(self) -> None:
+        self.page.close()
+
+
+@pytest.fixture(scope="module")
+def fixture_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    import zett_lab
+
+    conversations = [c for c in zett_lab.load_all(FIXTURES) if c.id in ("billing-rounding", "search-p95-regression")]
+    report = Report.build(
+        conversations, ["anchors", "mask"], {"max_tokens": [8000, 12000, 16000], "keep_recent_tokens": [2000, 4000]},
+        executor="serial", date="2025-01-01", explore="billing-rounding",
+    )
+    return report.save_html(tmp_path_factory.mktemp("report") / "report.html")
+
+
+def test_report_from_disk_makes_no_request_and_switches_settings(browser, fixture_report: Path) -> None:
+    watched = Watched(browser)
+    try:
+        watched.open(fixture_report)
+        page = watched.page
+        figure = page.locator("#zl-explore-figure")
+        first_cell = figure.get_attribute("data-cell")
+        first_svg = figure.inner_html()
+        first_status = page.locator("#zl-explore-status").inner_text()
+        assert first_svg.startswith("<svg") and "polyline" in first_svg
+        assert page.locator("#zl-explore-steps tbody tr").count() > 10
+        assert page.locator("#zl-explore-compactions thead th").count() == 10
+
+        current = page.locator("#zl-sel-max").input_value()
+        other = next(v for v in ("8000", "16000", "12000") if v != current)
+        page.select_option("#zl-sel-max", other)
+        assert figure.get_attribute("data-cell") != first_cell
+        assert figure.inner_html() != first_svg, "the timeline follows the max_tokens control"
+        assert page.locator("#zl-explore-status").inner_text() != first_status
+
+        page.select_option("#zl-sel-keep", "4000")
+        page.select_option("#zl-sel-summarizer", index=1)
+        assert figure.get_attribute("data-cell") == f"1|{other}|4000"
+        assert figure.locator("svg").count() == 1
+        assert page.locator("#zl-explore-steps tbody tr").count() > 10
+
+        for section in ("summary", "study", "metrics", "timelines", "sweep", "lost", "costs", "glossary"):
+            assert page.locator(f"section#{section}").is_visible()
+        assert page.locator("figure svg").count() >= 8
+
+        OUTPUT.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(OUTPUT / "report.png"), full_page=True)
+        assert watched.requests == [fixture_report.resolve().as_uri()]
+        assert not [url for url in watched.requests if url.startswith(("http:", "https:"))]
+        assert watched.errors == [] and watched.dialogs == []
+    finally:
+        watched.close()
+
+
+def test_injected_content_stays_text(browser, tmp_path: Path) -> None:
+    report = build([evil_conversation()], explore=EVIL_ID)
+    path = report.save_html(tmp_path / "evil.html")
+    watched = Watched(browser)
+    try:
+        watched.open(path)
+        page = watched.page
+        page.select_option("#zl-sel-max", "1800")  # every cell's tables go through the script
+        page.select_option("#zl-sel-summarizer", index=1)
+        page.wait_for_timeout(200)
+        assert page.evaluate("typeof window.__zl_pwned") == "undefined", "an injected script ran"
+        text = page.locator("body").inner_text()
+        assert "window.__zl_pwned" in text, "the payloads are shown as text"
+        assert "<script>" in text
+        assert page.locator("img, iframe, object, embed").count() == 0
+        assert page.locator("section#lost").is_visible()
+        assert page.evaluate("getComputedStyle(document.body).display") != "none", "injected CSS did not apply"
+        OUTPUT.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(OUTPUT / "escaped.png"), full_page=False)
+        assert watched.errors == [] and watched.dialogs == []
+        assert all(url.startswith("file:") for url in watched.requests)
+    finally:
+        watched.close()
+
+
+def test_notebook_frame_is_isolated(browser, tmp_path: Path, fixture_report: Path) -> None:
+    """_repr_html_: the report renders and works inside an iframe; the host page's styles stay its own."""
+    report = build([evil_conversation()], explore=EVIL_ID)
+    host = tmp_path / "notebook.html"
+    host.write_text(
+        "<!DOCTYPE html><html><head><style>h2{color:rgb(1, 2, 3)}</style></head><body><h2 id='host'>notebook</h2>"
+        + report._repr_html_() + "</body></html>",
+        encoding="utf-8",
+    )
+    watched = Watched(browser)
+    try:
+        watched.page.goto(host.resolve().as_uri())
+        frame = watched.page.frame_locator("iframe.zett-lab-report")
+        frame.locator("html[data-zl-ready='1']").wait_for(state="attached", timeout=15_000)
+        assert frame.locator("#zl-explore-figure svg").count() == 1
+        frame.locator("#zl-sel-max").select_option("1800")
+        assert frame.locator("#zl-explore-figure").get_attribute("data-cell").endswith("|1800|250")
+        host_color = watched.page.evaluate("getComputedStyle(document.getElementById('host')).color")
+        assert host_color == "rgb(1, 2, 3)"
+        inner_color = frame.locator("section#summary h2").evaluate("e => getComputedStyle(e).color")
+        assert inner_color != "rgb(1, 2, 3)", "the host's CSS does not reach into the report"
+        assert watched.page.evaluate("typeof window.__zl_pwned") == "undefined"
+        assert not [url for url in watched.requests if url.startswith(("http:", "https:"))]
+        assert watched.errors == [] and watched.dialogs == []
+    finally:
+        watched.close()
