@@ -1,0 +1,276 @@
+"""Widgets, headless: set control values, check the state they keep; no figure leaks; errors in place."""
+
+from __future__ import annotations
+
+import gc
+import time
+import weakref
+
+import matplotlib
+import pandas as pd
+import pytest
+from matplotlib.figure import Figure
+
+from zett_lab.widgets import Comparison, Explorer, SweepExplorer, steps_table_html
+
+from .helpers import BadSummarizer, CountingSummarizer, coding_conversation
+
+
+@pytest.fixture
+def conversations():
+    return [coding_conversation(turns=8, cid="first"), coding_conversation(turns=12, tools_per_turn=3, cid="second")]
+
+
+@pytest.fixture
+def explorer(conversations):
+    return Explorer(conversations, summarizers=[CountingSummarizer(), "mask"], max_tokens=700, keep_recent_tokens=300)
+
+
+def is_png(image) -> bool:
+    return bytes(image.value).startswith(b"\x89PNG")
+
+
+def live_figures() -> int:
+    gc.collect()
+    return sum(isinstance(o, Figure) for o in gc.get_objects())
+
+
+# --- Explorer --------------------------------------------------------------------------------------
+
+
+def test_explorer_initial_state(explorer):
+    assert explorer.error is None
+    assert explorer.trace is not None and explorer.trace.settings["max_tokens"] == 700
+    assert explorer.trace.settings["keep_recent_tokens"] == 300
+    assert explorer.losses is not None and "lost_but_needed" in explorer.losses.anchors.columns
+    assert isinstance(explorer.figure, Figure) and explorer.figure.axes
+    assert is_png(explorer.plot)
+    assert "zl-steps" in explorer.steps_area.value
+    assert explorer.renders == 1 and explorer.replays == 1
+    for slider in (explorer.max_tokens, explorer.keep_recent_tokens):
+        assert slider.continuous_update is False
+
+
+def test_slider_ranges_follow_the_conversation(explorer):
+    total = explorer.size("first")
+    assert explorer.max_tokens.max >= total  # up to "never compacts"
+    assert explorer.max_tokens.max <= total * 1.3
+    explorer.conversation.value = "second"
+    assert explorer.max_tokens.max >= explorer.size("second") > total
+    assert explorer.trace.conversation.id == "second"
+    assert explorer.renders == 2  # one render for the conversation change, despite the slider updates
+
+
+def test_each_slider_move_is_one_render_and_new_state(explorer):
+    explorer.max_tokens.value = 1_000
+    assert (explorer.renders, explorer.trace.settings["max_tokens"]) == (2, 1_000)
+    explorer.keep_recent_tokens.value = 200
+    assert (explorer.renders, explorer.trace.settings["keep_recent_tokens"]) == (3, 200)
+    steps = explorer.trace.steps
+    assert f'data-steps="{len(steps)}"' in explorer.steps_area.value
+    explorer.summarizer.value = "mask"
+    assert explorer.trace.settings["summarizer"].startswith("mask")
+
+
+def test_revisiting_a_setting_uses_the_lru(explorer):
+    first = explorer.trace
+    explorer.max_tokens.value = 1_200
+    explorer.max_tokens.value = 700
+    assert explorer.trace is first
+    assert explorer.replays == 2 and explorer.cache.hits >= 1
+
+
+def test_set_changes_several_settings_with_one_render(explorer):
+    explorer.set(conversation_id="second", max_tokens=900, keep_recent_tokens=250)
+    assert explorer.renders == 2
+    assert (explorer.trace.conversation.id, explorer.trace.settings["max_tokens"], explorer.trace.settings["keep_recent_tokens"]) == \
+        ("second", 900, 250)
+
+
+def test_usage_baseline_control(explorer):
+    explorer.usage.value = "synthetic"
+    assert explorer.trace.settings["usage"] == "synthetic"
+    assert (explorer.trace.steps["estimate_source"] == "usage").any()
+    explorer.usage.value = "recorded"  # no recorded usage here: falls back to the estimator, no exception
+    assert explorer.error is None and explorer.trace.settings["usage"] == "recorded"
+
+
+def test_compaction_viewer(explorer):
+    options = explorer.compaction.options
+    assert options and explorer.compaction.value == options[0][1]
+    applied = explorer.trace.compactions[explorer.trace.compactions["applied"]].iloc[0]
+    explorer.compaction.value = int(applied["compaction_id"])
+    shown = explorer.compaction_area.value
+    assert f'data-compaction="{int(applied["compaction_id"])}"' in shown
+    assert "Summary of" in shown  # the summary text
+    assert f"messages[{applied['span_start']}:{applied['span_end']}]" in shown
+    assert "What was lost" in shown
+
+
+def test_compaction_viewer_highlights_lost_but_needed(fixture_conversations):
+    explorer = Explorer(fixture_conversations, summarizers=["truncate:0.05"])
+    explorer.set(conversation_id="billing-rounding", max_tokens=12_000, keep_recent_tokens=3_000)
+    lost = explorer.losses.lost_but_needed()
+    assert len(lost)
+    explorer.compaction.value = int(lost["compaction_id"].iloc[0])
+    shown = explorer.compaction_area.value
+    assert "zl-lost" in shown and "lost but needed later" in shown
+    value = str(lost["value"].iloc[0])
+    assert value.split()[0][:20] in shown
+
+
+def test_compact_here(explorer):
+    applied = explorer.trace.compactions.loc[explorer.trace.compactions["applied"], "step"].tolist()
+    step = applied[0] + 1
+    manual = explorer.compact_here(step)
+    assert manual is explorer.manual_trace and explorer.error is None
+    rows = manual.compactions[manual.compactions["trigger"] == "manual"]
+    assert rows["step"].tolist() == [step]
+    assert manual.settings["compact_at"] == [f"step:{step}"]
+    assert is_png(explorer.manual_plot)
+    assert "Difference" in explorer.manual_area.value and "with manual compaction" in explorer.manual_area.value
+    # the button does the same with the step in the text box
+    explorer.manual_step.value = step + 1
+    explorer.compact_button.click()
+    assert explorer.manual_trace.settings["compact_at"] == [f"step:{step + 1}"]
+    # moving a slider invalidates the comparison
+    explorer.max_tokens.value = 1_100
+    assert explorer.manual_trace is None and explorer.manual_area.value == ""
+
+
+def test_errors_are_shown_in_place_not_raised(conversations):
+    explorer = Explorer(conversations, summarizers=[BadSummarizer("raise")], max_tokens=700, keep_recent_tokens=300,
+                        replay_options={"strict": True})
+    assert explorer.error is not None and explorer.trace is None
+    assert "zl-error" in explorer.error_area.value and "provider exploded" in explorer.error_area.value
+    assert explorer.plot.value == b""
+    explorer.max_tokens.value = 100_000  # no compaction: recovers
+    assert explorer.error is None and explorer.trace is not None and explorer.error_area.value == ""
+
+
+def test_compact_here_error_in_place(explorer):
+    explorer.trace = None
+    assert explorer.compact_here(3) is None
+    assert "no baseline trace" in explorer.error_area.value
+
+
+def test_no_figure_leak_after_100_slider_moves(explorer):
+    figure = explorer.figure
+    ref = weakref.ref(figure)
+    before_live = live_figures()
+    values = [explorer.max_tokens.min + explorer.max_tokens.step * (i % 12) * 3 for i in range(100)]
+    for value in values:
+        explorer.max_tokens.value = value
+    assert explorer.error is None
+    assert explorer.renders == 1 + sum(1 for a, b in zip([700, *values], values) if a != b)
+    assert explorer.figure is figure and ref() is not None  # one figure, reused
+    assert len(figure.axes) == 1  # cleared, not stacked
+    assert len(matplotlib._pylab_helpers.Gcf.figs) == 0
+    assert live_figures() <= before_live
+    assert len(explorer.cache.entries) <= explorer.cache.size
+
+
+def test_slider_move_is_fast_when_warm(explorer):
+    explorer.max_tokens.value = 1_000
+    explorer.max_tokens.value = 700
+    started = time.perf_counter()
+    explorer.max_tokens.value = 1_000  # LRU hit: redraw only
+    assert time.perf_counter() - started < 5
+    assert explorer.last_render_seconds is not None
+
+
+def test_steps_table_marks_rows(explorer):
+    html = steps_table_html(explorer.trace)
+    assert 'class="zl-applied"' in html
+    assert html.count("<tr") == len(explorer.trace.steps) + 1
+
+
+# --- SweepExplorer -----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def small_sweep():
+    from zett_lab.sweep import sweep
+
+    conversations = [coding_conversation(turns=6, cid="s1"), coding_conversation(turns=9, cid="s2")]
+    return sweep(conversations, max_tokens=[700, 1_200, 2_400], keep_recent_tokens=[200, 400], summarizers=["mask", "truncate:0.1"],
+                 executor="serial", progress=False)
+
+
+def test_sweep_explorer_metric_and_cell(small_sweep):
+    explorer = SweepExplorer(small_sweep)
+    assert explorer.error is None
+    assert explorer.metric.value == "compactions_applied"
+    assert {"total_input_tokens", "compression_ratio"} <= set(explorer.metric.options)
+    assert "conversation_id" not in explorer.metric.options and "max_tokens" not in explorer.metric.options
+    assert is_png(explorer.plot)
+    explorer.conversation.value = "s2"
+    explorer.summarizer.value = "truncate:0.1"
+    explorer.select(1_200, 400)
+    trace = explorer.trace
+    assert (trace.conversation.id, trace.settings["max_tokens"], trace.settings["keep_recent_tokens"]) == ("s2", 1_200, 400)
+    renders = explorer.renders
+    explorer.metric.value = "steps_over_budget"
+    assert explorer.renders == renders + 1
+    assert is_png(explorer.trace_plot)
+    explorer.cell_max_tokens.value = 2_400
+    assert explorer.trace.settings["max_tokens"] == 2_400
+
+
+def test_sweep_explorer_exact_boundaries(small_sweep):
+    explorer = SweepExplorer(small_sweep)
+    explorer.show_boundaries.value = True  # all conversations: explains instead of failing
+    assert explorer.boundaries is None and "choose one of each" in explorer.error_area.value
+    assert is_png(explorer.plot)
+    explorer.conversation.value = "s1"
+    explorer.summarizer.value = "mask"
+    assert explorer.error is None
+    assert len(explorer.boundaries) == 2 and explorer.boundaries[0].parameter == "max_tokens"
+    explorer.metric.value = "total_input_tokens"
+    assert explorer.error is None  # the walks are cached
+
+
+def test_sweep_explorer_with_a_plain_table(small_sweep):
+    explorer = SweepExplorer(small_sweep.results, boundaries=None)
+    assert explorer.trace is None and "no trace source" in explorer.status.value
+    with pytest.raises(Exception, match="numeric"):
+        SweepExplorer(pd.DataFrame({"max_tokens": [1], "keep_recent_tokens": [1], "label": ["x"]}))
+
+
+# --- Comparison -----------------------------------------------------------------------------------------
+
+
+def test_comparison_pairs_summarizers_on_the_same_spans(conversations):
+    comparison = Comparison(conversations, [CountingSummarizer(), "mask", "truncate:0.1"], max_tokens=700, keep_recent_tokens=300)
+    assert comparison.error is None
+    reference_steps = comparison.reference.compactions.loc[comparison.reference.compactions["applied"], "step"].tolist()
+    assert reference_steps
+    spans = {
+        label: trace.compactions[["step", "span_start", "span_end"]].astype(int).values.tolist()
+        for label, trace in comparison.traces.items()
+    }
+    first = next(iter(spans.values()))
+    assert [row[0] for row in first] == reference_steps
+    assert all(value == first for value in spans.values())  # same compactions for everyone
+    assert set(comparison.table["summarizer"]) == set(comparison.summarizers)
+    assert len(comparison.table) == len(reference_steps) * 3
+    assert list(comparison.metrics["summarizer"]) == comparison.summarizers
+    assert {"anchor_retention", "needed_anchor_recall"} <= set(comparison.metrics.columns)
+    summary = comparison.comparison.summary
+    assert {"ci_low", "ci_high"} <= set(summary.columns)
+    assert is_png(comparison.plot)
+    assert "zl-comparison-table" in comparison.table_area.value
+    comparison.conversation.value = "second"
+    assert comparison.reference.conversation.id == "second"
+
+
+def test_comparison_nothing_to_compare(conversations):
+    comparison = Comparison(conversations, ["mask"], max_tokens=10**9, keep_recent_tokens=300)
+    assert comparison.error is None and comparison.traces == {}
+    assert "nothing to compare" in comparison.table_area.value
+
+
+def test_comparison_error_in_place(conversations):
+    comparison = Comparison(conversations, [BadSummarizer("raise")], max_tokens=700, keep_recent_tokens=300,
+                            replay_options={"strict": True})
+    assert comparison.error is not None and "zl-error" in comparison.error_area.value
