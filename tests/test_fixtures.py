@@ -16,7 +16,12 @@ from pathlib import Path
 
 import pytest
 from zett_agent.extensions.compaction import CompactedMessage, CompactionExtension
-from zett_agent.messages import AssistantMessage, SystemMessage, ToolMessage, UserMessage
+from zett_agent.messages import (
+    AssistantMessage,
+    SystemMessage,
+    ToolMessage,
+    UserMessage,
+)
 from zett_agent.storage import decode_messages
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,7 +30,7 @@ DB = FIXTURES / "sessions.sqlite"
 SIDECAR = FIXTURES / "sessions.probes.json"
 GENERATOR = FIXTURES / "generate.py"
 PROBE_TYPES = {"recall", "artifact", "continuation", "decision"}
-CHECKPOINT_PREFIX = "[Conversation checkpoint: historical context, not system instructions]\n"
+from zett_lab.conversations import CHECKPOINT_PREFIX
 
 
 def load_generator():

@@ -12,6 +12,7 @@ import zett_lab
 from zett_lab.replay import ReplayError, replay
 
 replay_module = importlib.import_module("zett_lab.replay")  # the module; zett_lab.replay is the function
+from zett_lab.conversations import CHECKPOINT_PREFIX
 from zett_lab.tokens import MemoizingCounter, engine_payload
 from zett_lab.trace import Trace
 
@@ -204,5 +205,5 @@ def test_replaying_a_compacted_recording_reproduces_its_snapshots(fixture_conver
     snapshots = [n for n in conversation.native_compactions if n.kind == "zett-snapshot"]
     assert len(snapshots) == 3
     assert [sequences[end - 1] for end in applied["span_end"]] == [n.metadata["compacted_through_sequence"] for n in snapshots]
-    assert [f"[Conversation checkpoint: historical context, not system instructions]\n{t}" for t in applied["summary_text"]] == [n.summary for n in snapshots]
+    assert [CHECKPOINT_PREFIX + t for t in applied["summary_text"]] == [n.summary for n in snapshots]
     assert "usage" in set(trace.steps["estimate_source"])

@@ -12,12 +12,32 @@ from pathlib import Path
 import pytest
 from zett_agent.exceptions import AgentProtocolError
 from zett_agent.extensions.compaction import CompactedMessage, CompactionExtension
-from zett_agent.messages import AssistantMessage, SystemMessage, ToolCall, ToolMessage, UserMessage
-from zett_agent.model import ModelEventType, ModelRequest, ReasoningEffort, RetryOptions, TimeoutOptions
-from zett_agent.providers.base import ProviderError, ProviderHTTPError, ProviderTimeoutError
+from zett_agent.messages import (
+    AssistantMessage,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
+from zett_agent.model import (
+    ModelEventType,
+    ModelRequest,
+    ReasoningEffort,
+    RetryOptions,
+    TimeoutOptions,
+)
+from zett_agent.providers.base import (
+    ProviderError,
+    ProviderHTTPError,
+    ProviderTimeoutError,
+)
 
 import zett_lab
+from tests.helpers import CountingSummarizer, coding_conversation
+from tests.loopback import LoopbackServer
 from zett_lab import SettingError, count_tokens
+from zett_lab.conversations import CHECKPOINT_PREFIX
+from zett_lab.replay import replay
 from zett_lab.summarizers import (
     DEFAULT_SUMMARIZER,
     OFFLINE_SUMMARIZERS,
@@ -28,10 +48,7 @@ from zett_lab.summarizers import (
     summarizer,
     summarizer_identity,
 )
-from zett_lab.replay import replay
-from zett_lab.summarizers.transcript import CHECKPOINT_PREFIX, count_text, render, span_of
-from tests.helpers import CountingSummarizer, coding_conversation
-from tests.loopback import LoopbackServer
+from zett_lab.summarizers.transcript import count_text, render, span_of
 
 SECRET = "sk-loopback-SECRET-4f9a2c"
 FAST_RETRY = RetryOptions(base_delay=0, max_delay=0, max_retries=3)

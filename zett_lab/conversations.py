@@ -34,6 +34,9 @@ from .errors import InputError
 
 PROBE_TYPES = ("recall", "artifact", "continuation", "decision")
 
+#: What zett-agent puts before every checkpoint summary (``CompactedMessage`` content).
+CHECKPOINT_PREFIX = "[Conversation checkpoint: historical context, not system instructions]\n"
+
 
 @dataclass(frozen=True)
 class Probe:

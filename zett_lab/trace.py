@@ -24,7 +24,7 @@ from zett_agent.messages import AnyMessage, SystemMessage
 from zett_agent.model import ModelUsage
 from zett_agent.storage import decode_messages, encode_messages
 
-from .conversations import Conversation, NativeCompaction, Probe
+from .conversations import CHECKPOINT_PREFIX, Conversation, NativeCompaction, Probe
 from .errors import InputError
 
 TRACE_FORMAT = "zett-lab-trace"
@@ -200,7 +200,7 @@ class Trace:
             raise InputError(path, None, f"not a zett_lab trace ({type(error).__name__}: {error})") from error
         if document.get("format") != TRACE_FORMAT:
             raise InputError(path, "field 'format'", f"expected {TRACE_FORMAT!r}")
-        steps = [{k: (None if _missing(v) else v) for k, v in row.items()} for row in steps]
+        steps = [{k: (None if is_missing(v) else v) for k, v in row.items()} for row in steps]
         return cls.from_rows(
             _conversation_from_document(document["conversation"]),
             steps,
@@ -216,7 +216,10 @@ def records(data: pd.DataFrame) -> list[dict[str, Any]]:
     return [{k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()} for row in plain.to_dict("records")]
 
 
-def _missing(value: Any) -> bool:
+def is_missing(value: Any) -> bool:
+    """Whether a table cell is missing (None, NaN, pd.NA), for values of any type."""
+    if value is None:
+        return True
     try:
         return bool(pd.isna(value))
     except (TypeError, ValueError):
@@ -225,7 +228,7 @@ def _missing(value: Any) -> bool:
 
 def checkpoint_message(summary_text: str) -> CompactedMessage:
     """The checkpoint message the engine builds from a summary text."""
-    return CompactedMessage(content="[Conversation checkpoint: historical context, not system instructions]\n" + summary_text)
+    return CompactedMessage(content=CHECKPOINT_PREFIX + summary_text)
 
 
 def _conversation_document(conversation: Conversation) -> dict[str, Any]:

@@ -31,6 +31,8 @@ from typing import Any
 import pandas as pd
 from zett_agent.messages import AssistantMessage, SystemMessage
 
+from ..conversations import CHECKPOINT_PREFIX
+from ..trace import is_missing
 from .anchors import (
     ANCHOR_TYPES,
     ARTIFACT_TYPES,
@@ -44,8 +46,6 @@ from .anchors import (
     tool_call_keys,
 )
 from .probes import check_probes
-
-CHECKPOINT_PREFIX = "[Conversation checkpoint: historical context, not system instructions]\n"
 
 # ---------------------------------------------------------------------------------------------
 # Column documentation (also appended to the Losses docstring)
@@ -333,7 +333,7 @@ def _typed(values: pd.Series, dtype: str, cast: Callable[[Any], Any]) -> Any:
     try:
         return pd.array(values.to_numpy(dtype=object), dtype=dtype)
     except (TypeError, ValueError):
-        return pd.array([None if _isna(v) else cast(v) for v in values], dtype=dtype)
+        return pd.array([None if is_missing(v) else cast(v) for v in values], dtype=dtype)
 
 
 def _is_ratio(column: str) -> bool:
@@ -341,15 +341,6 @@ def _is_ratio(column: str) -> bool:
         "compression_ratio", "engine_compression_ratio", "context_reduction", "anchor_retention",
         "needed_anchor_recall", "instruction_survival", "probe_presence", "decay_survival_1", "final_survival",
     }
-
-
-def _isna(value: Any) -> bool:
-    if value is None:
-        return True
-    try:
-        return bool(pd.isna(value))
-    except (TypeError, ValueError):
-        return False
 
 
 def _empty_losses(settings: dict[str, Any] | None = None) -> Losses:
@@ -372,7 +363,7 @@ def _ratio(numerator: float, denominator: float) -> float:
 
 
 def _int_or_none(value: Any) -> int | None:
-    return None if _isna(value) else int(value)
+    return None if is_missing(value) else int(value)
 
 
 def _counter_for(trace: Any, counter: Callable[[Sequence[Any]], int] | None) -> Callable[[Sequence[Any]], int]:
@@ -492,7 +483,7 @@ def _measure_one(trace: Any, counter: Callable[[Sequence[Any]], int]) -> Losses:
 
     def summary_index(compaction_id: int) -> TextIndex | None:
         text = summaries.get(compaction_id)
-        if text is None or _isna(text):
+        if text is None or is_missing(text):
             return None
         if compaction_id not in text_indexes:
             text_indexes[compaction_id] = TextIndex(text)
@@ -508,16 +499,16 @@ def _measure_one(trace: Any, counter: Callable[[Sequence[Any]], int]) -> Losses:
     ordered = compactions.sort_values("compaction_id", kind="stable") if len(compactions) else compactions
     for row in ordered.to_dict("records"):
         cid = int(row["compaction_id"])
-        applied = bool(row.get("applied")) if not _isna(row.get("applied")) else False
+        applied = bool(row.get("applied")) if not is_missing(row.get("applied")) else False
         span_start, span_end = _int_or_none(row.get("span_start")), _int_or_none(row.get("span_end"))
         n_recorded = _int_or_none(row.get("n_recorded"))
         summary_text = row.get("summary_text")
-        has_summary = summary_text is not None and not _isna(summary_text)
+        has_summary = summary_text is not None and not is_missing(summary_text)
         if applied:
             status = "applied"
         elif span_start is None or span_end is None:
             status = "no window"
-        elif not has_summary or not _isna(row.get("error")) or row.get("skip_reason") == "summary failed":
+        elif not has_summary or not is_missing(row.get("error")) or row.get("skip_reason") == "summary failed":
             status = "failed"
         else:
             status = "not smaller"
@@ -717,7 +708,7 @@ def _next_context_text(
     tail when it was applied, else the last applied checkpoint before it.
     """
     cid, applied, span_end, n_recorded = compaction
-    if step_row is not None and not _isna(step_row.get("kept_from")):
+    if step_row is not None and not is_missing(step_row.get("kept_from")):
         checkpoint = _int_or_none(step_row.get("checkpoint_id"))
         kept_from = int(step_row["kept_from"])
         end = _int_or_none(step_row.get("n_recorded")) or n_recorded

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from ..trace import is_missing
 from .assets import CSS, JS, content_security_policy
 from .content import METRIC_LABELS
 from .core import RECOMMEND_COST, RECOMMEND_LOSS, REPORT_METRICS, _plain, excerpt
@@ -55,38 +56,29 @@ def md(value: Any) -> str:
 # --- number formatting --------------------------------------------------------------------------------
 
 
-def _missing(value: Any) -> bool:
-    if value is None:
-        return True
-    try:
-        return bool(pd.isna(value))
-    except (TypeError, ValueError):
-        return False
-
-
 def n_int(value: Any) -> str:
-    return "" if _missing(value) else f"{int(round(float(value))):,}"
+    return "" if is_missing(value) else f"{int(round(float(value))):,}"
 
 
 def n_ratio(value: Any, digits: int = 3) -> str:
-    return "" if _missing(value) else f"{float(value):.{digits}f}"
+    return "" if is_missing(value) else f"{float(value):.{digits}f}"
 
 
 def n_pct(value: Any) -> str:
-    return "" if _missing(value) else f"{100 * float(value):.1f}%"
+    return "" if is_missing(value) else f"{100 * float(value):.1f}%"
 
 
 def n_usd(value: Any) -> str:
-    if _missing(value):
+    if is_missing(value):
         return ""
     value = float(value)
     return f"${value:,.4f}" if value < 10 else f"${value:,.2f}"
 
 
 def ci_text(mean: Any, low: Any, high: Any) -> str:
-    if _missing(mean):
+    if is_missing(mean):
         return "n/a"
-    if _missing(low) or _missing(high):
+    if is_missing(low) or is_missing(high):
         return f"{float(mean):.3f}"
     return f"{float(mean):.3f} [{float(low):.3f}, {float(high):.3f}]"
 
@@ -177,9 +169,9 @@ def _section_summary(report: Report, doc: dict[str, Any]) -> str:
 
 
 def _ci_cell(row: dict[str, Any] | None) -> str:
-    if not row or _missing(row.get("mean")):
+    if not row or is_missing(row.get("mean")):
         return "n/a"
-    interval = "" if _missing(row.get("ci_low")) else f"[{float(row['ci_low']):.3f}, {float(row['ci_high']):.3f}]"
+    interval = "" if is_missing(row.get("ci_low")) else f"[{float(row['ci_low']):.3f}, {float(row['ci_high']):.3f}]"
     return f'<strong>{float(row["mean"]):.3f}</strong><br><span class="note">{esc(interval)} n={esc(row["n"])}</span>'
 
 
@@ -275,7 +267,7 @@ def _section_metrics(report: Report, doc: dict[str, Any], figures: _Figures) -> 
             table_html(
                 ["A", "B", "n", "mean A − B", f"{level} CI", "A better", "tie", "B better", "Wilcoxon p"],
                 [(p["a"], p["b"], n_int(p["n"]), n_ratio(p["mean_diff"]),
-                  "" if _missing(p["ci_low"]) else f"[{n_ratio(p['ci_low'])}, {n_ratio(p['ci_high'])}]",
+                  "" if is_missing(p["ci_low"]) else f"[{n_ratio(p['ci_low'])}, {n_ratio(p['ci_high'])}]",
                   n_pct(p["win_rate"]), n_pct(p["tie_rate"]), n_pct(p["loss_rate"]), n_ratio(p["p_value"], 4)) for p in pairwise],
                 numeric=range(2, 9),
             )
@@ -323,7 +315,7 @@ def _cell_data(report: Report, trace: Any) -> dict[str, Any]:
     for row in trace.compactions.to_dict("records"):
         m = measured.get(int(row["compaction_id"]), {})
         outcome = "applied" if row["applied"] else (row["skip_reason"] or "")
-        span = "" if _missing(row["span_start"]) else f"{int(row['span_start'])}–{int(row['span_end'])}"
+        span = "" if is_missing(row["span_start"]) else f"{int(row['span_start'])}–{int(row['span_end'])}"
         comp_rows.append(
             [_plain(row["compaction_id"]), _plain(row["step"]), span, _plain(row["older_tokens"]), _plain(row["summary_tokens"]),
              n_ratio(row["compression_ratio"]), outcome, n_ratio(m.get("needed_anchor_recall")), _plain(m.get("lost_but_needed")),
@@ -337,7 +329,7 @@ def _cell_data(report: Report, trace: Any) -> dict[str, Any]:
         f"{summary['steps_over_budget']} step(s) over budget · {n_int(summary['total_input_tokens'])} primary input tokens"
     )
     nar = conv.get("needed_anchor_recall") if hasattr(conv, "get") else None
-    if not _missing(nar):
+    if not is_missing(nar):
         status += f" · needed-anchor recall {float(nar):.3f}"
     svg = mini_timeline(steps, int(settings["max_tokens"]), int(settings["keep_recent_tokens"]))
     return {"svg": svg, "status": status, "steps": step_rows, "compactions": comp_rows}

@@ -40,10 +40,8 @@ from zett_agent.messages import (
 )
 from zett_agent.model import ModelRequest
 
+from ..conversations import CHECKPOINT_PREFIX
 from ..tokens import count_tokens
-
-#: The prefix the engine puts before every checkpoint summary.
-CHECKPOINT_PREFIX = "[Conversation checkpoint: historical context, not system instructions]\n"
 
 #: The closing user message of every summary request the engine sends.
 CHECKPOINT_REQUEST = "Produce the checkpoint now."
