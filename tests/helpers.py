@@ -2,8 +2,20 @@
 
 from __future__ import annotations
 
-from zett_agent.messages import AssistantMessage, SystemMessage, ToolCall, ToolMessage, UserMessage
-from zett_agent.model import ModelEvent, ModelResponse, ModelUsage, RetryOptions, ToolCallDelta
+from zett_agent.messages import (
+    AssistantMessage,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
+from zett_agent.model import (
+    ModelEvent,
+    ModelResponse,
+    ModelUsage,
+    RetryOptions,
+    ToolCallDelta,
+)
 
 from zett_lab import Conversation
 

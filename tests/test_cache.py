@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import multiprocessing
-from contextlib import closing
 import os
 import pickle
 import signal
@@ -12,14 +11,26 @@ import subprocess
 import sys
 import threading
 import warnings
+from contextlib import closing
 from pathlib import Path
 
 import pytest
 from zett_agent.extensions.compaction import CompactedMessage
-from zett_agent.messages import AssistantMessage, SystemMessage, ToolCall, ToolMessage, UserMessage
+from zett_agent.messages import (
+    AssistantMessage,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
 from zett_agent.model import ModelRequest, ReasoningEffort
 
-from zett_lab.summarizers import CachedSummary, CacheError, SummaryCache, default_cache_path
+from zett_lab.summarizers import (
+    CachedSummary,
+    CacheError,
+    SummaryCache,
+    default_cache_path,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -10,7 +10,12 @@ import pytest
 from scipy import stats
 
 from zett_lab.metrics import Losses, compare, measure
-from zett_lab.metrics.compare import PAIRWISE_COLUMNS, SUMMARY_COLUMNS, bootstrap_mean_ci, wilcoxon_test
+from zett_lab.metrics.compare import (
+    PAIRWISE_COLUMNS,
+    SUMMARY_COLUMNS,
+    bootstrap_mean_ci,
+    wilcoxon_test,
+)
 from zett_lab.metrics.offline import (
     ANCHOR_COLUMNS,
     COMPACTION_COLUMNS,

@@ -14,6 +14,7 @@ from zett_agent.messages import AssistantMessage, UserMessage
 from zett_agent.model import ModelEvent, ModelResponse, ReasoningEffort, RetryOptions
 
 import zett_lab
+from tests.helpers import coding_conversation
 from zett_lab import SettingError
 from zett_lab.cost import (
     SUMMARY_INSTRUCTIONS,
@@ -25,7 +26,6 @@ from zett_lab.cost import (
     price_for,
 )
 from zett_lab.replay import replay
-from tests.helpers import coding_conversation
 
 M = 1_000_000
 

@@ -5,9 +5,21 @@ from __future__ import annotations
 import random
 
 from zett_agent.extensions.compaction import CompactedMessage, CompactionExtension
-from zett_agent.messages import AgentMessage, AssistantMessage, SystemMessage, ToolCall, ToolMessage, UserMessage
+from zett_agent.messages import (
+    AgentMessage,
+    AssistantMessage,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
 
-from zett_lab.explain import NO_TURN_BOUNDARY, ONLY_CHECKPOINTS, RECENT_COVERS_ALL, window_skip_reason
+from zett_lab.explain import (
+    NO_TURN_BOUNDARY,
+    ONLY_CHECKPOINTS,
+    RECENT_COVERS_ALL,
+    window_skip_reason,
+)
 from zett_lab.tokens import MemoizingCounter
 
 

@@ -13,12 +13,25 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from zett_agent.messages import AssistantMessage, SystemMessage, ToolMessage, UserMessage
+from zett_agent.messages import (
+    AssistantMessage,
+    SystemMessage,
+    ToolMessage,
+    UserMessage,
+)
 
 import zett_lab
 from zett_lab.errors import InputError
 from zett_lab.readers import detect, readers
-from zett_lab.readers.agents import aider, anthropic, claude_code, codex, gemini_cli, openhands, swe_agent
+from zett_lab.readers.agents import (
+    aider,
+    anthropic,
+    claude_code,
+    codex,
+    gemini_cli,
+    openhands,
+    swe_agent,
+)
 from zett_lab.readers.agents._common import AgentLogWarning, Builder
 from zett_lab.readers.agents.native import COLUMNS, compare_native, native_trace
 from zett_lab.trace import Trace

@@ -7,7 +7,14 @@ import shutil
 import sqlite3
 
 import pytest
-from zett_agent.messages import AssistantMessage, ImageContent, ImageUrlSource, SystemMessage, TextContent, UserMessage
+from zett_agent.messages import (
+    AssistantMessage,
+    ImageContent,
+    ImageUrlSource,
+    SystemMessage,
+    TextContent,
+    UserMessage,
+)
 from zett_agent.model import ModelUsage
 from zett_agent.storage import encode_messages
 

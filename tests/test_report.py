@@ -9,7 +9,13 @@ from pathlib import Path
 
 import pytest
 import zett_agent
-from zett_agent.messages import AssistantMessage, SystemMessage, ToolCall, ToolMessage, UserMessage
+from zett_agent.messages import (
+    AssistantMessage,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
 
 from zett_lab import Conversation, SettingError, replay
 from zett_lab.report import REPORT_METRICS, Report, default_grid

@@ -24,7 +24,12 @@ from zett_agent.messages import (
 
 import zett_lab
 from zett_lab import tokens
-from zett_lab.tokens import O200K_SHA256, ApproxCounter, MemoizingCounter, VocabularyError
+from zett_lab.tokens import (
+    O200K_SHA256,
+    ApproxCounter,
+    MemoizingCounter,
+    VocabularyError,
+)
 
 
 def edge_case_messages():

@@ -22,9 +22,14 @@ from .readers import load, load_all
 from .replay import ReplayError, replay
 from .summarizers import DEFAULT_SUMMARIZER, SummaryCache, summarizer
 from .sweep import Sweep, decision_boundaries, pareto_front, recommend, sweep
-from .tokens import ApproxCounter, MemoizingCounter, approx_count_tokens, count_tokens, provision_o200k
+from .tokens import (
+    ApproxCounter,
+    MemoizingCounter,
+    approx_count_tokens,
+    count_tokens,
+    provision_o200k,
+)
 from .trace import Trace
-
 
 
 def __getattr__(name: str) -> Any:

@@ -115,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
             """\
             examples:
               zett-lab report fixtures/ -o report.html
-              zett-lab replay fixtures/sessions.sqlite --session fix-flaky-tests --max-tokens 20k --keep-recent-tokens 4k
+              zett-lab replay fixtures/sessions.sqlite --session ci-flaky-kafka --max-tokens 20k --keep-recent-tokens 4k
               zett-lab sweep fixtures/ --max-tokens 8k:32k:8k --keep-recent-tokens 2k,6k --summarizer anchors mask -o sweep.parquet
               zett-lab import ~/.zettcode/sessions/myproject -o sessions.sqlite
 
@@ -163,7 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=textwrap.dedent(
             """\
             examples:
-              zett-lab replay fixtures/sessions.sqlite --session fix-flaky-tests --max-tokens 20k --keep-recent-tokens 4k
+              zett-lab replay fixtures/sessions.sqlite --session ci-flaky-kafka --max-tokens 20k --keep-recent-tokens 4k
               zett-lab replay run.jsonl --max-tokens 30000 --keep-recent-tokens 8000 --summarizer truncate:0.1 -o trace.parquet
               zett-lab replay run.jsonl --max-tokens 30k --keep-recent-tokens 8k --summarizer openai:gpt-5-mini"""
         ),
@@ -449,7 +449,7 @@ def _is_sweep(path: Path) -> bool:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .report import Report, default_grid, DEFAULT_REPORT_SUMMARIZERS
+    from .report import DEFAULT_REPORT_SUMMARIZERS, Report, default_grid
 
     out = Path(args.output)
     fmt = args.format or {".md": "md", ".markdown": "md", ".json": "json"}.get(out.suffix.lower(), "html")

@@ -20,6 +20,21 @@ NO_TURN_BOUNDARY = "no whole-turn boundary"
 ONLY_CHECKPOINTS = "only earlier checkpoints"
 
 
+def walk_cutoff(dialogue: Sequence[AnyMessage], *, keep_recent_tokens: int, count_tokens: TokenCounter) -> tuple[int, int]:
+    """The engine's two walks over the non-system dialogue.
+
+    Returns where the budget walk stops (the only place ``keep_recent_tokens`` is
+    read) and the turn start it then snaps back to (0: none).
+    """
+    cutoff = len(dialogue)
+    while cutoff > 0 and count_tokens(dialogue[cutoff:]) < keep_recent_tokens:
+        cutoff -= 1
+    walked = cutoff
+    while cutoff > 0 and not starts_turn(dialogue[cutoff]):
+        cutoff -= 1
+    return walked, cutoff
+
+
 def window_skip_reason(
     messages: Sequence[AnyMessage], *, keep_recent_tokens: int, count_tokens: TokenCounter
 ) -> str | None:
@@ -31,13 +46,9 @@ def window_skip_reason(
     - ``only earlier checkpoints``: everything older than the kept turns is checkpoints.
     """
     dialogue = [m for m in messages if not isinstance(m, SystemMessage)]
-    cutoff = len(dialogue)
-    while cutoff > 0 and count_tokens(dialogue[cutoff:]) < keep_recent_tokens:
-        cutoff -= 1
-    if cutoff == 0:
+    walked, cutoff = walk_cutoff(dialogue, keep_recent_tokens=keep_recent_tokens, count_tokens=count_tokens)
+    if walked == 0:
         return RECENT_COVERS_ALL
-    while cutoff > 0 and not starts_turn(dialogue[cutoff]):
-        cutoff -= 1
     if cutoff == 0:
         return NO_TURN_BOUNDARY
     if all(isinstance(m, CompactedMessage) for m in dialogue[:cutoff]):

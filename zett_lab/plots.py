@@ -40,6 +40,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 
 from .errors import SettingError
+from .sweep import higher_is_better
 
 __all__ = [
     "KIND_STYLES",
@@ -719,19 +720,6 @@ def _draw_boundary(ax: Axes, points: pd.DataFrame, xs, ys, xe, ye, linestyle, ma
 _SUMMARIZER_MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "h", "<", ">", "p"]
 _SUMMARIZER_COLORS = ["#4477AA", "#EE6677", "#228833", "#CCBB44", "#66CCEE", "#AA3377", "#BBBBBB", "#222222"]
 
-_HIGHER_IS_BETTER = ("recall", "survival", "retention", "presence", "reduction", "compression", "score", "accuracy")
-
-
-def _maximize(column: str, maximize: bool | None) -> bool:
-    if maximize is not None:
-        return bool(maximize)
-    try:
-        from .sweep import _maximize as sweep_maximize
-    except ImportError:
-        return any(fragment in column for fragment in _HIGHER_IS_BETTER)
-    return sweep_maximize(column, None)
-
-
 def pareto(
     sweep_results: Any,
     cost: str = "total_input_tokens",
@@ -761,7 +749,7 @@ def pareto(
     for name, column in (("cost", cost), ("loss", loss)):
         if column not in data.columns:
             raise SettingError(f"pareto: no {name} column {column!r}; numeric columns: {numeric_columns(data)}")
-    higher = _maximize(loss, maximize)
+    higher = bool(maximize) if maximize is not None else higher_is_better(loss)
     table = data.copy()
     if "error" in table.columns:
         table = table[table["error"].isna()]

@@ -10,7 +10,7 @@ latency can be seen), which also consults the persistent summary cache.
 Example::
 
     >>> import zett_lab
-    >>> conversation = zett_lab.load("fixtures/sessions.sqlite", session="fix-flaky-tests")  # doctest: +SKIP
+    >>> conversation = zett_lab.load("fixtures/sessions.sqlite", session="ci-flaky-kafka")  # doctest: +SKIP
     >>> trace = zett_lab.replay(conversation, max_tokens=20_000, keep_recent_tokens=4_000)  # doctest: +SKIP
     >>> trace.steps[["step", "estimate", "triggered", "applied"]]  # doctest: +SKIP
 """
@@ -32,14 +32,29 @@ from zett_agent.agent import Agent, AgentRunConfig, AgentRunContext
 from zett_agent.events import AgentEventType
 from zett_agent.extensions.compaction import CompactedMessage, CompactionExtension
 from zett_agent.extensions.memory import InMemoryMessageAccumulator
-from zett_agent.messages import AnyMessage, AssistantMessage, SystemMessage, ToolMessage, UserMessage
-from zett_agent.model import AgentModel, ModelEvent, ModelRequest, ModelResponse, ModelUsage, ReasoningEffort, RetryOptions
+from zett_agent.messages import (
+    AnyMessage,
+    AssistantMessage,
+    SystemMessage,
+    ToolMessage,
+    UserMessage,
+)
+from zett_agent.model import (
+    AgentModel,
+    ModelEvent,
+    ModelRequest,
+    ModelResponse,
+    ModelUsage,
+    ReasoningEffort,
+    RetryOptions,
+)
 from zett_agent.tools.base import AgentTool, current_tool_call_id
 
 from .asyncrun import run_sync
 from .conversations import Conversation, starts_turn
 from .errors import InputError, SettingError, ZettLabError
-from .tokens import TokenCounter, count_tokens as default_counter
+from .tokens import TokenCounter
+from .tokens import count_tokens as default_counter
 from .trace import Trace
 
 #: Manual (on-demand) compaction points: an int is a turn index, ``"step:N"`` a model step.
@@ -530,7 +545,8 @@ def _usage_function(
 
 def resolve_summarizer(summarizer: AgentModel | str | None) -> AgentModel:
     """An AgentModel from a model, a spec string, or None (the default offline summarizer)."""
-    from .summarizers import DEFAULT_SUMMARIZER, summarizer as build
+    from .summarizers import DEFAULT_SUMMARIZER
+    from .summarizers import summarizer as build
 
     if summarizer is None:
         return build(DEFAULT_SUMMARIZER)

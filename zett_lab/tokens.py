@@ -175,7 +175,13 @@ class _PayloadCounter:
         return entry[1]
 
     def __call__(self, messages: Sequence[AnyMessage]) -> int:
-        return sum(self.count_message(message) for message in messages)
+        # The engine's cutoff loop calls this once per candidate cutoff: keep the hit path a plain loop.
+        total = 0
+        by_identity = self._by_identity
+        for message in messages:
+            entry = by_identity.get(id(message))
+            total += entry[1] if entry is not None else self.count_message(message)
+        return total
 
 
 class MemoizingCounter(_PayloadCounter):

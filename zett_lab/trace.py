@@ -157,7 +157,7 @@ class Trace:
             "settings": self.settings,
             "compactions": records(self.compactions),
             "engine_events": self.engine_events,
-            "conversation": _conversation_document(self.conversation),
+            "conversation": conversation_document(self.conversation),
         }
         if include_steps:
             document["steps"] = records(self.steps)
@@ -202,7 +202,7 @@ class Trace:
             raise InputError(path, "field 'format'", f"expected {TRACE_FORMAT!r}")
         steps = [{k: (None if is_missing(v) else v) for k, v in row.items()} for row in steps]
         return cls.from_rows(
-            _conversation_from_document(document["conversation"]),
+            conversation_from_document(document["conversation"]),
             steps,
             document["compactions"],
             document["settings"],
@@ -231,7 +231,7 @@ def checkpoint_message(summary_text: str) -> CompactedMessage:
     return CompactedMessage(content=CHECKPOINT_PREFIX + summary_text)
 
 
-def _conversation_document(conversation: Conversation) -> dict[str, Any]:
+def conversation_document(conversation: Conversation) -> dict[str, Any]:
     from dataclasses import asdict
 
     return {
@@ -246,7 +246,7 @@ def _conversation_document(conversation: Conversation) -> dict[str, Any]:
     }
 
 
-def _conversation_from_document(document: dict[str, Any]) -> Conversation:
+def conversation_from_document(document: dict[str, Any]) -> Conversation:
     return Conversation(
         id=document["id"],
         messages=decode_messages(document["messages"]),

@@ -32,7 +32,14 @@ from .anchors import (
     normalize,
 )
 from .compare import Comparison, compare
-from .judged import JudgedPlan, JudgedResult, agreement, generate_probes, plan_judged, run_judged
+from .judged import (
+    JudgedPlan,
+    JudgedResult,
+    agreement,
+    generate_probes,
+    plan_judged,
+    run_judged,
+)
 from .offline import Losses, measure
 from .probes import check_probes, parse_probes
 

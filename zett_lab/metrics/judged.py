@@ -52,9 +52,9 @@ from zett_agent.messages import AnyMessage, SystemMessage, UserMessage
 from zett_agent.model import AgentModel, ModelRequest, ReasoningEffort
 
 from ..asyncrun import run_sync
-from ..replay import resolve_cache
 from ..conversations import PROBE_TYPES, Probe
 from ..errors import SettingError, ZettLabError
+from ..replay import resolve_cache
 from .anchors import contains_normalized, message_text
 from .offline import Losses
 from .probes import check_probes

@@ -57,8 +57,11 @@ def readers() -> list[Reader]:
 
 
 def _load_builtin_readers() -> None:
-    from . import zett, neutral  # noqa: F401  (modules register themselves on import)
-    from . import agents  # noqa: F401
+    from . import (  # noqa: F401  (modules register themselves on import)
+        agents,  # noqa: F401
+        neutral,
+        zett,
+    )
 
 
 def detect(path: str | Path) -> Reader:

@@ -45,7 +45,15 @@ from zett_agent.model import ModelEvent, ModelRequest, ModelResponse, RetryOptio
 
 from ..errors import SettingError
 from ..tokens import count_tokens
-from .transcript import Segment, Unit, count_text, join_units, segments, span_of, unit_cost
+from .transcript import (
+    Segment,
+    Unit,
+    count_text,
+    join_units,
+    segments,
+    span_of,
+    unit_cost,
+)
 
 Budget = int | float | None
 

@@ -36,7 +36,13 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from zett_agent.model import AgentModel, ModelEvent, ModelRequest, RetryOptions, TimeoutOptions
+from zett_agent.model import (
+    AgentModel,
+    ModelEvent,
+    ModelRequest,
+    RetryOptions,
+    TimeoutOptions,
+)
 from zett_agent.providers.base import ProviderError
 
 from ..errors import SettingError

@@ -28,10 +28,12 @@ Example::
 """
 
 # Modules register themselves on import; within this package the more specific formats come first.
-from . import claude_code  # noqa: F401
-from . import codex  # noqa: F401
-from . import gemini_cli  # noqa: F401
-from . import openhands  # noqa: F401
-from . import swe_agent  # noqa: F401  (registers mini-swe-agent, then SWE-agent)
-from . import aider  # noqa: F401
-from . import anthropic  # noqa: F401
+from . import (
+    aider,  # noqa: F401
+    anthropic,  # noqa: F401
+    claude_code,  # noqa: F401
+    codex,  # noqa: F401
+    gemini_cli,  # noqa: F401
+    openhands,  # noqa: F401
+    swe_agent,  # noqa: F401  (registers mini-swe-agent, then SWE-agent)
+)

@@ -52,11 +52,11 @@ from ...conversations import Conversation
 from .. import Reader, register
 from ._common import (
     Builder,
+    first_line,
     image_from_source,
     iter_jsonl,
     key_pattern,
     parse_first_line,
-    first_line,
     report_unknown,
     require_conversations,
     simplify,

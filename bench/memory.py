@@ -1,0 +1,155 @@
+"""Peak memory of the 10×10 sweep, and how time and memory grow with conversation length.
+
+1. The 10×10 grid of ``bench/sweep.py`` over every fixture (default summarizer, loss
+   metrics on), on the default process pool: peak RSS of this process (which holds the
+   results and every trace) and of each worker (``VmHWM`` from ``/proc``), against the RSS
+   after imports.
+2. Scaling: the largest fixture repeated 1×, 2× and 4× (its dialogue appended again with
+   fresh tool-call ids, so it stays a valid recording), swept over a 3×3 grid in a fresh
+   child process each (``executor="serial"``, so one process holds everything); wall time
+   and peak RSS (``ru_maxrss``) above the child's RSS after imports and loading, with
+   ratios to 1×.
+
+Run: .venv/bin/python bench/memory.py
+Prints figures and ratios measured in this run.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MAX_TOKENS = [4_000, 6_000, 8_000, 12_000, 16_000, 24_000, 32_000, 48_000, 64_000, 96_000]
+KEEP_RECENT = [500, 1_000, 2_000, 3_000, 4_000, 6_000, 8_000, 12_000, 16_000, 24_000]
+SCALE_MAX = [16_000, 48_000, 96_000]
+SCALE_KEEP = [2_000, 8_000, 24_000]
+SCALES = (1, 2, 4)
+
+
+def rss_mb() -> float:
+    """Current resident set size of this process, MB."""
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def peak_mb(pid: int | str = "self") -> float:
+    """Peak resident set size (VmHWM) of a process, MB."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
+def repeated(conversation, times: int):
+    """The conversation with its dialogue repeated ``times`` times (fresh tool-call ids each copy)."""
+    import dataclasses
+
+    from zett_agent.messages import AssistantMessage, SystemMessage, ToolMessage
+
+    import zett_lab
+
+    system = [m for m in conversation.messages if isinstance(m, SystemMessage)]
+    dialogue = [m for m in conversation.messages if not isinstance(m, SystemMessage)]
+    messages = list(system)
+    for copy_number in range(times):
+        suffix = "" if copy_number == 0 else f"-r{copy_number}"
+        for message in dialogue:
+            message = copy.deepcopy(message)
+            if suffix and isinstance(message, AssistantMessage) and message.tool_calls:
+                calls = tuple(dataclasses.replace(call, id=call.id + suffix) for call in message.tool_calls)
+                message = dataclasses.replace(message, tool_calls=calls)
+            elif suffix and isinstance(message, ToolMessage):
+                message = dataclasses.replace(message, tool_call_id=message.tool_call_id + suffix)
+            messages.append(message)
+    result = zett_lab.Conversation(id=f"{conversation.id}-x{times}", messages=messages)
+    result.validate()
+    return result
+
+
+def child(scale: int) -> None:
+    """Sweep the largest fixture repeated ``scale`` times; print one JSON line."""
+    import zett_lab
+    from zett_lab.tokens import count_tokens
+
+    sweep = sys.modules["zett_lab.sweep"].sweep
+    largest = max(zett_lab.load_all(ROOT / "fixtures"), key=lambda c: count_tokens(c.messages))
+    conversation = repeated(largest, scale)
+    tokens = count_tokens(conversation.messages)
+    baseline = rss_mb()
+    started = time.perf_counter()
+    result = sweep(conversation, max_tokens=SCALE_MAX, keep_recent_tokens=SCALE_KEEP,
+                   cache=Path(tempfile.mkdtemp(prefix="zett-lab-mem-")) / "s.sqlite", executor="serial", progress=False)
+    seconds = time.perf_counter() - started
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({
+        "scale": scale, "messages": len(conversation.messages), "tokens": tokens, "seconds": seconds,
+        "baseline_mb": baseline, "peak_mb": peak, "replays": result.config["replays"],
+        "errors": result.config["errors"],
+    }))
+
+
+def main() -> None:
+    import zett_lab
+    from zett_lab.summarizers import DEFAULT_SUMMARIZER
+
+    module = sys.modules["zett_lab.sweep"]
+    conversations = zett_lab.load_all(ROOT / "fixtures")
+    module.shutdown_default_executor()
+    baseline = rss_mb()
+    started = time.perf_counter()
+    result = module.sweep(conversations, max_tokens=MAX_TOKENS, keep_recent_tokens=KEEP_RECENT,
+                          summarizers=[DEFAULT_SUMMARIZER], cache=Path(tempfile.mkdtemp(prefix="zett-lab-mem-")) / "s.sqlite",
+                          progress=False)
+    seconds = time.perf_counter() - started
+    workers = {pid: peak_mb(pid) for pid in result.config["workers"]}
+    driver_peak = peak_mb()
+    print(f"10×10 sweep over {len(conversations)} fixtures ({len(result.results)} cells, {result.config['replays']} replays, "
+          f"loss metrics on): {seconds:.1f} s")
+    print(f"  this process: {baseline:.0f} MB after imports and loading, peak {driver_peak:.0f} MB "
+          f"(+{driver_peak - baseline:.0f} MB for results and {len(result._sources)} distinct traces)")
+    for pid, peak in workers.items():
+        print(f"  worker {pid}: peak {peak:.0f} MB")
+    total = driver_peak + sum(workers.values())
+    print(f"peak memory, 10×10 sweep: {total:.0f} MB total ({driver_peak:.0f} MB driver + "
+          f"{' + '.join(f'{p:.0f}' for p in workers.values())} MB workers)")
+    module.shutdown_default_executor()
+
+    print()
+    print(f"scaling: the largest fixture repeated 1×, 2×, 4×; {len(SCALE_MAX)}×{len(SCALE_KEEP)} grid "
+          f"(max_tokens {SCALE_MAX}, keep_recent_tokens {SCALE_KEEP}), serial, loss metrics on, one child process each")
+    rows = []
+    for scale in SCALES:
+        output = subprocess.run([sys.executable, __file__, "--child", str(scale)], capture_output=True, text=True, check=True)
+        rows.append(json.loads(output.stdout.strip().splitlines()[-1]))
+    first = rows[0]
+    for row in rows:
+        grown = row["peak_mb"] - row["baseline_mb"]
+        first_grown = first["peak_mb"] - first["baseline_mb"]
+        print(f"  {row['scale']}×: {row['messages']} messages, {row['tokens']} tokens, {row['replays']} replays: "
+              f"{row['seconds']:.1f} s ({row['seconds'] / first['seconds']:.2f}x), peak {row['peak_mb']:.0f} MB, "
+              f"+{grown:.0f} MB over its baseline ({grown / max(first_grown, 1e-9):.2f}x)"
+              + (f", {row['errors']} errors" if row["errors"] else ""))
+    last = rows[-1]
+    print(f"time growth 4x length: {last['seconds'] / first['seconds']:.2f}x")
+    print(f"memory growth 4x length: {(last['peak_mb'] - last['baseline_mb']) / max(first['peak_mb'] - first['baseline_mb'], 1e-9):.2f}x")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--child":
+        child(int(sys.argv[2]))
+    else:
+        main()

@@ -1,0 +1,398 @@
+"""Sweeps: exact equality with single replays, proven reuse, executors, failures, files, helpers."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures as cf
+import threading
+
+import pandas as pd
+import pytest
+from zett_agent.messages import (
+    AssistantMessage,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
+from zett_agent.model import ModelEvent, ModelResponse, RetryOptions
+
+import zett_lab
+from zett_lab.boundaries import derive, region, same_replay, schedule
+from zett_lab.errors import SettingError, ZettLabError
+from zett_lab.replay import replay
+from zett_lab.sweep import (
+    CONTEXT_WINDOWS,
+    NoFeasibleSetting,
+    Sweep,
+    clear_worker_state,
+    decision_boundaries,
+    pareto_front,
+    parse_constraints,
+    recommend,
+    sweep,
+)
+
+SMALL = ("auth-refresh-token", "api-v2-deprecation", "ci-flaky-kafka", "search-p95-regression", "billing-rounding")
+
+
+@pytest.fixture(scope="module")
+def small(fixture_conversations):
+    chosen = [c for c in fixture_conversations if c.id in SMALL]
+    assert len(chosen) == len(SMALL)
+    return chosen
+
+
+def build(turns: int = 8, cid: str = "synthetic", seed: int = 0):
+    """A multi-turn coding conversation with tool calls (one failed), sized ~250-900 tokens a turn."""
+    import random
+
+    rng = random.Random(seed)
+    words = ["alpha", "src/app.py", "ValueError", "42ms", "def", "return", "class", "import", "retry", "cache"]
+    messages = [SystemMessage(content="You are a careful coding agent.")]
+    n = 0
+    for t in range(turns):
+        messages.append(UserMessage(content=f"turn {t}: " + " ".join(rng.choice(words) for _ in range(rng.randint(20, 120)))))
+        for k in range(rng.randint(0, 4)):
+            n += 1
+            call = ToolCall(id=f"call-{n}", name=rng.choice(["read", "bash"]), arguments={"path": f"f{t}_{k}.py"})
+            messages.append(AssistantMessage(content="", tool_calls=(call,)))
+            text = "\n".join(" ".join(rng.choice(words) for _ in range(10)) for _ in range(rng.randint(3, 25)))
+            messages.append(ToolMessage(tool_call_id=call.id, name=call.name, content=text, success=(k != 1)))
+        messages.append(AssistantMessage(content=f"done {t} " + " ".join(rng.choice(words) for _ in range(rng.randint(5, 40)))))
+    return zett_lab.Conversation(id=cid, messages=messages)
+
+
+def assert_same(a, b):
+    assert same_replay(a, b) == []
+
+
+# --- exactness ----------------------------------------------------------------------------------
+
+
+def test_sweep_equals_single_replays_on_fixture_grid(small, tmp_path):
+    cache = tmp_path / "cache.sqlite"
+    grid_m, grid_k = [3_000, 7_000, 60_000], [600, 8_000]  # 8_000 >= 3_000 and 7_000: allowed
+    s = sweep(small, max_tokens=grid_m, keep_recent_tokens=grid_k, summarizers=["anchors:0.1", "truncate"],
+              executor="serial", cache=cache, metrics=False, progress=False)
+    assert len(s.results) == len(small) * 3 * 2 * 2
+    assert s.results["error"].isna().all()
+    assert (s.results["replayed"] == False).sum() > 0
+    for row in s.results.itertuples(index=False):
+        mine = s.trace(row.conversation_id, row.max_tokens, row.keep_recent_tokens, row.summarizer)
+        conversation = next(c for c in small if c.id == row.conversation_id)
+        alone = replay(conversation, max_tokens=int(row.max_tokens), keep_recent_tokens=int(row.keep_recent_tokens),
+                       summarizer=row.summarizer, cache=cache)
+        assert_same(mine, alone)
+        summary = alone.summary()
+        for key, value in summary.items():
+            if key not in ("summarizer",):
+                assert getattr(row, key) == value, key
+
+
+def test_region_is_exact_inside_and_tight_outside():
+    conversation = build(10)
+    from zett_lab.summarizers import summarizer
+
+    model = summarizer("truncate")
+    for m, k in [(2_500, 600), (4_000, 1_500), (9_000, 300)]:
+        trace = replay(conversation, max_tokens=m, keep_recent_tokens=k, summarizer=model, cache=False)
+        where = region(trace, verify=True)  # the prefix-sum arithmetic agrees with the engine's own walk
+        assert where.reason is None and where.contains(m, k)
+        corners = [(where.m_lo, where.k_lo), (where.m_hi or where.m_lo + 10**6, where.k_hi or where.k_lo + 10**6)]
+        for mm, kk in corners:
+            again = replay(conversation, max_tokens=mm, keep_recent_tokens=kk, summarizer=model, cache=False)
+            assert same_replay(derive(trace, mm, kk, where), again) in ([], ["compactions differ"])
+            pd.testing.assert_frame_equal(derive(trace, mm, kk).steps, again.steps)
+            cols = [c for c in trace.compactions.columns if c not in ("latency_s", "cache_hit")]
+            pd.testing.assert_frame_equal(trace.compactions[cols], again.compactions[cols])
+        outside = [(where.m_lo - 1, k), (m, where.k_lo - 1)]
+        outside += [(where.m_hi + 1, k)] if where.m_hi is not None else []
+        outside += [(m, where.k_hi + 1)] if where.k_hi is not None else []
+        for mm, kk in outside:
+            if mm < 1 or kk < 1:
+                continue
+            other = replay(conversation, max_tokens=mm, keep_recent_tokens=kk, summarizer=model, cache=False)
+            assert not derive(trace, mm, kk).steps.equals(other.steps), (mm, kk)
+
+
+def test_derived_cells_carry_the_metrics_of_their_own_trace(small, tmp_path):
+    from zett_lab.metrics import measure
+
+    conversation = next(c for c in small if c.id == "billing-rounding")
+    s = sweep(conversation, max_tokens=[9_000, 9_100, 60_000, 70_000], keep_recent_tokens=[2_000, 3_000],
+              executor="serial", cache=tmp_path / "c.sqlite", progress=False)
+    derived = s.results[s.results["replayed"] == False]
+    assert len(derived)
+    for row in derived.to_dict("records"):
+        trace = s.trace(row["conversation_id"], row["max_tokens"], row["keep_recent_tokens"])
+        expected = measure(trace).conversation.iloc[0].to_dict()
+        for key, value in expected.items():
+            if key == "summarizer":
+                continue
+            assert (pd.isna(value) and pd.isna(row[key])) or row[key] == pytest.approx(value), key
+
+
+# --- settings -----------------------------------------------------------------------------------
+
+
+def test_relative_settings_and_context_windows(small, tmp_path):
+    conversation = small[0]
+    s = sweep(conversation, max_tokens=[0.025, 0.05, 4_000], keep_recent_tokens=[0.01], context_window="gpt-4o",
+              executor="serial", cache=tmp_path / "c.sqlite", metrics=False, progress=False)
+    assert list(s.results["max_tokens"]) == [3_200, 6_400, 4_000]
+    assert list(s.results["keep_recent_tokens"]) == [1_280] * 3
+    assert list(s.results["max_tokens_share"].fillna(-1)) == [0.025, 0.05, -1]
+    assert (s.results["context_window"] == 128_000).all()
+    assert s.trace(conversation.id, 0.05, 0.01).settings["max_tokens"] == 6_400
+    assert CONTEXT_WINDOWS["claude-sonnet-4"] == 200_000
+    from zett_lab.sweep import resolve_context_window
+
+    assert resolve_context_window("openai:gpt-4o-2024-08-06") == 128_000
+    with pytest.raises(SettingError, match="unknown model"):
+        resolve_context_window("my-model")
+    with pytest.raises(SettingError, match="context_window"):
+        sweep(conversation, max_tokens=[0.5], keep_recent_tokens=[100], executor="serial")
+    with pytest.raises(SettingError, match=r"\(0, 1\]"):
+        sweep(conversation, max_tokens=[1.5], keep_recent_tokens=[100], context_window=1000, executor="serial")
+
+
+@pytest.mark.parametrize("grid", [
+    {"max_tokens": [], "keep_recent_tokens": [100]},
+    {"max_tokens": [1000], "keep_recent_tokens": []},
+    {"max_tokens": [1000], "keep_recent_tokens": [100], "summarizers": []},
+    {"max_tokens": [0], "keep_recent_tokens": [100]},
+    {"max_tokens": [1000], "keep_recent_tokens": [100], "summarizers": ["no-such-summarizer"]},
+    {"max_tokens": [1000], "keep_recent_tokens": [100], "store": "x.sqlite"},
+])
+def test_bad_grids_raise_setting_error(small, grid):
+    with pytest.raises(SettingError):
+        sweep(small[:1], executor="serial", progress=False, **grid)
+    with pytest.raises(SettingError):
+        sweep([], max_tokens=[1000], keep_recent_tokens=[100], executor="serial")
+
+
+def test_keep_recent_at_or_above_max_tokens_runs_and_reports(small, tmp_path):
+    s = sweep(small[:2], max_tokens=[2_000], keep_recent_tokens=[2_000, 5_000], executor="serial",
+              cache=tmp_path / "c.sqlite", metrics=False, progress=False)
+    assert s.results["error"].isna().all()
+    assert (s.results["steps_over_budget"] > 0).any()
+
+
+# --- failures and executors -------------------------------------------------------------------------
+
+
+def test_a_broken_conversation_fails_only_its_cells(small, tmp_path):
+    broken = zett_lab.Conversation(id="broken", messages=[UserMessage(content="hi"), ToolMessage(tool_call_id="nope", name="x", content="?")])
+    s = sweep([small[0], broken], max_tokens=[2_000, 4_000], keep_recent_tokens=[500], executor="serial",
+              cache=tmp_path / "c.sqlite", metrics=False, progress=False)
+    bad = s.results[s.results["conversation_id"] == "broken"]
+    good = s.results[s.results["conversation_id"] != "broken"]
+    assert bad["error"].str.contains("no matching assistant tool call").all()
+    assert good["error"].isna().all() and len(good) == 2
+    with pytest.raises(ZettLabError, match="failed"):
+        s.trace("broken", 2_000, 500)
+
+
+class DyingExecutor(cf.Executor):
+    """Runs the first ``survive`` tasks; every later future fails as if the workers died."""
+
+    def __init__(self, survive: int) -> None:
+        self.survive = survive
+        self.submitted = 0
+
+    def submit(self, fn, /, *args, **kwargs):
+        self.submitted += 1
+        future: cf.Future = cf.Future()
+        if self.submitted > self.survive:
+            future.set_exception(cf.BrokenExecutor("worker process died"))
+        else:
+            future.set_result(fn(*args, **kwargs))
+        return future
+
+
+def test_executor_dying_mid_sweep_keeps_finished_cells_and_rerun_resumes_from_cache(small, tmp_path):
+    cache = tmp_path / "c.sqlite"
+    grid = {"max_tokens": [3_000, 5_000, 8_000], "keep_recent_tokens": [500, 1_500, 3_000], "summarizers": ["extractive"],
+            "cache": cache, "metrics": False, "progress": False}
+    clear_worker_state()
+    first = sweep(small[2:4], executor=DyingExecutor(survive=3), **grid)
+    done, lost = first.results[first.results["error"].isna()], first.results[first.results["error"].notna()]
+    assert len(done) == 3 * 3 and len(lost) == 3 * 3
+    assert lost["error"].str.contains("BrokenExecutor").all()
+    made = int(done["model_calls"].sum())
+    assert made > 0
+    for row in done.itertuples(index=False):  # finished cells are usable
+        first.trace(row.conversation_id, row.max_tokens, row.keep_recent_tokens)
+    clear_worker_state()  # fresh workers: nothing remembered but the summary cache
+    second = sweep(small[2:4], executor="serial", **grid)
+    assert second.results["error"].isna().all()
+    again = second.results.merge(done[["conversation_id", "max_tokens", "keep_recent_tokens"]])
+    assert int(again["cache_hits"].sum()) >= made and int(again["model_calls"].sum()) == 0
+    assert second.config["cache_hits"] > 0
+
+
+def test_default_process_pool_and_dask_give_the_same_results(small, tmp_path):
+    distributed = pytest.importorskip("distributed")
+    grid = {"max_tokens": [4_000, 9_000, 40_000], "keep_recent_tokens": [800, 2_500], "summarizers": ["anchors:0.1"],
+            "cache": tmp_path / "c.sqlite", "progress": False}
+    local = sweep(small[1:3], executor="serial", **grid)
+    clear_worker_state()  # this process remembers the replays: make the others run them
+    pooled = sweep(small[1:3], **grid)  # the session's process pool
+    clear_worker_state()
+    with (
+        distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        remote = sweep(small[1:3], executor=client.get_executor(), **grid)
+        assert len(remote.config["workers"]) >= 1
+    run_columns = ["replayed", "model_calls", "cache_hits", "seconds"]
+    for other in (pooled, remote):
+        pd.testing.assert_frame_equal(local.results.drop(columns=run_columns), other.results.drop(columns=run_columns))
+        for key, trace in local.traces():
+            assert_same(trace, other.trace(key[0], key[2], key[3], key[1]))
+
+
+class SlowModel:
+    """A deterministic summarizer that is not offline: sleeps, and records how many calls overlap."""
+
+    retry = RetryOptions(max_retries=0)
+    identity = "slow-test-model"
+    max_concurrency = 3
+    lock = threading.Lock()
+    running = 0
+    peak = 0
+
+    async def stream(self, request):
+        with SlowModel.lock:
+            SlowModel.running += 1
+            SlowModel.peak = max(SlowModel.peak, SlowModel.running)
+        await asyncio.sleep(0.05)
+        with SlowModel.lock:
+            SlowModel.running -= 1
+        text = f"checkpoint of {len(request.messages) - 2} messages"
+        yield ModelEvent.completed(ModelResponse(AssistantMessage(content=text)))
+
+
+def test_provider_summarizer_calls_run_concurrently_within_their_limit(small):
+    conversation = next(c for c in small if c.id == "billing-rounding")
+    s = sweep(conversation, max_tokens=[4_000, 5_000, 6_000, 7_000, 8_000, 10_000], keep_recent_tokens=[1_000],
+              summarizers=[SlowModel()], executor="serial", cache=False, metrics=False, progress=False)
+    assert 1 < SlowModel.peak <= SlowModel.max_concurrency
+    for row in s.results.itertuples(index=False):
+        alone = replay(conversation, max_tokens=int(row.max_tokens), keep_recent_tokens=1_000, summarizer=SlowModel(), cache=False)
+        assert_same(s.trace(conversation.id, row.max_tokens, 1_000), alone)
+
+
+# --- files, display -----------------------------------------------------------------------------------
+
+
+def test_save_load_round_trip(small, tmp_path):
+    s = sweep(small[:2], max_tokens=[3_000, 50_000], keep_recent_tokens=[700], summarizers=["anchors:0.1", "mask"],
+              executor="serial", cache=tmp_path / "c.sqlite", progress=False)
+    path = s.save(tmp_path / "run")
+    s.save(tmp_path / "run")  # replacing a saved sweep is fine
+    loaded = Sweep.load(path)
+    pd.testing.assert_frame_equal(s.results, loaded.results)
+    assert loaded.config == s.config
+    for key, trace in s.traces():
+        assert_same(trace, loaded.trace(key[0], key[2], key[3], key[1]))
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "keep.txt").write_text("mine")
+    with pytest.raises(zett_lab.InputError):
+        s.save(tmp_path / "other")
+    html = s._repr_html_()
+    assert "<table" in html and small[0].id in html
+    assert "Sweep(2 conversations" in repr(s)
+
+
+# --- decision boundaries ------------------------------------------------------------------------------
+
+
+def test_decision_boundaries_along_max_tokens_are_confirmed_by_replays(small):
+    conversation = next(c for c in small if c.id == "search-p95-regression")
+    b = decision_boundaries(conversation, "truncate", keep_recent_tokens=2_000, max_tokens_range=(6_000, 16_000),
+                            cache=False, progress=False)
+    assert b.values and b.segments["start"].iloc[0] == 6_000 and b.segments["end"].iloc[-1] == 16_000
+    for value in b.values:
+        before = replay(conversation, max_tokens=value - 1, keep_recent_tokens=2_000, summarizer="truncate", cache=False)
+        after = replay(conversation, max_tokens=value, keep_recent_tokens=2_000, summarizer="truncate", cache=False)
+        assert schedule(before) != schedule(after)
+    for segment in b.segments.itertuples(index=False):  # inside a segment the schedule does not change
+        middle = int(segment.start + segment.end) // 2
+        inside = replay(conversation, max_tokens=middle, keep_recent_tokens=2_000, summarizer="truncate", cache=False)
+        start = replay(conversation, max_tokens=int(segment.start), keep_recent_tokens=2_000, summarizer="truncate", cache=False)
+        assert schedule(inside) == schedule(start)
+
+
+def test_decision_boundaries_along_keep_recent_tokens(small):
+    conversation = next(c for c in small if c.id == "billing-rounding")
+    b = decision_boundaries(conversation, "truncate", max_tokens=12_000, keep_recent_tokens_range=(30_000, None),
+                            cache=False, progress=False)
+    assert b.segments["end"].isna().iloc[-1]  # the last region is unbounded
+    b = decision_boundaries(conversation, "truncate", max_tokens=12_000, keep_recent_tokens_range=(3_000, 7_000),
+                            cache=False, progress=False)
+    assert b.values and b.segments["end"].iloc[-1] == 7_000
+    for value in b.values:
+        before = replay(conversation, max_tokens=12_000, keep_recent_tokens=value - 1, summarizer="truncate", cache=False)
+        after = replay(conversation, max_tokens=12_000, keep_recent_tokens=value, summarizer="truncate", cache=False)
+        assert schedule(before) != schedule(after)
+    with pytest.raises(SettingError):
+        decision_boundaries(conversation, "truncate", max_tokens=12_000)
+
+
+# --- optimisation helpers -----------------------------------------------------------------------------
+
+
+def _table():
+    rows = []
+    for summ, m, cost, recall, survival in [
+        ("a", 1000, 100, 0.5, 1.0), ("a", 2000, 200, 0.8, 1.0), ("a", 3000, 300, 0.95, 0.5), ("a", 4000, 400, 0.97, 1.0),
+        ("b", 1000, 150, 0.9, 1.0), ("b", 2000, 250, 0.7, 1.0), ("b", 5000, 500, float("nan"), float("nan")),
+    ]:
+        for conversation in ("x", "y"):
+            rows.append({"conversation_id": conversation, "summarizer": summ, "max_tokens": m, "keep_recent_tokens": 10,
+                         "total_input_tokens": cost, "needed_anchor_recall": recall, "instruction_survival": survival, "error": None})
+    rows.append({"conversation_id": "x", "summarizer": "c", "max_tokens": 1, "keep_recent_tokens": 10,
+                 "total_input_tokens": 1, "needed_anchor_recall": 1.0, "instruction_survival": 1.0, "error": "boom"})
+    return pd.DataFrame(rows)
+
+
+def test_pareto_front():
+    front = pareto_front(_table())
+    assert list(zip(front["summarizer"], front["max_tokens"])) == [("a", 1000), ("b", 1000), ("a", 3000), ("a", 4000), ("b", 5000)]
+    assert list(front["total_input_tokens"]) == [200, 300, 600, 800, 1000]  # summed over both conversations
+    dropped = pareto_front(_table(), nan="drop")
+    assert ("b", 5000) not in set(zip(dropped["summarizer"], dropped["max_tokens"]))
+    lower = pareto_front(_table(), loss="instruction_survival", maximize=False)  # NaN counts as best: 0 here
+    assert list(zip(lower["summarizer"], lower["max_tokens"], lower["instruction_survival"])) == [
+        ("a", 1000, 1.0), ("a", 3000, 0.5), ("b", 5000, 0.0)]
+    with pytest.raises(SettingError, match="no column"):
+        pareto_front(_table(), loss="nope")
+
+
+def test_recommend_dict_and_string_forms():
+    table = _table()
+    best = recommend(table, {"needed_anchor_recall": (">=", 0.9), "instruction_survival": ("==", 1)})
+    assert (best.summarizer, best.max_tokens) == ("b", 1000) and best.cost == 300
+    same = recommend(table, "needed_anchor_recall >= 0.9 and instruction_survival == 1")
+    assert (same.summarizer, same.max_tokens) == ("b", 1000)
+    strict = recommend(table, "needed_anchor_recall >= 0.96, instruction_survival = 1")
+    assert (strict.summarizer, strict.max_tokens) == ("a", 4000)
+    with pytest.raises(NoFeasibleSetting, match="best reached"):
+        recommend(table, "needed_anchor_recall >= 0.99", nan="drop")
+    for bad in ["needed_anchor_recall >= __import__('os')", "recall >=", "x ~ 1", ""]:
+        with pytest.raises(SettingError):
+            parse_constraints(bad)
+    with pytest.raises(SettingError, match="no column"):
+        recommend(table, "nonexistent >= 1")
+    assert parse_constraints({"a": (">", 1)}) == [("a", ">", 1.0)]
+
+
+def test_recommend_on_a_real_sweep(small, tmp_path):
+    s = sweep(small[2:4], max_tokens=[6_000, 12_000, 100_000], keep_recent_tokens=[1_000, 3_000], summarizers=["anchors:0.1", "mask"],
+              executor="serial", cache=tmp_path / "c.sqlite", progress=False)
+    choice = recommend(s, "instruction_survival >= 0.5")
+    assert choice.cost == choice.candidates[choice.cost_column].min()
+    s.trace(small[2].id, choice.max_tokens, choice.keep_recent_tokens, choice.summarizer)
+    assert len(pareto_front(s)) >= 1
