@@ -396,3 +396,16 @@ def test_recommend_on_a_real_sweep(small, tmp_path):
     assert choice.cost == choice.candidates[choice.cost_column].min()
     s.trace(small[2].id, choice.max_tokens, choice.keep_recent_tokens, choice.summarizer)
     assert len(pareto_front(s)) >= 1
+
+
+def test_a_summarizer_without_a_list_price_keeps_its_cells(small, tmp_path):
+    from .helpers import CountingSummarizer
+
+    result = zett_lab.sweep(small, max_tokens=[3_000], keep_recent_tokens=[1_000], summarizers=[CountingSummarizer()],
+                            executor="serial", progress=False, cache=tmp_path / "c.sqlite")
+    assert result.results["error"].isna().all()
+    summarized = result.results["compactions_applied"] > 0
+    assert summarized.any()
+    # only the money of the summary calls is unknown; a conversation never summarized is fully priced
+    assert result.results.loc[summarized, "cost_error"].str.contains("no price for model").all()
+    assert result.results.loc[~summarized, "cost_error"].isna().all()

@@ -392,6 +392,11 @@ def _source_rows(sources: list[_Proven], unit: _Unit) -> None:
                 if unit.primary_model is None and key in ("primary_cost_usd", "total_cost_usd"):
                     continue
                 row[key] = value
+    except SettingError as exc:
+        # No list price for this summarizer (a custom or self-hosted model): the replay and its
+        # metrics stand; only the money is unknown until prices= names it.
+        for row in rows.values():
+            row["cost_error"] = str(exc)
     except Exception as exc:  # noqa: BLE001 - reported by the cells
         for p in todo:
             p.row_error = f"cost: {type(exc).__name__}: {exc}"
