@@ -219,6 +219,38 @@ def usage_from(
     )
 
 
+def anthropic_usage(usage: Any) -> ModelUsage | None:
+    """An Anthropic ``usage`` block as ModelUsage: input counts uncached input, cache writes and cache reads."""
+    if not isinstance(usage, dict):
+        return None
+    return usage_from(
+        (usage.get("input_tokens") or 0) + (usage.get("cache_creation_input_tokens") or 0) + (usage.get("cache_read_input_tokens") or 0),
+        usage.get("output_tokens"),
+        cache_read=usage.get("cache_read_input_tokens"),
+        cache_write=usage.get("cache_creation_input_tokens"),
+    )
+
+
+def take_thinking(block: dict[str, Any], thoughts: list[str], b: Builder) -> bool:
+    """Handle an Anthropic ``thinking`` / ``redacted_thinking`` block; False for any other block.
+
+    Readable thinking goes to ``thoughts``; a signature-only or redacted block is encrypted
+    reasoning, dropped and counted.
+    """
+    kind = block.get("type")
+    if kind == "thinking":
+        thought = block.get("thinking") or ""
+        if thought.strip():
+            thoughts.append(thought)
+        elif block.get("signature"):
+            b.counts["encrypted_reasoning_dropped"] += 1
+        return True
+    if kind == "redacted_thinking":
+        b.counts["encrypted_reasoning_dropped"] += 1
+        return True
+    return False
+
+
 def openai_usage(usage: Mapping[str, Any] | None) -> ModelUsage | None:
     """Chat-completions ``usage`` (prompt/completion tokens and their details) as ModelUsage."""
     if not isinstance(usage, Mapping):

@@ -37,6 +37,7 @@ from ...errors import InputError
 from .. import Reader, register
 from ._common import (
     Builder,
+    anthropic_usage,
     image_from_source,
     join_text,
     key_pattern,
@@ -44,7 +45,7 @@ from ._common import (
     report_unknown,
     require_conversations,
     simplify,
-    usage_from,
+    take_thinking,
 )
 
 FORMAT = "anthropic-messages-json"
@@ -177,14 +178,8 @@ def _message(b: Builder, message: Any, path: Path, place: str, unknown: Counter)
         btype = block.get("type") if isinstance(block, dict) else None
         if btype == "text":
             texts.append(str(block.get("text") or ""))
-        elif btype == "thinking":
-            thought = block.get("thinking") or ""
-            if thought.strip():
-                thoughts.append(thought)
-            elif block.get("signature"):
-                b.counts["encrypted_reasoning_dropped"] += 1
-        elif btype == "redacted_thinking":
-            b.counts["encrypted_reasoning_dropped"] += 1
+        elif btype and take_thinking(block, thoughts, b):
+            continue
         elif btype == "tool_use":
             if not block.get("name"):
                 raise InputError(path, f"{place}, content[{n}]", "a tool_use block needs a name")
@@ -200,14 +195,7 @@ def _message(b: Builder, message: Any, path: Path, place: str, unknown: Counter)
             unknown[str(btype)] += 1
     flush()
     if usage:
-        b.set_usage(
-            usage_from(
-                (usage.get("input_tokens") or 0) + (usage.get("cache_creation_input_tokens") or 0) + (usage.get("cache_read_input_tokens") or 0),
-                usage.get("output_tokens"),
-                cache_read=usage.get("cache_read_input_tokens"),
-                cache_write=usage.get("cache_creation_input_tokens"),
-            )
-        )
+        b.set_usage(anthropic_usage(usage))
 
 
 def _part(block: dict[str, Any], b: Builder) -> Any:

@@ -52,6 +52,7 @@ from ...conversations import Conversation
 from .. import Reader, register
 from ._common import (
     Builder,
+    anthropic_usage,
     first_line,
     image_from_source,
     iter_jsonl,
@@ -60,7 +61,7 @@ from ._common import (
     report_unknown,
     require_conversations,
     simplify,
-    usage_from,
+    take_thinking,
     warn,
 )
 
@@ -285,14 +286,8 @@ def _handle(t: _Thread, record: dict[str, Any], path: Path, number: int, unknown
         btype = block.get("type") if isinstance(block, dict) else None
         if btype == "text":
             texts.append(block.get("text") or "")
-        elif btype == "thinking":
-            thought = block.get("thinking") or ""
-            if thought.strip():
-                thoughts.append(thought)
-            elif block.get("signature"):
-                b.counts["encrypted_reasoning_dropped"] += 1
-        elif btype == "redacted_thinking":
-            b.counts["encrypted_reasoning_dropped"] += 1
+        elif btype and take_thinking(block, thoughts, b):
+            continue
         elif btype in ("tool_use", "server_tool_use"):
             call_id = str(block.get("id") or b.new_call_id())
             calls.append(ToolCall(id=call_id, name=str(block.get("name") or "tool"), arguments=_dict(block.get("input"))))
@@ -308,16 +303,7 @@ def _handle(t: _Thread, record: dict[str, Any], path: Path, number: int, unknown
         key=key,
         model=model if model != "<synthetic>" else None,
         provider="anthropic",
-        usage=usage_from(
-            (usage.get("input_tokens") or 0)
-            + (usage.get("cache_creation_input_tokens") or 0)
-            + (usage.get("cache_read_input_tokens") or 0),
-            usage.get("output_tokens"),
-            cache_read=usage.get("cache_read_input_tokens"),
-            cache_write=usage.get("cache_creation_input_tokens"),
-        )
-        if isinstance(usage, dict)
-        else None,
+        usage=anthropic_usage(usage),
         attributes=attributes,
     )
 
