@@ -37,7 +37,7 @@ from tests.helpers import CountingSummarizer, coding_conversation
 from tests.loopback import LoopbackServer
 from zett_lab import SettingError, count_tokens
 from zett_lab.conversations import CHECKPOINT_PREFIX
-from zett_lab.replay import replay
+from zett_lab.replay import ReplayError, replay
 from zett_lab.summarizers import (
     DEFAULT_SUMMARIZER,
     OFFLINE_SUMMARIZERS,
@@ -513,7 +513,7 @@ def test_replay_failing_provider_non_strict(server, keyed, fixture_conversation)
     # the replay went through every recorded step
     assert len(trace.steps) == sum(isinstance(m, AssistantMessage) for m in fixture_conversation.messages)
     assert server.count() == 2 * len(compactions)  # 1 + max_retries per attempt
-    with pytest.raises(Exception):
+    with pytest.raises(ReplayError, match="ProviderHTTPError"):
         replay(
             fixture_conversation, max_tokens=total // 3, keep_recent_tokens=total // 10,
             summarizer=model, cache=False, strict=True,

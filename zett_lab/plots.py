@@ -593,8 +593,8 @@ def heatmap(
         if annotate:
             finite = grid[np.isfinite(grid)]
             norm = mesh.norm
-            for i, yv in enumerate(ys):
-                for j, xv in enumerate(xs):
+            for i in range(len(ys)):
+                for j in range(len(xs)):
                     value = grid[i, j]
                     if not np.isfinite(value):
                         continue

@@ -639,7 +639,7 @@ class Anchors(OfflineSummarizer):
         selected: list[tuple[float, Unit]] = []
         remaining = limit
         while heap and remaining > 2:
-            negative, order, n = heapq.heappop(heap)
+            _, order, n = heapq.heappop(heap)
             unit, items, cost = candidates[n]
             current = gain(items) / cost
             if current <= 0:

@@ -120,7 +120,6 @@ class _Thread:
         self.first: dict[str, Any] = {}
         self.seen_uuids: set[str] = set()
         self.prompt: str | None = None
-        self.last_key: Any = None
 
 
 def read(path: Path) -> list[Conversation]:
