@@ -181,3 +181,21 @@ def test_reasoning_effort_is_part_of_the_summary_cache_key(tmp_path):
     assert model.calls == calls  # all hits
     replay(conversation, reasoning_effort="high", **options)
     assert model.calls == 2 * calls  # a different effort is a different summary
+
+
+def test_reasoning_effort_is_a_sweep_parameter(tmp_path):
+    seen = []
+
+    class Effortful(CountingSummarizer):
+        async def stream(self, request):
+            seen.append(request.reasoning_effort)
+            async for event in super().stream(request):
+                yield event
+
+    result = zett_lab.sweep(
+        [coding_conversation(turns=4)], max_tokens=[600], keep_recent_tokens=[200], summarizers=[Effortful()],
+        executor="serial", progress=False, metrics=False, cache=tmp_path / "c.sqlite", reasoning_effort="high",
+    )
+    ((_, trace),) = list(result.traces())
+    assert trace.settings["reasoning_effort"] == "high"
+    assert seen and set(seen) == {ReasoningEffort.HIGH}
