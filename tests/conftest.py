@@ -35,3 +35,35 @@ def agent_logs() -> Path:
             pytest.fail(f"{AGENT_LOGS} is missing on CI")
         pytest.skip("shared agent logs not present")
     return AGENT_LOGS
+
+
+#: Flags for Debian's chromium as root on a machine with no network but the package registries.
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+    "--no-first-run", "--disable-sync", "--disable-dev-shm-usage",
+]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """A Playwright chromium (Debian's, via executable_path). Skipped where absent, never when CI=true."""
+    import shutil
+
+    path = os.environ.get("ZETT_LAB_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+    reason = None
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        reason = "playwright is not installed"
+    if reason is None and not Path(path).exists():
+        reason = f"no chromium at {path} (apt-get install chromium)"
+    if reason is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"browser tests must run on CI: {reason}")
+        pytest.skip(reason)
+    with sync_playwright() as playwright:
+        instance = playwright.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
+        try:
+            yield instance
+        finally:
+            instance.close()

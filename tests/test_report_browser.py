@@ -5,8 +5,6 @@ Skipped where no browser is installed, never when CI=true.
 
 from __future__ import annotations
 
-import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -18,37 +16,7 @@ from .test_report import EVIL_ID, build, evil_conversation
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-    "--no-first-run", "--disable-sync",
-]
 OUTPUT = ROOT / "test-output" / "test_report_browser"
-
-
-def _chromium() -> str:
-    path = os.environ.get("ZETT_LAB_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        path = ""
-    if not path or not Path(path).exists():
-        if os.environ.get("CI") == "true":
-            pytest.fail("chromium (and Playwright) must be installed on CI: apt-get install chromium")
-        pytest.skip("no chromium installed (apt-get install chromium)")
-    return path
-
-
-@pytest.fixture(scope="module")
-def browser():
-    executable = _chromium()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        instance = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
-        try:
-            yield instance
-        finally:
-            instance.close()
 
 
 class Watched:
