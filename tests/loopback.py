@@ -299,18 +299,8 @@ class LoopbackServer:
         max_in_flight: the most POST requests answered at the same time.
     """
 
-    def __init__(
-        self,
-        *,
-        summary: str | Callable[[list[dict[str, Any]]], str] | None = None,
-        delay: float = 0.0,
-        chunk_delay: float = 0.0,
-        fail_status: int | None = None,
-        fail_times: int | None = None,
-        empty: bool = False,
-        tool_call: bool = False,
-        reasoning: str | None = None,
-    ) -> None:
+    def __init__(self, **behaviour: Any) -> None:
+        """Start with the behaviour :meth:`configure` takes (defaults: a deterministic summary, no failures)."""
         self.requests: list[RecordedRequest] = []
         #: POST requests being answered right now, and the most at any one time.
         self.in_flight = 0
@@ -319,16 +309,7 @@ class LoopbackServer:
         self._stop = threading.Event()
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
-        self.configure(
-            summary=summary,
-            delay=delay,
-            chunk_delay=chunk_delay,
-            fail_status=fail_status,
-            fail_times=fail_times,
-            empty=empty,
-            tool_call=tool_call,
-            reasoning=reasoning,
-        )
+        self.configure(**behaviour)
 
     def configure(
         self,

@@ -87,19 +87,6 @@ def sizes() -> dict[str, int]:
     return {sid: CompactionExtension._count_tokens(messages) for sid, messages in conversations().items()}
 
 
-def message_text(message) -> str:
-    """Where a probe answer may be: content, a tool call's name and arguments, a tool result."""
-    if isinstance(message, AssistantMessage):
-        parts = [message.content]
-        for call in message.tool_calls:
-            parts.append(call.name)
-            parts.extend(str(value) for value in call.arguments.values())
-        return "\n".join(parts)
-    if isinstance(message, (UserMessage, ToolMessage)):
-        return message.text
-    return message.content
-
-
 def snapshots() -> dict[str, list[tuple[int, int, str]]]:
     with closing(connect()) as connection:
         rows = connection.execute(
@@ -214,7 +201,7 @@ def test_probe_answers_appear_at_their_message_index():
         for probe in entry["probes"]:
             index = probe["message_index"]
             assert 0 < index < len(messages), (session_id, probe)
-            assert probe["answer"] in message_text(messages[index]), (session_id, probe)
+            assert probe["answer"] in load_generator().message_text(messages[index]), (session_id, probe)
 
 
 def test_probes_through_zett_lab_load_all():
@@ -226,7 +213,7 @@ def test_probes_through_zett_lab_load_all():
         assert len(conversation.messages) == len(conversations()[session_id])
         assert len(conversation.probes) == len(sidecar()[session_id]["probes"])
         for probe in conversation.probes:
-            assert probe.answer in message_text(conversation.messages[probe.message_index]), (session_id, probe)
+            assert probe.answer in load_generator().message_text(conversation.messages[probe.message_index]), (session_id, probe)
 
 
 # --------------------------------------------------------------------------- the compacted session
