@@ -1,7 +1,7 @@
 """How fast the agent-log importers are, relative to just parsing the JSON.
 
 For every shared real log (``../shared/agent-logs`` or ``--logs``) this imports the
-file through the reader :func:`zett_lab.readers.detect` picks and reports MB/s and
+file through the reader :func:`zett_lab.load.detect` picks and reports MB/s and
 the ratio to a baseline measured in the same run on the same file: ``json.loads``
 of every line (JSONL), of the whole file (JSON), or reading and splitting the lines
 (aider markdown). Then it synthesizes logs of about 3 MB (and 1.5 / 6 MB, to show the
@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from zett_lab.readers import detect, readers  # noqa: E402
+from zett_lab.load import detect, readers  # noqa: E402
 
 DEFAULT_LOGS = ROOT.parent / "shared" / "agent-logs"
 
@@ -63,7 +63,7 @@ def pick_reader(path: Path):
     """The agent-log reader that recognises the file (asked before the registry's order), else detect()."""
     head = path.open("rb").read(64 * 1024) if path.is_file() else b""
     for reader in readers():
-        if reader.read.__module__.startswith("zett_lab.readers.agents") and reader.sniff(path, head):
+        if reader.read.__module__.startswith("zett_lab.load.agents") and reader.sniff(path, head):
             return reader
     return detect(path)
 

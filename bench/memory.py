@@ -85,7 +85,7 @@ def child(scale: int) -> None:
     import zett_lab
     from zett_lab.tokens import count_tokens
 
-    sweep = sys.modules["zett_lab.sweep"].sweep
+    sweep = sys.modules["zett_lab.study.sweep"].sweep
     largest = max(zett_lab.load_all(ROOT / "fixtures"), key=lambda c: count_tokens(c.messages))
     conversation = repeated(largest, scale)
     tokens = count_tokens(conversation.messages)
@@ -106,7 +106,7 @@ def main() -> None:
     import zett_lab
     from zett_lab.summarizers import DEFAULT_SUMMARIZER
 
-    module = sys.modules["zett_lab.sweep"]
+    module = sys.modules["zett_lab.study.sweep"]
     conversations = zett_lab.load_all(ROOT / "fixtures")
     module.shutdown_default_executor()
     baseline = rss_mb()

@@ -32,7 +32,7 @@ from zett_lab.replay import replay
 from zett_lab.summarizers import DEFAULT_SUMMARIZER, SummaryCache
 from zett_lab.tokens import count_tokens, engine_count_tokens
 
-zsweep = sys.modules["zett_lab.sweep"]  # the module (zett_lab.sweep is also the function's name)
+zsweep = sys.modules["zett_lab.study.sweep"]
 ROOT = Path(__file__).resolve().parent.parent
 KEEP = 8_000
 MOVES = [20_000 + 5_000 * i for i in range(20)]  # 20k .. 115k: every stop changes the compaction schedule

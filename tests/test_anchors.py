@@ -17,7 +17,7 @@ from zett_agent.messages import (
     UserMessage,
 )
 
-from zett_lab.metrics.anchors import (
+from zett_lab.measure.anchors import (
     ANCHOR_TYPES,
     Anchor,
     TextIndex,

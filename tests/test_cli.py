@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 
 import zett_lab
-from zett_lab.cli import parse_grid, parse_tokens
+from zett_lab.show.cli import parse_grid, parse_tokens
 from zett_lab.errors import SettingError
-from zett_lab.trace import Trace
+from zett_lab.replay.trace import Trace
 
-from .conftest import FIXTURES, ROOT
-from .test_report import evil_conversation
+from tests.conftest import FIXTURES, ROOT
+from tests.test_report import evil_conversation
 
 SCRIPT = Path(sys.executable).parent / "zett-lab"
-COMMAND = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "zett_lab.cli"]
+COMMAND = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "zett_lab.show.cli"]
 SESSION = "billing-rounding"
 
 
@@ -182,7 +182,7 @@ def test_sweep_then_report_from_the_saved_sweep(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "sweep" in result.stderr  # the progress bar
     assert (out / "results.parquet").is_file()
-    from zett_lab.sweep import Sweep
+    from zett_lab.study.sweep import Sweep
 
     assert len(Sweep.load(out).results) == 4
     for name, fmt in (("report.html", None), ("report.md", "md"), ("report.json", "json")):

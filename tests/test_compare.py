@@ -9,14 +9,14 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from zett_lab.metrics import Losses, compare, measure
-from zett_lab.metrics.compare import (
+from zett_lab.measure import Losses, compare, measure
+from zett_lab.measure.compare import (
     PAIRWISE_COLUMNS,
     SUMMARY_COLUMNS,
     bootstrap_mean_ci,
     wilcoxon_test,
 )
-from zett_lab.metrics.offline import (
+from zett_lab.measure.losses import (
     ANCHOR_COLUMNS,
     COMPACTION_COLUMNS,
     CONVERSATION_COLUMNS,
@@ -144,7 +144,7 @@ def test_bad_arguments():
 def test_real_traces_with_offline_baselines():
     from zett_lab.replay import replay
 
-    from .test_metrics import linked_conversation
+    from tests.test_metrics import linked_conversation
 
     conversations = [linked_conversation(turns=6), linked_conversation(turns=7)]
     conversations[1].id = "linked-7"

@@ -16,7 +16,7 @@ from zett_agent.model import ModelEvent, ModelResponse, ReasoningEffort, RetryOp
 import zett_lab
 from tests.helpers import coding_conversation
 from zett_lab import SettingError
-from zett_lab.cost import (
+from zett_lab.measure.cost import (
     SUMMARY_INSTRUCTIONS,
     SUMMARY_REQUEST,
     add_costs,
@@ -167,7 +167,7 @@ def test_summary_calls():
         ]
     )
     out, comp = add_costs(steps, compactions, primary_model="p", summary_model="s", prices=prices)
-    from zett_lab.cost import summary_request_overhead_tokens
+    from zett_lab.measure.cost import summary_request_overhead_tokens
 
     assert comp["summary_call_input_tokens"].tolist() == [4100, 4000 + summary_request_overhead_tokens(), 0]
     assert comp["summary_call_output_tokens"].tolist() == [50, 2, 0]

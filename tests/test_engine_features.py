@@ -10,10 +10,10 @@ from zett_agent.model import ModelEvent, ModelResponse, ReasoningEffort, RetryOp
 
 import zett_lab
 from zett_lab.replay import replay
-from zett_lab.stored import stored_view
-from zett_lab.trace import Trace
+from zett_lab.replay.stored import stored_view
+from zett_lab.replay.trace import Trace
 
-from .helpers import CountingSummarizer, coding_conversation
+from tests.helpers import CountingSummarizer, coding_conversation
 
 
 def demo_tokens(messages) -> int:

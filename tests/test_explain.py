@@ -14,7 +14,7 @@ from zett_agent.messages import (
     UserMessage,
 )
 
-from zett_lab.explain import (
+from zett_lab.replay.explain import (
     NO_TURN_BOUNDARY,
     ONLY_CHECKPOINTS,
     RECENT_COVERS_ALL,

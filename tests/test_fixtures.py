@@ -30,7 +30,7 @@ DB = FIXTURES / "sessions.sqlite"
 SIDECAR = FIXTURES / "sessions.probes.json"
 GENERATOR = FIXTURES / "generate.py"
 PROBE_TYPES = {"recall", "artifact", "continuation", "decision"}
-from zett_lab.conversations import CHECKPOINT_PREFIX
+from zett_lab.load.conversation import CHECKPOINT_PREFIX
 
 
 def load_generator():

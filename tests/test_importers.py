@@ -22,8 +22,8 @@ from zett_agent.messages import (
 
 import zett_lab
 from zett_lab.errors import InputError
-from zett_lab.readers import detect, readers
-from zett_lab.readers.agents import (
+from zett_lab.load import detect, readers
+from zett_lab.load.agents import (
     aider,
     anthropic,
     claude_code,
@@ -32,9 +32,9 @@ from zett_lab.readers.agents import (
     openhands,
     swe_agent,
 )
-from zett_lab.readers.agents._common import AgentLogWarning, Builder
-from zett_lab.readers.agents.native import COLUMNS, compare_native, native_trace
-from zett_lab.trace import Trace
+from zett_lab.load.agents._common import AgentLogWarning, Builder
+from zett_lab.measure.native import COLUMNS, compare_native, native_trace
+from zett_lab.replay.trace import Trace
 
 DATA = Path(__file__).parent / "data" / "importers"
 
@@ -537,7 +537,7 @@ def test_builder_pairing_rules():
 
 
 def test_native_trace_is_measurable():
-    from zett_lab.metrics import measure
+    from zett_lab.measure import measure
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", AgentLogWarning)

@@ -1,4 +1,4 @@
-"""Offline loss metrics (zett_lab.metrics.measure) and the opt-in judged tier with fake models."""
+"""Offline loss metrics (zett_lab.measure.measure) and the opt-in judged tier with fake models."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from zett_agent.messages import (
 from zett_agent.model import ModelEvent, ModelResponse, ModelUsage, RetryOptions
 
 from zett_lab import Conversation, InputError, Probe
-from zett_lab.metrics import Losses, measure
-from zett_lab.metrics.offline import (
+from zett_lab.measure import Losses, measure
+from zett_lab.measure.losses import (
     ANCHOR_COLUMNS,
     COMPACTION_COLUMNS,
     CONVERSATION_COLUMNS,
@@ -25,7 +25,7 @@ from zett_lab.metrics.offline import (
     PROBE_COLUMNS,
 )
 from zett_lab.tokens import approx_count_tokens, count_tokens
-from zett_lab.trace import Trace
+from zett_lab.replay.trace import Trace
 
 # --------------------------------------------------------------------------------------------
 # A hand-made trace whose every number can be worked out by hand
@@ -260,7 +260,7 @@ def test_bad_probes_name_the_probe():
 
 
 def test_parse_probes_reports_wrong_shapes():
-    from zett_lab.metrics.probes import parse_probes
+    from zett_lab.measure.probes import parse_probes
 
     assert parse_probes([{"question": "q", "answer": "a", "type": "recall", "message_index": 2}], "p.json", 3)[0].message_index == 2
     with pytest.raises(InputError, match="p.json: probes"):
@@ -354,7 +354,7 @@ def test_mask_keeps_more_needed_anchors_than_truncate(replayed):
 def test_measure_on_a_long_trace_counts_every_applied_compaction():
     from zett_lab.replay import replay
 
-    from .helpers import coding_conversation
+    from tests.helpers import coding_conversation
 
     trace = replay(coding_conversation(turns=40, output_lines=80, cid="long"), max_tokens=8000, keep_recent_tokens=2000, summarizer="anchors")
     losses = measure(trace)
@@ -380,7 +380,7 @@ class FakeAnswerer:
         prompt = request.messages[-1].content
         transcript, _, question = prompt.rpartition("Question: ")
         answer = self.gold.get(question.strip(), "")
-        from zett_lab.metrics.anchors import contains_normalized
+        from zett_lab.measure.anchors import contains_normalized
 
         text = answer if answer and contains_normalized(transcript, answer) else "NOT IN CONTEXT"
         yield ModelEvent.completed(ModelResponse(AssistantMessage(content=text), usage=ModelUsage(input_tokens=100, output_tokens=5)))
@@ -406,7 +406,7 @@ def gold_map() -> dict[str, str]:
 
 
 def test_judged_probe_qa_between_floor_and_ceiling():
-    from zett_lab.metrics.judged import run_judged
+    from zett_lab.measure.judged import run_judged
 
     answerer, judge = FakeAnswerer(gold_map()), FakeJudge()
     result = run_judged(hand_trace(), answerer=answerer, judge=judge, cache=False)
@@ -424,7 +424,7 @@ def test_judged_probe_qa_between_floor_and_ceiling():
 
 
 def test_judged_uses_the_cache_and_plan_counts_calls():
-    from zett_lab.metrics.judged import plan_judged, run_judged
+    from zett_lab.measure.judged import plan_judged, run_judged
     from zett_lab.summarizers.cache import SummaryCache
 
     cache = SummaryCache.memory()
@@ -445,7 +445,7 @@ def test_judged_uses_the_cache_and_plan_counts_calls():
 
 def test_judged_stops_at_the_budget_and_keeps_what_it_finished():
     from zett_lab.errors import SettingError
-    from zett_lab.metrics.judged import run_judged
+    from zett_lab.measure.judged import run_judged
 
     answerer, judge = FakeAnswerer(gold_map()), FakeJudge()
     result = run_judged(hand_trace(), answerer=answerer, judge=judge, cache=False, max_calls=5)
@@ -459,7 +459,7 @@ def test_judged_stops_at_the_budget_and_keeps_what_it_finished():
 
 
 def test_generate_probes_keeps_only_verbatim_answers():
-    from zett_lab.metrics.judged import generate_probes
+    from zett_lab.measure.judged import generate_probes
 
     class ProbeWriter:
         retry = RetryOptions(max_retries=0)
@@ -479,7 +479,7 @@ def test_generate_probes_keeps_only_verbatim_answers():
 
 
 def test_agreement_between_offline_and_judged():
-    from zett_lab.metrics.judged import agreement, run_judged
+    from zett_lab.measure.judged import agreement, run_judged
 
     trace = hand_trace()
     result = run_judged(trace, answerer=FakeAnswerer(gold_map()), judge=FakeJudge(), cache=False)
@@ -493,7 +493,7 @@ def test_agreement_between_offline_and_judged():
 
 def test_judged_against_the_loopback_server():
     loopback = pytest.importorskip("tests.loopback")
-    from zett_lab.metrics.judged import run_judged
+    from zett_lab.measure.judged import run_judged
     from zett_lab.summarizers import summarizer
 
     def reply(messages):

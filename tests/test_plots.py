@@ -12,11 +12,11 @@ import pytest
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from zett_lab import plots
+from zett_lab.show import plots
 from zett_lab.errors import SettingError
 from zett_lab.replay import replay
 
-from .helpers import BadSummarizer, CountingSummarizer, coding_conversation
+from tests.helpers import BadSummarizer, CountingSummarizer, coding_conversation
 
 
 def open_figures() -> int:
@@ -158,7 +158,7 @@ def test_svg_ignores_the_callers_rc_params(trace):
 
 @pytest.mark.parametrize("kind", ["strip", "heatmap", "pareto", "comparison", "anchors"])
 def test_every_figure_is_deterministic(kind, trace, sweep_table):
-    from zett_lab.metrics import compare, measure
+    from zett_lab.measure import compare, measure
 
     def build() -> Figure:
         if kind == "strip":
@@ -243,7 +243,7 @@ def test_heatmap_accepts_decision_boundaries_objects(sweep_table):
 
 
 def test_heatmap_real_decision_boundaries():
-    from zett_lab.sweep import decision_boundaries
+    from zett_lab.study.sweep import decision_boundaries
 
     conversation = coding_conversation(turns=6, cid="walk")
     walks = [decision_boundaries(conversation, CountingSummarizer(), keep_recent_tokens=k, max_tokens_range=(600, 3_000),
@@ -270,7 +270,7 @@ def test_heatmap_boolean_column_and_aggregation(sweep_table):
 
 
 def test_pareto_front_matches_the_sweep(sweep_table):
-    from zett_lab.sweep import pareto_front
+    from zett_lab.study.sweep import pareto_front
 
     ax = plots.pareto(sweep_table, cost="total_input_tokens", loss="needed_anchor_recall").axes[0]
     front = pareto_front(sweep_table, cost="total_input_tokens", loss="needed_anchor_recall")
@@ -297,7 +297,7 @@ def test_summarizer_comparison_with_intervals():
 
 
 def test_summarizer_comparison_from_compare(trace):
-    from zett_lab.metrics import compare
+    from zett_lab.measure import compare
 
     other = replay(trace.conversation, max_tokens=10**12, keep_recent_tokens=300, summarizer="mask", cache=False,
                    compact_at=[f"step:{s}" for s in trace.compactions.loc[trace.compactions["applied"], "step"]])
@@ -309,7 +309,7 @@ def test_summarizer_comparison_from_compare(trace):
 
 
 def test_anchor_retention_by_type(fixture_conversations):
-    from zett_lab.metrics import measure
+    from zett_lab.measure import measure
 
     conversation = next(c for c in fixture_conversations if c.id == "billing-rounding")
     losses = measure(replay(conversation, max_tokens=12_000, keep_recent_tokens=3_000))

@@ -11,12 +11,12 @@ from zett_agent.messages import AssistantMessage, ToolMessage
 import zett_lab
 from zett_lab.replay import ReplayError, replay
 
-replay_module = importlib.import_module("zett_lab.replay")  # the module; zett_lab.replay is the function
-from zett_lab.conversations import CHECKPOINT_PREFIX
+replay_module = importlib.import_module("zett_lab.replay.run")
+from zett_lab.load.conversation import CHECKPOINT_PREFIX
 from zett_lab.tokens import MemoizingCounter, engine_payload
-from zett_lab.trace import Trace
+from zett_lab.replay.trace import Trace
 
-from .helpers import BadSummarizer, CountingSummarizer, coding_conversation
+from tests.helpers import BadSummarizer, CountingSummarizer, coding_conversation
 
 SETTINGS = [(2_000, 500), (4_000, 1_000), (8_000, 2_000), (16_000, 4_000), (30_000, 12_000)]
 
@@ -186,7 +186,7 @@ def test_trace_round_trips_through_json_and_parquet(tmp_path):
 
 
 def _recorded_summary_model(conversation):
-    from .test_fixtures import load_generator
+    from tests.test_fixtures import load_generator
 
     recorded = conversation.metadata["recorded_with"]
     return recorded, load_generator().FirstLineSummaryModel(**recorded["summary_model_args"])

@@ -18,11 +18,11 @@ from zett_agent.messages import (
 )
 
 from zett_lab import Conversation, SettingError, replay
-from zett_lab.report import REPORT_METRICS, Report, default_grid
-from zett_lab.report.content import GLOSSARY
-from zett_lab.report.render import script_json
+from zett_lab.show.report import REPORT_METRICS, Report, default_grid
+from zett_lab.show.report.content import GLOSSARY
+from zett_lab.show.report.render import script_json
 
-from .helpers import coding_conversation
+from tests.helpers import coding_conversation
 
 DATE = "2025-02-03"
 GRID = {"max_tokens": [900, 1800], "keep_recent_tokens": [250, 500]}
@@ -195,7 +195,7 @@ def test_script_json_is_inert_inside_a_script_element() -> None:
 
 
 def test_no_api_key_or_environment_value_in_any_output(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from .loopback import LoopbackServer
+    from tests.loopback import LoopbackServer
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret")
     monkeypatch.setenv("OPENAI_COMPATIBLE_API_KEY", "sk-test-secret-compatible")

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from zett_lab.report import Report
+from zett_lab.show.report import Report
 
-from .conftest import FIXTURES, ROOT
-from .test_report import EVIL_ID, build, evil_conversation
+from tests.conftest import FIXTURES, ROOT
+from tests.test_report import EVIL_ID, build, evil_conversation
 
 pytestmark = pytest.mark.browser
 

@@ -36,7 +36,7 @@ import zett_lab
 from tests.helpers import CountingSummarizer, coding_conversation
 from tests.loopback import LoopbackServer
 from zett_lab import SettingError, count_tokens
-from zett_lab.conversations import CHECKPOINT_PREFIX
+from zett_lab.load.conversation import CHECKPOINT_PREFIX
 from zett_lab.replay import ReplayError, replay
 from zett_lab.summarizers import (
     DEFAULT_SUMMARIZER,

@@ -18,10 +18,10 @@ from zett_agent.messages import (
 from zett_agent.model import ModelEvent, ModelResponse, RetryOptions
 
 import zett_lab
-from zett_lab.boundaries import derive, region, same_replay, schedule
+from zett_lab.study.boundaries import derive, region, same_replay, schedule
 from zett_lab.errors import SettingError, ZettLabError
 from zett_lab.replay import replay
-from zett_lab.sweep import (
+from zett_lab.study.sweep import (
     CONTEXT_WINDOWS,
     NoFeasibleSetting,
     Sweep,
@@ -117,7 +117,7 @@ def test_region_is_exact_inside_and_tight_outside():
 
 
 def test_derived_cells_carry_the_metrics_of_their_own_trace(small, tmp_path):
-    from zett_lab.metrics import measure
+    from zett_lab.measure import measure
 
     conversation = next(c for c in small if c.id == "billing-rounding")
     s = sweep(conversation, max_tokens=[9_000, 9_100, 60_000, 70_000], keep_recent_tokens=[2_000, 3_000],
@@ -146,7 +146,7 @@ def test_relative_settings_and_context_windows(small, tmp_path):
     assert (s.results["context_window"] == 128_000).all()
     assert s.trace(conversation.id, 0.05, 0.01).settings["max_tokens"] == 6_400
     assert CONTEXT_WINDOWS["claude-sonnet-4"] == 200_000
-    from zett_lab.sweep import resolve_context_window
+    from zett_lab.study.sweep import resolve_context_window
 
     assert resolve_context_window("openai:gpt-4o-2024-08-06") == 128_000
     with pytest.raises(SettingError, match="unknown model"):
@@ -399,7 +399,7 @@ def test_recommend_on_a_real_sweep(small, tmp_path):
 
 
 def test_a_summarizer_without_a_list_price_keeps_its_cells(small, tmp_path):
-    from .helpers import CountingSummarizer
+    from tests.helpers import CountingSummarizer
 
     result = zett_lab.sweep(small, max_tokens=[3_000], keep_recent_tokens=[1_000], summarizers=[CountingSummarizer()],
                             executor="serial", progress=False, cache=tmp_path / "c.sqlite")

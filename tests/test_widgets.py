@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from zett_lab.widgets import Comparison, Explorer, SweepExplorer, steps_table_html
+from zett_lab.show.widgets import Comparison, Explorer, SweepExplorer, steps_table_html
 
-from .helpers import BadSummarizer, CountingSummarizer, coding_conversation
+from tests.helpers import BadSummarizer, CountingSummarizer, coding_conversation
 
 
 @pytest.fixture
@@ -190,7 +190,7 @@ def test_steps_table_marks_rows(explorer):
 
 @pytest.fixture(scope="module")
 def small_sweep():
-    from zett_lab.sweep import sweep
+    from zett_lab.study.sweep import sweep
 
     conversations = [coding_conversation(turns=6, cid="s1"), coding_conversation(turns=9, cid="s2")]
     return sweep(conversations, max_tokens=[700, 1_200, 2_400], keep_recent_tokens=[200, 400], summarizers=["mask", "truncate:0.1"],

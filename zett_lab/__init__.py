@@ -15,13 +15,13 @@ Example::
 
 from typing import Any
 
-from .conversations import Conversation, NativeCompaction, Probe, Turn
+from .load.conversation import Conversation, NativeCompaction, Probe, Turn
 from .errors import InputError, SettingError, ZettLabError
-from .metrics import Losses, compare, measure
-from .readers import load, load_all
-from .replay import ReplayError, replay
+from .measure import Losses, compare, measure
+from .load import load, load_all
+from .replay.run import ReplayError, replay
 from .summarizers import DEFAULT_SUMMARIZER, SummaryCache, summarizer
-from .sweep import Sweep, decision_boundaries, pareto_front, recommend, sweep
+from .study.sweep import Sweep, decision_boundaries, pareto_front, recommend, sweep
 from .tokens import (
     ApproxCounter,
     MemoizingCounter,
@@ -29,13 +29,13 @@ from .tokens import (
     count_tokens,
     provision_o200k,
 )
-from .trace import Trace
+from .replay.trace import Trace
 
 
 def __getattr__(name: str) -> Any:
     """``zett_lab.Report`` on first use: reports pull in plots and templates."""
     if name == "Report":
-        from .report import Report
+        from .show.report import Report
 
         return Report
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

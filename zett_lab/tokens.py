@@ -37,6 +37,7 @@ from zett_agent.messages import (
 )
 
 from .errors import ZettLabError
+from .files import write_atomic
 
 #: SHA-256 tiktoken publishes for ``o200k_base.tiktoken``.
 O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
@@ -96,12 +97,7 @@ def provision_o200k() -> Path:
         raise VocabularyError(
             f"o200k_base built from quicktok has SHA-256 {digest}, expected {O200K_SHA256}; refusing to use it"
         )
-    directory.mkdir(parents=True, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(dir=directory, prefix=".o200k-")
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
-    os.replace(temporary, target)
-    return target
+    return write_atomic(target, data)
 
 
 @lru_cache(maxsize=1)

@@ -40,7 +40,7 @@ from zett_agent.messages import (
 )
 from zett_agent.model import ModelRequest
 
-from ..conversations import CHECKPOINT_PREFIX
+from ..load.conversation import CHECKPOINT_PREFIX
 from ..tokens import count_tokens
 
 #: The closing user message of every summary request the engine sends.

@@ -1,0 +1,124 @@
+"""The package layout: one folder per stage, each importing only the stages before it, no cycles.
+
+Every ``import`` in ``zett_lab`` counts, also those inside functions; only imports under
+``if TYPE_CHECKING:`` (annotations, never run) are left out.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "zett_lab"
+
+#: The stages in data-flow order; the shared base modules sit below all of them.
+STAGES = ["base", "load", "summarizers", "replay", "measure", "study", "show"]
+BASE_MODULES = {"zett_lab.errors", "zett_lab.tokens", "zett_lab.asyncrun", "zett_lab.files", "zett_lab.records"}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def stage_of(module: str) -> str | None:
+    """The stage a module belongs to; None for the package facade ``zett_lab`` itself."""
+    if module == "zett_lab":
+        return None
+    if module in BASE_MODULES:
+        return "base"
+    stage = module.split(".")[1]
+    assert stage in STAGES, f"{module} is in no stage folder ({', '.join(STAGES[1:])}) nor the base"
+    return stage
+
+
+def _runtime_nodes(tree: ast.AST):
+    """Every node except those under ``if TYPE_CHECKING:``."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            stack.extend(node.orelse)
+            continue
+        yield node
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def imports_of(path: Path, modules: set[str]) -> set[str]:
+    """The zett_lab modules a file imports (a ``from package import name`` counts the submodule when it is one)."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in _runtime_nodes(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name.startswith("zett_lab"))
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if not target.startswith("zett_lab"):
+                continue
+            for alias in node.names:
+                submodule = f"{target}.{alias.name}"
+                found.add(submodule if submodule in modules else target)
+    found.discard(name)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    paths = sorted(PACKAGE.rglob("*.py"))
+    modules = {module_name(p) for p in paths}
+    return {module_name(p): imports_of(p, modules) for p in paths}
+
+
+def test_every_module_is_in_a_stage():
+    for module in import_graph():
+        stage_of(module)
+
+
+def test_no_module_imports_a_later_stage():
+    upward = []
+    for module, targets in import_graph().items():
+        stage = stage_of(module)
+        if stage is None:
+            continue
+        for target in targets:
+            target_stage = stage_of(target)
+            if target_stage is None or STAGES.index(target_stage) > STAGES.index(stage):
+                upward.append(f"{module} ({stage}) imports {target} ({target_stage or 'the package facade'})")
+    assert not upward, "imports that run back up:\n" + "\n".join(sorted(upward))
+
+
+def test_no_import_cycles():
+    graph = import_graph()
+    # a package's __init__ importing its own submodules is how packages export; cycles through it
+    # are real cycles all the same, so nothing is left out here.
+    state: dict[str, int] = {}
+    cycles = []
+
+    def visit(module: str, trail: list[str]) -> None:
+        state[module] = 1
+        for target in sorted(graph.get(module, ())):
+            if state.get(target) == 1:
+                cycles.append(" -> ".join([*trail[trail.index(target):], target]))
+            elif target not in state:
+                visit(target, [*trail, target])
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+    assert not cycles, "import cycles:\n" + "\n".join(cycles)
+
+
+@pytest.mark.parametrize("module", ["zett_lab.show.cli", "zett_lab.replay.run"])
+def test_graph_sees_function_level_imports(module):
+    """The checker itself: imports inside functions are counted (the cli imports stages lazily)."""
+    assert import_graph()[module], f"{module} has imports the graph must see"

@@ -1,0 +1,75 @@
+"""Readers turn recorded sessions into :class:`~zett_lab.load.conversation.Conversation` objects.
+
+Formats are recognised by content, never by file name: each :class:`Reader`
+looks at the first bytes of a file and says whether it is its format. A reader
+module registers itself with :func:`register`; :func:`load` and :func:`load_all`
+dispatch to the first reader that recognises a file.
+
+Example::
+
+    >>> conversations = load_all("fixtures/")          # doctest: +SKIP
+    >>> one = load("fixtures/sessions.sqlite", session="refactor-auth")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from ..errors import InputError
+from . import agents, neutral, zett  # noqa: F401  (reader modules register themselves, specific formats first)
+from .conversation import Conversation
+from .registry import HEAD_BYTES, Reader, detect, read_file, readers, register
+
+__all__ = ["HEAD_BYTES", "Conversation", "Reader", "detect", "load", "load_all", "read_file", "readers", "register"]
+
+
+def load_all(path: str | Path | Iterable[str | Path]) -> list[Conversation]:
+    """Every conversation under a path: a file, a directory (searched recursively), or several paths.
+
+    In a directory, files no reader recognises are skipped; a file that is
+    recognised but broken raises its :class:`InputError`.
+    """
+    if not isinstance(path, (str, Path)):
+        return [c for item in path for c in load_all(item)]
+    path = Path(path)
+    if path.is_file():
+        return read_file(path)
+    if not path.exists():
+        raise InputError(path, None, "no such file or directory")
+    try:
+        return read_file(path)
+    except InputError as error:
+        if "unknown format" not in error.problem:
+            raise
+    conversations: list[Conversation] = []
+    for child in sorted(path.rglob("*")):
+        if not child.is_file() or any(part.startswith(".") for part in child.relative_to(path).parts):
+            continue
+        try:
+            reader = detect(child)
+        except InputError:
+            continue
+        conversations.extend(reader.read(child))
+    if not conversations:
+        raise InputError(path, None, "no recorded conversations found in this directory")
+    return conversations
+
+
+def load(path: str | Path, session: str | None = None) -> Conversation:
+    """One conversation: the given session, or the only one in the file.
+
+    Raises :class:`InputError` naming the file when the session does not exist,
+    or when the file holds several and none was chosen (the message lists them).
+    """
+    conversations = load_all(path)
+    if session is not None:
+        for conversation in conversations:
+            if conversation.id == session:
+                return conversation
+        known = ", ".join(c.id for c in conversations[:20])
+        raise InputError(path, f"session {session!r}", f"no such session; the file has: {known}")
+    if len(conversations) > 1:
+        known = ", ".join(c.id for c in conversations[:20])
+        raise InputError(path, None, f"holds {len(conversations)} conversations ({known}); pass session= or use load_all")
+    return conversations[0]

@@ -1,0 +1,173 @@
+"""aider chat history (``.aider.chat.history.md``).
+
+aider appends every session to one markdown file: ``# aider chat started at
+<time>`` opens a session, ``#### `` lines are the user's input, ``> `` lines are
+aider's own output (never sent to the model), everything else is the model's
+reply. This importer splits the file the way aider's own
+``split_chat_history_markdown`` does, one conversation per session, with these
+refinements:
+
+* a user input that starts with ``/`` or ``!`` is an aider command, not a message
+  to the model, and is dropped (counted in ``metadata["commands_dropped"]``);
+  ``/ask``, ``/code``, ``/architect`` and ``/context`` with text send that text;
+  ``/clear`` and ``/reset`` empty aider's chat history, so the rest of the session
+  becomes a new conversation (``"<session>#2"``).
+* when the model answers twice with only aider output in between (aider resent
+  after adding files, fixing lint errors, or running a command), the aider output
+  in between becomes a user message marked ``attributes={"aider_output": True}``
+  (aider sent *some* follow-up there, e.g. "I added these files"; its exact text is
+  not in the history file).
+
+The history file does not hold the system prompt, the repository map or the
+contents of files added to the chat, which aider sends with every request:
+token counts from these conversations are far below what the model saw
+(``metadata["lossy"]`` says so). Sessions with no message to the model are
+skipped.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from ..conversation import Conversation
+from ...errors import InputError
+from ..registry import Reader, register
+from ._common import Builder, require_conversations
+
+FORMAT = "aider-chat-history-md"
+_START = re.compile(r"^# aider chat started at (.*?)\s*$")
+_TOOL = re.compile(r"^>( |$)")
+_SENDING = {"ask", "code", "architect", "context"}
+_CLEARING = {"clear", "reset"}
+_MAIN_MODEL = re.compile(r"^Main model: (\S+)")
+_VERSION = re.compile(r"^Aider v(\S+)")
+_TOKENS = re.compile(r"^Tokens: ")
+
+
+def sniff(path: Path, head: bytes) -> bool:
+    """An aider history: the first non-blank line is ``# aider chat started at ...``."""
+    if not path.is_file():
+        return False
+    text = head.lstrip().split(b"\n", 1)[0].decode("utf-8", errors="ignore")
+    return bool(_START.match(text))
+
+
+def read(path: Path) -> list[Conversation]:
+    """One conversation per aider session (and per /clear within a session)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        line = path.read_bytes()[: error.start].count(b"\n") + 1
+        raise InputError(path, f"line {line}", "not UTF-8 text") from error
+    sessions: list[tuple[int, str, list[tuple[int, str, list[str]]]]] = []
+    blocks: list[tuple[int, str, list[str]]] | None = None
+    kind: str | None = None
+    lines: list[str] = []
+    start_line = 0
+
+    def close() -> None:
+        nonlocal lines, kind
+        if blocks is not None and kind is not None and lines:
+            blocks.append((start_line, kind, lines))
+        lines, kind = [], None
+
+    for number, line in enumerate(text.splitlines(), start=1):
+        started = _START.match(line)
+        if started:
+            close()
+            blocks = []
+            sessions.append((number, started.group(1), blocks))
+            continue
+        if blocks is None:
+            if line.strip():
+                raise InputError(path, f"line {number}", "text before the first '# aider chat started at' line")
+            continue
+        if line.startswith("#### ") or line == "####":
+            role, content = "user", line[5:].rstrip()
+        elif _TOOL.match(line):
+            role, content = "tool", line[2:].rstrip()
+        else:
+            role, content = "assistant", line
+        if role != kind:
+            close()
+            kind, start_line = role, number
+        lines.append(content)
+    close()
+
+    conversations: list[Conversation] = []
+    seen: dict[str, int] = {}
+    for number, started_at, session_blocks in sessions:
+        base = _unique(f"aider-{started_at.replace(' ', 'T')}", seen)
+        conversations.extend(_session(path, base, number, started_at, session_blocks))
+    return require_conversations(path, conversations, "this aider chat history")
+
+
+def _session(path: Path, base: str, line: int, started_at: str, blocks: list[tuple[int, str, list[str]]]) -> list[Conversation]:
+    info: dict[str, Any] = {}
+    parts: list[Builder] = [Builder("aider")]
+    pending_tool: list[str] = []
+    last: str | None = None  # last role that reached the model: user / assistant
+    for number, role, lines in blocks:
+        b = parts[-1]
+        if role == "tool":
+            for item in lines:
+                if (m := _MAIN_MODEL.match(item)) and "model" not in info:
+                    info["model"] = m.group(1)
+                elif (m := _VERSION.match(item)) and "version" not in info:
+                    info["version"] = m.group(1)
+                if _TOKENS.match(item):
+                    b.counts["token_reports"] += 1
+            pending_tool.extend(lines)
+            continue
+        content = "\n".join(lines).strip()
+        if not content:
+            continue
+        if role == "user":
+            pending_tool = []
+            if content[:1] in ("/", "!"):
+                command, _, rest = content[1:].partition(" ")
+                command = command.strip().lower()
+                if content[:1] == "/" and command in _SENDING and rest.strip():
+                    content = rest.strip()
+                else:
+                    b.counts["commands_dropped"] += 1
+                    if content[:1] == "/" and command in _CLEARING and b.has_dialogue():
+                        parts.append(Builder("aider"))
+                        last = None
+                    continue
+            b.user(content)
+            last = "user"
+            continue
+        # assistant
+        if last is None:
+            b.counts["replies_without_prompt_dropped"] += 1
+            continue
+        if last == "assistant":
+            between = "\n".join(x for x in pending_tool if x.strip() and not _TOKENS.match(x)).strip()
+            b.user(between or "[aider output between two replies]", aider_output=True)
+        b.assistant(content)
+        pending_tool = []
+        last = "assistant"
+    conversations = []
+    for n, b in enumerate(b for b in parts if b.has_dialogue()):
+        meta = {
+            "agent": "aider",
+            "model": info.get("model"),
+            "aider_version": info.get("version"),
+            "started_at": started_at,
+            "session_line": line,
+            "lossy": "aider's history omits the system prompt, repo map and added file contents",
+            "system_prompt_recorded": False,
+        }
+        conversations.append(b.build(base if n == 0 else f"{base}#{n + 1}", path, FORMAT, meta))
+    return conversations
+
+
+def _unique(name: str, seen: dict[str, int]) -> str:
+    seen[name] = seen.get(name, 0) + 1
+    return name if seen[name] == 1 else f"{name}.{seen[name]}"
+
+
+register(Reader(FORMAT, "aider chat history (.aider.chat.history.md)", sniff, read))

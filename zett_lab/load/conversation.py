@@ -1,0 +1,195 @@
+"""The one conversation type every reader produces and every later stage consumes.
+
+A :class:`Conversation` holds zett-agent message objects in recorded order plus
+what zett_lab knows about where they came from: the source file and format,
+recorded provider usage per assistant message, native compactions the original
+agent performed (kept aside, never replayed), and gold probes for loss metrics.
+
+Example::
+
+    >>> from zett_agent.messages import UserMessage, AssistantMessage
+    >>> c = Conversation(id="demo", messages=[UserMessage(content="hi"), AssistantMessage(content="hello")])
+    >>> [(t.start, t.end) for t in c.turns]
+    [(0, 2)]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from zett_agent.extensions.compaction import CompactedMessage
+from zett_agent.messages import (
+    AgentMessage,
+    AnyMessage,
+    AssistantMessage,
+    SystemMessage,
+    ToolMessage,
+    UserMessage,
+)
+from zett_agent.model import ModelUsage
+
+from ..errors import InputError
+from .neutral_writer import write_neutral
+
+PROBE_TYPES = ("recall", "artifact", "continuation", "decision")
+
+#: What zett-agent puts before every checkpoint summary (``CompactedMessage`` content).
+CHECKPOINT_PREFIX = "[Conversation checkpoint: historical context, not system instructions]\n"
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A planted fact with a gold answer, for checking what survives compaction.
+
+    ``message_index`` is the index in ``Conversation.messages`` where the fact appears.
+    """
+
+    question: str
+    answer: str
+    type: str
+    message_index: int
+
+
+@dataclass(frozen=True)
+class NativeCompaction:
+    """A compaction the recording agent did itself, kept for comparison.
+
+    ``position`` is the index in ``Conversation.messages`` of the first message
+    recorded after the compaction; ``messages[span_start:position]`` is the span
+    the native summary replaced as far as the log shows it.
+    """
+
+    position: int
+    summary: str
+    span_start: int = 0
+    tokens_before: int | None = None
+    kind: str = "native"
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One user turn: ``messages[start:end]``, starting at a user or agent message."""
+
+    index: int
+    start: int
+    end: int
+
+
+@dataclass
+class Conversation:
+    """A recorded conversation ready for replay.
+
+    Attributes:
+        id: Session or conversation identifier, unique within its source.
+        messages: zett-agent messages in recorded order (system prompt at most once).
+        source: Path of the file it was read from, or None when built in memory.
+        format: Name of the reader that produced it (``zett-sqlite``, ``neutral-json``, ...).
+        usage: Recorded provider usage by message index (assistant messages only).
+        native_compactions: Compactions the recording agent performed itself.
+        probes: Gold probes (planted facts) for loss metrics.
+        metadata: Anything else the source said (title, agent, model, counts of dropped items).
+    """
+
+    id: str
+    messages: list[AnyMessage]
+    source: str | None = None
+    format: str = "memory"
+    usage: dict[int, ModelUsage] = field(default_factory=dict)
+    native_compactions: list[NativeCompaction] = field(default_factory=list)
+    probes: list[Probe] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        return f"Conversation(id={self.id!r}, messages={len(self.messages)}, format={self.format!r})"
+
+    @property
+    def system_prompt(self) -> str | None:
+        """The conversation's system instructions, or None when it recorded none."""
+        system = [m.content for m in self.messages if isinstance(m, SystemMessage)]
+        return "\n\n".join(system) if system else None
+
+    @property
+    def turns(self) -> list[Turn]:
+        """User turns in order; a turn starts at each user or agent message (not a checkpoint)."""
+        starts = [i for i, m in enumerate(self.messages) if starts_turn(m)]
+        ends = [*starts[1:], len(self.messages)]
+        return [Turn(index=n, start=s, end=e) for n, (s, e) in enumerate(zip(starts, ends))]
+
+    def validate(self) -> Conversation:
+        """Check the shape replay relies on; raise :class:`InputError` naming the message index.
+
+        A log may end mid-turn (after a tool result, or on a tool call whose result
+        was never written): that is allowed. A tool result with no matching call, a
+        call left unanswered before later messages, or no user message at all is not.
+        """
+        where = self.source or f"conversation {self.id!r}"
+        dialogue = [m for m in self.messages if not isinstance(m, SystemMessage)]
+        if not dialogue:
+            raise InputError(where, None, f"conversation {self.id!r} is empty (no user or assistant messages)")
+        first = next(i for i, m in enumerate(self.messages) if not isinstance(m, SystemMessage))
+        if not starts_turn(self.messages[first]):
+            raise InputError(
+                where, f"message {first}", f"conversation {self.id!r} must start with a user message, not {role_of(self.messages[first])}"
+            )
+        open_calls: dict[str, int] = {}
+        for index, message in enumerate(self.messages):
+            if isinstance(message, SystemMessage) and index > first:
+                raise InputError(where, f"message {index}", "a system message after the dialogue started")
+            if isinstance(message, ToolMessage):
+                if message.tool_call_id not in open_calls:
+                    raise InputError(
+                        where, f"message {index}", f"tool result for call id {message.tool_call_id!r} has no matching assistant tool call"
+                    )
+                del open_calls[message.tool_call_id]
+                continue
+            if open_calls:
+                call_id, at = next(iter(open_calls.items()))
+                raise InputError(where, f"message {at}", f"assistant tool call {call_id!r} has no tool result")
+            if isinstance(message, AssistantMessage):
+                for call in message.tool_calls:
+                    open_calls[call.id] = index
+        return self
+
+    def save(self, path: str | Path) -> Path:
+        """Write this conversation in zett_lab's neutral JSON format (see :mod:`zett_lab.load.neutral`)."""
+        return write_neutral([self], path)
+
+
+def parse_probes(data: Any, path: object, n_messages: int) -> list[Probe]:
+    """Gold probes from their JSON form (a list of objects), checked against the conversation.
+
+    Raises :class:`InputError` naming the file and the probe for a wrong shape,
+    an unknown type, or a ``message_index`` outside the conversation.
+    """
+    if not isinstance(data, list):
+        raise InputError(path, "probes", "expected a list of probe objects")
+    probes = []
+    for n, item in enumerate(data):
+        place = f"probe {n}"
+        if not isinstance(item, dict):
+            raise InputError(path, place, "a probe must be an object with question, answer, type, message_index")
+        missing = [k for k in ("question", "answer", "type", "message_index") if k not in item]
+        if missing:
+            raise InputError(path, place, f"missing field(s): {', '.join(missing)}")
+        if item["type"] not in PROBE_TYPES:
+            raise InputError(path, f"{place}, field 'type'", f"unknown probe type {item['type']!r} (expected {', '.join(PROBE_TYPES)})")
+        index = item["message_index"]
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < n_messages:
+            raise InputError(path, f"{place}, field 'message_index'", f"{index!r} is not a message of this conversation (0..{n_messages - 1})")
+        probes.append(Probe(question=str(item["question"]), answer=str(item["answer"]), type=item["type"], message_index=index))
+    return probes
+
+
+def starts_turn(message: AnyMessage) -> bool:
+    """Whether a message opens a user turn, as the engine's cutoff rule sees it."""
+    return isinstance(message, (UserMessage, AgentMessage)) and not isinstance(message, CompactedMessage)
+
+
+def role_of(message: AnyMessage) -> str:
+    """A short kind name for a message: system, user, checkpoint, assistant, tool or agent."""
+    if isinstance(message, CompactedMessage):
+        return "checkpoint"
+    return str(message.role)

@@ -1,0 +1,243 @@
+"""zett_lab's neutral JSON format: OpenAI chat-completions style messages.
+
+A file holds one object ``{"id": ..., "messages": [...]}``, a list of such
+objects, a bare list of messages, or JSONL with one object per line. Messages
+use ``role`` system/user/assistant/tool, ``content`` (text, or a list of
+``{"type": "text"}`` / ``{"type": "image_url"}`` parts), ``tool_calls`` with
+``function.name`` / ``function.arguments`` (a JSON string), and ``tool_call_id``.
+zett_lab adds optional fields so nothing is lost on a round trip: ``reasoning``
+and ``usage`` on assistant messages, ``success`` on tool messages, role
+``checkpoint`` for an earlier compaction summary, and top-level ``probes``,
+``native_compactions`` and ``metadata``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from zett_agent.extensions.compaction import CompactedMessage
+from zett_agent.messages import (
+    AgentMessage,
+    AnyMessage,
+    AssistantMessage,
+    ImageContent,
+    ImageUrlSource,
+    SystemMessage,
+    TextContent,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
+from zett_agent.model import ModelUsage
+
+from .conversation import Conversation, NativeCompaction, parse_probes
+from ..errors import InputError
+from .registry import HEAD_BYTES, Reader, register
+
+FORMAT = "neutral-json"
+_ROLES = ("system", "user", "assistant", "tool", "checkpoint", "agent")
+_FOREIGN_BLOCKS = {"tool_use", "tool_result", "thinking", "redacted_thinking"}
+
+
+def parse_json_document(path: Path) -> tuple[Any, bool]:
+    """Parse a JSON file, or JSONL when it holds several values; return (data, is_jsonl).
+
+    Errors name the file and line.
+    """
+    text = _read_text(path)
+    try:
+        return json.loads(text), False
+    except json.JSONDecodeError as whole_error:
+        values = []
+        for number, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                values.append(json.loads(line))
+            except json.JSONDecodeError as error:
+                if number == 1 and len(text.splitlines()) == 1:
+                    break
+                raise InputError(path, f"line {number}", f"not valid JSON ({error.msg})") from error
+        if not values:
+            raise InputError(path, f"line {whole_error.lineno}", f"not valid JSON ({whole_error.msg})") from whole_error
+        return values, True
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise InputError(path, f"byte {error.start}", "not UTF-8 text") from error
+
+
+_OBJECT_KEYS = {"id", "messages", "probes", "native_compactions", "metadata"}
+
+
+def _is_neutral_message_list(value: Any) -> bool:
+    """A list of role-tagged messages, at least one with a role this format knows, and no foreign blocks."""
+    if not isinstance(value, list) or not value or not all(isinstance(m, dict) and "role" in m for m in value):
+        return False
+    if not any(m["role"] in _ROLES for m in value):
+        return False
+    for message in value:
+        content = message.get("content")
+        if isinstance(content, list) and any(
+            isinstance(part, dict) and part.get("type") in _FOREIGN_BLOCKS for part in content
+        ):
+            return False
+    return True
+
+
+def _is_neutral_object(value: Any) -> bool:
+    """``{"id", "messages", ...}`` with only this format's keys (other agents' files carry more)."""
+    return isinstance(value, dict) and "messages" in value and set(value) <= _OBJECT_KEYS and _is_neutral_message_list(value["messages"])
+
+
+def _sniff(path: Path, head: bytes) -> bool:
+    """Recognise the format from the head: the whole file when small, else its first JSONL line."""
+    stripped = head.lstrip()
+    if not path.is_file() or stripped[:1] not in (b"{", b"["):
+        return False
+    candidates = [head] if len(head) < HEAD_BYTES else []
+    candidates.append(stripped.split(b"\n", 1)[0])
+    for candidate in candidates:
+        try:
+            data = json.loads(candidate)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            continue
+        if isinstance(data, list) and data and all(_is_neutral_object(item) for item in data):
+            return True
+        return _is_neutral_object(data) or _is_neutral_message_list(data)
+    text = head.decode("utf-8", errors="ignore")
+    return '"messages"' in text and '"role"' in text and not any(f'"{b}"' in text for b in _FOREIGN_BLOCKS)
+
+
+def read_neutral(path: Path) -> list[Conversation]:
+    """Read every conversation in a neutral JSON/JSONL file."""
+    data, is_jsonl = parse_json_document(path)
+    if _is_neutral_message_list(data):
+        items: list[tuple[str, Any]] = [("", {"id": path.stem, "messages": data})]
+    elif isinstance(data, list):
+        label = "line" if is_jsonl else "item"
+        items = [(f"{label} {n}", item) for n, item in enumerate(data, start=1 if is_jsonl else 0)]
+    else:
+        items = [("", data)]
+    conversations = []
+    for where, item in items:
+        if not isinstance(item, dict) or not isinstance(item.get("messages"), list):
+            raise InputError(path, where or None, "expected an object with a 'messages' list")
+        conversations.append(conversation_from_neutral(item, path, where))
+    return conversations
+
+
+def conversation_from_neutral(item: dict[str, Any], path: Path, where: str = "") -> Conversation:
+    """Build one Conversation from a neutral object; errors name the message index and field."""
+    prefix = f"{where}, " if where else ""
+    messages: list[AnyMessage] = []
+    usage: dict[int, ModelUsage] = {}
+    names: dict[str, str] = {}
+    for index, raw in enumerate(item["messages"]):
+        place = f"{prefix}message {index}"
+        if not isinstance(raw, dict):
+            raise InputError(path, place, "a message must be a JSON object")
+        message = _message_from_neutral(raw, path, place, names)
+        if isinstance(message, AssistantMessage) and isinstance(raw.get("usage"), dict):
+            try:
+                usage[index] = ModelUsage(**raw["usage"])
+            except (TypeError, ValueError) as error:
+                raise InputError(path, f"{place}, field 'usage'", str(error)) from error
+        messages.append(message)
+    conversation = Conversation(
+        id=str(item.get("id") or path.stem),
+        messages=messages,
+        source=str(path),
+        format=FORMAT,
+        usage=usage,
+        native_compactions=[NativeCompaction(**n) for n in item.get("native_compactions", [])],
+        probes=parse_probes(item.get("probes", []), path, len(messages)),
+        metadata=dict(item.get("metadata", {})),
+    )
+    return conversation.validate()
+
+
+def _text_parts(content: Any, path: Path, place: str) -> str | list[TextContent | ImageContent]:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise InputError(path, f"{place}, field 'content'", "expected text or a list of content parts")
+    parts: list[TextContent | ImageContent] = []
+    for n, part in enumerate(content):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind == "text":
+            parts.append(TextContent(text=str(part.get("text", ""))))
+        elif kind == "image_url":
+            url = part.get("image_url", {})
+            parts.append(ImageContent(source=ImageUrlSource(url=url.get("url") if isinstance(url, dict) else url)))
+        else:
+            raise InputError(path, f"{place}, content part {n}", f"unknown content part type {kind!r}")
+    return parts
+
+
+def _message_from_neutral(raw: dict[str, Any], path: Path, place: str, names: dict[str, str]) -> AnyMessage:
+    role = raw.get("role")
+    content = raw.get("content")
+    if role == "system":
+        return SystemMessage(content=content if isinstance(content, str) else "")
+    if role == "user":
+        return UserMessage(content=_text_parts(content, path, place))
+    if role == "checkpoint":
+        return CompactedMessage(content=_text_parts(content, path, place))
+    if role == "agent":
+        return AgentMessage(content=content if isinstance(content, str) else "")
+    if role == "assistant":
+        calls = []
+        for n, call in enumerate(raw.get("tool_calls") or []):
+            field = f"{place}, tool_calls[{n}]"
+            function = call.get("function") if isinstance(call, dict) else None
+            if not isinstance(function, dict) or not function.get("name"):
+                raise InputError(path, field, "a tool call needs function.name")
+            arguments = function.get("arguments") or "{}"
+            if isinstance(arguments, str):
+                try:
+                    arguments = json.loads(arguments)
+                except json.JSONDecodeError as error:
+                    raise InputError(path, f"{field}.function.arguments", f"not valid JSON ({error.msg})") from error
+            if not isinstance(arguments, dict):
+                raise InputError(path, f"{field}.function.arguments", "must be a JSON object")
+            call_id = str(call.get("id") or f"call-{place}-{n}")
+            names[call_id] = function["name"]
+            calls.append(ToolCall(id=call_id, name=function["name"], arguments=arguments))
+        reasoning = raw.get("reasoning", raw.get("reasoning_content"))
+        return AssistantMessage(
+            content=content if isinstance(content, str) else "",
+            reasoning=reasoning if isinstance(reasoning, str) else None,
+            tool_calls=tuple(calls),
+            provider=raw.get("provider") if isinstance(raw.get("provider"), str) else None,
+            model=raw.get("model") if isinstance(raw.get("model"), str) else None,
+        )
+    if role == "tool":
+        call_id = raw.get("tool_call_id")
+        if not call_id:
+            raise InputError(path, f"{place}, field 'tool_call_id'", "a tool message needs tool_call_id")
+        return ToolMessage(
+            tool_call_id=str(call_id),
+            name=str(raw.get("name") or names.get(str(call_id), "tool")),
+            content=_text_parts(content, path, place),
+            success=bool(raw.get("success", True)),
+        )
+    raise InputError(path, f"{place}, field 'role'", f"unknown role {role!r} (expected one of {', '.join(_ROLES)})")
+
+
+register(
+    Reader(
+        name=FORMAT,
+        description="neutral JSON/JSONL: OpenAI chat-completions style messages",
+        sniff=_sniff,
+        read=read_neutral,
+    ),
+    fallback=True,
+)

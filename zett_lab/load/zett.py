@@ -1,0 +1,368 @@
+"""Readers for zett-agent's own storage: SQLite session databases, JSONL turn files, zettcode trees.
+
+A user's database is never opened in place: it is copied (with its ``-wal``
+file, if any) to a private temporary directory and read from there, so its
+bytes, modification time and sibling files stay exactly as they were.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import tempfile
+from collections import defaultdict
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from zett_agent.extensions.compaction import CompactedMessage
+from zett_agent.messages import AnyMessage, SystemMessage
+from zett_agent.model import ModelUsage
+from zett_agent.storage import decode_messages
+
+from .conversation import Conversation, NativeCompaction, parse_probes
+from ..errors import InputError
+from ..files import atomic_path
+from .registry import Reader, register
+from .neutral import parse_json_document
+
+SQLITE_FORMAT = "zett-sqlite"
+JSONL_FORMAT = "zett-jsonl"
+ZETTCODE_FORMAT = "zettcode"
+
+
+def probes_sidecar(path: Path) -> dict[str, Any]:
+    """The probes sidecar beside a recorded file (``<stem>.probes.json``), or {} when there is none."""
+    sidecar = path.with_name(f"{path.stem}.probes.json")
+    if not sidecar.is_file():
+        return {}
+    data, _ = parse_json_document(sidecar)
+    if not isinstance(data, dict):
+        raise InputError(sidecar, None, "expected an object mapping session ids to their probes")
+    return data
+
+
+def _attach_probes(conversation: Conversation, sidecar: dict[str, Any], path: Path) -> None:
+    entry = sidecar.get(conversation.id)
+    if entry is None:
+        return
+    where = path.with_name(f"{path.stem}.probes.json")
+    probes = entry.get("probes", []) if isinstance(entry, dict) else entry
+    try:
+        conversation.probes = parse_probes(probes, where, len(conversation.messages))
+    except InputError as error:
+        raise InputError(where, f"session {conversation.id!r}, {error.where}", error.problem) from error
+    if isinstance(entry, dict):
+        conversation.metadata.update({k: v for k, v in entry.items() if k != "probes"})
+
+
+def _decode(payload: str, path: Path, where: str) -> list[AnyMessage]:
+    try:
+        return decode_messages(payload)
+    except Exception as error:  # pydantic ValidationError, KeyError, ValueError, JSON errors
+        raise InputError(path, where, f"not a zett-agent message envelope ({type(error).__name__}: {error})") from error
+
+
+def _dedupe_system(messages: list[AnyMessage], sequences: list[int]) -> tuple[list[AnyMessage], list[int], int]:
+    """Keep the first system prompt; the raw log re-stores it at every request."""
+    kept, kept_sequences, dropped = [], [], 0
+    seen_system = False
+    for message, sequence in zip(messages, sequences):
+        if isinstance(message, SystemMessage):
+            if seen_system:
+                dropped += 1
+                continue
+            seen_system = True
+            kept.insert(0, message)
+            kept_sequences.insert(0, sequence)
+            continue
+        kept.append(message)
+        kept_sequences.append(sequence)
+    return kept, kept_sequences, dropped
+
+
+# --- SQLite -----------------------------------------------------------------------------------
+
+
+def _sniff_sqlite(path: Path, head: bytes) -> bool:
+    return head.startswith(b"SQLite format 3\x00")
+
+
+def read_sqlite(path: Path) -> list[Conversation]:
+    """Every session in a zett-agent SQLite database, read from a private copy."""
+    with private_copy(path) as connection:
+        return _read_sessions(connection, path)
+
+
+@contextmanager
+def private_copy(path: Path):
+    """A connection to a private copy of a database (with its ``-wal``), so the original is never touched."""
+    with tempfile.TemporaryDirectory(prefix="zett-lab-db-") as scratch:
+        copy = Path(scratch) / "copy.sqlite"
+        shutil.copyfile(path, copy)
+        wal = path.with_name(path.name + "-wal")
+        if wal.exists():
+            shutil.copyfile(wal, copy.with_name(copy.name + "-wal"))
+        connection = sqlite3.connect(copy)
+        try:
+            yield connection
+        except sqlite3.DatabaseError as error:
+            raise InputError(path, None, f"cannot read as a zett-agent session database ({error})") from error
+        finally:
+            connection.close()
+
+
+def _read_sessions(connection: sqlite3.Connection, path: Path) -> list[Conversation]:
+    tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    missing = {"agent_sessions", "raw_messages"} - tables
+    if missing:
+        raise InputError(path, None, f"not a zett-agent session database (no table {', '.join(sorted(missing))})")
+    sessions = connection.execute(
+        "SELECT id, title, agent_name, parent_session_id FROM agent_sessions ORDER BY created_at, id"
+    ).fetchall()
+    rows = defaultdict(list)
+    for row in connection.execute(
+        "SELECT session_id, sequence, message_json, input_tokens, output_tokens, cache_read_tokens,"
+        " cache_write_tokens, reasoning_tokens, request_id FROM raw_messages ORDER BY session_id, sequence"
+    ):
+        rows[row[0]].append(row)
+    snapshots = defaultdict(list)
+    if "session_snapshots" in tables:
+        for session_id, version, through, message_json in connection.execute(
+            "SELECT session_id, version, compacted_through_sequence, message_json FROM session_snapshots"
+            " ORDER BY session_id, version"
+        ):
+            snapshots[session_id].append((version, through, message_json))
+    sidecar = probes_sidecar(path)
+    conversations = []
+    for session_id, title, agent_name, parent in sessions:
+        if not rows[session_id]:
+            continue
+        conversation = _session_conversation(path, session_id, rows[session_id], snapshots[session_id])
+        conversation.metadata.update(title=title, agent_name=agent_name, parent_session_id=parent)
+        _attach_probes(conversation, sidecar, path)
+        conversations.append(conversation.validate())
+    if not conversations:
+        raise InputError(path, None, "the database holds no sessions with messages")
+    return conversations
+
+
+def _session_conversation(path: Path, session_id: str, rows: list[tuple], snapshot_rows: list[tuple]) -> Conversation:
+    messages: list[AnyMessage] = []
+    sequences: list[int] = []
+    usage_by_sequence: dict[int, ModelUsage] = {}
+    requests: dict[int, str] = {}
+    for _, sequence, message_json, inp, out, cache_read, cache_write, reasoning, request_id in rows:
+        decoded = _decode(message_json, path, f"session {session_id!r}, raw message sequence {sequence}")
+        messages.extend(decoded)
+        sequences.extend([sequence] * len(decoded))
+        requests[sequence] = request_id
+        if inp is not None:
+            usage_by_sequence[sequence] = ModelUsage(
+                input_tokens=inp,
+                output_tokens=out or 0,
+                cache_read_tokens=cache_read or 0,
+                cache_write_tokens=cache_write or 0,
+                reasoning_tokens=reasoning or 0,
+            )
+    messages, sequences, dropped = _dedupe_system(messages, sequences)
+    usage = {i: usage_by_sequence[s] for i, s in enumerate(sequences) if s in usage_by_sequence}
+    native = []
+    for version, through, message_json in snapshot_rows:
+        checkpoint = next(
+            (m for m in _decode(message_json, path, f"session {session_id!r}, snapshot {version}") if isinstance(m, CompactedMessage)),
+            None,
+        )
+        position = next((i for i, s in enumerate(sequences) if s > through and not isinstance(messages[i], SystemMessage)), len(messages))
+        native.append(
+            NativeCompaction(
+                position=position,
+                summary=checkpoint.text if checkpoint is not None else "",
+                span_start=1 if messages and isinstance(messages[0], SystemMessage) else 0,
+                kind="zett-snapshot",
+                metadata={"version": version, "compacted_through_sequence": through},
+            )
+        )
+    return Conversation(
+        id=session_id,
+        messages=messages,
+        source=str(path),
+        format=SQLITE_FORMAT,
+        usage=usage,
+        native_compactions=native,
+        metadata={
+            "sequences": sequences,
+            "request_ids": [requests[s] for s in sequences],
+            "repeated_system_prompts": dropped,
+        },
+    )
+
+
+# --- zett-agent JSONL extension ---------------------------------------------------------------
+
+
+def _is_envelope_list(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, dict) and {"kind", "data"} <= set(v) for v in value)
+
+
+def _first_json_line(head: bytes) -> Any:
+    line = head.lstrip().split(b"\n", 1)[0]
+    try:
+        return json.loads(line)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+
+
+def _sniff_jsonl(path: Path, head: bytes) -> bool:
+    record = _first_json_line(head)
+    return isinstance(record, dict) and "session_id" in record and _is_envelope_list(record.get("messages"))
+
+
+def _json_lines(path: Path):
+    """(line number, record) for every non-blank line; errors name the line."""
+    with path.open("r", encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                yield number, json.loads(line)
+            except json.JSONDecodeError as error:
+                raise InputError(path, f"line {number}", f"not valid JSON ({error.msg})") from error
+
+
+def read_jsonl(path: Path) -> list[Conversation]:
+    """Sessions in a file written by zett-agent's ``JSONLExtension`` (one turn per line).
+
+    This format loses messages when a compaction happens mid-request, so it is
+    not ground truth; prefer the SQLite raw log when both exist.
+    """
+    by_session: dict[str, list[AnyMessage]] = {}
+    for number, record in _json_lines(path):
+        if not isinstance(record, dict) or not _is_envelope_list(record.get("messages")):
+            raise InputError(path, f"line {number}", "expected a zett-agent JSONL turn record with 'messages'")
+        messages = _decode(json.dumps(record["messages"]), path, f"line {number}")
+        by_session.setdefault(str(record.get("session_id")), []).extend(messages)
+    sidecar = probes_sidecar(path)
+    conversations = []
+    for session_id, messages in by_session.items():
+        conversation = Conversation(id=session_id, messages=messages, source=str(path), format=JSONL_FORMAT)
+        _attach_probes(conversation, sidecar, path)
+        conversations.append(conversation.validate())
+    return conversations
+
+
+# --- zettcode session trees -------------------------------------------------------------------
+
+
+def _zettcode_files(path: Path) -> list[Path]:
+    if path.is_file():
+        return [path]
+    return sorted(path.rglob("data.jsonl"))
+
+
+def _sniff_zettcode(path: Path, head: bytes) -> bool:
+    if path.is_dir():
+        files = _zettcode_files(path)
+        return bool(files) and all(_sniff_zettcode(f, f.open("rb").read(4096)) for f in files[:3])
+    record = _first_json_line(head)
+    return isinstance(record, dict) and record.get("kind") == "session"
+
+
+def read_zettcode(path: Path) -> list[Conversation]:
+    """zettcode sessions: ``<workspace>/<id>/data.jsonl`` files of session/message/compaction lines.
+
+    Message lines carry zett ``encode_messages`` envelopes; compaction lines are
+    zettcode's own compactions and become native compactions (not replayed).
+    """
+    conversations = []
+    for file in _zettcode_files(path):
+        session_id = file.parent.name
+        messages: list[AnyMessage] = []
+        native: list[NativeCompaction] = []
+        metadata: dict[str, Any] = {}
+        for number, record in _json_lines(file):
+            kind = record.get("kind") if isinstance(record, dict) else None
+            if kind == "session":
+                session_id = str(record.get("id", session_id))
+                metadata.update({k: v for k, v in record.items() if k not in ("kind", "id")})
+            elif kind == "message":
+                envelope = record.get("message")
+                envelopes = envelope if isinstance(envelope, list) else [envelope]
+                if not _is_envelope_list(envelopes):
+                    raise InputError(file, f"line {number}", "a message line needs a zett message envelope under 'message'")
+                messages.extend(_decode(json.dumps(envelopes), file, f"line {number}"))
+            elif kind == "compaction":
+                native.append(
+                    NativeCompaction(
+                        position=len(messages),
+                        summary=str(record.get("summary", "")),
+                        tokens_before=record.get("tokens_before"),
+                        kind="zettcode",
+                        metadata={k: v for k, v in record.items() if k not in ("kind", "summary")},
+                    )
+                )
+            else:
+                raise InputError(file, f"line {number}", f"unknown zettcode record kind {kind!r}")
+        messages, _, _ = _dedupe_system(messages, list(range(len(messages))))
+        conversation = Conversation(
+            id=session_id, messages=messages, source=str(file), format=ZETTCODE_FORMAT,
+            native_compactions=native, metadata=metadata,
+        )
+        conversations.append(conversation.validate())
+    return conversations
+
+
+register(Reader(SQLITE_FORMAT, "zett-agent SQLite session database (SQLiteSessionExtension)", _sniff_sqlite, read_sqlite))
+register(Reader(JSONL_FORMAT, "zett-agent JSONLExtension turn file", _sniff_jsonl, read_jsonl))
+register(Reader(ZETTCODE_FORMAT, "zettcode session tree (<workspace>/<id>/data.jsonl)", _sniff_zettcode, read_zettcode))
+
+
+# --- writing ----------------------------------------------------------------------------------
+
+
+def write_sqlite(conversations: list[Conversation], path: str | Path) -> Path:
+    """Write conversations to a new zett-agent SQLite database through zett-agent's storage API.
+
+    Each user turn becomes one request (the system prompt is stored at the start
+    of every request, as the runtime does); recorded usage goes with its assistant
+    message. Refuses to touch an existing file; the database is built beside it and
+    moved into place only when complete.
+    """
+    import asyncio
+
+    from zett_agent.storage import SQLiteSessionStorage
+
+    path = Path(path)
+    if path.exists():
+        raise InputError(path, None, "already exists; zett_lab never writes into an existing database")
+    if not path.parent.is_dir():
+        raise InputError(path, None, f"folder {path.parent} does not exist")
+    async def write(temporary: Path) -> None:
+        storage = SQLiteSessionStorage(temporary)
+        try:
+            for conversation in conversations:
+                await storage.create_session(session_id=conversation.id, title=conversation.metadata.get("title"))
+                system = [m for m in conversation.messages if isinstance(m, SystemMessage)]
+                for turn in conversation.turns:
+                    request_id = f"{conversation.id}-turn-{turn.index}"
+                    for message in system:
+                        await storage.append(conversation.id, request_id, message)
+                    for index in range(turn.start, turn.end):
+                        await storage.append(
+                            conversation.id, request_id, conversation.messages[index], usage=conversation.usage.get(index)
+                        )
+        finally:
+            await storage.close()
+
+    with atomic_path(path) as temporary:
+        try:
+            asyncio.run(write(temporary))
+            connection = sqlite3.connect(temporary)
+            connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            connection.execute("PRAGMA journal_mode=DELETE")
+            connection.close()
+        finally:
+            for sidecar in ("-wal", "-shm", "-journal"):
+                temporary.with_name(temporary.name + sidecar).unlink(missing_ok=True)
+    return path

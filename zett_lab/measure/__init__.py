@@ -1,0 +1,67 @@
+"""Loss metrics: what compaction summaries lose (DESIGN.md §4).
+
+Offline tier (deterministic, no network):
+
+* :func:`extract_anchors` / :func:`anchors_in_text` — typed exact items of messages and texts;
+* :func:`measure` — per-compaction, per-anchor, per-conversation, per-probe and decay tables
+  (:class:`Losses`);
+* :func:`compare` — several summarizers over the same spans, with paired bootstrap
+  confidence intervals, win rates and Wilcoxon tests (:class:`Comparison`).
+
+LLM tier (opt-in, :mod:`zett_lab.measure.judged`): probe QA with an answerer and a judge
+model, normalized between a floor and a ceiling; :func:`plan_judged` shows the calls and
+cost first.
+
+Example::
+
+    >>> import zett_lab
+    >>> from zett_lab.measure import measure
+    >>> trace = zett_lab.replay(conversation, max_tokens=20_000, keep_recent_tokens=5_000)  # doctest: +SKIP
+    >>> losses = measure(trace)  # doctest: +SKIP
+    >>> losses.conversation  # doctest: +SKIP
+"""
+
+from .anchors import (
+    ANCHOR_TYPES,
+    Anchor,
+    TextIndex,
+    anchors_in_text,
+    contains_normalized,
+    extract_anchors,
+    message_anchors,
+    normalize,
+)
+from .compare import Comparison, compare
+from .judged import (
+    JudgedPlan,
+    JudgedResult,
+    agreement,
+    generate_probes,
+    plan_judged,
+    run_judged,
+)
+from .losses import Losses, measure
+from .probes import check_probes, parse_probes
+
+__all__ = [
+    "ANCHOR_TYPES",
+    "Anchor",
+    "Comparison",
+    "JudgedPlan",
+    "JudgedResult",
+    "Losses",
+    "TextIndex",
+    "agreement",
+    "anchors_in_text",
+    "check_probes",
+    "compare",
+    "contains_normalized",
+    "extract_anchors",
+    "generate_probes",
+    "measure",
+    "message_anchors",
+    "normalize",
+    "parse_probes",
+    "plan_judged",
+    "run_judged",
+]

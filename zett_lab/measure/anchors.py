@@ -1,0 +1,807 @@
+"""Anchors: typed exact items (paths, identifiers, errors, ...) extracted from message text.
+
+An anchor is something a later step may need *verbatim*: a file path, a URL, an
+identifier, a commit SHA, a number with its unit, an error string, a shell command
+the agent ran, a user constraint, a decision. Loss metrics ask whether the anchors
+of a compacted span are still visible after the compaction (see DESIGN.md §4).
+
+Types (:data:`ANCHOR_TYPES`):
+
+``path``
+    File paths: with a slash (``src/auth/session.py``, ``/etc/hosts``, ``./x``,
+    ``~/.zshrc``, ``build/``), Windows paths, and bare file names with a known
+    extension (``README.md``). One-slash words with no extension (``and/or``,
+    ``src/auth``) are not paths. Normalized: quotes, leading ``./`` and trailing
+    ``/`` removed; case kept.
+``url``
+    ``scheme://...``. Normalized: trailing punctuation stripped, scheme and host
+    lower-cased, trailing ``/`` removed.
+``identifier``
+    CamelCase / lowerCamel, snake_case / SCREAMING_SNAKE, dotted names
+    (``os.path.join``), names followed by ``(`` (``load_user(``), UUIDs. Case kept.
+``sha``
+    7-64 hex digits with at least one digit and one letter a-f. Lower-cased.
+``number``
+    Numbers with a unit or currency (``250 ms`` -> ``250ms``, ``3.2 GB`` -> ``3.2gb``,
+    ``$12``), percentages, versions (``v0.2.1`` -> ``0.2.1``), decimals, and bare
+    integers of three or more digits (``6543``). Thousands separators removed,
+    units lower-cased and mapped to one spelling (``seconds`` -> ``s``).
+``error``
+    Exception lines with a message (``KeyError: 'user_id'``), pytest failures
+    (``FAILED tests/x.py::test_y``), ``error:``/``fatal:``/``panic:`` lines and
+    common OS errors (``... No such file or directory``). Quotes removed,
+    whitespace collapsed, at most 160 characters of message.
+``command``
+    The command argument of shell-like tool calls (tool names containing bash,
+    shell, sh, zsh, terminal, exec, run, command, cmd, console, powershell).
+    Whitespace collapsed.
+``constraint``
+    Sentences of *user* messages containing always / never / must / don't /
+    do not / should not / make sure. Lower-cased, whitespace collapsed,
+    bullets and trailing punctuation removed.
+``decision``
+    Sentences of *assistant* messages such as "we'll use ...", "decided ...",
+    "let's go with ...". Normalized like constraints.
+
+Extraction is regex-only (patterns compiled once) and cached per text, so a
+150k-token conversation takes a fraction of a second and repeated calls are free.
+
+Example::
+
+    >>> [(a.type, a.normalized) for a in anchors_in_text("Fix KeyError: 'user_id' in ./src/auth.py")]
+    [('path', 'src/auth.py'), ('identifier', 'KeyError'), ('error', 'KeyError: user_id')]
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from zett_agent.extensions.compaction import CompactedMessage
+from zett_agent.messages import (
+    AgentMessage,
+    AssistantMessage,
+    SystemMessage,
+    TextContent,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
+
+ANCHOR_TYPES: tuple[str, ...] = (
+    "path",
+    "url",
+    "identifier",
+    "sha",
+    "number",
+    "error",
+    "command",
+    "constraint",
+    "decision",
+)
+#: Types compared as whole sentences (fuzzy presence in summaries), not exact strings.
+SENTENCE_TYPES: frozenset[str] = frozenset({"constraint", "decision"})
+#: Types a re-fetching tool call can mention (see :func:`zett_lab.measure.measure`).
+ARTIFACT_TYPES: frozenset[str] = frozenset({"path", "identifier", "url"})
+
+AnchorKey = tuple[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Anchor:
+    """One exact item found in a message.
+
+    Attributes:
+        type: One of :data:`ANCHOR_TYPES`.
+        value: The item as written (first spelling seen).
+        normalized: The comparison form; two anchors are the same item when
+            ``(type, normalized)`` are equal.
+        message_index: Index in ``Conversation.messages`` (None for free text).
+    """
+
+    type: str
+    value: str
+    normalized: str
+    message_index: int | None = None
+
+    @property
+    def key(self) -> AnchorKey:
+        """``(type, normalized)``: the identity used for set operations."""
+        return (self.type, self.normalized)
+
+
+# ---------------------------------------------------------------------------
+# Text of messages (robust to bytes, lone surrogates, odd content parts)
+
+
+def clean_text(value: object) -> str:
+    """Any content as a str that encodes to UTF-8: bytes decoded with replacement, lone surrogates replaced."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).decode("utf-8", errors="replace")
+    if not isinstance(value, str):
+        value = "" if value is None else str(value)
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        value = value.encode("utf-8", errors="surrogatepass").decode("utf-8", errors="replace")
+    return value
+
+
+def _content_text(content: object) -> str:
+    if isinstance(content, (str, bytes, bytearray, memoryview)) or content is None:
+        return clean_text(content)
+    if isinstance(content, Sequence):
+        pieces = []
+        for part in content:
+            if isinstance(part, TextContent):
+                pieces.append(clean_text(part.text))
+            elif isinstance(part, (str, bytes, bytearray)):
+                pieces.append(clean_text(part))
+            elif isinstance(getattr(part, "text", None), (str, bytes)):
+                pieces.append(clean_text(part.text))
+            # images and unknown parts carry no anchors
+        return "\n".join(pieces)
+    return clean_text(content)
+
+
+def _argument_strings(value: Any) -> Iterator[str]:
+    if isinstance(value, (str, bytes, bytearray)):
+        yield clean_text(value)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _argument_strings(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _argument_strings(item)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        yield str(value)
+
+
+def tool_call_text(call: ToolCall) -> str:
+    """The string values of a tool call's arguments, one per line (keys left out)."""
+    arguments = call.arguments
+    if isinstance(arguments, str):
+        return clean_text(arguments)
+    return "\n".join(_argument_strings(arguments))
+
+
+def message_text(message: object) -> str:
+    """The text of a message that anchors are extracted from.
+
+    User/agent/tool/system content (text parts only), assistant content plus the
+    string values of its tool-call arguments. Assistant ``reasoning`` is not
+    included (providers do not send it back as context).
+    """
+    if isinstance(message, AssistantMessage):
+        pieces = [clean_text(message.content)]
+        pieces.extend(tool_call_text(call) for call in message.tool_calls or ())
+        return "\n".join(piece for piece in pieces if piece)
+    if isinstance(message, (UserMessage, ToolMessage, AgentMessage, SystemMessage)):
+        return _content_text(message.content)
+    return _content_text(getattr(message, "content", ""))
+
+
+def message_role(message: object) -> str:
+    """``user`` (not checkpoints), ``assistant``, ``checkpoint``, ``tool``, ``agent``, ``system`` or ``other``."""
+    if isinstance(message, CompactedMessage):
+        return "checkpoint"
+    if isinstance(message, UserMessage):
+        return "user"
+    if isinstance(message, AssistantMessage):
+        return "assistant"
+    if isinstance(message, ToolMessage):
+        return "tool"
+    if isinstance(message, AgentMessage):
+        return "agent"
+    if isinstance(message, SystemMessage):
+        return "system"
+    return "other"
+
+
+# ---------------------------------------------------------------------------
+# Patterns (compiled once)
+
+_URL = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]{1,15}://[^\s<>\"'`)\]}|]+")
+
+_EXTENSIONS = (
+    "py pyi pyx ipynb js mjs cjs ts tsx jsx json jsonl yaml yml toml ini cfg conf md rst txt csv tsv html htm "
+    "css scss sass less xml svg sh bash zsh fish ps1 bat rs go java kt kts scala c h cc cpp cxx hpp hh cs rb "
+    "php pl pm lua r jl swift mm sql sqlite sqlite3 db lock log env gradle vue svelte dart ex exs erl hs ml clj "
+    "tf proto graphql gql mk cmake png jpg jpeg gif webp pdf zip gz tgz tar whl so dll exe bin pem crt patch diff "
+    "parquet pkl npy npz h5 onnx pt safetensors traj tmpl j2 jinja properties plist gitignore dockerignore"
+)
+_EXT = "|".join(sorted(set(_EXTENSIONS.split()), key=len, reverse=True))
+_PATH = re.compile(
+    r"(?<![\w@:/.~\\<-])(?:"
+    r"(?P<win>[A-Za-z]:\\(?:[\w.@+-]+\\)*[\w.@+-]+)"
+    r"|(?P<abs>(?:~|\.{1,2})?/(?:[\w.@+-]+/)*[\w.@+-]+/?)"
+    r"|(?P<rel>[\w.@+-]+(?:/[\w.@+-]+)+/?)"
+    r"|(?P<dir>[\w.@+-]+/(?![\w@+-]|\.\w))"
+    r"|(?P<file>[\w@+-][\w.@+-]*\.(?:" + _EXT + r"))"
+    r")(?![\w/\\(])"
+)
+_HAS_LETTER = re.compile(r"[A-Za-z]")
+_HAS_EXT = re.compile(r"\.(?:" + _EXT + r")$", re.I)
+
+_IDENT = re.compile(
+    r"\b(?:"
+    r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"  # uuid
+    r"|[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+(?:\(\))?"  # dotted
+    r"|_*[A-Za-z][A-Za-z0-9]*(?:_+[A-Za-z0-9]+)+_*"  # snake / SCREAMING
+    r"|__[A-Za-z][A-Za-z0-9_]*__"  # dunder
+    r"|[A-Z][a-z0-9]+(?:[A-Z][A-Za-z0-9]*)+"  # CamelCase
+    r"|[A-Z]{2,}[a-z][A-Za-z0-9]*"  # HTTPServer
+    r"|[a-z][a-z0-9]*[A-Z][A-Za-z0-9]*"  # lowerCamel
+    r"|[A-Za-z_]\w*(?=\((?!s\)))"  # name(
+    r")(?![\w-])"
+)
+_NOT_IDENT = frozenset(
+    "e.g i.e etc a.m p.m vs if elif while for switch catch return and or not in is with function def lambda "
+    "assert print len str int float list dict set tuple type super range open isinstance".split()
+)
+
+_HEX_WITH_DIGIT = re.compile(r"(?=[0-9a-fA-F]*[0-9])[0-9a-fA-F]{7,64}$")
+_SHA = re.compile(r"(?<![\w-])(?=[0-9a-fA-F]*[a-fA-F])(?=[0-9a-fA-F]*[0-9])[0-9a-fA-F]{7,64}(?![\w-])")
+
+_UNITS = {
+    "ms": "ms", "msec": "ms", "millisecond": "ms", "milliseconds": "ms",
+    "us": "us", "µs": "us", "microseconds": "us", "ns": "ns", "nanoseconds": "ns",
+    "s": "s", "sec": "s", "secs": "s", "second": "s", "seconds": "s",
+    "m": "m", "min": "min", "mins": "min", "minute": "min", "minutes": "min",
+    "h": "h", "hr": "h", "hrs": "h", "hour": "h", "hours": "h",
+    "d": "d", "day": "d", "days": "d", "week": "wk", "weeks": "wk", "wk": "wk",
+    "b": "b", "byte": "b", "bytes": "b",
+    "kb": "kb", "mb": "mb", "gb": "gb", "tb": "tb", "pb": "pb",
+    "kib": "kib", "mib": "mib", "gib": "gib", "tib": "tib",
+    "k": "k", "bn": "bn", "million": "m", "billion": "bn", "thousand": "k",
+    "token": "tokens", "tokens": "tokens", "tok": "tokens",
+    "%": "%", "percent": "%", "x": "x", "px": "px", "rem": "rem", "em": "em", "pt": "pt",
+    "hz": "hz", "khz": "khz", "mhz": "mhz", "ghz": "ghz", "fps": "fps",
+    "rps": "rps", "qps": "qps", "req/s": "rps", "requests": "requests", "request": "requests",
+    "kbps": "kbps", "mbps": "mbps", "gbps": "gbps",
+    "line": "lines", "lines": "lines", "file": "files", "files": "files", "test": "tests", "tests": "tests",
+    "row": "rows", "rows": "rows", "item": "items", "items": "items", "user": "users", "users": "users",
+    "worker": "workers", "workers": "workers", "thread": "threads", "threads": "threads",
+    "core": "cores", "cores": "cores", "cpu": "cpus", "cpus": "cpus", "gpu": "gpus", "gpus": "gpus",
+    "step": "steps", "steps": "steps", "call": "calls", "calls": "calls", "retry": "retries", "retries": "retries",
+    "attempt": "attempts", "attempts": "attempts", "error": "errors", "errors": "errors",
+    "usd": "usd", "eur": "eur", "dollars": "usd", "km": "km", "cm": "cm", "mm": "mm", "kg": "kg",
+    "°c": "c", "°f": "f",
+}
+_UNIT = "|".join(re.escape(u) for u in sorted(_UNITS, key=len, reverse=True))
+_NUMBER = re.compile(
+    r"(?<![\w.,/$€£-])(?P<cur>[$€£])?(?P<v>v)?"
+    r"(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)*|\d+(?:\.\d+)*)"
+    r"(?:(?P<sp>[ \t]?)(?P<unit>" + _UNIT + r")(?![\w/]))?"
+    r"(?![\w,]|\.\d|→|\t)",
+    re.I,
+)
+
+_EXC_TAIL = re.compile(r"(?:Error|Exception|Warning|Exit|Interrupt|Fault|Failure):[ \t]*(?P<msg>[^\n]{0,160})")
+_EXC_NAME = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*$")
+_PYTEST = re.compile(r"^[ \t]*(?P<pt>FAILED|ERROR)[ \t]+(?P<node>[^\s:]+::[^\s]+)", re.M)
+_LEVEL = re.compile(r"^[ \t]*(?P<lvl>error|fatal|panic|npm ERR!|ERROR|FATAL)(?:\[\w+\])?:[ \t]*(?P<lmsg>[^\n]{1,160})", re.M)
+_OS_ERROR = re.compile(
+    r"No such file or directory|Permission denied|command not found|Connection refused"
+    r"|Segmentation fault|Address already in use|Out of memory"
+)
+
+_CONSTRAINT_WORDS = re.compile(
+    r"\b(?:always|never|must|mustn['’]t|don['’]?t|do not|should not|shouldn['’]t|make sure)\b", re.I
+)
+_DECISION_WORDS = re.compile(
+    r"\b(?:we['’]ll use|we will use|i['’]ll use|i will use|let['’]s use|let['’]s go with|we['’]ll go with"
+    r"|i['’]ll go with|going with|decided|decision is|settled on|opted for|opt for|chose to|we chose|i chose"
+    r"|we['’]ll switch to|switching to|the plan is to)\b",
+    re.I,
+)
+_SENTENCE_SPLIT = re.compile(r"(?<=[.!?;])\s+|\n+")
+_BULLET = re.compile(r"^(?:[-*•>]+|\d+[.)])\s*")
+
+_SHELL_TOOL = re.compile(r"(?:^|[_\W])(?:bash|shell|sh|zsh|terminal|exec|execute|run|command|cmd|console|powershell)(?:$|[_\W])", re.I)
+_COMMAND_KEYS = ("command", "cmd", "commands", "script", "shell_command", "bash_command", "code", "input", "args")
+
+_QUOTES = str.maketrans({"'": None, '"': None, "`": None, "‘": None, "’": None, "“": None, "”": None})
+_WS = re.compile(r"\s+")
+_TRAIL = " \t\r\n.,;:!?)]}>'\"`"
+_LEAD = " \t\r\n([{<'\"`"
+
+
+# ---------------------------------------------------------------------------
+# Normalization
+
+
+def _collapse(text: str) -> str:
+    return _WS.sub(" ", text).strip()
+
+
+def normalize_path(value: str) -> str:
+    v = value.strip(_LEAD).rstrip(_TRAIL).translate(_QUOTES)
+    while v.startswith("./"):
+        v = v[2:]
+    v = re.sub(r"/{2,}", "/", v)
+    if len(v) > 1:
+        v = v.rstrip("/")
+    return v
+
+
+def normalize_url(value: str) -> str:
+    v = value.rstrip(_TRAIL)
+    match = re.match(r"([a-zA-Z][a-zA-Z0-9+.-]*://)([^/?#]*)(.*)", v)
+    if match:
+        v = match.group(1).lower() + match.group(2).lower() + match.group(3)
+    return v.rstrip("/")
+
+
+def normalize_sentence(value: str) -> str:
+    v = value.replace("’", "'").replace("‘", "'").replace("“", '"').replace("”", '"')
+    v = _collapse(v).lower()
+    v = _BULLET.sub("", v)
+    return v.strip(_LEAD).rstrip(_TRAIL).strip()
+
+
+def normalize_error(value: str) -> str:
+    return _collapse(value.translate(_QUOTES)).rstrip(_TRAIL)
+
+
+def normalize_command(value: str) -> str:
+    return _collapse(value)
+
+
+def normalize(type_: str, value: str) -> str:
+    """The comparison form of a value of one anchor type (see the module docstring)."""
+    value = clean_text(value)
+    if type_ == "path":
+        return normalize_path(value)
+    if type_ == "url":
+        return normalize_url(value)
+    if type_ == "sha":
+        return value.strip().lower()
+    if type_ == "number":
+        match = _NUMBER.search(value.strip())
+        return _normalize_number(match) if match else _collapse(value).lower()
+    if type_ == "error":
+        return normalize_error(value)
+    if type_ == "command":
+        return normalize_command(value)
+    if type_ in SENTENCE_TYPES:
+        return normalize_sentence(value)
+    return value.strip(_LEAD).rstrip(_TRAIL.replace(")", ""))
+
+
+def _normalize_number(match: re.Match[str]) -> str:
+    number = match.group("num").replace(",", "")
+    unit = match.group("unit")
+    currency = match.group("cur") or ""
+    return currency + number + (_UNITS.get(unit.lower(), unit.lower()) if unit else "")
+
+
+_DOT_SLASH = re.compile(r"(?<![\w.])\./")
+
+
+def _strip_quotes(text: str) -> str:
+    for quote in ("'", '"', "`", "‘", "’", "“", "”"):
+        if quote in text:
+            text = text.replace(quote, "")
+    return text
+
+
+def loose(text: str) -> str:
+    """Lower-cased text with quotes removed, ``./`` prefixes dropped and whitespace collapsed.
+
+    The form substring presence is checked in (see :class:`TextIndex`).
+    """
+    text = _strip_quotes(clean_text(text)).lower()
+    if "./" in text:
+        text = _DOT_SLASH.sub("", text)
+    return " ".join(text.split())
+
+
+@lru_cache(maxsize=65_536)
+def _loose_needle(text: str) -> str:
+    return loose(text)
+
+
+# ---------------------------------------------------------------------------
+# Extraction
+
+
+def _keep_number(match: re.Match[str]) -> bool:
+    if match.group("unit") or match.group("cur") or match.group("v"):
+        return True
+    number = match.group("num")
+    if "." in number:
+        return True
+    return len(number.replace(",", "")) >= 3
+
+
+def _mask(text: str, spans: list[tuple[int, int]]) -> str:
+    if not spans:
+        return text
+    pieces = []
+    last = 0
+    for start, end in sorted(spans):
+        if start < last:
+            start = last
+        if end <= start:
+            continue
+        pieces.append(text[last:start])
+        pieces.append(" " * (end - start))
+        last = end
+    pieces.append(text[last:])
+    return "".join(pieces)
+
+
+_QUOTED = re.compile(r"""\s*(['"`])(.{1,150}?)\1""")
+
+
+def _trim_message(message: str) -> str:
+    """An exception message up to its closing quote, or to the end of its first sentence."""
+    quoted = _QUOTED.match(message)
+    if quoted:
+        return quoted.group(0).strip()
+    return re.split(r"(?<=[.!?])\s", message.strip(), maxsplit=1)[0].strip()
+
+
+def _accept_path(value: str, kind: str) -> bool:
+    if not _HAS_LETTER.search(value):
+        return False
+    if kind in ("win", "file", "dir"):
+        return True
+    if kind == "abs":
+        stripped = value.lstrip("~.")
+        return len(stripped) > 1
+    # relative with slash: needs an extension, a trailing slash, or two slashes
+    return value.endswith("/") or bool(_HAS_EXT.search(value)) or value.count("/") >= 2
+
+
+_PARAGRAPH_SPLIT = re.compile(r"(?<=[.!?;])\s+|\n\s*\n|\n(?=\s*(?:(?:[-*•>]|\d+[.)]|#+)\s|\[))")
+
+
+def _sentences_matching(text: str, pattern: re.Pattern[str]) -> Iterator[str]:
+    """The sentences containing a match of ``pattern``.
+
+    Sentences end at ``. ! ? ;``, blank lines and list items; a single line break
+    inside a hard-wrapped paragraph does not end one.
+    """
+    last_start = -1
+    for match in pattern.finditer(text):
+        start = text.rfind("\n\n", 0, match.start())
+        start = 0 if start == -1 else start + 2
+        if start == last_start:
+            continue
+        last_start = start
+        end = text.find("\n\n", match.end())
+        end = len(text) if end == -1 else end
+        if end - start > 5000:  # a huge paragraph (code, logs): stay on the match's line
+            start = text.rfind("\n", 0, match.start()) + 1
+            end_line = text.find("\n", match.end())
+            end = len(text) if end_line == -1 else end_line
+            last_start = -1
+        for sentence in _PARAGRAPH_SPLIT.split(text[start:end]):
+            sentence = " ".join(sentence.split())
+            if sentence and len(sentence) <= 400 and pattern.search(sentence):
+                yield sentence
+
+
+def _extract(text: str, role: str) -> tuple[tuple[str, str, str], ...]:
+    """Ordered, de-duplicated ``(type, value, normalized)`` triples of one text."""
+    found: list[tuple[str, str, str]] = []
+    seen: set[AnchorKey] = set()
+
+    def add(type_: str, value: str, normalized: str) -> None:
+        if not normalized:
+            return
+        key = (type_, normalized)
+        if key not in seen:
+            seen.add(key)
+            found.append((type_, value, normalized))
+
+    masked_spans: list[tuple[int, int]] = []
+    for match in _URL.finditer(text) if "://" in text else ():
+        value = match.group().rstrip(_TRAIL)
+        masked_spans.append((match.start(), match.start() + len(value)))
+        add("url", value, normalize_url(value))
+    masked = _mask(text, masked_spans)
+
+    path_spans: list[tuple[int, int]] = []
+    for match in _PATH.finditer(masked):
+        value = match.group().rstrip(".,;:")
+        kind = match.lastgroup or "rel"
+        if value and _accept_path(value, kind):
+            path_spans.append((match.start(), match.start() + len(value)))
+            add("path", value, normalize_path(value))
+    masked = _mask(masked, path_spans)
+
+    ident_spans: list[tuple[int, int]] = []
+    for match in _IDENT.finditer(masked):
+        value = match.group()
+        normalized = value[:-2] if value.endswith("()") else value
+        if len(normalized) < 3 or normalized.lower() in _NOT_IDENT or _HEX_WITH_DIGIT.match(normalized):
+            continue
+        ident_spans.append(match.span())
+        add("identifier", value, normalized)
+
+    for match in _EXC_TAIL.finditer(text) if ":" in text else ():
+        head_start = max(0, match.start() - 120)
+        name = _EXC_NAME.search(text[head_start : match.start()] + match.group()[: match.group().index(":")])
+        message = _trim_message(match.group("msg"))
+        if name is None or not message:
+            continue
+        value = f"{name.group()}: {message}"
+        add("error", value, normalize_error(value))
+    for match in _PYTEST.finditer(text):
+        node = match.group("node").rstrip(_TRAIL)
+        path, _, test = node.partition("::")
+        add("error", f"{match.group('pt')} {node}", f"{match.group('pt')} {normalize_path(path)}::{test}")
+    for match in _LEVEL.finditer(text):
+        value = f"{match.group('lvl')}: {match.group('lmsg').strip()}"
+        add("error", value, normalize_error(value))
+    for match in _OS_ERROR.finditer(text):
+        line_start = text.rfind("\n", 0, match.start()) + 1
+        value = text[max(line_start, match.start() - 80) : match.end()].strip()
+        add("error", value, normalize_error(value))
+
+    masked = _mask(masked, ident_spans)
+    sha_spans = []
+    for match in _SHA.finditer(masked):
+        value = match.group()
+        if value.isdigit():
+            continue
+        sha_spans.append(match.span())
+        add("sha", value, value.lower())
+    masked = _mask(masked, sha_spans)
+
+    for match in _NUMBER.finditer(masked):
+        if _keep_number(match):
+            value = match.group().strip()
+            add("number", value, _normalize_number(match))
+
+    if role in ("user", "any"):
+        for sentence in _sentences_matching(text, _CONSTRAINT_WORDS):
+            add("constraint", sentence, normalize_sentence(sentence))
+    if role in ("assistant", "any"):
+        for sentence in _sentences_matching(text, _DECISION_WORDS):
+            add("decision", sentence, normalize_sentence(sentence))
+    return tuple(found)
+
+
+@lru_cache(maxsize=32_768)
+def _extract_cached(text: str, role: str) -> tuple[tuple[str, str, str], ...]:
+    return _extract(text, role)
+
+
+def anchors_in_text(text: str, role: str = "any", *, message_index: int | None = None) -> list[Anchor]:
+    """Anchors of one free text, in order of first appearance, de-duplicated by key.
+
+    ``role`` decides the sentence types: ``"user"`` extracts constraints,
+    ``"assistant"`` decisions, ``"any"`` (default) both, anything else neither.
+    Commands come only from tool calls (:func:`message_anchors`).
+    """
+    text = clean_text(text)
+    return [Anchor(t, v, n, message_index) for t, v, n in _extract_cached(text, role)]
+
+
+def is_shell_tool(name: str) -> bool:
+    """Whether a tool name looks like a shell (``bash``, ``Bash``, ``run_shell_command``, ``exec_command``...)."""
+    return bool(_SHELL_TOOL.search(name or ""))
+
+
+def command_of(call: ToolCall) -> str | None:
+    """The shell command of a shell-like tool call, or None."""
+    if not is_shell_tool(call.name):
+        return None
+    arguments = call.arguments
+    if isinstance(arguments, str):
+        return clean_text(arguments) or None
+    if not isinstance(arguments, dict):
+        return None
+    for key in _COMMAND_KEYS:
+        value = arguments.get(key)
+        if isinstance(value, (list, tuple)) and value and all(isinstance(v, str) for v in value):
+            value = " ".join(value)
+        if isinstance(value, (str, bytes)) and clean_text(value).strip():
+            return clean_text(value)
+    strings = [v for v in arguments.values() if isinstance(v, str) and v.strip()]
+    return clean_text(strings[0]) if len(strings) == 1 else None
+
+
+def _message_triples(message: object) -> tuple[tuple[str, str, str], ...]:
+    role = message_role(message)
+    if role == "checkpoint":
+        role = "any"
+    triples = list(_extract_cached(message_text(message), role))
+    if isinstance(message, AssistantMessage):
+        seen = {(t, n) for t, _, n in triples}
+        for call in message.tool_calls or ():
+            command = command_of(call)
+            if command:
+                normalized = normalize_command(command)
+                if normalized and ("command", normalized) not in seen:
+                    seen.add(("command", normalized))
+                    triples.append(("command", command.strip(), normalized))
+    return tuple(triples)
+
+
+class _MessageMemo:
+    """Per-message anchors remembered by identity (the message is held so its id stays unique)."""
+
+    _MAX = 200_000
+
+    def __init__(self) -> None:
+        self._by_id: dict[int, tuple[object, tuple[tuple[str, str, str], ...], frozenset[AnchorKey]]] = {}
+
+    def get(self, message: object) -> tuple[tuple[tuple[str, str, str], ...], frozenset[AnchorKey]]:
+        entry = self._by_id.get(id(message))
+        if entry is None or entry[0] is not message:
+            triples = _message_triples(message)
+            if len(self._by_id) >= self._MAX:
+                self._by_id.clear()
+            entry = (message, triples, frozenset((t, n) for t, _, n in triples))
+            self._by_id[id(message)] = entry
+        return entry[1], entry[2]
+
+
+_memo = _MessageMemo()
+
+
+def message_anchors(message: object, message_index: int | None = None) -> list[Anchor]:
+    """Anchors of one message (text, tool-call arguments, shell commands); cached per message."""
+    triples, _ = _memo.get(message)
+    return [Anchor(t, v, n, message_index) for t, v, n in triples]
+
+
+def message_keys(message: object) -> frozenset[AnchorKey]:
+    """The ``(type, normalized)`` keys of one message's anchors; cached per message."""
+    return _memo.get(message)[1]
+
+
+def tool_call_keys(call: ToolCall) -> frozenset[AnchorKey]:
+    """Keys of the anchors in one tool call's arguments (used for the re-fetch proxy)."""
+    return frozenset((t, n) for t, _, n in _extract_cached(tool_call_text(call), "tool"))
+
+
+def extract_anchors(messages: Iterable[object], start: int = 0) -> list[Anchor]:
+    """Anchors of every message, in order; one :class:`Anchor` per key per message.
+
+    ``message_index`` counts from ``start`` (pass the offset when giving a slice).
+
+    Example::
+
+        >>> from zett_agent.messages import UserMessage
+        >>> [a.type for a in extract_anchors([UserMessage(content="Never touch config.yaml")])]
+        ['path', 'constraint']
+    """
+    anchors: list[Anchor] = []
+    for index, message in enumerate(messages, start):
+        anchors.extend(message_anchors(message, index))
+    return anchors
+
+
+# ---------------------------------------------------------------------------
+# Presence in a (summary) text
+
+_WORD = re.compile(r"[a-z0-9_']+")
+_STOP = frozenset(
+    "the a an and or of to in on at for with by from as is are was be been it this that these those we you i "
+    "they he she our your their its can will would should could may might please also just then than so if "
+    "into onto about there here what when where which who how all any some each such only very more most "
+    "use using used".split()
+)
+_NEGATIONS = frozenset({"never", "not", "no", "dont", "don't", "avoid", "without", "mustn't", "shouldn't", "nothing"})
+#: Share of a sentence anchor's content words a summary sentence must contain.
+SENTENCE_MATCH = 0.6
+
+
+def _content_words(sentence: str) -> frozenset[str]:
+    words = set()
+    for word in _WORD.findall(sentence.lower().replace("’", "'")):
+        word = word.strip("'")
+        if word in ("don't", "dont", "do", "doesn't", "didn't"):
+            word = "not" if word != "do" else word
+        if len(word) >= 3 and word not in _STOP or word in ("not", "no"):
+            words.add(word)
+    return frozenset(words)
+
+
+def _negated(words: frozenset[str]) -> bool:
+    return bool(words & _NEGATIONS)
+
+
+_BOUNDARY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_/-")
+
+
+def _find_bounded(haystack: str, needle: str) -> bool:
+    if not needle:
+        return False
+    start = haystack.find(needle)
+    n = len(haystack)
+    while start != -1:
+        end = start + len(needle)
+        before = haystack[start - 1] if start > 0 else " "
+        after = haystack[end] if end < n else " "
+        ok_before = before not in _BOUNDARY_CHARS and before != "."
+        ok_after = after not in _BOUNDARY_CHARS and not (
+            after == "." and end + 1 < n and haystack[end + 1] in _BOUNDARY_CHARS
+        )
+        # a needle that itself starts/ends with a non-word character needs no boundary there
+        if not needle[0].isalnum():
+            ok_before = True
+        if not needle[-1].isalnum():
+            ok_after = True
+        if ok_before and ok_after:
+            return True
+        start = haystack.find(needle, start + 1)
+    return False
+
+
+class TextIndex:
+    """A text prepared for "is this anchor in it?" questions (built once per summary).
+
+    An exact-type anchor is present when the text has an anchor with the same key,
+    or when its normalized value occurs in :func:`loose` form with word boundaries
+    (so ``src/a.py`` is found in "edited `./src/a.py`." but not in ``lib/src/a.py``).
+    A constraint or decision is present when its key occurs exactly, or when one
+    sentence, line or ``;``-clause of the text holds at least
+    :data:`SENTENCE_MATCH` of its content words and agrees on negation
+    ("never use tabs" is not matched by "use tabs").
+    """
+
+    def __init__(self, text: str) -> None:
+        self.text = clean_text(text)
+        self.keys = frozenset((t, n) for t, _, n in _extract_cached(self.text, "any"))
+        self._loose: str | None = None
+        self._clauses: list[frozenset[str]] | None = None
+
+    @property
+    def loose_text(self) -> str:
+        if self._loose is None:
+            self._loose = loose(self.text)
+        return self._loose
+
+    def _clause_words(self) -> list[frozenset[str]]:
+        if self._clauses is None:
+            # lines and ;-clauses, plus whole sentences of hard-wrapped paragraphs
+            clauses = re.split(r"(?<=[.!?;])\s+|\n+|;\s*", self.text)
+            clauses += _PARAGRAPH_SPLIT.split(self.text)
+            self._clauses = list({words for words in (_content_words(c) for c in clauses) if words})
+        return self._clauses
+
+    def contains(self, anchor: Anchor | AnchorKey) -> bool:
+        type_, normalized = anchor.key if isinstance(anchor, Anchor) else anchor
+        if (type_, normalized) in self.keys:
+            return True
+        if type_ in SENTENCE_TYPES:
+            return self._sentence_present(normalized)
+        if type_ == "number":
+            return False  # numbers match by key only (substring "250" would match "2500" contexts)
+        return _find_bounded(self.loose_text, _loose_needle(normalized))
+
+    def _sentence_present(self, normalized: str) -> bool:
+        wanted = _content_words(normalized)
+        if not wanted:
+            return False
+        negated = _negated(wanted)
+        need = SENTENCE_MATCH * len(wanted)
+        for words in self._clause_words():
+            if len(wanted & words) >= need and _negated(words) == negated:
+                return True
+        return False
+
+
+def contains_normalized(text: str, needle: str) -> bool:
+    """Whether ``needle`` occurs in ``text`` after :func:`loose` normalization of both (word-bounded).
+
+    Used for gold probe answers: case, quotes, ``./`` prefixes, whitespace and
+    trailing punctuation of the answer do not matter. For many needles in one text,
+    :func:`loose` the text once and use :func:`contains_loose`.
+    """
+    return contains_loose(loose(text), needle)
+
+
+def contains_loose(loose_text: str, needle: str) -> bool:
+    """:func:`contains_normalized` for a text already in :func:`loose` form."""
+    return _find_bounded(loose_text, _loose_needle(needle).rstrip(_TRAIL))

@@ -1,0 +1,377 @@
+"""Comparing summarizers over the same spans: paired means, bootstrap CIs, win rates, Wilcoxon.
+
+``compare({"anchors": traces_a, "mask": traces_b, ...})`` measures every trace
+(or takes :class:`~zett_lab.measure.losses.Losses` as given) and compares the
+summarizers **paired** on the same units:
+
+``level="compaction"`` (default)
+    A unit is one compaction attempt, identified by
+    ``(conversation_id, span_start, span_end, step)`` within one setting
+    (``max_tokens``, ``keep_recent_tokens`` are part of the key, so a sweep's settings
+    never pair with each other). Only attempts that produced a
+    summary count (status applied or not smaller). When two summarizers' schedules
+    differ (a shorter summary delays the next trigger, a rejected summary is retried
+    one step later), later attempts no longer line up: they are simply left out of the
+    pairs. The summary table uses the units *every* summarizer has; each pairwise
+    row uses the units both of its pair have. ``Comparison.matched`` reports, per
+    summarizer, how many attempts it had and how many were matched, so a comparison
+    resting on few matched spans is visible. Typically the first compaction of each
+    conversation always matches (same window, same step), later ones only while the
+    schedules agree.
+``level="conversation"``
+    A unit is one conversation (``losses.conversation`` rows: applied compactions
+    pooled per conversation), matched on ``(conversation_id, max_tokens,
+    keep_recent_tokens)``. Every conversation counts whatever the schedules did, at
+    the price of comparing aggregates over different spans.
+
+Statistics are deterministic for a given ``seed``: percentile bootstrap of the mean
+(per summarizer) and of the mean paired difference (per pair), computed with a seeded
+NumPy generator; Wilcoxon signed-rank test (``scipy.stats.wilcoxon``, two-sided, zero
+differences dropped) on the paired differences; win/tie/loss rates of A vs B per unit
+(ties within ``tie_tolerance``).
+
+Offline baselines are always includable: ``compare(..., baselines=("mask", "truncate"))``
+replays the same conversations at the same settings with those summarizers (needs
+traces, not bare Losses, for at least one summarizer).
+
+Example::
+
+    >>> result = compare({"anchors": anchors_traces, "mask": mask_traces}, seed=0)  # doctest: +SKIP
+    >>> result.summary      # one row per (summarizer, metric)  # doctest: +SKIP
+    >>> result.pairwise     # one row per (a, b, metric)        # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .losses import Losses, measure
+
+#: Metrics compared by default (higher is better for all of them).
+DEFAULT_METRICS: tuple[str, ...] = (
+    "compression_ratio",
+    "context_reduction",
+    "anchor_retention",
+    "needed_anchor_recall",
+    "instruction_survival",
+    "probe_presence",
+)
+COMPACTION_KEY = ("conversation_id", "max_tokens", "keep_recent_tokens", "span_start", "span_end", "step")
+CONVERSATION_KEY = ("conversation_id", "max_tokens", "keep_recent_tokens")
+
+SUMMARY_COLUMNS = {
+    "summarizer": "name given in the input mapping",
+    "metric": "metric column of losses.compactions / losses.conversation",
+    "n": "matched units with a value for this metric",
+    "mean": "mean over those units",
+    "ci_low": "bootstrap percentile CI of the mean, lower bound",
+    "ci_high": "upper bound",
+}
+PAIRWISE_COLUMNS = {
+    "a": "first summarizer",
+    "b": "second summarizer",
+    "metric": "metric",
+    "n": "units both have a value for",
+    "mean_a": "mean of a over those units",
+    "mean_b": "mean of b",
+    "mean_diff": "mean of a - b",
+    "ci_low": "bootstrap percentile CI of mean_diff, lower bound",
+    "ci_high": "upper bound",
+    "win_rate": "share of units where a > b (beyond tie_tolerance)",
+    "tie_rate": "share of ties",
+    "loss_rate": "share where a < b",
+    "wilcoxon_stat": "Wilcoxon signed-rank statistic (NaN when every difference is a tie or n < 1)",
+    "p_value": "two-sided p-value of the Wilcoxon test",
+}
+
+
+@dataclass
+class Comparison:
+    """Result of :func:`compare`.
+
+    Attributes:
+        summary: per (summarizer, metric): n, mean, bootstrap CI (columns in ``SUMMARY_COLUMNS``).
+        pairwise: per (a, b, metric): paired difference, CI, win/tie/loss rates, Wilcoxon
+            (columns in ``PAIRWISE_COLUMNS``).
+        matched: per summarizer: ``units`` it had, ``matched`` units common to all summarizers,
+            ``duplicates`` rows sharing a unit key with an earlier row (dropped; e.g. the same
+            trace passed twice).
+        units: the matched unit table: key columns plus ``<metric>`` columns, one row per
+            (unit, summarizer).
+        level: ``"compaction"`` or ``"conversation"``.
+        losses: the Losses each summarizer was measured to.
+        settings: seed, confidence level, resamples, metrics.
+    """
+
+    summary: pd.DataFrame
+    pairwise: pd.DataFrame
+    matched: pd.DataFrame
+    units: pd.DataFrame
+    level: str
+    losses: dict[str, Losses] = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        names = ", ".join(self.losses)
+        common = int(self.matched["matched"].min()) if len(self.matched) else 0
+        return f"Comparison(level={self.level!r}, summarizers=[{names}], matched units={common})"
+
+    def table(self, metric: str | None = None) -> pd.DataFrame:
+        """Summary as a wide table: rows summarizers, columns ``metric`` means (or one metric's mean and CI)."""
+        if metric is not None:
+            return self.summary[self.summary["metric"] == metric].set_index("summarizer")[["n", "mean", "ci_low", "ci_high"]]
+        return self.summary.pivot(index="summarizer", columns="metric", values="mean")
+
+    def _repr_html_(self) -> str:
+        fmt = lambda v: f"{v:.3f}"  # noqa: E731
+        return (
+            f"<div><h4>{html.escape(repr(self))}</h4><h5>Matched units</h5>{self.matched.to_html(index=False)}"
+            f"<h5>Means with {self.settings.get('confidence', 0.95):.0%} bootstrap CI</h5>"
+            f"{self.summary.to_html(index=False, na_rep='', float_format=fmt)}"
+            f"<h5>Paired differences</h5>{self.pairwise.to_html(index=False, na_rep='', float_format=fmt, max_rows=60)}</div>"
+        )
+
+
+def bootstrap_mean_ci(
+    values: Sequence[float] | np.ndarray, *, confidence: float = 0.95, resamples: int = 2000, seed: int = 0
+) -> tuple[float, float]:
+    """Percentile bootstrap CI of the mean, seeded. (NaN, NaN) for no values; (x, x) for one value."""
+    x = np.asarray(values, dtype=float)
+    x = x[~np.isnan(x)]
+    if len(x) == 0:
+        return (math.nan, math.nan)
+    if len(x) == 1 or np.all(x == x[0]):
+        return (float(x[0]), float(x[0])) if len(x) == 1 else (float(x.mean()), float(x.mean()))
+    rng = np.random.default_rng(seed)
+    means = np.empty(resamples)
+    chunk = max(1, 2_000_000 // len(x))
+    for start in range(0, resamples, chunk):
+        stop = min(resamples, start + chunk)
+        idx = rng.integers(0, len(x), size=(stop - start, len(x)))
+        means[start:stop] = x[idx].mean(axis=1)
+    alpha = (1 - confidence) / 2
+    low, high = np.quantile(means, [alpha, 1 - alpha])
+    return (float(low), float(high))
+
+
+def wilcoxon_test(differences: Sequence[float] | np.ndarray) -> tuple[float, float]:
+    """Two-sided Wilcoxon signed-rank test on paired differences; (NaN, NaN) when undefined."""
+    from scipy import stats
+
+    d = np.asarray(differences, dtype=float)
+    d = d[~np.isnan(d)]
+    if len(d) == 0 or np.all(d == 0):
+        return (math.nan, math.nan)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            result = stats.wilcoxon(d, zero_method="wilcox", alternative="two-sided")
+        except ValueError:
+            return (math.nan, math.nan)
+    return (float(result.statistic), float(result.pvalue))
+
+
+def _as_losses(value: Any) -> Losses:
+    if isinstance(value, Losses):
+        return value
+    if hasattr(value, "compactions") and hasattr(value, "conversation") and hasattr(value, "steps"):
+        return measure(value)
+    if isinstance(value, Iterable):
+        items = list(value)
+        if all(isinstance(item, Losses) for item in items):
+            return Losses.concat(items)
+        return measure(items)
+    raise TypeError(f"expected Traces or Losses, got {type(value).__name__}")
+
+
+def _traces_of(value: Any) -> list[Any]:
+    if hasattr(value, "steps") and hasattr(value, "conversation"):
+        return [value]
+    if isinstance(value, Iterable) and not isinstance(value, Losses):
+        return [item for item in value if hasattr(item, "steps") and hasattr(item, "conversation")]
+    return []
+
+
+def _replay_settings(trace: Any) -> dict[str, Any]:
+    """The replay arguments a trace was made with (limits, usage mode, effort, manual points, counter)."""
+    settings = trace.settings or {}
+    if "max_tokens" not in settings and len(trace.steps):
+        settings = {**settings, "max_tokens": trace.steps["max_tokens"].iloc[0], "keep_recent_tokens": trace.steps["keep_recent_tokens"].iloc[0]}
+    options: dict[str, Any] = {
+        "max_tokens": int(settings["max_tokens"]),
+        "keep_recent_tokens": int(settings["keep_recent_tokens"]),
+    }
+    for name in ("reasoning_effort", "usage", "usage_overhead"):
+        if settings.get(name) is not None:
+            options[name] = settings[name]
+    if settings.get("compact_at"):
+        options["compact_at"] = [int(c) if str(c).isdigit() else c for c in settings["compact_at"]]
+    if "Approx" in str(settings.get("counter") or ""):
+        from ..tokens import ApproxCounter
+
+        options["count_tokens"] = ApproxCounter()
+    if options.get("usage") == "recorded":
+        options["on_missing_usage"] = "estimate"
+    return options
+
+
+def _baseline_traces(results: Mapping[str, Any], names: Iterable[str]) -> dict[str, list[Any]]:
+    """Replay the conversations of the given traces with offline baselines, same settings."""
+    from ..replay.run import replay
+
+    template: list[Any] = []
+    for value in results.values():
+        template = _traces_of(value)
+        if template:
+            break
+    if not template:
+        raise ValueError("baselines need Traces (not only Losses) for at least one summarizer, to know what to replay")
+    out: dict[str, list[Any]] = {}
+    for name in names:
+        traces = []
+        for trace in template:
+            traces.append(replay(trace.conversation, summarizer=name, **_replay_settings(trace)))
+        out[name] = traces
+    return out
+
+
+def compare(
+    results: Mapping[str, Any],
+    *,
+    metrics: Sequence[str] = DEFAULT_METRICS,
+    level: str = "compaction",
+    baselines: Iterable[str] = (),
+    confidence: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+    tie_tolerance: float = 1e-9,
+) -> Comparison:
+    """Compare summarizers paired over the same spans (see the module docstring).
+
+    Args:
+        results: name -> list of Traces, a Trace, Losses, or a list of Losses.
+        metrics: columns of ``losses.compactions`` (level "compaction") or
+            ``losses.conversation`` (level "conversation"); higher is better.
+        level: ``"compaction"`` (matched spans) or ``"conversation"`` (per-conversation aggregates).
+        baselines: offline summarizer specs (``"mask"``, ``"truncate"``...) to replay and add
+            under their own names when not already present.
+        confidence, resamples, seed: bootstrap settings (deterministic for a seed).
+        tie_tolerance: differences within it count as ties for win rates.
+    """
+    if level not in ("compaction", "conversation"):
+        raise ValueError(f"level must be 'compaction' or 'conversation', got {level!r}")
+    if not results:
+        raise ValueError("compare needs at least one summarizer")
+    results = dict(results)
+    missing = [name for name in baselines if name not in results]
+    if missing:
+        results.update(_baseline_traces(results, missing))
+    losses = {name: _as_losses(value) for name, value in results.items()}
+    key = list(COMPACTION_KEY if level == "compaction" else CONVERSATION_KEY)
+
+    tables: dict[str, pd.DataFrame] = {}
+    duplicate_counts: dict[str, int] = {}
+    matched_rows = []
+    for name, item in losses.items():
+        if level == "compaction":
+            table = item.compactions
+            table = table[table["status"].isin(["applied", "not smaller"])] if len(table) else table
+        else:
+            table = item.conversation
+        unknown = [m for m in metrics if m not in table.columns]
+        if unknown:
+            raise ValueError(f"unknown metric(s) {unknown} for level {level!r}")
+        table = table[key + list(metrics)].copy()
+        for column in key:
+            table[column] = table[column].astype(object)
+        duplicates = int(table.duplicated(subset=key).sum())
+        table = table.drop_duplicates(subset=key, keep="first")
+        tables[name] = table.set_index(key)
+        duplicate_counts[name] = duplicates
+    common = None
+    for table in tables.values():
+        common = table.index if common is None else common.intersection(table.index)
+    common = common.sort_values() if common is not None and len(common) else common
+    for name, table in tables.items():
+        matched_rows.append(
+            {
+                "summarizer": name,
+                "units": len(table),
+                "matched": int(len(common)) if common is not None else 0,
+                "duplicates": duplicate_counts[name],
+            }
+        )
+
+    summary_rows = []
+    for m_index, metric in enumerate(metrics):
+        for s_index, (name, table) in enumerate(tables.items()):
+            values = pd.to_numeric(table.loc[common, metric], errors="coerce").to_numpy(dtype=float) if len(common) else np.array([])
+            values = values[~np.isnan(values)]
+            low, high = bootstrap_mean_ci(values, confidence=confidence, resamples=resamples, seed=seed + 7919 * m_index + s_index)
+            summary_rows.append(
+                {
+                    "summarizer": name,
+                    "metric": metric,
+                    "n": len(values),
+                    "mean": float(values.mean()) if len(values) else math.nan,
+                    "ci_low": low,
+                    "ci_high": high,
+                }
+            )
+
+    pair_rows = []
+    names = list(tables)
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            both = tables[a].index.intersection(tables[b].index)
+            for m_index, metric in enumerate(metrics):
+                va = pd.to_numeric(tables[a].loc[both, metric], errors="coerce").to_numpy(dtype=float)
+                vb = pd.to_numeric(tables[b].loc[both, metric], errors="coerce").to_numpy(dtype=float)
+                ok = ~(np.isnan(va) | np.isnan(vb))
+                va, vb = va[ok], vb[ok]
+                d = va - vb
+                low, high = bootstrap_mean_ci(d, confidence=confidence, resamples=resamples, seed=seed + 104729 + 7919 * m_index + 31 * i)
+                stat, p = wilcoxon_test(d)
+                n = len(d)
+                pair_rows.append(
+                    {
+                        "a": a,
+                        "b": b,
+                        "metric": metric,
+                        "n": n,
+                        "mean_a": float(va.mean()) if n else math.nan,
+                        "mean_b": float(vb.mean()) if n else math.nan,
+                        "mean_diff": float(d.mean()) if n else math.nan,
+                        "ci_low": low,
+                        "ci_high": high,
+                        "win_rate": float((d > tie_tolerance).mean()) if n else math.nan,
+                        "tie_rate": float((np.abs(d) <= tie_tolerance).mean()) if n else math.nan,
+                        "loss_rate": float((d < -tie_tolerance).mean()) if n else math.nan,
+                        "wilcoxon_stat": stat,
+                        "p_value": p,
+                    }
+                )
+
+    unit_frames = []
+    for name, table in tables.items():
+        part = table.loc[common].reset_index() if len(common) else table.iloc[0:0].reset_index()
+        part.insert(0, "summarizer", name)
+        unit_frames.append(part)
+    units = pd.concat(unit_frames, ignore_index=True) if unit_frames else pd.DataFrame()
+    return Comparison(
+        summary=pd.DataFrame(summary_rows, columns=list(SUMMARY_COLUMNS)),
+        pairwise=pd.DataFrame(pair_rows, columns=list(PAIRWISE_COLUMNS)),
+        matched=pd.DataFrame(matched_rows, columns=["summarizer", "units", "matched", "duplicates"]),
+        units=units,
+        level=level,
+        losses=losses,
+        settings={"seed": seed, "confidence": confidence, "resamples": resamples, "metrics": list(metrics)},
+    )

@@ -1,0 +1,296 @@
+"""Compare an agent's own (native) compactions with zett-agent's in a replay.
+
+Imported logs keep the recording agent's compactions in
+``Conversation.native_compactions`` (Claude Code compact boundaries, Codex
+``compacted`` records, OpenHands condensations). :func:`native_trace` puts them in
+the trace schema (``docs/trace-schema.md``, compactions table only) so the same
+loss metrics apply; :func:`compare_native` lines each native compaction up with
+the nearest compaction zett-agent made when replaying the same conversation.
+
+Example::
+
+    >>> import zett_lab
+    >>> from zett_lab.measure.native import compare_native
+    >>> conversation = zett_lab.load("session.jsonl")                                   # doctest: +SKIP
+    >>> trace = zett_lab.replay(conversation, max_tokens=150_000, keep_recent_tokens=20_000)  # doctest: +SKIP
+    >>> compare_native(trace, measure=True)[["native_position", "zett_position", "native_anchor_retention",
+    ...                                      "zett_anchor_retention"]]                 # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pandas as pd
+from zett_agent.messages import AnyMessage, SystemMessage
+
+from ..load.conversation import Conversation
+from ..replay.trace import Trace, checkpoint_message
+
+#: Loss metrics copied from ``measure(...).compactions`` when ``measure`` is given.
+DEFAULT_METRICS = ("anchor_retention", "needed_anchor_recall", "instruction_survival", "context_reduction")
+
+#: Columns of :func:`compare_native` (metric columns ``native_<m>`` / ``zett_<m>`` follow when measured).
+COLUMNS: dict[str, str] = {
+    "conversation_id": "Conversation.id",
+    "native_id": "0-based index in Conversation.native_compactions",
+    "native_kind": "NativeCompaction.kind (claude-code-compact, codex-compact, openhands-condensation, ...)",
+    "native_trigger": "what the log says triggered it (auto / manual), when it says",
+    "native_position": "index of the first message recorded after the native compaction (when it happened)",
+    "native_cut": "first message the native summary does not stand for (= native_position unless the agent kept a tail)",
+    "native_span_start": "first message the native summary stands for",
+    "native_tokens_before": "context size before it as the log reports it (the agent's own tokenizer), NA when absent",
+    "native_estimate_before": "zett's counter over messages[:native_position] (what zett-agent would have estimated)",
+    "native_summary_chars": "characters of the native summary",
+    "native_summary_tokens": "the native summary as a zett checkpoint message (prefix included), NA when the log lost it",
+    "native_span_tokens": "zett's counter over the raw span messages[native_span_start:native_cut]",
+    "native_compression_ratio": "1 - native_summary_tokens / native_span_tokens",
+    "zett_compaction_id": "nearest zett-agent compaction attempt (applied ones preferred), NA without a trace or attempt",
+    "zett_step": "model step of that attempt",
+    "zett_applied": "whether the engine applied it",
+    "zett_position": "its n_recorded (original messages seen when it happened)",
+    "zett_cut": "its span_end (first message kept verbatim)",
+    "zett_span_start": "its span_start",
+    "zett_estimate": "the engine's estimate at that step (what crossed max_tokens)",
+    "zett_summary_tokens": "its checkpoint tokens (prefix included)",
+    "zett_span_tokens": "zett's counter over the raw span messages[zett_span_start:zett_cut]",
+    "zett_compression_ratio": "1 - zett_summary_tokens / zett_span_tokens (same definition as the native one)",
+    "position_offset": "zett_position - native_position (negative: zett-agent compacted earlier)",
+    "cut_offset": "zett_cut - native_cut (negative: zett-agent kept a longer tail)",
+    "summary_tokens_ratio": "zett_summary_tokens / native_summary_tokens",
+}
+
+_INT_COLUMNS = [
+    "native_id", "native_position", "native_cut", "native_span_start", "native_tokens_before", "native_estimate_before",
+    "native_summary_chars", "native_summary_tokens", "native_span_tokens", "zett_compaction_id", "zett_step",
+    "zett_position", "zett_cut", "zett_span_start", "zett_estimate", "zett_summary_tokens", "zett_span_tokens",
+    "position_offset", "cut_offset",
+]  # fmt: skip
+
+Counter = Callable[[Sequence[AnyMessage]], int]
+
+
+def _counter(counter: Counter | None) -> Counter:
+    if counter is not None:
+        return counter
+    from ..tokens import count_tokens
+
+    return count_tokens
+
+
+def _dialogue(messages: Sequence[AnyMessage]) -> list[AnyMessage]:
+    return [m for m in messages if not isinstance(m, SystemMessage)]
+
+
+def native_trace(conversation: Conversation, *, counter: Counter | None = None) -> Trace:
+    """The conversation's native compactions as a :class:`~zett_lab.replay.trace.Trace` with no steps.
+
+    One ``compactions`` row per native compaction (``trigger`` = the log's trigger or
+    the kind, ``summarizer`` = ``"native:<agent>"``, ``applied`` = the log kept a
+    summary), so :func:`zett_lab.measure.measure` scores native summaries exactly
+    like zett-agent's.
+    """
+    count = _counter(counter)
+    messages = conversation.messages
+    agent = conversation.metadata.get("agent") or conversation.format
+    rows = []
+    for k, native in enumerate(conversation.native_compactions):
+        position = min(max(native.position, 0), len(messages))
+        cut = native.metadata.get("span_end")
+        cut = position if cut is None else min(max(int(cut), 0), position)
+        start = min(max(native.span_start, 0), cut)
+        summary = native.summary or None
+        older = count(_dialogue(messages[start:cut]))
+        recent = count(_dialogue(messages[cut:position]))
+        summary_tokens = count([checkpoint_message(summary)]) if summary else None
+        rows.append(
+            {
+                "compaction_id": k,
+                "conversation_id": conversation.id,
+                "step": None,
+                "turn": _turn_at(conversation, position),
+                "trigger": native.metadata.get("trigger") or native.kind,
+                "span_start": start,
+                "span_end": cut,
+                "n_recorded": position,
+                "older_messages": cut - start,
+                "older_tokens": older,
+                "recent_messages": position - cut,
+                "recent_tokens": recent,
+                "summary_tokens": summary_tokens,
+                "compression_ratio": (1 - summary_tokens / older) if summary_tokens is not None and older else None,
+                "applied": summary is not None,
+                "skip_reason": None if summary else "summary missing from log",
+                "summary_text": summary,
+                "summarizer": f"native:{agent}",
+                "latency_s": None,
+                "cache_hit": None,
+                "summary_input_tokens": None,
+                "summary_output_tokens": None,
+                "error": None,
+                "error_kind": None,
+            }
+        )
+    settings = {"summarizer": f"native:{agent}", "max_tokens": None, "keep_recent_tokens": None, "native": True}
+    return Trace.from_rows(conversation, [], rows, settings, [])
+
+
+def _turn_at(conversation: Conversation, index: int) -> int | None:
+    turn = None
+    for t in conversation.turns:
+        if t.start <= max(index - 1, 0):
+            turn = t.index
+    return turn
+
+
+def compare_native(
+    trace: Any = None,
+    *,
+    conversation: Conversation | None = None,
+    counter: Counter | None = None,
+    measure: bool | Callable[[Any], Any] | None = None,
+    metrics: Sequence[str] = DEFAULT_METRICS,
+) -> pd.DataFrame:
+    """One row per native compaction: where the agent cut and how big its summary was,
+    next to the nearest compaction zett-agent made in ``trace`` (columns: :data:`COLUMNS`).
+
+    Args:
+        trace: A replay :class:`~zett_lab.replay.trace.Trace` of the imported conversation (or
+            anything with ``conversation``, ``steps`` and ``compactions`` in the trace
+            schema); None gives the native side only.
+        conversation: The conversation, when no trace is given (default: ``trace.conversation``).
+        counter: Token counter for spans and summaries (default: zett-agent's exact estimate,
+            :func:`zett_lab.count_tokens`).
+        measure: Loss-metric hook. ``True`` uses :func:`zett_lab.measure.measure`; a callable
+            gets a trace-like object (the replay trace, and :func:`native_trace` for the
+            native side) and must return an object whose ``compactions`` DataFrame has a
+            ``compaction_id`` column; the ``metrics`` columns are copied as ``native_<m>``
+            and ``zett_<m>``. None (default) computes no loss metrics.
+        metrics: Which columns of the measured ``compactions`` table to copy.
+
+    The nearest zett compaction is the applied attempt (or, when none was applied, any
+    attempt with a window) whose ``n_recorded`` is closest to the native position.
+    """
+    if conversation is None:
+        if trace is None:
+            raise ValueError("pass a trace or a conversation")
+        conversation = trace.conversation
+    count = _counter(counter)
+    messages = conversation.messages
+    native = native_trace(conversation, counter=count)
+    zett = trace.compactions if trace is not None else pd.DataFrame()
+    steps = trace.steps if trace is not None else pd.DataFrame()
+    candidates = zett[zett["span_end"].notna()] if len(zett) else zett
+    if len(candidates) and candidates["applied"].fillna(False).astype(bool).any():
+        candidates = candidates[candidates["applied"].fillna(False).astype(bool)]
+
+    measurer = _measurer(measure)
+    native_metrics = _metric_table(measurer(native), metrics) if measurer and len(native.compactions) else {}
+    zett_metrics = _metric_table(measurer(trace), metrics) if measurer and trace is not None and len(zett) else {}
+
+    span_cache: dict[tuple[int, int], int] = {}
+
+    def span_tokens(start: int, end: int) -> int:
+        if (start, end) not in span_cache:
+            span_cache[(start, end)] = count(_dialogue(messages[start:end]))
+        return span_cache[(start, end)]
+
+    rows = []
+    for k, (nc, row) in enumerate(zip(conversation.native_compactions, native.compactions.to_dict("records"))):
+        position, cut, start = int(row["n_recorded"]), int(row["span_end"]), int(row["span_start"])
+        summary_tokens = None if pd.isna(row["summary_tokens"]) else int(row["summary_tokens"])
+        native_span = int(row["older_tokens"])
+        out: dict[str, Any] = {
+            "conversation_id": conversation.id,
+            "native_id": k,
+            "native_kind": nc.kind,
+            "native_trigger": nc.metadata.get("trigger"),
+            "native_position": position,
+            "native_cut": cut,
+            "native_span_start": start,
+            "native_tokens_before": nc.tokens_before,
+            "native_estimate_before": count(messages[:position]),
+            "native_summary_chars": len(nc.summary or ""),
+            "native_summary_tokens": summary_tokens,
+            "native_span_tokens": native_span,
+            "native_compression_ratio": _ratio(summary_tokens, native_span),
+        }
+        nearest = _nearest(candidates, position)
+        if nearest is None:
+            out.update({name: None for name in COLUMNS if name.startswith("zett_") or name.endswith("_offset")})
+            out["summary_tokens_ratio"] = None
+        else:
+            z_start, z_cut = int(nearest["span_start"]), int(nearest["span_end"])
+            z_summary = None if pd.isna(nearest["summary_tokens"]) else int(nearest["summary_tokens"])
+            z_span = span_tokens(z_start, z_cut)
+            step = None if pd.isna(nearest["step"]) else int(nearest["step"])
+            estimate = None
+            if step is not None and len(steps) and "estimate" in steps:
+                match = steps[steps["step"] == step]
+                estimate = None if not len(match) or pd.isna(match["estimate"].iloc[0]) else int(match["estimate"].iloc[0])
+            out.update(
+                {
+                    "zett_compaction_id": int(nearest["compaction_id"]),
+                    "zett_step": step,
+                    "zett_applied": bool(nearest["applied"]) if not pd.isna(nearest["applied"]) else None,
+                    "zett_position": int(nearest["n_recorded"]),
+                    "zett_cut": z_cut,
+                    "zett_span_start": z_start,
+                    "zett_estimate": estimate,
+                    "zett_summary_tokens": z_summary,
+                    "zett_span_tokens": z_span,
+                    "zett_compression_ratio": _ratio(z_summary, z_span),
+                    "position_offset": int(nearest["n_recorded"]) - position,
+                    "cut_offset": z_cut - cut,
+                    "summary_tokens_ratio": (z_summary / summary_tokens) if z_summary is not None and summary_tokens else None,
+                }
+            )
+        for metric in metrics if measurer else ():
+            out[f"native_{metric}"] = native_metrics.get(k, {}).get(metric)
+            zid = out.get("zett_compaction_id")
+            out[f"zett_{metric}"] = zett_metrics.get(zid, {}).get(metric) if zid is not None else None
+        rows.append(out)
+    columns = list(COLUMNS) + ([f"{side}_{m}" for m in metrics for side in ("native", "zett")] if measurer else [])
+    table = pd.DataFrame(rows, columns=columns)
+    for column in _INT_COLUMNS:
+        table[column] = pd.array([None if v is None or pd.isna(v) else int(v) for v in table[column]], dtype="Int64")
+    for column in ("native_compression_ratio", "zett_compression_ratio", "summary_tokens_ratio"):
+        table[column] = pd.to_numeric(table[column], errors="coerce").astype("float64")
+    table["zett_applied"] = pd.array([None if v is None or pd.isna(v) else bool(v) for v in table["zett_applied"]], dtype="boolean")
+    return table
+
+
+def _ratio(summary: int | None, span: int | None) -> float | None:
+    if summary is None or not span:
+        return None
+    return 1 - summary / span
+
+
+def _nearest(candidates: pd.DataFrame, position: int) -> dict[str, Any] | None:
+    if not len(candidates):
+        return None
+    records = candidates.to_dict("records")
+    return min(records, key=lambda r: (abs(int(r["n_recorded"]) - position), int(r["compaction_id"])))
+
+
+def _measurer(measure: bool | Callable[[Any], Any] | None) -> Callable[[Any], Any] | None:
+    if measure is None or measure is False:
+        return None
+    if measure is True:
+        from . import measure as offline_measure
+
+        return offline_measure
+    if not callable(measure):
+        raise TypeError("measure must be None, True or a callable taking a trace")
+    return measure
+
+
+def _metric_table(losses: Any, metrics: Sequence[str]) -> dict[int, dict[str, Any]]:
+    table = getattr(losses, "compactions", None)
+    if table is None or not len(table):
+        return {}
+    out: dict[int, dict[str, Any]] = {}
+    for row in table.to_dict("records"):
+        out[int(row["compaction_id"])] = {m: row.get(m) for m in metrics}
+    return out

@@ -1,0 +1,64 @@
+"""Table cells as plain Python values: the one conversion from DataFrames to JSON-ready records.
+
+Example::
+
+    >>> import pandas as pd
+    >>> records(pd.DataFrame({"a": [1, None]}))
+    [{'a': 1.0}, {'a': None}]
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+
+def is_missing(value: Any) -> bool:
+    """Whether a table cell is missing (None, NaN, pd.NA), for values of any type."""
+    if value is None:
+        return True
+    try:
+        return bool(pd.isna(value))
+    except (TypeError, ValueError):
+        return False
+
+
+def plain(value: Any, digits: int | None = None) -> Any:
+    """A JSON-ready Python value: missing -> None, numpy scalars and arrays -> Python, mappings keyed by str.
+
+    ``digits`` rounds floats (for display documents); ``None`` keeps them exact (for round trips).
+    Non-finite floats become None.
+    """
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): plain(v, digits) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v, digits) for v in value]
+    if hasattr(value, "tolist") and getattr(value, "ndim", 0):
+        return [plain(v, digits) for v in value.tolist()]
+    if is_missing(value):
+        return None
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return None
+        return value if digits is None else round(value, digits)
+    if isinstance(value, (int, str, bool)):
+        return value
+    return str(value)
+
+
+def records(frame: pd.DataFrame | None, columns: Sequence[str] | None = None, digits: int | None = None) -> list[dict[str, Any]]:
+    """Rows of a frame as JSON-ready dicts (only the ``columns`` present, in that order)."""
+    if frame is None or not len(frame):
+        return []
+    columns = [c for c in (columns or list(frame.columns)) if c in frame.columns]
+    return [
+        {c: plain(v, digits) for c, v in zip(columns, row)}
+        for row in frame[columns].itertuples(index=False, name=None)
+    ]

@@ -1,0 +1,10 @@
+"""Replay: a recorded conversation through zett-agent's real runtime, instrumented.
+
+:func:`replay` returns a :class:`Trace` (one row per model step, one per summary attempt). Every
+touch point with zett-agent's internals lives in this stage; the engine is never re-implemented.
+"""
+
+from .run import ReplayError, replay
+from .trace import Trace
+
+__all__ = ["ReplayError", "Trace", "replay"]

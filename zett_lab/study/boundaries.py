@@ -1,0 +1,440 @@
+"""Where the engine's decisions change, and which settings provably give the same replay.
+
+The engine consults its two limits in exactly two places:
+
+- ``max_tokens`` only in ``estimate > max_tokens`` (once per automatic pass, before every
+  model step);
+- ``keep_recent_tokens`` only in the first walk of ``_select_compaction_window``:
+  ``while cutoff > 0 and count(dialogue[cutoff:]) < keep_recent_tokens: cutoff -= 1``,
+  after which the cutoff snaps back to a turn start that does not depend on the limit.
+
+Everything else a replay does is a function of the conversation, the summarizer, the
+counter and the decisions taken so far. So two settings give the same replay (same steps,
+same compactions, same summaries) exactly when every pass takes the same decisions, and by
+induction over the passes of one replay that is the case for every ``(max_tokens,
+keep_recent_tokens)`` in a rectangle read off that replay:
+
+- a pass with estimate ``e`` that did not trigger needs ``max_tokens >= e``; one that did
+  needs ``max_tokens <= e - 1``;
+- a pass that looked for a window and settled on the turn start ``b`` of the dialogue ``d``
+  (``b = 0``: no window) settles there again for every ``keep_recent_tokens`` in
+  ``(S(nb), S(b)]``, where ``S(i) = count(d[i:])`` and ``nb`` is the next turn start after
+  ``b`` (``S(len(d)) = 0``; ``S(0)`` is unbounded when ``b = 0``).
+
+:func:`region` computes that rectangle from a trace (re-counting only the suffix sums, with
+the same counter, and cross-checking each reconstructed context against what the trace
+recorded; a mismatch shrinks the region to the single setting replayed). :func:`derive`
+produces the trace of another setting in the region: only the columns that *name* the
+setting change (``max_tokens``, ``keep_recent_tokens``, ``over_budget_after``, and the
+settings dict). Summaries are the summarizer's answers to identical requests, so this
+holds for deterministic summarizers (every offline one) and for any summarizer served by
+the summary cache.
+
+:func:`decision_boundaries` walks these regions along one axis: each replay proves the
+whole interval it stands for, the next replay starts one token past it, so every value at
+which the compaction schedule changes is found and each one is confirmed by a replay on
+both sides.
+
+Example::
+
+    >>> b = decision_boundaries(conversation, "extractive", keep_recent_tokens=4_000,
+    ...                         max_tokens_range=(10_000, 60_000))        # doctest: +SKIP
+    >>> b.values                                                        # doctest: +SKIP
+    [12_418, 20_077, 31_552]
+    >>> b.segments                                                      # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import bisect
+import copy
+import html
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+import pandas as pd
+from zett_agent.extensions.compaction import CompactedMessage, CompactionExtension
+from zett_agent.messages import AnyMessage, SystemMessage
+
+from ..load.conversation import Conversation, starts_turn
+from ..errors import SettingError
+from ..replay.explain import walk_cutoff
+from ..tokens import TokenCounter
+from ..tokens import count_tokens as default_counter
+from ..records import is_missing
+from ..replay.trace import Trace, checkpoint_message
+
+#: Settings-dict keys that describe a run rather than the engine's behaviour.
+RUN_KEYS = ("replay_seconds", "cache")
+#: Compaction columns that describe how this run got a summary (cache or call), not what the engine did.
+RUN_COLUMNS = ("cache_hit", "latency_s")
+
+
+@dataclass(frozen=True)
+class Region:
+    """Settings for which a replay is provably identical to the one it was read from.
+
+    ``max_tokens`` in ``[m_lo, m_hi]`` and ``keep_recent_tokens`` in ``[k_lo, k_hi]``
+    (inclusive; ``None`` = unbounded above). ``reason`` says why a region was shrunk to
+    the replayed point (None when it is the full proven rectangle).
+    """
+
+    max_tokens: int
+    keep_recent_tokens: int
+    m_lo: int
+    m_hi: int | None
+    k_lo: int
+    k_hi: int | None
+    reason: str | None = None
+
+    def contains(self, max_tokens: int, keep_recent_tokens: int) -> bool:
+        return (
+            self.m_lo <= max_tokens
+            and (self.m_hi is None or max_tokens <= self.m_hi)
+            and self.k_lo <= keep_recent_tokens
+            and (self.k_hi is None or keep_recent_tokens <= self.k_hi)
+        )
+
+    @classmethod
+    def point(cls, max_tokens: int, keep_recent_tokens: int, reason: str) -> Region:
+        return cls(max_tokens, keep_recent_tokens, max_tokens, max_tokens, keep_recent_tokens, keep_recent_tokens, reason)
+
+
+def _suffix_sums(dialogue: Sequence[AnyMessage], counter: TokenCounter) -> list[int]:
+    """``S[i] = counter(dialogue[i:])`` for i in 0..len (the counter is additive per message)."""
+    sums = [0] * (len(dialogue) + 1)
+    for i in range(len(dialogue) - 1, -1, -1):
+        sums[i] = sums[i + 1] + counter([dialogue[i]])
+    return sums
+
+
+def _keep_interval(dialogue: Sequence[AnyMessage], b: int, sums: list[int]) -> tuple[int, int | None]:
+    """``keep_recent_tokens`` values (``lo < K <= hi``) for which the window walk settles on ``b``."""
+    nb = next((i for i in range(b + 1, len(dialogue)) if starts_turn(dialogue[i])), len(dialogue))
+    return sums[nb], (None if b == 0 else sums[b])
+
+
+def region(trace: Trace, *, count_tokens: TokenCounter | None = None, verify: bool = False) -> Region:
+    """The rectangle of settings proven to give exactly ``trace`` (see the module docstring).
+
+    ``count_tokens`` must be the counter the replay used (None: zett_lab's exact counter).
+    Runs in O(steps + messages) using prefix sums of per-message counts (the counter is
+    additive per message). ``verify=True`` also rebuilds every context that found no
+    window and re-runs the engine's own walk on it, checking the arithmetic (slow; tests).
+    """
+    counter = count_tokens or default_counter
+    settings = trace.settings
+    max_tokens, keep = int(settings["max_tokens"]), int(settings["keep_recent_tokens"])
+    if settings.get("compact_at"):
+        return Region.point(max_tokens, keep, "manual compaction passes")
+    if trace.compactions is not None and len(trace.compactions) and (trace.compactions["trigger"] != "auto").any():
+        return Region.point(max_tokens, keep, "manual compaction passes")
+    messages = trace.conversation.messages
+    n_all = len(messages)
+    prefix = [0] * (n_all + 1)
+    for i, message in enumerate(messages):
+        prefix[i + 1] = prefix[i] + counter([message])
+    next_start = [n_all] * (n_all + 1)
+    prev_start = [-1] * n_all
+    for i in range(n_all - 1, -1, -1):
+        next_start[i] = i if starts_turn(messages[i]) else next_start[i + 1]
+    last = -1
+    for i in range(n_all):
+        last = i if starts_turn(messages[i]) else last
+        prev_start[i] = last
+    first_system = next((i for i, m in enumerate(messages) if isinstance(m, SystemMessage)), None)
+    checkpoints: dict[int, int] = {}
+    if len(trace.compactions):
+        for cid, text in zip(trace.compactions["compaction_id"], trace.compactions["summary_text"]):
+            if isinstance(text, str):
+                checkpoints[int(cid)] = counter([checkpoint_message(text)])
+
+    m_lo, m_hi, k_lo, k_hi = 1, None, 1, None
+    for row in trace.steps.itertuples(index=False):
+        step = int(row.step)
+        estimate = row.estimate
+        if is_missing(estimate):
+            return Region.point(max_tokens, keep, f"step {step} has no estimate")
+        estimate = int(estimate)
+        triggered = bool(row.triggered)
+        if triggered != (estimate > max_tokens):
+            return Region.point(max_tokens, keep, f"step {step}: trigger does not match its estimate")
+        if not triggered:
+            m_lo = max(m_lo, estimate)
+            continue
+        m_hi = estimate - 1 if m_hi is None else min(m_hi, estimate - 1)
+        n = int(row.n_recorded)
+        if not is_missing(row.cutoff_index):
+            # A window was found: the dialogue ends with messages[cutoff:n] verbatim, starting a turn.
+            cutoff = int(row.cutoff_index)
+            if n - cutoff != row.recent_messages or prefix[n] - prefix[cutoff] != row.recent_tokens:
+                return Region.point(max_tokens, keep, f"step {step}: kept window does not re-count")
+            nb = min(next_start[cutoff + 1], n) if cutoff + 1 <= n else n
+            lo, hi = prefix[n] - prefix[nb], prefix[n] - prefix[cutoff]
+        else:
+            # No window: nothing changed, so the context sent is the one the walk saw:
+            # [system] + [checkpoint] + messages[kept_from:n] (docs/trace-schema.md).
+            kept_from = int(row.kept_from)
+            has_checkpoint = not is_missing(row.checkpoint_id)
+            off = 1 if has_checkpoint else 0
+            ckpt = checkpoints.get(int(row.checkpoint_id)) if has_checkpoint else 0
+            system = 1 if first_system is not None and first_system < n else 0
+            system_tokens = prefix[first_system + 1] - prefix[first_system] if system else 0
+            if ckpt is None or system + off + (n - kept_from) != row.n_messages or (
+                system_tokens + ckpt + prefix[n] - prefix[kept_from] != row.estimator_tokens
+            ):
+                return Region.point(max_tokens, keep, f"step {step}: context does not re-count")
+            length = off + n - kept_from  # dialogue d = [checkpoint] + messages[kept_from:n]
+            suffix = partial(_dialogue_suffix, length=length, checkpoint=ckpt, off=off, prefix=prefix, n=n, kept_from=kept_from)
+
+            # First walk: the largest c with S(c) >= keep (S is non-increasing), else 0.
+            j = bisect.bisect_right(prefix, prefix[n] - keep, kept_from, n + 1) - 1
+            c1 = j - kept_from + off if j >= kept_from else 0
+            # Snap back to a turn start; dialogue index 0 is never taken.
+            b = 0
+            if c1 >= off and c1 > 0:
+                start = prev_start[kept_from + c1 - off] if kept_from + c1 - off < n_all else -1
+                if start >= kept_from and start - kept_from + off > 0:
+                    b = start - kept_from + off
+            if b > 0 and not all(isinstance(m, CompactedMessage) for m in messages[kept_from : kept_from + b - off]):
+                # The engine found no window, so everything older than b must be checkpoints.
+                return Region.point(max_tokens, keep, f"step {step}: walk finds a window the engine did not")
+            first_after = kept_from + (b - off) + 1 if b >= off else kept_from
+            nb = (min(next_start[first_after], n) - kept_from + off) if first_after <= n else length
+            lo, hi = suffix(nb), (None if b == 0 else suffix(b))
+            if b == 0:
+                # The recorded reason tells the two ways of finding no turn start apart:
+                # the first walk reaching the start (K > S(1)) or only the snap reaching it.
+                lo, hi = (suffix(1), None) if keep > suffix(1) else (lo, suffix(1))
+            if verify:
+                _verify_pass(trace, step, keep, counter, b, lo, hi)
+        k_lo = max(k_lo, lo + 1)
+        if hi is not None:
+            k_hi = hi if k_hi is None else min(k_hi, hi)
+    result = Region(max_tokens, keep, m_lo, m_hi, k_lo, k_hi)
+    if not result.contains(max_tokens, keep):  # cannot happen unless the trace is inconsistent
+        return Region.point(max_tokens, keep, "inconsistent trace")
+    return result
+
+
+def _dialogue_suffix(c: int, *, length: int, checkpoint: int, off: int, prefix: list[int], n: int, kept_from: int) -> int:
+    """``S(c) = count(d[c:])`` for the dialogue ``d = [checkpoint] * off + messages[kept_from:n]``."""
+    if c >= length:
+        return 0
+    return (checkpoint if c == 0 and off else 0) + prefix[n] - prefix[kept_from + max(c - off, 0)]
+
+
+def _verify_pass(trace: Trace, step: int, keep: int, counter: TokenCounter, b: int, lo: int, hi: int | None) -> None:
+    """Re-derive one no-window pass the slow way (rebuilt context, the engine's walk)."""
+    from ..replay.explain import RECENT_COVERS_ALL, window_skip_reason
+
+    context = trace.context_at(step)
+    dialogue = [m for m in context if not isinstance(m, SystemMessage)]
+    walked = walk_cutoff(dialogue, keep_recent_tokens=keep, count_tokens=counter)[1]
+    sums = _suffix_sums(dialogue, counter)
+    slow_lo, slow_hi = _keep_interval(dialogue, walked, sums)
+    if walked == 0:
+        covers = window_skip_reason(context, keep_recent_tokens=keep, count_tokens=counter) == RECENT_COVERS_ALL
+        slow_lo, slow_hi = (sums[1] if len(sums) > 1 else 0, None) if covers else (slow_lo, sums[1])
+    engine = CompactionExtension._select_compaction_window(context, keep_recent_tokens=keep, count_tokens=counter)
+    if engine is not None or (walked, slow_lo, slow_hi) != (b, lo, hi):
+        raise AssertionError(f"step {step}: fast region ({b}, {lo}, {hi}) != slow ({walked}, {slow_lo}, {slow_hi}); engine window {engine is not None}")
+
+
+def derive(trace: Trace, max_tokens: int, keep_recent_tokens: int, where: Region | None = None) -> Trace:
+    """The trace ``replay`` gives at another setting of ``trace``'s proven region.
+
+    Raises :class:`SettingError` when ``where`` is given and does not contain the setting.
+    """
+    if where is not None and not where.contains(max_tokens, keep_recent_tokens):
+        raise SettingError(f"max_tokens={max_tokens}, keep_recent_tokens={keep_recent_tokens} is outside {where}")
+    steps = trace.steps.copy()
+    steps["max_tokens"] = pd.array([max_tokens] * len(steps), dtype="Int64")
+    steps["keep_recent_tokens"] = pd.array([keep_recent_tokens] * len(steps), dtype="Int64")
+    steps["over_budget_after"] = pd.array((steps["context_tokens_after"] > max_tokens).tolist(), dtype="boolean")
+    settings = dict(trace.settings, max_tokens=max_tokens, keep_recent_tokens=keep_recent_tokens)
+    settings["replay_seconds"] = 0.0
+    settings["derived_from"] = {
+        "max_tokens": trace.settings.get("max_tokens"),
+        "keep_recent_tokens": trace.settings.get("keep_recent_tokens"),
+    }
+    return Trace(
+        conversation=trace.conversation,
+        steps=steps,
+        compactions=trace.compactions.copy(),
+        settings=settings,
+        engine_events=copy.deepcopy(trace.engine_events),
+    )
+
+
+def schedule(trace: Trace) -> tuple[tuple[int, int, bool], ...]:
+    """The compaction schedule: ``(step, span_end, applied)`` for every summary attempt."""
+    rows = trace.compactions
+    if not len(rows):
+        return ()
+    return tuple(
+        (int(r.step), -1 if is_missing(r.span_end) else int(r.span_end), bool(r.applied))
+        for r in rows.itertuples(index=False)
+    )
+
+
+def _schedule_text(items: tuple[tuple[int, int, bool], ...]) -> str:
+    return ", ".join(f"step {s}: <{e}{'' if a else ' (rejected)'}" for s, e, a in items) or "none"
+
+
+@dataclass
+class Boundaries:
+    """Where the compaction schedule changes along one setting.
+
+    Attributes:
+        parameter: ``"max_tokens"`` or ``"keep_recent_tokens"`` (the axis walked).
+        fixed: the other setting's value.
+        values: the settings at which the schedule changes (each starts a new segment).
+        segments: one row per maximal range with one schedule: ``start``, ``end`` (None:
+            unbounded), ``compactions_applied``, ``attempts``, ``steps_over_budget`` (at
+            ``start``), ``schedule`` (text), ``replays``.
+        decisions: one row per decision interval (every replay of the walk): ``start``,
+            ``end``, ``compactions_applied``, ``attempts``.
+        replays: replays the walk ran (each proves one decision interval).
+    """
+
+    parameter: str
+    fixed: int
+    values: list[int]
+    segments: pd.DataFrame
+    decisions: pd.DataFrame
+    replays: int
+    traces: dict[int, Trace] = field(default_factory=dict, repr=False)
+
+    def __repr__(self) -> str:
+        return f"Boundaries({self.parameter}: {len(self.values)} changes at {self.values}, {self.replays} replays)"
+
+    def _repr_html_(self) -> str:
+        title = html.escape(repr(self))
+        return f"<div><h4>{title}</h4>{self.segments.to_html(index=False, na_rep='∞')}</div>"
+
+
+def decision_boundaries(
+    conversation: Conversation,
+    summarizer: Any = None,
+    *,
+    keep_recent_tokens: int | None = None,
+    max_tokens: int | None = None,
+    max_tokens_range: tuple[int, int | None] | None = None,
+    keep_recent_tokens_range: tuple[int, int | None] | None = None,
+    cache: Any = None,
+    progress: bool = True,
+    max_replays: int = 5_000,
+    **replay_options: Any,
+) -> Boundaries:
+    """Walk one setting and report every value at which the compaction schedule changes.
+
+    Give ``keep_recent_tokens=`` and ``max_tokens_range=(lo, hi)``, or ``max_tokens=`` and
+    ``keep_recent_tokens_range=(lo, hi)``. ``hi=None`` walks until the last region, which
+    is unbounded above. Each replay proves the whole interval of settings around it that
+    takes the same decisions (:func:`region`); the next replay starts one past its end, so
+    no change can be missed and each reported value has a replay on both sides.
+
+    Raises:
+        SettingError: both or neither ranges, a bad range, or more than ``max_replays``
+            replays (regions shrink to points with manual passes: ``compact_at``).
+    """
+    from ..replay.run import check_limits, replay, resolve_cache, resolve_summarizer
+
+    if (max_tokens_range is None) == (keep_recent_tokens_range is None):
+        raise SettingError("give exactly one of max_tokens_range= or keep_recent_tokens_range=")
+    if max_tokens_range is not None:
+        parameter, (lo, hi), fixed = "max_tokens", max_tokens_range, keep_recent_tokens
+        other = "keep_recent_tokens"
+    else:
+        parameter, (lo, hi), fixed = "keep_recent_tokens", keep_recent_tokens_range, max_tokens
+        other = "max_tokens"
+    if fixed is None:
+        raise SettingError(f"walking {parameter} needs a fixed {other}=")
+    check_limits(lo, fixed)
+    if hi is not None:
+        check_limits(hi, fixed)
+        if hi < lo:
+            raise SettingError(f"{parameter} range ({lo}, {hi}) is empty")
+    model = resolve_summarizer(summarizer)
+    summary_cache = resolve_cache(cache)
+    counter = replay_options.get("count_tokens") or default_counter
+    from tqdm.auto import tqdm
+
+    decisions: list[dict[str, Any]] = []
+    traces: dict[int, Trace] = {}
+    x = lo
+    bar = tqdm(total=(hi - lo + 1) if hi is not None else None, desc=f"boundaries ({parameter})", unit="tok",
+               disable=not progress, delay=1.0)
+    try:
+        while hi is None or x <= hi:
+            if len(decisions) >= max_replays:
+                raise SettingError(f"decision_boundaries stopped after {max_replays} replays at {parameter}={x}")
+            limits = {parameter: x, other: fixed}
+            trace = replay(conversation, summarizer=model, cache=summary_cache if summary_cache is not None else False,
+                           **limits, **replay_options)
+            where = region(trace, count_tokens=counter)
+            end = where.m_hi if parameter == "max_tokens" else where.k_hi
+            traces[x] = trace
+            summary = trace.summary()
+            decisions.append({
+                "start": x, "end": end if hi is None else (hi if end is None else min(end, hi)),
+                "compactions_applied": summary["compactions_applied"],
+                "attempts": len(trace.compactions),
+                "steps_over_budget": summary["steps_over_budget"],
+                "_schedule": schedule(trace),
+                "region_reason": where.reason,
+            })
+            bar.update(((min(end, hi) if hi is not None and end is not None else x) - x + 1) if hi is not None else 1)
+            if end is None:
+                break
+            x = end + 1
+    finally:
+        bar.close()
+    segments: list[dict[str, Any]] = []
+    for item in decisions:
+        if segments and segments[-1]["_schedule"] == item["_schedule"]:
+            segments[-1]["end"] = item["end"]
+            segments[-1]["replays"] += 1
+            continue
+        segments.append({
+            "start": item["start"], "end": item["end"], "compactions_applied": item["compactions_applied"],
+            "attempts": item["attempts"], "steps_over_budget": item["steps_over_budget"],
+            "schedule": _schedule_text(item["_schedule"]), "_schedule": item["_schedule"], "replays": 1,
+        })
+    segment_frame = pd.DataFrame(segments, columns=["start", "end", "compactions_applied", "attempts",
+                                                    "steps_over_budget", "schedule", "replays"])
+    decision_frame = pd.DataFrame(decisions).drop(columns=["_schedule"]) if decisions else pd.DataFrame()
+    for frame_ in (segment_frame, decision_frame):
+        if "end" in frame_:
+            frame_["end"] = pd.array(frame_["end"].tolist(), dtype="Int64")
+    return Boundaries(
+        parameter=parameter, fixed=fixed, values=[int(s["start"]) for s in segments[1:]],
+        segments=segment_frame, decisions=decision_frame, replays=len(decisions), traces=traces,
+    )
+
+
+def same_replay(a: Trace, b: Trace) -> list[str]:
+    """Differences between two traces of one setting (empty when they are the same replay).
+
+    Compares the step and compaction tables cell by cell (``cache_hit`` and ``latency_s``
+    excepted: they say how this run got the summary, not what the engine did; with a warm
+    summary cache ``latency_s`` is the cached call's and matches too), the engine's events, and the
+    settings except run bookkeeping (``replay_seconds``, ``cache``, ``derived_from``).
+    """
+    problems = []
+    if not a.steps.equals(b.steps):
+        problems.append("steps differ")
+    ca, cb = (t.compactions.drop(columns=list(RUN_COLUMNS)) for t in (a, b))
+    if not ca.equals(cb):
+        problems.append("compactions differ")
+    if a.engine_events != b.engine_events:
+        problems.append("engine events differ")
+    skip = set(RUN_KEYS) | {"derived_from"}
+    sa = {k: v for k, v in a.settings.items() if k not in skip}
+    sb = {k: v for k, v in b.settings.items() if k not in skip}
+    if sa != sb:
+        problems.append(f"settings differ: {sorted(k for k in sa.keys() | sb.keys() if sa.get(k) != sb.get(k))}")
+    return problems
