@@ -281,7 +281,15 @@ def test_pareto_front_matches_the_sweep(sweep_table):
 
 
 def test_pareto_lower_is_better_metric(sweep_table):
-    ax = plots.pareto(sweep_table, loss="compactions_applied").axes[0]
+    table = sweep_table.assign(lost_but_needed=sweep_table["compactions_applied"])
+    ax = plots.pareto(table, loss="lost_but_needed").axes[0]
+    assert "lower is better" in ax.get_ylabel()
+
+
+def test_pareto_direction_of_a_column_outside_the_catalogue_is_never_guessed(sweep_table):
+    with pytest.raises(SettingError, match="not a metric of the catalogue"):
+        plots.pareto(sweep_table, loss="compactions_applied")
+    ax = plots.pareto(sweep_table, loss="compactions_applied", maximize=False).axes[0]
     assert "lower is better" in ax.get_ylabel()
 
 

@@ -53,17 +53,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .catalogue import CATALOGUE, HEADLINE_METRICS
 from .losses import Losses, measure
 
 #: Metrics compared by default (higher is better for all of them).
-DEFAULT_METRICS: tuple[str, ...] = (
-    "compression_ratio",
-    "context_reduction",
-    "anchor_retention",
-    "needed_anchor_recall",
-    "instruction_survival",
-    "probe_presence",
-)
+DEFAULT_METRICS: tuple[str, ...] = HEADLINE_METRICS
+
+
+def metric_direction_higher(name: str) -> bool:
+    """Whether larger is better for a compared column: the catalogue's word, larger for a column it does not list."""
+    entry = CATALOGUE.get(name)
+    return entry.higher_is_better if entry else True
 COMPACTION_KEY = ("conversation_id", "max_tokens", "keep_recent_tokens", "span_start", "span_end", "step")
 CONVERSATION_KEY = ("conversation_id", "max_tokens", "keep_recent_tokens")
 
@@ -85,9 +85,9 @@ PAIRWISE_COLUMNS = {
     "mean_diff": "mean of a - b",
     "ci_low": "bootstrap percentile CI of mean_diff, lower bound",
     "ci_high": "upper bound",
-    "win_rate": "share of units where a > b (beyond tie_tolerance)",
+    "win_rate": "share of units where a is better than b (beyond tie_tolerance; the catalogue says which way is better)",
     "tie_rate": "share of ties",
-    "loss_rate": "share where a < b",
+    "loss_rate": "share where b is better than a",
     "wilcoxon_stat": "Wilcoxon signed-rank statistic (NaN when every difference is a tie or n < 1)",
     "p_value": "two-sided p-value of the Wilcoxon test",
 }
@@ -341,6 +341,7 @@ def compare(
                 low, high = bootstrap_mean_ci(d, confidence=confidence, resamples=resamples, seed=seed + 104729 + 7919 * m_index + 31 * i)
                 stat, p = wilcoxon_test(d)
                 n = len(d)
+                better = d if metric_direction_higher(metric) else -d  # > 0 where a is better than b
                 pair_rows.append(
                     {
                         "a": a,
@@ -352,9 +353,9 @@ def compare(
                         "mean_diff": float(d.mean()) if n else math.nan,
                         "ci_low": low,
                         "ci_high": high,
-                        "win_rate": float((d > tie_tolerance).mean()) if n else math.nan,
+                        "win_rate": float((better > tie_tolerance).mean()) if n else math.nan,
                         "tie_rate": float((np.abs(d) <= tie_tolerance).mean()) if n else math.nan,
-                        "loss_rate": float((d < -tie_tolerance).mean()) if n else math.nan,
+                        "loss_rate": float((better < -tie_tolerance).mean()) if n else math.nan,
                         "wilcoxon_stat": stat,
                         "p_value": p,
                     }

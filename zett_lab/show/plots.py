@@ -40,7 +40,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 
 from ..errors import SettingError
-from ..study.sweep import higher_is_better
+from ..measure.catalogue import higher_is_better
 
 __all__ = [
     "KIND_STYLES",

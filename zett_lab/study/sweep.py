@@ -74,6 +74,7 @@ from .boundaries import (
 )
 from ..load.conversation import Conversation
 from ..errors import InputError, SettingError, ZettLabError
+from ..measure.catalogue import CATALOGUE, higher_is_better
 from ..records import is_missing
 from ..replay.trace import COMPACTION_COLUMNS, STEP_COLUMNS, Trace, frame
 
@@ -1163,14 +1164,6 @@ def _results_frame(rows: list[dict[str, Any]], relative: bool) -> pd.DataFrame:
 # --- optimisation helpers -------------------------------------------------------------------------
 
 #: Metric-name fragments where higher is better (the rest: lower is better).
-_HIGHER_IS_BETTER = ("recall", "survival", "retention", "presence", "compression_ratio", "context_reduction", "score", "accuracy")
-
-
-def higher_is_better(column: str) -> bool:
-    """Whether a larger value of a metric column is better (guessed from its name)."""
-    return any(fragment in column for fragment in _HIGHER_IS_BETTER)
-
-
 def _maximize(column: str, maximize: bool | None) -> bool:
     return bool(maximize) if maximize is not None else higher_is_better(column)
 
@@ -1261,7 +1254,8 @@ def _fill_nan(table: pd.DataFrame, columns: Sequence[str], nan: str, higher: Map
     for column in columns:
         values = pd.to_numeric(out[column], errors="coerce")
         if nan == "best":
-            values = values.where(~(values.isna() & ok), 1.0 if higher[column] else 0.0)
+            if column in higher:  # a column that is no metric has no best value: its NaN stays missing
+                values = values.where(~(values.isna() & ok), 1.0 if higher[column] else 0.0)
         out[column] = values
     if nan == "drop":
         out = out.dropna(subset=list(columns))
@@ -1380,7 +1374,7 @@ def recommend(
     _need(table, cost, *columns)
     if over not in ("all", "mean"):
         raise SettingError(f"over must be 'all' or 'mean', got {over!r}")
-    higher = {c: _maximize(c, None) for c in columns}
+    higher = {c: CATALOGUE[c].higher_is_better for c in columns if c in CATALOGUE}
     filled = _fill_nan(table, columns, nan if nan == "best" else "best", higher) if nan == "best" else table.copy()
     for column in columns:
         filled[column] = pd.to_numeric(filled[column], errors="coerce")

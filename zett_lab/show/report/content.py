@@ -32,14 +32,6 @@ RESULT_COLUMNS = (
     "total_cost_usd",
 )
 
-METRIC_LABELS = {
-    "needed_anchor_recall": "Needed-anchor recall",
-    "anchor_retention": "Anchor retention",
-    "instruction_survival": "Instruction survival",
-    "probe_presence": "Probe presence",
-    "compression_ratio": "Compression ratio",
-    "context_reduction": "Context reduction",
-}
 
 #: Definitions of every term and metric the report uses (the glossary section).
 GLOSSARY: tuple[tuple[str, str], ...] = (

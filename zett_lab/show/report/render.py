@@ -16,7 +16,7 @@ import pandas as pd
 
 from ...records import is_missing
 from .assets import CSS, JS, content_security_policy
-from .content import METRIC_LABELS
+from ...measure.catalogue import label
 from ...records import plain
 from .values import DIGITS, RECOMMEND_COST, RECOMMEND_LOSS, REPORT_METRICS, excerpt
 from .svg import inline_svg, mini_timeline
@@ -242,7 +242,7 @@ def _section_metrics(report: Report, doc: dict[str, Any], figures: _Figures) -> 
         '<section id="metrics"><h2>Loss by summarizer</h2>',
         f"<p>Mean per unit with its {esc(level)} paired bootstrap confidence interval. A unit is one conversation at one "
         "setting; only units where every summarizer compacted count. Higher is better for every column.</p>",
-        table_html(["summarizer", *(METRIC_LABELS.get(m, m) for m in shown)], rows, numeric=range(1, len(shown) + 1), raw=range(1, len(shown) + 1)),
+        table_html(["summarizer", *(label(m) for m in shown)], rows, numeric=range(1, len(shown) + 1), raw=range(1, len(shown) + 1)),
     ]
     totals = metrics["totals"]
     parts.append("<h3>Outcomes over all replays</h3>")
@@ -622,7 +622,7 @@ def render_markdown(report: Report) -> str:
     out += ["## Loss by summarizer", "", f"Mean [{_pct_level(metrics)} paired bootstrap CI] (n units); higher is better.", ""]
     by = {(r["summarizer"], r["metric"]): r for r in metrics["rows"]}
     shown = [m for m in REPORT_METRICS if any((s, m) in by for s in report.summarizers)]
-    out.append(md_table(["summarizer", *(METRIC_LABELS.get(m, m) for m in shown)], [
+    out.append(md_table(["summarizer", *(label(m) for m in shown)], [
         [s] + [ci_text(by[(s, m)]["mean"], by[(s, m)]["ci_low"], by[(s, m)]["ci_high"]) + f" (n={by[(s, m)]['n']})" if (s, m) in by else "n/a" for m in shown]
         for s in report.summarizers
     ]))

@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-#: Loss metrics shown per summarizer (columns of ``Losses.conversation``; higher is better).
-REPORT_METRICS: tuple[str, ...] = (
-    "needed_anchor_recall",
-    "anchor_retention",
-    "instruction_survival",
-    "probe_presence",
-    "compression_ratio",
-    "context_reduction",
-)
+from ...measure.catalogue import HEADLINE_METRICS
+
+#: Loss metrics shown per summarizer (columns of ``Losses.conversation``), from the metric catalogue.
+REPORT_METRICS: tuple[str, ...] = HEADLINE_METRICS
 
 #: Report documents round floats to this many digits.
 DIGITS = 6
