@@ -143,23 +143,30 @@ class Comparison:
 def bootstrap_mean_ci(
     values: Sequence[float] | np.ndarray, *, confidence: float = 0.95, resamples: int = 2000, seed: int = 0
 ) -> tuple[float, float]:
-    """Percentile bootstrap CI of the mean, seeded. (NaN, NaN) for no values; (x, x) for one value."""
+    """Percentile bootstrap CI of the mean, seeded. (NaN, NaN) for no values; (x, x) for one value.
+
+    Paired designs pass the per-unit differences: resampling units of the differences is the
+    paired bootstrap, so :func:`scipy.stats.bootstrap` on one sample fits it exactly.
+    """
+    from scipy import stats
+
     x = np.asarray(values, dtype=float)
     x = x[~np.isnan(x)]
     if len(x) == 0:
         return (math.nan, math.nan)
-    if len(x) == 1 or np.all(x == x[0]):
-        return (float(x[0]), float(x[0])) if len(x) == 1 else (float(x.mean()), float(x.mean()))
-    rng = np.random.default_rng(seed)
-    means = np.empty(resamples)
-    chunk = max(1, 2_000_000 // len(x))
-    for start in range(0, resamples, chunk):
-        stop = min(resamples, start + chunk)
-        idx = rng.integers(0, len(x), size=(stop - start, len(x)))
-        means[start:stop] = x[idx].mean(axis=1)
-    alpha = (1 - confidence) / 2
-    low, high = np.quantile(means, [alpha, 1 - alpha])
-    return (float(low), float(high))
+    if np.all(x == x[0]):
+        return (float(x.mean()), float(x.mean()))
+    result = stats.bootstrap(
+        (x,),
+        np.mean,
+        confidence_level=confidence,
+        n_resamples=resamples,
+        method="percentile",
+        vectorized=True,
+        batch=max(1, 2_000_000 // len(x)),  # bounded memory on long conversations
+        random_state=np.random.default_rng(seed),
+    )
+    return (float(result.confidence_interval.low), float(result.confidence_interval.high))
 
 
 def wilcoxon_test(differences: Sequence[float] | np.ndarray) -> tuple[float, float]:
