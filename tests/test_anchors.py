@@ -17,20 +17,19 @@ from zett_agent.messages import (
     UserMessage,
 )
 
-from zett_lab.measure.anchors import (
+from zett_lab.load.anchors import (
     ANCHOR_TYPES,
     Anchor,
-    TextIndex,
     anchors_in_text,
-    clean_text,
     command_of,
-    contains_normalized,
     extract_anchors,
     is_shell_tool,
     message_anchors,
     message_keys,
     normalize,
 )
+from zett_lab.load.text import clean_text
+from zett_lab.measure.lookup import TextIndex, contains_normalized
 
 
 def keys(text: str, role: str = "any") -> set[tuple[str, str]]:

@@ -380,7 +380,7 @@ class FakeAnswerer:
         prompt = request.messages[-1].content
         transcript, _, question = prompt.rpartition("Question: ")
         answer = self.gold.get(question.strip(), "")
-        from zett_lab.measure.anchors import contains_normalized
+        from zett_lab.measure.lookup import contains_normalized
 
         text = answer if answer and contains_normalized(transcript, answer) else "NOT IN CONTEXT"
         yield ModelEvent.completed(ModelResponse(AssistantMessage(content=text), usage=ModelUsage(input_tokens=100, output_tokens=5)))

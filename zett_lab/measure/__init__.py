@@ -21,16 +21,8 @@ Example::
     >>> losses.conversation  # doctest: +SKIP
 """
 
-from .anchors import (
-    ANCHOR_TYPES,
-    Anchor,
-    TextIndex,
-    anchors_in_text,
-    contains_normalized,
-    extract_anchors,
-    message_anchors,
-    normalize,
-)
+from ..load.anchors import ANCHOR_TYPES, Anchor, anchors_in_text, extract_anchors, message_anchors, normalize
+from .lookup import TextIndex, contains_normalized
 from .compare import Comparison, compare
 from .judged import (
     JudgedPlan,

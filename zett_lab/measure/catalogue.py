@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..errors import SettingError
-from .anchors import ANCHOR_TYPES
+from ..load.anchors import ANCHOR_TYPES
 
 Level = Literal["compaction", "conversation", "cell"]
 Direction = Literal["higher", "lower"]

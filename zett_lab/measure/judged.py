@@ -55,7 +55,8 @@ from ..asyncrun import run_sync
 from ..load.conversation import PROBE_TYPES, Probe
 from ..errors import SettingError, ZettLabError
 from ..replay.run import resolve_cache
-from .anchors import contains_normalized, message_text
+from ..load.text import message_text
+from .lookup import contains_normalized
 from .losses import Losses
 from .probes import check_probes
 

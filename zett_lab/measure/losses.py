@@ -8,8 +8,8 @@ For compaction attempt k (a row of ``trace.compactions``; notation of DESIGN.md 
 * future ``F_k = messages[n_recorded:]`` (what the recorded conversation did next),
 * summary ``Σ_k`` (``summary_text``).
 
-Anchors (:mod:`zett_lab.measure.anchors`) of ``S_k`` are looked up in ``Σ_k``
-(:class:`~zett_lab.measure.anchors.TextIndex`: exact key, word-bounded loose
+Anchors (:mod:`zett_lab.load.anchors`) of ``S_k`` are looked up in ``Σ_k``
+(:class:`~zett_lab.measure.lookup.TextIndex`: exact key, word-bounded loose
 substring, fuzzy sentence match for constraints/decisions) and in ``T_k`` / ``F_k``
 (exact keys of the raw messages).
 
@@ -33,18 +33,17 @@ from zett_agent.messages import AssistantMessage, SystemMessage
 
 from ..load.conversation import CHECKPOINT_PREFIX
 from ..records import is_missing
-from .anchors import (
+from ..load.anchors import (
     ANCHOR_TYPES,
     ARTIFACT_TYPES,
     AnchorKey,
-    TextIndex,
-    contains_loose,
     loose,
     message_anchors,
     message_keys,
-    message_text,
     tool_call_keys,
 )
+from ..load.text import message_text
+from .lookup import TextIndex, contains_loose
 from .probes import check_probes
 
 # ---------------------------------------------------------------------------------------------
@@ -104,7 +103,7 @@ ANCHOR_COLUMNS: dict[str, str] = {
     "summarizer": "summarizer identity",
     "compaction_id": "the attempt (only attempts that produced a summary have rows)",
     "applied": "the attempt's checkpoint was applied",
-    "type": "anchor type (zett_lab.measure.anchors.ANCHOR_TYPES)",
+    "type": "anchor type (zett_lab.load.anchors.ANCHOR_TYPES)",
     "value": "the anchor as first written in the conversation",
     "normalized": "its comparison form",
     "message_index": "first span message holding it",

@@ -44,6 +44,7 @@ from zett_agent.messages import AnyMessage, AssistantMessage
 from zett_agent.model import ModelEvent, ModelRequest, ModelResponse, RetryOptions
 
 from ..errors import SettingError
+from ..load.anchors import anchors_in_text
 from ..tokens import count_tokens
 from .transcript import (
     Segment,
@@ -489,42 +490,14 @@ class Extractive(OfflineSummarizer):
 
 # -- anchors ----------------------------------------------------------------------------------------
 
-_EXTENSIONS = (
-    "py|pyi|ipynb|js|mjs|cjs|ts|tsx|jsx|json|jsonl|md|rst|txt|yaml|yml|toml|cfg|ini|conf|env|sh|bash|zsh|"
-    "rs|go|java|kt|scala|c|h|cc|cpp|hpp|cs|rb|php|swift|m|html|css|scss|sql|lock|csv|tsv|xml|proto|"
-    "gradle|mk|dockerfile|tf|lua|pl|r|jl|vue|svelte|log|db|sqlite|parquet"
-)
-
-#: (item type, pattern) for items extracted from any line.
-ANCHOR_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("url", re.compile(r"https?://[^\s)\"'<>\]]+")),
-    ("path", re.compile(r"(?<![\w/.:-])(?:~|\.{1,2})?/?(?:[\w.@+-]+/)+[\w.@+-]+")),
-    ("path", re.compile(rf"\b[\w.-]+\.(?:{_EXTENSIONS})\b", re.IGNORECASE)),
-    ("sha", re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b")),
-    ("error", re.compile(r"\b\w*(?:Error|Exception|Warning)\b|\bTraceback\b|\bFAILED\b|\bpanic(?:ked)?\b|\bfatal\b|\bSegmentation fault\b")),
-    ("identifier", re.compile(r"\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+\(?|\b[A-Za-z_]\w*\(")),
-    ("identifier", re.compile(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b|\b_[A-Za-z]\w+\b")),
-    ("identifier", re.compile(r"\b[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+\b|\b[a-z]+[A-Z]\w*\b|\b[A-Z][A-Z0-9]*_[A-Z0-9_]+\b")),
-    (
-        "number",
-        re.compile(
-            r"\b\d[\d,]*(?:\.\d+)?\s?(?:ms|s|sec|secs|seconds?|minutes?|mins?|h|hours?|days?|[kKMG]i?B|TB|bytes?|"
-            r"tokens?|lines?|%|px|x|USD|EUR|k|M|GB/s|MB/s|rps|qps|req/s|files?|tests?|passed|failed|errors?)(?!\w)"
-        ),
-    ),
-    ("version", re.compile(r"\bv?\d+\.\d+(?:\.\d+)+(?:[-.]?\w+)?\b")),
-)
-
-_CONSTRAINT = re.compile(
-    r"\b(?:always|never|must(?:n't| not)?|do not|don't|should(?:n't| not)?|make sure|ensure|required?|"
-    r"only|avoid|without|keep|prefer|no more than|at most|at least)\b",
-    re.IGNORECASE,
-)
-_DECISION = re.compile(
-    r"\b(?:decided?|decision|let's|we(?:'ll| will)|i(?:'ll| will)|going to|plan(?:ned)?|instead|"
-    r"chose|choose|switch(?:ed)? to|the fix|root cause|because|conclusion|turns out|done|fixed|resolved)\b",
-    re.IGNORECASE,
-)
+#: The role whose sentence anchors (constraints from users, decisions from assistants) a line can carry.
+_ANCHOR_ROLE = {
+    "user": "user",
+    "agent": "user",
+    "checkpoint": "any",
+    "assistant": "assistant",
+    "reasoning": "assistant",
+}
 
 #: Weight of one newly covered item of each type.
 ANCHOR_WEIGHTS: dict[str, float] = {
@@ -539,7 +512,6 @@ ANCHOR_WEIGHTS: dict[str, float] = {
     "sha": 2.5,
     "identifier": 1.0,
     "number": 1.0,
-    "version": 1.0,
 }
 
 
@@ -550,21 +522,21 @@ TOOL_OUTPUT_WEIGHT = 0.6
 def anchor_items(unit: Unit, *, first_user_segment: int | None = None) -> tuple[dict[tuple[str, str], float], int]:
     """Items a line carries, with their weights, and where the first one starts.
 
-    Exact items (paths, URLs, SHAs, identifiers, numbers with units, versions, error names)
-    are keyed by value, so a line repeating an item already kept gains nothing for it.
-    Whole-line items (user constraints, decisions, tool-call commands, earlier summary lines,
-    the task statement) are keyed by the line itself.
+    Items are the anchors of :mod:`zett_lab.load.anchors` (the same definition the loss metrics
+    measure), keyed by their normalized value, so a line repeating an item already kept gains
+    nothing for it: paths, URLs, SHAs, identifiers, numbers, errors, user constraints and
+    decisions. Whole-line items (tool-call commands, earlier summary lines, the task statement)
+    are keyed by the line itself.
     """
     text = unit.text
     items: dict[tuple[str, str], float] = {}
     first = len(text)
-    for kind, pattern in ANCHOR_PATTERNS:
-        for match in pattern.finditer(text):
-            value = match.group(0).rstrip(".,;:(")
-            if len(value) < 3:
-                continue
-            items.setdefault((kind, value), ANCHOR_WEIGHTS[kind])
-            first = min(first, match.start())
+    for anchor in anchors_in_text(text, _ANCHOR_ROLE.get(unit.kind, "tool")):
+        if len(anchor.value) < 3 or anchor.type not in ANCHOR_WEIGHTS:
+            continue
+        items.setdefault(anchor.key, ANCHOR_WEIGHTS[anchor.type])
+        where = text.find(anchor.value)
+        first = min(first, max(where, 0))
     line_key = " ".join(text.lower().split())
     if unit.kind == "tool_call":
         items[("command", line_key)] = ANCHOR_WEIGHTS["command"]
@@ -575,12 +547,6 @@ def anchor_items(unit: Unit, *, first_user_segment: int | None = None) -> tuple[
     if unit.kind in ("user", "agent") and unit.segment == first_user_segment:
         items[("task", line_key)] = ANCHOR_WEIGHTS["task"]
         first = 0
-    if unit.kind in ("user", "agent", "checkpoint") and (match := _CONSTRAINT.search(text)):
-        items[("constraint", line_key)] = ANCHOR_WEIGHTS["constraint"]
-        first = min(first, match.start())
-    if unit.kind in ("user", "agent", "assistant", "reasoning", "checkpoint") and (match := _DECISION.search(text)):
-        items[("decision", line_key)] = ANCHOR_WEIGHTS["decision"]
-        first = min(first, match.start())
     if unit.kind == "tool_result":
         if any(kind == "error" for kind, _ in items):
             items[("error", line_key)] = ANCHOR_WEIGHTS["error"]
@@ -593,7 +559,7 @@ class Anchors(OfflineSummarizer):
     """Keep the lines that carry exact items a coding agent needs later, within the budget.
 
     Keeps, by weight per newly covered item (:data:`ANCHOR_WEIGHTS`): user constraints
-    ("always/never/must/don't/only..." lines from the user), the task statement (the first user
+    (always/never/must/don't sentences from the user), the task statement (the first user
     message), error lines, tool-call commands (name and JSON arguments), decisions and
     conclusions, lines of earlier summaries, then file paths, URLs, commit SHAs, identifiers,
     numbers with units and versions; items in tool output count :data:`TOOL_OUTPUT_WEIGHT`

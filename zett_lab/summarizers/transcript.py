@@ -32,15 +32,14 @@ from zett_agent.messages import (
     AgentMessage,
     AnyMessage,
     AssistantMessage,
-    ImageContent,
     SystemMessage,
-    TextContent,
     ToolMessage,
     UserMessage,
 )
 from zett_agent.model import ModelRequest
 
 from ..load.conversation import CHECKPOINT_PREFIX
+from ..load.text import content_text
 from ..tokens import count_tokens
 
 #: The closing user message of every summary request the engine sends.
@@ -104,20 +103,8 @@ def _is_checkpoint_request(message: AnyMessage) -> bool:
     )
 
 
-def _content_text(content: object) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, Sequence):
-        pieces = []
-        for part in content:
-            if isinstance(part, TextContent):
-                pieces.append(part.text)
-            elif isinstance(part, ImageContent):
-                pieces.append("[image]")
-            else:
-                pieces.append(repr(part))
-        return "\n".join(pieces)
-    return repr(content)
+def _text(content: object) -> str:
+    return content_text(content, image="[image]")
 
 
 def _arguments(arguments: object) -> str:
@@ -132,12 +119,12 @@ def segments(messages: Sequence[AnyMessage]) -> list[Segment]:
     out: list[Segment] = []
     for index, message in enumerate(messages):
         if isinstance(message, CompactedMessage):
-            text = _content_text(message.content)
+            text = _text(message.content)
             if text.startswith(CHECKPOINT_PREFIX):
                 text = text[len(CHECKPOINT_PREFIX) :]
             out.append(Segment(index, "checkpoint", "earlier summary", text.strip()))
         elif isinstance(message, UserMessage):
-            out.append(Segment(index, "user", "user", _content_text(message.content).strip()))
+            out.append(Segment(index, "user", "user", _text(message.content).strip()))
         elif isinstance(message, AgentMessage):
             out.append(Segment(index, "agent", "agent", message.content.strip()))
         elif isinstance(message, AssistantMessage):
@@ -156,7 +143,7 @@ def segments(messages: Sequence[AnyMessage]) -> list[Segment]:
                     index,
                     "tool_result",
                     label,
-                    _content_text(message.content).strip(),
+                    _text(message.content).strip(),
                     message.name,
                     count_tokens([message]),
                 )

@@ -641,7 +641,7 @@ def lost_but_needed_items(report: Report, limit: int) -> list[dict[str, Any]]:
         for key in list(queues):
             if queues[key] and len(picked) < limit:
                 picked.append(queues[key].pop(0))
-    from ...measure.anchors import message_text
+    from ...load.text import message_text
 
     items = []
     for _, conversation_id, part, first in picked:

@@ -55,21 +55,14 @@ Example::
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
 
-from zett_agent.extensions.compaction import CompactedMessage
-from zett_agent.messages import (
-    AgentMessage,
-    AssistantMessage,
-    SystemMessage,
-    TextContent,
-    ToolCall,
-    ToolMessage,
-    UserMessage,
-)
+from zett_agent.messages import AssistantMessage, ToolCall
+
+from .conversation import role_of
+from .text import clean_text, message_text, tool_call_text
 
 ANCHOR_TYPES: tuple[str, ...] = (
     "path",
@@ -111,94 +104,6 @@ class Anchor:
     def key(self) -> AnchorKey:
         """``(type, normalized)``: the identity used for set operations."""
         return (self.type, self.normalized)
-
-
-# ---------------------------------------------------------------------------
-# Text of messages (robust to bytes, lone surrogates, odd content parts)
-
-
-def clean_text(value: object) -> str:
-    """Any content as a str that encodes to UTF-8: bytes decoded with replacement, lone surrogates replaced."""
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value).decode("utf-8", errors="replace")
-    if not isinstance(value, str):
-        value = "" if value is None else str(value)
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        value = value.encode("utf-8", errors="surrogatepass").decode("utf-8", errors="replace")
-    return value
-
-
-def _content_text(content: object) -> str:
-    if isinstance(content, (str, bytes, bytearray, memoryview)) or content is None:
-        return clean_text(content)
-    if isinstance(content, Sequence):
-        pieces = []
-        for part in content:
-            if isinstance(part, TextContent):
-                pieces.append(clean_text(part.text))
-            elif isinstance(part, (str, bytes, bytearray)):
-                pieces.append(clean_text(part))
-            elif isinstance(getattr(part, "text", None), (str, bytes)):
-                pieces.append(clean_text(part.text))
-            # images and unknown parts carry no anchors
-        return "\n".join(pieces)
-    return clean_text(content)
-
-
-def _argument_strings(value: Any) -> Iterator[str]:
-    if isinstance(value, (str, bytes, bytearray)):
-        yield clean_text(value)
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _argument_strings(item)
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            yield from _argument_strings(item)
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        yield str(value)
-
-
-def tool_call_text(call: ToolCall) -> str:
-    """The string values of a tool call's arguments, one per line (keys left out)."""
-    arguments = call.arguments
-    if isinstance(arguments, str):
-        return clean_text(arguments)
-    return "\n".join(_argument_strings(arguments))
-
-
-def message_text(message: object) -> str:
-    """The text of a message that anchors are extracted from.
-
-    User/agent/tool/system content (text parts only), assistant content plus the
-    string values of its tool-call arguments. Assistant ``reasoning`` is not
-    included (providers do not send it back as context).
-    """
-    if isinstance(message, AssistantMessage):
-        pieces = [clean_text(message.content)]
-        pieces.extend(tool_call_text(call) for call in message.tool_calls or ())
-        return "\n".join(piece for piece in pieces if piece)
-    if isinstance(message, (UserMessage, ToolMessage, AgentMessage, SystemMessage)):
-        return _content_text(message.content)
-    return _content_text(getattr(message, "content", ""))
-
-
-def message_role(message: object) -> str:
-    """``user`` (not checkpoints), ``assistant``, ``checkpoint``, ``tool``, ``agent``, ``system`` or ``other``."""
-    if isinstance(message, CompactedMessage):
-        return "checkpoint"
-    if isinstance(message, UserMessage):
-        return "user"
-    if isinstance(message, AssistantMessage):
-        return "assistant"
-    if isinstance(message, ToolMessage):
-        return "tool"
-    if isinstance(message, AgentMessage):
-        return "agent"
-    if isinstance(message, SystemMessage):
-        return "system"
-    return "other"
 
 
 # ---------------------------------------------------------------------------
@@ -306,7 +211,7 @@ _COMMAND_KEYS = ("command", "cmd", "commands", "script", "shell_command", "bash_
 
 _QUOTES = str.maketrans({"'": None, '"': None, "`": None, "‘": None, "’": None, "“": None, "”": None})
 _WS = re.compile(r"\s+")
-_TRAIL = " \t\r\n.,;:!?)]}>'\"`"
+TRAILING_PUNCTUATION = " \t\r\n.,;:!?)]}>'\"`"
 _LEAD = " \t\r\n([{<'\"`"
 
 
@@ -319,7 +224,7 @@ def _collapse(text: str) -> str:
 
 
 def normalize_path(value: str) -> str:
-    v = value.strip(_LEAD).rstrip(_TRAIL).translate(_QUOTES)
+    v = value.strip(_LEAD).rstrip(TRAILING_PUNCTUATION).translate(_QUOTES)
     while v.startswith("./"):
         v = v[2:]
     v = re.sub(r"/{2,}", "/", v)
@@ -329,7 +234,7 @@ def normalize_path(value: str) -> str:
 
 
 def normalize_url(value: str) -> str:
-    v = value.rstrip(_TRAIL)
+    v = value.rstrip(TRAILING_PUNCTUATION)
     match = re.match(r"([a-zA-Z][a-zA-Z0-9+.-]*://)([^/?#]*)(.*)", v)
     if match:
         v = match.group(1).lower() + match.group(2).lower() + match.group(3)
@@ -340,11 +245,11 @@ def normalize_sentence(value: str) -> str:
     v = value.replace("’", "'").replace("‘", "'").replace("“", '"').replace("”", '"')
     v = _collapse(v).lower()
     v = _BULLET.sub("", v)
-    return v.strip(_LEAD).rstrip(_TRAIL).strip()
+    return v.strip(_LEAD).rstrip(TRAILING_PUNCTUATION).strip()
 
 
 def normalize_error(value: str) -> str:
-    return _collapse(value.translate(_QUOTES)).rstrip(_TRAIL)
+    return _collapse(value.translate(_QUOTES)).rstrip(TRAILING_PUNCTUATION)
 
 
 def normalize_command(value: str) -> str:
@@ -369,7 +274,7 @@ def normalize(type_: str, value: str) -> str:
         return normalize_command(value)
     if type_ in SENTENCE_TYPES:
         return normalize_sentence(value)
-    return value.strip(_LEAD).rstrip(_TRAIL.replace(")", ""))
+    return value.strip(_LEAD).rstrip(TRAILING_PUNCTUATION.replace(")", ""))
 
 
 def _normalize_number(match: re.Match[str]) -> str:
@@ -401,7 +306,7 @@ def loose(text: str) -> str:
 
 
 @lru_cache(maxsize=65_536)
-def _loose_needle(text: str) -> str:
+def loose_needle(text: str) -> str:
     return loose(text)
 
 
@@ -458,7 +363,7 @@ def _accept_path(value: str, kind: str) -> bool:
     return value.endswith("/") or bool(_HAS_EXT.search(value)) or value.count("/") >= 2
 
 
-_PARAGRAPH_SPLIT = re.compile(r"(?<=[.!?;])\s+|\n\s*\n|\n(?=\s*(?:(?:[-*•>]|\d+[.)]|#+)\s|\[))")
+PARAGRAPH_SPLIT = re.compile(r"(?<=[.!?;])\s+|\n\s*\n|\n(?=\s*(?:(?:[-*•>]|\d+[.)]|#+)\s|\[))")
 
 
 def _sentences_matching(text: str, pattern: re.Pattern[str]) -> Iterator[str]:
@@ -481,7 +386,7 @@ def _sentences_matching(text: str, pattern: re.Pattern[str]) -> Iterator[str]:
             end_line = text.find("\n", match.end())
             end = len(text) if end_line == -1 else end_line
             last_start = -1
-        for sentence in _PARAGRAPH_SPLIT.split(text[start:end]):
+        for sentence in PARAGRAPH_SPLIT.split(text[start:end]):
             sentence = " ".join(sentence.split())
             if sentence and len(sentence) <= 400 and pattern.search(sentence):
                 yield sentence
@@ -502,7 +407,7 @@ def _extract(text: str, role: str) -> tuple[tuple[str, str, str], ...]:
 
     masked_spans: list[tuple[int, int]] = []
     for match in _URL.finditer(text) if "://" in text else ():
-        value = match.group().rstrip(_TRAIL)
+        value = match.group().rstrip(TRAILING_PUNCTUATION)
         masked_spans.append((match.start(), match.start() + len(value)))
         add("url", value, normalize_url(value))
     masked = _mask(text, masked_spans)
@@ -534,7 +439,7 @@ def _extract(text: str, role: str) -> tuple[tuple[str, str, str], ...]:
         value = f"{name.group()}: {message}"
         add("error", value, normalize_error(value))
     for match in _PYTEST.finditer(text):
-        node = match.group("node").rstrip(_TRAIL)
+        node = match.group("node").rstrip(TRAILING_PUNCTUATION)
         path, _, test = node.partition("::")
         add("error", f"{match.group('pt')} {node}", f"{match.group('pt')} {normalize_path(path)}::{test}")
     for match in _LEVEL.finditer(text):
@@ -610,7 +515,7 @@ def command_of(call: ToolCall) -> str | None:
 
 
 def _message_triples(message: object) -> tuple[tuple[str, str, str], ...]:
-    role = message_role(message)
+    role = role_of(message)
     if role == "checkpoint":
         role = "any"
     triples = list(_extract_cached(message_text(message), role))
@@ -679,129 +584,3 @@ def extract_anchors(messages: Iterable[object], start: int = 0) -> list[Anchor]:
     for index, message in enumerate(messages, start):
         anchors.extend(message_anchors(message, index))
     return anchors
-
-
-# ---------------------------------------------------------------------------
-# Presence in a (summary) text
-
-_WORD = re.compile(r"[a-z0-9_']+")
-_STOP = frozenset(
-    "the a an and or of to in on at for with by from as is are was be been it this that these those we you i "
-    "they he she our your their its can will would should could may might please also just then than so if "
-    "into onto about there here what when where which who how all any some each such only very more most "
-    "use using used".split()
-)
-_NEGATIONS = frozenset({"never", "not", "no", "dont", "don't", "avoid", "without", "mustn't", "shouldn't", "nothing"})
-#: Share of a sentence anchor's content words a summary sentence must contain.
-SENTENCE_MATCH = 0.6
-
-
-def _content_words(sentence: str) -> frozenset[str]:
-    words = set()
-    for word in _WORD.findall(sentence.lower().replace("’", "'")):
-        word = word.strip("'")
-        if word in ("don't", "dont", "do", "doesn't", "didn't"):
-            word = "not" if word != "do" else word
-        if len(word) >= 3 and word not in _STOP or word in ("not", "no"):
-            words.add(word)
-    return frozenset(words)
-
-
-def _negated(words: frozenset[str]) -> bool:
-    return bool(words & _NEGATIONS)
-
-
-_BOUNDARY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_/-")
-
-
-def _find_bounded(haystack: str, needle: str) -> bool:
-    if not needle:
-        return False
-    start = haystack.find(needle)
-    n = len(haystack)
-    while start != -1:
-        end = start + len(needle)
-        before = haystack[start - 1] if start > 0 else " "
-        after = haystack[end] if end < n else " "
-        ok_before = before not in _BOUNDARY_CHARS and before != "."
-        ok_after = after not in _BOUNDARY_CHARS and not (
-            after == "." and end + 1 < n and haystack[end + 1] in _BOUNDARY_CHARS
-        )
-        # a needle that itself starts/ends with a non-word character needs no boundary there
-        if not needle[0].isalnum():
-            ok_before = True
-        if not needle[-1].isalnum():
-            ok_after = True
-        if ok_before and ok_after:
-            return True
-        start = haystack.find(needle, start + 1)
-    return False
-
-
-class TextIndex:
-    """A text prepared for "is this anchor in it?" questions (built once per summary).
-
-    An exact-type anchor is present when the text has an anchor with the same key,
-    or when its normalized value occurs in :func:`loose` form with word boundaries
-    (so ``src/a.py`` is found in "edited `./src/a.py`." but not in ``lib/src/a.py``).
-    A constraint or decision is present when its key occurs exactly, or when one
-    sentence, line or ``;``-clause of the text holds at least
-    :data:`SENTENCE_MATCH` of its content words and agrees on negation
-    ("never use tabs" is not matched by "use tabs").
-    """
-
-    def __init__(self, text: str) -> None:
-        self.text = clean_text(text)
-        self.keys = frozenset((t, n) for t, _, n in _extract_cached(self.text, "any"))
-        self._loose: str | None = None
-        self._clauses: list[frozenset[str]] | None = None
-
-    @property
-    def loose_text(self) -> str:
-        if self._loose is None:
-            self._loose = loose(self.text)
-        return self._loose
-
-    def _clause_words(self) -> list[frozenset[str]]:
-        if self._clauses is None:
-            # lines and ;-clauses, plus whole sentences of hard-wrapped paragraphs
-            clauses = re.split(r"(?<=[.!?;])\s+|\n+|;\s*", self.text)
-            clauses += _PARAGRAPH_SPLIT.split(self.text)
-            self._clauses = list({words for words in (_content_words(c) for c in clauses) if words})
-        return self._clauses
-
-    def contains(self, anchor: Anchor | AnchorKey) -> bool:
-        type_, normalized = anchor.key if isinstance(anchor, Anchor) else anchor
-        if (type_, normalized) in self.keys:
-            return True
-        if type_ in SENTENCE_TYPES:
-            return self._sentence_present(normalized)
-        if type_ == "number":
-            return False  # numbers match by key only (substring "250" would match "2500" contexts)
-        return _find_bounded(self.loose_text, _loose_needle(normalized))
-
-    def _sentence_present(self, normalized: str) -> bool:
-        wanted = _content_words(normalized)
-        if not wanted:
-            return False
-        negated = _negated(wanted)
-        need = SENTENCE_MATCH * len(wanted)
-        for words in self._clause_words():
-            if len(wanted & words) >= need and _negated(words) == negated:
-                return True
-        return False
-
-
-def contains_normalized(text: str, needle: str) -> bool:
-    """Whether ``needle`` occurs in ``text`` after :func:`loose` normalization of both (word-bounded).
-
-    Used for gold probe answers: case, quotes, ``./`` prefixes, whitespace and
-    trailing punctuation of the answer do not matter. For many needles in one text,
-    :func:`loose` the text once and use :func:`contains_loose`.
-    """
-    return contains_loose(loose(text), needle)
-
-
-def contains_loose(loose_text: str, needle: str) -> bool:
-    """:func:`contains_normalized` for a text already in :func:`loose` form."""
-    return _find_bounded(loose_text, _loose_needle(needle).rstrip(_TRAIL))

@@ -1,0 +1,146 @@
+"""Whether an anchor is present in a text (a summary, a context): exact keys, loose substrings, fuzzy sentences.
+
+Example::
+
+    >>> from zett_lab.load.anchors import anchors_in_text
+    >>> TextIndex("we fixed src/auth.py").contains(anchors_in_text("see ./src/auth.py")[0])
+    True
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..load.anchors import (
+    PARAGRAPH_SPLIT,
+    SENTENCE_TYPES,
+    TRAILING_PUNCTUATION,
+    Anchor,
+    AnchorKey,
+    anchors_in_text,
+    loose,
+    loose_needle,
+)
+from ..load.text import clean_text
+
+_WORD = re.compile(r"[a-z0-9_']+")
+_STOP = frozenset(
+    "the a an and or of to in on at for with by from as is are was be been it this that these those we you i "
+    "they he she our your their its can will would should could may might please also just then than so if "
+    "into onto about there here what when where which who how all any some each such only very more most "
+    "use using used".split()
+)
+_NEGATIONS = frozenset({"never", "not", "no", "dont", "don't", "avoid", "without", "mustn't", "shouldn't", "nothing"})
+#: Share of a sentence anchor's content words a summary sentence must contain.
+SENTENCE_MATCH = 0.6
+
+
+def _content_words(sentence: str) -> frozenset[str]:
+    words = set()
+    for word in _WORD.findall(sentence.lower().replace("’", "'")):
+        word = word.strip("'")
+        if word in ("don't", "dont", "do", "doesn't", "didn't"):
+            word = "not" if word != "do" else word
+        if len(word) >= 3 and word not in _STOP or word in ("not", "no"):
+            words.add(word)
+    return frozenset(words)
+
+
+def _negated(words: frozenset[str]) -> bool:
+    return bool(words & _NEGATIONS)
+
+
+_BOUNDARY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_/-")
+
+
+def _find_bounded(haystack: str, needle: str) -> bool:
+    if not needle:
+        return False
+    start = haystack.find(needle)
+    n = len(haystack)
+    while start != -1:
+        end = start + len(needle)
+        before = haystack[start - 1] if start > 0 else " "
+        after = haystack[end] if end < n else " "
+        ok_before = before not in _BOUNDARY_CHARS and before != "."
+        ok_after = after not in _BOUNDARY_CHARS and not (
+            after == "." and end + 1 < n and haystack[end + 1] in _BOUNDARY_CHARS
+        )
+        # a needle that itself starts/ends with a non-word character needs no boundary there
+        if not needle[0].isalnum():
+            ok_before = True
+        if not needle[-1].isalnum():
+            ok_after = True
+        if ok_before and ok_after:
+            return True
+        start = haystack.find(needle, start + 1)
+    return False
+
+
+class TextIndex:
+    """A text prepared for "is this anchor in it?" questions (built once per summary).
+
+    An exact-type anchor is present when the text has an anchor with the same key,
+    or when its normalized value occurs in :func:`loose` form with word boundaries
+    (so ``src/a.py`` is found in "edited `./src/a.py`." but not in ``lib/src/a.py``).
+    A constraint or decision is present when its key occurs exactly, or when one
+    sentence, line or ``;``-clause of the text holds at least
+    :data:`SENTENCE_MATCH` of its content words and agrees on negation
+    ("never use tabs" is not matched by "use tabs").
+    """
+
+    def __init__(self, text: str) -> None:
+        self.text = clean_text(text)
+        self.keys = frozenset(anchor.key for anchor in anchors_in_text(self.text))
+        self._loose: str | None = None
+        self._clauses: list[frozenset[str]] | None = None
+
+    @property
+    def loose_text(self) -> str:
+        if self._loose is None:
+            self._loose = loose(self.text)
+        return self._loose
+
+    def _clause_words(self) -> list[frozenset[str]]:
+        if self._clauses is None:
+            # lines and ;-clauses, plus whole sentences of hard-wrapped paragraphs
+            clauses = re.split(r"(?<=[.!?;])\s+|\n+|;\s*", self.text)
+            clauses += PARAGRAPH_SPLIT.split(self.text)
+            self._clauses = list({words for words in (_content_words(c) for c in clauses) if words})
+        return self._clauses
+
+    def contains(self, anchor: Anchor | AnchorKey) -> bool:
+        type_, normalized = anchor.key if isinstance(anchor, Anchor) else anchor
+        if (type_, normalized) in self.keys:
+            return True
+        if type_ in SENTENCE_TYPES:
+            return self._sentence_present(normalized)
+        if type_ == "number":
+            return False  # numbers match by key only (substring "250" would match "2500" contexts)
+        return _find_bounded(self.loose_text, loose_needle(normalized))
+
+    def _sentence_present(self, normalized: str) -> bool:
+        wanted = _content_words(normalized)
+        if not wanted:
+            return False
+        negated = _negated(wanted)
+        need = SENTENCE_MATCH * len(wanted)
+        for words in self._clause_words():
+            if len(wanted & words) >= need and _negated(words) == negated:
+                return True
+        return False
+
+
+def contains_normalized(text: str, needle: str) -> bool:
+    """Whether ``needle`` occurs in ``text`` after :func:`loose` normalization of both (word-bounded).
+
+    Used for gold probe answers: case, quotes, ``./`` prefixes, whitespace and
+    trailing punctuation of the answer do not matter. For many needles in one text,
+    :func:`loose` the text once and use :func:`contains_loose`.
+    """
+    return contains_loose(loose(text), needle)
+
+
+def contains_loose(loose_text: str, needle: str) -> bool:
+    """:func:`contains_normalized` for a text already in :func:`loose` form."""
+    return _find_bounded(loose_text, loose_needle(needle).rstrip(TRAILING_PUNCTUATION))
