@@ -81,7 +81,7 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - silence the default logging
+    def log_message(self, format: str, *args: Any) -> None:  # silence the default logging
         pass
 
     # -- plumbing ---------------------------------------------------------------------------------
@@ -128,7 +128,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- routes ---------------------------------------------------------------------------------------
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server naming
+    def do_POST(self) -> None:  # http.server naming
         owner = self.server.owner
         owner._enter()
         try:
@@ -174,7 +174,7 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout test)
             self.close_connection = True
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         record = self._record()
         self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}}, record)
 

@@ -12,12 +12,11 @@ from pathlib import Path
 import pytest
 
 import zett_lab
-from zett_lab.show.cli import parse_grid, parse_tokens
-from zett_lab.errors import SettingError
-from zett_lab.replay.trace import Trace
-
 from tests.conftest import FIXTURES, ROOT
 from tests.test_report import evil_conversation
+from zett_lab.errors import SettingError
+from zett_lab.replay.trace import Trace
+from zett_lab.show.cli import parse_grid, parse_tokens
 
 SCRIPT = Path(sys.executable).parent / "zett-lab"
 COMMAND = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "zett_lab.show.cli"]
@@ -82,7 +81,7 @@ def test_import_to_a_zett_database_and_back(tmp_path: Path, fixture_conversation
     assert f"{len(fixture_conversations)} conversation(s)" in result.stdout
     again = zett_lab.load_all(out)
     assert [c.id for c in again] == [c.id for c in fixture_conversations]
-    for before, after in zip(fixture_conversations, again):
+    for before, after in zip(fixture_conversations, again, strict=True):
         assert after.messages == before.messages
         assert after.format == "zett-sqlite"
     # Never overwritten.
@@ -98,7 +97,7 @@ def test_import_to_neutral_json(tmp_path: Path, fixture_conversations) -> None:
     assert result.returncode == 0, result.stderr
     again = zett_lab.load_all(out)
     assert [c.id for c in again] == [c.id for c in fixture_conversations]
-    for before, after in zip(fixture_conversations, again):
+    for before, after in zip(fixture_conversations, again, strict=True):
         assert [_shape(m) for m in after.messages] == [_shape(m) for m in before.messages]
     json.loads(out.read_text())
 

@@ -142,9 +142,8 @@ def test_bad_arguments():
 
 
 def test_real_traces_with_offline_baselines():
-    from zett_lab.replay import replay
-
     from tests.test_metrics import linked_conversation
+    from zett_lab.replay import replay
 
     conversations = [linked_conversation(turns=6), linked_conversation(turns=7)]
     conversations[1].id = "linked-7"

@@ -9,11 +9,10 @@ from zett_agent.messages import AssistantMessage, SystemMessage, UserMessage
 from zett_agent.model import ModelEvent, ModelResponse, ReasoningEffort, RetryOptions
 
 import zett_lab
+from tests.helpers import CountingSummarizer, coding_conversation
 from zett_lab.replay import replay
 from zett_lab.replay.stored import stored_view
 from zett_lab.replay.trace import Trace
-
-from tests.helpers import CountingSummarizer, coding_conversation
 
 
 def demo_tokens(messages) -> int:

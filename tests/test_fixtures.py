@@ -24,13 +24,14 @@ from zett_agent.messages import (
 )
 from zett_agent.storage import decode_messages
 
+from zett_lab.load.conversation import CHECKPOINT_PREFIX
+
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures"
 DB = FIXTURES / "sessions.sqlite"
 SIDECAR = FIXTURES / "sessions.probes.json"
 GENERATOR = FIXTURES / "generate.py"
 PROBE_TYPES = {"recall", "artifact", "continuation", "decision"}
-from zett_lab.load.conversation import CHECKPOINT_PREFIX
 
 
 def load_generator():
@@ -275,7 +276,7 @@ def test_summary_model_streams_a_deterministic_text_answer():
 def test_generator_scripts_are_deterministic():
     generator = load_generator()
     first, second = generator.build_scripts(), generator.build_scripts()
-    for a, b in zip(first, second):
+    for a, b in zip(first, second, strict=True):
         assert a.session_id == b.session_id
         assert [t.user for t in a.turns] == [t.user for t in b.turns]
         assert [r for t in a.turns for r in t.replies] == [r for t in b.turns for r in t.replies]

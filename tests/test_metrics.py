@@ -24,8 +24,8 @@ from zett_lab.measure.losses import (
     DECAY_COLUMNS,
     PROBE_COLUMNS,
 )
-from zett_lab.tokens import approx_count_tokens, count_tokens
 from zett_lab.replay.trace import Trace
+from zett_lab.tokens import approx_count_tokens, count_tokens
 
 # --------------------------------------------------------------------------------------------
 # A hand-made trace whose every number can be worked out by hand
@@ -352,9 +352,8 @@ def test_mask_keeps_more_needed_anchors_than_truncate(replayed):
 
 
 def test_measure_on_a_long_trace_counts_every_applied_compaction():
-    from zett_lab.replay import replay
-
     from tests.helpers import coding_conversation
+    from zett_lab.replay import replay
 
     trace = replay(coding_conversation(turns=40, output_lines=80, cid="long"), max_tokens=8000, keep_recent_tokens=2000, summarizer="anchors")
     losses = measure(trace)

@@ -12,11 +12,10 @@ import pytest
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from zett_lab.show import plots
+from tests.helpers import BadSummarizer, CountingSummarizer, coding_conversation
 from zett_lab.errors import SettingError
 from zett_lab.replay import replay
-
-from tests.helpers import BadSummarizer, CountingSummarizer, coding_conversation
+from zett_lab.show import plots
 
 
 def open_figures() -> int:

@@ -19,12 +19,11 @@ from zett_agent.model import ModelUsage
 from zett_agent.storage import encode_messages
 
 import zett_lab
+from tests.conftest import FIXTURES
+from tests.helpers import coding_conversation
 from zett_lab import InputError
 from zett_lab.files import _umask
 from zett_lab.load.zett import write_sqlite
-
-from tests.conftest import FIXTURES
-from tests.helpers import coding_conversation
 
 
 def test_neutral_round_trip_keeps_every_field(tmp_path):

@@ -9,14 +9,13 @@ from zett_agent.extensions.compaction import CompactionExtension
 from zett_agent.messages import AssistantMessage, ToolMessage
 
 import zett_lab
+from tests.helpers import BadSummarizer, CountingSummarizer, coding_conversation
+from zett_lab.load.conversation import CHECKPOINT_PREFIX
 from zett_lab.replay import ReplayError, replay
+from zett_lab.replay.trace import Trace
+from zett_lab.tokens import MemoizingCounter, engine_payload
 
 replay_module = importlib.import_module("zett_lab.replay.run")
-from zett_lab.load.conversation import CHECKPOINT_PREFIX
-from zett_lab.tokens import MemoizingCounter, engine_payload
-from zett_lab.replay.trace import Trace
-
-from tests.helpers import BadSummarizer, CountingSummarizer, coding_conversation
 
 SETTINGS = [(2_000, 500), (4_000, 1_000), (8_000, 2_000), (16_000, 4_000), (30_000, 12_000)]
 
@@ -47,7 +46,7 @@ def check_fidelity(trace: Trace, contexts: list[list]) -> None:
     attempted = compactions[compactions["older_messages"].notna()]
     events = trace.engine_events
     assert len(events) == len(attempted), "one COMPACTION_COMPLETED per attempt that was not a failure"
-    for event, (_, row) in zip(events, attempted.iterrows()):
+    for event, (_, row) in zip(events, attempted.iterrows(), strict=True):
         assert event["applied"] == row["applied"]
         assert event["step"] == row["step"]
         if row["applied"]:

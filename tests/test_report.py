@@ -17,12 +17,11 @@ from zett_agent.messages import (
     UserMessage,
 )
 
+from tests.helpers import coding_conversation
 from zett_lab import Conversation, SettingError, replay
 from zett_lab.show.report import REPORT_METRICS, Report, default_grid
 from zett_lab.show.report.content import GLOSSARY
 from zett_lab.show.report.render import script_json
-
-from tests.helpers import coding_conversation
 
 DATE = "2025-02-03"
 GRID = {"max_tokens": [900, 1800], "keep_recent_tokens": [250, 500]}
@@ -109,7 +108,7 @@ def test_metrics_have_confidence_intervals(report: Report) -> None:
     for row in rows:
         assert row["n"] > 0
         assert row["ci_low"] <= row["mean"] <= row["ci_high"]
-        assert 0 <= row["ci_low"] and row["ci_high"] <= 1
+        assert row["ci_low"] >= 0 and row["ci_high"] <= 1
     assert metrics["pairwise"], "two summarizers give a paired comparison"
     assert {r["metric"] for r in metrics["rows"]} <= set(REPORT_METRICS)
 

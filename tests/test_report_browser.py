@@ -9,10 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from zett_lab.show.report import Report
-
 from tests.conftest import FIXTURES, ROOT
 from tests.test_report import EVIL_ID, build, evil_conversation
+from zett_lab.show.report import Report
 
 pytestmark = pytest.mark.browser
 

@@ -18,9 +18,9 @@ from zett_agent.messages import (
 from zett_agent.model import ModelEvent, ModelResponse, RetryOptions
 
 import zett_lab
-from zett_lab.study.boundaries import derive, region, same_replay, schedule
 from zett_lab.errors import SettingError, ZettLabError
 from zett_lab.replay import replay
+from zett_lab.study.boundaries import derive, region, same_replay, schedule
 from zett_lab.study.sweep import (
     CONTEXT_WINDOWS,
     NoFeasibleSetting,
@@ -77,7 +77,7 @@ def test_sweep_equals_single_replays_on_fixture_grid(small, tmp_path):
               executor="serial", cache=cache, metrics=False, progress=False)
     assert len(s.results) == len(small) * 3 * 2 * 2
     assert s.results["error"].isna().all()
-    assert (s.results["replayed"] == False).sum() > 0
+    assert s.results["replayed"].eq(False).sum() > 0
     for row in s.results.itertuples(index=False):
         mine = s.trace(row.conversation_id, row.max_tokens, row.keep_recent_tokens, row.summarizer)
         conversation = next(c for c in small if c.id == row.conversation_id)
@@ -122,7 +122,7 @@ def test_derived_cells_carry_the_metrics_of_their_own_trace(small, tmp_path):
     conversation = next(c for c in small if c.id == "billing-rounding")
     s = sweep(conversation, max_tokens=[9_000, 9_100, 60_000, 70_000], keep_recent_tokens=[2_000, 3_000],
               executor="serial", cache=tmp_path / "c.sqlite", progress=False)
-    derived = s.results[s.results["replayed"] == False]
+    derived = s.results[s.results["replayed"].eq(False)]
     assert len(derived)
     for row in derived.to_dict("records"):
         trace = s.trace(row["conversation_id"], row["max_tokens"], row["keep_recent_tokens"])
@@ -360,12 +360,12 @@ def _table():
 
 def test_pareto_front():
     front = pareto_front(_table())
-    assert list(zip(front["summarizer"], front["max_tokens"])) == [("a", 1000), ("b", 1000), ("a", 3000), ("a", 4000), ("b", 5000)]
+    assert list(zip(front["summarizer"], front["max_tokens"], strict=True)) == [("a", 1000), ("b", 1000), ("a", 3000), ("a", 4000), ("b", 5000)]
     assert list(front["total_input_tokens"]) == [200, 300, 600, 800, 1000]  # summed over both conversations
     dropped = pareto_front(_table(), nan="drop")
-    assert ("b", 5000) not in set(zip(dropped["summarizer"], dropped["max_tokens"]))
+    assert ("b", 5000) not in set(zip(dropped["summarizer"], dropped["max_tokens"], strict=True))
     lower = pareto_front(_table(), loss="instruction_survival", maximize=False)  # NaN counts as best: 0 here
-    assert list(zip(lower["summarizer"], lower["max_tokens"], lower["instruction_survival"])) == [
+    assert list(zip(lower["summarizer"], lower["max_tokens"], lower["instruction_survival"], strict=True)) == [
         ("a", 1000, 1.0), ("a", 3000, 0.5), ("b", 5000, 0.0)]
     with pytest.raises(SettingError, match="no column"):
         pareto_front(_table(), loss="nope")

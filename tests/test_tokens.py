@@ -6,6 +6,7 @@ import hashlib
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from zett_agent.extensions.compaction import CompactedMessage, CompactionExtension
@@ -116,7 +117,7 @@ def test_provisioning_works_with_an_empty_cache(tmp_path):
     assert result.returncode == 0, result.stderr
     path, count = result.stdout.split()
     assert count == "2"
-    assert hashlib.sha256(open(path, "rb").read()).hexdigest() == O200K_SHA256
+    assert hashlib.sha256(Path(path).read_bytes()).hexdigest() == O200K_SHA256
     assert os.path.dirname(path) == str(tmp_path)
 
 

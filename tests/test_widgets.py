@@ -11,9 +11,8 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from zett_lab.show.widgets import Comparison, Explorer, SweepExplorer, steps_table_html
-
 from tests.helpers import BadSummarizer, CountingSummarizer, coding_conversation
+from zett_lab.show.widgets import Comparison, Explorer, SweepExplorer, steps_table_html
 
 
 @pytest.fixture
@@ -162,7 +161,7 @@ def test_no_figure_leak_after_100_slider_moves(explorer):
     for value in values:
         explorer.max_tokens.value = value
     assert explorer.error is None
-    assert explorer.renders == 1 + sum(1 for a, b in zip([700, *values], values) if a != b)
+    assert explorer.renders == 1 + sum(1 for a, b in zip([700, *values], values, strict=False) if a != b)
     assert explorer.figure is figure and ref() is not None  # one figure, reused
     assert len(figure.axes) == 1  # cleared, not stacked
     assert len(matplotlib._pylab_helpers.Gcf.figs) == 0

@@ -15,13 +15,14 @@ Example::
 
 from typing import Any
 
-from .load.conversation import Conversation, NativeCompaction, Probe, Turn
 from .errors import InputError, SettingError, ZettLabError
-from .measure import Losses, compare, measure
 from .load import load, load_all
+from .load.conversation import Conversation, NativeCompaction, Probe, Turn
+from .measure import Losses, compare, measure
 from .replay.run import ReplayError, replay
-from .summarizers import DEFAULT_SUMMARIZER, SummaryCache, summarizer
+from .replay.trace import Trace
 from .study.sweep import Sweep, decision_boundaries, pareto_front, recommend, sweep
+from .summarizers import DEFAULT_SUMMARIZER, SummaryCache, summarizer
 from .tokens import (
     ApproxCounter,
     MemoizingCounter,
@@ -29,7 +30,6 @@ from .tokens import (
     count_tokens,
     provision_o200k,
 )
-from .replay.trace import Trace
 
 
 def __getattr__(name: str) -> Any:

@@ -59,6 +59,6 @@ def records(frame: pd.DataFrame | None, columns: Sequence[str] | None = None, di
         return []
     columns = [c for c in (columns or list(frame.columns)) if c in frame.columns]
     return [
-        {c: plain(v, digits) for c, v in zip(columns, row)}
+        {c: plain(v, digits) for c, v in zip(columns, row, strict=True)}
         for row in frame[columns].itertuples(index=False, name=None)
     ]

@@ -116,7 +116,7 @@ class Conversation:
         """User turns in order; a turn starts at each user or agent message (not a checkpoint)."""
         starts = [i for i, m in enumerate(self.messages) if starts_turn(m)]
         ends = [*starts[1:], len(self.messages)]
-        return [Turn(index=n, start=s, end=e) for n, (s, e) in enumerate(zip(starts, ends))]
+        return [Turn(index=n, start=s, end=e) for n, (s, e) in enumerate(zip(starts, ends, strict=True))]
 
     def validate(self) -> Conversation:
         """Check the shape replay relies on; raise :class:`InputError` naming the message index.

@@ -32,8 +32,8 @@ from zett_agent.messages import (
 )
 from zett_agent.model import ModelUsage
 
-from .conversation import Conversation, NativeCompaction, parse_probes
 from ..errors import InputError
+from .conversation import Conversation, NativeCompaction, parse_probes
 from .registry import HEAD_BYTES, Reader, register
 
 FORMAT = "neutral-json"

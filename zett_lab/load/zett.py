@@ -21,11 +21,11 @@ from zett_agent.messages import AnyMessage, SystemMessage
 from zett_agent.model import ModelUsage
 from zett_agent.storage import decode_messages
 
-from .conversation import Conversation, NativeCompaction, parse_probes
 from ..errors import InputError
 from ..files import atomic_path
-from .registry import Reader, register
+from .conversation import Conversation, NativeCompaction, parse_probes
 from .neutral import parse_json_document
+from .registry import Reader, register
 
 SQLITE_FORMAT = "zett-sqlite"
 JSONL_FORMAT = "zett-jsonl"
@@ -68,7 +68,7 @@ def _dedupe_system(messages: list[AnyMessage], sequences: list[int]) -> tuple[li
     """Keep the first system prompt; the raw log re-stores it at every request."""
     kept, kept_sequences, dropped = [], [], 0
     seen_system = False
-    for message, sequence in zip(messages, sequences):
+    for message, sequence in zip(messages, sequences, strict=True):
         if isinstance(message, SystemMessage):
             if seen_system:
                 dropped += 1

@@ -400,7 +400,7 @@ def _summary_costs(compactions: pd.DataFrame | None, table: PriceTable, summary_
     comp["summary_tokens_estimated"] = np.asarray(estimated, dtype=bool)
     comp["summary_cost_usd"] = [
         (i * p.input + o * p.output) / 1_000_000
-        for i, o, p in zip(comp["summary_call_input_tokens"], comp["summary_call_output_tokens"], price)
+        for i, o, p in zip(comp["summary_call_input_tokens"], comp["summary_call_output_tokens"], price, strict=True)
     ]
     return comp
 

@@ -52,8 +52,8 @@ from zett_agent.messages import AnyMessage, SystemMessage, UserMessage
 from zett_agent.model import AgentModel, ModelRequest, ReasoningEffort
 
 from ..asyncrun import run_sync
-from ..load.conversation import PROBE_TYPES, Probe
 from ..errors import SettingError, ZettLabError
+from ..load.conversation import PROBE_TYPES, Probe
 from ..replay.run import resolve_cache
 from ..load.text import message_text
 from .lookup import contains_normalized
@@ -440,7 +440,7 @@ def plan_judged(
         "score calls for answers not yet cached are counted as if every answer needed a judge "
         "(an upper bound: an answer of NOT IN CONTEXT is scored 0 without a judge call)"
     ]
-    for trace, row, source, chosen in units:
+    for trace, row, _source, chosen in units:
         contexts = contexts_for(trace, row)
         if chosen is None:
             span_start, span_end = int(row["span_start"]), int(row["span_end"])
@@ -607,7 +607,7 @@ async def _run(units, caller: _Caller, answerer, judge, n_generated: int, max_pr
                     scores[condition] = score
                     if condition == "post":
                         post_answer = answer
-            except Exception as error:  # a provider failure on one probe: keep going
+            except Exception as error:  # noqa: BLE001 - a provider failure on one probe is kept as its row status
                 rows.append({**out, "status": f"error: {type(error).__name__}: {error}"})
                 continue
             if len(scores) < len(CONDITIONS):

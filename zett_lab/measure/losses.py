@@ -608,7 +608,7 @@ def _measure_one(trace: Any, counter: Callable[[Sequence[Any]], int]) -> Losses:
                         refetched |= hit
             n_rows = len(anchor_columns["type"]) - rows_start
             anchor_columns["refetched"].extend(
-                (t, n) in refetched for t, n in zip(anchor_columns["type"][rows_start:], anchor_columns["normalized"][rows_start:])
+                (t, n) in refetched for t, n in zip(anchor_columns["type"][rows_start:], anchor_columns["normalized"][rows_start:], strict=True)
             )
             for name, value in (
                 ("conversation_id", conversation.id),

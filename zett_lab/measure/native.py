@@ -197,7 +197,7 @@ def compare_native(
         return span_cache[(start, end)]
 
     rows = []
-    for k, (nc, row) in enumerate(zip(conversation.native_compactions, native.compactions.to_dict("records"))):
+    for k, (nc, row) in enumerate(zip(conversation.native_compactions, native.compactions.to_dict("records"), strict=True)):
         position, cut, start = int(row["n_recorded"]), int(row["span_end"]), int(row["span_start"])
         summary_tokens = None if pd.isna(row["summary_tokens"]) else int(row["summary_tokens"])
         native_span = int(row["older_tokens"])

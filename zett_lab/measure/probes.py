@@ -13,8 +13,8 @@ Example::
 
 from __future__ import annotations
 
-from ..load.conversation import PROBE_TYPES, Conversation, Probe, parse_probes
 from ..errors import InputError
+from ..load.conversation import PROBE_TYPES, Conversation, Probe, parse_probes
 
 __all__ = ["PROBE_TYPES", "Probe", "check_probes", "parse_probes"]
 

@@ -51,8 +51,8 @@ from zett_agent.model import (
 from zett_agent.tools.base import AgentTool, current_tool_call_id
 
 from ..asyncrun import run_sync
-from ..load.conversation import Conversation, starts_turn
 from ..errors import InputError, SettingError, ZettLabError
+from ..load.conversation import Conversation, starts_turn
 from ..tokens import TokenCounter
 from ..tokens import count_tokens as default_counter
 from .trace import Trace

@@ -21,8 +21,8 @@ import pandas as pd
 from zett_agent.extensions.sqlite import SQLiteSessionExtension
 from zett_agent.storage import decode_messages
 
-from ..load.conversation import role_of
 from ..errors import InputError, SettingError
+from ..load.conversation import role_of
 from ..load.zett import private_copy
 
 
@@ -37,7 +37,7 @@ def storage_extension(path: str | Path, session_id: str) -> SQLiteSessionExtensi
             with private_copy(path) as connection:
                 try:
                     found = connection.execute("SELECT 1 FROM agent_sessions WHERE id = ?", (session_id,)).fetchone()
-                except Exception:
+                except Exception:  # noqa: BLE001 - only adds detail to the error raised below
                     found = None
             if found:
                 detail = f" and already holds a session with id {session_id!r}"

@@ -24,9 +24,9 @@ from zett_agent.messages import AnyMessage, SystemMessage
 from zett_agent.model import ModelUsage
 from zett_agent.storage import decode_messages, encode_messages
 
-from ..load.conversation import CHECKPOINT_PREFIX, Conversation, NativeCompaction, Probe
 from ..errors import InputError
 from ..files import atomic_path, write_atomic
+from ..load.conversation import CHECKPOINT_PREFIX, Conversation, NativeCompaction, Probe
 from ..records import is_missing, records
 
 TRACE_FORMAT = "zett-lab-trace"

@@ -263,13 +263,13 @@ def _version() -> str:
         from importlib.metadata import version
 
         zett_lab_version = version("zett-lab")
-    except Exception:  # not installed as a distribution
+    except Exception:  # noqa: BLE001 - not installed as a distribution; --version must still answer
         zett_lab_version = "unknown"
     try:
         import zett_agent
 
         engine = zett_agent.__version__
-    except Exception:
+    except Exception:  # noqa: BLE001 - --version must answer even with a broken engine install
         engine = "unknown"
     return f"zett-lab {zett_lab_version} (zett-agent {engine})"
 
@@ -279,7 +279,7 @@ def _formats_line() -> str:
         from ..load import readers
 
         return ", ".join(reader.name for reader in readers())
-    except Exception:  # help must work even if a reader module is broken
+    except Exception:  # noqa: BLE001 - help must work even if a reader module is broken
         return "see zett_lab.load.readers()"
 
 

@@ -165,7 +165,7 @@ def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
         return []
     padded = np.concatenate([[False], mask.astype(bool), [False]])
     changes = np.flatnonzero(padded[1:] != padded[:-1])
-    return list(zip(changes[0::2].tolist(), changes[1::2].tolist()))
+    return list(zip(changes[0::2].tolist(), changes[1::2].tolist(), strict=True))
 
 
 def _tokens(value: float) -> str:
@@ -442,7 +442,7 @@ def _from_boundaries(items: Sequence[Any], column: str | None = None) -> pd.Data
         segments = getattr(item, "segments", None)
         known = isinstance(segments, pd.DataFrame) and "start" in segments.columns
         metric = column if known and column in segments.columns else ("compactions_applied" if known and "compactions_applied" in segments.columns else None)
-        values = {int(a): b for a, b in zip(segments["start"], segments[metric])} if metric else {}
+        values = {int(a): b for a, b in zip(segments["start"], segments[metric], strict=True)} if metric else {}
         starts = [int(a) for a in segments["start"]] if known else []
         for value in item.values:
             walked, fixed = int(value), int(item.fixed)
@@ -672,7 +672,7 @@ def _draw_boundary(ax: Axes, points: pd.DataFrame, xs, ys, xe, ye, linestyle, ma
         marks: list[tuple[float, float]] = []
         notes: list[tuple[float, float, str]] = []
         along_x = points[walked == "max_tokens"].sort_values(["keep_recent_tokens", "max_tokens"])
-        rows = [(_band(ye, ys, float(k)), float(m)) for m, k in zip(along_x["max_tokens"], along_x["keep_recent_tokens"])]
+        rows = [(_band(ye, ys, float(k)), float(m)) for m, k in zip(along_x["max_tokens"], along_x["keep_recent_tokens"], strict=True)]
         per_row = pd.Series([r for r, _ in rows]).value_counts() if rows else pd.Series(dtype=int)
         staircase = len(rows) > 1 and per_row.max() == 1
         for n, (row, px) in enumerate(rows):
@@ -686,11 +686,11 @@ def _draw_boundary(ax: Axes, points: pd.DataFrame, xs, ys, xe, ye, linestyle, ma
             path_y += [ye[row], ye[row + 1]]
             marks.append((px, middle(ye, row, ylog)))
         if "after" in along_x.columns:
-            for (row, px), after in zip(rows, along_x["after"]):
+            for (row, px), after in zip(rows, along_x["after"], strict=True):
                 if pd.notna(after) and per_row.get(row, 0) <= 4:
                     notes.append((px, middle(ye, row, ylog), f"→{int(after)}"))
         along_y = points[walked == "keep_recent_tokens"]
-        for m, k in zip(along_y["max_tokens"].astype(float), along_y["keep_recent_tokens"].astype(float)):
+        for m, k in zip(along_y["max_tokens"].astype(float), along_y["keep_recent_tokens"].astype(float), strict=True):
             column = _band(xe, xs, m)
             if path_x:
                 path_x.append(np.nan)
@@ -796,7 +796,7 @@ def pareto_points(points: pd.DataFrame, cost: str, loss: str, *, maximize: bool 
     sign = -1.0 if maximize else 1.0
     ordered = points.assign(_q=sign * points[loss].astype(float)).sort_values([cost, "_q"], kind="mergesort")
     keep, best = [], math.inf
-    for index, value in zip(ordered.index, ordered["_q"].to_numpy(float)):
+    for index, value in zip(ordered.index, ordered["_q"].to_numpy(float), strict=True):
         if value < best:
             keep.append(index)
             best = value

@@ -40,9 +40,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from . import plots
-from ..load.conversation import Conversation, role_of
 from ..errors import SettingError
+from ..load.conversation import Conversation, role_of
+from . import plots
 
 __all__ = ["Comparison", "Explorer", "SweepExplorer"]
 
@@ -80,10 +80,7 @@ _CSS = """
 def _conversation_map(conversations: Any) -> dict[str, Conversation]:
     if isinstance(conversations, Conversation):
         conversations = [conversations]
-    if isinstance(conversations, Mapping):
-        items = list(conversations.values())
-    else:
-        items = list(conversations)
+    items = list(conversations.values()) if isinstance(conversations, Mapping) else list(conversations)
     if not items:
         raise SettingError("no conversations given")
     out: dict[str, Conversation] = {}
@@ -1121,7 +1118,7 @@ class Comparison(_Base):
         if table is None or not len(table):
             return f'{_CSS}<p class="zl-muted">The reference summarizer applied no compaction under these settings: nothing to compare.</p>'
         labels = list(dict.fromkeys(table["summarizer"]))
-        head = "<th>compaction</th>" + "".join(f"<th>{html.escape(l)}</th>" for l in labels)
+        head = "<th>compaction</th>" + "".join(f"<th>{html.escape(label)}</th>" for label in labels)
         body = []
         for cid, group in table.groupby("compaction_id", sort=True):
             first = group.iloc[0]

@@ -58,13 +58,13 @@ import pandas as pd
 from zett_agent.extensions.compaction import CompactedMessage, CompactionExtension
 from zett_agent.messages import AnyMessage, SystemMessage
 
-from ..load.conversation import Conversation, starts_turn
 from ..errors import SettingError
+from ..load.conversation import Conversation, starts_turn
+from ..records import is_missing
 from ..replay.explain import walk_cutoff
+from ..replay.trace import Trace, checkpoint_message
 from ..tokens import TokenCounter
 from ..tokens import count_tokens as default_counter
-from ..records import is_missing
-from ..replay.trace import Trace, checkpoint_message
 
 #: Settings-dict keys that describe a run rather than the engine's behaviour.
 RUN_KEYS = ("replay_seconds", "cache")
@@ -147,7 +147,7 @@ def region(trace: Trace, *, count_tokens: TokenCounter | None = None, verify: bo
     first_system = next((i for i, m in enumerate(messages) if isinstance(m, SystemMessage)), None)
     checkpoints: dict[int, int] = {}
     if len(trace.compactions):
-        for cid, text in zip(trace.compactions["compaction_id"], trace.compactions["summary_text"]):
+        for cid, text in zip(trace.compactions["compaction_id"], trace.compactions["summary_text"], strict=True):
             if isinstance(text, str):
                 checkpoints[int(cid)] = counter([checkpoint_message(text)])
 

@@ -64,6 +64,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..errors import InputError, SettingError, ZettLabError
+from ..load.conversation import Conversation
+from ..measure.catalogue import CATALOGUE, higher_is_better
+from ..records import is_missing
+from ..replay.trace import COMPACTION_COLUMNS, STEP_COLUMNS, Trace, frame
 from .boundaries import (
     Boundaries,
     Region,
@@ -72,11 +77,6 @@ from .boundaries import (
     region,
     same_replay,
 )
-from ..load.conversation import Conversation
-from ..errors import InputError, SettingError, ZettLabError
-from ..measure.catalogue import CATALOGUE, higher_is_better
-from ..records import is_missing
-from ..replay.trace import COMPACTION_COLUMNS, STEP_COLUMNS, Trace, frame
 
 __all__ = [
     "CONTEXT_WINDOWS",
@@ -435,7 +435,7 @@ def _derived_row(proven: _Proven, max_tokens: int, keep_recent_tokens: int) -> d
 def _calls(trace: Trace) -> tuple[int, int]:
     """(summary calls that reached the model, calls served by the summary cache)."""
     hits = trace.compactions["cache_hit"] if len(trace.compactions) else pd.Series(dtype="boolean")
-    return int((hits == False).sum()), int((hits == True).sum())
+    return int(hits.eq(False).sum()), int(hits.eq(True).sum())
 
 
 def _run_unit(unit: _Unit) -> dict[str, Any]:
@@ -680,7 +680,7 @@ class Sweep:
             label = labels[0]
         else:
             label = summarizer if isinstance(summarizer, str) else _label(summarizer)
-            identities = dict(zip(self.config["summarizer_identities"], labels))
+            identities = dict(zip(self.config["summarizer_identities"], labels, strict=True))
             label = label if label in labels else identities.get(label, label)
         key = (conversation_id, label, self._resolve("max_tokens", max_tokens), self._resolve("keep_recent_tokens", keep_recent_tokens))
         if key not in self._cells:
@@ -966,7 +966,7 @@ def sweep(
     runner, runner_name = _executor(executor)
     in_process = _in_process(runner)
     shipped = []
-    for spec, model in zip(specs, models):
+    for spec, model in zip(specs, models, strict=True):
         if isinstance(spec, str) or in_process:
             shipped.append(spec if isinstance(spec, str) else model)
             continue
@@ -984,7 +984,7 @@ def sweep(
     fingerprints = {c.id: _fingerprint(c) for c in items}
     units: list[_Unit] = []
     for conversation in items:
-        for spec, model, label in zip(shipped, models, labels):
+        for spec, model, label in zip(shipped, models, labels, strict=True):
             concurrency = 1 if _is_offline(model) else (getattr(model, "max_concurrency", None) or DEFAULT_PROVIDER_CONCURRENCY)
             for keep, _ in keep_values:
                 units.append(_Unit(
@@ -995,7 +995,7 @@ def sweep(
                 ))
     order = deque(sorted(units, key=lambda u: -len(u.conversation.messages)))  # longest first: load balance
     conversations_by_id = {c.id: c for c in items}
-    identity_of = dict(zip(labels, identities))
+    identity_of = dict(zip(labels, identities, strict=True))
     keys = {unit.index: _store_key(unit, _identity_key(identity_of[unit.label], unit)) for unit in units}
     in_flight_limit = max(2, 2 * _parallelism(runner))
 
@@ -1112,8 +1112,8 @@ def sweep(
         "executor": runner_name,
         "units": len(units),
         "workers": sorted({r["worker"] for r in finished.values()}),
-        "replays": int((results["replayed"] == True).sum()) if "replayed" in results else 0,
-        "reused": int((results["replayed"] == False).sum()) if "replayed" in results else 0,
+        "replays": int(results["replayed"].eq(True).sum()) if "replayed" in results else 0,
+        "reused": int(results["replayed"].eq(False).sum()) if "replayed" in results else 0,
         "errors": int((~complete).sum()),
         "model_calls": int(results["model_calls"].fillna(0).sum()) if "model_calls" in results else 0,
         "cache_hits": int(results["cache_hits"].fillna(0).sum()) if "cache_hits" in results else 0,
@@ -1239,7 +1239,7 @@ def pareto_front(
     ordered = points.assign(_q=points[loss] if higher else -points[loss]).sort_values([cost, "_q"], ascending=[True, False], kind="stable")
     best = -math.inf
     keep = []
-    for index, value in zip(ordered.index, ordered["_q"]):
+    for index, value in zip(ordered.index, ordered["_q"], strict=True):
         if value > best:
             keep.append(index)
             best = value
@@ -1253,9 +1253,8 @@ def _fill_nan(table: pd.DataFrame, columns: Sequence[str], nan: str, higher: Map
     ok = out["error"].isna() if "error" in out.columns else pd.Series(True, index=out.index)
     for column in columns:
         values = pd.to_numeric(out[column], errors="coerce")
-        if nan == "best":
-            if column in higher:  # a column that is no metric has no best value: its NaN stays missing
-                values = values.where(~(values.isna() & ok), 1.0 if higher[column] else 0.0)
+        if nan == "best" and column in higher:  # a column that is no metric has no best value: its NaN stays missing
+            values = values.where(~(values.isna() & ok), 1.0 if higher[column] else 0.0)
         out[column] = values
     if nan == "drop":
         out = out.dropna(subset=list(columns))
@@ -1409,7 +1408,7 @@ def recommend(
             f"({len(per)} complete settings). {closest}"
         )
     best = feasible.iloc[0]
-    setting = dict(zip(keys, feasible.index[0] if isinstance(feasible.index[0], tuple) else (feasible.index[0],)))
+    setting = dict(zip(keys, feasible.index[0] if isinstance(feasible.index[0], tuple) else (feasible.index[0],), strict=True))
     return Recommendation(
         summarizer=setting.get("summarizer"), max_tokens=int(setting["max_tokens"]),
         keep_recent_tokens=int(setting["keep_recent_tokens"]), cost=float(best[cost]), cost_column=cost,

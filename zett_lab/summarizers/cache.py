@@ -31,6 +31,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -321,10 +322,8 @@ class SummaryCache:
             return
         for suffix in ("-wal", "-shm"):
             sidecar = self.path.with_name(self.path.name + suffix)
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.replace(sidecar, aside.with_name(aside.name + suffix))
-            except FileNotFoundError:
-                pass
         warnings.warn(
             f"summary cache {self.path} was unusable ({reason}); moved it to {aside} and started an empty cache",
             RuntimeWarning,
@@ -446,10 +445,8 @@ class SummaryCache:
         self.close()
 
     def __del__(self) -> None:  # pragma: no cover - best effort
-        try:
+        with contextlib.suppress(Exception):  # the interpreter may be shutting down
             self.close()
-        except Exception:
-            pass
 
 
 def _not_a_database(error: sqlite3.DatabaseError) -> bool:

@@ -62,8 +62,8 @@ from zett_agent.messages import (
 )
 from zett_agent.model import ModelUsage
 
-from ..conversation import Conversation, NativeCompaction, starts_turn
 from ...errors import InputError
+from ..conversation import Conversation, NativeCompaction, starts_turn
 
 #: Content of a placeholder inserted when a log's dialogue opens with assistant output.
 PLACEHOLDER_USER = "[the recorded log starts here; earlier messages are not in it]"

@@ -31,8 +31,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..conversation import Conversation
 from ...errors import InputError
+from ..conversation import Conversation
 from ..registry import Reader, register
 from ._common import Builder, require_conversations
 
@@ -109,7 +109,7 @@ def _session(path: Path, base: str, line: int, started_at: str, blocks: list[tup
     parts: list[Builder] = [Builder("aider")]
     pending_tool: list[str] = []
     last: str | None = None  # last role that reached the model: user / assistant
-    for number, role, lines in blocks:
+    for _number, role, lines in blocks:
         b = parts[-1]
         if role == "tool":
             for item in lines:

@@ -37,8 +37,8 @@ from typing import Any
 
 from zett_agent.messages import ImageContent, ImageUrlSource, TextContent, ToolCall
 
-from ..conversation import Conversation
 from ...errors import InputError
+from ..conversation import Conversation
 from ..registry import Reader, register
 from ._common import (
     Builder,
@@ -178,7 +178,7 @@ def _tool_action(b: Builder, event: dict[str, Any], metadata: dict[str, Any], ar
     if model:
         models[model] += 1
     calls = []
-    for n, call in enumerate(message.get("tool_calls") or []):
+    for call in message.get("tool_calls") or []:
         function = call.get("function") if isinstance(call, dict) else None
         if not isinstance(function, dict):
             continue

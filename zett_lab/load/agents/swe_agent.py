@@ -35,8 +35,8 @@ from typing import Any
 
 from zett_agent.messages import TextContent, ToolCall
 
-from ..conversation import Conversation
 from ...errors import InputError
+from ..conversation import Conversation
 from ..registry import Reader, register
 from ._common import (
     Builder,

@@ -14,12 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from ...records import is_missing
-from .assets import CSS, JS, content_security_policy
 from ...measure.catalogue import label
-from ...records import plain
-from .values import DIGITS, RECOMMEND_COST, RECOMMEND_LOSS, REPORT_METRICS, excerpt
+from ...records import is_missing, plain
+from .assets import CSS, JS, content_security_policy
 from .svg import inline_svg, mini_timeline
+from .values import DIGITS, RECOMMEND_COST, RECOMMEND_LOSS, REPORT_METRICS, excerpt
 
 if TYPE_CHECKING:
     from .core import Report
