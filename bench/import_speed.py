@@ -100,14 +100,27 @@ def _suffix_ids(value: object, suffix: str, keys: frozenset[str]) -> object:
     """Append ``suffix`` to every string under one of ``keys`` (ids), recursively."""
     if isinstance(value, dict):
         return {
-            k: (v + suffix if k in keys and isinstance(v, str) and v else _suffix_ids(v, suffix, keys)) for k, v in value.items()
+            k: (v + suffix if k in keys and isinstance(v, str) and v else _suffix_ids(v, suffix, keys))
+            for k, v in value.items()
         }
     if isinstance(value, list):
         return [_suffix_ids(v, suffix, keys) for v in value]
     return value
 
 
-_CLAUDE_IDS = frozenset({"uuid", "parentUuid", "logicalParentUuid", "id", "tool_use_id", "toolUseID", "parentToolUseID", "messageId", "sourceToolAssistantUUID"})
+_CLAUDE_IDS = frozenset(
+    {
+        "uuid",
+        "parentUuid",
+        "logicalParentUuid",
+        "id",
+        "tool_use_id",
+        "toolUseID",
+        "parentToolUseID",
+        "messageId",
+        "sourceToolAssistantUUID",
+    }
+)
 _CODEX_IDS = frozenset({"call_id"})
 _OPENHANDS_IDS = frozenset({"tool_call_id", "id"})
 
@@ -162,14 +175,20 @@ def synthesize_openhands(source: Path, target: Path, target_mb: float) -> Path:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--logs", type=Path, default=DEFAULT_LOGS, help="folder of real agent logs (default: %(default)s)")
+    parser.add_argument(
+        "--logs", type=Path, default=DEFAULT_LOGS, help="folder of real agent logs (default: %(default)s)"
+    )
     parser.add_argument("--repeat", type=int, default=5, help="best-of repetitions (default: %(default)s)")
-    parser.add_argument("--target-mb", type=float, default=3.0, help="size of the synthesized logs (default: %(default)s)")
+    parser.add_argument(
+        "--target-mb", type=float, default=3.0, help="size of the synthesized logs (default: %(default)s)"
+    )
     args = parser.parse_args()
     if not args.logs.is_dir():
         sys.exit(f"no agent logs at {args.logs}")
 
-    print(f"{'file':44} {'format':30} {'MB':>6} {'conv':>4} {'msgs':>5} {'import MB/s':>11} {'json MB/s':>9} {'ratio':>6}")
+    print(
+        f"{'file':44} {'format':30} {'MB':>6} {'conv':>4} {'msgs':>5} {'import MB/s':>11} {'json MB/s':>9} {'ratio':>6}"
+    )
     files = sorted(p for p in args.logs.rglob("*") if p.is_file() and p.name != "SOURCES.md")
     for path in files:
         row = measure(path, args.repeat)
@@ -190,7 +209,9 @@ def main() -> None:
             if source is None or not source.is_file():
                 continue
             for factor in (0.5, 1.0, 2.0):
-                target = synthesize_jsonl(source, tmp_dir / f"{name}-{factor}.jsonl", args.target_mb * factor, ids, keep_first)
+                target = synthesize_jsonl(
+                    source, tmp_dir / f"{name}-{factor}.jsonl", args.target_mb * factor, ids, keep_first
+                )
                 _report_synth(f"{name} x{factor:g}", target, args.repeat)
         openhands = next((args.logs / "openhands").glob("*.json"), None)
         if openhands is not None:

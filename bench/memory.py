@@ -111,14 +111,22 @@ def main() -> None:
     module.shutdown_default_executor()
     baseline = rss_mb()
     started = time.perf_counter()
-    result = module.sweep(conversations, max_tokens=MAX_TOKENS, keep_recent_tokens=KEEP_RECENT,
-                          summarizers=[DEFAULT_SUMMARIZER], cache=Path(tempfile.mkdtemp(prefix="zett-lab-mem-")) / "s.sqlite",
-                          progress=False)
+    result = module.sweep(
+        conversations,
+        max_tokens=MAX_TOKENS,
+        keep_recent_tokens=KEEP_RECENT,
+        summarizers=[DEFAULT_SUMMARIZER],
+        cache=Path(tempfile.mkdtemp(prefix="zett-lab-mem-")) / "s.sqlite",
+        progress=False,
+    )
     seconds = time.perf_counter() - started
     workers = {pid: peak_mb(pid) for pid in result.config["workers"]}
     driver_peak = peak_mb()
-    print(f"10×10 sweep over {len(conversations)} fixtures ({len(result.results)} cells, {result.config['replays']} replays, "
-          f"loss metrics on): {seconds:.1f} s")
+    print(
+        f"10×10 sweep over {len(conversations)} fixtures ({len(result.results)} cells, {result.config['replays']} "
+        "replays, "
+        f"loss metrics on): {seconds:.1f} s"
+    )
     print(f"  this process: {baseline:.0f} MB after imports and loading, peak {driver_peak:.0f} MB "
           f"(+{driver_peak - baseline:.0f} MB for results and {len(result._sources)} distinct traces)")
     for pid, peak in workers.items():
@@ -133,7 +141,9 @@ def main() -> None:
           f"(max_tokens {SCALE_MAX}, keep_recent_tokens {SCALE_KEEP}), serial, loss metrics on, one child process each")
     rows = []
     for scale in SCALES:
-        output = subprocess.run([sys.executable, __file__, "--child", str(scale)], capture_output=True, text=True, check=True)
+        output = subprocess.run(
+            [sys.executable, __file__, "--child", str(scale)], capture_output=True, text=True, check=True
+        )
         rows.append(json.loads(output.stdout.strip().splitlines()[-1]))
     first = rows[0]
     for row in rows:
@@ -145,7 +155,10 @@ def main() -> None:
               + (f", {row['errors']} errors" if row["errors"] else ""))
     last = rows[-1]
     print(f"time growth 4x length: {last['seconds'] / first['seconds']:.2f}x")
-    print(f"memory growth 4x length: {(last['peak_mb'] - last['baseline_mb']) / max(first['peak_mb'] - first['baseline_mb'], 1e-9):.2f}x")
+    print(
+        "memory growth 4x length: "
+        f"{(last['peak_mb'] - last['baseline_mb']) / max(first['peak_mb'] - first['baseline_mb'], 1e-9):.2f}x"
+    )
 
 
 if __name__ == "__main__":

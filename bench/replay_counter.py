@@ -32,8 +32,14 @@ def main() -> None:
     identical = fast.steps.equals(naive.steps) and fast.compactions.drop(columns="latency_s").equals(
         naive.compactions.drop(columns="latency_s")
     )
-    print(f"conversation: {largest.id} ({len(largest.messages)} messages, {zett_lab.count_tokens(largest.messages)} tokens)")
-    print(f"setting: max_tokens={max_tokens} keep_recent_tokens={keep}; steps={len(fast.steps)} compactions={int(fast.compactions['applied'].sum())}")
+    print(
+        f"conversation: {largest.id} ({len(largest.messages)} messages, {zett_lab.count_tokens(largest.messages)} "
+        "tokens)"
+    )
+    print(
+        f"setting: max_tokens={max_tokens} keep_recent_tokens={keep}; steps={len(fast.steps)} "
+        f"compactions={int(fast.compactions['applied'].sum())}"
+    )
     print(f"default counter: {naive_s:.2f} s")
     print(f"memoizing counter (fresh memo): {fast_s:.2f} s")
     print(f"identical: {str(identical).lower()}")

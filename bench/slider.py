@@ -57,7 +57,10 @@ def main() -> None:
     print(f"conversation: {largest.id} ({len(largest.messages)} messages, {count_tokens(largest.messages)} tokens); "
           f"summarizer {args.summarizer}; keep_recent_tokens={KEEP}; max_tokens stops {MOVES[0]}..{MOVES[-1]}")
 
-    traces = {m: replay(largest, max_tokens=m, keep_recent_tokens=KEEP, summarizer=args.summarizer, cache=cache) for m in MOVES}
+    traces = {
+        m: replay(largest, max_tokens=m, keep_recent_tokens=KEEP, summarizer=args.summarizer, cache=cache)
+        for m in MOVES
+    }
     applied = [int(t.compactions["applied"].sum()) if len(t.compactions) else 0 for t in traces.values()]
     print(f"warm-up: {len(MOVES)} replays, {min(applied)}..{max(applied)} compactions applied per setting")
 

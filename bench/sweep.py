@@ -57,8 +57,15 @@ def timed_sweep(conversations, summarizer: str, cache: Path, *, fresh_workers: b
         zsweep.shutdown_default_executor()
         zsweep.clear_worker_state()
     started = time.perf_counter()
-    result = zsweep.sweep(conversations, max_tokens=MAX_TOKENS, keep_recent_tokens=KEEP_RECENT, summarizers=[summarizer],
-                          cache=cache, metrics=metrics, progress=False)
+    result = zsweep.sweep(
+        conversations,
+        max_tokens=MAX_TOKENS,
+        keep_recent_tokens=KEEP_RECENT,
+        summarizers=[summarizer],
+        cache=cache,
+        metrics=metrics,
+        progress=False,
+    )
     return result, time.perf_counter() - started
 
 
@@ -83,9 +90,16 @@ def main() -> None:
     warm, warm_s = timed_sweep(conversations, summarizer, cache, fresh_workers=True)
     session, session_s = timed_sweep(conversations, summarizer, cache, fresh_workers=False)
     zsweep.shutdown_default_executor()
-    with_metrics, metrics_s = timed_sweep(conversations, summarizer, workdir / "metrics.sqlite", fresh_workers=True, metrics=True)
+    with_metrics, metrics_s = timed_sweep(
+        conversations, summarizer, workdir / "metrics.sqlite", fresh_workers=True, metrics=True
+    )
     zsweep.shutdown_default_executor()
-    for name, result in (("cold", cold), ("warm", warm), ("warm, same session", session), ("with metrics", with_metrics)):
+    for name, result in (
+        ("cold", cold),
+        ("warm", warm),
+        ("warm, same session", session),
+        ("with metrics", with_metrics),
+    ):
         if result.config["errors"]:
             print(f"{name}: {result.config['errors']} cells failed: {result.errors['error'].iloc[0]}")
             sys.exit(1)
@@ -119,18 +133,36 @@ def main() -> None:
     sampled = sum(len(t) for t in naive_times.values())
 
     print()
-    print(f"naive: {sampled} of {cells * len(conversations)} points replayed"
-          + ("" if args.full else f" (sample: one per grid row and column per conversation; total extrapolated as mean × {cells})"))
+    print(
+        f"naive: {sampled} of {cells * len(conversations)} points replayed"
+        + (
+            ""
+            if args.full
+            else f" (sample: one per grid row and column per conversation; total extrapolated as mean × {cells})"
+        )
+    )
     for conversation in conversations:
         t = naive_times[conversation.id]
-        print(f"  {conversation.id:<24} mean {statistics.fmean(t):7.3f} s/point  → {statistics.fmean(t) * cells:8.1f} s for {cells} points")
-    print(f"naive total{' (extrapolated)' if not args.full else ''}: {naive_total:.1f} s wall, {naive_cpu_total:.1f} s CPU")
-    for name, result, seconds in (("cold", cold, cold_s), ("warm", warm, warm_s), ("warm, same session", session, session_s)):
+        print(
+            f"  {conversation.id:<24} mean {statistics.fmean(t):7.3f} s/point  → {statistics.fmean(t) * cells:8.1f} s "
+            f"for {cells} points"
+        )
+    print(
+        f"naive total{' (extrapolated)' if not args.full else ''}: {naive_total:.1f} s wall, {naive_cpu_total:.1f} s "
+        "CPU"
+    )
+    for name, result, seconds in (
+        ("cold", cold, cold_s),
+        ("warm", warm, warm_s),
+        ("warm, same session", session, session_s),
+    ):
         c = result.config
         cpu = c["worker_cpu_s"] + c["driver_cpu_s"]
-        print(f"sweep {name}: {seconds:.1f} s wall, {cpu:.1f} s CPU ({c['replays']} replays, {c['reused']} cells proven "
-              f"identical to one, {c['model_calls']} summary calls, {c['cache_hits']} cache hits, "
-              f"{len(c['workers'])} workers) — CPU-time speedup {naive_cpu_total / cpu:.0f}x")
+        print(
+            f"sweep {name}: {seconds:.1f} s wall, {cpu:.1f} s CPU ({c['replays']} replays, {c['reused']} cells proven "
+            f"identical to one, {c['model_calls']} summary calls, {c['cache_hits']} cache hits, "
+            f"{len(c['workers'])} workers) — CPU-time speedup {naive_cpu_total / cpu:.0f}x"
+        )
     print(f"sweep cold with loss metrics: {metrics_s:.1f} s (metrics add {metrics_s - cold_s:+.1f} s)")
     print(f"compared {compared} naive traces with the sweep's cold and warm traces")
     print(f"speedup warm, same session: {naive_total / session_s:.0f}")

@@ -20,15 +20,31 @@ from zett_agent.model import (
 from zett_lab import Conversation
 
 
-def coding_conversation(turns: int = 6, tools_per_turn: int = 2, output_lines: int = 100, cid: str = "hand-made") -> Conversation:
+def coding_conversation(
+    turns: int = 6, tools_per_turn: int = 2, output_lines: int = 100, cid: str = "hand-made"
+) -> Conversation:
     """A multi-turn coding session: each turn reads files (one failing) and answers."""
     messages = [SystemMessage(content="You are a coding agent working in /srv/app.")]
     for t in range(turns):
-        messages.append(UserMessage(content=f"Turn {t}: please fix module_{t}.py and never touch migrations/. " + "context " * 40))
+        messages.append(
+            UserMessage(content=f"Turn {t}: please fix module_{t}.py and never touch migrations/. " + "context " * 40)
+        )
         for k in range(tools_per_turn):
             call_id = f"call-{t}-{k}"
-            messages.append(AssistantMessage(content="", tool_calls=(ToolCall(id=call_id, name="read_file", arguments={"path": f"src/module_{t}_{k}.py"}),)))
-            messages.append(ToolMessage(tool_call_id=call_id, name="read_file", content=f"def f_{t}_{k}():\n" + "    pass\n" * output_lines, success=k == 0))
+            messages.append(
+                AssistantMessage(
+                    content="",
+                    tool_calls=(ToolCall(id=call_id, name="read_file", arguments={"path": f"src/module_{t}_{k}.py"}),),
+                )
+            )
+            messages.append(
+                ToolMessage(
+                    tool_call_id=call_id,
+                    name="read_file",
+                    content=f"def f_{t}_{k}():\n" + "    pass\n" * output_lines,
+                    success=k == 0,
+                )
+            )
         messages.append(AssistantMessage(content=f"Fixed module_{t}.py; tests pass."))
     return Conversation(id=cid, messages=messages)
 
@@ -46,7 +62,9 @@ class CountingSummarizer:
         self.calls += 1
         text = f"Summary of {len(request.messages) - 2} messages."
         yield ModelEvent.text(text)
-        yield ModelEvent.completed(ModelResponse(AssistantMessage(content=text), usage=ModelUsage(input_tokens=50, output_tokens=7)))
+        yield ModelEvent.completed(
+            ModelResponse(AssistantMessage(content=text), usage=ModelUsage(input_tokens=50, output_tokens=7))
+        )
 
 
 class BadSummarizer:
@@ -63,7 +81,9 @@ class BadSummarizer:
             yield ModelEvent.completed(ModelResponse(AssistantMessage(content="   ")))
         elif self.mode == "tool_call":
             yield ModelEvent.tool_call(ToolCallDelta(index=0, id_delta="x", name_delta="bash", arguments_delta="{}"))
-            yield ModelEvent.completed(ModelResponse(AssistantMessage(content="", tool_calls=(ToolCall(id="x", name="bash"),))))
+            yield ModelEvent.completed(
+                ModelResponse(AssistantMessage(content="", tool_calls=(ToolCall(id="x", name="bash"),)))
+            )
         elif self.mode == "huge":
             yield ModelEvent.completed(ModelResponse(AssistantMessage(content="very long summary " * 5000)))
         else:

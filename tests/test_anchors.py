@@ -198,7 +198,9 @@ def test_bad_content_does_not_crash():
         UserMessage(content=[TextContent("see src/a.py"), ImageContent(ImageUrlSource("https://example.com/i.png"))]),
         ToolMessage(tool_call_id="x", name="cat", content=b"\xff\xfe binary \x00 src/b.py"),  # type: ignore[arg-type]
         ToolMessage(tool_call_id="y", name="cat", content=["raw str part src/c.py", 42]),  # type: ignore[list-item]
-        AssistantMessage(content="", tool_calls=(ToolCall("z", "bash", {"command": b"ls \xff src/d.py", "n": [1, {"k": None}]}),)),
+        AssistantMessage(
+            content="", tool_calls=(ToolCall("z", "bash", {"command": b"ls \xff src/d.py", "n": [1, {"k": None}]}),)
+        ),
     ]
     found = {a.normalized for a in extract_anchors(messages) if a.type == "path"}
     assert {"src/a.py", "src/b.py", "src/c.py", "src/d.py"} <= found
@@ -243,7 +245,17 @@ def test_contains_normalized_for_probe_answers():
 
 
 def test_all_types_are_known():
-    assert set(ANCHOR_TYPES) == {"path", "url", "identifier", "sha", "number", "error", "command", "constraint", "decision"}
+    assert set(ANCHOR_TYPES) == {
+        "path",
+        "url",
+        "identifier",
+        "sha",
+        "number",
+        "error",
+        "command",
+        "constraint",
+        "decision",
+    }
 
 
 # --- a large conversation ---------------------------------------------------------------------
@@ -263,10 +275,16 @@ def _big_conversation(tokens: int = 150_000) -> list:
     total = 0
     while total < tokens * 4:
         n += 1
-        user = UserMessage(content=f"Turn {n}: never edit migrations/{n}.sql. The port is {6000 + n}. Fix src/app_{n}.py please.")
+        user = UserMessage(
+            content=f"Turn {n}: never edit migrations/{n}.sql. The port is {6000 + n}. Fix src/app_{n}.py please."
+        )
         call = ToolCall(f"c{n}", "bash", {"command": f"pytest tests/test_{n}.py -x && git log -1 --format=%H"})
         assistant = AssistantMessage(content=f"We'll use SessionStore_{n}. Running tests.", tool_calls=(call,))
-        tool = ToolMessage(tool_call_id=f"c{n}", name="bash", content=listing + f"\nFAILED tests/test_{n}.py::test_load - KeyError: 'user_{n}'\n")
+        tool = ToolMessage(
+            tool_call_id=f"c{n}",
+            name="bash",
+            content=listing + f"\nFAILED tests/test_{n}.py::test_load - KeyError: 'user_{n}'\n",
+        )
         messages += [user, assistant, tool]
         total += sum(len(m.content) for m in (user, assistant, tool)) + len(json.dumps(call.arguments))
     return messages
@@ -276,7 +294,9 @@ def test_extraction_on_a_150k_token_conversation_is_stable_across_the_cache():
     """Speed is measured in bench/anchors.py; here the cached second pass must give the same anchors."""
     messages = _big_conversation()
     messages = [
-        m if not isinstance(m, ToolMessage) else ToolMessage(tool_call_id=m.tool_call_id, name=m.name, content=m.content + f" #{i}")
+        m
+        if not isinstance(m, ToolMessage)
+        else ToolMessage(tool_call_id=m.tool_call_id, name=m.name, content=m.content + f" #{i}")
         for i, m in enumerate(messages)
     ]
     anchors = extract_anchors(messages)
@@ -285,7 +305,10 @@ def test_extraction_on_a_150k_token_conversation_is_stable_across_the_cache():
 
 
 def test_constraints_span_hard_wrapped_lines_but_stop_at_list_items():
-    text = "Hi.\nPlease don't run anything heavy on the\nshared staging DB. Thanks.\n\n- never push to main\n- always run tests"
+    text = (
+        "Hi.\nPlease don't run anything heavy on the\nshared staging DB. Thanks.\n\n- never push to main\n- always "
+        "run tests"
+    )
     assert of_type(text, "constraint", "user") == [
         "please don't run anything heavy on the shared staging db",
         "never push to main",

@@ -216,7 +216,9 @@ def _writer(path: str, name: str, count: int, barrier, queue) -> None:
         cache.put(f"shared-{i}", CachedSummary(f"shared {i}", 0.1, None, None))
     barrier.wait(timeout=60)
     other = "b" if name == "a" else "a"
-    found = sum(1 for i in range(count) if (hit := cache.get(f"{other}-{i}")) is not None and hit.text == f"{other} {i}")
+    found = sum(
+        1 for i in range(count) if (hit := cache.get(f"{other}-{i}")) is not None and hit.text == f"{other} {i}"
+    )
     queue.put((name, found))
 
 

@@ -24,7 +24,9 @@ SESSION = "billing-rounding"
 
 
 def run(*args: str, cwd: Path | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([*COMMAND, *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=timeout, env=os.environ.copy())
+    return subprocess.run(
+        [*COMMAND, *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=timeout, env=os.environ.copy()
+    )
 
 
 def one_error_line(result: subprocess.CompletedProcess) -> str:
@@ -104,13 +106,17 @@ def test_import_to_neutral_json(tmp_path: Path, fixture_conversations) -> None:
 
 def _shape(message):
     """What the neutral format keeps of a message (it does not carry provider/model names)."""
-    calls = tuple((c.id, c.name, json.dumps(c.arguments, sort_keys=True)) for c in getattr(message, "tool_calls", ()) or ())
+    calls = tuple(
+        (c.id, c.name, json.dumps(c.arguments, sort_keys=True)) for c in getattr(message, "tool_calls", ()) or ()
+    )
     return (type(message).__name__, str(message.content), calls)
 
 
 def test_import_failures(tmp_path: Path) -> None:
     assert "must end in .sqlite or .db" in one_error_line(run("import", FIXTURES, "-o", tmp_path / "out.txt"))
-    assert "no such file or directory" in one_error_line(run("import", tmp_path / "missing.jsonl", "-o", tmp_path / "o.json"))
+    assert "no such file or directory" in one_error_line(
+        run("import", tmp_path / "missing.jsonl", "-o", tmp_path / "o.json")
+    )
     garbage = tmp_path / "garbage.bin"
     garbage.write_bytes(b"\x00\x01 not a recording")
     assert "unknown format" in one_error_line(run("import", garbage, "-o", tmp_path / "o.json"))
@@ -137,19 +143,85 @@ def test_replay_prints_steps_and_compactions(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "expected", "code"),
     [
-        (["replay", "missing.sqlite", "--max-tokens", "1k", "--keep-recent-tokens", "100"], "no such file or directory", 1),
+        (
+            ["replay", "missing.sqlite", "--max-tokens", "1k", "--keep-recent-tokens", "100"],
+            "no such file or directory",
+            1,
+        ),
         (["replay", FIXTURES / "sessions.sqlite", "--max-tokens", "1k", "--keep-recent-tokens", "100"], "--session", 1),
-        (["replay", FIXTURES / "sessions.sqlite", "--session", "nope", "--max-tokens", "1k", "--keep-recent-tokens", "100"], "no such session", 1),
-        (["replay", FIXTURES / "sessions.sqlite", "--session", SESSION, "--max-tokens", "0", "--keep-recent-tokens", "100"], "--max-tokens", 2),
-        (["replay", FIXTURES / "sessions.sqlite", "--session", SESSION, "--max-tokens", "1k", "--keep-recent-tokens", "100", "--summarizer", "bogus"], "unknown summarizer spec", 1),
-        (["replay", FIXTURES / "sessions.sqlite", "--session", SESSION, "--max-tokens", "1k", "--keep-recent-tokens", "100", "--summarizer", "openai:gpt-5-mini"], "OPENAI_API_KEY", 1),
-        (["sweep", FIXTURES, "--max-tokens", "8k:4k:1k", "--keep-recent-tokens", "1k", "-o", "x"], "below the start", 2),
+        (
+            [
+                "replay",
+                FIXTURES / "sessions.sqlite",
+                "--session",
+                "nope",
+                "--max-tokens",
+                "1k",
+                "--keep-recent-tokens",
+                "100",
+            ],
+            "no such session",
+            1,
+        ),
+        (
+            [
+                "replay",
+                FIXTURES / "sessions.sqlite",
+                "--session",
+                SESSION,
+                "--max-tokens",
+                "0",
+                "--keep-recent-tokens",
+                "100",
+            ],
+            "--max-tokens",
+            2,
+        ),
+        (
+            [
+                "replay",
+                FIXTURES / "sessions.sqlite",
+                "--session",
+                SESSION,
+                "--max-tokens",
+                "1k",
+                "--keep-recent-tokens",
+                "100",
+                "--summarizer",
+                "bogus",
+            ],
+            "unknown summarizer spec",
+            1,
+        ),
+        (
+            [
+                "replay",
+                FIXTURES / "sessions.sqlite",
+                "--session",
+                SESSION,
+                "--max-tokens",
+                "1k",
+                "--keep-recent-tokens",
+                "100",
+                "--summarizer",
+                "openai:gpt-5-mini",
+            ],
+            "OPENAI_API_KEY",
+            1,
+        ),
+        (
+            ["sweep", FIXTURES, "--max-tokens", "8k:4k:1k", "--keep-recent-tokens", "1k", "-o", "x"],
+            "below the start",
+            2,
+        ),
         (["report", "missing-dir/", "-o", "r.html"], "no such file or directory", 1),
         (["report", FIXTURES, "-o", "r.html", "--summarizer", "bogus"], "unknown summarizer spec", 1),
         (["report", FIXTURES, "-o", "r.html", "--date", "yesterday"], "YYYY-MM-DD", 1),
     ],
 )
-def test_failures_are_one_clear_line(args, expected: str, code: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_failures_are_one_clear_line(
+    args, expected: str, code: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     result = run(*args, cwd=tmp_path)
     assert result.returncode == code

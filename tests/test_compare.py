@@ -26,11 +26,23 @@ from zett_lab.measure.losses import (
 )
 
 
-def losses_with(values: dict[tuple[str, int], float], *, metric: str = "needed_anchor_recall", status: str = "applied") -> Losses:
+def losses_with(
+    values: dict[tuple[str, int], float], *, metric: str = "needed_anchor_recall", status: str = "applied"
+) -> Losses:
     """Losses whose compaction rows have the given metric per (conversation, span_end)."""
     rows = [
-        {"conversation_id": cid, "compaction_id": n, "step": span_end, "span_start": 1, "span_end": span_end, "status": status,
-         "applied": status == "applied", metric: value, "max_tokens": 1000, "keep_recent_tokens": 100}
+        {
+            "conversation_id": cid,
+            "compaction_id": n,
+            "step": span_end,
+            "span_start": 1,
+            "span_end": span_end,
+            "status": status,
+            "applied": status == "applied",
+            metric: value,
+            "max_tokens": 1000,
+            "keep_recent_tokens": 100,
+        }
         for n, ((cid, span_end), value) in enumerate(values.items())
     ]
     conversations = sorted({cid for cid, _ in values})
@@ -61,7 +73,9 @@ def test_bootstrap_is_seeded_and_sane():
     assert bootstrap_mean_ci([0.4]) == (0.4, 0.4)
     assert bootstrap_mean_ci([0.4, 0.4, 0.4]) == pytest.approx((0.4, 0.4))
     # close to scipy's percentile bootstrap
-    reference = stats.bootstrap((x,), np.mean, confidence_level=0.95, n_resamples=4000, method="percentile", random_state=0)
+    reference = stats.bootstrap(
+        (x,), np.mean, confidence_level=0.95, n_resamples=4000, method="percentile", random_state=0
+    )
     assert first[0] == pytest.approx(reference.confidence_interval.low, abs=0.03)
     assert first[1] == pytest.approx(reference.confidence_interval.high, abs=0.03)
 
@@ -81,7 +95,10 @@ def test_paired_comparison_on_matched_spans():
     better = {span: min(1.0, v + 0.3) for span, v in base.items()}
     worse = {span: v for span, v in base.items()}
     result = compare(
-        {"good": losses_with(better), "bad": losses_with(worse)}, metrics=["needed_anchor_recall"], seed=7, resamples=1000
+        {"good": losses_with(better), "bad": losses_with(worse)},
+        metrics=["needed_anchor_recall"],
+        seed=7,
+        resamples=1000,
     )
     assert list(result.summary.columns) == list(SUMMARY_COLUMNS)
     assert list(result.pairwise.columns) == list(PAIRWISE_COLUMNS)
@@ -93,7 +110,12 @@ def test_paired_comparison_on_matched_spans():
     assert (pair["a"], pair["b"], pair["n"]) == ("good", "bad", len(SPANS))
     assert pair["win_rate"] == 1.0 and pair["loss_rate"] == 0.0
     assert pair["ci_low"] > 0 and pair["p_value"] < 0.001
-    again = compare({"good": losses_with(better), "bad": losses_with(worse)}, metrics=["needed_anchor_recall"], seed=7, resamples=1000)
+    again = compare(
+        {"good": losses_with(better), "bad": losses_with(worse)},
+        metrics=["needed_anchor_recall"],
+        seed=7,
+        resamples=1000,
+    )
     pd.testing.assert_frame_equal(result.summary, again.summary)
     pd.testing.assert_frame_equal(result.pairwise, again.pairwise)
     assert "Comparison" in repr(result) and "<table" in result._repr_html_()
@@ -113,7 +135,9 @@ def test_schedules_that_differ_leave_unmatched_spans_out_and_say_so():
     assert pairs.loc[("a", "c"), "n"] == 9
     assert result.summary.set_index("summarizer").loc["a", "n"] == 6
     # per conversation: every conversation both have, whatever the schedules
-    by_conversation = compare({"a": losses_with(a), "b": losses_with(b)}, metrics=["needed_anchor_recall"], level="conversation")
+    by_conversation = compare(
+        {"a": losses_with(a), "b": losses_with(b)}, metrics=["needed_anchor_recall"], level="conversation"
+    )
     assert by_conversation.matched["matched"].tolist() == [6, 6]
     assert by_conversation.pairwise.iloc[0]["mean_diff"] == pytest.approx(0.1)
 
@@ -155,7 +179,9 @@ def test_real_traces_with_offline_baselines():
     assert (matched["matched"] <= matched["units"]).all()
     assert set(result.summary["metric"]) >= {"compression_ratio", "needed_anchor_recall"}
     # same input, same seed: same output
-    again = compare({"anchors": traces, "mask": result.losses["mask"], "truncate": result.losses["truncate"]}, seed=0, resamples=500)
+    again = compare(
+        {"anchors": traces, "mask": result.losses["mask"], "truncate": result.losses["truncate"]}, seed=0, resamples=500
+    )
     pd.testing.assert_frame_equal(result.summary, again.summary)
     assert measure(traces[0]).conversation.iloc[0]["conversation_id"] == "linked"
 
@@ -165,7 +191,9 @@ def test_settings_are_part_of_the_unit_and_duplicates_are_counted():
     b = losses_with({span: 0.4 for span in SPANS[:3]})
     other_setting = losses_with({span: 0.1 for span in SPANS[:3]})
     other_setting.compactions["max_tokens"] = pd.array([2000] * 3, dtype="Int64")
-    result = compare({"a": Losses.concat([a, a]), "b": Losses.concat([b, other_setting])}, metrics=["needed_anchor_recall"])
+    result = compare(
+        {"a": Losses.concat([a, a]), "b": Losses.concat([b, other_setting])}, metrics=["needed_anchor_recall"]
+    )
     matched = result.matched.set_index("summarizer")
     assert matched.loc["a", "duplicates"] == 3 and matched.loc["b", "duplicates"] == 0
     assert matched.loc["b", "units"] == 6 and (matched["matched"] == 3).all()

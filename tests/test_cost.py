@@ -93,7 +93,9 @@ def test_price_overrides(tmp_path):
     assert table.lookup("my-model")[1].cached_input == 1.0  # defaults to input
     assert table.lookup("gpt-5")[0] == "gpt-5"  # bundled ones stay
     path = tmp_path / "prices.json"
-    path.write_text(json.dumps({"as_of": "2030-01-01", "models": {"gpt-5": {"input": 9, "cached_input": 1, "output": 90}}}))
+    path.write_text(
+        json.dumps({"as_of": "2030-01-01", "models": {"gpt-5": {"input": 9, "cached_input": 1, "output": 90}}})
+    )
     table = load_prices(path)
     assert table.lookup("gpt-5")[1].input == 9 and table.as_of == "2030-01-01"
     for bad in ({"x": {"input": -1, "output": 1}}, {"x": {"output": 1}}, {"x": 5}, {"x": {"input": "1", "output": 1}}):

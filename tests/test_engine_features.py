@@ -118,7 +118,14 @@ def test_a_manual_pass_that_finds_nothing_is_recorded_with_its_reason():
 @pytest.mark.parametrize("bad", [99, "step:999", "turn:x", "later"])
 def test_compact_at_past_the_end_names_the_index(bad):
     with pytest.raises(zett_lab.SettingError, match=repr(bad) if not isinstance(bad, int) else "99"):
-        replay(coding_conversation(turns=2), compact_at=[bad], max_tokens=600, keep_recent_tokens=200, summarizer=CountingSummarizer(), cache=False)
+        replay(
+            coding_conversation(turns=2),
+            compact_at=[bad],
+            max_tokens=600,
+            keep_recent_tokens=200,
+            summarizer=CountingSummarizer(),
+            cache=False,
+        )
 
 
 def test_recorded_usage_changes_the_schedule(fixture_conversations):
@@ -164,7 +171,14 @@ def test_reasoning_effort_reaches_the_summary_model_and_is_recorded():
             async for event in super().stream(request):
                 yield event
 
-    trace = replay(coding_conversation(turns=4), max_tokens=600, keep_recent_tokens=200, summarizer=Effortful(), cache=False, reasoning_effort="high")
+    trace = replay(
+        coding_conversation(turns=4),
+        max_tokens=600,
+        keep_recent_tokens=200,
+        summarizer=Effortful(),
+        cache=False,
+        reasoning_effort="high",
+    )
     assert seen and set(seen) == {ReasoningEffort.HIGH}
     assert trace.settings["reasoning_effort"] == "high"
 

@@ -28,7 +28,11 @@ def random_context(rng: random.Random) -> list:
     if rng.random() < 0.4:
         messages.append(CompactedMessage(content="checkpoint " * rng.randint(1, 40)))
     for turn in range(rng.randint(0, 4)):
-        opener = AgentMessage(content="internal " * rng.randint(1, 5)) if rng.random() < 0.15 else UserMessage(content="ask " * rng.randint(1, 60))
+        opener = (
+            AgentMessage(content="internal " * rng.randint(1, 5))
+            if rng.random() < 0.15
+            else UserMessage(content="ask " * rng.randint(1, 60))
+        )
         messages.append(opener)
         for call in range(rng.randint(0, 4)):
             call_id = f"c{turn}-{call}"

@@ -91,7 +91,8 @@ def sizes() -> dict[str, int]:
 def snapshots() -> dict[str, list[tuple[int, int, str]]]:
     with closing(connect()) as connection:
         rows = connection.execute(
-            "SELECT session_id, version, compacted_through_sequence, message_json FROM session_snapshots ORDER BY session_id, version"
+            "SELECT session_id, version, compacted_through_sequence, message_json FROM session_snapshots ORDER BY "
+            "session_id, version"
         ).fetchall()
     result: dict[str, list[tuple[int, int, str]]] = {}
     for session_id, version, through, payload in rows:
@@ -214,7 +215,10 @@ def test_probes_through_zett_lab_load_all():
         assert len(conversation.messages) == len(conversations()[session_id])
         assert len(conversation.probes) == len(sidecar()[session_id]["probes"])
         for probe in conversation.probes:
-            assert probe.answer in load_generator().message_text(conversation.messages[probe.message_index]), (session_id, probe)
+            assert probe.answer in load_generator().message_text(conversation.messages[probe.message_index]), (
+                session_id,
+                probe,
+            )
 
 
 # --------------------------------------------------------------------------- the compacted session
@@ -308,7 +312,10 @@ def test_generator_writes_identical_content(tmp_path):
     """Regenerating gives the same message content (ids and timestamps may differ)."""
     generator = load_generator()
     assert generator.main([str(tmp_path)]) == 0
-    query = "SELECT session_id, sequence, role, content, message_json, input_tokens, output_tokens FROM raw_messages ORDER BY session_id, sequence"
+    query = (
+        "SELECT session_id, sequence, role, content, message_json, input_tokens, output_tokens FROM raw_messages "
+        "ORDER BY session_id, sequence"
+    )
     fresh = sqlite3.connect(f"file:{tmp_path / DB.name}?mode=ro", uri=True)
     try:
         with closing(connect()) as connection:

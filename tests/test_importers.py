@@ -55,7 +55,13 @@ REAL = {
     "claude-code/agent-acompact-e1f845.jsonl": ("claude-code-jsonl", 1, 5, 0, 0),
     "claude-code/subagent.jsonl": ("claude-code-jsonl", 2, 47, 25, 0),
     "claude-code/tool_heavy.jsonl": ("claude-code-jsonl", 1, 17, 6, 0),
-    "codex/rollout-2026-05-11T11-26-55-019e1625-789d-76c0-80ab-3724b5ddb799.jsonl": ("codex-rollout-jsonl", 1, 176, 105, 0),
+    "codex/rollout-2026-05-11T11-26-55-019e1625-789d-76c0-80ab-3724b5ddb799.jsonl": (
+        "codex-rollout-jsonl",
+        1,
+        176,
+        105,
+        0,
+    ),
     "gemini-cli/session-2025-12-01T21-45-5b959dae.json": ("gemini-cli-session-json", 1, 24, 10, 0),
     "openhands/issue_10730_complete_trajectory_297_events.json": ("openhands-v0-trajectory-json", 1, 202, 74, 2),
     "swe-agent/pydicom__pydicom-1458.traj": ("swe-agent-traj", 1, 26, 12, 0),
@@ -89,7 +95,9 @@ def tool_calls(conversation) -> int:
 def check_pairing(conversation) -> None:
     """Every result answers an earlier call; calls without a result only at the very end."""
     conversation.validate()
-    calls = {c.id: i for i, m in enumerate(conversation.messages) if isinstance(m, AssistantMessage) for c in m.tool_calls}
+    calls = {
+        c.id: i for i, m in enumerate(conversation.messages) if isinstance(m, AssistantMessage) for c in m.tool_calls
+    }
     results = [m.tool_call_id for m in conversation.messages if isinstance(m, ToolMessage)]
     assert len(results) == len(set(results)), "a call answered twice"
     assert set(results) <= set(calls)
@@ -146,7 +154,12 @@ def test_claude_code_real_session(agent_logs):
     assert sum(1 for m in main.messages if isinstance(m, AssistantMessage) and m.reasoning) == 14
     assert len(main.usage) == 139 and main.metadata["model"] == "claude-opus-4-6"
     (native,) = main.native_compactions
-    assert (native.position, native.span_start, native.tokens_before, native.metadata["trigger"]) == (132, 0, 170251, "auto")
+    assert (native.position, native.span_start, native.tokens_before, native.metadata["trigger"]) == (
+        132,
+        0,
+        170251,
+        "auto",
+    )
     assert native.summary.startswith("This session is being continued from a previous conversation")
     # the log's turn 1 ends on a tool result (no final answer recorded) before "continue"
     assert main.metadata["turn_ends_after_tool_result"] == [41]
@@ -183,7 +196,9 @@ def test_gemini_real_session(agent_logs):
 
 
 def test_openhands_real_condensations(agent_logs):
-    (c,) = read(agent_logs / "openhands/issue_10730_complete_trajectory_297_events.json", "openhands-v0-trajectory-json")
+    (c,) = read(
+        agent_logs / "openhands/issue_10730_complete_trajectory_297_events.json", "openhands-v0-trajectory-json"
+    )
     assert isinstance(c.messages[0], SystemMessage) and c.metadata["model"] == "litellm_proxy/gpt-5-2025-08-07"
     first, second = c.native_compactions
     assert (first.position, first.span_start, first.metadata["span_end"]) == (110, 3, 63)
@@ -198,7 +213,12 @@ def test_swe_agent_real_demonstration(agent_logs):
     (c,) = read(agent_logs / "swe-agent/pydicom__pydicom-1458.traj", "swe-agent-traj")
     assert c.metadata["demonstration_messages"] == [1]
     assert c.messages[1].attributes == {"demonstration": True} and "DEMONSTRATION" in c.messages[1].content
-    assert all(call.id.startswith("swe-agent-call-") for m in c.messages if isinstance(m, AssistantMessage) for call in m.tool_calls)
+    assert all(
+        call.id.startswith("swe-agent-call-")
+        for m in c.messages
+        if isinstance(m, AssistantMessage)
+        for call in m.tool_calls
+    )
     assert c.messages[-1].tool_calls[0].name == "submit"  # dangling at the very end: allowed
     (fc,) = read(agent_logs / "swe-agent/marshmallow-code__marshmallow-1867.traj", "swe-agent-traj")
     assert fc.metadata["renamed_call_ids"] == 4  # the demo reuses call ids; each call stays paired
@@ -258,19 +278,28 @@ def test_claude_code_edge_cases():
     assert (native.position, native.tokens_before, native.metadata["trigger"]) == (12, 1234, "auto")
     assert "x.strip()" in native.summary and not any("x.strip() was applied" in str(m.content) for m in main.messages)
     # rewind: the abandoned branch (prompt + answer) is dropped
-    assert main.messages[15].content == "write a short changelog entry" and main.metadata["abandoned_branch_messages"] == 2
+    assert (
+        main.messages[15].content == "write a short changelog entry" and main.metadata["abandoned_branch_messages"] == 2
+    )
     assert main.metadata["api_error_messages_dropped"] == 1 and main.metadata["titles"] == ["Fix the parser bug"]
     usage = main.usage[16]
     assert (usage.input_tokens, usage.cache_read_tokens, usage.output_tokens) == (2005, 2000, 9)
     # agent_progress subagent: prompt from the record, duplicate progress records deduplicated
-    assert sub.id.endswith("/agent-sub1") and [type(m).__name__ for m in sub.messages] == ["UserMessage", "AssistantMessage", "ToolMessage"]
+    assert sub.id.endswith("/agent-sub1") and [type(m).__name__ for m in sub.messages] == [
+        "UserMessage",
+        "AssistantMessage",
+        "ToolMessage",
+    ]
     assert sub.messages[0].content == "run the tests"
 
 
 def test_claude_code_file_with_two_sessions(agent_logs, tmp_path):
     """Two sessions in one file (the second starts a new root) are two conversations, each with its subagents."""
     both = tmp_path / "both.jsonl"
-    both.write_bytes((agent_logs / "claude-code/tool_heavy.jsonl").read_bytes() + (agent_logs / "claude-code/subagent.jsonl").read_bytes())
+    both.write_bytes(
+        (agent_logs / "claude-code/tool_heavy.jsonl").read_bytes()
+        + (agent_logs / "claude-code/subagent.jsonl").read_bytes()
+    )
     conversations = claude_code.read(both)
     assert [c.id for c in conversations] == [
         "d6e0bada-1959-4eec-a9d2-0bfade768d8f",
@@ -290,7 +319,11 @@ def test_claude_code_unflagged_continuation_summary(tmp_path):
         warnings.simplefilter("ignore", AgentLogWarning)
         main, _ = claude_code.read(old)
     (native,) = main.native_compactions
-    assert native.position == 12 and native.tokens_before is None and native.summary.startswith("This session is being continued")
+    assert (
+        native.position == 12
+        and native.tokens_before is None
+        and native.summary.startswith("This session is being continued")
+    )
 
 
 def test_gemini_list_of_sessions(tmp_path):
@@ -369,7 +402,9 @@ def test_swe_agent_text_actions_become_tool_calls():
     assert c.metadata["demonstration_messages"] == [1]
     names = [call.name for m in c.messages if isinstance(m, AssistantMessage) for call in m.tool_calls]
     assert names == ["open", "bash", "submit"]  # documented commands keep their name, others are bash
-    assert c.messages[3].content == "Let me open the file." and c.messages[3].tool_calls[0].arguments == {"command": "open src/a.py"}
+    assert c.messages[3].content == "Let me open the file." and c.messages[3].tool_calls[0].arguments == {
+        "command": "open src/a.py"
+    }
     assert isinstance(c.messages[6], UserMessage)  # format-error feedback stays a user message
     (plain,) = swe_agent.read_swe_agent(DATA / "swe_agent_text.traj", text_actions="messages")
     assert tool_calls(plain) == 0 and sum(isinstance(m, UserMessage) for m in plain.messages) == 5
@@ -381,21 +416,29 @@ def test_swe_agent_function_calling_demonstrations():
     (c,) = swe_agent.read_swe_agent(DATA / "swe_agent_fc.traj")
     assert c.metadata["demonstration_messages"] == [1, 2, 3]
     assert all(c.messages[i].attributes["demonstration"] for i in (1, 2, 3))
-    assert c.messages[5].reasoning == "Start by listing." and c.messages[0].content == "You are an autonomous programmer."
+    assert (
+        c.messages[5].reasoning == "Start by listing." and c.messages[0].content == "You are an autonomous programmer."
+    )
     assert c.metadata["model"] == "claude-sonnet-4"
 
 
 def test_mini_swe_agent_text_format():
     (c,) = swe_agent.read_mini_swe_agent(DATA / "mini_swe_text.traj.json")
     assert c.id == "demo__a-1" and c.metadata["exit_status"] == "Submitted"
-    assert c.messages[2].content == "THOUGHT: look first." and c.messages[2].tool_calls[0].arguments == {"command": "ls -la"}
+    assert c.messages[2].content == "THOUGHT: look first." and c.messages[2].tool_calls[0].arguments == {
+        "command": "ls -la"
+    }
     assert isinstance(c.messages[5], UserMessage)  # two actions: format error, feedback stays a user message
     assert c.messages[-1].tool_call_id == "mini-swe-agent-call-2"
 
 
 def test_aider_sessions_commands_and_clear():
     conversations = aider.read(DATA / "aider_sessions.md")
-    assert [c.id for c in conversations] == ["aider-2025-07-01T09:00:00", "aider-2025-07-01T09:00:00#2", "aider-2025-07-02T08:00:00"]
+    assert [c.id for c in conversations] == [
+        "aider-2025-07-01T09:00:00",
+        "aider-2025-07-01T09:00:00#2",
+        "aider-2025-07-02T08:00:00",
+    ]
     first, after_clear, third = conversations
     assert first.messages[0].content == "add a --verbose flag to app.py"
     assert first.messages[2].attributes == {"aider_output": True} and "Applied edit" in first.messages[2].content
@@ -419,7 +462,12 @@ def test_anthropic_request_body():
     assert c.metadata["encrypted_reasoning_dropped"] == 1 and c.metadata["tools"] == ["read_file"]
     assert c.messages[-1].tool_calls and c.metadata["unknown_record_types"] == {"hologram": 1}
     (plain,) = anthropic.read(DATA / "anthropic_list.json")
-    assert [type(m).__name__ for m in plain.messages] == ["UserMessage", "AssistantMessage", "ToolMessage", "AssistantMessage"]
+    assert [type(m).__name__ for m in plain.messages] == [
+        "UserMessage",
+        "AssistantMessage",
+        "ToolMessage",
+        "AssistantMessage",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -451,7 +499,9 @@ def test_hand_made_detected_by_content(name, expected, tmp_path):
 # --- bad input ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name, reader", [("claude_code_edge.jsonl", claude_code.read), ("codex_edge.jsonl", codex.read)])
+@pytest.mark.parametrize(
+    "name, reader", [("claude_code_edge.jsonl", claude_code.read), ("codex_edge.jsonl", codex.read)]
+)
 def test_truncated_last_line_is_tolerated(name, reader, tmp_path):
     text = (DATA / name).read_text()
     lines = text.count("\n")
@@ -505,11 +555,17 @@ def test_recognised_log_without_conversation(tmp_path):
 
 def test_structural_errors_name_the_place(tmp_path):
     bad = tmp_path / "bad.json"
-    bad.write_text('[{"role": "user", "content": "hi"}, {"role": "robot", "content": [{"type": "tool_use", "id": "t", "name": "x", "input": {}}]}]')
+    bad.write_text(
+        '[{"role": "user", "content": "hi"}, {"role": "robot", "content": [{"type": "tool_use", "id": "t", "name": '
+        '"x", "input": {}}]}]'
+    )
     with pytest.raises(InputError, match=r"message 1, field 'role': unknown role 'robot'"):
         anthropic.read(bad)
     traj = tmp_path / "t.traj"
-    traj.write_text('{"history": [{"role": "user", "content": "x", "agent": "main"}, {"role": "tool", "content": "y", "agent": "main"}], "trajectory": []}')
+    traj.write_text(
+        '{"history": [{"role": "user", "content": "x", "agent": "main"}, {"role": "tool", "content": "y", "agent": '
+        '"main"}], "trajectory": []}'
+    )
     with pytest.raises(InputError, match=r"history\[1\], field 'tool_call_ids'"):
         swe_agent.read_swe_agent(traj)
 
@@ -569,11 +625,18 @@ def test_compare_native_without_and_with_a_trace():
         {"compaction_id": 2, "conversation_id": main.id, "step": 6, "span_start": 0, "span_end": 11, "n_recorded": 12,
          "summary_tokens": 999, "applied": False, "summary_text": "too long"},
     ]  # fmt: skip
-    steps = [{"step": s, "estimate": 1000 + s, "context_tokens_after": 900, "over_budget_after": False} for s in range(8)]
+    steps = [
+        {"step": s, "estimate": 1000 + s, "context_tokens_after": 900, "over_budget_after": False} for s in range(8)
+    ]
     trace = Trace.from_rows(main, steps, rows, {"max_tokens": 1000, "keep_recent_tokens": 100}, [])
     table = compare_native(trace, measure=True)
     row = table.iloc[0]
-    assert (row["zett_compaction_id"], row["zett_position"], row["position_offset"], row["cut_offset"]) == (1, 13, 1, -2)
+    assert (row["zett_compaction_id"], row["zett_position"], row["position_offset"], row["cut_offset"]) == (
+        1,
+        13,
+        1,
+        -2,
+    )
     assert row["zett_estimate"] == 1005 and row["zett_summary_tokens"] == 60
     assert {"native_anchor_retention", "zett_anchor_retention"} <= set(table.columns)
     assert table["native_position"].dtype == "Int64"
@@ -582,7 +645,9 @@ def test_compare_native_without_and_with_a_trace():
 def test_compare_native_on_a_real_replay(agent_logs):
     from zett_lab.replay import replay
 
-    (c,) = read(agent_logs / "openhands/issue_10730_complete_trajectory_297_events.json", "openhands-v0-trajectory-json")
+    (c,) = read(
+        agent_logs / "openhands/issue_10730_complete_trajectory_297_events.json", "openhands-v0-trajectory-json"
+    )
     trace = replay(c, max_tokens=80_000, keep_recent_tokens=10_000)
     table = compare_native(trace)
     assert len(table) == 2 and table["zett_compaction_id"].notna().all()

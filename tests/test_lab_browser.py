@@ -63,9 +63,18 @@ def lab(tmp_path):
     }
     log = tmp_path / "jupyterlab.log"
     command = [
-        sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ServerApp.ip=127.0.0.1",
-        f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--ServerApp.token={token}",
-        f"--ServerApp.root_dir={work}", "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        sys.executable,
+        "-m",
+        "jupyterlab",
+        "--no-browser",
+        "--allow-root",
+        "--ServerApp.ip=127.0.0.1",
+        f"--ServerApp.port={port}",
+        "--ServerApp.port_retries=0",
+        f"--ServerApp.token={token}",
+        f"--ServerApp.root_dir={work}",
+        "--LabApp.news_url=None",
+        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
         "--ServerApp.disable_check_xsrf=False",
     ]
     with open(log, "wb") as handle:
@@ -123,12 +132,16 @@ def test_explorer_slider_in_jupyterlab(lab, browser):
         for _ in range(8):
             page.keyboard.press("ArrowRight")
         page.wait_for_function(
-            "([src, selector]) => { const img = document.querySelector(selector); return img && img.getAttribute('src') !== src; }",
-            arg=[before_src, ".zl-explorer img.zl-timeline, .zl-explorer .zl-timeline img"], timeout=60_000,
+            "([src, selector]) => { const img = document.querySelector(selector); return img && "
+            "img.getAttribute('src') !== src; }",
+            arg=[before_src, ".zl-explorer img.zl-timeline, .zl-explorer .zl-timeline img"],
+            timeout=60_000,
         )
         page.wait_for_function(
-            "(old) => { const t = document.querySelector('.zl-explorer .zl-steps-area'); return t && t.innerHTML !== old; }",
-            arg=before_table, timeout=60_000,
+            "(old) => { const t = document.querySelector('.zl-explorer .zl-steps-area'); return t && t.innerHTML !== "
+            "old; }",
+            arg=before_table,
+            timeout=60_000,
         )
         _wait_idle(page, 60_000)
         after_table = table.inner_html()
@@ -158,8 +171,14 @@ def _accept_kernel_dialog(page) -> None:
 
 
 def _run_all_cells(page, attempts: int = 4) -> None:
-    """Run > Run All Cells, as a user would; retried while JupyterLab is still settling (the command starts disabled)."""
-    started = "() => [...document.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')].some(p => /\\[(\\*|\\d+)\\]/.test(p.textContent))"
+    """Run > Run All Cells, as a user would.
+
+    Retried while JupyterLab is still settling (the command starts disabled).
+    """
+    started = (
+        "() => [...document.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')].some(p => "
+        "/\\[(\\*|\\d+)\\]/.test(p.textContent))"
+    )
     for attempt in range(attempts):
         page.locator(".jp-Notebook .jp-Cell").first.click()
         page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
@@ -191,6 +210,9 @@ def _wait_all_cells_ran(page, timeout_ms: int) -> None:
 
 
 def _error_outputs(page) -> list[str]:
-    return page.eval_on_selector_all(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']", "els => []") + \
-        page.eval_on_selector_all(".jp-RenderedText[data-mime-type='application/vnd.jupyter.error']",
-                                  "els => els.map(e => e.textContent.slice(0, 500))")
+    return page.eval_on_selector_all(
+        ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']", "els => []"
+    ) + page.eval_on_selector_all(
+        ".jp-RenderedText[data-mime-type='application/vnd.jupyter.error']",
+        "els => els.map(e => e.textContent.slice(0, 500))",
+    )

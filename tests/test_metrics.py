@@ -34,15 +34,27 @@ from zett_lab.tokens import approx_count_tokens, count_tokens
 def hand_conversation(probes=None) -> Conversation:
     messages = [
         SystemMessage(content="You are a coding agent."),  # 0
-        UserMessage(content="Fix the login bug in src/auth/session.py. Never edit config/prod.yaml. The port is 6543."),  # 1
+        UserMessage(
+            content="Fix the login bug in src/auth/session.py. Never edit config/prod.yaml. The port is 6543."
+        ),  # 1
         AssistantMessage(content="", tool_calls=(ToolCall("r1", "read_file", {"path": "src/auth/session.py"}),)),  # 2
-        ToolMessage(tool_call_id="r1", name="read_file", content="def load_user(user_id):\n    return USERS[user_id]\nKeyError: 'user_id'"),  # 3
+        ToolMessage(
+            tool_call_id="r1",
+            name="read_file",
+            content="def load_user(user_id):\n    return USERS[user_id]\nKeyError: 'user_id'",
+        ),  # 3
         AssistantMessage(content="We'll use a default in load_user. Done."),  # 4
         UserMessage(content="Now run the tests."),  # 5
-        AssistantMessage(content="", tool_calls=(ToolCall("b1", "bash", {"command": "pytest tests/test_auth.py"}),)),  # 6
-        ToolMessage(tool_call_id="b1", name="bash", content="FAILED tests/test_auth.py::test_login - KeyError: 'user_id'"),  # 7
+        AssistantMessage(
+            content="", tool_calls=(ToolCall("b1", "bash", {"command": "pytest tests/test_auth.py"}),)
+        ),  # 6
+        ToolMessage(
+            tool_call_id="b1", name="bash", content="FAILED tests/test_auth.py::test_login - KeyError: 'user_id'"
+        ),  # 7
         AssistantMessage(content="", tool_calls=(ToolCall("r2", "read_file", {"path": "src/auth/session.py"}),)),  # 8
-        ToolMessage(tool_call_id="r2", name="read_file", content="def load_user(user_id):\n    return USERS.get(user_id)"),  # 9
+        ToolMessage(
+            tool_call_id="r2", name="read_file", content="def load_user(user_id):\n    return USERS.get(user_id)"
+        ),  # 9
         AssistantMessage(content="Fixed; port 6543 is configured."),  # 10
         UserMessage(content="Thanks. Bump the version to v0.3.0."),  # 11
         AssistantMessage(content="Bumped to v0.3.0; port 6543 unchanged."),  # 12
@@ -59,7 +71,16 @@ SUMMARY_0 = "The user wants the login bug fixed; never edit the prod config conf
 SUMMARY_1 = "Port 6543."
 
 
-def step_row(step, n_recorded, kept_from, checkpoint_id=None, applied=False, compaction_id=None, tokens=500, reason="below threshold"):
+def step_row(
+    step,
+    n_recorded,
+    kept_from,
+    checkpoint_id=None,
+    applied=False,
+    compaction_id=None,
+    tokens=500,
+    reason="below threshold",
+):
     return {
         "conversation_id": "hand", "turn": 0, "step": step, "turn_step": step, "n_recorded": n_recorded,
         "max_tokens": 1000, "keep_recent_tokens": 100, "skip_reason": reason, "applied": applied,
@@ -68,14 +89,33 @@ def step_row(step, n_recorded, kept_from, checkpoint_id=None, applied=False, com
     }
 
 
-def compaction_row(cid, step, span_end, n_recorded, summary, applied=True, skip_reason=None, summary_tokens=20, error=None):
+def compaction_row(
+    cid, step, span_end, n_recorded, summary, applied=True, skip_reason=None, summary_tokens=20, error=None
+):
     return {
-        "compaction_id": cid, "conversation_id": "hand", "step": step, "turn": 0, "trigger": "auto",
-        "span_start": 1, "span_end": span_end, "n_recorded": n_recorded, "older_messages": span_end - 1,
-        "older_tokens": 200, "recent_messages": n_recorded - span_end, "recent_tokens": 50,
-        "summary_tokens": summary_tokens if summary is not None else None, "applied": applied, "skip_reason": skip_reason,
-        "summary_text": summary, "summarizer": "hand-written", "latency_s": 0.5, "cache_hit": False,
-        "summary_input_tokens": 300, "summary_output_tokens": 20, "error": error, "error_kind": "boom" if error else None,
+        "compaction_id": cid,
+        "conversation_id": "hand",
+        "step": step,
+        "turn": 0,
+        "trigger": "auto",
+        "span_start": 1,
+        "span_end": span_end,
+        "n_recorded": n_recorded,
+        "older_messages": span_end - 1,
+        "older_tokens": 200,
+        "recent_messages": n_recorded - span_end,
+        "recent_tokens": 50,
+        "summary_tokens": summary_tokens if summary is not None else None,
+        "applied": applied,
+        "skip_reason": skip_reason,
+        "summary_text": summary,
+        "summarizer": "hand-written",
+        "latency_s": 0.5,
+        "cache_hit": False,
+        "summary_input_tokens": 300,
+        "summary_output_tokens": 20,
+        "error": error,
+        "error_kind": "boom" if error else None,
     }
 
 
@@ -107,7 +147,12 @@ def anchor(losses: Losses, compaction_id: int, type_: str, normalized: str) -> d
         & (losses.anchors["type"] == type_)
         & (losses.anchors["normalized"] == normalized)
     ]
-    assert len(rows) == 1, (compaction_id, type_, normalized, losses.anchors[losses.anchors["compaction_id"] == compaction_id])
+    assert len(rows) == 1, (
+        compaction_id,
+        type_,
+        normalized,
+        losses.anchors[losses.anchors["compaction_id"] == compaction_id],
+    )
     return rows.iloc[0].to_dict()
 
 
@@ -251,7 +296,9 @@ def test_trace_without_compactions_gives_empty_frames_and_nan_ratios():
 
 
 def test_bad_probes_name_the_probe():
-    conversation = hand_conversation(probes=[Probe("ok?", "6543", "recall", 1), Probe("Where is the secret?", "x", "recall", 99)])
+    conversation = hand_conversation(
+        probes=[Probe("ok?", "6543", "recall", 1), Probe("Where is the secret?", "x", "recall", 99)]
+    )
     with pytest.raises(InputError, match=r"probe 1 \('Where is the secret\?'\).*message_index 99"):
         measure(hand_trace(conversation=conversation))
     conversation = hand_conversation(probes=[Probe("Empty?", "  ", "recall", 1)])
@@ -262,11 +309,18 @@ def test_bad_probes_name_the_probe():
 def test_parse_probes_reports_wrong_shapes():
     from zett_lab.measure.probes import parse_probes
 
-    assert parse_probes([{"question": "q", "answer": "a", "type": "recall", "message_index": 2}], "p.json", 3)[0].message_index == 2
+    assert (
+        parse_probes([{"question": "q", "answer": "a", "type": "recall", "message_index": 2}], "p.json", 3)[
+            0
+        ].message_index
+        == 2
+    )
     with pytest.raises(InputError, match="p.json: probes"):
         parse_probes({"question": "q"}, "p.json", 3)
     with pytest.raises(InputError, match="probe 1.*missing field"):
-        parse_probes([{"question": "q", "answer": "a", "type": "recall", "message_index": 0}, {"question": "q"}], "p.json", 3)
+        parse_probes(
+            [{"question": "q", "answer": "a", "type": "recall", "message_index": 0}, {"question": "q"}], "p.json", 3
+        )
     with pytest.raises(InputError, match="probe 0, field 'message_index'"):
         parse_probes([{"question": "q", "answer": "a", "type": "recall", "message_index": 3}], "p.json", 3)
 
@@ -274,7 +328,9 @@ def test_parse_probes_reports_wrong_shapes():
 def test_binary_and_surrogate_content_does_not_crash():
     conversation = hand_conversation()
     messages = list(conversation.messages)
-    messages[3] = ToolMessage(tool_call_id="r1", name="read_file", content=b"\xff\xfe\x00 src/auth/session.py load_user")  # type: ignore[arg-type]
+    messages[3] = ToolMessage(
+        tool_call_id="r1", name="read_file", content=b"\xff\xfe\x00 src/auth/session.py load_user"
+    )  # type: ignore[arg-type]
     messages[7] = ToolMessage(tool_call_id="b1", name="bash", content="bad \udcff bytes user_id")
     conversation = Conversation(id="hand", messages=messages, probes=conversation.probes)
     losses = measure(hand_trace(conversation=conversation), counter=approx_count_tokens)
@@ -307,12 +363,41 @@ def linked_conversation(turns: int = 8, pad: int = 120) -> Conversation:
         earlier = max(0, t - 2)
         if t == 1:
             probes.append(Probe("Which port?", f"{6500 + t}", "recall", len(messages)))
-        messages.append(UserMessage(content=f"Turn {t}: fix src/pkg/module_{t}.py like module_{earlier}. Never edit config/prod_{t}.yaml. Port {6500 + t}."))
-        messages.append(AssistantMessage(content="Reading.", tool_calls=(ToolCall(f"r{t}", "read_file", {"path": f"src/pkg/module_{earlier}.py"}),)))
-        messages.append(ToolMessage(tool_call_id=f"r{t}", name="read_file", content=f"def load_user_{earlier}(user_id):\n    return db.get(user_id)\n" + "x = 1\n" * pad))
-        messages.append(AssistantMessage(content="Testing.", tool_calls=(ToolCall(f"b{t}", "bash", {"command": f"pytest tests/test_module_{t}.py -x"}),)))
-        messages.append(ToolMessage(tool_call_id=f"b{t}", name="bash", content=f"FAILED tests/test_module_{t}.py::test_load - KeyError: 'user_id'\nport {6500 + earlier}"))
-        messages.append(AssistantMessage(content=f"We'll use load_user_{earlier} with a default. Fixed src/pkg/module_{t}.py."))
+        messages.append(
+            UserMessage(
+                content=f"Turn {t}: fix src/pkg/module_{t}.py like module_{earlier}. "
+                f"Never edit config/prod_{t}.yaml. Port {6500 + t}."
+            )
+        )
+        messages.append(
+            AssistantMessage(
+                content="Reading.",
+                tool_calls=(ToolCall(f"r{t}", "read_file", {"path": f"src/pkg/module_{earlier}.py"}),),
+            )
+        )
+        messages.append(
+            ToolMessage(
+                tool_call_id=f"r{t}",
+                name="read_file",
+                content=f"def load_user_{earlier}(user_id):\n    return db.get(user_id)\n" + "x = 1\n" * pad,
+            )
+        )
+        messages.append(
+            AssistantMessage(
+                content="Testing.",
+                tool_calls=(ToolCall(f"b{t}", "bash", {"command": f"pytest tests/test_module_{t}.py -x"}),),
+            )
+        )
+        messages.append(
+            ToolMessage(
+                tool_call_id=f"b{t}",
+                name="bash",
+                content=f"FAILED tests/test_module_{t}.py::test_load - KeyError: 'user_id'\nport {6500 + earlier}",
+            )
+        )
+        messages.append(
+            AssistantMessage(content=f"We'll use load_user_{earlier} with a default. Fixed src/pkg/module_{t}.py.")
+        )
     return Conversation(id="linked", messages=messages, probes=probes)
 
 
@@ -340,9 +425,15 @@ def test_measure_agrees_with_the_trace(replayed):
         assert row["rejected_not_smaller"] == summary["rejected_not_smaller"]
         applied = losses.compactions[losses.compactions["applied"]]
         assert (applied["compression_ratio"].between(0, 1)).all(), name
-        assert (applied["engine_compression_ratio"] - trace.compactions[trace.compactions["applied"]]["compression_ratio"].to_numpy()).abs().max() < 1e-9
+        assert (
+            applied["engine_compression_ratio"]
+            - trace.compactions[trace.compactions["applied"]]["compression_ratio"].to_numpy()
+        ).abs().max() < 1e-9
         # tail tokens are the engine's recent window
-        assert (applied["tail_tokens"].to_numpy() == trace.compactions[trace.compactions["applied"]]["recent_tokens"].to_numpy()).all()
+        assert (
+            applied["tail_tokens"].to_numpy()
+            == trace.compactions[trace.compactions["applied"]]["recent_tokens"].to_numpy()
+        ).all()
         assert row["instruction_survival"] >= 0
 
 
@@ -355,7 +446,12 @@ def test_measure_on_a_long_trace_counts_every_applied_compaction():
     from tests.helpers import coding_conversation
     from zett_lab.replay import replay
 
-    trace = replay(coding_conversation(turns=40, output_lines=80, cid="long"), max_tokens=8000, keep_recent_tokens=2000, summarizer="anchors")
+    trace = replay(
+        coding_conversation(turns=40, output_lines=80, cid="long"),
+        max_tokens=8000,
+        keep_recent_tokens=2000,
+        summarizer="anchors",
+    )
     losses = measure(trace)
     assert losses.conversation.iloc[0]["compactions"] == int(trace.compactions["applied"].sum()) >= 3
 
@@ -382,7 +478,9 @@ class FakeAnswerer:
         from zett_lab.measure.lookup import contains_normalized
 
         text = answer if answer and contains_normalized(transcript, answer) else "NOT IN CONTEXT"
-        yield ModelEvent.completed(ModelResponse(AssistantMessage(content=text), usage=ModelUsage(input_tokens=100, output_tokens=5)))
+        yield ModelEvent.completed(
+            ModelResponse(AssistantMessage(content=text), usage=ModelUsage(input_tokens=100, output_tokens=5))
+        )
 
 
 class FakeJudge:
@@ -453,7 +551,9 @@ def test_judged_stops_at_the_budget_and_keeps_what_it_finished():
     assert (result.rows["status"] == "budget").sum() >= 1
     with pytest.raises(SettingError, match="price"):
         run_judged(hand_trace(), answerer=answerer, judge=judge, cache=False, max_usd=1.0)
-    cheap = run_judged(hand_trace(), answerer=FakeAnswerer(gold_map()), judge=FakeJudge(), cache=False, max_usd=0.0, price=(1.0, 1.0))
+    cheap = run_judged(
+        hand_trace(), answerer=FakeAnswerer(gold_map()), judge=FakeJudge(), cache=False, max_usd=0.0, price=(1.0, 1.0)
+    )
     assert cheap.calls == 0 and (cheap.rows["status"] == "budget").all()
 
 
@@ -474,7 +574,10 @@ def test_generate_probes_keeps_only_verbatim_answers():
 
     span = hand_conversation().messages[1:5]
     probes = generate_probes(ProbeWriter(), span, 5, start=1, cache=False)
-    assert [(p.answer, p.message_index, p.type) for p in probes] == [("6543", 1, "recall"), ("src/auth/session.py", 1, "recall")]
+    assert [(p.answer, p.message_index, p.type) for p in probes] == [
+        ("6543", 1, "recall"),
+        ("src/auth/session.py", 1, "recall"),
+    ]
 
 
 def test_agreement_between_offline_and_judged():
@@ -516,7 +619,9 @@ def test_judged_against_the_loopback_server():
 def test_fixtures_measure_cleanly(fixture_conversations):
     from zett_lab.replay import replay
 
-    traces = [replay(c, max_tokens=20_000, keep_recent_tokens=6_000, summarizer="anchors") for c in fixture_conversations]
+    traces = [
+        replay(c, max_tokens=20_000, keep_recent_tokens=6_000, summarizer="anchors") for c in fixture_conversations
+    ]
     losses = measure(traces)
     conversation = losses.conversation.set_index("conversation_id")
     assert len(conversation) == len(fixture_conversations)

@@ -53,21 +53,41 @@ def sweep_table() -> pd.DataFrame:
                 for k in (1_000, 2_000, 4_000):
                     if k >= m:
                         continue
-                    rows.append({
-                        "conversation_id": conversation, "summarizer": summarizer, "max_tokens": m, "keep_recent_tokens": k,
-                        "compactions_applied": 32_000 // m + (summarizer == "mask"),
-                        "total_input_tokens": m * 40 + k * 7 + (1000 if summarizer == "mask" else 0),
-                        "needed_anchor_recall": min(1.0, m / 40_000 + k / 20_000 + (0.05 if summarizer == "mask" else 0)),
-                        "over": m < 8_000, "error": None,
-                    })
-    rows.append({"conversation_id": "a", "summarizer": "anchors:0.1", "max_tokens": 1_000, "keep_recent_tokens": 4_000,
-                 "compactions_applied": np.nan, "total_input_tokens": np.nan, "needed_anchor_recall": np.nan, "over": False,
-                 "error": "failed"})
+                    rows.append(
+                        {
+                            "conversation_id": conversation,
+                            "summarizer": summarizer,
+                            "max_tokens": m,
+                            "keep_recent_tokens": k,
+                            "compactions_applied": 32_000 // m + (summarizer == "mask"),
+                            "total_input_tokens": m * 40 + k * 7 + (1000 if summarizer == "mask" else 0),
+                            "needed_anchor_recall": min(
+                                1.0, m / 40_000 + k / 20_000 + (0.05 if summarizer == "mask" else 0)
+                            ),
+                            "over": m < 8_000,
+                            "error": None,
+                        }
+                    )
+    rows.append(
+        {
+            "conversation_id": "a",
+            "summarizer": "anchors:0.1",
+            "max_tokens": 1_000,
+            "keep_recent_tokens": 4_000,
+            "compactions_applied": np.nan,
+            "total_input_tokens": np.nan,
+            "needed_anchor_recall": np.nan,
+            "over": False,
+            "error": "failed",
+        }
+    )
     return pd.DataFrame(rows)
 
 
 def markers(ax: Axes) -> set[str]:
-    return {line.get_marker() for line in ax.lines if line.get_linestyle() in ("None", "none", "") and len(line.get_xdata())}
+    return {
+        line.get_marker() for line in ax.lines if line.get_linestyle() in ("None", "none", "") and len(line.get_xdata())
+    }
 
 
 def hatches(ax: Axes) -> set[str]:
@@ -117,8 +137,14 @@ def test_timeline_marks_every_outcome_with_its_own_shape(trace, rejected_trace, 
 
 
 def test_timeline_estimate_source_is_marker_fill(trace):
-    usage = replay(trace.conversation, max_tokens=700, keep_recent_tokens=300, summarizer=CountingSummarizer(), cache=False,
-                   usage="synthetic")
+    usage = replay(
+        trace.conversation,
+        max_tokens=700,
+        keep_recent_tokens=300,
+        summarizer=CountingSummarizer(),
+        cache=False,
+        usage="synthetic",
+    )
     ax = plots.timeline(usage).axes[0]
     faces = {line.get_label(): line.get_markerfacecolor() for line in ax.lines}
     open_face = next(v for k, v in faces.items() if "from counter" in k)
@@ -230,14 +256,18 @@ def test_heatmap_accepts_decision_boundaries_objects(sweep_table):
         segments=pd.DataFrame({"start": [4_000, 5_000, 9_000, 12_000], "compactions_applied": [3, 2, 2, 1]}),
     )
     ax = plots.heatmap(sweep_table, "compactions_applied", boundaries=[walk]).axes[0]
-    xs = np.concatenate([np.asarray(line.get_xdata(), dtype=float) for line in ax.lines if line.get_linestyle() == "--"])
+    xs = np.concatenate(
+        [np.asarray(line.get_xdata(), dtype=float) for line in ax.lines if line.get_linestyle() == "--"]
+    )
     # only where compactions_applied changes (9,000 changes the schedule but not the count)
     assert set(xs[~np.isnan(xs)]) == {5_000.0, 12_000.0}
     assert {"→2", "→1"} <= {t.get_text() for t in ax.texts}
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert legend == ["compactions_applied changes (exact)"]
     ax = plots.heatmap(sweep_table, "needed_anchor_recall", boundaries=[walk]).axes[0]
-    xs = np.concatenate([np.asarray(line.get_xdata(), dtype=float) for line in ax.lines if line.get_linestyle() == "--"])
+    xs = np.concatenate(
+        [np.asarray(line.get_xdata(), dtype=float) for line in ax.lines if line.get_linestyle() == "--"]
+    )
     assert set(xs[~np.isnan(xs)]) == {5_000.0, 9_000.0, 12_000.0}
 
 
@@ -245,9 +275,20 @@ def test_heatmap_real_decision_boundaries():
     from zett_lab.study.sweep import decision_boundaries
 
     conversation = coding_conversation(turns=6, cid="walk")
-    walks = [decision_boundaries(conversation, CountingSummarizer(), keep_recent_tokens=k, max_tokens_range=(600, 3_000),
-                                 cache=False, progress=False) for k in (200, 400)]
-    table = pd.DataFrame([{"max_tokens": m, "keep_recent_tokens": k, "steps": 1} for m in (600, 1_500, 3_000) for k in (200, 400)])
+    walks = [
+        decision_boundaries(
+            conversation,
+            CountingSummarizer(),
+            keep_recent_tokens=k,
+            max_tokens_range=(600, 3_000),
+            cache=False,
+            progress=False,
+        )
+        for k in (200, 400)
+    ]
+    table = pd.DataFrame(
+        [{"max_tokens": m, "keep_recent_tokens": k, "steps": 1} for m in (600, 1_500, 3_000) for k in (200, 400)]
+    )
     ax = plots.heatmap(table, "steps", boundaries=walks).axes[0]
     drawn = {float(x) for line in ax.lines for x in np.asarray(line.get_xdata(), dtype=float) if not np.isnan(x)}
     assert set(map(float, walks[0].values)) <= drawn
@@ -308,8 +349,14 @@ def test_summarizer_comparison_from_compare(trace):
 
     other = replay(trace.conversation, max_tokens=10**12, keep_recent_tokens=300, summarizer="mask", cache=False,
                    compact_at=[f"step:{s}" for s in trace.compactions.loc[trace.compactions["applied"], "step"]])
-    same = replay(trace.conversation, max_tokens=10**12, keep_recent_tokens=300, summarizer=CountingSummarizer(), cache=False,
-                  compact_at=[f"step:{s}" for s in trace.compactions.loc[trace.compactions["applied"], "step"]])
+    same = replay(
+        trace.conversation,
+        max_tokens=10**12,
+        keep_recent_tokens=300,
+        summarizer=CountingSummarizer(),
+        cache=False,
+        compact_at=[f"step:{s}" for s in trace.compactions.loc[trace.compactions["applied"], "step"]],
+    )
     result = compare({"counting": [same], "mask": [other]}, metrics=["compression_ratio", "anchor_retention"], seed=0)
     ax = plots.summarizer_comparison(result).axes[0]
     assert [t.get_text() for t in ax.get_yticklabels()] == ["counting", "mask"]
@@ -352,6 +399,8 @@ def test_notebook_display_formatter_is_png():
         fig, ax = plots.figure()
         ax.plot([1, 2])
         data, _ = shell.display_formatter.format(fig)
-        assert "image/png" in data and re.match(rb"\x89PNG", data["image/png"] if isinstance(data["image/png"], bytes) else b"\x89PNG")
+        assert "image/png" in data and re.match(
+            rb"\x89PNG", data["image/png"] if isinstance(data["image/png"], bytes) else b"\x89PNG"
+        )
     finally:
         InteractiveShell.clear_instance()

@@ -29,7 +29,9 @@ from zett_lab.load.zett import write_sqlite
 def test_neutral_round_trip_keeps_every_field(tmp_path):
     conversation = coding_conversation(turns=2)
     conversation.messages[1] = UserMessage(content=[TextContent(text="see"), ImageContent(source=ImageUrlSource(url="https://x/y.png"))])
-    conversation.messages[-1] = AssistantMessage(content="done", reasoning="checked twice", provider="openai", model="gpt-5")
+    conversation.messages[-1] = AssistantMessage(
+        content="done", reasoning="checked twice", provider="openai", model="gpt-5"
+    )
     conversation.usage = {2: ModelUsage(input_tokens=120, output_tokens=9)}
     conversation.probes = [zett_lab.Probe(question="q?", answer="module_0", type="recall", message_index=1)]
     path = conversation.save(tmp_path / "c.json")
@@ -45,12 +47,18 @@ def test_neutral_accepts_openai_chat_lists_and_jsonl(tmp_path):
     messages = [
         {"role": "system", "content": "be brief"},
         {"role": "user", "content": "list files"},
-        {"role": "assistant", "content": None, "tool_calls": [{"id": "t1", "type": "function", "function": {"name": "ls", "arguments": "{\"dir\": \".\"}"}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "t1", "type": "function", "function": {"name": "ls", "arguments": '{"dir": "."}'}}],
+        },
         {"role": "tool", "tool_call_id": "t1", "content": "a.py\nb.py"},
         {"role": "assistant", "content": "Two files."},
     ]
     (tmp_path / "bare.json").write_text(json.dumps(messages))
-    (tmp_path / "many.jsonl").write_text("\n".join(json.dumps({"id": f"c{i}", "messages": messages}) for i in range(3)) + "\n")
+    (tmp_path / "many.jsonl").write_text(
+        "\n".join(json.dumps({"id": f"c{i}", "messages": messages}) for i in range(3)) + "\n"
+    )
     bare = zett_lab.load(tmp_path / "bare.json")
     assert isinstance(bare.messages[2], AssistantMessage) and bare.messages[2].tool_calls[0].arguments == {"dir": "."}
     assert bare.messages[3].name == "ls"
@@ -63,8 +71,16 @@ def test_neutral_accepts_openai_chat_lists_and_jsonl(tmp_path):
 @pytest.mark.parametrize(
     ("messages", "where", "problem"),
     [
-        ([{"role": "user", "content": "hi"}, {"role": "robot", "content": "x"}], "message 1, field 'role'", "unknown role 'robot'"),
-        ([{"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "nope", "content": "x"}], "message 1", "no matching assistant tool call"),
+        (
+            [{"role": "user", "content": "hi"}, {"role": "robot", "content": "x"}],
+            "message 1, field 'role'",
+            "unknown role 'robot'",
+        ),
+        (
+            [{"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "nope", "content": "x"}],
+            "message 1",
+            "no matching assistant tool call",
+        ),
         (
             [
                 {"role": "user", "content": "hi"},
@@ -75,7 +91,14 @@ def test_neutral_accepts_openai_chat_lists_and_jsonl(tmp_path):
             "'a' has no tool result",
         ),
         ([{"role": "system", "content": "only instructions"}], None, "is empty"),
-        ([{"role": "user", "content": "x"}, {"role": "assistant", "tool_calls": [{"id": "a", "function": {"name": "f", "arguments": "{oops"}}]}], "tool_calls[0].function.arguments", "not valid JSON"),
+        (
+            [
+                {"role": "user", "content": "x"},
+                {"role": "assistant", "tool_calls": [{"id": "a", "function": {"name": "f", "arguments": "{oops"}}]},
+            ],
+            "tool_calls[0].function.arguments",
+            "not valid JSON",
+        ),
     ],
 )
 def test_bad_neutral_messages_name_file_and_place(tmp_path, messages, where, problem):
@@ -91,7 +114,14 @@ def test_bad_neutral_messages_name_file_and_place(tmp_path, messages, where, pro
 
 def test_a_dangling_tool_call_at_the_very_end_is_a_cut_off_log_not_an_error(tmp_path):
     path = tmp_path / "cut.json"
-    path.write_text(json.dumps([{"role": "user", "content": "go"}, {"role": "assistant", "tool_calls": [{"id": "a", "function": {"name": "f", "arguments": "{}"}}]}]))
+    path.write_text(
+        json.dumps(
+            [
+                {"role": "user", "content": "go"},
+                {"role": "assistant", "tool_calls": [{"id": "a", "function": {"name": "f", "arguments": "{}"}}]},
+            ]
+        )
+    )
     assert len(zett_lab.load(path).messages) == 2
 
 
@@ -174,7 +204,12 @@ def test_zett_jsonl_extension_files(tmp_path):
     conversation = coding_conversation(turns=2)
     lines = []
     for turn in conversation.turns:
-        record = {"version": 1, "session_id": "s-jsonl", "status": "completed", "messages": json.loads(encode_messages(conversation.messages[turn.start : turn.end]))}
+        record = {
+            "version": 1,
+            "session_id": "s-jsonl",
+            "status": "completed",
+            "messages": json.loads(encode_messages(conversation.messages[turn.start : turn.end])),
+        }
         lines.append(json.dumps(record))
     path = tmp_path / "czotanNA.jsonl"
     path.write_text("\n".join(lines) + "\n")
@@ -202,8 +237,12 @@ def test_zettcode_tree(tmp_path):
 def test_probe_sidecar_errors_name_the_probe(tmp_path):
     db = write_sqlite([coding_conversation(turns=1)], tmp_path / "s.sqlite")
     sidecar = tmp_path / "s.probes.json"
-    sidecar.write_text(json.dumps({"hand-made": {"probes": [{"question": "q", "answer": "a", "type": "recall", "message_index": 99}]}}))
-    with pytest.raises(InputError, match=r"s.probes.json: session 'hand-made', probe 0, field 'message_index': 99 is not a message"):
+    sidecar.write_text(
+        json.dumps({"hand-made": {"probes": [{"question": "q", "answer": "a", "type": "recall", "message_index": 99}]}})
+    )
+    with pytest.raises(
+        InputError, match=r"s.probes.json: session 'hand-made', probe 0, field 'message_index': 99 is not a message"
+    ):
         zett_lab.load(db)
     sidecar.write_text(json.dumps({"hand-made": {"probes": [{"question": "q", "type": "recall"}]}}))
     with pytest.raises(InputError, match=r"probe 0: missing field\(s\): answer, message_index"):

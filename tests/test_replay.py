@@ -75,7 +75,9 @@ def test_fidelity_on_every_fixture(fixture_conversations, sent_contexts, max_tok
     applied = 0
     for conversation in fixture_conversations:
         sent_contexts.clear()
-        trace = replay(conversation, max_tokens=max_tokens, keep_recent_tokens=keep_recent_tokens, summarizer="truncate:0.2")
+        trace = replay(
+            conversation, max_tokens=max_tokens, keep_recent_tokens=keep_recent_tokens, summarizer="truncate:0.2"
+        )
         check_fidelity(trace, sent_contexts)
         applied += int(trace.compactions["applied"].sum())
         steps = trace.steps
@@ -108,7 +110,9 @@ def test_one_oversized_turn_never_compacts_and_says_why():
 def test_log_cut_after_a_tool_result_ends_cleanly():
     conversation = coding_conversation(turns=2)
     conversation.messages = conversation.messages[:-1]  # ends on a tool result
-    trace = replay(conversation, max_tokens=10_000, keep_recent_tokens=1_000, summarizer=CountingSummarizer(), cache=False)
+    trace = replay(
+        conversation, max_tokens=10_000, keep_recent_tokens=1_000, summarizer=CountingSummarizer(), cache=False
+    )
     last = trace.steps.iloc[-1]
     assert not last["responded"] and last["n_recorded"] == len(conversation.messages)
     assert trace.steps["responded"].sum() == sum(isinstance(m, AssistantMessage) for m in conversation.messages)
@@ -118,7 +122,9 @@ def test_log_cut_after_an_unanswered_tool_call_ends_cleanly():
     conversation = coding_conversation(turns=2)
     conversation.messages = conversation.messages[:-2]  # ends on an assistant tool call
     assert isinstance(conversation.messages[-1], AssistantMessage) and conversation.messages[-1].tool_calls
-    trace = replay(conversation, max_tokens=10_000, keep_recent_tokens=1_000, summarizer=CountingSummarizer(), cache=False)
+    trace = replay(
+        conversation, max_tokens=10_000, keep_recent_tokens=1_000, summarizer=CountingSummarizer(), cache=False
+    )
     assert trace.steps["responded"].all()
     assert len(trace.steps) == sum(isinstance(m, AssistantMessage) for m in conversation.messages)
 
@@ -130,7 +136,9 @@ def test_failed_tool_results_replay_as_failures(sent_contexts):
     assert [t.success for t in tools] == [m.success for m in conversation.messages if isinstance(m, ToolMessage)]
 
 
-@pytest.mark.parametrize(("mode", "kind"), [("empty", "empty_summary"), ("tool_call", "tool_call"), ("raise", "RuntimeError")])
+@pytest.mark.parametrize(
+    ("mode", "kind"), [("empty", "empty_summary"), ("tool_call", "tool_call"), ("raise", "RuntimeError")]
+)
 def test_failed_summaries_are_recorded_and_the_replay_goes_on(mode, kind):
     conversation = coding_conversation(turns=5)
     trace = replay(conversation, max_tokens=600, keep_recent_tokens=200, summarizer=BadSummarizer(mode), cache=False)
@@ -140,7 +148,14 @@ def test_failed_summaries_are_recorded_and_the_replay_goes_on(mode, kind):
     assert not trace.compactions["applied"].any()
     assert len(trace.steps) == sum(isinstance(m, AssistantMessage) for m in conversation.messages)
     with pytest.raises(ReplayError, match="turn"):
-        replay(conversation, max_tokens=600, keep_recent_tokens=200, summarizer=BadSummarizer(mode), cache=False, strict=True)
+        replay(
+            conversation,
+            max_tokens=600,
+            keep_recent_tokens=200,
+            summarizer=BadSummarizer(mode),
+            cache=False,
+            strict=True,
+        )
 
 
 def test_a_summary_that_is_not_smaller_is_discarded_and_retried_next_step():
@@ -155,11 +170,23 @@ def test_a_summary_that_is_not_smaller_is_discarded_and_retried_next_step():
 @pytest.mark.parametrize(("max_tokens", "keep"), [(0, 10), (-5, 10), (10, 0), (1.5, 10), ("100", 10), (True, 10)])
 def test_limits_must_be_positive_integers(max_tokens, keep):
     with pytest.raises(zett_lab.SettingError, match="must be a positive integer"):
-        replay(coding_conversation(turns=1), max_tokens=max_tokens, keep_recent_tokens=keep, summarizer=CountingSummarizer(), cache=False)
+        replay(
+            coding_conversation(turns=1),
+            max_tokens=max_tokens,
+            keep_recent_tokens=keep,
+            summarizer=CountingSummarizer(),
+            cache=False,
+        )
 
 
 def test_keep_recent_at_or_above_max_tokens_is_allowed():
-    trace = replay(coding_conversation(turns=4), max_tokens=600, keep_recent_tokens=5_000, summarizer=CountingSummarizer(), cache=False)
+    trace = replay(
+        coding_conversation(turns=4),
+        max_tokens=600,
+        keep_recent_tokens=5_000,
+        summarizer=CountingSummarizer(),
+        cache=False,
+    )
     assert set(trace.steps.loc[trace.steps["triggered"], "skip_reason"]) == {"recent budget covers everything"}
 
 
@@ -171,7 +198,13 @@ def test_an_answer_followed_by_another_assistant_message_names_the_index():
 
 
 def test_trace_round_trips_through_json_and_parquet(tmp_path):
-    trace = replay(coding_conversation(turns=5), max_tokens=600, keep_recent_tokens=200, summarizer=CountingSummarizer(), cache=False)
+    trace = replay(
+        coding_conversation(turns=5),
+        max_tokens=600,
+        keep_recent_tokens=200,
+        summarizer=CountingSummarizer(),
+        cache=False,
+    )
     for name in ("t.json", "t.parquet"):
         loaded = Trace.load(trace.save(tmp_path / name))
         assert loaded.steps.equals(trace.steps), name
@@ -192,7 +225,10 @@ def _recorded_summary_model(conversation):
 
 
 def test_replaying_a_compacted_recording_reproduces_its_snapshots(fixture_conversations):
-    """billing-rounding was recorded live with compaction on; replay with its settings and usage lands on the same snapshots."""
+    """billing-rounding was recorded live with compaction on.
+
+    Replay with its settings and usage lands on the same snapshots.
+    """
     conversation = next(c for c in fixture_conversations if c.id == "billing-rounding")
     recorded, model = _recorded_summary_model(conversation)
     trace = replay(
@@ -203,6 +239,8 @@ def test_replaying_a_compacted_recording_reproduces_its_snapshots(fixture_conver
     sequences = conversation.metadata["sequences"]
     snapshots = [n for n in conversation.native_compactions if n.kind == "zett-snapshot"]
     assert len(snapshots) == 3
-    assert [sequences[end - 1] for end in applied["span_end"]] == [n.metadata["compacted_through_sequence"] for n in snapshots]
+    assert [sequences[end - 1] for end in applied["span_end"]] == [
+        n.metadata["compacted_through_sequence"] for n in snapshots
+    ]
     assert [CHECKPOINT_PREFIX + t for t in applied["summary_text"]] == [n.summary for n in snapshots]
     assert "usage" in set(trace.steps["estimate_source"])

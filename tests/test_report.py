@@ -45,9 +45,20 @@ def evil_conversation(turns: int = 6) -> Conversation:
     messages = [SystemMessage(content="You are a coding agent. " + PAYLOADS[0])]
     for t in range(turns):
         payload = PAYLOADS[t % len(PAYLOADS)]
-        messages.append(UserMessage(content=f"Turn {t}: {payload} please fix src/app_{t}.py and never touch migrations/. " + "detail " * 30))
+        messages.append(
+            UserMessage(
+                content=f"Turn {t}: {payload} please fix src/app_{t}.py and never touch migrations/. " + "detail " * 30
+            )
+        )
         call_id = f"call-{t}"
-        messages.append(AssistantMessage(content="", tool_calls=(ToolCall(id=call_id, name="read_file", arguments={"path": f"src/app_{t}.py", "note": payload}),)))
+        messages.append(
+            AssistantMessage(
+                content="",
+                tool_calls=(
+                    ToolCall(id=call_id, name="read_file", arguments={"path": f"src/app_{t}.py", "note": payload}),
+                ),
+            )
+        )
         body = "\n".join(f"def handler_{t}_{k}(): return 'https://evil.example/{k}?q={payload}'" for k in range(25))
         messages.append(ToolMessage(tool_call_id=call_id, name="read_file", content=body, success=True))
         earlier = f" Earlier: src/app_{t - 1}.py handler_{t - 1}_3" if t else ""
@@ -115,8 +126,19 @@ def test_metrics_have_confidence_intervals(report: Report) -> None:
 
 def test_glossary_defines_every_metric_shown(page: str) -> None:
     terms = {term for term, _ in GLOSSARY}
-    for needed in ("needed-anchor recall", "anchor retention", "instruction survival", "probe presence", "compression ratio",
-                   "context reduction", "lost but needed", "confidence interval", "Pareto front", "max_tokens", "keep_recent_tokens"):
+    for needed in (
+        "needed-anchor recall",
+        "anchor retention",
+        "instruction survival",
+        "probe presence",
+        "compression ratio",
+        "context reduction",
+        "lost but needed",
+        "confidence interval",
+        "Pareto front",
+        "max_tokens",
+        "keep_recent_tokens",
+    ):
         assert needed in terms
         assert f"<dt>{html.escape(needed)}</dt>" in page
 
@@ -135,7 +157,9 @@ def test_lost_items_carry_span_and_summary(report: Report) -> None:
 
 
 def test_explorer_has_one_cell_per_setting_and_summarizer(report: Report, page: str) -> None:
-    data = json.loads(re.search(r'<script type="application/json" id="zl-explore-data">(.*?)</script>', page, re.S).group(1))
+    data = json.loads(
+        re.search(r'<script type="application/json" id="zl-explore-data">(.*?)</script>', page, re.S).group(1)
+    )
     assert len(data["cells"]) == len(SUMMARIZERS) * 4
     svgs = {cell["svg"] for cell in data["cells"].values()}
     assert len(svgs) > 1, "different settings draw different timelines"
@@ -209,7 +233,10 @@ def test_no_api_key_or_environment_value_in_any_output(monkeypatch: pytest.Monke
             executor="serial", date=DATE,
         )
         outputs = [report.to_html(), report.to_markdown(), report.to_json(), report._repr_html_()]
-        assert any(r.headers.get("Authorization", r.headers.get("authorization", "")).endswith("sk-test-secret-compatible") for r in server.requests)
+        assert any(
+            r.headers.get("Authorization", r.headers.get("authorization", "")).endswith("sk-test-secret-compatible")
+            for r in server.requests
+        )
     for text in outputs:
         for secret in ("sk-test-secret", "private-value-7c1e", "private-cache-dir-5d2a", str(tmp_path)):
             assert secret not in text, secret
@@ -263,7 +290,13 @@ def test_repr_html_is_an_isolated_frame(report: Report) -> None:
 
 def test_markdown_and_json_carry_the_findings(report: Report) -> None:
     markdown = report.to_markdown()
-    for heading in ("## What was studied", "## Loss by summarizer", "## Lost but needed later", "## Costs", "## Glossary"):
+    for heading in (
+        "## What was studied",
+        "## Loss by summarizer",
+        "## Lost but needed later",
+        "## Costs",
+        "## Glossary",
+    ):
         assert heading in markdown
     document = json.loads(report.to_json())
     assert document["date"] == DATE and document["recommendation"]["summarizer"] in SUMMARIZERS
@@ -272,7 +305,10 @@ def test_markdown_and_json_carry_the_findings(report: Report) -> None:
 
 def test_report_from_traces_alone() -> None:
     conversation = coding_conversation(turns=6)
-    traces = [replay(conversation, max_tokens=m, keep_recent_tokens=400, summarizer="truncate", cache=False) for m in (900, 1800)]
+    traces = [
+        replay(conversation, max_tokens=m, keep_recent_tokens=400, summarizer="truncate", cache=False)
+        for m in (900, 1800)
+    ]
     report = Report(traces=traces, date=DATE, title="Two thresholds")
     page = report.to_html()
     assert "Two thresholds" in page

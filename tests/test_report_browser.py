@@ -28,7 +28,14 @@ class Watched:
         self.dialogs: list[str] = []
         self.page.on("request", lambda request: self.requests.append(request.url))
         self.page.on("pageerror", lambda error: self.errors.append(f"pageerror: {error}"))
-        self.page.on("console", lambda message: self.errors.append(f"console {message.type}: {message.text}") if message.type in ("error", "warning") else None)
+        self.page.on(
+            "console",
+            lambda message: (
+                self.errors.append(f"console {message.type}: {message.text}")
+                if message.type in ("error", "warning")
+                else None
+            ),
+        )
         self.page.on("dialog", self._dialog)
 
     def _dialog(self, dialog) -> None:

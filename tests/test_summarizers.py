@@ -92,7 +92,11 @@ async def engine_summarize(model, span):
 @pytest.fixture(scope="module")
 def span():
     """A coding-session span (system prompt dropped, as the engine does)."""
-    return [m for m in coding_conversation(turns=4, tools_per_turn=2, output_lines=60).messages if not isinstance(m, SystemMessage)]
+    return [
+        m
+        for m in coding_conversation(turns=4, tools_per_turn=2, output_lines=60).messages
+        if not isinstance(m, SystemMessage)
+    ]
 
 
 @pytest.fixture()
@@ -190,12 +194,18 @@ def test_truncate_keeps_head_and_tail(span):
 def test_anchors_keeps_constraints_commands_and_errors():
     span = [
         UserMessage(content="The deploy of billing-api fails. Never push to main directly; open a PR instead."),
-        AssistantMessage(content="", tool_calls=(ToolCall("c1", "bash", {"command": "kubectl logs deploy/billing-api"}),)),
-        ToolMessage(tool_call_id="c1", name="bash", content="\n".join(
-            [f"INFO request {i} ok" for i in range(300)]
-            + ["ERROR psycopg.OperationalError: connection to 10.0.0.5:5432 refused"]
-            + [f"INFO request {i} ok" for i in range(300, 600)]
-        )),
+        AssistantMessage(
+            content="", tool_calls=(ToolCall("c1", "bash", {"command": "kubectl logs deploy/billing-api"}),)
+        ),
+        ToolMessage(
+            tool_call_id="c1",
+            name="bash",
+            content="\n".join(
+                [f"INFO request {i} ok" for i in range(300)]
+                + ["ERROR psycopg.OperationalError: connection to 10.0.0.5:5432 refused"]
+                + [f"INFO request {i} ok" for i in range(300, 600)]
+            ),
+        ),
         AssistantMessage(content="The root cause is the DB_HOST secret; I'll fix config/prod.yaml."),
     ]
     text = summarizer("anchors", budget=150).summarize(span)

@@ -52,14 +52,18 @@ def build(turns: int = 8, cid: str = "synthetic", seed: int = 0):
     messages = [SystemMessage(content="You are a careful coding agent.")]
     n = 0
     for t in range(turns):
-        messages.append(UserMessage(content=f"turn {t}: " + " ".join(rng.choice(words) for _ in range(rng.randint(20, 120)))))
+        messages.append(
+            UserMessage(content=f"turn {t}: " + " ".join(rng.choice(words) for _ in range(rng.randint(20, 120))))
+        )
         for k in range(rng.randint(0, 4)):
             n += 1
             call = ToolCall(id=f"call-{n}", name=rng.choice(["read", "bash"]), arguments={"path": f"f{t}_{k}.py"})
             messages.append(AssistantMessage(content="", tool_calls=(call,)))
             text = "\n".join(" ".join(rng.choice(words) for _ in range(10)) for _ in range(rng.randint(3, 25)))
             messages.append(ToolMessage(tool_call_id=call.id, name=call.name, content=text, success=(k != 1)))
-        messages.append(AssistantMessage(content=f"done {t} " + " ".join(rng.choice(words) for _ in range(rng.randint(5, 40)))))
+        messages.append(
+            AssistantMessage(content=f"done {t} " + " ".join(rng.choice(words) for _ in range(rng.randint(5, 40))))
+        )
     return zett_lab.Conversation(id=cid, messages=messages)
 
 
@@ -183,7 +187,9 @@ def test_keep_recent_at_or_above_max_tokens_runs_and_reports(small, tmp_path):
 
 
 def test_a_broken_conversation_fails_only_its_cells(small, tmp_path):
-    broken = zett_lab.Conversation(id="broken", messages=[UserMessage(content="hi"), ToolMessage(tool_call_id="nope", name="x", content="?")])
+    broken = zett_lab.Conversation(
+        id="broken", messages=[UserMessage(content="hi"), ToolMessage(tool_call_id="nope", name="x", content="?")]
+    )
     s = sweep([small[0], broken], max_tokens=[2_000, 4_000], keep_recent_tokens=[500], executor="serial",
               cache=tmp_path / "c.sqlite", metrics=False, progress=False)
     bad = s.results[s.results["conversation_id"] == "broken"]
@@ -213,8 +219,14 @@ class DyingExecutor(cf.Executor):
 
 def test_executor_dying_mid_sweep_keeps_finished_cells_and_rerun_resumes_from_cache(small, tmp_path):
     cache = tmp_path / "c.sqlite"
-    grid = {"max_tokens": [3_000, 5_000, 8_000], "keep_recent_tokens": [500, 1_500, 3_000], "summarizers": ["extractive"],
-            "cache": cache, "metrics": False, "progress": False}
+    grid = {
+        "max_tokens": [3_000, 5_000, 8_000],
+        "keep_recent_tokens": [500, 1_500, 3_000],
+        "summarizers": ["extractive"],
+        "cache": cache,
+        "metrics": False,
+        "progress": False,
+    }
     clear_worker_state()
     first = sweep(small[2:4], executor=DyingExecutor(survive=3), **grid)
     done, lost = first.results[first.results["error"].isna()], first.results[first.results["error"].notna()]
@@ -280,7 +292,9 @@ def test_provider_summarizer_calls_run_concurrently_within_their_limit(small):
               summarizers=[SlowModel()], executor="serial", cache=False, metrics=False, progress=False)
     assert 1 < SlowModel.peak <= SlowModel.max_concurrency
     for row in s.results.itertuples(index=False):
-        alone = replay(conversation, max_tokens=int(row.max_tokens), keep_recent_tokens=1_000, summarizer=SlowModel(), cache=False)
+        alone = replay(
+            conversation, max_tokens=int(row.max_tokens), keep_recent_tokens=1_000, summarizer=SlowModel(), cache=False
+        )
         assert_same(s.trace(conversation.id, row.max_tokens, 1_000), alone)
 
 
@@ -315,13 +329,17 @@ def test_decision_boundaries_along_max_tokens_are_confirmed_by_replays(small):
                             cache=False, progress=False)
     assert b.values and b.segments["start"].iloc[0] == 6_000 and b.segments["end"].iloc[-1] == 16_000
     for value in b.values:
-        before = replay(conversation, max_tokens=value - 1, keep_recent_tokens=2_000, summarizer="truncate", cache=False)
+        before = replay(
+            conversation, max_tokens=value - 1, keep_recent_tokens=2_000, summarizer="truncate", cache=False
+        )
         after = replay(conversation, max_tokens=value, keep_recent_tokens=2_000, summarizer="truncate", cache=False)
         assert schedule(before) != schedule(after)
     for segment in b.segments.itertuples(index=False):  # inside a segment the schedule does not change
         middle = int(segment.start + segment.end) // 2
         inside = replay(conversation, max_tokens=middle, keep_recent_tokens=2_000, summarizer="truncate", cache=False)
-        start = replay(conversation, max_tokens=int(segment.start), keep_recent_tokens=2_000, summarizer="truncate", cache=False)
+        start = replay(
+            conversation, max_tokens=int(segment.start), keep_recent_tokens=2_000, summarizer="truncate", cache=False
+        )
         assert schedule(inside) == schedule(start)
 
 
@@ -334,7 +352,9 @@ def test_decision_boundaries_along_keep_recent_tokens(small):
                             cache=False, progress=False)
     assert b.values and b.segments["end"].iloc[-1] == 7_000
     for value in b.values:
-        before = replay(conversation, max_tokens=12_000, keep_recent_tokens=value - 1, summarizer="truncate", cache=False)
+        before = replay(
+            conversation, max_tokens=12_000, keep_recent_tokens=value - 1, summarizer="truncate", cache=False
+        )
         after = replay(conversation, max_tokens=12_000, keep_recent_tokens=value, summarizer="truncate", cache=False)
         assert schedule(before) != schedule(after)
     with pytest.raises(SettingError):
@@ -347,12 +367,27 @@ def test_decision_boundaries_along_keep_recent_tokens(small):
 def _table():
     rows = []
     for summ, m, cost, recall, survival in [
-        ("a", 1000, 100, 0.5, 1.0), ("a", 2000, 200, 0.8, 1.0), ("a", 3000, 300, 0.95, 0.5), ("a", 4000, 400, 0.97, 1.0),
-        ("b", 1000, 150, 0.9, 1.0), ("b", 2000, 250, 0.7, 1.0), ("b", 5000, 500, float("nan"), float("nan")),
+        ("a", 1000, 100, 0.5, 1.0),
+        ("a", 2000, 200, 0.8, 1.0),
+        ("a", 3000, 300, 0.95, 0.5),
+        ("a", 4000, 400, 0.97, 1.0),
+        ("b", 1000, 150, 0.9, 1.0),
+        ("b", 2000, 250, 0.7, 1.0),
+        ("b", 5000, 500, float("nan"), float("nan")),
     ]:
         for conversation in ("x", "y"):
-            rows.append({"conversation_id": conversation, "summarizer": summ, "max_tokens": m, "keep_recent_tokens": 10,
-                         "total_input_tokens": cost, "needed_anchor_recall": recall, "instruction_survival": survival, "error": None})
+            rows.append(
+                {
+                    "conversation_id": conversation,
+                    "summarizer": summ,
+                    "max_tokens": m,
+                    "keep_recent_tokens": 10,
+                    "total_input_tokens": cost,
+                    "needed_anchor_recall": recall,
+                    "instruction_survival": survival,
+                    "error": None,
+                }
+            )
     rows.append({"conversation_id": "x", "summarizer": "c", "max_tokens": 1, "keep_recent_tokens": 10,
                  "total_input_tokens": 1, "needed_anchor_recall": 1.0, "instruction_survival": 1.0, "error": "boom"})
     return pd.DataFrame(rows)
@@ -360,7 +395,13 @@ def _table():
 
 def test_pareto_front():
     front = pareto_front(_table())
-    assert list(zip(front["summarizer"], front["max_tokens"], strict=True)) == [("a", 1000), ("b", 1000), ("a", 3000), ("a", 4000), ("b", 5000)]
+    assert list(zip(front["summarizer"], front["max_tokens"], strict=True)) == [
+        ("a", 1000),
+        ("b", 1000),
+        ("a", 3000),
+        ("a", 4000),
+        ("b", 5000),
+    ]
     assert list(front["total_input_tokens"]) == [200, 300, 600, 800, 1000]  # summed over both conversations
     dropped = pareto_front(_table(), nan="drop")
     assert ("b", 5000) not in set(zip(dropped["summarizer"], dropped["max_tokens"], strict=True))
@@ -390,8 +431,15 @@ def test_recommend_dict_and_string_forms():
 
 
 def test_recommend_on_a_real_sweep(small, tmp_path):
-    s = sweep(small[2:4], max_tokens=[6_000, 12_000, 100_000], keep_recent_tokens=[1_000, 3_000], summarizers=["anchors:0.1", "mask"],
-              executor="serial", cache=tmp_path / "c.sqlite", progress=False)
+    s = sweep(
+        small[2:4],
+        max_tokens=[6_000, 12_000, 100_000],
+        keep_recent_tokens=[1_000, 3_000],
+        summarizers=["anchors:0.1", "mask"],
+        executor="serial",
+        cache=tmp_path / "c.sqlite",
+        progress=False,
+    )
     choice = recommend(s, "instruction_survival >= 0.5")
     assert choice.cost == choice.candidates[choice.cost_column].min()
     s.trace(small[2].id, choice.max_tokens, choice.keep_recent_tokens, choice.summarizer)

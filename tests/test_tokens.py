@@ -40,22 +40,44 @@ def edge_case_messages():
         SystemMessage(content="You are a careful coding agent."),
         UserMessage(content=""),
         UserMessage(content="héllo wörld — 日本語のテキスト 🚀 emoji\u200b zero-width"),
-        UserMessage(content=[TextContent(text="look at this"), ImageContent(source=ImageUrlSource(url="https://example.com/a.png"))]),
-        UserMessage(content=[ImageContent(source=ImageBytesSource(data=png, media_type="image/png")), TextContent(text="")]),
+        UserMessage(
+            content=[
+                TextContent(text="look at this"),
+                ImageContent(source=ImageUrlSource(url="https://example.com/a.png")),
+            ]
+        ),
+        UserMessage(
+            content=[ImageContent(source=ImageBytesSource(data=png, media_type="image/png")), TextContent(text="")]
+        ),
         AssistantMessage(content=""),
         AssistantMessage(content="Done.", reasoning="I should check the tests first. ünïcode"),
         AssistantMessage(
             content="",
             tool_calls=(
                 ToolCall(id="call_1", name="bash", arguments={"command": "pytest -x tests/ && echo 'ok' | tee /tmp/ö"}),
-                ToolCall(id="call_2", name="read_file", arguments={"path": "src/app.py", "limit": 200, "nested": {"a": [1, 2.5, None]}}),
+                ToolCall(
+                    id="call_2",
+                    name="read_file",
+                    arguments={"path": "src/app.py", "limit": 200, "nested": {"a": [1, 2.5, None]}},
+                ),
             ),
         ),
         ToolMessage(tool_call_id="call_1", name="bash", content="x" * 200_000),
-        ToolMessage(tool_call_id="call_2", name="read_file", content="Traceback (most recent call last):\nKeyError: 'id'", success=False),
-        ToolMessage(tool_call_id="call_3", name="screenshot", content=[TextContent(text="screen"), ImageContent(source=ImageUrlSource(url="https://e.com/s.png"))]),
+        ToolMessage(
+            tool_call_id="call_2",
+            name="read_file",
+            content="Traceback (most recent call last):\nKeyError: 'id'",
+            success=False,
+        ),
+        ToolMessage(
+            tool_call_id="call_3",
+            name="screenshot",
+            content=[TextContent(text="screen"), ImageContent(source=ImageUrlSource(url="https://e.com/s.png"))],
+        ),
         AgentMessage(content="Internal: continue with the plan."),
-        CompactedMessage(content="[Conversation checkpoint: historical context, not system instructions]\nEarlier we fixed auth."),
+        CompactedMessage(
+            content="[Conversation checkpoint: historical context, not system instructions]\nEarlier we fixed auth."
+        ),
         UserMessage(content="line\n" * 5000),
     ]
 

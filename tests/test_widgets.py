@@ -82,8 +82,11 @@ def test_revisiting_a_setting_uses_the_lru(explorer):
 def test_set_changes_several_settings_with_one_render(explorer):
     explorer.set(conversation_id="second", max_tokens=900, keep_recent_tokens=250)
     assert explorer.renders == 2
-    assert (explorer.trace.conversation.id, explorer.trace.settings["max_tokens"], explorer.trace.settings["keep_recent_tokens"]) == \
-        ("second", 900, 250)
+    assert (
+        explorer.trace.conversation.id,
+        explorer.trace.settings["max_tokens"],
+        explorer.trace.settings["keep_recent_tokens"],
+    ) == ("second", 900, 250)
 
 
 def test_usage_baseline_control(explorer):
@@ -192,8 +195,14 @@ def small_sweep():
     from zett_lab.study.sweep import sweep
 
     conversations = [coding_conversation(turns=6, cid="s1"), coding_conversation(turns=9, cid="s2")]
-    return sweep(conversations, max_tokens=[700, 1_200, 2_400], keep_recent_tokens=[200, 400], summarizers=["mask", "truncate:0.1"],
-                 executor="serial", progress=False)
+    return sweep(
+        conversations,
+        max_tokens=[700, 1_200, 2_400],
+        keep_recent_tokens=[200, 400],
+        summarizers=["mask", "truncate:0.1"],
+        executor="serial",
+        progress=False,
+    )
 
 
 def test_sweep_explorer_metric_and_cell(small_sweep):
@@ -207,7 +216,11 @@ def test_sweep_explorer_metric_and_cell(small_sweep):
     explorer.summarizer.value = "truncate:0.1"
     explorer.select(1_200, 400)
     trace = explorer.trace
-    assert (trace.conversation.id, trace.settings["max_tokens"], trace.settings["keep_recent_tokens"]) == ("s2", 1_200, 400)
+    assert (trace.conversation.id, trace.settings["max_tokens"], trace.settings["keep_recent_tokens"]) == (
+        "s2",
+        1_200,
+        400,
+    )
     renders = explorer.renders
     explorer.metric.value = "steps_over_budget"
     assert explorer.renders == renders + 1
@@ -240,7 +253,9 @@ def test_sweep_explorer_with_a_plain_table(small_sweep):
 
 
 def test_comparison_pairs_summarizers_on_the_same_spans(conversations):
-    comparison = Comparison(conversations, [CountingSummarizer(), "mask", "truncate:0.1"], max_tokens=700, keep_recent_tokens=300)
+    comparison = Comparison(
+        conversations, [CountingSummarizer(), "mask", "truncate:0.1"], max_tokens=700, keep_recent_tokens=300
+    )
     assert comparison.error is None
     reference_steps = comparison.reference.compactions.loc[comparison.reference.compactions["applied"], "step"].tolist()
     assert reference_steps

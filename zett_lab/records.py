@@ -53,7 +53,9 @@ def plain(value: Any, digits: int | None = None) -> Any:
     return str(value)
 
 
-def records(frame: pd.DataFrame | None, columns: Sequence[str] | None = None, digits: int | None = None) -> list[dict[str, Any]]:
+def records(
+    frame: pd.DataFrame | None, columns: Sequence[str] | None = None, digits: int | None = None
+) -> list[dict[str, Any]]:
     """Rows of a frame as JSON-ready dicts (only the ``columns`` present, in that order)."""
     if frame is None or not len(frame):
         return []

@@ -162,7 +162,9 @@ class _PayloadCounter:
     def count_message(self, message: AnyMessage) -> int:
         entry = self._by_identity.get(id(message))
         if entry is None:
-            count = sum(piece if isinstance(piece, int) else self._count_text(piece) for piece in engine_payload(message))
+            count = sum(
+                piece if isinstance(piece, int) else self._count_text(piece) for piece in engine_payload(message)
+            )
             if len(self._by_identity) >= self._MAX_IDENTITIES:
                 self._by_identity.clear()
             # Holding the message keeps its id from being reused while the entry lives.

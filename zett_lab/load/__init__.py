@@ -71,5 +71,7 @@ def load(path: str | Path, session: str | None = None) -> Conversation:
         raise InputError(path, f"session {session!r}", f"no such session; the file has: {known}")
     if len(conversations) > 1:
         known = ", ".join(c.id for c in conversations[:20])
-        raise InputError(path, None, f"holds {len(conversations)} conversations ({known}); pass session= or use load_all")
+        raise InputError(
+            path, None, f"holds {len(conversations)} conversations ({known}); pass session= or use load_all"
+        )
     return conversations[0]

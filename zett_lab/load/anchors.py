@@ -188,7 +188,9 @@ _NUMBER = re.compile(
 _EXC_TAIL = re.compile(r"(?:Error|Exception|Warning|Exit|Interrupt|Fault|Failure):[ \t]*(?P<msg>[^\n]{0,160})")
 _EXC_NAME = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*$")
 _PYTEST = re.compile(r"^[ \t]*(?P<pt>FAILED|ERROR)[ \t]+(?P<node>[^\s:]+::[^\s]+)", re.M)
-_LEVEL = re.compile(r"^[ \t]*(?P<lvl>error|fatal|panic|npm ERR!|ERROR|FATAL)(?:\[\w+\])?:[ \t]*(?P<lmsg>[^\n]{1,160})", re.M)
+_LEVEL = re.compile(
+    r"^[ \t]*(?P<lvl>error|fatal|panic|npm ERR!|ERROR|FATAL)(?:\[\w+\])?:[ \t]*(?P<lmsg>[^\n]{1,160})", re.M
+)
 _OS_ERROR = re.compile(
     r"No such file or directory|Permission denied|command not found|Connection refused"
     r"|Segmentation fault|Address already in use|Out of memory"
@@ -206,7 +208,9 @@ _DECISION_WORDS = re.compile(
 _SENTENCE_SPLIT = re.compile(r"(?<=[.!?;])\s+|\n+")
 _BULLET = re.compile(r"^(?:[-*•>]+|\d+[.)])\s*")
 
-_SHELL_TOOL = re.compile(r"(?:^|[_\W])(?:bash|shell|sh|zsh|terminal|exec|execute|run|command|cmd|console|powershell)(?:$|[_\W])", re.I)
+_SHELL_TOOL = re.compile(
+    r"(?:^|[_\W])(?:bash|shell|sh|zsh|terminal|exec|execute|run|command|cmd|console|powershell)(?:$|[_\W])", re.I
+)
 _COMMAND_KEYS = ("command", "cmd", "commands", "script", "shell_command", "bash_command", "code", "input", "args")
 
 _QUOTES = str.maketrans({"'": None, '"': None, "`": None, "‘": None, "’": None, "“": None, "”": None})

@@ -132,7 +132,9 @@ class Conversation:
         first = next(i for i, m in enumerate(self.messages) if not isinstance(m, SystemMessage))
         if not starts_turn(self.messages[first]):
             raise InputError(
-                where, f"message {first}", f"conversation {self.id!r} must start with a user message, not {role_of(self.messages[first])}"
+                where,
+                f"message {first}",
+                f"conversation {self.id!r} must start with a user message, not {role_of(self.messages[first])}",
             )
         open_calls: dict[str, int] = {}
         for index, message in enumerate(self.messages):
@@ -141,7 +143,9 @@ class Conversation:
             if isinstance(message, ToolMessage):
                 if message.tool_call_id not in open_calls:
                     raise InputError(
-                        where, f"message {index}", f"tool result for call id {message.tool_call_id!r} has no matching assistant tool call"
+                        where,
+                        f"message {index}",
+                        f"tool result for call id {message.tool_call_id!r} has no matching assistant tool call",
                     )
                 del open_calls[message.tool_call_id]
                 continue
@@ -175,11 +179,21 @@ def parse_probes(data: Any, path: object, n_messages: int) -> list[Probe]:
         if missing:
             raise InputError(path, place, f"missing field(s): {', '.join(missing)}")
         if item["type"] not in PROBE_TYPES:
-            raise InputError(path, f"{place}, field 'type'", f"unknown probe type {item['type']!r} (expected {', '.join(PROBE_TYPES)})")
+            raise InputError(
+                path,
+                f"{place}, field 'type'",
+                f"unknown probe type {item['type']!r} (expected {', '.join(PROBE_TYPES)})",
+            )
         index = item["message_index"]
         if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < n_messages:
-            raise InputError(path, f"{place}, field 'message_index'", f"{index!r} is not a message of this conversation (0..{n_messages - 1})")
-        probes.append(Probe(question=str(item["question"]), answer=str(item["answer"]), type=item["type"], message_index=index))
+            raise InputError(
+                path,
+                f"{place}, field 'message_index'",
+                f"{index!r} is not a message of this conversation (0..{n_messages - 1})",
+            )
+        probes.append(
+            Probe(question=str(item["question"]), answer=str(item["answer"]), type=item["type"], message_index=index)
+        )
     return probes
 
 

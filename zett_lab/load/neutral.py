@@ -92,7 +92,12 @@ def _is_neutral_message_list(value: Any) -> bool:
 
 def _is_neutral_object(value: Any) -> bool:
     """``{"id", "messages", ...}`` with only this format's keys (other agents' files carry more)."""
-    return isinstance(value, dict) and "messages" in value and set(value) <= _OBJECT_KEYS and _is_neutral_message_list(value["messages"])
+    return (
+        isinstance(value, dict)
+        and "messages" in value
+        and set(value) <= _OBJECT_KEYS
+        and _is_neutral_message_list(value["messages"])
+    )
 
 
 def _sniff(path: Path, head: bytes) -> bool:

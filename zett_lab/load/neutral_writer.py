@@ -78,7 +78,9 @@ def _content_to_neutral(content: Any) -> Any:
         elif isinstance(part, ImageContent) and isinstance(part.source, ImageUrlSource):
             parts.append({"type": "image_url", "image_url": {"url": part.source.url}})
         else:
-            raise ValueError("the neutral format holds text and image URLs only; embedded image bytes cannot be written")
+            raise ValueError(
+                "the neutral format holds text and image URLs only; embedded image bytes cannot be written"
+            )
     return parts
 
 

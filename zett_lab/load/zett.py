@@ -171,10 +171,17 @@ def _session_conversation(path: Path, session_id: str, rows: list[tuple], snapsh
     native = []
     for version, through, message_json in snapshot_rows:
         checkpoint = next(
-            (m for m in _decode(message_json, path, f"session {session_id!r}, snapshot {version}") if isinstance(m, CompactedMessage)),
+            (
+                m
+                for m in _decode(message_json, path, f"session {session_id!r}, snapshot {version}")
+                if isinstance(m, CompactedMessage)
+            ),
             None,
         )
-        position = next((i for i, s in enumerate(sequences) if s > through and not isinstance(messages[i], SystemMessage)), len(messages))
+        position = next(
+            (i for i, s in enumerate(sequences) if s > through and not isinstance(messages[i], SystemMessage)),
+            len(messages),
+        )
         native.append(
             NativeCompaction(
                 position=position,
@@ -290,7 +297,9 @@ def read_zettcode(path: Path) -> list[Conversation]:
                 envelope = record.get("message")
                 envelopes = envelope if isinstance(envelope, list) else [envelope]
                 if not _is_envelope_list(envelopes):
-                    raise InputError(file, f"line {number}", "a message line needs a zett message envelope under 'message'")
+                    raise InputError(
+                        file, f"line {number}", "a message line needs a zett message envelope under 'message'"
+                    )
                 messages.extend(_decode(json.dumps(envelopes), file, f"line {number}"))
             elif kind == "compaction":
                 native.append(
@@ -313,7 +322,9 @@ def read_zettcode(path: Path) -> list[Conversation]:
     return conversations
 
 
-register(Reader(SQLITE_FORMAT, "zett-agent SQLite session database (SQLiteSessionExtension)", _sniff_sqlite, read_sqlite))
+register(
+    Reader(SQLITE_FORMAT, "zett-agent SQLite session database (SQLiteSessionExtension)", _sniff_sqlite, read_sqlite)
+)
 register(Reader(JSONL_FORMAT, "zett-agent JSONLExtension turn file", _sniff_jsonl, read_jsonl))
 register(Reader(ZETTCODE_FORMAT, "zettcode session tree (<workspace>/<id>/data.jsonl)", _sniff_zettcode, read_zettcode))
 
@@ -350,7 +361,10 @@ def write_sqlite(conversations: list[Conversation], path: str | Path) -> Path:
                         await storage.append(conversation.id, request_id, message)
                     for index in range(turn.start, turn.end):
                         await storage.append(
-                            conversation.id, request_id, conversation.messages[index], usage=conversation.usage.get(index)
+                            conversation.id,
+                            request_id,
+                            conversation.messages[index],
+                            usage=conversation.usage.get(index),
                         )
         finally:
             await storage.close()

@@ -85,7 +85,9 @@ PAIRWISE_COLUMNS = {
     "mean_diff": "mean of a - b",
     "ci_low": "bootstrap percentile CI of mean_diff, lower bound",
     "ci_high": "upper bound",
-    "win_rate": "share of units where a is better than b (beyond tie_tolerance; the catalogue says which way is better)",
+    "win_rate": (
+        "share of units where a is better than b (beyond tie_tolerance; the catalogue says which way is better)"
+    ),
     "tie_rate": "share of ties",
     "loss_rate": "share where b is better than a",
     "wilcoxon_stat": "Wilcoxon signed-rank statistic (NaN when every difference is a tie or n < 1)",
@@ -127,7 +129,9 @@ class Comparison:
     def table(self, metric: str | None = None) -> pd.DataFrame:
         """Summary as a wide table: rows summarizers, columns ``metric`` means (or one metric's mean and CI)."""
         if metric is not None:
-            return self.summary[self.summary["metric"] == metric].set_index("summarizer")[["n", "mean", "ci_low", "ci_high"]]
+            return self.summary[self.summary["metric"] == metric].set_index("summarizer")[
+                ["n", "mean", "ci_low", "ci_high"]
+            ]
         return self.summary.pivot(index="summarizer", columns="metric", values="mean")
 
     def _repr_html_(self) -> str:
@@ -136,7 +140,8 @@ class Comparison:
             f"<div><h4>{html.escape(repr(self))}</h4><h5>Matched units</h5>{self.matched.to_html(index=False)}"
             f"<h5>Means with {self.settings.get('confidence', 0.95):.0%} bootstrap CI</h5>"
             f"{self.summary.to_html(index=False, na_rep='', float_format=fmt)}"
-            f"<h5>Paired differences</h5>{self.pairwise.to_html(index=False, na_rep='', float_format=fmt, max_rows=60)}</div>"
+            "<h5>Paired "
+            f"differences</h5>{self.pairwise.to_html(index=False, na_rep='', float_format=fmt, max_rows=60)}</div>"
         )
 
 
@@ -211,7 +216,11 @@ def _replay_settings(trace: Any) -> dict[str, Any]:
     """The replay arguments a trace was made with (limits, usage mode, effort, manual points, counter)."""
     settings = trace.settings or {}
     if "max_tokens" not in settings and len(trace.steps):
-        settings = {**settings, "max_tokens": trace.steps["max_tokens"].iloc[0], "keep_recent_tokens": trace.steps["keep_recent_tokens"].iloc[0]}
+        settings = {
+            **settings,
+            "max_tokens": trace.steps["max_tokens"].iloc[0],
+            "keep_recent_tokens": trace.steps["keep_recent_tokens"].iloc[0],
+        }
     options: dict[str, Any] = {
         "max_tokens": int(settings["max_tokens"]),
         "keep_recent_tokens": int(settings["keep_recent_tokens"]),
@@ -320,9 +329,15 @@ def compare(
     summary_rows = []
     for m_index, metric in enumerate(metrics):
         for s_index, (name, table) in enumerate(tables.items()):
-            values = pd.to_numeric(table.loc[common, metric], errors="coerce").to_numpy(dtype=float) if len(common) else np.array([])
+            values = (
+                pd.to_numeric(table.loc[common, metric], errors="coerce").to_numpy(dtype=float)
+                if len(common)
+                else np.array([])
+            )
             values = values[~np.isnan(values)]
-            low, high = bootstrap_mean_ci(values, confidence=confidence, resamples=resamples, seed=seed + 7919 * m_index + s_index)
+            low, high = bootstrap_mean_ci(
+                values, confidence=confidence, resamples=resamples, seed=seed + 7919 * m_index + s_index
+            )
             summary_rows.append(
                 {
                     "summarizer": name,
@@ -345,7 +360,9 @@ def compare(
                 ok = ~(np.isnan(va) | np.isnan(vb))
                 va, vb = va[ok], vb[ok]
                 d = va - vb
-                low, high = bootstrap_mean_ci(d, confidence=confidence, resamples=resamples, seed=seed + 104729 + 7919 * m_index + 31 * i)
+                low, high = bootstrap_mean_ci(
+                    d, confidence=confidence, resamples=resamples, seed=seed + 104729 + 7919 * m_index + 31 * i
+                )
                 stat, p = wilcoxon_test(d)
                 n = len(d)
                 better = d if metric_direction_higher(metric) else -d  # > 0 where a is better than b

@@ -308,7 +308,9 @@ def add_costs(
     uncached = sent - cached
     output = _int_column(ordered, "output_tokens")
     uncached_price = primary.cache_write if (prompt_caching and primary.cache_write is not None) else primary.input
-    primary_cost = _money(uncached, uncached_price) + _money(cached, primary.cached_input) + _money(output, primary.output)
+    primary_cost = (
+        _money(uncached, uncached_price) + _money(cached, primary.cached_input) + _money(output, primary.output)
+    )
 
     out.loc[ordered.index, "primary_input_tokens"] = sent
     out.loc[ordered.index, "primary_cached_input_tokens"] = cached
@@ -316,7 +318,12 @@ def add_costs(
     out.loc[ordered.index, "primary_output_tokens"] = output
     out.loc[ordered.index, "cache_break"] = cache_break.astype(bool)
     out.loc[ordered.index, "primary_cost_usd"] = primary_cost
-    for column in ("primary_input_tokens", "primary_cached_input_tokens", "primary_uncached_input_tokens", "primary_output_tokens"):
+    for column in (
+        "primary_input_tokens",
+        "primary_cached_input_tokens",
+        "primary_uncached_input_tokens",
+        "primary_output_tokens",
+    ):
         out[column] = out[column].astype("int64")
     out["cache_break"] = out["cache_break"].astype(bool)
 
@@ -344,7 +351,9 @@ def _summary_costs(compactions: pd.DataFrame | None, table: PriceTable, summary_
             ]
         )
     if not isinstance(compactions, pd.DataFrame):
-        raise SettingError(f"compactions must be a pandas DataFrame (Trace.compactions), not {type(compactions).__name__}")
+        raise SettingError(
+            f"compactions must be a pandas DataFrame (Trace.compactions), not {type(compactions).__name__}"
+        )
     comp = compactions.copy()
     if comp.empty:
         for column in ("price_model",):
@@ -364,11 +373,17 @@ def _summary_costs(compactions: pd.DataFrame | None, table: PriceTable, summary_
 
     from ..summarizers.transcript import count_text
 
-    reported_in = pd.to_numeric(comp.get("summary_input_tokens"), errors="coerce") if "summary_input_tokens" in comp else None
-    reported_out = pd.to_numeric(comp.get("summary_output_tokens"), errors="coerce") if "summary_output_tokens" in comp else None
+    reported_in = (
+        pd.to_numeric(comp.get("summary_input_tokens"), errors="coerce") if "summary_input_tokens" in comp else None
+    )
+    reported_out = (
+        pd.to_numeric(comp.get("summary_output_tokens"), errors="coerce") if "summary_output_tokens" in comp else None
+    )
     failed = comp["error"].notna() if "error" in comp.columns else pd.Series(False, index=comp.index)
     older = _int_column(comp, "older_tokens")
-    texts = comp["summary_text"] if "summary_text" in comp.columns else pd.Series(None, index=comp.index, dtype="object")
+    texts = (
+        comp["summary_text"] if "summary_text" in comp.columns else pd.Series(None, index=comp.index, dtype="object")
+    )
 
     input_tokens, output_tokens, estimated = [], [], []
     overhead = summary_request_overhead_tokens()
@@ -439,7 +454,9 @@ def cost_summary(steps: pd.DataFrame, compactions: pd.DataFrame | None = None) -
         _summary_steps=("summary_cost_usd", lambda s: int((s > 0).sum())),
     )
     frame["cached_input_share"] = np.where(
-        frame["primary_input_tokens"] > 0, frame["primary_cached_input_tokens"] / frame["primary_input_tokens"].clip(lower=1), np.nan
+        frame["primary_input_tokens"] > 0,
+        frame["primary_cached_input_tokens"] / frame["primary_input_tokens"].clip(lower=1),
+        np.nan,
     )
     if compactions is not None and len(compactions) and "summary_cost_usd" in compactions.columns:
         keys = [c for c in group if c in compactions.columns]

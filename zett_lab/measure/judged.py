@@ -234,7 +234,9 @@ class _Caller:
                 self.cached += 1
                 self.memo[key] = hit.text
                 return hit.text
-        estimate = self._cost(kind, _estimate_tokens(request), _OUTPUT_ESTIMATE[kind]) if self.price.get(kind) else math.nan
+        estimate = (
+            self._cost(kind, _estimate_tokens(request), _OUTPUT_ESTIMATE[kind]) if self.price.get(kind) else math.nan
+        )
         if self.max_calls is not None and self.calls + 1 > self.max_calls:
             self.stopped = f"max_calls={self.max_calls} reached"
             return None
@@ -276,7 +278,9 @@ def _parse_generated(text: str) -> list[dict[str, Any]]:
     return [item for item in data if isinstance(item, dict)] if isinstance(data, list) else []
 
 
-def _generated_probes(data: list[dict[str, Any]], span_messages: Sequence[AnyMessage], n: int, start: int) -> list[Probe]:
+def _generated_probes(
+    data: list[dict[str, Any]], span_messages: Sequence[AnyMessage], n: int, start: int
+) -> list[Probe]:
     texts = [message_text(m) for m in span_messages]
     probes: list[Probe] = []
     for item in data:
@@ -325,7 +329,9 @@ def _as_traces(traces: Any) -> list[Any]:
     return list(traces)
 
 
-def _units(traces: list[Any], probes: Any, max_probes: int | None) -> list[tuple[Any, dict[str, Any], str, list[Probe] | None]]:
+def _units(
+    traces: list[Any], probes: Any, max_probes: int | None
+) -> list[tuple[Any, dict[str, Any], str, list[Probe] | None]]:
     """(trace, applied compaction row, probe source, gold probes covered | None for generated)."""
     if not (probes in ("gold", "generate") or callable(probes)):
         raise JudgedError(f"probes must be 'gold', 'generate' or a callable, got {probes!r}")
@@ -380,11 +386,15 @@ class JudgedPlan:
 
     def __repr__(self) -> str:
         cost = "unknown" if math.isnan(self.cost_usd) else f"${self.cost_usd:.4f}"
-        return f"JudgedPlan(compactions={self.compactions}, probes={self.probes}, calls to make<={self.calls}, est. cost={cost})"
+        return (
+            f"JudgedPlan(compactions={self.compactions}, probes={self.probes}, calls to make<={self.calls}, est. "
+            f"cost={cost})"
+        )
 
     def _repr_html_(self) -> str:
         notes = "".join(f"<li>{html.escape(n)}</li>" for n in self.notes)
-        return f"<div><h4>{html.escape(repr(self))}</h4>{self.table.to_html(index=False, na_rep='?')}<ul>{notes}</ul></div>"
+        table = self.table.to_html(index=False, na_rep="?")
+        return f"<div><h4>{html.escape(repr(self))}</h4>{table}<ul>{notes}</ul></div>"
 
 
 def _price_map(price: Any, judge_price: Any) -> dict[str, tuple[float, float] | None]:
@@ -394,7 +404,9 @@ def _price_map(price: Any, judge_price: Any) -> dict[str, tuple[float, float] | 
         try:
             pair = (float(value[0]), float(value[1]))
         except (TypeError, ValueError, IndexError):
-            raise SettingError(f"{name} must be (USD per 1M input tokens, USD per 1M output tokens), got {value!r}") from None
+            raise SettingError(
+                f"{name} must be (USD per 1M input tokens, USD per 1M output tokens), got {value!r}"
+            ) from None
         if pair[0] < 0 or pair[1] < 0:
             raise SettingError(f"{name} must not be negative, got {value!r}")
         return pair
@@ -469,7 +481,16 @@ def plan_judged(
         tokens = sum(_estimate_tokens(request) for request, hit in entries.values() if not hit)
         to_call = len(entries) - cached
         cost = caller._cost(kind, tokens, to_call * _OUTPUT_ESTIMATE[kind])
-        rows.append({"kind": kind, "calls": len(entries), "cached": cached, "to_call": to_call, "input_tokens": tokens, "cost_usd": cost})
+        rows.append(
+            {
+                "kind": kind,
+                "calls": len(entries),
+                "cached": cached,
+                "to_call": to_call,
+                "input_tokens": tokens,
+                "cost_usd": cost,
+            }
+        )
     table = pd.DataFrame(rows, columns=["kind", "calls", "cached", "to_call", "input_tokens", "cost_usd"])
     return JudgedPlan(table=table, compactions=len(units), probes=n_pairs, notes=notes)
 
@@ -504,7 +525,10 @@ class JudgedResult:
 
     def __repr__(self) -> str:
         done = int((self.rows["status"] == "ok").sum()) if len(self.rows) else 0
-        return f"JudgedResult(rows={len(self.rows)}, done={done}, calls={self.calls}, cached={self.cached}, stopped={self.stopped!r})"
+        return (
+            f"JudgedResult(rows={len(self.rows)}, done={done}, calls={self.calls}, cached={self.cached}, "
+            f"stopped={self.stopped!r})"
+        )
 
     def _repr_html_(self) -> str:
         return (
@@ -560,7 +584,9 @@ def run_judged(
     )
 
 
-async def _score(caller: _Caller, answerer: Any, judge: Any, context: list[AnyMessage], probe: Probe) -> tuple[str | None, float]:
+async def _score(
+    caller: _Caller, answerer: Any, judge: Any, context: list[AnyMessage], probe: Probe
+) -> tuple[str | None, float]:
     answer = await caller("answer", answerer, answer_request(context, probe.question))
     if answer is None:
         return None, math.nan
@@ -572,7 +598,9 @@ async def _score(caller: _Caller, answerer: Any, judge: Any, context: list[AnyMe
     return answer, parse_score(verdict)
 
 
-async def _run(units, caller: _Caller, answerer, judge, n_generated: int, max_probes: int | None) -> list[dict[str, Any]]:
+async def _run(
+    units, caller: _Caller, answerer, judge, n_generated: int, max_probes: int | None
+) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for trace, row, source, chosen in units:
         base = {

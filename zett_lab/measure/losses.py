@@ -58,7 +58,9 @@ COMPACTION_COLUMNS: dict[str, str] = {
     "step": "model step of the attempt",
     "turn": "user turn of the attempt",
     "trigger": '"auto" or "manual"',
-    "status": '"applied", "not smaller" (summary discarded by the engine), "failed" (no usable summary), or "no window"',
+    "status": (
+        '"applied", "not smaller" (summary discarded by the engine), "failed" (no usable summary), or "no window"'
+    ),
     "applied": "the checkpoint replaced the span in the context",
     "span_start": "first original message the summary stands for (S_k = messages[span_start:span_end])",
     "span_end": "first message kept verbatim (T_k = messages[span_end:n_recorded])",
@@ -86,7 +88,9 @@ COMPACTION_COLUMNS: dict[str, str] = {
     "constraints": "user constraints in the span",
     "constraints_visible": "constraints visible in Σ_k ∪ T_k",
     "instruction_survival": "constraints_visible / constraints (NaN when the span has none)",
-    "refetch_calls": "tool calls in F_k whose arguments mention a path/identifier/URL anchor of S_k that is in neither T_k nor Σ_k",
+    "refetch_calls": (
+        "tool calls in F_k whose arguments mention a path/identifier/URL anchor of S_k that is in neither T_k nor Σ_k"
+    ),
     "refetched_anchors": "distinct anchors those calls mention",
     "probes_covered": "gold probes whose message_index lies in the span",
     "probes_present": "of those, answers present (normalized substring) in the context the next step sees",
@@ -142,7 +146,9 @@ CONVERSATION_COLUMNS: dict[str, str] = {
     "lost_but_needed": "Σ lost_but_needed over applied compactions",
     "refetch_calls": "Σ refetch_calls over applied compactions",
     "probes": "gold probes of the conversation",
-    "probe_presence": "share of (probe, applied compaction covering it) pairs whose answer is in the next step's context",
+    "probe_presence": (
+        "share of (probe, applied compaction covering it) pairs whose answer is in the next step's context"
+    ),
     "decay_survival_1": "mean share of anchors kept at an applied compaction still in the next applied summary (j=1)",
     "final_survival": "share of anchors kept at the first applied compaction still in the last applied summary",
 }
@@ -161,7 +167,9 @@ PROBE_COLUMNS: dict[str, str] = {
     "answer_in_source": "the gold answer occurs in that message (when False the offline check cannot succeed verbatim)",
     "in_summary": "answer present in Σ_k",
     "in_tail": "answer present in T_k",
-    "in_context": "answer present in the context the next model step sees ([checkpoint] + messages[kept_from:n_recorded])",
+    "in_context": (
+        "answer present in the context the next model step sees ([checkpoint] + messages[kept_from:n_recorded])"
+    ),
 }
 
 DECAY_COLUMNS: dict[str, str] = {
@@ -242,7 +250,9 @@ class Losses:
 
     def needed_recall_by_type(self) -> pd.DataFrame:
         """Needed-anchor recall per type, pooled over applied compactions (rows: summarizer, columns: type)."""
-        anchors = self.anchors[self.anchors["applied"] & self.anchors["needed_later"]] if len(self.anchors) else self.anchors
+        anchors = (
+            self.anchors[self.anchors["applied"] & self.anchors["needed_later"]] if len(self.anchors) else self.anchors
+        )
         if not len(anchors):
             return pd.DataFrame(columns=list(ANCHOR_TYPES))
         table = anchors.groupby(["summarizer", "type"])["in_summary"].mean().unstack("type")
@@ -293,7 +303,15 @@ Losses.__doc__ = (Losses.__doc__ or "") + "\n    Columns:\n\n" + "\n\n".join(
 
 _BOOLEANS: dict[int, set[str]] = {
     id(COMPACTION_COLUMNS): {"applied", "cache_hit"},
-    id(ANCHOR_COLUMNS): {"applied", "in_summary", "in_tail", "in_future", "needed_later", "lost_but_needed", "refetched"},
+    id(ANCHOR_COLUMNS): {
+        "applied",
+        "in_summary",
+        "in_tail",
+        "in_future",
+        "needed_later",
+        "lost_but_needed",
+        "refetched",
+    },
     id(CONVERSATION_COLUMNS): set(),
     id(PROBE_COLUMNS): {"applied", "answer_in_source", "in_summary", "in_tail", "in_context"},
     id(DECAY_COLUMNS): set(),
@@ -553,11 +571,15 @@ def _measure_one(trace: Any, counter: Callable[[Sequence[Any]], int]) -> Losses:
             tail_tokens=tail_tokens,
             before_tokens=before,
             after_tokens=summary_tokens + tail_tokens if summary_tokens is not None else None,
-            compression_ratio=1 - summary_tokens / span_tokens if summary_tokens is not None and span_tokens else math.nan,
+            compression_ratio=1 - summary_tokens / span_tokens
+            if summary_tokens is not None and span_tokens
+            else math.nan,
             engine_compression_ratio=(
                 1 - summary_tokens / older_tokens if summary_tokens is not None and older_tokens else math.nan
             ),
-            context_reduction=1 - (summary_tokens + tail_tokens) / before if summary_tokens is not None and before else math.nan,
+            context_reduction=1 - (summary_tokens + tail_tokens) / before
+            if summary_tokens is not None and before
+            else math.nan,
         )
 
         text_index = summary_index(cid)
@@ -608,7 +630,10 @@ def _measure_one(trace: Any, counter: Callable[[Sequence[Any]], int]) -> Losses:
                         refetched |= hit
             n_rows = len(anchor_columns["type"]) - rows_start
             anchor_columns["refetched"].extend(
-                (t, n) in refetched for t, n in zip(anchor_columns["type"][rows_start:], anchor_columns["normalized"][rows_start:], strict=True)
+                (t, n) in refetched
+                for t, n in zip(
+                    anchor_columns["type"][rows_start:], anchor_columns["normalized"][rows_start:], strict=True
+                )
             )
             for name, value in (
                 ("conversation_id", conversation.id),
@@ -642,7 +667,9 @@ def _measure_one(trace: Any, counter: Callable[[Sequence[Any]], int]) -> Losses:
         if covered:
             step_row = step_rows.get(_int_or_none(row.get("step")))
             context = loose(
-                _next_context_text(step_row, index, summaries, previous_checkpoint, (cid, applied, span_end, n_recorded))
+                _next_context_text(
+                    step_row, index, summaries, previous_checkpoint, (cid, applied, span_end, n_recorded)
+                )
             )
             tail = loose(index.joined(span_end, n_recorded))
             summary_loose = text_index.loose_text if text_index is not None else ""
@@ -667,7 +694,9 @@ def _measure_one(trace: Any, counter: Callable[[Sequence[Any]], int]) -> Losses:
                         "in_context": in_context,
                     }
                 )
-            out.update(probes_covered=len(covered), probes_present=present, probe_presence=_ratio(present, len(covered)))
+            out.update(
+                probes_covered=len(covered), probes_present=present, probe_presence=_ratio(present, len(covered))
+            )
         else:
             out.update(probes_covered=0, probes_present=0, probe_presence=math.nan)
         compaction_rows.append(out)

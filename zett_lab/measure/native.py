@@ -38,15 +38,21 @@ COLUMNS: dict[str, str] = {
     "native_kind": "NativeCompaction.kind (claude-code-compact, codex-compact, openhands-condensation, ...)",
     "native_trigger": "what the log says triggered it (auto / manual), when it says",
     "native_position": "index of the first message recorded after the native compaction (when it happened)",
-    "native_cut": "first message the native summary does not stand for (= native_position unless the agent kept a tail)",
+    "native_cut": (
+        "first message the native summary does not stand for (= native_position unless the agent kept a tail)"
+    ),
     "native_span_start": "first message the native summary stands for",
     "native_tokens_before": "context size before it as the log reports it (the agent's own tokenizer), NA when absent",
     "native_estimate_before": "zett's counter over messages[:native_position] (what zett-agent would have estimated)",
     "native_summary_chars": "characters of the native summary",
-    "native_summary_tokens": "the native summary as a zett checkpoint message (prefix included), NA when the log lost it",
+    "native_summary_tokens": (
+        "the native summary as a zett checkpoint message (prefix included), NA when the log lost it"
+    ),
     "native_span_tokens": "zett's counter over the raw span messages[native_span_start:native_cut]",
     "native_compression_ratio": "1 - native_summary_tokens / native_span_tokens",
-    "zett_compaction_id": "nearest zett-agent compaction attempt (applied ones preferred), NA without a trace or attempt",
+    "zett_compaction_id": (
+        "nearest zett-agent compaction attempt (applied ones preferred), NA without a trace or attempt"
+    ),
     "zett_step": "model step of that attempt",
     "zett_applied": "whether the engine applied it",
     "zett_position": "its n_recorded (original messages seen when it happened)",
@@ -197,7 +203,9 @@ def compare_native(
         return span_cache[(start, end)]
 
     rows = []
-    for k, (nc, row) in enumerate(zip(conversation.native_compactions, native.compactions.to_dict("records"), strict=True)):
+    for k, (nc, row) in enumerate(
+        zip(conversation.native_compactions, native.compactions.to_dict("records"), strict=True)
+    ):
         position, cut, start = int(row["n_recorded"]), int(row["span_end"]), int(row["span_start"])
         summary_tokens = None if pd.isna(row["summary_tokens"]) else int(row["summary_tokens"])
         native_span = int(row["older_tokens"])
@@ -228,7 +236,9 @@ def compare_native(
             estimate = None
             if step is not None and len(steps) and "estimate" in steps:
                 match = steps[steps["step"] == step]
-                estimate = None if not len(match) or pd.isna(match["estimate"].iloc[0]) else int(match["estimate"].iloc[0])
+                estimate = (
+                    None if not len(match) or pd.isna(match["estimate"].iloc[0]) else int(match["estimate"].iloc[0])
+                )
             out.update(
                 {
                     "zett_compaction_id": int(nearest["compaction_id"]),
@@ -243,7 +253,9 @@ def compare_native(
                     "zett_compression_ratio": _ratio(z_summary, z_span),
                     "position_offset": int(nearest["n_recorded"]) - position,
                     "cut_offset": z_cut - cut,
-                    "summary_tokens_ratio": (z_summary / summary_tokens) if z_summary is not None and summary_tokens else None,
+                    "summary_tokens_ratio": (z_summary / summary_tokens)
+                    if z_summary is not None and summary_tokens
+                    else None,
                 }
             )
         for metric in metrics if measurer else ():
@@ -257,7 +269,9 @@ def compare_native(
         table[column] = pd.array([None if v is None or pd.isna(v) else int(v) for v in table[column]], dtype="Int64")
     for column in ("native_compression_ratio", "zett_compression_ratio", "summary_tokens_ratio"):
         table[column] = pd.to_numeric(table[column], errors="coerce").astype("float64")
-    table["zett_applied"] = pd.array([None if v is None or pd.isna(v) else bool(v) for v in table["zett_applied"]], dtype="boolean")
+    table["zett_applied"] = pd.array(
+        [None if v is None or pd.isna(v) else bool(v) for v in table["zett_applied"]], dtype="boolean"
+    )
     return table
 
 

@@ -20,7 +20,9 @@ NO_TURN_BOUNDARY = "no whole-turn boundary"
 ONLY_CHECKPOINTS = "only earlier checkpoints"
 
 
-def walk_cutoff(dialogue: Sequence[AnyMessage], *, keep_recent_tokens: int, count_tokens: TokenCounter) -> tuple[int, int]:
+def walk_cutoff(
+    dialogue: Sequence[AnyMessage], *, keep_recent_tokens: int, count_tokens: TokenCounter
+) -> tuple[int, int]:
     """The engine's two walks over the non-system dialogue.
 
     Returns where the budget walk stops (the only place ``keep_recent_tokens`` is

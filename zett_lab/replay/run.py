@@ -142,9 +142,14 @@ class _Recorder:
         return len(self.conversation.messages)
 
     def turn_was_interrupted(self) -> bool:
-        """The runtime wants another model step, but the recorded turn ended on a tool result and a new user message follows."""
+        """The runtime wants another model step, but the recorded turn ended on a tool result.
+
+        A new user message follows it in the recording.
+        """
         next_assistant = self.assistant_indices[self.cursor] if self.cursor < len(self.assistant_indices) else None
-        return self.turn_end < len(self.conversation.messages) and (next_assistant is None or next_assistant >= self.turn_end)
+        return self.turn_end < len(self.conversation.messages) and (
+            next_assistant is None or next_assistant >= self.turn_end
+        )
 
     def begin_pass(self, trigger: str | None, n_recorded: int) -> _Pass:
         self.current = _Pass(trigger=trigger, n_recorded=n_recorded)
@@ -254,7 +259,9 @@ class _InstrumentedCompaction(CompactionExtension):
             if window is None:
                 from .explain import window_skip_reason
 
-                state.window_skip = window_skip_reason(messages, keep_recent_tokens=keep_recent_tokens, count_tokens=count_tokens)
+                state.window_skip = window_skip_reason(
+                    messages, keep_recent_tokens=keep_recent_tokens, count_tokens=count_tokens
+                )
         return window
 
     async def _summarize_checkpoint(self, context, older, *, model, reasoning_effort):  # type: ignore[override]
@@ -284,7 +291,8 @@ class _InstrumentedCompaction(CompactionExtension):
     async def before_model(self, context: AgentRunContext, request: ModelRequest) -> None:
         recorder = self._recorder
         if recorder.turn_was_interrupted():
-            # No model step happened here in the recording (the user interrupted): end the request before the engine acts.
+            # No model step happened here in the recording (the user interrupted):
+            # end the request before the engine acts.
             recorder.interrupted_turns.append(recorder.turn)
             raise _TurnInterrupted
         step = len(recorder.step_rows)
@@ -374,7 +382,9 @@ class _ReplayModel:
 
     retry = RetryOptions(max_retries=0)
 
-    def __init__(self, recorder: _Recorder, usage_for: Callable[[int, ModelRequest, AssistantMessage], ModelUsage]) -> None:
+    def __init__(
+        self, recorder: _Recorder, usage_for: Callable[[int, ModelRequest, AssistantMessage], ModelUsage]
+    ) -> None:
         self._recorder = recorder
         self._usage_for = usage_for
 
@@ -490,20 +500,34 @@ def _check_replayable(conversation: Conversation) -> None:
     messages = conversation.messages
     for turn in conversation.turns:
         if not isinstance(messages[turn.start], UserMessage):
-            raise InputError(where, f"message {turn.start}", "replay feeds each turn as a user request; an internal agent message cannot start a turn")
+            raise InputError(
+                where,
+                f"message {turn.start}",
+                "replay feeds each turn as a user request; an internal agent message cannot start a turn",
+            )
     for index, message in enumerate(messages[:-1]):
         if isinstance(message, AssistantMessage) and not message.tool_calls and not starts_turn(messages[index + 1]):
             raise InputError(
-                where, f"message {index + 1}",
-                "an assistant answer is followed by another message in the same turn; the runtime ends a request at an answer",
+                where,
+                f"message {index + 1}",
+                "an assistant answer is followed by another message in the same turn; the runtime ends a request at "
+                "an answer",
             )
 
 
-def _parse_compact_at(compact_at: CompactAt | None, conversation: Conversation, n_steps: int) -> tuple[set[int], set[int]]:
+def _parse_compact_at(
+    compact_at: CompactAt | None, conversation: Conversation, n_steps: int
+) -> tuple[set[int], set[int]]:
     turns, steps = set(), set()
     n_turns = len(conversation.turns)
     for item in compact_at or ():
-        kind, value = ("turn", item) if isinstance(item, int) else tuple(str(item).split(":", 1)) if ":" in str(item) else ("?", item)
+        kind, value = (
+            ("turn", item)
+            if isinstance(item, int)
+            else tuple(str(item).split(":", 1))
+            if ":" in str(item)
+            else ("?", item)
+        )
         try:
             number = int(value)
         except (TypeError, ValueError):
@@ -535,11 +559,14 @@ def _usage_function(
     if not conversation.usage:
         if on_missing_usage == "error":
             raise SettingError(
-                f"conversation {conversation.id!r} has no recorded usage; use usage='none' or on_missing_usage='estimate'"
+                f"conversation {conversation.id!r} has no recorded usage; use usage='none' or "
+                "on_missing_usage='estimate'"
             )
         import warnings
 
-        warnings.warn(f"conversation {conversation.id!r} has no recorded usage; the estimator decides every step", stacklevel=3)
+        warnings.warn(
+            f"conversation {conversation.id!r} has no recorded usage; the estimator decides every step", stacklevel=3
+        )
     return lambda index, request, reply: conversation.usage.get(index, ModelUsage())
 
 
@@ -553,7 +580,9 @@ def resolve_summarizer(summarizer: AgentModel | str | None) -> AgentModel:
     if isinstance(summarizer, str):
         return build(summarizer)
     if not callable(getattr(summarizer, "stream", None)):
-        raise SettingError(f"summarizer must be a zett-agent AgentModel or a spec string, got {type(summarizer).__name__}")
+        raise SettingError(
+            f"summarizer must be a zett-agent AgentModel or a spec string, got {type(summarizer).__name__}"
+        )
     return summarizer
 
 
@@ -661,7 +690,9 @@ def replay(
         "store": str(store) if store is not None else None,
         "interrupted_turns": recorder.interrupted_turns,
     }
-    trace = Trace.from_rows(conversation, recorder.step_rows, recorder.compaction_rows, settings, recorder.engine_events)
+    trace = Trace.from_rows(
+        conversation, recorder.step_rows, recorder.compaction_rows, settings, recorder.engine_events
+    )
     if store is not None:
         from .stored import link_snapshots, stored_view
 
@@ -689,7 +720,12 @@ async def _drive(
     )
     try:
         for turn in conversation.turns:
-            recorder.turn, recorder.turn_start, recorder.turn_end, recorder.turn_step = turn.index, turn.start, turn.end, 0
+            recorder.turn, recorder.turn_start, recorder.turn_end, recorder.turn_step = (
+                turn.index,
+                turn.start,
+                turn.end,
+                0,
+            )
             if turn.index in manual_turns:
                 await _consume(agent.compact(config=config), recorder)
             user = copy.deepcopy(conversation.messages[turn.start])

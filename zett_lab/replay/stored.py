@@ -7,7 +7,9 @@ log, the snapshots and the raw tail the way the user's application stores them.
 
 Example::
 
-    >>> trace = zett_lab.replay(conversation, max_tokens=100, keep_recent_tokens=10, store="replay.sqlite")  # doctest: +SKIP
+    >>> trace = zett_lab.replay(  # doctest: +SKIP
+    ...     conversation, max_tokens=100, keep_recent_tokens=10, store="replay.sqlite"
+    ... )
     >>> view = stored_view("replay.sqlite", conversation.id)  # doctest: +SKIP
     >>> view.raw, view.snapshots, view.raw_tail  # doctest: +SKIP
 """
@@ -41,7 +43,9 @@ def storage_extension(path: str | Path, session_id: str) -> SQLiteSessionExtensi
                     found = None
             if found:
                 detail = f" and already holds a session with id {session_id!r}"
-        raise SettingError(f"store={str(path)!r} already exists{detail}; zett_lab never appends to an existing database")
+        raise SettingError(
+            f"store={str(path)!r} already exists{detail}; zett_lab never appends to an existing database"
+        )
     return SQLiteSessionExtension(path)
 
 
@@ -50,7 +54,8 @@ class StoredView:
     """What zett-agent's storage holds for one session.
 
     Attributes:
-        raw: The append-only raw log, one row per message: ``sequence, request_id, kind, text, input_tokens, output_tokens``.
+        raw: The append-only raw log, one row per message:
+            ``sequence, request_id, kind, text, input_tokens, output_tokens``.
         snapshots: One row per checkpoint: ``version, compacted_through_sequence, summary``.
         raw_tail: The raw-log rows after the latest snapshot's boundary (what a restore replays verbatim).
     """
@@ -94,7 +99,11 @@ def stored_view(path: str | Path, session_id: str) -> StoredView:
     )
     snapshots = pd.DataFrame(
         [
-            {"version": version, "compacted_through_sequence": through, "summary": _text(decode_messages(message_json)[0])}
+            {
+                "version": version,
+                "compacted_through_sequence": through,
+                "summary": _text(decode_messages(message_json)[0]),
+            }
             for version, through, message_json in snapshot_rows
         ],
         columns=["version", "compacted_through_sequence", "summary"],

@@ -105,7 +105,8 @@ class Trace:
         return (
             f"Trace(conversation={self.conversation.id!r}, steps={len(self.steps)}, "
             f"compactions={int(self.compactions['applied'].sum()) if len(self.compactions) else 0} applied, "
-            f"max_tokens={self.settings.get('max_tokens')}, keep_recent_tokens={self.settings.get('keep_recent_tokens')})"
+            f"max_tokens={self.settings.get('max_tokens')}, "
+            f"keep_recent_tokens={self.settings.get('keep_recent_tokens')})"
         )
 
     def summary(self) -> dict[str, Any]:
@@ -133,22 +134,52 @@ class Trace:
         messages = self.conversation.messages
         context: list[AnyMessage] = [m for m in messages[: row["n_recorded"]] if isinstance(m, SystemMessage)][:1]
         if not pd.isna(row["checkpoint_id"]):
-            text = self.compactions.loc[self.compactions["compaction_id"] == row["checkpoint_id"], "summary_text"].iloc[0]
+            text = self.compactions.loc[self.compactions["compaction_id"] == row["checkpoint_id"], "summary_text"].iloc[
+                0
+            ]
             context.append(checkpoint_message(text))
         context.extend(messages[row["kept_from"] : row["n_recorded"]])
         return context
 
     def _repr_html_(self) -> str:
         summary = self.summary()
-        head = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(str(v))}</td></tr>" for k, v in summary.items())
-        columns = ["step", "turn", "estimate", "estimate_source", "triggered", "skip_reason", "applied", "context_tokens_after", "over_budget_after"]
+        head = "".join(
+            f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(str(v))}</td></tr>" for k, v in summary.items()
+        )
+        columns = [
+            "step",
+            "turn",
+            "estimate",
+            "estimate_source",
+            "triggered",
+            "skip_reason",
+            "applied",
+            "context_tokens_after",
+            "over_budget_after",
+        ]
         steps = self.steps[columns].to_html(max_rows=30, index=False, na_rep="")
         compactions = (
-            self.compactions[["compaction_id", "step", "trigger", "span_start", "span_end", "older_tokens", "summary_tokens", "applied", "skip_reason", "error_kind"]].to_html(index=False, na_rep="")
+            self.compactions[
+                [
+                    "compaction_id",
+                    "step",
+                    "trigger",
+                    "span_start",
+                    "span_end",
+                    "older_tokens",
+                    "summary_tokens",
+                    "applied",
+                    "skip_reason",
+                    "error_kind",
+                ]
+            ].to_html(index=False, na_rep="")
             if len(self.compactions)
             else "<p>No compaction attempts.</p>"
         )
-        return f"<div><h4>{html.escape(repr(self))}</h4><table>{head}</table><h5>Steps</h5>{steps}<h5>Compactions</h5>{compactions}</div>"
+        return (
+            f"<div><h4>{html.escape(repr(self))}</h4><table>{head}</table>"
+            f"<h5>Steps</h5>{steps}<h5>Compactions</h5>{compactions}</div>"
+        )
 
     # --- files -----------------------------------------------------------------------------
 
@@ -175,7 +206,10 @@ class Trace:
             import pyarrow.parquet as pq
 
             table = pa.Table.from_pandas(self.steps, preserve_index=False)
-            metadata = {**(table.schema.metadata or {}), _PARQUET_KEY: json.dumps(self._document(include_steps=False)).encode()}
+            metadata = {
+                **(table.schema.metadata or {}),
+                _PARQUET_KEY: json.dumps(self._document(include_steps=False)).encode(),
+            }
             with atomic_path(path) as temporary:
                 pq.write_table(table.replace_schema_metadata(metadata), temporary)
             return path

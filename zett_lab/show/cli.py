@@ -119,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
               zett-lab sweep fixtures/ --max-tokens 8k:32k:8k --keep-recent-tokens 2k,6k --summarizer anchors mask -o sweep.parquet
               zett-lab import ~/.zettcode/sessions/myproject -o sessions.sqlite
 
-            Run 'zett-lab COMMAND --help' for each command's options."""
+            Run 'zett-lab COMMAND --help' for each command's options."""  # noqa: E501 - example commands stay whole so they can be copied
         ),
     )
     parser.add_argument("--version", action="version", version=_version())
@@ -128,7 +128,9 @@ def build_parser() -> argparse.ArgumentParser:
     commands.required = True
 
     common = _Parser(add_help=False)
-    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show the Python traceback on errors")
+    common.add_argument(
+        "--debug", action="store_true", default=argparse.SUPPRESS, help="show the Python traceback on errors"
+    )
 
     # import
     p = commands.add_parser(
@@ -165,18 +167,22 @@ def build_parser() -> argparse.ArgumentParser:
             examples:
               zett-lab replay fixtures/sessions.sqlite --session ci-flaky-kafka --max-tokens 20k --keep-recent-tokens 4k
               zett-lab replay run.jsonl --max-tokens 30000 --keep-recent-tokens 8000 --summarizer truncate:0.1 -o trace.parquet
-              zett-lab replay run.jsonl --max-tokens 30k --keep-recent-tokens 8k --summarizer openai:gpt-5-mini"""
+              zett-lab replay run.jsonl --max-tokens 30k --keep-recent-tokens 8k --summarizer openai:gpt-5-mini"""  # noqa: E501 - example commands stay whole so they can be copied
         ),
     )
     p.add_argument("path", metavar="PATH", help="recorded session file or directory")
     p.add_argument("--session", metavar="ID", help="session id, when the file holds several")
-    p.add_argument("--max-tokens", required=True, type=_tokens_type("--max-tokens"), metavar="N", help="engine threshold")
+    p.add_argument(
+        "--max-tokens", required=True, type=_tokens_type("--max-tokens"), metavar="N", help="engine threshold"
+    )
     p.add_argument(
         "--keep-recent-tokens", required=True, type=_tokens_type("--keep-recent-tokens"), metavar="N",
         help="tokens kept verbatim (a minimum)",
     )
     p.add_argument("--summarizer", metavar="SPEC", help="summary model spec (default: the offline default)")
-    p.add_argument("--usage", choices=("none", "recorded", "synthetic"), default="none", help="usage baseline mode (default: none)")
+    p.add_argument(
+        "--usage", choices=("none", "recorded", "synthetic"), default="none", help="usage baseline mode (default: none)"
+    )
     p.add_argument("--no-cache", action="store_true", help="do not use the persistent summary cache")
     p.add_argument("-o", "--output", metavar="TRACE", help="also save the trace (.parquet or .json)")
     p.add_argument("--all-steps", action="store_true", help="print every step (default: at most 60 rows)")
@@ -195,16 +201,26 @@ def build_parser() -> argparse.ArgumentParser:
             examples:
               zett-lab sweep fixtures/ --max-tokens 8k:32k:8k --keep-recent-tokens 2k,6k --summarizer anchors mask -o sweep.parquet
               zett-lab sweep run.jsonl --max-tokens 20000,40000 --keep-recent-tokens 5000 --summarizer extractive:0.1 -o s.parquet
-              zett-lab report sweep.parquet -o report.html"""
+              zett-lab report sweep.parquet -o report.html"""  # noqa: E501 - example commands stay whole so they can be copied
         ),
     )
     p.add_argument("paths", nargs="+", metavar="PATH", help="recorded session files or directories")
     p.add_argument("--max-tokens", required=True, type=_grid_type("--max-tokens"), metavar="GRID")
     p.add_argument("--keep-recent-tokens", required=True, type=_grid_type("--keep-recent-tokens"), metavar="GRID")
-    p.add_argument("--summarizer", nargs="+", metavar="SPEC", help="one or more summary model specs (default: the offline default)")
+    p.add_argument(
+        "--summarizer", nargs="+", metavar="SPEC", help="one or more summary model specs (default: the offline default)"
+    )
     p.add_argument("--session", action="append", metavar="ID", help="only this session (repeatable)")
-    p.add_argument("-o", "--output", required=True, metavar="SWEEP", help="output folder for the sweep's Parquet tables (e.g. sweep.parquet)")
-    p.add_argument("--primary-model", metavar="MODEL", help="also price the primary model's tokens as this model (e.g. gpt-5-mini)")
+    p.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="SWEEP",
+        help="output folder for the sweep's Parquet tables (e.g. sweep.parquet)",
+    )
+    p.add_argument(
+        "--primary-model", metavar="MODEL", help="also price the primary model's tokens as this model (e.g. gpt-5-mini)"
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     # report
@@ -216,31 +232,63 @@ def build_parser() -> argparse.ArgumentParser:
         description="Write a report: what was studied, loss metrics per summarizer with confidence intervals, "
         "context timelines, sweep heatmaps and the Pareto front with a recommended setting, what was lost but "
         "needed later, costs, and a glossary. Inputs are saved sweeps (.parquet from 'zett-lab sweep') or recorded "
-        "conversations; for conversations a default grid (chosen from their sizes) is run with the built-in offline summarizers (no network, "
-        "no key). The HTML file is self-contained: it makes no network request.",
+        "conversations; for conversations a default grid (chosen from their sizes) is run with the built-in offline "
+        "summarizers (no network, no key). The HTML file is self-contained: it makes no network request.",
         epilog=textwrap.dedent(
             """\
             examples:
               zett-lab report fixtures/ -o report.html
               zett-lab report sweep.parquet -o report.html
               zett-lab report fixtures/ -o report.md --format md
-              zett-lab report runs/ -o report.html --max-tokens 40k,80k --keep-recent-tokens 10k --summarizer anchors mask"""
+              zett-lab report runs/ -o report.html --max-tokens 40k,80k --keep-recent-tokens 10k --summarizer anchors mask"""  # noqa: E501 - example commands stay whole so they can be copied
         ),
     )
-    p.add_argument("paths", nargs="+", metavar="PATH_OR_SWEEP", help="recorded conversations, or one sweep folder saved by 'zett-lab sweep'")
+    p.add_argument(
+        "paths",
+        nargs="+",
+        metavar="PATH_OR_SWEEP",
+        help="recorded conversations, or one sweep folder saved by 'zett-lab sweep'",
+    )
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="report file")
-    p.add_argument("--format", choices=("html", "md", "json"), help="output format (default: from OUT's suffix, else html)")
+    p.add_argument(
+        "--format", choices=("html", "md", "json"), help="output format (default: from OUT's suffix, else html)"
+    )
     p.add_argument("--title", help="report title")
     p.add_argument("--date", help="date printed in the report (default: today), e.g. 2025-01-31")
-    p.add_argument("--max-tokens", type=_grid_type("--max-tokens"), metavar="GRID", help="grid for conversations (default: chosen from their sizes)")
-    p.add_argument("--keep-recent-tokens", type=_grid_type("--keep-recent-tokens"), metavar="GRID", help="grid for conversations")
-    p.add_argument("--summarizer", nargs="+", metavar="SPEC", help="summarizers for conversations (default: the built-in offline ones)")
-    p.add_argument("--explore", metavar="ID", help="conversation shown in the interactive explorer (default: the one with most compactions)")
     p.add_argument(
-        "--recommend", metavar="CONSTRAINTS",
-        help="recommend the cheapest setting meeting these, e.g. 'needed_anchor_recall >= 0.8' (default: the Pareto knee)",
+        "--max-tokens",
+        type=_grid_type("--max-tokens"),
+        metavar="GRID",
+        help="grid for conversations (default: chosen from their sizes)",
     )
-    p.add_argument("--primary-model", default="gpt-5-mini", metavar="MODEL", help="price the primary model's tokens as this model (default: gpt-5-mini)")
+    p.add_argument(
+        "--keep-recent-tokens", type=_grid_type("--keep-recent-tokens"), metavar="GRID", help="grid for conversations"
+    )
+    p.add_argument(
+        "--summarizer",
+        nargs="+",
+        metavar="SPEC",
+        help="summarizers for conversations (default: the built-in offline ones)",
+    )
+    p.add_argument(
+        "--explore",
+        metavar="ID",
+        help="conversation shown in the interactive explorer (default: the one with most compactions)",
+    )
+    p.add_argument(
+        "--recommend",
+        metavar="CONSTRAINTS",
+        help=(
+            "recommend the cheapest setting meeting these, e.g. 'needed_anchor_recall >= 0.8' "
+            "(default: the Pareto knee)"
+        ),
+    )
+    p.add_argument(
+        "--primary-model",
+        default="gpt-5-mini",
+        metavar="MODEL",
+        help="price the primary model's tokens as this model (default: gpt-5-mini)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     # lab
@@ -250,7 +298,10 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=_formatter,
         help="open JupyterLab on the bundled notebooks",
         description="Start JupyterLab in the bundled notebooks folder (replaces this process).",
-        epilog="examples:\n  zett-lab lab\n  zett-lab lab --dry-run\n  zett-lab lab --notebooks ./my-notebooks -- --port 8899",
+        epilog=(
+            "examples:\n  zett-lab lab\n  zett-lab lab --dry-run\n"
+            "  zett-lab lab --notebooks ./my-notebooks -- --port 8899"
+        ),
     )
     p.add_argument("--notebooks", metavar="DIR", help="notebooks folder (default: the bundled notebooks/)")
     p.add_argument("--dry-run", action="store_true", help="print the command instead of running it")
@@ -311,7 +362,9 @@ def cmd_import(args: argparse.Namespace) -> int:
     ids = [c.id for c in conversations]
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:
-        raise InputError(args.paths[0], f"session {duplicates[0]!r}", "the same session id occurs more than once in the inputs")
+        raise InputError(
+            args.paths[0], f"session {duplicates[0]!r}", "the same session id occurs more than once in the inputs"
+        )
     if suffix == ".json":
         from ..load.neutral_writer import write_neutral
 
@@ -366,7 +419,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
         conversations = _load([args.path])
         if len(conversations) > 1:
             listing = ", ".join(c.id for c in conversations[:20])
-            raise InputError(args.path, None, f"holds {len(conversations)} conversations ({listing}); choose one with --session ID")
+            raise InputError(
+                args.path, None, f"holds {len(conversations)} conversations ({listing}); choose one with --session ID"
+            )
         conversation = conversations[0]
     else:
         conversation = load(args.path, session=args.session)
@@ -471,14 +526,19 @@ def cmd_report(args: argparse.Namespace) -> int:
     _check_report_options(out, options)
     if sweep_files:
         if args.max_tokens or args.keep_recent_tokens or args.summarizer:
-            raise SettingError("--max-tokens/--keep-recent-tokens/--summarizer apply to recorded conversations, not to a saved sweep")
+            raise SettingError(
+                "--max-tokens/--keep-recent-tokens/--summarizer apply to recorded conversations, not to a saved sweep"
+            )
         from ..study.sweep import Sweep
 
         report = Report(sweep=Sweep.load(sweep_files[0]), **options)
     else:
         conversations = _load([str(p) for p in recorded])
         if args.explore is not None and args.explore not in {c.id for c in conversations}:
-            raise SettingError(f"--explore {args.explore!r}: no such conversation; found: {', '.join(c.id for c in conversations[:20])}")
+            raise SettingError(
+                f"--explore {args.explore!r}: no such conversation; found: "
+                f"{', '.join(c.id for c in conversations[:20])}"
+            )
         summarizers = args.summarizer or list(DEFAULT_REPORT_SUMMARIZERS)
         _check_summarizers(summarizers)
         grid = default_grid(conversations)

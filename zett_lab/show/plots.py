@@ -234,8 +234,15 @@ def timeline(trace: Any, ax: Axes | None = None, *, title: str | None = None, le
                 edgecolor=(0.8, 0.2, 0.07, 0.55), linewidth=0, hatch="///", zorder=0.5,
             )
         if over.any():
-            handles.append(Patch(facecolor=(0.8, 0.2, 0.07, 0.10), edgecolor=(0.8, 0.2, 0.07, 0.55), hatch="///", linewidth=0,
-                                 label=f"sent over budget ({int(over.sum())} steps)"))
+            handles.append(
+                Patch(
+                    facecolor=(0.8, 0.2, 0.07, 0.10),
+                    edgecolor=(0.8, 0.2, 0.07, 0.55),
+                    hatch="///",
+                    linewidth=0,
+                    label=f"sent over budget ({int(over.sum())} steps)",
+                )
+            )
 
         turns = steps["turn"].to_numpy() if len(steps) else np.zeros(0)
         starts = x[1:][np.diff(turns.astype(float)) != 0] if len(turns) > 1 else np.zeros(0)
@@ -281,7 +288,9 @@ def timeline(trace: Any, ax: Axes | None = None, *, title: str | None = None, le
             outcomes["applied"] = cstep[applied]
             outcomes["summary not smaller"] = cstep[reason == "summary not smaller"]
             outcomes["summary failed"] = cstep[reason == "summary failed"]
-            manual_no_window = cstep[(compactions["trigger"].to_numpy() == "manual") & ~applied & ~has_window & (reason != "summary failed")]
+            manual_no_window = cstep[
+                (compactions["trigger"].to_numpy() == "manual") & ~applied & ~has_window & (reason != "summary failed")
+            ]
             manual = cstep[compactions["trigger"].to_numpy() == "manual"]
         else:
             manual_no_window = np.zeros(0)
@@ -299,11 +308,23 @@ def timeline(trace: Any, ax: Axes | None = None, *, title: str | None = None, le
                                markeredgewidth=0.7 if filled else 2.0, zorder=4, label=f"{style['label']} ({len(at)})")
             handles.append(marks)
         if len(manual):
-            (rings,) = ax.plot(manual, y_at(manual), linestyle="none", marker="o", markersize=15, markerfacecolor="none",
-                               markeredgecolor="black", markeredgewidth=1.0, zorder=4, label=f"manual compaction ({len(manual)})")
+            (rings,) = ax.plot(
+                manual,
+                y_at(manual),
+                linestyle="none",
+                marker="o",
+                markersize=15,
+                markerfacecolor="none",
+                markeredgecolor="black",
+                markeredgewidth=1.0,
+                zorder=4,
+                label=f"manual compaction ({len(manual)})",
+            )
             handles.append(rings)
 
-        top = np.nanmax([np.nanmax(estimate_known) if len(x) else 0, np.nanmax(sent) if len(x) else 0, max_tokens or 0, 1])
+        top = np.nanmax(
+            [np.nanmax(estimate_known) if len(x) else 0, np.nanmax(sent) if len(x) else 0, max_tokens or 0, 1]
+        )
         ax.set_ylim(0, top * (1.42 if legend else 1.08))
         if len(x):
             ax.set_xlim(x.min() - 0.8, x.max() + 0.8)
@@ -359,7 +380,9 @@ def message_strip(trace: Any, ax: Axes | None = None, *, title: str | None = Non
                 for a, b in itertools.pairwise(bounds):
                     x0, x1 = lo + a, lo + b
                     drawn.add(segment[a])
-                    verts.setdefault((region, segment[a]), []).append([(x0, y - half), (x1, y - half), (x1, y + half), (x0, y + half)])
+                    verts.setdefault((region, segment[a]), []).append(
+                        [(x0, y - half), (x1, y - half), (x1, y + half), (x0, y + half)]
+                    )
             if seen < n:
                 ax.plot([seen, n], [y, y], color="#999999", linewidth=1.0, solid_capstyle="butt", zorder=1)
             ax.plot([seen, seen], [y - 0.45, y + 0.45], color="black", linewidth=1.6, zorder=3)
@@ -383,12 +406,23 @@ def message_strip(trace: Any, ax: Axes | None = None, *, title: str | None = Non
         if not len(rows):
             ax.text(0.5, 0.5, "no compaction attempt with a window", transform=ax.transAxes, ha="center", va="center")
         if title is None:
-            title = f"{getattr(trace.conversation, 'id', '')}: summarized (tall) and kept verbatim (thin) messages per compaction"
+            title = (
+                f"{getattr(trace.conversation, 'id', '')}: summarized (tall) and kept verbatim (thin) messages per "
+                "compaction"
+            )
         ax.set_title(title, loc="left")
         if legend:
             present = [k for k in KIND_STYLES if k in drawn]
-            handles = [Patch(facecolor=KIND_STYLES[k]["color"], edgecolor="#222222", hatch=KIND_STYLES[k]["hatch"] or None,
-                             linewidth=0.3, label=k) for k in present]
+            handles = [
+                Patch(
+                    facecolor=KIND_STYLES[k]["color"],
+                    edgecolor="#222222",
+                    hatch=KIND_STYLES[k]["hatch"] or None,
+                    linewidth=0.3,
+                    label=k,
+                )
+                for k in present
+            ]
             handles += [
                 Patch(facecolor="#777777", edgecolor="#222222", label="summarized (tall)"),
                 Patch(facecolor=_shade("#777777", 0.55), edgecolor="#222222", label="kept verbatim (thin)"),
@@ -441,7 +475,11 @@ def _from_boundaries(items: Sequence[Any], column: str | None = None) -> pd.Data
     for item in items:
         segments = getattr(item, "segments", None)
         known = isinstance(segments, pd.DataFrame) and "start" in segments.columns
-        metric = column if known and column in segments.columns else ("compactions_applied" if known and "compactions_applied" in segments.columns else None)
+        metric = (
+            column
+            if known and column in segments.columns
+            else ("compactions_applied" if known and "compactions_applied" in segments.columns else None)
+        )
         values = {int(a): b for a, b in zip(segments["start"], segments[metric], strict=True)} if metric else {}
         starts = [int(a) for a in segments["start"]] if known else []
         for value in item.values:
@@ -479,23 +517,32 @@ def _boundary_frames(boundaries: Any, column: str | None = None) -> list[tuple[s
             boundaries = inner
             break
     if isinstance(boundaries, pd.DataFrame):
-        label_column = next((c for c in ("boundary", "label", "name", "metric", "kind", "change") if c in boundaries.columns), None)
+        label_column = next(
+            (c for c in ("boundary", "label", "name", "metric", "kind", "change") if c in boundaries.columns), None
+        )
         if label_column is None:
             return [("decision boundary", boundaries)]
         return [(str(label), group) for label, group in boundaries.groupby(label_column, sort=True, dropna=False)]
     if isinstance(boundaries, Mapping):
         out = []
         for label, value in boundaries.items():
-            if _is_boundaries(value) or (isinstance(value, (list, tuple)) and value and all(_is_boundaries(b) for b in value)):
+            if _is_boundaries(value) or (
+                isinstance(value, (list, tuple)) and value and all(_is_boundaries(b) for b in value)
+            ):
                 out.append((str(label), _from_boundaries([value] if _is_boundaries(value) else value, column)))
                 continue
-            frame = value if isinstance(value, pd.DataFrame) else pd.DataFrame(list(value), columns=["max_tokens", "keep_recent_tokens"])
+            frame = (
+                value
+                if isinstance(value, pd.DataFrame)
+                else pd.DataFrame(list(value), columns=["max_tokens", "keep_recent_tokens"])
+            )
             out.append((str(label), frame))
         return out
     if isinstance(boundaries, Sequence):
         return [("decision boundary", pd.DataFrame(list(boundaries), columns=["max_tokens", "keep_recent_tokens"]))]
     raise SettingError(
-        "boundaries: expected Boundaries (zett_lab.study.boundaries.decision_boundaries) or a list of them, a DataFrame, "
+        "boundaries: expected Boundaries (zett_lab.study.boundaries.decision_boundaries) or a list of them, a "
+        "DataFrame, "
         f"a mapping, or a list of (max_tokens, keep_recent_tokens); got {type(boundaries).__name__}"
     )
 
@@ -549,7 +596,10 @@ def heatmap(
         if needed not in data.columns:
             raise SettingError(f"heatmap: the results have no {needed!r} column")
     if column not in data.columns:
-        raise SettingError(f"heatmap: no column {column!r}; numeric columns: {numeric_columns(data, ('max_tokens', 'keep_recent_tokens'))}")
+        raise SettingError(
+            f"heatmap: no column {column!r}; numeric columns: "
+            f"{numeric_columns(data, ('max_tokens', 'keep_recent_tokens'))}"
+        )
     if where:
         for key, value in where.items():
             data = data[data[key] == value]
@@ -557,11 +607,21 @@ def heatmap(
     if pd.api.types.is_bool_dtype(values):
         values = values.astype("float64")
     elif not pd.api.types.is_numeric_dtype(values):
-        raise SettingError(f"heatmap: column {column!r} is not numeric; numeric columns: {numeric_columns(data, ('max_tokens', 'keep_recent_tokens'))}")
-    frame = pd.DataFrame({"max_tokens": data["max_tokens"].astype(float), "keep_recent_tokens": data["keep_recent_tokens"].astype(float),
-                          "value": pd.to_numeric(values, errors="coerce").astype(float)})
+        raise SettingError(
+            f"heatmap: column {column!r} is not numeric; numeric columns: "
+            f"{numeric_columns(data, ('max_tokens', 'keep_recent_tokens'))}"
+        )
+    frame = pd.DataFrame(
+        {
+            "max_tokens": data["max_tokens"].astype(float),
+            "keep_recent_tokens": data["keep_recent_tokens"].astype(float),
+            "value": pd.to_numeric(values, errors="coerce").astype(float),
+        }
+    )
     per_cell = frame.groupby(["keep_recent_tokens", "max_tokens"]).size()
-    table = frame.pivot_table(index="keep_recent_tokens", columns="max_tokens", values="value", aggfunc=aggregate, dropna=False)
+    table = frame.pivot_table(
+        index="keep_recent_tokens", columns="max_tokens", values="value", aggfunc=aggregate, dropna=False
+    )
     xs = np.array(sorted(frame["max_tokens"].unique()))
     ys = np.array(sorted(frame["keep_recent_tokens"].unique()))
     table = table.reindex(index=ys, columns=xs)
@@ -623,7 +683,11 @@ def heatmap(
         if title is None:
             filters = ", ".join(f"{k}={v}" for k, v in (where or {}).items())
             many = per_cell.max() > 1
-            title = column + (f" ({aggregate} of up to {per_cell.max()} rows per cell)" if many else "") + (f"\n{filters}" if filters else "")
+            title = (
+                column
+                + (f" ({aggregate} of up to {per_cell.max()} rows per cell)" if many else "")
+                + (f"\n{filters}" if filters else "")
+            )
         ax.set_title(title, loc="left")
     return fig
 
@@ -655,7 +719,9 @@ def _draw_boundary(ax: Axes, points: pd.DataFrame, xs, ys, xe, ye, linestyle, ma
     has_y = "keep_recent_tokens" in points.columns
     style = {"color": "black", "linestyle": linestyle, "linewidth": 1.6, "zorder": 4}
     halo = {"color": "white", "linestyle": "-", "linewidth": 3.4, "zorder": 3.9, "alpha": 0.85}
-    handle = Line2D([], [], label=label, marker=marker, markerfacecolor="white", markeredgecolor="black", markersize=5, **style)
+    handle = Line2D(
+        [], [], label=label, marker=marker, markerfacecolor="white", markeredgecolor="black", markersize=5, **style
+    )
     xlog, ylog = ax.get_xscale() == "log", ax.get_yscale() == "log"
 
     def middle(edges: np.ndarray, i: int, log: bool, at: float = 0.28) -> float:
@@ -666,13 +732,20 @@ def _draw_boundary(ax: Axes, points: pd.DataFrame, xs, ys, xe, ye, linestyle, ma
 
     if has_x and has_y:
         points = points.dropna(subset=["max_tokens", "keep_recent_tokens"])
-        walked = points["parameter"].astype(str) if "parameter" in points.columns else pd.Series("max_tokens", index=points.index)
+        walked = (
+            points["parameter"].astype(str)
+            if "parameter" in points.columns
+            else pd.Series("max_tokens", index=points.index)
+        )
         path_x: list[float] = []
         path_y: list[float] = []
         marks: list[tuple[float, float]] = []
         notes: list[tuple[float, float, str]] = []
         along_x = points[walked == "max_tokens"].sort_values(["keep_recent_tokens", "max_tokens"])
-        rows = [(_band(ye, ys, float(k)), float(m)) for m, k in zip(along_x["max_tokens"], along_x["keep_recent_tokens"], strict=True)]
+        rows = [
+            (_band(ye, ys, float(k)), float(m))
+            for m, k in zip(along_x["max_tokens"], along_x["keep_recent_tokens"], strict=True)
+        ]
         per_row = pd.Series([r for r, _ in rows]).value_counts() if rows else pd.Series(dtype=int)
         staircase = len(rows) > 1 and per_row.max() == 1
         for n, (row, px) in enumerate(rows):
@@ -756,7 +829,11 @@ def pareto(
     table[loss] = pd.to_numeric(table[loss], errors="coerce").fillna(1.0 if higher else 0.0)
     table[cost] = pd.to_numeric(table[cost], errors="coerce")
     keys = [c for c in (by or ()) if c in table.columns]
-    points = table.groupby(keys, dropna=False, sort=True).agg(**{cost: (cost, "sum"), loss: (loss, "mean")}).reset_index() if keys else table
+    points = (
+        table.groupby(keys, dropna=False, sort=True).agg(**{cost: (cost, "sum"), loss: (loss, "mean")}).reset_index()
+        if keys
+        else table
+    )
     points = points.dropna(subset=[cost, loss])
     if front is None:
         try:
@@ -767,27 +844,66 @@ def pareto(
             front = pareto_points(points, cost, loss, maximize=higher)
     with _style():
         fig, ax = _axes(ax, (6.6, 4.4))
-        groups = [(None, points)] if not group or group not in points.columns else list(points.groupby(group, sort=True))
+        groups = (
+            [(None, points)] if not group or group not in points.columns else list(points.groupby(group, sort=True))
+        )
         for k, (name, part) in enumerate(groups):
-            ax.plot(part[cost], part[loss], linestyle="none", marker=_SUMMARIZER_MARKERS[k % len(_SUMMARIZER_MARKERS)],
-                    markersize=6, markerfacecolor=_SUMMARIZER_COLORS[k % len(_SUMMARIZER_COLORS)], markeredgecolor="#333333",
-                    markeredgewidth=0.5, alpha=0.85, zorder=2, label=str(name) if name is not None else "setting")
+            ax.plot(
+                part[cost],
+                part[loss],
+                linestyle="none",
+                marker=_SUMMARIZER_MARKERS[k % len(_SUMMARIZER_MARKERS)],
+                markersize=6,
+                markerfacecolor=_SUMMARIZER_COLORS[k % len(_SUMMARIZER_COLORS)],
+                markeredgecolor="#333333",
+                markeredgewidth=0.5,
+                alpha=0.85,
+                zorder=2,
+                label=str(name) if name is not None else "setting",
+            )
         if front is not None and len(front):
             ordered = front.sort_values([cost, loss], ascending=[True, not higher])
             fx, fy = ordered[cost].to_numpy(float), ordered[loss].to_numpy(float)
-            ax.plot(fx, fy, drawstyle="steps-post", color="black", linestyle="--", linewidth=1.2, zorder=3, label="Pareto front")
-            ax.plot(fx, fy, linestyle="none", marker="o", markersize=11, markerfacecolor="none", markeredgecolor="black",
-                    markeredgewidth=1.2, zorder=3, label=f"on the front ({len(ordered)})")
+            ax.plot(
+                fx,
+                fy,
+                drawstyle="steps-post",
+                color="black",
+                linestyle="--",
+                linewidth=1.2,
+                zorder=3,
+                label="Pareto front",
+            )
+            ax.plot(
+                fx,
+                fy,
+                linestyle="none",
+                marker="o",
+                markersize=11,
+                markerfacecolor="none",
+                markeredgecolor="black",
+                markeredgewidth=1.2,
+                zorder=3,
+                label=f"on the front ({len(ordered)})",
+            )
             if label_front and len(ordered) <= 15 and {"max_tokens", "keep_recent_tokens"} <= set(ordered.columns):
                 for _, row in ordered.iterrows():
-                    ax.annotate(f"{_tokens(row['max_tokens'])}/{_tokens(row['keep_recent_tokens'])}", (row[cost], row[loss]),
-                                xytext=(5, -9 if higher else 5), textcoords="offset points", fontsize=7)
+                    ax.annotate(
+                        f"{_tokens(row['max_tokens'])}/{_tokens(row['keep_recent_tokens'])}",
+                        (row[cost], row[loss]),
+                        xytext=(5, -9 if higher else 5),
+                        textcoords="offset points",
+                        fontsize=7,
+                    )
         ax.set_xlabel(f"{cost}" + (" (summed over conversations)" if keys else "") + " — lower is better")
         ax.set_ylabel(f"{loss} — {'higher' if higher else 'lower'} is better")
         if any(token in cost for token in ("token",)):
             _token_axis(ax.xaxis)
         ax.legend(loc="lower right" if higher else "upper right", frameon=True, framealpha=0.92)
-        ax.set_title(title or f"Cost vs {loss}: {len(points)} settings, {0 if front is None else len(front)} on the front", loc="left")
+        ax.set_title(
+            title or f"Cost vs {loss}: {len(points)} settings, {0 if front is None else len(front)} on the front",
+            loc="left",
+        )
     return fig
 
 
@@ -822,7 +938,9 @@ def comparison_frame(compare_result: Any) -> pd.DataFrame:
                 data = inner
                 break
     if not isinstance(data, pd.DataFrame):
-        raise SettingError(f"summarizer_comparison needs a DataFrame (or a result holding one), got {type(compare_result).__name__}")
+        raise SettingError(
+            f"summarizer_comparison needs a DataFrame (or a result holding one), got {type(compare_result).__name__}"
+        )
     data = data.reset_index() if not _find(data.columns, "summarizer", "model", "name") else data
     name = _find(data.columns, "summarizer", "model", "name")
     estimate = _find(data.columns, "estimate", "mean", "value", "point", "median")
@@ -830,7 +948,9 @@ def comparison_frame(compare_result: Any) -> pd.DataFrame:
     high = _find(data.columns, "ci_high", "high", "upper", "ci_upper", "hi")
     metric = _find(data.columns, "metric", "measure")
     if name is None or estimate is None:
-        raise SettingError(f"summarizer_comparison: need a summarizer column and an estimate/mean column, got {list(data.columns)}")
+        raise SettingError(
+            f"summarizer_comparison: need a summarizer column and an estimate/mean column, got {list(data.columns)}"
+        )
     out = pd.DataFrame({
         "summarizer": data[name].astype(str),
         "metric": data[metric].astype(str) if metric else "value",
@@ -866,9 +986,21 @@ def summarizer_comparison(compare_result: Any, ax: Axes | None = None, *, metric
             est = part["estimate"].to_numpy(float)
             lo, hi = part["ci_low"].to_numpy(float), part["ci_high"].to_numpy(float)
             xerr = np.vstack([np.where(np.isnan(lo), 0, est - lo), np.where(np.isnan(hi), 0, hi - est)])
-            ax.errorbar(est, ys, xerr=np.clip(xerr, 0, None), fmt=_SUMMARIZER_MARKERS[k % len(_SUMMARIZER_MARKERS)],
-                        color=_SUMMARIZER_COLORS[k % len(_SUMMARIZER_COLORS)], markeredgecolor="black", markeredgewidth=0.5,
-                        ecolor="#333333", elinewidth=1.1, capsize=3, markersize=6, label=metric, zorder=3)
+            ax.errorbar(
+                est,
+                ys,
+                xerr=np.clip(xerr, 0, None),
+                fmt=_SUMMARIZER_MARKERS[k % len(_SUMMARIZER_MARKERS)],
+                color=_SUMMARIZER_COLORS[k % len(_SUMMARIZER_COLORS)],
+                markeredgecolor="black",
+                markeredgewidth=0.5,
+                ecolor="#333333",
+                elinewidth=1.1,
+                capsize=3,
+                markersize=6,
+                label=metric,
+                zorder=3,
+            )
         ax.set_yticks(range(len(names)), names)
         ax.set_ylim(len(names) - 0.5, -0.5)
         ax.grid(axis="x", color="#DDDDDD", linewidth=0.6)
@@ -889,13 +1021,17 @@ def _anchor_table(losses: Any) -> pd.DataFrame:
     anchors = getattr(losses, "anchors", None)
     if isinstance(anchors, pd.DataFrame):
         return anchors
-    raise SettingError(f"anchor_retention needs Losses (with an .anchors table), a list of them, or an anchors DataFrame; got {type(losses).__name__}")
+    raise SettingError(
+        "anchor_retention needs Losses (with an .anchors table), a list of them, or an anchors DataFrame; got "
+        f"{type(losses).__name__}"
+    )
 
 
 def anchor_retention(losses: Any, ax: Axes | None = None, *, title: str | None = None) -> Figure:
     """Per anchor type: share of a span's anchors found in its summary, and recall of the ones needed later.
 
-    Only applied compactions count (when the table has an ``applied`` column). ``losses`` is a :class:`~zett_lab.measure.Losses` (its ``anchors`` table: ``type``,
+    Only applied compactions count (when the table has an ``applied`` column).
+    ``losses`` is a :class:`~zett_lab.measure.Losses` (its ``anchors`` table: ``type``,
     ``in_summary``, ``in_tail``, ``needed_later``, ``lost_but_needed``), a list of them
     (pooled across conversations) or that table itself. Two hatched bars per type:
     retention (``in_summary`` over all span anchors) and needed-anchor recall
@@ -911,8 +1047,12 @@ def anchor_retention(losses: Any, ax: Axes | None = None, *, title: str | None =
             ax.text(0.5, 0.5, "no anchors in any compacted span", transform=ax.transAxes, ha="center", va="center")
             ax.set_axis_off()
             return fig
-        flags = {c: table[c].astype("boolean").fillna(False).astype(bool) if c in table else pd.Series(False, index=table.index)
-                 for c in ("in_summary", "in_tail", "needed_later", "lost_but_needed")}
+        flags = {
+            c: table[c].astype("boolean").fillna(False).astype(bool)
+            if c in table
+            else pd.Series(False, index=table.index)
+            for c in ("in_summary", "in_tail", "needed_later", "lost_but_needed")
+        }
         needed = flags["needed_later"] & ~flags["in_tail"]
         rows = []
         for kind, part in table.groupby("type", sort=True):
@@ -930,10 +1070,20 @@ def anchor_retention(losses: Any, ax: Axes | None = None, *, title: str | None =
         height = 0.38
         ax.barh(y - height / 2, stats["retention"], height=height, color="#4477AA", edgecolor="black", linewidth=0.5,
                 hatch="///", label="in summary (all span anchors)")
-        ax.barh(y + height / 2, stats["recall"].fillna(0), height=height, color="#EE7733", edgecolor="black", linewidth=0.5,
-                hatch="...", label="needed later: recalled by summary")
+        ax.barh(
+            y + height / 2,
+            stats["recall"].fillna(0),
+            height=height,
+            color="#EE7733",
+            edgecolor="black",
+            linewidth=0.5,
+            hatch="...",
+            label="needed later: recalled by summary",
+        )
         for i, row in stats.iterrows():
-            ax.text(1.02, i - height / 2, f"n={row['anchors']}", va="center", fontsize=7, transform=ax.get_yaxis_transform())
+            ax.text(
+                1.02, i - height / 2, f"n={row['anchors']}", va="center", fontsize=7, transform=ax.get_yaxis_transform()
+            )
             text = f"needed={row['needed']}, lost={row['lost']}" if row["needed"] else "none needed later"
             ax.text(1.02, i + height / 2, text, va="center", fontsize=7, transform=ax.get_yaxis_transform())
         ax.set_yticks(y, stats["type"].tolist())
@@ -944,7 +1094,11 @@ def anchor_retention(losses: Any, ax: Axes | None = None, *, title: str | None =
         ax.set_axisbelow(True)
         ax.legend(loc="upper left", ncol=2, frameon=True, framealpha=0.92)
         total_lost = int(stats["lost"].sum())
-        ax.set_title(title or f"Anchor retention by type ({int(stats['anchors'].sum())} span anchors, {total_lost} lost but needed)", loc="left")
+        ax.set_title(
+            title
+            or f"Anchor retention by type ({int(stats['anchors'].sum())} span anchors, {total_lost} lost but needed)",
+            loc="left",
+        )
     return fig
 
 

@@ -48,8 +48,21 @@ __all__ = ["Comparison", "Explorer", "SweepExplorer"]
 
 #: Step-table columns shown in the Explorer.
 STEP_TABLE_COLUMNS = [
-    "step", "turn", "n_recorded", "estimate", "estimate_source", "triggered", "skip_reason", "cutoff_index",
-    "compaction_id", "summary_tokens", "applied", "context_tokens_after", "over_budget_after", "checkpoint_id", "kept_from",
+    "step",
+    "turn",
+    "n_recorded",
+    "estimate",
+    "estimate_source",
+    "triggered",
+    "skip_reason",
+    "cutoff_index",
+    "compaction_id",
+    "summary_tokens",
+    "applied",
+    "context_tokens_after",
+    "over_budget_after",
+    "checkpoint_id",
+    "kept_from",
 ]
 
 _CSS = """
@@ -187,16 +200,22 @@ def steps_table_html(trace: Any, columns: Sequence[str] = STEP_TABLE_COLUMNS, ma
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
     legend = (
         '<div class="zl-muted" style="font-size:11px">rows: <span style="background:#e3f2e1">applied</span> · '
-        '<span style="background:#fdebd3">rejected/failed</span> · <span style="background:#f1e0ec">threshold crossed, no window</span> · '
+        '<span style="background:#fdebd3">rejected/failed</span> · <span style="background:#f1e0ec">threshold '
+        'crossed, no window</span> · '
         '<span style="background:#fbe3dd">sent over budget</span></div>'
     )
     settings = getattr(trace, "settings", {}) or {}
-    caption = (f"<b>{len(steps)} steps</b> of {html.escape(str(getattr(trace.conversation, 'id', '')))} at "
-               f"max_tokens={_cell(settings.get('max_tokens'))}, keep_recent_tokens={_cell(settings.get('keep_recent_tokens'))}"
-               f" · {html.escape(str(settings.get('summarizer', '')))}")
-    return (f'{_CSS}<div class="zl-steps-caption">{caption}</div>{legend}<div class="zl-scroll">'
-            f'<table class="zl-table zl-steps" data-steps="{len(steps)}" data-max-tokens="{settings.get("max_tokens")}">'
-            f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>")
+    caption = (
+        f"<b>{len(steps)} steps</b> of {html.escape(str(getattr(trace.conversation, 'id', '')))} at "
+        f"max_tokens={_cell(settings.get('max_tokens'))}, "
+        f"keep_recent_tokens={_cell(settings.get('keep_recent_tokens'))}"
+        f" · {html.escape(str(settings.get('summarizer', '')))}"
+    )
+    return (
+        f'{_CSS}<div class="zl-steps-caption">{caption}</div>{legend}<div class="zl-scroll">'
+        f'<table class="zl-table zl-steps" data-steps="{len(steps)}" data-max-tokens="{settings.get("max_tokens")}">'
+        f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
+    )
 
 
 def _frame_html(frame: pd.DataFrame, *, scroll: bool = False) -> str:
@@ -209,7 +228,15 @@ def _frame_html(frame: pd.DataFrame, *, scroll: bool = False) -> str:
 
 def _summary_html(trace: Any, extra: str = "") -> str:
     summary = trace.summary()
-    keys = ["steps", "compactions_applied", "rejected_not_smaller", "failed", "peak_context", "total_input_tokens", "steps_over_budget"]
+    keys = [
+        "steps",
+        "compactions_applied",
+        "rejected_not_smaller",
+        "failed",
+        "peak_context",
+        "total_input_tokens",
+        "steps_over_budget",
+    ]
     chips = " ".join(f'<span class="zl-chip">{html.escape(k)}: {_cell(summary.get(k))}</span>' for k in keys)
     return f"{_CSS}<div>{chips}{extra}</div>"
 
@@ -278,7 +305,15 @@ class _TraceCache:
 class _Base(widgets.VBox):
     """Shared plumbing: models and caches, a suspend flag, status and error areas."""
 
-    def __init__(self, *, summarizers: Any, cache: Any, count_tokens: Any, lru_size: int, replay_options: Mapping[str, Any] | None) -> None:
+    def __init__(
+        self,
+        *,
+        summarizers: Any,
+        cache: Any,
+        count_tokens: Any,
+        lru_size: int,
+        replay_options: Mapping[str, Any] | None,
+    ) -> None:
         super().__init__()
         from ..replay.run import resolve_cache
         from ..tokens import MemoizingCounter
@@ -317,12 +352,28 @@ class _Base(widgets.VBox):
                 self._models[label] = spec
         return self._models[label]
 
-    def _run(self, conversation: Conversation, label: str, max_tokens: int, keep_recent_tokens: int,
-             compact_at: Sequence[str] = (), measure: bool = True, options: Mapping[str, Any] | None = None) -> tuple[Any, Any, bool]:
+    def _run(
+        self,
+        conversation: Conversation,
+        label: str,
+        max_tokens: int,
+        keep_recent_tokens: int,
+        compact_at: Sequence[str] = (),
+        measure: bool = True,
+        options: Mapping[str, Any] | None = None,
+    ) -> tuple[Any, Any, bool]:
         """Replay through the LRU, the shared counter and the summary cache; returns (trace, losses, cache hit)."""
         options = {**self.replay_options, **(options or {})}
-        key = (conversation.id, id(conversation), label, int(max_tokens), int(keep_recent_tokens), tuple(compact_at), measure,
-               tuple(sorted((k, repr(v)) for k, v in options.items())))
+        key = (
+            conversation.id,
+            id(conversation),
+            label,
+            int(max_tokens),
+            int(keep_recent_tokens),
+            tuple(compact_at),
+            measure,
+            tuple(sorted((k, repr(v)) for k, v in options.items())),
+        )
         hit = self.cache.get(key)
         if hit is not None:
             return hit[0], hit[1], True
@@ -333,9 +384,14 @@ class _Base(widgets.VBox):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # e.g. "no recorded usage": the status line says which source decided
             trace = _replay(
-                conversation, max_tokens=int(max_tokens), keep_recent_tokens=int(keep_recent_tokens), summarizer=self._summary_model(label),
-                count_tokens=self.counter, cache=self.summary_cache if self.summary_cache is not None else False,
-                compact_at=list(compact_at) or None, **options,
+                conversation,
+                max_tokens=int(max_tokens),
+                keep_recent_tokens=int(keep_recent_tokens),
+                summarizer=self._summary_model(label),
+                count_tokens=self.counter,
+                cache=self.summary_cache if self.summary_cache is not None else False,
+                compact_at=list(compact_at) or None,
+                **options,
             )
         self.replays += 1
         measure_fn = _measure() if measure else None
@@ -418,7 +474,13 @@ class Explorer(_Base):
         measure: bool = True,
         figsize: tuple[float, float] = (10.5, 4.2),
     ) -> None:
-        super().__init__(summarizers=summarizers, cache=cache, count_tokens=count_tokens, lru_size=lru_size, replay_options=replay_options)
+        super().__init__(
+            summarizers=summarizers,
+            cache=cache,
+            count_tokens=count_tokens,
+            lru_size=lru_size,
+            replay_options=replay_options,
+        )
         self.conversations = _conversation_map(conversations)
         self.measure = measure
         self.trace: Any = None
@@ -429,18 +491,33 @@ class Explorer(_Base):
         self.manual_figure = _new_figure((figsize[0], figsize[1] * 1.7))
         self._sizes: dict[str, int] = {}
 
-        self.conversation = widgets.Dropdown(options=list(self.conversations), description="conversation",
-                                             style={"description_width": "initial"}, layout=widgets.Layout(width="380px"))
+        self.conversation = widgets.Dropdown(
+            options=list(self.conversations),
+            description="conversation",
+            style={"description_width": "initial"},
+            layout=widgets.Layout(width="380px"),
+        )
         self.summarizer = widgets.Dropdown(options=list(self._labels), description="summarizer",
                                            style={"description_width": "initial"}, layout=widgets.Layout(width="360px"))
         slider_layout = widgets.Layout(width="520px")
         self.max_tokens = widgets.IntSlider(description="max_tokens", continuous_update=False, min=1, max=10, value=10,
                                             style={"description_width": "130px"}, layout=slider_layout)
-        self.keep_recent_tokens = widgets.IntSlider(description="keep_recent_tokens", continuous_update=False, min=1, max=10,
-                                                    value=5, style={"description_width": "130px"}, layout=slider_layout)
-        self.usage = widgets.Dropdown(options=[("estimator only", "none"), ("recorded usage", "recorded"), ("synthetic usage", "synthetic")],
-                                      value=self.replay_options.pop("usage", "none"), description="usage baseline",
-                                      style={"description_width": "initial"}, layout=widgets.Layout(width="260px"))
+        self.keep_recent_tokens = widgets.IntSlider(
+            description="keep_recent_tokens",
+            continuous_update=False,
+            min=1,
+            max=10,
+            value=5,
+            style={"description_width": "130px"},
+            layout=slider_layout,
+        )
+        self.usage = widgets.Dropdown(
+            options=[("estimator only", "none"), ("recorded usage", "recorded"), ("synthetic usage", "synthetic")],
+            value=self.replay_options.pop("usage", "none"),
+            description="usage baseline",
+            style={"description_width": "initial"},
+            layout=widgets.Layout(width="260px"),
+        )
         self.max_tokens.add_class("zl-max-tokens")
         self.keep_recent_tokens.add_class("zl-keep-recent-tokens")
         self.plot = widgets.Image(format="png", layout=widgets.Layout(max_width="100%"))
@@ -451,8 +528,14 @@ class Explorer(_Base):
         self.compaction = widgets.Dropdown(options=[], description="compaction", style={"description_width": "initial"},
                                            layout=widgets.Layout(width="520px"))
         self.compaction_area = widgets.HTML()
-        self.manual_step = widgets.BoundedIntText(value=0, min=0, max=0, description="compact at step",
-                                                  style={"description_width": "initial"}, layout=widgets.Layout(width="220px"))
+        self.manual_step = widgets.BoundedIntText(
+            value=0,
+            min=0,
+            max=0,
+            description="compact at step",
+            style={"description_width": "initial"},
+            layout=widgets.Layout(width="220px"),
+        )
         self.compact_button = widgets.Button(description="compact here", icon="compress", button_style="warning",
                                              tooltip="re-run the replay with a manual compaction before this step")
         self.manual_status = widgets.HTML()
@@ -465,10 +548,19 @@ class Explorer(_Base):
         self.compaction.observe(self._on_compaction, names="value")
         self.compact_button.on_click(lambda _: self.compact_here())
 
-        tabs = widgets.Tab(children=[
-            widgets.VBox([self.compaction, self.compaction_area]),
-            widgets.VBox([widgets.HBox([self.manual_step, self.compact_button]), self.manual_status, self.manual_plot, self.manual_area]),
-        ])
+        tabs = widgets.Tab(
+            children=[
+                widgets.VBox([self.compaction, self.compaction_area]),
+                widgets.VBox(
+                    [
+                        widgets.HBox([self.manual_step, self.compact_button]),
+                        self.manual_status,
+                        self.manual_plot,
+                        self.manual_area,
+                    ]
+                ),
+            ]
+        )
         tabs.set_title(0, "Compactions")
         tabs.set_title(1, "Compact here")
         self.children = [
@@ -487,7 +579,9 @@ class Explorer(_Base):
             self._sizes[conversation_id] = int(self.counter(self.conversations[conversation_id].messages))
         return self._sizes[conversation_id]
 
-    def _apply_ranges(self, conversation_id: str, max_tokens: int | None = None, keep_recent_tokens: int | None = None) -> None:
+    def _apply_ranges(
+        self, conversation_id: str, max_tokens: int | None = None, keep_recent_tokens: int | None = None
+    ) -> None:
         """Slider ranges from the conversation's size (max_tokens up to 110% of it)."""
         total = max(self.size(conversation_id), 100)
         step = _nice_step(total)
@@ -499,7 +593,13 @@ class Explorer(_Base):
             keep_recent_tokens = _round_to(max_tokens / 4, keep_step)
         with self._suspend():
             _set_range(self.max_tokens, step, max(high, max_tokens), step, max_tokens)
-            _set_range(self.keep_recent_tokens, keep_step, max(_round_to(total / 2, keep_step), keep_recent_tokens), keep_step, keep_recent_tokens)
+            _set_range(
+                self.keep_recent_tokens,
+                keep_step,
+                max(_round_to(total / 2, keep_step), keep_recent_tokens),
+                keep_step,
+                keep_recent_tokens,
+            )
 
     def settings(self) -> dict[str, Any]:
         """The current settings as plain values."""
@@ -519,7 +619,9 @@ class Explorer(_Base):
         with self._suspend():
             if "conversation_id" in settings:
                 self.conversation.value = settings["conversation_id"]
-                self._apply_ranges(settings["conversation_id"], settings.get("max_tokens"), settings.get("keep_recent_tokens"))
+                self._apply_ranges(
+                    settings["conversation_id"], settings.get("max_tokens"), settings.get("keep_recent_tokens")
+                )
             if "summarizer" in settings:
                 self.summarizer.value = settings["summarizer"]
             if "usage" in settings:
@@ -557,8 +659,14 @@ class Explorer(_Base):
         self.manual_status.value = '<span class="zl-muted">choose a step and press “compact here” to compare</span>'
         try:
             conversation = self.conversations[settings["conversation_id"]]
-            trace, losses, hit = self._run(conversation, settings["summarizer"], settings["max_tokens"], settings["keep_recent_tokens"],
-                                           measure=self.measure, options=self._usage_options())
+            trace, losses, hit = self._run(
+                conversation,
+                settings["summarizer"],
+                settings["max_tokens"],
+                settings["keep_recent_tokens"],
+                measure=self.measure,
+                options=self._usage_options(),
+            )
             self.trace, self.losses, self.error = trace, losses, None
             self.plot.value = _draw(self.figure, lambda ax: plots.timeline(trace, ax=ax))
             lost = _lost_count(losses)
@@ -568,14 +676,18 @@ class Explorer(_Base):
             with self._suspend():
                 n_steps = max(len(trace.steps), 1)
                 self.manual_step.max = n_steps - 1
-                options = [(self._compaction_label(row), int(row["compaction_id"])) for _, row in trace.compactions.iterrows()]
+                options = [
+                    (self._compaction_label(row), int(row["compaction_id"])) for _, row in trace.compactions.iterrows()
+                ]
                 self.compaction.options = options
                 self.compaction.value = options[0][1] if options else None
             self._render_compaction()
             self.error_area.value = ""
             elapsed = time.perf_counter() - started
-            self.status.value = (f'<span class="zl-muted">{"cached" if hit else "replayed"} in {elapsed:.2f} s · '
-                                 f"{len(trace.steps)} steps · {html.escape(str(trace.settings.get('summarizer')))}</span>")
+            self.status.value = (
+                f'<span class="zl-muted">{"cached" if hit else "replayed"} in {elapsed:.2f} s · '
+                f"{len(trace.steps)} steps · {html.escape(str(trace.settings.get('summarizer')))}</span>"
+            )
         except Exception as error:  # noqa: BLE001 - shown in place, kept on .error
             self.trace = self.losses = None
             self.plot.value = b""
@@ -624,9 +736,15 @@ class Explorer(_Base):
             if self.trace is None:
                 raise SettingError("no baseline trace (fix the error above first)")
             conversation = self.conversations[settings["conversation_id"]]
-            manual, manual_losses, _ = self._run(conversation, settings["summarizer"], settings["max_tokens"],
-                                                 settings["keep_recent_tokens"], compact_at=(f"step:{step}",), measure=self.measure,
-                                                 options=self._usage_options())
+            manual, manual_losses, _ = self._run(
+                conversation,
+                settings["summarizer"],
+                settings["max_tokens"],
+                settings["keep_recent_tokens"],
+                compact_at=(f"step:{step}",),
+                measure=self.measure,
+                options=self._usage_options(),
+            )
             self.manual_trace, self.manual_losses = manual, manual_losses
             baseline = self.trace
 
@@ -663,23 +781,39 @@ def compaction_html(trace: Any, compaction_id: int, losses: Any = None, max_mess
     messages = trace.conversation.messages
     outcome = "applied" if bool(row["applied"]) else f"not applied: {row['skip_reason']}"
     facts = {
-        "step": row["step"], "turn": row["turn"], "trigger": row["trigger"], "outcome": outcome,
-        "span (summarized)": f"messages[{row['span_start']}:{row['span_end']}]" if pd.notna(row["span_start"]) else "no window",
+        "step": row["step"],
+        "turn": row["turn"],
+        "trigger": row["trigger"],
+        "outcome": outcome,
+        "span (summarized)": f"messages[{row['span_start']}:{row['span_end']}]"
+        if pd.notna(row["span_start"])
+        else "no window",
         "kept verbatim": f"messages[{row['span_end']}:{row['n_recorded']}]" if pd.notna(row["span_end"]) else "",
-        "older tokens": row["older_tokens"], "kept tokens": row["recent_tokens"], "summary tokens": row["summary_tokens"],
+        "older tokens": row["older_tokens"],
+        "kept tokens": row["recent_tokens"],
+        "summary tokens": row["summary_tokens"],
         "compression": f"{row['compression_ratio']:.1%}" if pd.notna(row["compression_ratio"]) else "",
-        "summarizer": row["summarizer"], "latency": f"{row['latency_s']:.3f} s" if pd.notna(row["latency_s"]) else "",
-        "cache hit": row["cache_hit"], "error": row["error"],
+        "summarizer": row["summarizer"],
+        "latency": f"{row['latency_s']:.3f} s" if pd.notna(row["latency_s"]) else "",
+        "cache hit": row["cache_hit"],
+        "error": row["error"],
     }
-    head = "".join(f"<tr><th style='text-align:left'>{html.escape(k)}</th><td style='text-align:left'>{_cell(v)}</td></tr>"
-                   for k, v in facts.items() if v is not None and v != "")
+    head = "".join(
+        f"<tr><th style='text-align:left'>{html.escape(k)}</th><td style='text-align:left'>{_cell(v)}</td></tr>"
+        for k, v in facts.items()
+        if v is not None and v != ""
+    )
     parts = [_CSS, f'<table class="zl-table zl-compaction" data-compaction="{compaction_id}">{head}</table>']
 
     anchors = _anchors_for(losses, compaction_id)
     lost_values: list[str] = []
     if anchors is not None and len(anchors):
-        flags = {c: anchors[c].astype("boolean").fillna(False).to_numpy(bool) if c in anchors else np.zeros(len(anchors), bool)
-                 for c in ("in_summary", "in_tail", "lost_but_needed")}
+        flags = {
+            c: anchors[c].astype("boolean").fillna(False).to_numpy(bool)
+            if c in anchors
+            else np.zeros(len(anchors), bool)
+            for c in ("in_summary", "in_tail", "lost_but_needed")
+        }
         lost = anchors[~flags["in_summary"] & ~flags["in_tail"]]
         needed = anchors[flags["lost_but_needed"]]
         lost_values = [str(v) for v in needed["value"]] if "value" in needed else []
@@ -694,8 +828,11 @@ def compaction_html(trace: Any, compaction_id: int, losses: Any = None, max_mess
             parts.append(f"<p><b>Lost but needed:</b> {chips}</p>")
         other = lost[~lost.index.isin(needed.index)]
         if len(other):
-            chips = " ".join(f'<span class="zl-chip">{html.escape(str(r.get("type", "")))}: {html.escape(str(r.get("value", "")))}</span>'
-                             for r in other.to_dict("records")[:200])
+            chips = " ".join(
+                f'<span class="zl-chip">{html.escape(str(r.get("type", "")))}: '
+                f'{html.escape(str(r.get("value", "")))}</span>'
+                for r in other.to_dict("records")[:200]
+            )
             parts.append(f"<details><summary>Lost, not needed later ({len(other)})</summary>{chips}</details>")
     elif losses is None:
         parts.append('<p class="zl-muted">Loss metrics unavailable (zett_lab.measure.measure not installed).</p>')
@@ -711,23 +848,55 @@ def compaction_html(trace: Any, compaction_id: int, losses: Any = None, max_mess
                 escaped = html.escape(value)
                 if escaped and escaped in text:
                     text = text.replace(escaped, f'<span class="zl-lost">{escaped}</span>')
-            listing.append(f"<tr><td>{index}</td><td>{html.escape(role_of(messages[index]))}</td><td style='text-align:left;white-space:normal'>{text}</td></tr>")
+            listing.append(
+                f"<tr><td>{index}</td><td>{html.escape(role_of(messages[index]))}</td><td "
+                f"style='text-align:left;white-space:normal'>{text}</td></tr>"
+            )
         more = f"<p class='zl-muted'>… {end - start - max_messages} more</p>" if end - start > max_messages else ""
-        parts.append(f"<details><summary>Span: {end - start} summarized messages (lost-but-needed anchors highlighted)</summary>"
-                     f"<div class='zl-scroll'><table class='zl-table'>{''.join(listing)}</table></div>{more}</details>")
-        parts.append(f"<p class='zl-muted'>Kept verbatim: {seen - end} messages [{end}:{seen}]; future: {len(messages) - seen} messages.</p>")
+        parts.append(
+            f"<details><summary>Span: {end - start} summarized messages (lost-but-needed anchors highlighted)</summary>"
+            f"<div class='zl-scroll'><table class='zl-table'>{''.join(listing)}</table></div>{more}</details>"
+        )
+        parts.append(
+            f"<p class='zl-muted'>Kept verbatim: {seen - end} messages [{end}:{seen}]; future: {len(messages) - seen} "
+            "messages.</p>"
+        )
     return "".join(parts)
 
 
 def manual_diff_html(baseline: Any, manual: Any, baseline_losses: Any = None, manual_losses: Any = None) -> str:
     """Headline figures and compactions of two traces side by side."""
     a, b = baseline.summary(), manual.summary()
-    keys = ["compactions_applied", "rejected_not_smaller", "failed", "peak_context", "total_input_tokens", "steps_over_budget"]
+    keys = [
+        "compactions_applied",
+        "rejected_not_smaller",
+        "failed",
+        "peak_context",
+        "total_input_tokens",
+        "steps_over_budget",
+    ]
     rows = [{"measure": k, "baseline": a[k], "with manual compaction": b[k], "difference": b[k] - a[k]} for k in keys]
     lost_a, lost_b = _lost_count(baseline_losses), _lost_count(manual_losses)
     if lost_a is not None and lost_b is not None:
-        rows.append({"measure": "lost_but_needed anchors", "baseline": lost_a, "with manual compaction": lost_b, "difference": lost_b - lost_a})
-    columns = ["compaction_id", "step", "trigger", "span_start", "span_end", "older_tokens", "summary_tokens", "applied", "skip_reason"]
+        rows.append(
+            {
+                "measure": "lost_but_needed anchors",
+                "baseline": lost_a,
+                "with manual compaction": lost_b,
+                "difference": lost_b - lost_a,
+            }
+        )
+    columns = [
+        "compaction_id",
+        "step",
+        "trigger",
+        "span_start",
+        "span_end",
+        "older_tokens",
+        "summary_tokens",
+        "applied",
+        "skip_reason",
+    ]
     return (f"{_CSS}<h4>Difference</h4>{_frame_html(pd.DataFrame(rows))}"
             f"<h4>Compactions: baseline</h4>{_frame_html(baseline.compactions[columns], scroll=True)}"
             f"<h4>Compactions: with manual compaction</h4>{_frame_html(manual.compactions[columns], scroll=True)}")
@@ -763,19 +932,33 @@ class SweepExplorer(widgets.VBox):
 
     SETTINGS = ("max_tokens", "keep_recent_tokens")
 
-    def __init__(self, sweep: Any, metric: str | None = None, *, boundaries: Any = "auto", trace: Callable[..., Any] | None = None,
-                 conversations: Any = None, figsize: tuple[float, float] = (7.2, 4.9)) -> None:
+    def __init__(
+        self,
+        sweep: Any,
+        metric: str | None = None,
+        *,
+        boundaries: Any = "auto",
+        trace: Callable[..., Any] | None = None,
+        conversations: Any = None,
+        figsize: tuple[float, float] = (7.2, 4.9),
+    ) -> None:
         super().__init__()
         results = sweep if isinstance(sweep, pd.DataFrame) else getattr(sweep, "results", None)
         if not isinstance(results, pd.DataFrame):
-            raise SettingError(f"SweepExplorer needs a Sweep (with .results) or a results DataFrame, got {type(sweep).__name__}")
+            raise SettingError(
+                f"SweepExplorer needs a Sweep (with .results) or a results DataFrame, got {type(sweep).__name__}"
+            )
         if "error" in results.columns and results["error"].notna().all():
             raise SettingError(f"every cell of this sweep failed; first error: {results['error'].dropna().iloc[0]}")
         self.sweep = sweep
         self.results = results
         self._trace_fn = trace if trace is not None else getattr(sweep, "trace", None)
         self._boundaries_source = boundaries
-        known = conversations if conversations is not None else getattr(sweep, "conversations", None) or getattr(sweep, "_conversations", None)
+        known = (
+            conversations
+            if conversations is not None
+            else getattr(sweep, "conversations", None) or getattr(sweep, "_conversations", None)
+        )
         self._conversations = _conversation_map(known) if known else {}
         self._walks: dict[tuple, list[Any]] = {}
         self.figure = _new_figure(figsize)
@@ -796,31 +979,59 @@ class SweepExplorer(widgets.VBox):
             raise SettingError(f"no numeric column {metric!r}; choose one of {numeric}")
         self.metric = widgets.Dropdown(options=numeric, value=metric, description="metric",
                                        style={"description_width": "initial"}, layout=widgets.Layout(width="340px"))
-        conversations_ = list(dict.fromkeys(map(str, results["conversation_id"]))) if "conversation_id" in results else []
+        conversations_ = (
+            list(dict.fromkeys(map(str, results["conversation_id"]))) if "conversation_id" in results else []
+        )
         summarizers = list(dict.fromkeys(map(str, results["summarizer"]))) if "summarizer" in results else []
-        self.conversation = widgets.Dropdown(options=[_ALL, *conversations_] if len(conversations_) > 1 else conversations_ or [_ALL],
-                                             description="conversation", style={"description_width": "initial"},
-                                             layout=widgets.Layout(width="340px"))
-        self.summarizer = widgets.Dropdown(options=[*summarizers, _ALL] if len(summarizers) > 1 else summarizers or [_ALL],
-                                           description="summarizer", style={"description_width": "initial"})
+        self.conversation = widgets.Dropdown(
+            options=[_ALL, *conversations_] if len(conversations_) > 1 else conversations_ or [_ALL],
+            description="conversation",
+            style={"description_width": "initial"},
+            layout=widgets.Layout(width="340px"),
+        )
+        self.summarizer = widgets.Dropdown(
+            options=[*summarizers, _ALL] if len(summarizers) > 1 else summarizers or [_ALL],
+            description="summarizer",
+            style={"description_width": "initial"},
+        )
         xs = sorted(int(v) for v in results["max_tokens"].unique())
         ys = sorted(int(v) for v in results["keep_recent_tokens"].unique())
-        self.cell_max_tokens = widgets.Dropdown(options=[(f"{v:,}", v) for v in xs], value=xs[len(xs) // 2], description="cell: max_tokens",
-                                                style={"description_width": "initial"})
-        self.cell_keep_recent_tokens = widgets.Dropdown(options=[(f"{v:,}", v) for v in ys], value=ys[0],
-                                                        description="keep_recent_tokens", style={"description_width": "initial"})
-        self.show_boundaries = widgets.Checkbox(value=False, description="exact decision boundaries (replays the chosen conversation)",
-                                                indent=False, layout=widgets.Layout(width="auto"))
+        self.cell_max_tokens = widgets.Dropdown(
+            options=[(f"{v:,}", v) for v in xs],
+            value=xs[len(xs) // 2],
+            description="cell: max_tokens",
+            style={"description_width": "initial"},
+        )
+        self.cell_keep_recent_tokens = widgets.Dropdown(
+            options=[(f"{v:,}", v) for v in ys],
+            value=ys[0],
+            description="keep_recent_tokens",
+            style={"description_width": "initial"},
+        )
+        self.show_boundaries = widgets.Checkbox(
+            value=False,
+            description="exact decision boundaries (replays the chosen conversation)",
+            indent=False,
+            layout=widgets.Layout(width="auto"),
+        )
         self.status = widgets.HTML()
         self.error_area = widgets.HTML()
         self.plot = widgets.Image(format="png", layout=widgets.Layout(max_width="100%"))
         self.trace_plot = widgets.Image(format="png", layout=widgets.Layout(max_width="100%"))
         self.trace_summary = widgets.HTML()
-        for control in (self.metric, self.conversation, self.summarizer, self.cell_max_tokens, self.cell_keep_recent_tokens,
-                        self.show_boundaries):
+        for control in (
+            self.metric,
+            self.conversation,
+            self.summarizer,
+            self.cell_max_tokens,
+            self.cell_keep_recent_tokens,
+            self.show_boundaries,
+        ):
             control.observe(self._on_change, names="value")
         rows = [
-            widgets.HBox([self.metric, self.summarizer, self.conversation], layout=widgets.Layout(flex_flow="row wrap")),
+            widgets.HBox(
+                [self.metric, self.summarizer, self.conversation], layout=widgets.Layout(flex_flow="row wrap")
+            ),
             widgets.HBox([self.cell_max_tokens, self.cell_keep_recent_tokens]),
         ]
         if isinstance(boundaries, str) and boundaries == "auto":
@@ -883,8 +1094,14 @@ class SweepExplorer(widgets.VBox):
             from ..study.boundaries import decision_boundaries
 
             options = dict(getattr(self.sweep, "config", {}).get("replay_options") or {})
-            options = {k: v for k, v in options.items() if k in ("usage", "usage_overhead", "on_missing_usage", "reasoning_effort")}
-            self.status.value = '<span class="zl-muted">⏳ computing… walking max_tokens for exact decision boundaries</span>'
+            options = {
+                k: v
+                for k, v in options.items()
+                if k in ("usage", "usage_overhead", "on_missing_usage", "reasoning_effort")
+            }
+            self.status.value = (
+                '<span class="zl-muted">⏳ computing… walking max_tokens for exact decision boundaries</span>'
+            )
             self._walks[key] = [
                 decision_boundaries(self._conversations[conversation], summarizer, keep_recent_tokens=k,
                                     max_tokens_range=(xs[0], xs[-1]), progress=False, **options)
@@ -908,8 +1125,11 @@ class SweepExplorer(widgets.VBox):
                 self.error = error
                 self.error_area.value = _error_html(error, "decision boundaries")
             title = metric + (f"\n{', '.join(f'{k}={v}' for k, v in where.items())}" if where else "")
-            self.plot.value = _draw(self.figure, lambda ax: plots.heatmap(data, metric, ax=ax, boundaries=self.boundaries,
-                                                                          highlight=cell, title=title), margins="heatmap")
+            self.plot.value = _draw(
+                self.figure,
+                lambda ax: plots.heatmap(data, metric, ax=ax, boundaries=self.boundaries, highlight=cell, title=title),
+                margins="heatmap",
+            )
         except Exception as error:  # noqa: BLE001 - shown in place, kept on .error
             self.error = error
             self.error_area.value = _error_html(error, "heatmap")
@@ -938,8 +1158,11 @@ class SweepExplorer(widgets.VBox):
             self.trace = trace
             self.trace_plot.value = _draw(self.trace_figure, lambda ax: plots.timeline(trace, ax=ax))
             self.trace_summary.value = _summary_html(trace)
-            self.status.value = (f'<span class="zl-muted">cell below: {html.escape(str(conversation))} · {html.escape(str(summarizer))} · '
-                                 f"max_tokens={max_tokens:,} · keep_recent_tokens={keep_recent_tokens:,}</span>")
+            self.status.value = (
+                f'<span class="zl-muted">cell below: {html.escape(str(conversation))} · '
+                f'{html.escape(str(summarizer))} · '
+                f"max_tokens={max_tokens:,} · keep_recent_tokens={keep_recent_tokens:,}</span>"
+            )
         except Exception as error:  # noqa: BLE001 - shown in place, kept on .error
             self.error = error
             self.error_area.value += _error_html(error, "cell trace")
@@ -980,9 +1203,16 @@ class Comparison(_Base):
         replay_options: Mapping[str, Any] | None = None,
         measure: bool = True,
         text_chars: int = 600,
-        plot_metrics: Sequence[str] = ("compression_ratio", "anchor_retention", "needed_anchor_recall", "instruction_survival"),
+        plot_metrics: Sequence[str] = (
+            "compression_ratio",
+            "anchor_retention",
+            "needed_anchor_recall",
+            "instruction_survival",
+        ),
     ) -> None:
-        super().__init__(summarizers=summarizers, cache=cache, count_tokens=count_tokens, lru_size=64, replay_options=replay_options)
+        super().__init__(
+            summarizers=summarizers, cache=cache, count_tokens=count_tokens, lru_size=64, replay_options=replay_options
+        )
         self.conversations = _conversation_map(conversations)
         self.measure = measure
         self.text_chars = text_chars
@@ -995,13 +1225,31 @@ class Comparison(_Base):
         total = max(int(self.counter(first.messages)), 100)
         step = _nice_step(total)
         max_tokens = int(max_tokens) if max_tokens is not None else _round_to(total / 3, step)
-        keep_recent_tokens = int(keep_recent_tokens) if keep_recent_tokens is not None else _round_to(max_tokens / 4, max(1, step // 2))
-        self.conversation = widgets.Dropdown(options=list(self.conversations), description="conversation",
-                                             style={"description_width": "initial"}, layout=widgets.Layout(width="380px"))
-        self.max_tokens = widgets.BoundedIntText(value=max_tokens, min=1, max=10**9, description="max_tokens",
-                                                 style={"description_width": "initial"}, layout=widgets.Layout(width="230px"))
-        self.keep_recent_tokens = widgets.BoundedIntText(value=keep_recent_tokens, min=1, max=10**9, description="keep_recent_tokens",
-                                                         style={"description_width": "initial"}, layout=widgets.Layout(width="260px"))
+        keep_recent_tokens = (
+            int(keep_recent_tokens) if keep_recent_tokens is not None else _round_to(max_tokens / 4, max(1, step // 2))
+        )
+        self.conversation = widgets.Dropdown(
+            options=list(self.conversations),
+            description="conversation",
+            style={"description_width": "initial"},
+            layout=widgets.Layout(width="380px"),
+        )
+        self.max_tokens = widgets.BoundedIntText(
+            value=max_tokens,
+            min=1,
+            max=10**9,
+            description="max_tokens",
+            style={"description_width": "initial"},
+            layout=widgets.Layout(width="230px"),
+        )
+        self.keep_recent_tokens = widgets.BoundedIntText(
+            value=keep_recent_tokens,
+            min=1,
+            max=10**9,
+            description="keep_recent_tokens",
+            style={"description_width": "initial"},
+            layout=widgets.Layout(width="260px"),
+        )
         self.comparison: Any = None
         self.plot_metrics = tuple(plot_metrics)
         self.figure = _new_figure((8.0, 1.6 + 0.55 * len(self._labels)))
@@ -1011,8 +1259,15 @@ class Comparison(_Base):
         for control in (self.conversation, self.max_tokens, self.keep_recent_tokens):
             control.observe(self._on_change, names="value")
         self.children = [
-            widgets.HBox([self.conversation, self.max_tokens, self.keep_recent_tokens], layout=widgets.Layout(flex_flow="row wrap")),
-            self.status, self.error_area, self.plot, self.metrics_area, self.table_area,
+            widgets.HBox(
+                [self.conversation, self.max_tokens, self.keep_recent_tokens],
+                layout=widgets.Layout(flex_flow="row wrap"),
+            ),
+            self.status,
+            self.error_area,
+            self.plot,
+            self.metrics_area,
+            self.table_area,
         ]
         self.add_class("zl-comparison")
         self.render()
@@ -1034,31 +1289,56 @@ class Comparison(_Base):
             labels = list(self._labels)
             max_tokens, keep = int(self.max_tokens.value), int(self.keep_recent_tokens.value)
             reference, _, _ = self._run(conversation, labels[0], max_tokens, keep, measure=False)
-            applied = reference.compactions[plots._bools(reference.compactions["applied"])] if len(reference.compactions) else reference.compactions
+            applied = (
+                reference.compactions[plots._bools(reference.compactions["applied"])]
+                if len(reference.compactions)
+                else reference.compactions
+            )
             compact_at = tuple(f"step:{int(s)}" for s in sorted(set(applied["step"].tolist()))) if len(applied) else ()
             traces, losses = {}, {}
             for label in labels:
                 if compact_at:
-                    traces[label], losses[label], _ = self._run(conversation, label, self.UNREACHABLE, keep, compact_at=compact_at,
-                                                                measure=self.measure)
+                    traces[label], losses[label], _ = self._run(
+                        conversation, label, self.UNREACHABLE, keep, compact_at=compact_at, measure=self.measure
+                    )
             self.reference, self.traces, self.losses = reference, traces, losses
             self.table = self._table(traces)
             self.metrics = self._metrics(traces, losses)
             self.comparison = self._paired_stats(losses)
             if self.comparison is not None:
-                self.plot.value = _draw(self.figure, lambda ax: plots.summarizer_comparison(
-                    self.comparison, ax=ax, metrics=self.plot_metrics,
-                    title=f"Paired over {len(compact_at)} compactions ({self.conversation.value}): means with 95% bootstrap CIs"),
-                    margins="comparison")
+                self.plot.value = _draw(
+                    self.figure,
+                    lambda ax: plots.summarizer_comparison(
+                        self.comparison,
+                        ax=ax,
+                        metrics=self.plot_metrics,
+                        title=(
+                            f"Paired over {len(compact_at)} compactions ({self.conversation.value}): "
+                            "means with 95% bootstrap CIs"
+                        ),
+                    ),
+                    margins="comparison",
+                )
             else:
                 self.plot.value = b""
             self.error, self.error_area.value = None, ""
-            self.metrics_area.value = f"{_CSS}<h4>Per summarizer</h4>{_frame_html(self.metrics)}" if len(self.metrics) else ""
+            self.metrics_area.value = (
+                f"{_CSS}<h4>Per summarizer</h4>{_frame_html(self.metrics)}" if len(self.metrics) else ""
+            )
             self.table_area.value = self._table_html()
-            self.status.value = (f'<span class="zl-muted">{len(compact_at)} compaction points from {html.escape(labels[0])} '
-                                 f"(engine-decided); {len(labels)} summarizers in {time.perf_counter() - started:.2f} s</span>")
+            self.status.value = (
+                f'<span class="zl-muted">{len(compact_at)} compaction points from {html.escape(labels[0])} '
+                f"(engine-decided); {len(labels)} summarizers in {time.perf_counter() - started:.2f} s</span>"
+            )
         except Exception as error:  # noqa: BLE001 - shown in place, kept on .error
-            self.reference, self.traces, self.losses, self.table, self.metrics, self.comparison = None, {}, {}, None, None, None
+            self.reference, self.traces, self.losses, self.table, self.metrics, self.comparison = (
+                None,
+                {},
+                {},
+                None,
+                None,
+                None,
+            )
             self.metrics_area.value = self.table_area.value = ""
             self.plot.value = b""
             self._fail(error, "comparison failed")
@@ -1080,8 +1360,20 @@ class Comparison(_Base):
             rows = trace.compactions.copy()
             rows.insert(0, "summarizer_label", label)
             frames.append(rows)
-        columns = ["summarizer_label", "compaction_id", "step", "span_start", "span_end", "older_tokens", "summary_tokens",
-                   "compression_ratio", "applied", "skip_reason", "latency_s", "summary_text"]
+        columns = [
+            "summarizer_label",
+            "compaction_id",
+            "step",
+            "span_start",
+            "span_end",
+            "older_tokens",
+            "summary_tokens",
+            "compression_ratio",
+            "applied",
+            "skip_reason",
+            "latency_s",
+            "summary_text",
+        ]
         if not frames:
             return pd.DataFrame(columns=columns).rename(columns={"summarizer_label": "summarizer"})
         return pd.concat(frames, ignore_index=True)[columns].rename(columns={"summarizer_label": "summarizer"})
@@ -1094,8 +1386,11 @@ class Comparison(_Base):
             applied = plots._bools(c["applied"]) if len(c) else np.zeros(0, bool)
             row = {
                 "summarizer": label,
-                "compactions": len(c), "applied": int(applied.sum()),
-                "mean_summary_tokens": float(pd.to_numeric(c["summary_tokens"], errors="coerce").mean()) if len(c) else np.nan,
+                "compactions": len(c),
+                "applied": int(applied.sum()),
+                "mean_summary_tokens": float(pd.to_numeric(c["summary_tokens"], errors="coerce").mean())
+                if len(c)
+                else np.nan,
                 "mean_compression": float(c["compression_ratio"].mean()) if len(c) else np.nan,
                 "total_latency_s": float(c["latency_s"].sum()) if len(c) else 0.0,
             }
@@ -1116,7 +1411,10 @@ class Comparison(_Base):
     def _table_html(self) -> str:
         table = self.table
         if table is None or not len(table):
-            return f'{_CSS}<p class="zl-muted">The reference summarizer applied no compaction under these settings: nothing to compare.</p>'
+            return (
+                f'{_CSS}<p class="zl-muted">The reference summarizer applied no compaction under these settings: '
+                'nothing to compare.</p>'
+            )
         labels = list(dict.fromkeys(table["summarizer"]))
         head = "<th>compaction</th>" + "".join(f"<th>{html.escape(label)}</th>" for label in labels)
         body = []
@@ -1140,6 +1438,9 @@ class Comparison(_Base):
                     f"<div class='zl-pre'>{html.escape(short)}</div></td>"
                 )
             body.append(f"<tr><td style='vertical-align:top'>{where}</td>{''.join(cells)}</tr>")
-        return (f"{_CSS}<h4>Summaries per compaction (same spans for every summarizer)</h4>"
-                f"<div class='zl-scroll' style='max-height:600px'><table class='zl-table zl-comparison-table'><thead><tr>{head}</tr></thead>"
-                f"<tbody>{''.join(body)}</tbody></table></div>")
+        return (
+            f"{_CSS}<h4>Summaries per compaction (same spans for every summarizer)</h4>"
+            "<div class='zl-scroll' style='max-height:600px'><table class='zl-table "
+            f"zl-comparison-table'><thead><tr>{head}</tr></thead>"
+            f"<tbody>{''.join(body)}</tbody></table></div>"
+        )

@@ -99,7 +99,9 @@ class Region:
 
     @classmethod
     def point(cls, max_tokens: int, keep_recent_tokens: int, reason: str) -> Region:
-        return cls(max_tokens, keep_recent_tokens, max_tokens, max_tokens, keep_recent_tokens, keep_recent_tokens, reason)
+        return cls(
+            max_tokens, keep_recent_tokens, max_tokens, max_tokens, keep_recent_tokens, keep_recent_tokens, reason
+        )
 
 
 def _suffix_sums(dialogue: Sequence[AnyMessage], counter: TokenCounter) -> list[int]:
@@ -187,7 +189,9 @@ def region(trace: Trace, *, count_tokens: TokenCounter | None = None, verify: bo
             ):
                 return Region.point(max_tokens, keep, f"step {step}: context does not re-count")
             length = off + n - kept_from  # dialogue d = [checkpoint] + messages[kept_from:n]
-            suffix = partial(_dialogue_suffix, length=length, checkpoint=ckpt, off=off, prefix=prefix, n=n, kept_from=kept_from)
+            suffix = partial(
+                _dialogue_suffix, length=length, checkpoint=ckpt, off=off, prefix=prefix, n=n, kept_from=kept_from
+            )
 
             # First walk: the largest c with S(c) >= keep (S is non-increasing), else 0.
             j = bisect.bisect_right(prefix, prefix[n] - keep, kept_from, n + 1) - 1
@@ -219,7 +223,9 @@ def region(trace: Trace, *, count_tokens: TokenCounter | None = None, verify: bo
     return result
 
 
-def _dialogue_suffix(c: int, *, length: int, checkpoint: int, off: int, prefix: list[int], n: int, kept_from: int) -> int:
+def _dialogue_suffix(
+    c: int, *, length: int, checkpoint: int, off: int, prefix: list[int], n: int, kept_from: int
+) -> int:
     """``S(c) = count(d[c:])`` for the dialogue ``d = [checkpoint] * off + messages[kept_from:n]``."""
     if c >= length:
         return 0
@@ -240,7 +246,10 @@ def _verify_pass(trace: Trace, step: int, keep: int, counter: TokenCounter, b: i
         slow_lo, slow_hi = (sums[1] if len(sums) > 1 else 0, None) if covers else (slow_lo, sums[1])
     engine = CompactionExtension._select_compaction_window(context, keep_recent_tokens=keep, count_tokens=counter)
     if engine is not None or (walked, slow_lo, slow_hi) != (b, lo, hi):
-        raise AssertionError(f"step {step}: fast region ({b}, {lo}, {hi}) != slow ({walked}, {slow_lo}, {slow_hi}); engine window {engine is not None}")
+        raise AssertionError(
+            f"step {step}: fast region ({b}, {lo}, {hi}) != slow ({walked}, {slow_lo}, {slow_hi}); engine window "
+            f"{engine is not None}"
+        )
 
 
 def derive(trace: Trace, max_tokens: int, keep_recent_tokens: int, where: Region | None = None) -> Trace:

@@ -128,7 +128,15 @@ CONTEXT_WINDOWS: dict[str, int] = {
 #: The setting columns that identify a cell (with ``conversation_id``).
 SETTING_COLUMNS = ("summarizer", "max_tokens", "keep_recent_tokens")
 #: Replay options a sweep passes through to :func:`zett_lab.replay`.
-REPLAY_OPTIONS = ("reasoning_effort", "strict", "compact_at", "usage", "usage_overhead", "on_missing_usage", "count_tokens")
+REPLAY_OPTIONS = (
+    "reasoning_effort",
+    "strict",
+    "compact_at",
+    "usage",
+    "usage_overhead",
+    "on_missing_usage",
+    "count_tokens",
+)
 #: Concurrent replays per unit for summarizers that call a provider (offline ones run one at a time).
 DEFAULT_PROVIDER_CONCURRENCY = 4
 #: Conversation-metric columns that depend on the setting and not only on the replay.
@@ -187,7 +195,9 @@ def _resolve_values(values: Any, name: str, window: int | None) -> list[tuple[in
                     f"{name} entry {value!r}: a float is a fraction of context_window in (0, 1]; use an int for tokens"
                 )
             if window is None:
-                raise SettingError(f"{name} entry {value!r} is a fraction: pass context_window= (an int or a model name)")
+                raise SettingError(
+                    f"{name} entry {value!r} is a fraction: pass context_window= (an int or a model name)"
+                )
             tokens, share = max(1, round(float(value) * window)), float(value)
         else:
             tokens, share = int(value), None
@@ -210,7 +220,9 @@ def _conversations(conversations: Any) -> list[Conversation]:
         try:
             items = list(conversations)
         except TypeError:
-            raise SettingError(f"conversations must be a Conversation, a list of them or a path, got {type(conversations).__name__}") from None
+            raise SettingError(
+                f"conversations must be a Conversation, a list of them or a path, got {type(conversations).__name__}"
+            ) from None
     if not items:
         raise SettingError("conversations is empty: a sweep needs at least one conversation")
     ids: set[str] = set()
@@ -232,7 +244,9 @@ def _fingerprint(conversation: Conversation) -> str:
     digest = hashlib.sha256()
     digest.update(conversation.id.encode())
     digest.update(json.dumps(encode_messages(conversation.messages), sort_keys=True, default=repr).encode())
-    digest.update(json.dumps({str(k): asdict(v) for k, v in sorted(conversation.usage.items())}, sort_keys=True).encode())
+    digest.update(
+        json.dumps({str(k): asdict(v) for k, v in sorted(conversation.usage.items())}, sort_keys=True).encode()
+    )
     return digest.hexdigest()
 
 
@@ -325,7 +339,11 @@ def clear_worker_state() -> None:
 def _store_key(unit: _Unit, identity: str) -> tuple:
     options = unit.replay_options
     counter = options.get("count_tokens")
-    counter_name = None if counter is None else f"{getattr(counter, '__module__', '')}.{getattr(counter, '__qualname__', type(counter).__name__)}"
+    counter_name = (
+        None
+        if counter is None
+        else f"{getattr(counter, '__module__', '')}.{getattr(counter, '__qualname__', type(counter).__name__)}"
+    )
     rest = json.dumps({k: v for k, v in options.items() if k != "count_tokens"}, sort_keys=True, default=str)
     cache = unit.cache
     cache_key = "off" if cache is False else str(getattr(cache, "path", None))
@@ -609,7 +627,9 @@ def _executor(executor: Any) -> tuple[cf.Executor, str]:
     if isinstance(executor, str):
         raise SettingError(f"executor must be None, 'serial' or a concurrent.futures.Executor, got {executor!r}")
     if not callable(getattr(executor, "submit", None)):
-        raise SettingError(f"executor must have a submit() method (a concurrent.futures.Executor), got {type(executor).__name__}")
+        raise SettingError(
+            f"executor must have a submit() method (a concurrent.futures.Executor), got {type(executor).__name__}"
+        )
     return executor, type(executor).__name__
 
 
@@ -666,7 +686,9 @@ class Sweep:
         (tokens, _), = _resolve_values([value], name, window)
         return tokens
 
-    def trace(self, conversation_id: str, max_tokens: float, keep_recent_tokens: float, summarizer: Any = None) -> Trace:
+    def trace(
+        self, conversation_id: str, max_tokens: float, keep_recent_tokens: float, summarizer: Any = None
+    ) -> Trace:
         """The trace of one cell (fractions are resolved against the sweep's context window).
 
         ``summarizer`` is the label given to the sweep (or its identity); it may be left out
@@ -682,7 +704,12 @@ class Sweep:
             label = summarizer if isinstance(summarizer, str) else _label(summarizer)
             identities = dict(zip(self.config["summarizer_identities"], labels, strict=True))
             label = label if label in labels else identities.get(label, label)
-        key = (conversation_id, label, self._resolve("max_tokens", max_tokens), self._resolve("keep_recent_tokens", keep_recent_tokens))
+        key = (
+            conversation_id,
+            label,
+            self._resolve("max_tokens", max_tokens),
+            self._resolve("keep_recent_tokens", keep_recent_tokens),
+        )
         if key not in self._cells:
             row = self._row(key)
             if row is not None and isinstance(row.get("error"), str):
@@ -692,7 +719,12 @@ class Sweep:
 
     def _row(self, key: tuple) -> dict[str, Any] | None:
         r = self.results
-        match = r[(r["conversation_id"] == key[0]) & (r["summarizer"] == key[1]) & (r["max_tokens"] == key[2]) & (r["keep_recent_tokens"] == key[3])]
+        match = r[
+            (r["conversation_id"] == key[0])
+            & (r["summarizer"] == key[1])
+            & (r["max_tokens"] == key[2])
+            & (r["keep_recent_tokens"] == key[3])
+        ]
         return match.iloc[0].to_dict() if len(match) else None
 
     def _trace(self, key: tuple[str, str, int, int]) -> Trace:
@@ -705,8 +737,13 @@ class Sweep:
             )
         if (trace.settings["max_tokens"], trace.settings["keep_recent_tokens"]) == key[2:]:
             # A copy: the tables are shared with the replays this process remembers for reuse.
-            return Trace(conversation=trace.conversation, steps=trace.steps.copy(), compactions=trace.compactions.copy(),
-                         settings=dict(trace.settings), engine_events=list(trace.engine_events))
+            return Trace(
+                conversation=trace.conversation,
+                steps=trace.steps.copy(),
+                compactions=trace.compactions.copy(),
+                settings=dict(trace.settings),
+                engine_events=list(trace.engine_events),
+            )
         return derive(trace, key[2], key[3], source["region"])
 
     def traces(self) -> Iterable[tuple[tuple[str, str, int, int], Trace]]:
@@ -749,7 +786,10 @@ class Sweep:
             "executor": c.get("executor"),
             "elapsed": f"{c.get('elapsed_s', 0):.2f} s",
         }
-        head = "".join(f"<tr><th style='text-align:left'>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>" for k, v in facts.items())
+        head = "".join(
+            f"<tr><th style='text-align:left'>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>"
+            for k, v in facts.items()
+        )
         preferred = [
             "conversation_id", "summarizer", "max_tokens", "keep_recent_tokens", "compactions_applied",
             "steps_over_budget", "peak_context", "total_input_tokens", "total_cost_usd", "needed_anchor_recall",
@@ -781,7 +821,9 @@ class Sweep:
         target.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
         try:
-            pq.write_table(pa.Table.from_pandas(_storable(self.results), preserve_index=False), staging / "results.parquet")
+            pq.write_table(
+                pa.Table.from_pandas(_storable(self.results), preserve_index=False), staging / "results.parquet"
+            )
             cells = pd.DataFrame(
                 [(*key, source) for key, source in self._cells.items()],
                 columns=["conversation_id", "summarizer", "max_tokens", "keep_recent_tokens", "source_id"],
@@ -790,7 +832,9 @@ class Sweep:
             for name, columns in (("steps", STEP_COLUMNS), ("compactions", COMPACTION_COLUMNS)):
                 parts = [src[name].assign(source_id=sid) for sid, src in self._sources.items() if len(src[name])]
                 table = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=[*columns, "source_id"])
-                pq.write_table(pa.Table.from_pandas(_storable(table), preserve_index=False), staging / f"{name}.parquet")
+                pq.write_table(
+                    pa.Table.from_pandas(_storable(table), preserve_index=False), staging / f"{name}.parquet"
+                )
             document = {
                 "format": _SWEEP_FORMAT,
                 "version": _SWEEP_VERSION,
@@ -839,7 +883,9 @@ class Sweep:
             raise InputError(source / "sweep.json", "field 'format'", f"expected {_SWEEP_FORMAT!r}")
         conversations = {cid: conversation_from_document(doc) for cid, doc in document["conversations"].items()}
         by_source_steps = {sid: part.drop(columns="source_id") for sid, part in steps.groupby("source_id", sort=False)}
-        by_source_comp = {sid: part.drop(columns="source_id") for sid, part in compactions.groupby("source_id", sort=False)}
+        by_source_comp = {
+            sid: part.drop(columns="source_id") for sid, part in compactions.groupby("source_id", sort=False)
+        }
         sources: dict[str, dict[str, Any]] = {}
         for sid, info in document["sources"].items():
             step_rows = _records(by_source_steps.get(sid))
@@ -946,7 +992,9 @@ def sweep(
     started, cpu_started = time.perf_counter(), time.process_time()
     unknown = sorted(set(replay_options) - set(REPLAY_OPTIONS))
     if unknown:
-        raise SettingError(f"unknown sweep option(s) {unknown}; replay options a sweep passes on: {', '.join(REPLAY_OPTIONS)}")
+        raise SettingError(
+            f"unknown sweep option(s) {unknown}; replay options a sweep passes on: {', '.join(REPLAY_OPTIONS)}"
+        )
     items = _conversations(conversations)
     window = resolve_context_window(context_window)
     max_values = _resolve_values(max_tokens, "max_tokens", window)
@@ -954,7 +1002,11 @@ def sweep(
     for m, _ in max_values:
         for k, _ in keep_values:
             check_limits(m, k)
-    specs = [DEFAULT_SUMMARIZER] if summarizers is None else ([summarizers] if isinstance(summarizers, str) else list(summarizers))
+    specs = (
+        [DEFAULT_SUMMARIZER]
+        if summarizers is None
+        else ([summarizers] if isinstance(summarizers, str) else list(summarizers))
+    )
     if not specs:
         raise SettingError("summarizers is empty: a sweep needs at least one summarizer")
     models = [resolve_summarizer(spec) for spec in specs]  # fails fast on a bad spec
@@ -985,7 +1037,9 @@ def sweep(
     units: list[_Unit] = []
     for conversation in items:
         for spec, model, label in zip(shipped, models, labels, strict=True):
-            concurrency = 1 if _is_offline(model) else (getattr(model, "max_concurrency", None) or DEFAULT_PROVIDER_CONCURRENCY)
+            concurrency = (
+                1 if _is_offline(model) else (getattr(model, "max_concurrency", None) or DEFAULT_PROVIDER_CONCURRENCY)
+            )
             for keep, _ in keep_values:
                 units.append(_Unit(
                     index=len(units), conversation=conversation, fingerprint=fingerprints[conversation.id],
@@ -1107,7 +1161,10 @@ def sweep(
         "primary_model": primary_model,
         "metrics": metrics,
         "reuse": reuse,
-        "replay_options": {k: (v if isinstance(v, (str, int, float, bool, list, type(None))) else repr(v)) for k, v in replay_options.items()},
+        "replay_options": {
+            k: (v if isinstance(v, (str, int, float, bool, list, type(None))) else repr(v))
+            for k, v in replay_options.items()
+        },
         "cache": str(getattr(summary_cache, "path", None)) if summary_cache is not None else None,
         "executor": runner_name,
         "units": len(units),
@@ -1127,7 +1184,15 @@ def sweep(
     return Sweep(results=results, config=config, _conversations=conversations_by_id, _sources=sources, _cells=cell_map)
 
 
-_LEADING = ["conversation_id", "summarizer", "max_tokens", "keep_recent_tokens", "context_window", "max_tokens_share", "keep_recent_share"]
+_LEADING = [
+    "conversation_id",
+    "summarizer",
+    "max_tokens",
+    "keep_recent_tokens",
+    "context_window",
+    "max_tokens_share",
+    "keep_recent_share",
+]
 _TRAILING = ["summarizer_identity", "replayed", "model_calls", "cache_hits", "seconds", "error"]
 _INT_RESULT_COLUMNS = {
     "max_tokens", "keep_recent_tokens", "context_window", "messages", "steps", "compactions_applied",
@@ -1140,7 +1205,9 @@ _INT_RESULT_COLUMNS = {
 
 
 def _results_frame(rows: list[dict[str, Any]], relative: bool) -> pd.DataFrame:
-    columns: list[str] = [c for c in _LEADING if relative or c not in ("context_window", "max_tokens_share", "keep_recent_share")]
+    columns: list[str] = [
+        c for c in _LEADING if relative or c not in ("context_window", "max_tokens_share", "keep_recent_share")
+    ]
     for row in rows:
         for key in row:
             if key not in columns and key not in _TRAILING:
@@ -1236,7 +1303,9 @@ def pareto_front(
     points = points.dropna(subset=[cost, loss])
     if not len(points):
         return points.reset_index(drop=True)
-    ordered = points.assign(_q=points[loss] if higher else -points[loss]).sort_values([cost, "_q"], ascending=[True, False], kind="stable")
+    ordered = points.assign(_q=points[loss] if higher else -points[loss]).sort_values(
+        [cost, "_q"], ascending=[True, False], kind="stable"
+    )
     best = -math.inf
     keep = []
     for index, value in zip(ordered.index, ordered["_q"], strict=True):
@@ -1286,7 +1355,8 @@ def parse_constraints(constraints: str | Mapping[str, Any]) -> list[tuple[str, s
             match = _CLAUSE.match(clause)
             if match is None:
                 raise SettingError(
-                    f"cannot read constraint {clause.strip()!r}: write COLUMN OP NUMBER, e.g. 'needed_anchor_recall >= 0.9', "
+                    f"cannot read constraint {clause.strip()!r}: write COLUMN OP NUMBER, e.g. 'needed_anchor_recall "
+                    ">= 0.9', "
                     "joined by 'and'"
                 )
             op = "==" if match["op"] == "=" else match["op"]
@@ -1340,7 +1410,8 @@ class Recommendation:
         )
 
     def _repr_html_(self) -> str:
-        return f"<div><h4>{html.escape(repr(self))}</h4>{self.candidates.to_html(index=False, max_rows=20, na_rep='')}</div>"
+        table = self.candidates.to_html(index=False, max_rows=20, na_rep="")
+        return f"<div><h4>{html.escape(repr(self))}</h4>{table}</div>"
 
 
 def recommend(
@@ -1388,7 +1459,9 @@ def recommend(
     for column, op, value in parsed:
         test = _OPERATORS[op]
         if over == "all":
-            ok = grouped[column].apply(lambda s, t=test, v=value: bool(s.notna().all() and t(s.to_numpy(dtype=float), v).all()))
+            ok = grouped[column].apply(
+                lambda s, t=test, v=value: bool(s.notna().all() and t(s.to_numpy(dtype=float), v).all())
+            )
             worst = grouped[column].min() if higher[column] else grouped[column].max()
             shown[column] = worst
         else:
@@ -1408,7 +1481,9 @@ def recommend(
             f"({len(per)} complete settings). {closest}"
         )
     best = feasible.iloc[0]
-    setting = dict(zip(keys, feasible.index[0] if isinstance(feasible.index[0], tuple) else (feasible.index[0],), strict=True))
+    setting = dict(
+        zip(keys, feasible.index[0] if isinstance(feasible.index[0], tuple) else (feasible.index[0],), strict=True)
+    )
     return Recommendation(
         summarizer=setting.get("summarizer"), max_tokens=int(setting["max_tokens"]),
         keep_recent_tokens=int(setting["keep_recent_tokens"]), cost=float(best[cost]), cost_column=cost,

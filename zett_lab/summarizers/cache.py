@@ -354,7 +354,9 @@ class SummaryCache:
                 self.misses += 1
                 return None
             self.hits += 1
-            return CachedSummary(text=row[0], latency_s=row[1], input_tokens=row[2], output_tokens=row[3], reasoning=row[4])
+            return CachedSummary(
+                text=row[0], latency_s=row[1], input_tokens=row[2], output_tokens=row[3], reasoning=row[4]
+            )
 
     def put(self, key: str, summary: CachedSummary, *, identity: str | None = None) -> None:
         """Store ``summary`` under ``key`` (first writer wins; an existing entry is kept)."""

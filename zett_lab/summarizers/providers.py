@@ -345,7 +345,9 @@ def _api_key(kind: ProviderKind, options: dict[str, Any]) -> str | None:
 _OUTPUT_OPTIONS = ("temperature", "max_tokens", "response", "prompt_cache")
 
 
-def _provider_summarizer(kind: ProviderKind, model: str, url: str | None, options: dict[str, Any]) -> ProviderSummarizer:
+def _provider_summarizer(
+    kind: ProviderKind, model: str, url: str | None, options: dict[str, Any]
+) -> ProviderSummarizer:
     options = dict(options)
     max_concurrency = options.pop("max_concurrency", None)
     base_url = options.pop("base_url", None)
@@ -452,7 +454,9 @@ def summarizer(spec: str | AgentModel, **options: Any) -> AgentModel:
                     f"({type(spec).__name__}); only max_concurrency can wrap an instance"
                 )
             return LimitedModel(spec, limit) if limit is not None else spec
-        raise SettingError(f"summarizer spec must be a string or an AgentModel, got {type(spec).__name__}; valid: {VALID_FORMS}")
+        raise SettingError(
+            f"summarizer spec must be a string or an AgentModel, got {type(spec).__name__}; valid: {VALID_FORMS}"
+        )
     text = spec.strip()
     name, colon, rest = text.partition(":")
     if name in OFFLINE_SUMMARIZERS:

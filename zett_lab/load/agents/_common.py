@@ -170,7 +170,9 @@ def image_from_source(source: Mapping[str, Any]) -> ImageContent | None:
     try:
         if kind == "base64":
             data = base64.b64decode(source.get("data") or "", validate=False)
-            return ImageContent(source=ImageBytesSource(data=data, media_type=str(source.get("media_type") or "image/png")))
+            return ImageContent(
+                source=ImageBytesSource(data=data, media_type=str(source.get("media_type") or "image/png"))
+            )
         if kind == "url" or "url" in source:
             return ImageContent(source=ImageUrlSource(url=str(source.get("url"))))
     except (ValueError, binascii.Error):
@@ -224,7 +226,9 @@ def anthropic_usage(usage: Any) -> ModelUsage | None:
     if not isinstance(usage, dict):
         return None
     return usage_from(
-        (usage.get("input_tokens") or 0) + (usage.get("cache_creation_input_tokens") or 0) + (usage.get("cache_read_input_tokens") or 0),
+        (usage.get("input_tokens") or 0)
+        + (usage.get("cache_creation_input_tokens") or 0)
+        + (usage.get("cache_read_input_tokens") or 0),
         usage.get("output_tokens"),
         cache_read=usage.get("cache_read_input_tokens"),
         cache_write=usage.get("cache_creation_input_tokens"),
@@ -403,7 +407,11 @@ class Builder:
             old = self.messages[index]
             assert isinstance(old, ToolMessage)
             self.messages[index] = ToolMessage(
-                tool_call_id=call_id, name=name or old.name, content=content, success=success, attributes=dict(attributes)
+                tool_call_id=call_id,
+                name=name or old.name,
+                content=content,
+                success=success,
+                attributes=dict(attributes),
             )
             self.counts["synthesized_results"] -= 1
             self.counts["late_results"] += 1
@@ -436,7 +444,9 @@ class Builder:
         summarize everything before the cut, earlier summaries included.
         """
         if span_start is None:
-            span_start = next((i for i, m in enumerate(self.messages) if not isinstance(m, SystemMessage)), len(self.messages))
+            span_start = next(
+                (i for i, m in enumerate(self.messages) if not isinstance(m, SystemMessage)), len(self.messages)
+            )
         compaction = NativeCompaction(
             position=len(self.messages),
             summary=summary or "",
@@ -535,7 +545,9 @@ class Builder:
         meta["unknown_record_types"] = dict(unknown or {})
         # turns the log ends on a tool result (no final answer recorded) before the next user message
         meta["turn_ends_after_tool_result"] = [
-            i for i in range(1, len(self.messages)) if starts_turn(self.messages[i]) and isinstance(self.messages[i - 1], ToolMessage)
+            i
+            for i in range(1, len(self.messages))
+            if starts_turn(self.messages[i]) and isinstance(self.messages[i - 1], ToolMessage)
         ]
         if self.demonstrations:
             meta["demonstration_messages"] = list(self.demonstrations)

@@ -104,7 +104,9 @@ def read(path: Path) -> list[Conversation]:
     return require_conversations(path, conversations, "this aider chat history")
 
 
-def _session(path: Path, base: str, line: int, started_at: str, blocks: list[tuple[int, str, list[str]]]) -> list[Conversation]:
+def _session(
+    path: Path, base: str, line: int, started_at: str, blocks: list[tuple[int, str, list[str]]]
+) -> list[Conversation]:
     info: dict[str, Any] = {}
     parts: list[Builder] = [Builder("aider")]
     pending_tool: list[str] = []

@@ -52,7 +52,12 @@ FORMAT = "anthropic-messages-json"
 _ANTHROPIC_BLOCKS = ("tool_use", "tool_result", "thinking", "redacted_thinking", "server_tool_use")
 _BLOCK = key_pattern("type", "(?:" + "|".join(_ANTHROPIC_BLOCKS) + ")")
 _ROLE = key_pattern("role", "(?:user|assistant)")
-_OTHER_FORMATS = (key_pattern("sessionId"), key_pattern("parentUuid"), key_pattern("trajectory"), key_pattern("history"))
+_OTHER_FORMATS = (
+    key_pattern("sessionId"),
+    key_pattern("parentUuid"),
+    key_pattern("trajectory"),
+    key_pattern("history"),
+)
 
 
 def sniff(path: Path, head: bytes) -> bool:
@@ -67,7 +72,14 @@ def sniff(path: Path, head: bytes) -> bool:
     except (json.JSONDecodeError, UnicodeDecodeError):
         data = None
     if data is not None:
-        return any(_is_request(item) for item in (data if isinstance(data, list) and data and all(isinstance(i, dict) and "messages" in i for i in data) else [data]))
+        return any(
+            _is_request(item)
+            for item in (
+                data
+                if isinstance(data, list) and data and all(isinstance(i, dict) and "messages" in i for i in data)
+                else [data]
+            )
+        )
     return bool(_ROLE.search(stripped) and _BLOCK.search(stripped))
 
 
@@ -81,12 +93,17 @@ def _is_request(data: Any) -> bool:
 
 
 def _is_message_list(value: Any) -> bool:
-    return isinstance(value, list) and bool(value) and all(isinstance(m, dict) and m.get("role") in ("user", "assistant") for m in value)
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(isinstance(m, dict) and m.get("role") in ("user", "assistant") for m in value)
+    )
 
 
 def _has_anthropic_blocks(messages: list[dict[str, Any]]) -> bool:
     return any(
-        isinstance(m.get("content"), list) and any(isinstance(b, dict) and b.get("type") in _ANTHROPIC_BLOCKS for b in m["content"])
+        isinstance(m.get("content"), list)
+        and any(isinstance(b, dict) and b.get("type") in _ANTHROPIC_BLOCKS for b in m["content"])
         for m in messages
     )
 
@@ -153,7 +170,9 @@ def _message(b: Builder, message: Any, path: Path, place: str, unknown: Counter)
             if btype == "tool_result":
                 if not block.get("tool_use_id"):
                     raise InputError(path, f"{place}, content[{n}]", "a tool_result block needs tool_use_id")
-                b.tool_result(str(block["tool_use_id"]), _result(block.get("content"), b), success=not block.get("is_error"))
+                b.tool_result(
+                    str(block["tool_use_id"]), _result(block.get("content"), b), success=not block.get("is_error")
+                )
             elif btype in ("text", "image", "document"):
                 part = _part(block, b)
                 if part is not None:
@@ -171,7 +190,13 @@ def _message(b: Builder, message: Any, path: Path, place: str, unknown: Counter)
     def flush(extra_calls: list[ToolCall] | None = None) -> None:
         nonlocal texts, thoughts, calls
         if texts or thoughts or calls or extra_calls:
-            b.assistant(join_text(texts), join_text(thoughts) or None, [*calls, *(extra_calls or [])], model=message.get("model"), provider="anthropic")
+            b.assistant(
+                join_text(texts),
+                join_text(thoughts) or None,
+                [*calls, *(extra_calls or [])],
+                model=message.get("model"),
+                provider="anthropic",
+            )
         texts, thoughts, calls = [], [], []
 
     for n, block in enumerate(blocks):
@@ -183,9 +208,19 @@ def _message(b: Builder, message: Any, path: Path, place: str, unknown: Counter)
         elif btype == "tool_use":
             if not block.get("name"):
                 raise InputError(path, f"{place}, content[{n}]", "a tool_use block needs a name")
-            calls.append(ToolCall(id=str(block.get("id") or b.new_call_id()), name=str(block["name"]), arguments=_dict(block.get("input"))))
+            calls.append(
+                ToolCall(
+                    id=str(block.get("id") or b.new_call_id()),
+                    name=str(block["name"]),
+                    arguments=_dict(block.get("input")),
+                )
+            )
         elif btype == "server_tool_use":
-            call = ToolCall(id=str(block.get("id") or b.new_call_id()), name=str(block.get("name") or "server_tool"), arguments=_dict(block.get("input")))
+            call = ToolCall(
+                id=str(block.get("id") or b.new_call_id()),
+                name=str(block.get("name") or "server_tool"),
+                arguments=_dict(block.get("input")),
+            )
             flush([call])
             b.counts["server_tool_calls"] += 1
         elif isinstance(btype, str) and btype.endswith("_tool_result") and block.get("tool_use_id"):

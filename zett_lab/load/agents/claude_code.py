@@ -172,7 +172,11 @@ def read(path: Path) -> list[Conversation]:
             main_session = session
         if kind == "progress":
             data = record.get("data")
-            if isinstance(data, dict) and data.get("type") == "agent_progress" and isinstance(data.get("message"), dict):
+            if (
+                isinstance(data, dict)
+                and data.get("type") == "agent_progress"
+                and isinstance(data.get("message"), dict)
+            ):
                 agent = data.get("agentId") or record.get("parentToolUseID") or "subagent"
                 owner = session or main_session or "session"
                 t = thread(("agent", owner, agent), f"{owner}/agent-{agent}", owner, str(agent))
@@ -229,7 +233,9 @@ def read(path: Path) -> list[Conversation]:
     return require_conversations(path, conversations, "this Claude Code log")
 
 
-def _handle(t: _Thread, record: dict[str, Any], path: Path, number: int, unknown: Counter, embedded: bool = False) -> None:
+def _handle(
+    t: _Thread, record: dict[str, Any], path: Path, number: int, unknown: Counter, embedded: bool = False
+) -> None:
     kind = record.get("type")
     uuid = record.get("uuid")
     if uuid:
@@ -289,7 +295,9 @@ def _handle(t: _Thread, record: dict[str, Any], path: Path, number: int, unknown
             continue
         elif btype in ("tool_use", "server_tool_use"):
             call_id = str(block.get("id") or b.new_call_id())
-            calls.append(ToolCall(id=call_id, name=str(block.get("name") or "tool"), arguments=_dict(block.get("input"))))
+            calls.append(
+                ToolCall(id=call_id, name=str(block.get("name") or "tool"), arguments=_dict(block.get("input")))
+            )
         else:
             unknown[f"assistant content block {btype}"] += 1
     usage = message.get("usage") or {}
@@ -380,7 +388,9 @@ def _finish_boundary(t: _Thread, summary: str | None = None, line: int | None = 
 def _is_prompt(content: Any) -> bool:
     if isinstance(content, str):
         return True
-    return isinstance(content, list) and not any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
+    return isinstance(content, list) and not any(
+        isinstance(b, dict) and b.get("type") == "tool_result" for b in content
+    )
 
 
 def _text_of(content: Any) -> str:
@@ -415,4 +425,6 @@ def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else ({} if value is None else {"input": value})
 
 
-register(Reader(FORMAT, "Claude Code session log (~/.claude/projects/*/<session>.jsonl, subagents included)", sniff, read))
+register(
+    Reader(FORMAT, "Claude Code session log (~/.claude/projects/*/<session>.jsonl, subagents included)", sniff, read)
+)

@@ -79,9 +79,16 @@ def sniff(path: Path, head: bytes) -> bool:
     if isinstance(record, dict):
         if record.get("type") == "session_meta" and isinstance(record.get("payload"), dict):
             return True
-        if record.get("type") in ("response_item", "event_msg", "turn_context") and isinstance(record.get("payload"), dict):
+        if record.get("type") in ("response_item", "event_msg", "turn_context") and isinstance(
+            record.get("payload"), dict
+        ):
             return True
-        return "type" not in record and "id" in record and "timestamp" in record and ("instructions" in record or "git" in record)
+        return (
+            "type" not in record
+            and "id" in record
+            and "timestamp" in record
+            and ("instructions" in record or "git" in record)
+        )
     line = first_line(head)
     return bool(_SESSION_META.search(line[:400])) and bool(_PAYLOAD.search(line[:400]))
 
@@ -245,7 +252,9 @@ def _item(s: _Session, item: dict[str, Any], number: int, unknown: Counter) -> N
                 b.user(content, source_role=role)
             return
         text = content if isinstance(content, str) else ""
-        injected = text.lstrip().startswith(("<environment_context>", "<user_instructions>", "# AGENTS.md", "<turn_aborted>"))
+        injected = text.lstrip().startswith(
+            ("<environment_context>", "<user_instructions>", "# AGENTS.md", "<turn_aborted>")
+        )
         if injected:
             b.user(content, injected=True)
         else:
@@ -266,12 +275,24 @@ def _item(s: _Session, item: dict[str, Any], number: int, unknown: Counter) -> N
         pending = _pending(s)
         call_id = item.get("call_id") or item.get("id")
         if itype == "function_call":
-            call = ToolCall(id=str(call_id or b.new_call_id()), name=str(item.get("name") or "tool"), arguments=parse_arguments(item.get("arguments")))
+            call = ToolCall(
+                id=str(call_id or b.new_call_id()),
+                name=str(item.get("name") or "tool"),
+                arguments=parse_arguments(item.get("arguments")),
+            )
         elif itype == "custom_tool_call":
-            call = ToolCall(id=str(call_id or b.new_call_id()), name=str(item.get("name") or "tool"), arguments={"input": item.get("input", "")})
+            call = ToolCall(
+                id=str(call_id or b.new_call_id()),
+                name=str(item.get("name") or "tool"),
+                arguments={"input": item.get("input", "")},
+            )
         elif itype == "local_shell_call":
             action = item.get("action")
-            call = ToolCall(id=str(call_id or b.new_call_id()), name="local_shell", arguments=action if isinstance(action, dict) else {})
+            call = ToolCall(
+                id=str(call_id or b.new_call_id()),
+                name="local_shell",
+                arguments=action if isinstance(action, dict) else {},
+            )
         else:
             action = item.get("action")
             call = ToolCall(id=b.new_call_id(), name="web_search", arguments=action if isinstance(action, dict) else {})
@@ -285,7 +306,11 @@ def _item(s: _Session, item: dict[str, Any], number: int, unknown: Counter) -> N
     if isinstance(output, dict):
         success = output.get("success") is not False
         output = output.get("content", output.get("output", json.dumps(output, ensure_ascii=False)))
-    b.tool_result(str(item.get("call_id")), _content(output) if isinstance(output, list) else ("" if output is None else str(output)), success=success)
+    b.tool_result(
+        str(item.get("call_id")),
+        _content(output) if isinstance(output, list) else ("" if output is None else str(output)),
+        success=success,
+    )
 
 
 def _pending(s: _Session) -> dict[str, Any]:

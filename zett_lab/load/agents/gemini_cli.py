@@ -167,7 +167,9 @@ def _result(result: Any) -> Any:
     for part in result if isinstance(result, list) else [result]:
         if not isinstance(part, dict):
             continue
-        response = part.get("functionResponse", {}).get("response") if isinstance(part.get("functionResponse"), dict) else None
+        response = (
+            part.get("functionResponse", {}).get("response") if isinstance(part.get("functionResponse"), dict) else None
+        )
         if isinstance(response, dict):
             value = response.get("output", response.get("error", response.get("content")))
             pieces.append(value if isinstance(value, str) else json.dumps(response, ensure_ascii=False))

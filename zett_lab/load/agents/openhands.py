@@ -63,7 +63,17 @@ KNOWN_OBSERVATIONS = {
     "recall", "null", "delegate", "think", "mcp", "user_rejected", "condense", "task_tracking",
     "download", "loop_detection", "file_download",
 }  # fmt: skip
-_SKIPPED_ACTIONS = {"recall", "change_agent_state", "condensation_request", "null", "pause", "resume", "start", "stop", "reject"}
+_SKIPPED_ACTIONS = {
+    "recall",
+    "change_agent_state",
+    "condensation_request",
+    "null",
+    "pause",
+    "resume",
+    "start",
+    "stop",
+    "reject",
+}
 _SOURCE = key_pattern("source", "(?:agent|user|environment)")
 _EVENT_KEY = (key_pattern("action"), key_pattern("observation"))
 
@@ -73,7 +83,11 @@ def sniff(path: Path, head: bytes) -> bool:
     stripped = head.lstrip()
     if not path.is_file() or stripped[:1] not in (b"[", b"{"):
         return False
-    if stripped[:1] == b"{" and not key_pattern("trajectory").search(stripped[:200]) and not key_pattern("events").search(stripped[:200]):
+    if (
+        stripped[:1] == b"{"
+        and not key_pattern("trajectory").search(stripped[:200])
+        and not key_pattern("events").search(stripped[:200])
+    ):
         return False
     start = stripped[:8192]
     return bool(_SOURCE.search(start)) and any(p.search(start) for p in _EVENT_KEY) and b'"timestamp"' in start
@@ -169,7 +183,14 @@ def read(path: Path) -> list[Conversation]:
     return require_conversations(path, conversations, "this OpenHands trajectory")
 
 
-def _tool_action(b: Builder, event: dict[str, Any], metadata: dict[str, Any], args: dict[str, Any], models: Counter, state: dict[str, Any]):
+def _tool_action(
+    b: Builder,
+    event: dict[str, Any],
+    metadata: dict[str, Any],
+    args: dict[str, Any],
+    models: Counter,
+    state: dict[str, Any],
+):
     response = metadata.get("model_response") if isinstance(metadata.get("model_response"), dict) else {}
     choices = response.get("choices") or [{}]
     message = choices[0].get("message") if isinstance(choices[0], dict) else None
@@ -182,10 +203,20 @@ def _tool_action(b: Builder, event: dict[str, Any], metadata: dict[str, Any], ar
         function = call.get("function") if isinstance(call, dict) else None
         if not isinstance(function, dict):
             continue
-        calls.append(ToolCall(id=str(call.get("id") or b.new_call_id()), name=str(function.get("name") or "tool"), arguments=parse_arguments(function.get("arguments"))))
+        calls.append(
+            ToolCall(
+                id=str(call.get("id") or b.new_call_id()),
+                name=str(function.get("name") or "tool"),
+                arguments=parse_arguments(function.get("arguments")),
+            )
+        )
     if not calls:
         calls.append(
-            ToolCall(id=str(metadata.get("tool_call_id") or b.new_call_id()), name=str(metadata.get("function_name") or event.get("action")), arguments=dict(args))
+            ToolCall(
+                id=str(metadata.get("tool_call_id") or b.new_call_id()),
+                name=str(metadata.get("function_name") or event.get("action")),
+                arguments=dict(args),
+            )
         )
     content = message.get("content")
     if not isinstance(content, str):
@@ -239,11 +270,16 @@ def _recall_text(extras: dict[str, Any]) -> str:
             parts.append(f"<CONVERSATION_INSTRUCTIONS>\n{extras['conversation_instructions']}\n</CONVERSATION_INSTRUCTIONS>")
     for agent in extras.get("microagent_knowledge") or []:
         if isinstance(agent, dict) and agent.get("content"):
-            parts.append(f'<EXTRA_INFO>\nThe following information has been included based on a keyword match for "{agent.get("trigger")}".\n{agent["content"]}\n</EXTRA_INFO>')
+            parts.append(
+                '<EXTRA_INFO>\nThe following information has been included based on a keyword match for '
+                f'"{agent.get("trigger")}".\n{agent["content"]}\n</EXTRA_INFO>'
+            )
     return join_text(parts)
 
 
-def _condensation(b: Builder, args: dict[str, Any], first_index: dict[int, int], tokens_before: int | None, event: dict[str, Any]) -> None:
+def _condensation(
+    b: Builder, args: dict[str, Any], first_index: dict[int, int], tokens_before: int | None, event: dict[str, Any]
+) -> None:
     forgotten = args.get("forgotten_event_ids")
     start, end = args.get("forgotten_events_start_id"), args.get("forgotten_events_end_id")
     if isinstance(forgotten, list) and forgotten and start is None:
@@ -271,7 +307,13 @@ def _condensation(b: Builder, args: dict[str, Any], first_index: dict[int, int],
     }
     if not summary:
         metadata["summary_missing"] = True
-    b.compaction(str(summary or ""), tokens_before=tokens_before, kind="openhands-condensation", span_start=span_start, metadata=metadata)
+    b.compaction(
+        str(summary or ""),
+        tokens_before=tokens_before,
+        kind="openhands-condensation",
+        span_start=span_start,
+        metadata=metadata,
+    )
 
 
 def _with_images(text: str, urls: Any) -> Any:

@@ -70,7 +70,11 @@ def sniff_swe(path: Path, head: bytes) -> bool:
     steps = key_pattern("trajectory").search(stripped) and all(
         key_pattern(k).search(stripped) for k in ("action", "observation", "response", "thought")
     )
-    history = key_pattern("history").search(stripped) and key_pattern("role").search(stripped) and key_pattern("agent").search(stripped)
+    history = (
+        key_pattern("history").search(stripped)
+        and key_pattern("role").search(stripped)
+        and key_pattern("agent").search(stripped)
+    )
     source = key_pattern("source", "(?:agent|user|environment)").search(stripped)
     return bool((steps or history) and not source)
 
@@ -113,7 +117,9 @@ def read_swe_agent(path: Path, text_actions: str = "tool_calls") -> list[Convers
         pending_action = False
         for index, message in messages:
             place = f"history[{index}]"
-            pending_action = _swe_message(b, message, place, path, unknown, function_calling, text_actions, commands, pending_action)
+            pending_action = _swe_message(
+                b, message, place, path, unknown, function_calling, text_actions, commands, pending_action
+            )
         if not b.has_dialogue():
             continue
         meta = {
@@ -153,12 +159,17 @@ def _swe_message(
     content = _content(message.get("content"))
     demo = bool(message.get("is_demo"))
     if role == "system":
-        b.system(content if isinstance(content, str) else join_text(p.text for p in content if isinstance(p, TextContent)))
+        b.system(
+            content if isinstance(content, str) else join_text(p.text for p in content if isinstance(p, TextContent))
+        )
         return False
     if role == "assistant":
         reasoning = _thinking(message)
         if function_calling or text_actions == "messages":
-            calls = [_openai_call(b, call, f"{place}.tool_calls[{k}]", path) for k, call in enumerate(message.get("tool_calls") or [])]
+            calls = [
+                _openai_call(b, call, f"{place}.tool_calls[{k}]", path)
+                for k, call in enumerate(message.get("tool_calls") or [])
+            ]
             index = b.assistant(_text(content), reasoning, calls)
             pending = False
         else:
@@ -241,7 +252,10 @@ def read_mini_swe_agent(path: Path, text_actions: str = "tool_calls") -> list[Co
             reasoning = message.get("reasoning_content") or _response_reasoning(response)
             model = response.get("model")
             if function_calling or text_actions == "messages":
-                calls = [_openai_call(b, call, f"{place}.tool_calls[{k}]", path) for k, call in enumerate(message.get("tool_calls") or [])]
+                calls = [
+                    _openai_call(b, call, f"{place}.tool_calls[{k}]", path)
+                    for k, call in enumerate(message.get("tool_calls") or [])
+                ]
                 b.assistant(_text(content), reasoning, calls, model=model, usage=usage)
                 pending = False
             else:
@@ -298,7 +312,11 @@ def _openai_call(b: Builder, call: Any, place: str, path: Path) -> ToolCall:
     function = call.get("function") if isinstance(call, dict) else None
     if not isinstance(function, dict) or not function.get("name"):
         raise InputError(path, place, "a tool call needs function.name")
-    return ToolCall(id=str(call.get("id") or b.new_call_id()), name=str(function["name"]), arguments=parse_arguments(function.get("arguments")))
+    return ToolCall(
+        id=str(call.get("id") or b.new_call_id()),
+        name=str(function["name"]),
+        arguments=parse_arguments(function.get("arguments")),
+    )
 
 
 def _content(content: Any) -> Any:
@@ -338,4 +356,11 @@ def _reader(function: Callable[..., list[Conversation]]) -> Callable[[Path], lis
 
 
 register(Reader(MINI_FORMAT, "mini-swe-agent trajectory (*.traj.json)", sniff_mini, _reader(read_mini_swe_agent)))
-register(Reader(SWE_FORMAT, "SWE-agent trajectory (*.traj; text actions or function calling)", sniff_swe, _reader(read_swe_agent)))
+register(
+    Reader(
+        SWE_FORMAT,
+        "SWE-agent trajectory (*.traj; text actions or function calling)",
+        sniff_swe,
+        _reader(read_swe_agent),
+    )
+)

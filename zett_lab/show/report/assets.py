@@ -15,7 +15,8 @@ import hashlib
 CSS = """
 :root{--fg:#1d232b;--muted:#5b6470;--line:#d9dee5;--bg:#fff;--soft:#f5f7fa;--accent:#1f3a68;--good:#228833;--bad:#cc3311}
 *{box-sizing:border-box}
-body{margin:0;font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;color:var(--fg);background:var(--bg)}
+body{margin:0;font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;\
+color:var(--fg);background:var(--bg)}
 main{max-width:1180px;margin:0 auto;padding:24px 28px 64px}
 h1{font-size:26px;margin:0 0 4px}h2{font-size:20px;margin:36px 0 10px;padding-top:8px;border-top:2px solid var(--line)}
 h3{font-size:16px;margin:22px 0 8px}
@@ -38,19 +39,23 @@ figure{margin:10px 0 18px}
 figure svg{max-width:100%;height:auto}
 figcaption{color:var(--muted);font-size:13px;margin-top:2px}
 .grid2{display:grid;grid-template-columns:repeat(auto-fit,minmax(440px,1fr));gap:12px}
-.controls{display:flex;flex-wrap:wrap;gap:16px;align-items:center;background:var(--soft);border:1px solid var(--line);border-radius:6px;padding:10px 14px;margin:8px 0}
+.controls{display:flex;flex-wrap:wrap;gap:16px;align-items:center;\
+background:var(--soft);border:1px solid var(--line);border-radius:6px;padding:10px 14px;margin:8px 0}
 .controls label{font-weight:600}
 .controls select{font:inherit;margin-left:6px;padding:2px 4px}
 #zl-explore-figure{min-height:240px}
 #zl-explore-figure svg{max-width:100%;height:auto;font-family:system-ui,"DejaVu Sans",sans-serif}
 .status{font-weight:600}
 code,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,"DejaVu Sans Mono",monospace;font-size:12.5px}
-.value{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,"DejaVu Sans Mono",monospace;font-size:12.5px;overflow-wrap:anywhere;min-width:180px;max-width:320px}
+.value{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,"DejaVu Sans Mono",monospace;\
+font-size:12.5px;overflow-wrap:anywhere;\
+min-width:180px;max-width:320px}
 table.facts td:first-child{font-weight:600;background:var(--soft);white-space:nowrap}
 table.lost td{max-width:340px;overflow-wrap:anywhere}
 table.lost details{margin:2px 0}
 details summary{cursor:pointer;color:var(--accent)}
-pre.summary{white-space:pre-wrap;word-break:break-word;background:var(--soft);border:1px solid var(--line);padding:8px;max-height:260px;overflow:auto;font-size:12px}
+pre.summary{white-space:pre-wrap;word-break:break-word;background:var(--soft);border:1px solid var(--line);padding:8px;\
+max-height:260px;overflow:auto;font-size:12px}
 dl.glossary dt{font-weight:600;margin-top:10px}
 dl.glossary dd{margin:2px 0 0 18px;max-width:980px}
 footer{margin-top:40px;color:var(--muted);font-size:12px}

@@ -268,15 +268,22 @@ class Report:
     def _trace_index(self) -> dict[tuple[str, str, int, int], Any]:
         index: dict[tuple[str, str, int, int], Any] = {}
         for label, trace in self._entries:
-            key = (trace.conversation.id, label, int(trace.settings["max_tokens"]), int(trace.settings["keep_recent_tokens"]))
+            key = (
+                trace.conversation.id,
+                label,
+                int(trace.settings["max_tokens"]),
+                int(trace.settings["keep_recent_tokens"]),
+            )
             index.setdefault(key, trace)
         return index
 
     def cell_traces(self, max_tokens: int, keep_recent_tokens: int) -> list[tuple[str, Any]]:
         """``(summarizer, trace)`` of every replay at one setting."""
         return [
-            (label, trace) for label, trace in self._entries
-            if int(trace.settings["max_tokens"]) == int(max_tokens) and int(trace.settings["keep_recent_tokens"]) == int(keep_recent_tokens)
+            (label, trace)
+            for label, trace in self._entries
+            if int(trace.settings["max_tokens"]) == int(max_tokens)
+            and int(trace.settings["keep_recent_tokens"]) == int(keep_recent_tokens)
         ]
 
     @cached_property
@@ -303,7 +310,9 @@ class Report:
                 table = table.merge(costs[extra], on=keys, how="left")
         for column in ("max_tokens", "keep_recent_tokens"):
             table[column] = table[column].astype("int64")
-        return table.sort_values(["summarizer", "max_tokens", "keep_recent_tokens", "conversation_id"], kind="stable").reset_index(drop=True)
+        return table.sort_values(
+            ["summarizer", "max_tokens", "keep_recent_tokens", "conversation_id"], kind="stable"
+        ).reset_index(drop=True)
 
     def _direct_row(self, label: str, trace: Any) -> dict[str, Any]:
         """The results row of a trace given directly: budget figures and loss metrics."""
@@ -338,7 +347,10 @@ class Report:
             if len(trace.compactions):
                 c = trace.compactions.copy()
                 c["summarizer"] = label
-                c["max_tokens"], c["keep_recent_tokens"] = int(trace.settings["max_tokens"]), int(trace.settings["keep_recent_tokens"])
+                c["max_tokens"], c["keep_recent_tokens"] = (
+                    int(trace.settings["max_tokens"]),
+                    int(trace.settings["keep_recent_tokens"]),
+                )
                 compactions.append(c)
         all_steps = pd.concat(steps, ignore_index=True)
         all_compactions = pd.concat(compactions, ignore_index=True) if compactions else None
@@ -386,8 +398,13 @@ class Report:
         metrics = [m for m in REPORT_METRICS if m in results.columns]
         empty = pd.DataFrame()
         parts = {
-            name: Losses(compactions=empty, anchors=empty, conversation=results[results["summarizer"] == name].reset_index(drop=True),
-                         probes=empty, decay=empty)
+            name: Losses(
+                compactions=empty,
+                anchors=empty,
+                conversation=results[results["summarizer"] == name].reset_index(drop=True),
+                probes=empty,
+                decay=empty,
+            )
             for name in self.summarizers
         }
         return compare(parts, metrics=metrics, level="conversation", seed=0)
@@ -402,7 +419,9 @@ class Report:
         if self.explore is not None:
             ids = [c.id for c in self.conversations]
             if self.explore not in ids:
-                raise SettingError(f"explore={self.explore!r} is not a conversation of this report; have: {', '.join(ids[:20])}")
+                raise SettingError(
+                    f"explore={self.explore!r} is not a conversation of this report; have: {', '.join(ids[:20])}"
+                )
             return self.explore
         table = self.results
         if not len(table):
@@ -441,7 +460,13 @@ class Report:
         """The report's data as JSON (deterministic: sorted keys, no timestamps; ``<>&`` written as ``\\u`` escapes)."""
         text = json.dumps(self.document(), sort_keys=True, indent=1, ensure_ascii=False, allow_nan=False)
         # Same data, but safe to paste into HTML: no raw <, >, & or line separators.
-        for char, escape in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
+        for char, escape in (
+            ("<", "\\u003c"),
+            (">", "\\u003e"),
+            ("&", "\\u0026"),
+            ("\u2028", "\\u2028"),
+            ("\u2029", "\\u2029"),
+        ):
             text = text.replace(char, escape)
         return text
 
@@ -498,7 +523,13 @@ def _sweep_failures(sweep: Any) -> list[Failure]:
         return []
     failed = table[table["error"].notna()]
     return [
-        Failure(str(r.conversation_id), str(r.summarizer), int(r.max_tokens), int(r.keep_recent_tokens), " ".join(str(r.error).split())[:400])
+        Failure(
+            str(r.conversation_id),
+            str(r.summarizer),
+            int(r.max_tokens),
+            int(r.keep_recent_tokens),
+            " ".join(str(r.error).split())[:400],
+        )
         for r in failed.itertuples(index=False)
     ]
 
@@ -513,7 +544,9 @@ _KNEE_RULE = (
 )
 
 
-def recommend_setting(results: pd.DataFrame, constraints: str | Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+def recommend_setting(
+    results: pd.DataFrame, constraints: str | Mapping[str, Any] | None = None
+) -> dict[str, Any] | None:
     """Pick one (summarizer, max_tokens, keep_recent_tokens) from the per-replay results.
 
     With ``constraints`` (e.g. ``"needed_anchor_recall >= 0.8"``): the cheapest setting that
@@ -540,13 +573,16 @@ def recommend_setting(results: pd.DataFrame, constraints: str | Mapping[str, Any
                 "values": {k: _finite(v) for k, v in chosen.values.items()},
                 "candidates": len(chosen.candidates),
                 "rule": f"The cheapest setting (total primary input tokens over all conversations) meeting "
-                f"{constraints!r} in every conversation (zett_lab.study.sweep.recommend); {len(chosen.candidates)} setting(s) qualified.",
+                f"{constraints!r} in every conversation (zett_lab.study.sweep.recommend); {len(chosen.candidates)} "
+                "setting(s) qualified.",
             }
     keys = ["summarizer", "max_tokens", "keep_recent_tokens"]
     front = pareto_front(results, cost=RECOMMEND_COST, loss=RECOMMEND_LOSS, by=keys)
     if not len(front):
         return None
-    per = results.groupby(keys, sort=True).agg(**{RECOMMEND_COST: (RECOMMEND_COST, "sum"), RECOMMEND_LOSS: (RECOMMEND_LOSS, "mean")})
+    per = results.groupby(keys, sort=True).agg(
+        **{RECOMMEND_COST: (RECOMMEND_COST, "sum"), RECOMMEND_LOSS: (RECOMMEND_LOSS, "mean")}
+    )
 
     def scaled(column: str) -> pd.Series:
         low, high = float(per[column].min()), float(per[column].max())
@@ -568,7 +604,9 @@ def recommend_setting(results: pd.DataFrame, constraints: str | Mapping[str, Any
         "total_input_tokens": _finite(chosen[RECOMMEND_COST]),
         "primary_input_tokens": _finite(float(chosen[RECOMMEND_COST]) / conversations),
         "lost_but_needed": _finite(chosen[RECOMMEND_LOSS]),
-        "needed_anchor_recall": _finite(pd.to_numeric(part.get("needed_anchor_recall"), errors="coerce").mean()) if len(part) else None,
+        "needed_anchor_recall": _finite(pd.to_numeric(part.get("needed_anchor_recall"), errors="coerce").mean())
+        if len(part)
+        else None,
         "front_size": len(front),
         "rule": _KNEE_RULE,
     }
@@ -608,15 +646,23 @@ def lost_but_needed_items(report: Report, limit: int) -> list[dict[str, Any]]:
     if not frames:
         return []
     lost = pd.concat(frames, ignore_index=True)
-    lost = lost.sort_values(["conversation_id", "type", "normalized", "summarizer", "step", "compaction_id"], kind="mergesort")
+    lost = lost.sort_values(
+        ["conversation_id", "type", "normalized", "summarizer", "step", "compaction_id"], kind="mergesort"
+    )
     lost = lost.drop_duplicates(subset=["summarizer", "conversation_id", "type", "normalized"], keep="first")
     order = {name: i for i, name in enumerate(report.summarizers)}
     priority = {t: i for i, t in enumerate(_TYPE_PRIORITY)}
     groups = []
-    for (conversation_id, type_, normalized), part in lost.groupby(["conversation_id", "type", "normalized"], sort=True):
-        part = part.sort_values(["step", "summarizer"], key=lambda c: c.map(order) if c.name == "summarizer" else c, kind="mergesort")
+    for (conversation_id, type_, normalized), part in lost.groupby(
+        ["conversation_id", "type", "normalized"], sort=True
+    ):
+        part = part.sort_values(
+            ["step", "summarizer"], key=lambda c: c.map(order) if c.name == "summarizer" else c, kind="mergesort"
+        )
         first = part.iloc[0]
-        distance = pd.to_numeric(part["next_use_index"], errors="coerce") - pd.to_numeric(part["n_recorded"], errors="coerce")
+        distance = pd.to_numeric(part["next_use_index"], errors="coerce") - pd.to_numeric(
+            part["n_recorded"], errors="coerce"
+        )
         groups.append(
             (
                 (
@@ -648,7 +694,9 @@ def lost_but_needed_items(report: Report, limit: int) -> list[dict[str, Any]]:
         losses_by = []
         messages: Sequence[Any] = []
         for row in part.to_dict("records"):
-            trace = report.trace_for(row["conversation_id"], row["summarizer"], row["max_tokens"], row["keep_recent_tokens"])
+            trace = report.trace_for(
+                row["conversation_id"], row["summarizer"], row["max_tokens"], row["keep_recent_tokens"]
+            )
             summary = None
             if trace is not None:
                 messages = trace.conversation.messages

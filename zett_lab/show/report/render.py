@@ -86,7 +86,14 @@ def ci_text(mean: Any, low: Any, high: Any) -> str:
 # --- HTML building blocks ------------------------------------------------------------------------------
 
 
-def table_html(headers: Sequence[str], rows: Iterable[Sequence[Any]], numeric: Iterable[int] = (), *, raw: Iterable[int] = (), cls: str = "") -> str:
+def table_html(
+    headers: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    numeric: Iterable[int] = (),
+    *,
+    raw: Iterable[int] = (),
+    cls: str = "",
+) -> str:
     """A table; cells are escaped except columns in ``raw`` (already-built HTML)."""
     numeric, raw = set(numeric), set(raw)
     head = "".join(f'<th{" class=num" if i in numeric else ""}>{esc(h)}</th>' for i, h in enumerate(headers))
@@ -154,7 +161,8 @@ def _section_summary(report: Report, doc: dict[str, Any]) -> str:
         best = max(nar, key=lambda r: r["mean"])
         items.append(
             f"Highest needed-anchor recall: <code>{esc(best['summarizer'])}</code> with "
-            f"{esc(ci_text(best['mean'], best['ci_low'], best['ci_high']))} (mean, {esc(_pct_level(metrics))} CI, n={best['n']})."
+            f"{esc(ci_text(best['mean'], best['ci_low'], best['ci_high']))} (mean, {esc(_pct_level(metrics))} CI, "
+            f"n={best['n']})."
         )
     over = sum(t["steps_over_budget"] for t in metrics["totals"])
     if over:
@@ -163,7 +171,10 @@ def _section_summary(report: Report, doc: dict[str, Any]) -> str:
             "(no whole-turn boundary, only earlier checkpoints, or a rejected summary)."
         )
     if study["failures"]:
-        items.append(f'<span class="status" style="color:var(--bad)">{len(study["failures"])} replay(s) failed</span> (listed under What was studied).')
+        items.append(
+            f'<span class="status" style="color:var(--bad)">{len(study["failures"])} replay(s) failed</span> (listed '
+            'under What was studied).'
+        )
     parts.append("<ul>" + "".join(f"<li>{item}</li>" for item in items) + "</ul></section>")
     return "".join(parts)
 
@@ -183,7 +194,10 @@ def _section_study(report: Report, doc: dict[str, Any]) -> str:
     study = doc["study"]
     rows = [
         ("Date", study["date"]),
-        ("Engine", study["engine"] + " (zett_agent.extensions.compaction.CompactionExtension, run, not re-implemented)"),
+        (
+            "Engine",
+            study["engine"] + " (zett_agent.extensions.compaction.CompactionExtension, run, not re-implemented)",
+        ),
         ("zett_lab", study["zett_lab_version"]),
         ("Token counter", f"{study['counter']}" + (f" — {study['counter_note']}" if study.get("counter_note") else "")),
         ("Summarizers", ", ".join(study["summarizers"])),
@@ -199,7 +213,9 @@ def _section_study(report: Report, doc: dict[str, Any]) -> str:
         for c in study["conversations"]
     ]
     conversations = table_html(
-        ["conversation", "title", "file", "format", "messages", "turns", "model steps", "tokens", "probes"], conv_rows, numeric=(4, 5, 6, 7, 8)
+        ["conversation", "title", "file", "format", "messages", "turns", "model steps", "tokens", "probes"],
+        conv_rows,
+        numeric=(4, 5, 6, 7, 8),
     )
     parts = [
         '<section id="study"><h2>What was studied</h2>',
@@ -214,7 +230,16 @@ def _section_study(report: Report, doc: dict[str, Any]) -> str:
         parts.append(
             table_html(
                 ["conversation", "summarizer", "max_tokens", "keep_recent_tokens", "error"],
-                [(f["conversation_id"], f["summarizer"], n_int(f["max_tokens"]), n_int(f["keep_recent_tokens"]), f["error"]) for f in study["failures"]],
+                [
+                    (
+                        f["conversation_id"],
+                        f["summarizer"],
+                        n_int(f["max_tokens"]),
+                        n_int(f["keep_recent_tokens"]),
+                        f["error"],
+                    )
+                    for f in study["failures"]
+                ],
                 numeric=(2, 3),
             )
         )
@@ -239,18 +264,43 @@ def _section_metrics(report: Report, doc: dict[str, Any], figures: _Figures) -> 
         rows.append(row)
     parts = [
         '<section id="metrics"><h2>Loss by summarizer</h2>',
-        f"<p>Mean per unit with its {esc(level)} paired bootstrap confidence interval. A unit is one conversation at one "
+        f"<p>Mean per unit with its {esc(level)} paired bootstrap confidence interval. A unit is one conversation at "
+        "one "
         "setting; only units where every summarizer compacted count. Higher is better for every column.</p>",
-        table_html(["summarizer", *(label(m) for m in shown)], rows, numeric=range(1, len(shown) + 1), raw=range(1, len(shown) + 1)),
+        table_html(
+            ["summarizer", *(label(m) for m in shown)],
+            rows,
+            numeric=range(1, len(shown) + 1),
+            raw=range(1, len(shown) + 1),
+        ),
     ]
     totals = metrics["totals"]
     parts.append("<h3>Outcomes over all replays</h3>")
     parts.append(
         table_html(
-            ["summarizer", "replays", "compactions applied", "rejected (not smaller)", "failed", "steps over budget",
-             "lost but needed per replay", "re-fetch calls"],
-            [(t["summarizer"], n_int(t["replays"]), n_int(t["compactions"]), n_int(t["rejected_not_smaller"]), n_int(t["failed"]),
-              n_int(t["steps_over_budget"]), n_ratio(t["lost_but_needed_per_replay"], 1), n_int(t["refetch_calls"])) for t in totals],
+            [
+                "summarizer",
+                "replays",
+                "compactions applied",
+                "rejected (not smaller)",
+                "failed",
+                "steps over budget",
+                "lost but needed per replay",
+                "re-fetch calls",
+            ],
+            [
+                (
+                    t["summarizer"],
+                    n_int(t["replays"]),
+                    n_int(t["compactions"]),
+                    n_int(t["rejected_not_smaller"]),
+                    n_int(t["failed"]),
+                    n_int(t["steps_over_budget"]),
+                    n_ratio(t["lost_but_needed_per_replay"], 1),
+                    n_int(t["refetch_calls"]),
+                )
+                for t in totals
+            ],
             numeric=range(1, 8),
         )
     )
@@ -258,7 +308,10 @@ def _section_metrics(report: Report, doc: dict[str, Any], figures: _Figures) -> 
     if comparison is not None and len(comparison.summary):
         from .. import plots
 
-        fig = plots.summarizer_comparison(comparison, metrics=[m for m in ("needed_anchor_recall", "anchor_retention", "instruction_survival") if m in shown])
+        fig = plots.summarizer_comparison(
+            comparison,
+            metrics=[m for m in ("needed_anchor_recall", "anchor_retention", "instruction_survival") if m in shown],
+        )
         parts.append(figures.add(fig, f"Means with {level} bootstrap intervals, per summarizer."))
     pairwise = [p for p in metrics["pairwise"] if p["metric"] == "needed_anchor_recall"]
     if pairwise:
@@ -266,9 +319,20 @@ def _section_metrics(report: Report, doc: dict[str, Any], figures: _Figures) -> 
         parts.append(
             table_html(
                 ["A", "B", "n", "mean A − B", f"{level} CI", "A better", "tie", "B better", "Wilcoxon p"],
-                [(p["a"], p["b"], n_int(p["n"]), n_ratio(p["mean_diff"]),
-                  "" if is_missing(p["ci_low"]) else f"[{n_ratio(p['ci_low'])}, {n_ratio(p['ci_high'])}]",
-                  n_pct(p["win_rate"]), n_pct(p["tie_rate"]), n_pct(p["loss_rate"]), n_ratio(p["p_value"], 4)) for p in pairwise],
+                [
+                    (
+                        p["a"],
+                        p["b"],
+                        n_int(p["n"]),
+                        n_ratio(p["mean_diff"]),
+                        "" if is_missing(p["ci_low"]) else f"[{n_ratio(p['ci_low'])}, {n_ratio(p['ci_high'])}]",
+                        n_pct(p["win_rate"]),
+                        n_pct(p["tie_rate"]),
+                        n_pct(p["loss_rate"]),
+                        n_ratio(p["p_value"], 4),
+                    )
+                    for p in pairwise
+                ],
                 numeric=range(2, 9),
             )
         )
@@ -281,7 +345,13 @@ def _section_metrics(report: Report, doc: dict[str, Any], figures: _Figures) -> 
             from .. import plots
 
             fig = plots.anchor_retention(pd.concat(anchors, ignore_index=True))
-            parts.append(figures.add(fig, f"Anchor retention and needed-anchor recall per anchor type at {setting_text(rec['max_tokens'], rec['keep_recent_tokens'])}, all summarizers pooled."))
+            parts.append(
+                figures.add(
+                    fig,
+                    "Anchor retention and needed-anchor recall per anchor type at "
+                    f"{setting_text(rec['max_tokens'], rec['keep_recent_tokens'])}, all summarizers pooled.",
+                )
+            )
     parts.append("</section>")
     return "".join(parts)
 
@@ -292,9 +362,15 @@ STEP_COLUMNS = [
     {"label": "over budget", "num": False},
 ]
 COMPACTION_COLUMNS = [
-    {"label": "#", "num": True}, {"label": "step", "num": True}, {"label": "span (messages)", "num": False},
-    {"label": "span tokens", "num": True}, {"label": "summary tokens", "num": True}, {"label": "compression", "num": True},
-    {"label": "outcome", "num": False}, {"label": "needed-anchor recall", "num": True}, {"label": "lost but needed", "num": True},
+    {"label": "#", "num": True},
+    {"label": "step", "num": True},
+    {"label": "span (messages)", "num": False},
+    {"label": "span tokens", "num": True},
+    {"label": "summary tokens", "num": True},
+    {"label": "compression", "num": True},
+    {"label": "outcome", "num": False},
+    {"label": "needed-anchor recall", "num": True},
+    {"label": "lost but needed", "num": True},
     {"label": "summary (start)", "num": False},
 ]
 
@@ -303,13 +379,24 @@ def _cell_data(report: Report, trace: Any) -> dict[str, Any]:
     steps = trace.steps
     settings = trace.settings
     losses = report.losses_for(trace)
-    measured = {int(r["compaction_id"]): r for r in losses.compactions.to_dict("records")} if len(losses.compactions) else {}
+    measured = (
+        {int(r["compaction_id"]): r for r in losses.compactions.to_dict("records")} if len(losses.compactions) else {}
+    )
     step_rows = []
     for row in steps.itertuples(index=False):
-        decision = "applied" if row.applied else ("" if row.skip_reason == "below threshold" else (row.skip_reason or ""))
+        decision = (
+            "applied" if row.applied else ("" if row.skip_reason == "below threshold" else (row.skip_reason or ""))
+        )
         step_rows.append(
-            [plain(row.step, DIGITS), plain(row.turn, DIGITS), plain(row.estimate, DIGITS), plain(row.estimate_source, DIGITS), decision,
-             plain(row.context_tokens_after, DIGITS), "yes" if bool(row.over_budget_after) else ""]
+            [
+                plain(row.step, DIGITS),
+                plain(row.turn, DIGITS),
+                plain(row.estimate, DIGITS),
+                plain(row.estimate_source, DIGITS),
+                decision,
+                plain(row.context_tokens_after, DIGITS),
+                "yes" if bool(row.over_budget_after) else "",
+            ]
         )
     comp_rows = []
     for row in trace.compactions.to_dict("records"):
@@ -317,16 +404,27 @@ def _cell_data(report: Report, trace: Any) -> dict[str, Any]:
         outcome = "applied" if row["applied"] else (row["skip_reason"] or "")
         span = "" if is_missing(row["span_start"]) else f"{int(row['span_start'])}–{int(row['span_end'])}"
         comp_rows.append(
-            [plain(row["compaction_id"], DIGITS), plain(row["step"], DIGITS), span, plain(row["older_tokens"], DIGITS), plain(row["summary_tokens"], DIGITS),
-             n_ratio(row["compression_ratio"]), outcome, n_ratio(m.get("needed_anchor_recall")), plain(m.get("lost_but_needed"), DIGITS),
-             excerpt(row["summary_text"] or "", None, 110)]
+            [
+                plain(row["compaction_id"], DIGITS),
+                plain(row["step"], DIGITS),
+                span,
+                plain(row["older_tokens"], DIGITS),
+                plain(row["summary_tokens"], DIGITS),
+                n_ratio(row["compression_ratio"]),
+                outcome,
+                n_ratio(m.get("needed_anchor_recall")),
+                plain(m.get("lost_but_needed"), DIGITS),
+                excerpt(row["summary_text"] or "", None, 110),
+            ]
         )
     summary = trace.summary()
     conv = losses.conversation.iloc[0] if len(losses.conversation) else {}
     status = (
         f"{summary['steps']} steps · {summary['compactions_applied']} compaction(s) applied · "
-        f"{summary['rejected_not_smaller']} rejected as not smaller · peak context {n_int(summary['peak_context'])} tokens · "
-        f"{summary['steps_over_budget']} step(s) over budget · {n_int(summary['total_input_tokens'])} primary input tokens"
+        f"{summary['rejected_not_smaller']} rejected as not smaller · peak context {n_int(summary['peak_context'])} "
+        "tokens · "
+        f"{summary['steps_over_budget']} step(s) over budget · {n_int(summary['total_input_tokens'])} primary input "
+        "tokens"
     )
     nar = conv.get("needed_anchor_recall") if hasattr(conv, "get") else None
     if not is_missing(nar):
@@ -359,18 +457,24 @@ def _section_explore(report: Report, doc: dict[str, Any]) -> str:
     chosen_k = rec.get("keep_recent_tokens", grid["keep_recent_tokens"][0])
     return (
         '<section id="explore"><h2>Explore a setting</h2>'
-        f"<p>Conversation <code>{esc(conversation_id)}</code>, replayed under every setting of the grid. Pick a summarizer, "
+        f"<p>Conversation <code>{esc(conversation_id)}</code>, replayed under every setting of the grid. Pick a "
+        "summarizer, "
         "max_tokens and keep_recent_tokens: the timeline and the tables switch to that replay (precomputed; no kernel "
         "needed).</p>"
         '<div class="controls">'
-        f'<label for="zl-sel-summarizer">summarizer<select id="zl-sel-summarizer">{options(list(range(len(names))), rec_s, lambda i: names[i])}</select></label>'
-        f'<label for="zl-sel-max">max_tokens<select id="zl-sel-max">{options(grid["max_tokens"], chosen_m, n_int)}</select></label>'
-        f'<label for="zl-sel-keep">keep_recent_tokens<select id="zl-sel-keep">{options(grid["keep_recent_tokens"], chosen_k, n_int)}</select></label>'
+        '<label for="zl-sel-summarizer">summarizer<select '
+        f'id="zl-sel-summarizer">{options(list(range(len(names))), rec_s, lambda i: names[i])}</select></label>'
+        '<label for="zl-sel-max">max_tokens<select '
+        f'id="zl-sel-max">{options(grid["max_tokens"], chosen_m, n_int)}</select></label>'
+        '<label for="zl-sel-keep">keep_recent_tokens<select '
+        f'id="zl-sel-keep">{options(grid["keep_recent_tokens"], chosen_k, n_int)}</select></label>'
         "</div>"
         '<p id="zl-explore-status" class="status"></p>'
         '<div id="zl-explore-figure" aria-live="polite"></div>'
-        '<p class="note">Line: the engine\'s estimate before the check at each step, dropping to the context sent when a '
-        "compaction is applied. ▼ applied, ✕ rejected (summary not smaller), ■ summary failed, | over the threshold with "
+        '<p class="note">Line: the engine\'s estimate before the check at each step, dropping to the context sent '
+        'when a '
+        "compaction is applied. ▼ applied, ✕ rejected (summary not smaller), ■ summary failed, | over the threshold "
+        "with "
         "nothing to summarize; red ticks on the axis: steps sent over max_tokens.</p>"
         "<h3>Compaction attempts</h3>"
         '<div class="scroll"><table id="zl-explore-compactions"></table></div>'
@@ -390,11 +494,14 @@ def _section_timelines(report: Report, doc: dict[str, Any], figures: _Figures) -
     parts = [
         '<section id="timelines"><h2>Context timelines</h2>',
         f"<p>Every conversation at the recommended setting (<code>{esc(rec.get('summarizer', ''))}</code>, "
-        f"<code>{esc(setting_text(rec['max_tokens'], rec['keep_recent_tokens']))}</code>): the engine's estimate at every "
+        f"<code>{esc(setting_text(rec['max_tokens'], rec['keep_recent_tokens']))}</code>): the engine's estimate at "
+        "every "
         "model step against the limits, and every compaction decision.</p>",
     ]
     for conversation in report.conversations:
-        trace = report.trace_for(conversation.id, rec.get("summarizer", report.summarizers[0]), rec["max_tokens"], rec["keep_recent_tokens"])
+        trace = report.trace_for(
+            conversation.id, rec.get("summarizer", report.summarizers[0]), rec["max_tokens"], rec["keep_recent_tokens"]
+        )
         if trace is None:
             parts.append(f'<p class="note">No replay of <code>{esc(conversation.id)}</code> at this setting.</p>')
             continue
@@ -403,7 +510,8 @@ def _section_timelines(report: Report, doc: dict[str, Any], figures: _Figures) -
             figures.add(
                 plots.timeline(trace),
                 f"{conversation.id}: {summary['compactions_applied']} compaction(s) applied, "
-                f"{summary['steps_over_budget']} of {summary['steps']} steps over budget, peak {n_int(summary['peak_context'])} tokens.",
+                f"{summary['steps_over_budget']} of {summary['steps']} steps over budget, peak "
+                f"{n_int(summary['peak_context'])} tokens.",
             )
         )
     parts.append("</section>")
@@ -425,39 +533,87 @@ def _section_sweep(report: Report, doc: dict[str, Any], figures: _Figures) -> st
         '<h3>Needed-anchor recall per summarizer</h3><div class="grid2">',
     ]
     for name in report.summarizers:
-        fig = plots.heatmap(results, "needed_anchor_recall", where={"summarizer": name}, highlight=highlight, title=f"needed-anchor recall — {name}")
+        fig = plots.heatmap(
+            results,
+            "needed_anchor_recall",
+            where={"summarizer": name},
+            highlight=highlight,
+            title=f"needed-anchor recall — {name}",
+        )
         parts.append(figures.add(fig, f"Needed-anchor recall (higher is better), {name}."))
     parts.append("</div><h3>Cost and budget</h3><div class=\"grid2\">")
     chosen = rec.get("summarizer") if rec else report.summarizers[0]
-    fig = plots.heatmap(results, "primary_input_tokens", where={"summarizer": chosen}, highlight=highlight, title=f"primary input tokens — {chosen}")
+    fig = plots.heatmap(
+        results,
+        "primary_input_tokens",
+        where={"summarizer": chosen},
+        highlight=highlight,
+        title=f"primary input tokens — {chosen}",
+    )
     parts.append(figures.add(fig, f"Primary input tokens per conversation (lower is cheaper), {chosen}."))
     fig = plots.heatmap(results, "steps_over_budget", highlight=highlight, title="steps over budget — all summarizers")
     parts.append(figures.add(fig, "Model steps sent over max_tokens per conversation (mean over summarizers)."))
     parts.append("</div><h3>Pareto front</h3>")
     if RECOMMEND_COST in results and RECOMMEND_LOSS in results:
         fig = plots.pareto(results, cost=RECOMMEND_COST, loss=RECOMMEND_LOSS)
-        parts.append(figures.add(fig, "Every configuration: mean primary input tokens against mean lost-but-needed anchors per conversation; the dashed staircase is the Pareto front."))
+        parts.append(
+            figures.add(
+                fig,
+                "Every configuration: mean primary input tokens against mean lost-but-needed anchors per "
+                "conversation; the dashed staircase is the Pareto front.",
+            )
+        )
     if rec is not None:
         parts.append(
             '<div class="callout"><strong>Recommended:</strong> '
-            f"<code>{esc(rec.get('summarizer', ''))}</code> at <code>{esc(setting_text(rec['max_tokens'], rec['keep_recent_tokens']))}</code>.</div>"
+            f"<code>{esc(rec.get('summarizer', ''))}</code> at "
+            f"<code>{esc(setting_text(rec['max_tokens'], rec['keep_recent_tokens']))}</code>.</div>"
         )
     keys = ["summarizer", "max_tokens", "keep_recent_tokens"]
-    cols = [c for c in ("compactions", "steps_over_budget", "needed_anchor_recall", "lost_but_needed", "primary_input_tokens") if c in results]
+    cols = [
+        c
+        for c in ("compactions", "steps_over_budget", "needed_anchor_recall", "lost_but_needed", "primary_input_tokens")
+        if c in results
+    ]
     table = results.groupby(keys, sort=True)[cols].mean().reset_index()
     rows = []
     for row in table.to_dict("records"):
-        mark = "★ " if rec and (row["summarizer"], int(row["max_tokens"]), int(row["keep_recent_tokens"])) == (rec.get("summarizer"), rec["max_tokens"], rec["keep_recent_tokens"]) else ""
+        mark = (
+            "★ "
+            if rec
+            and (row["summarizer"], int(row["max_tokens"]), int(row["keep_recent_tokens"]))
+            == (rec.get("summarizer"), rec["max_tokens"], rec["keep_recent_tokens"])
+            else ""
+        )
         rows.append(
-            [mark + str(row["summarizer"]), n_int(row["max_tokens"]), n_int(row["keep_recent_tokens"]), n_ratio(row.get("compactions"), 2),
-             n_ratio(row.get("steps_over_budget"), 1), n_ratio(row.get("needed_anchor_recall")), n_ratio(row.get("lost_but_needed"), 1),
-             n_int(row.get("primary_input_tokens"))]
+            [
+                mark + str(row["summarizer"]),
+                n_int(row["max_tokens"]),
+                n_int(row["keep_recent_tokens"]),
+                n_ratio(row.get("compactions"), 2),
+                n_ratio(row.get("steps_over_budget"), 1),
+                n_ratio(row.get("needed_anchor_recall")),
+                n_ratio(row.get("lost_but_needed"), 1),
+                n_int(row.get("primary_input_tokens")),
+            ]
         )
     parts.append("<h3>Every configuration (means per conversation)</h3>")
     parts.append(
         '<div class="scroll">'
-        + table_html(["summarizer", "max_tokens", "keep_recent_tokens", "compactions", "steps over budget", "needed-anchor recall",
-                      "lost but needed", "primary input tokens"], rows, numeric=range(1, 8))
+        + table_html(
+            [
+                "summarizer",
+                "max_tokens",
+                "keep_recent_tokens",
+                "compactions",
+                "steps over budget",
+                "needed-anchor recall",
+                "lost but needed",
+                "primary input tokens",
+            ],
+            rows,
+            numeric=range(1, 8),
+        )
         + "</div></section>"
     )
     return "".join(parts)
@@ -470,7 +626,8 @@ def _section_lost(report: Report, doc: dict[str, Any]) -> str:
     parts = [
         '<section id="lost"><h2>Lost but needed later</h2>',
         f"<p>Anchors a summary dropped{where} that the conversation used again later, while they were no longer in the "
-        "context. Re-fetched items (a later tool call had to look them up again) first, then constraints, errors, commands, "
+        "context. Re-fetched items (a later tool call had to look them up again) first, then constraints, errors, "
+        "commands, "
         "paths, URLs, SHAs, decisions, identifiers and numbers, then the soonest needed.</p>",
     ]
     if not items:
@@ -482,9 +639,10 @@ def _section_lost(report: Report, doc: dict[str, Any]) -> str:
         for entry in item["lost_by"]:
             span = "" if entry["span_start"] is None else f", messages {entry['span_start']}–{entry['span_end']}"
             lost_by.append(
-                f'<details><summary><code>{esc(entry["summarizer"])}</code>: compaction #{esc(entry["compaction_id"])} '
-                f'at step {esc(entry["step"])}{esc(span)}</summary>'
-                f'<pre class="summary">{esc(entry["summary_text"])}{"…" if entry["summary_truncated"] else ""}</pre></details>'
+                f"<details><summary><code>{esc(entry['summarizer'])}</code>: compaction #{esc(entry['compaction_id'])} "
+                f"at step {esc(entry['step'])}{esc(span)}</summary>"
+                f'<pre class="summary">{esc(entry["summary_text"])}{"…" if entry["summary_truncated"] else ""}'
+                "</pre></details>"
             )
         rows.append(
             [
@@ -498,8 +656,18 @@ def _section_lost(report: Report, doc: dict[str, Any]) -> str:
             ]
         )
     parts.append(
-        table_html(["anchor", "conversation", "where it was (in the span)", "needed again", "lost by (open for the summary that dropped it)"],
-                   rows, raw=range(5), cls="lost")
+        table_html(
+            [
+                "anchor",
+                "conversation",
+                "where it was (in the span)",
+                "needed again",
+                "lost by (open for the summary that dropped it)",
+            ],
+            rows,
+            raw=range(5),
+            cls="lost",
+        )
     )
     parts.append("</section>")
     return "".join(parts)
@@ -520,16 +688,33 @@ def _section_costs(report: Report, doc: dict[str, Any]) -> str:
         f"<p>Per conversation (mean over conversations) for each configuration. Money assumes the primary model "
         f"<code>{esc(costs['primary_model'])}</code> at ${esc(price['input'])} / ${esc(price['cached_input'])} / "
         f"${esc(price['output'])} per million input / cached input / output tokens (list prices as of "
-        f"{esc(costs['prices_as_of'])}); offline summarizers cost nothing. Every applied compaction breaks the prompt cache.</p>"
+        f"{esc(costs['prices_as_of'])}); offline summarizers cost nothing. Every applied compaction breaks the prompt "
+        "cache.</p>"
         + (
-            f'<p class="note">No list price is known for {esc(", ".join(costs["unpriced"]))}: their summary calls are counted '
-            "in tokens but priced at $0.</p>" if costs.get("unpriced") else ""
+            f'<p class="note">No list price is known for {esc(", ".join(costs["unpriced"]))}: their summary calls are '
+            'counted '
+            "in tokens but priced at $0.</p>"
+            if costs.get("unpriced")
+            else ""
         )
         + '<div class="scroll">'
         + table_html(
-            ["summarizer", "max_tokens", "keep_recent_tokens", "primary input tokens", "cached share", "cache breaks",
-             "summary calls", "summary input tokens", "summary output tokens", "primary USD", "summary USD", "total USD"],
-            rows, numeric=range(1, 12),
+            [
+                "summarizer",
+                "max_tokens",
+                "keep_recent_tokens",
+                "primary input tokens",
+                "cached share",
+                "cache breaks",
+                "summary calls",
+                "summary input tokens",
+                "summary output tokens",
+                "primary USD",
+                "summary USD",
+                "total USD",
+            ],
+            rows,
+            numeric=range(1, 12),
         )
         + "</div></section>"
     )
@@ -541,8 +726,15 @@ def _section_glossary(doc: dict[str, Any]) -> str:
 
 
 _TOC = (
-    ("summary", "Summary"), ("study", "What was studied"), ("metrics", "Loss by summarizer"), ("explore", "Explore a setting"),
-    ("timelines", "Timelines"), ("sweep", "Sweep"), ("lost", "Lost but needed"), ("costs", "Costs"), ("glossary", "Glossary"),
+    ("summary", "Summary"),
+    ("study", "What was studied"),
+    ("metrics", "Loss by summarizer"),
+    ("explore", "Explore a setting"),
+    ("timelines", "Timelines"),
+    ("sweep", "Sweep"),
+    ("lost", "Lost but needed"),
+    ("costs", "Costs"),
+    ("glossary", "Glossary"),
 )
 
 
@@ -553,8 +745,11 @@ def render_html(report: Report) -> str:
     study = doc["study"]
     body = [
         f"<header><h1>{esc(report.title)}</h1>",
-        f'<p class="meta">{esc(study["date"])} · {esc(study["engine"])} · zett_lab {esc(study["zett_lab_version"])}</p>',
-        "<nav class=\"toc\">" + "".join(f'<a href="#{anchor}">{esc(label)}</a>' for anchor, label in _TOC) + "</nav></header>",
+        f'<p class="meta">{esc(study["date"])} · {esc(study["engine"])} · zett_lab '
+        f'{esc(study["zett_lab_version"])}</p>',
+        '<nav class="toc">'
+        + "".join(f'<a href="#{anchor}">{esc(label)}</a>' for anchor, label in _TOC)
+        + "</nav></header>",
         _section_summary(report, doc),
         _section_study(report, doc),
         _section_metrics(report, doc, figures),
@@ -564,7 +759,8 @@ def render_html(report: Report) -> str:
         _section_lost(report, doc),
         _section_costs(report, doc),
         _section_glossary(doc),
-        f"<footer>Generated by zett_lab {esc(study['zett_lab_version'])} on {esc(study['date'])}. Self-contained: this file "
+        f"<footer>Generated by zett_lab {esc(study['zett_lab_version'])} on {esc(study['date'])}. Self-contained: "
+        "this file "
         "loads nothing from the network.</footer>",
     ]
     return (
@@ -592,11 +788,17 @@ def render_markdown(report: Report) -> str:
     """The report's findings and tables as Markdown."""
     doc = report.document()
     study, metrics, rec = doc["study"], doc["metrics"], doc["recommendation"]
-    out = [f"# {md(report.title)}", "", f"{md(study['date'])} · {md(study['engine'])} · zett_lab {md(study['zett_lab_version'])}", ""]
+    out = [
+        f"# {md(report.title)}",
+        "",
+        f"{md(study['date'])} · {md(study['engine'])} · zett_lab {md(study['zett_lab_version'])}",
+        "",
+    ]
     out += ["## Summary", ""]
     if rec:
         out.append(
-            f"**Recommended setting:** summarizer {md(rec.get('summarizer', ''))}, {md(setting_text(rec['max_tokens'], rec['keep_recent_tokens']))}."
+            f"**Recommended setting:** summarizer {md(rec.get('summarizer', ''))}, "
+            f"{md(setting_text(rec['max_tokens'], rec['keep_recent_tokens']))}."
         )
         if rec.get("rule"):
             out += ["", md(rec["rule"])]
@@ -610,41 +812,150 @@ def render_markdown(report: Report) -> str:
         ("Other replay settings", ", ".join(f"{k}={v}" for k, v in sorted(study["settings"].items()))),
         ("Replays", n_int(study["replays"])),
     ]))
-    out += ["", md_table(
-        ["conversation", "file", "format", "messages", "turns", "model steps", "tokens", "probes"],
-        [(c["id"], c["file"] or "(in memory)", c["format"], n_int(c["messages"]), n_int(c["turns"]), n_int(c["model_steps"]),
-          n_int(c["tokens"]), n_int(c["probes"])) for c in study["conversations"]],
-    ), ""]
+    out += [
+        "",
+        md_table(
+            ["conversation", "file", "format", "messages", "turns", "model steps", "tokens", "probes"],
+            [
+                (
+                    c["id"],
+                    c["file"] or "(in memory)",
+                    c["format"],
+                    n_int(c["messages"]),
+                    n_int(c["turns"]),
+                    n_int(c["model_steps"]),
+                    n_int(c["tokens"]),
+                    n_int(c["probes"]),
+                )
+                for c in study["conversations"]
+            ],
+        ),
+        "",
+    ]
     if study["failures"]:
-        out += ["Replays that failed:", "", md_table(["conversation", "summarizer", "max_tokens", "keep_recent_tokens", "error"],
-            [(f["conversation_id"], f["summarizer"], f["max_tokens"], f["keep_recent_tokens"], f["error"]) for f in study["failures"]]), ""]
-    out += ["## Loss by summarizer", "", f"Mean [{_pct_level(metrics)} paired bootstrap CI] (n units); higher is better.", ""]
+        out += [
+            "Replays that failed:",
+            "",
+            md_table(
+                ["conversation", "summarizer", "max_tokens", "keep_recent_tokens", "error"],
+                [
+                    (f["conversation_id"], f["summarizer"], f["max_tokens"], f["keep_recent_tokens"], f["error"])
+                    for f in study["failures"]
+                ],
+            ),
+            "",
+        ]
+    out += [
+        "## Loss by summarizer",
+        "",
+        f"Mean [{_pct_level(metrics)} paired bootstrap CI] (n units); higher is better.",
+        "",
+    ]
     by = {(r["summarizer"], r["metric"]): r for r in metrics["rows"]}
     shown = [m for m in REPORT_METRICS if any((s, m) in by for s in report.summarizers)]
-    out.append(md_table(["summarizer", *(label(m) for m in shown)], [
-        [s] + [ci_text(by[(s, m)]["mean"], by[(s, m)]["ci_low"], by[(s, m)]["ci_high"]) + f" (n={by[(s, m)]['n']})" if (s, m) in by else "n/a" for m in shown]
-        for s in report.summarizers
-    ]))
-    out += ["", md_table(["summarizer", "replays", "compactions applied", "rejected (not smaller)", "failed", "steps over budget", "lost but needed per replay"],
-        [(t["summarizer"], t["replays"], t["compactions"], t["rejected_not_smaller"], t["failed"], t["steps_over_budget"], n_ratio(t["lost_but_needed_per_replay"], 1))
-         for t in metrics["totals"]]), ""]
+    out.append(
+        md_table(
+            ["summarizer", *(label(m) for m in shown)],
+            [
+                [s]
+                + [
+                    ci_text(by[(s, m)]["mean"], by[(s, m)]["ci_low"], by[(s, m)]["ci_high"]) + f" (n={by[(s, m)]['n']})"
+                    if (s, m) in by
+                    else "n/a"
+                    for m in shown
+                ]
+                for s in report.summarizers
+            ],
+        )
+    )
+    out += [
+        "",
+        md_table(
+            [
+                "summarizer",
+                "replays",
+                "compactions applied",
+                "rejected (not smaller)",
+                "failed",
+                "steps over budget",
+                "lost but needed per replay",
+            ],
+            [
+                (
+                    t["summarizer"],
+                    t["replays"],
+                    t["compactions"],
+                    t["rejected_not_smaller"],
+                    t["failed"],
+                    t["steps_over_budget"],
+                    n_ratio(t["lost_but_needed_per_replay"], 1),
+                )
+                for t in metrics["totals"]
+            ],
+        ),
+        "",
+    ]
     out += ["## Lost but needed later", ""]
     if doc["lost_but_needed"]:
-        out.append(md_table(["type", "value", "conversation", "needed again at", "lost by"], [
-            (i["type"] + (" (re-fetched)" if i["refetched"] else ""), i["value"], i["conversation_id"], f"message {i['next_use_index']}",
-             "; ".join(f"{e['summarizer']} (#{e['compaction_id']} step {e['step']}, messages {e['span_start']}–{e['span_end']})" for e in i["lost_by"]))
-            for i in doc["lost_but_needed"]
-        ]))
+        out.append(
+            md_table(
+                ["type", "value", "conversation", "needed again at", "lost by"],
+                [
+                    (
+                        i["type"] + (" (re-fetched)" if i["refetched"] else ""),
+                        i["value"],
+                        i["conversation_id"],
+                        f"message {i['next_use_index']}",
+                        "; ".join(
+                            f"{e['summarizer']} (#{e['compaction_id']} step {e['step']}, messages "
+                            f"{e['span_start']}–{e['span_end']})"
+                            for e in i["lost_by"]
+                        ),
+                    )
+                    for i in doc["lost_but_needed"]
+                ],
+            )
+        )
     else:
         out.append("Nothing that was needed later was lost.")
     costs = doc["costs"]
-    out += ["", "## Costs", "", f"Per conversation; primary model {md(costs['primary_model'])} (prices as of {md(costs['prices_as_of'])}).", ""]
-    out.append(md_table(["summarizer", "max_tokens", "keep_recent_tokens", "primary input tokens", "cached share", "summary calls", "total USD"], [
-        (r["summarizer"], n_int(r["max_tokens"]), n_int(r["keep_recent_tokens"]), n_int(r.get("primary_input_tokens")),
-         n_pct(r.get("cached_input_share")), n_ratio(r.get("summary_calls"), 1), n_usd(r.get("total_cost_usd")))
-        for r in costs["rows"]
-    ]))
+    out += [
+        "",
+        "## Costs",
+        "",
+        f"Per conversation; primary model {md(costs['primary_model'])} (prices as of {md(costs['prices_as_of'])}).",
+        "",
+    ]
+    out.append(
+        md_table(
+            [
+                "summarizer",
+                "max_tokens",
+                "keep_recent_tokens",
+                "primary input tokens",
+                "cached share",
+                "summary calls",
+                "total USD",
+            ],
+            [
+                (
+                    r["summarizer"],
+                    n_int(r["max_tokens"]),
+                    n_int(r["keep_recent_tokens"]),
+                    n_int(r.get("primary_input_tokens")),
+                    n_pct(r.get("cached_input_share")),
+                    n_ratio(r.get("summary_calls"), 1),
+                    n_usd(r.get("total_cost_usd")),
+                )
+                for r in costs["rows"]
+            ],
+        )
+    )
     out += ["", "## Glossary", ""]
     out += [f"- **{md(g['term'])}**: {md(g['definition'])}" for g in doc["glossary"]]
-    out += ["", "Figures and the interactive explorer are in the HTML report (`zett-lab report ... -o report.html`).", ""]
+    out += [
+        "",
+        "Figures and the interactive explorer are in the HTML report (`zett-lab report ... -o report.html`).",
+        "",
+    ]
     return "\n".join(out)

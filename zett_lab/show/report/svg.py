@@ -93,12 +93,18 @@ def mini_timeline(steps: pd.DataFrame, max_tokens: int, keep_recent_tokens: int,
     value = 0.0
     while value <= top:
         yy = fmt(y(value))
-        parts.append(f'<line x1="{_LEFT}" x2="{WIDTH - _RIGHT}" y1="{yy}" y2="{yy}" stroke="#e4e4e4" stroke-width="1"/>')
-        parts.append(f'<text x="{_LEFT - 6}" y="{yy}" text-anchor="end" dominant-baseline="middle" font-size="10">{tokens_label(value)}</text>')
+        parts.append(
+            f'<line x1="{_LEFT}" x2="{WIDTH - _RIGHT}" y1="{yy}" y2="{yy}" stroke="#e4e4e4" stroke-width="1"/>'
+        )
+        parts.append(
+            f'<text x="{_LEFT - 6}" y="{yy}" text-anchor="end" dominant-baseline="middle" '
+            f'font-size="10">{tokens_label(value)}</text>'
+        )
         value += step
     parts.append(
         f'<line x1="{_LEFT}" x2="{_LEFT}" y1="{_TOP}" y2="{HEIGHT - _BOTTOM}" stroke="#444" stroke-width="1"/>'
-        f'<line x1="{_LEFT}" x2="{WIDTH - _RIGHT}" y1="{HEIGHT - _BOTTOM}" y2="{HEIGHT - _BOTTOM}" stroke="#444" stroke-width="1"/>'
+        f'<line x1="{_LEFT}" x2="{WIDTH - _RIGHT}" y1="{HEIGHT - _BOTTOM}" y2="{HEIGHT - _BOTTOM}" stroke="#444" '
+        'stroke-width="1"/>'
     )
     # x ticks: steps
     if n:
@@ -114,18 +120,26 @@ def mini_timeline(steps: pd.DataFrame, max_tokens: int, keep_recent_tokens: int,
     # limits
     ym = fmt(y(max_tokens))
     parts.append(
-        f'<line x1="{_LEFT}" x2="{WIDTH - _RIGHT}" y1="{ym}" y2="{ym}" stroke="{_LIMIT}" stroke-width="1.4" stroke-dasharray="7 3 2 3"/>'
-        f'<text x="{WIDTH - _RIGHT - 2}" y="{fmt(y(max_tokens) - 4)}" text-anchor="end" font-size="10" fill="{_LIMIT}">max_tokens {tokens_label(max_tokens)}</text>'
+        f'<line x1="{_LEFT}" x2="{WIDTH - _RIGHT}" y1="{ym}" y2="{ym}" stroke="{_LIMIT}" stroke-width="1.4" '
+        'stroke-dasharray="7 3 2 3"/>'
+        f'<text x="{WIDTH - _RIGHT - 2}" y="{fmt(y(max_tokens) - 4)}" text-anchor="end" font-size="10" '
+        f'fill="{_LIMIT}">max_tokens {tokens_label(max_tokens)}</text>'
     )
     if keep_recent_tokens < top:
         yk = fmt(y(keep_recent_tokens))
         parts.append(
-            f'<line x1="{_LEFT}" x2="{WIDTH - _RIGHT}" y1="{yk}" y2="{yk}" stroke="{_KEEP}" stroke-width="1" stroke-dasharray="2 3"/>'
-            f'<text x="{WIDTH - _RIGHT - 2}" y="{fmt(y(keep_recent_tokens) - 4)}" text-anchor="end" font-size="10" fill="{_KEEP}">keep_recent_tokens {tokens_label(keep_recent_tokens)}</text>'
+            f'<line x1="{_LEFT}" x2="{WIDTH - _RIGHT}" y1="{yk}" y2="{yk}" stroke="{_KEEP}" stroke-width="1" '
+            'stroke-dasharray="2 3"/>'
+            f'<text x="{WIDTH - _RIGHT - 2}" y="{fmt(y(keep_recent_tokens) - 4)}" text-anchor="end" font-size="10" '
+            f'fill="{_KEEP}">keep_recent_tokens {tokens_label(keep_recent_tokens)}</text>'
         )
     if n:
         # over-budget steps: one band per run of consecutive steps, along the x axis
-        over = steps["over_budget_after"].fillna(False).astype(bool).tolist() if "over_budget_after" in steps else [False] * n
+        over = (
+            steps["over_budget_after"].fillna(False).astype(bool).tolist()
+            if "over_budget_after" in steps
+            else [False] * n
+        )
         width = plot_w / n
         i = 0
         while i < n:
@@ -136,7 +150,8 @@ def mini_timeline(steps: pd.DataFrame, max_tokens: int, keep_recent_tokens: int,
             while j + 1 < n and over[j + 1]:
                 j += 1
             parts.append(
-                f'<rect x="{fmt(x(i) - width / 2)}" y="{HEIGHT - _BOTTOM - 6}" width="{fmt(width * (j - i + 1))}" height="6" '
+                f'<rect x="{fmt(x(i) - width / 2)}" y="{HEIGHT - _BOTTOM - 6}" width="{fmt(width * (j - i + 1))}" '
+                'height="6" '
                 f'fill="{_LIMIT}" opacity="0.55"><title>steps {i}-{j} sent over max_tokens</title></rect>'
             )
             i = j + 1
@@ -173,14 +188,21 @@ def mini_timeline(steps: pd.DataFrame, max_tokens: int, keep_recent_tokens: int,
             "applied": (f'fill="{_APPLIED}" stroke="#222" stroke-width="0.6"', "compaction applied"),
             "rejected": (f'fill="none" stroke="{_REJECTED}" stroke-width="2.2"', "rejected: summary not smaller"),
             "failed": (f'fill="{_LIMIT}"', "summary failed"),
-            "nowindow": (f'fill="none" stroke="{_NOWINDOW}" stroke-width="2"', "over the threshold, nothing to summarize"),
+            "nowindow": (
+                f'fill="none" stroke="{_NOWINDOW}" stroke-width="2"',
+                "over the threshold, nothing to summarize",
+            ),
         }
         for name, paths in shapes.items():
             if paths:
                 style, title = styles[name]
-                parts.append(f'<path class="zl-{name}" d="{"".join(paths)}" {style}><title>{title} ({len(paths)})</title></path>')
+                parts.append(
+                    f'<path class="zl-{name}" d="{"".join(paths)}" {style}><title>{title} ({len(paths)})</title></path>'
+                )
     else:
-        parts.append(f'<text x="{WIDTH / 2}" y="{HEIGHT / 2}" text-anchor="middle" font-size="12">no model steps</text>')
+        parts.append(
+            f'<text x="{WIDTH / 2}" y="{HEIGHT / 2}" text-anchor="middle" font-size="12">no model steps</text>'
+        )
     parts.append("</svg>")
     return "".join(parts)
 
