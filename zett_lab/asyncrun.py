@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from collections.abc import Coroutine
-from typing import Any
+from collections.abc import AsyncGenerator, AsyncIterator, Coroutine
+from contextlib import AbstractAsyncContextManager, aclosing
+from typing import Any, TypeVar, cast
+
+T = TypeVar("T")
 
 
 def run_sync(coroutine: Coroutine[Any, Any, Any]) -> Any:
@@ -20,3 +23,12 @@ def run_sync(coroutine: Coroutine[Any, Any, Any]) -> Any:
         return asyncio.run(coroutine)
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
         return pool.submit(asyncio.run, coroutine).result()
+
+
+def closing_stream(stream: AsyncIterator[T]) -> AbstractAsyncContextManager[AsyncIterator[T]]:
+    """``contextlib.aclosing`` for an event stream typed ``AsyncIterator``.
+
+    zett-agent's model and agent streams are async generators (they have ``aclose``), but their
+    annotations say only ``AsyncIterator``; this is the one place that narrowing is stated.
+    """
+    return aclosing(cast("AsyncGenerator[T, None]", stream))

@@ -38,7 +38,7 @@ def plain(value: Any, digits: int | None = None) -> Any:
         return {str(k): plain(v, digits) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [plain(v, digits) for v in value]
-    if hasattr(value, "tolist") and getattr(value, "ndim", 0):
+    if hasattr(value, "tolist") and getattr(value, "ndim", None):
         return [plain(v, digits) for v in value.tolist()]
     if is_missing(value):
         return None

@@ -180,8 +180,11 @@ def _text_parts(content: Any, path: Path, place: str) -> str | list[TextContent 
         if kind == "text":
             parts.append(TextContent(text=str(part.get("text", ""))))
         elif kind == "image_url":
-            url = part.get("image_url", {})
-            parts.append(ImageContent(source=ImageUrlSource(url=url.get("url") if isinstance(url, dict) else url)))
+            image_url = part.get("image_url", {})
+            url = image_url.get("url") if isinstance(image_url, dict) else image_url
+            if not isinstance(url, str):
+                raise InputError(path, f"{place}, content part {n}", "an image_url part needs a URL string")
+            parts.append(ImageContent(source=ImageUrlSource(url=url)))
         else:
             raise InputError(path, f"{place}, content part {n}", f"unknown content part type {kind!r}")
     return parts
@@ -225,12 +228,12 @@ def _message_from_neutral(raw: dict[str, Any], path: Path, place: str, names: di
             model=raw.get("model") if isinstance(raw.get("model"), str) else None,
         )
     if role == "tool":
-        call_id = raw.get("tool_call_id")
-        if not call_id:
+        tool_call_id = raw.get("tool_call_id")
+        if not tool_call_id:
             raise InputError(path, f"{place}, field 'tool_call_id'", "a tool message needs tool_call_id")
         return ToolMessage(
-            tool_call_id=str(call_id),
-            name=str(raw.get("name") or names.get(str(call_id), "tool")),
+            tool_call_id=str(tool_call_id),
+            name=str(raw.get("name") or names.get(str(tool_call_id), "tool")),
             content=_text_parts(content, path, place),
             success=bool(raw.get("success", True)),
         )

@@ -71,7 +71,7 @@ def message_to_neutral(message: AnyMessage, usage: ModelUsage | None = None) -> 
 def _content_to_neutral(content: Any) -> Any:
     if isinstance(content, str):
         return content
-    parts = []
+    parts: list[dict[str, Any]] = []
     for part in content:
         if isinstance(part, TextContent):
             parts.append({"type": "text", "text": part.text})

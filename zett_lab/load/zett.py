@@ -66,7 +66,9 @@ def _decode(payload: str, path: Path, where: str) -> list[AnyMessage]:
 
 def _dedupe_system(messages: list[AnyMessage], sequences: list[int]) -> tuple[list[AnyMessage], list[int], int]:
     """Keep the first system prompt; the raw log re-stores it at every request."""
-    kept, kept_sequences, dropped = [], [], 0
+    kept: list[AnyMessage] = []
+    kept_sequences: list[int] = []
+    dropped = 0
     seen_system = False
     for message, sequence in zip(messages, sequences, strict=True):
         if isinstance(message, SystemMessage):

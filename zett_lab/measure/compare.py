@@ -312,16 +312,19 @@ def compare(
         table = table.drop_duplicates(subset=key, keep="first")
         tables[name] = table.set_index(key)
         duplicate_counts[name] = duplicates
-    common = None
+    common: pd.Index | None = None
     for table in tables.values():
         common = table.index if common is None else common.intersection(table.index)
-    common = common.sort_values() if common is not None and len(common) else common
+    if common is None:
+        common = pd.Index([])
+    elif len(common):
+        common = common.sort_values()
     for name, table in tables.items():
         matched_rows.append(
             {
                 "summarizer": name,
                 "units": len(table),
-                "matched": int(len(common)) if common is not None else 0,
+                "matched": len(common),
                 "duplicates": duplicate_counts[name],
             }
         )

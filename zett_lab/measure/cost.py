@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -301,7 +301,8 @@ def add_costs(
         same = (checkpoint == previous_checkpoint) | (checkpoint.isna() & previous_checkpoint.isna())
         cache_break |= ~same & ~previous.isna()
     if prompt_caching:
-        cached = np.minimum(previous.fillna(0).astype("int64"), sent)
+        # A ufunc over two Series returns a Series (pandas' __array_ufunc__).
+        cached = cast(pd.Series, np.minimum(previous.fillna(0).astype("int64"), sent))
         cached = cached.where(~cache_break & (cached >= min_cached_tokens), 0)
     else:
         cached = pd.Series(0, index=ordered.index, dtype="int64")

@@ -43,7 +43,6 @@ import math
 import re
 import time
 from collections.abc import Sequence
-from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,7 +50,7 @@ import pandas as pd
 from zett_agent.messages import AnyMessage, SystemMessage, UserMessage
 from zett_agent.model import AgentModel, ModelRequest, ReasoningEffort
 
-from ..asyncrun import run_sync
+from ..asyncrun import closing_stream, run_sync
 from ..errors import SettingError, ZettLabError
 from ..load.conversation import PROBE_TYPES, Probe
 from ..replay.run import resolve_cache
@@ -177,7 +176,7 @@ def _identity(model: Any) -> str:
 async def _call(model: AgentModel, request: ModelRequest) -> tuple[str, float, int | None, int | None]:
     started = time.perf_counter()
     response = None
-    async with aclosing(model.stream(request)) as events:
+    async with closing_stream(model.stream(request)) as events:
         async for event in events:
             if event.response is not None:
                 response = event.response
@@ -290,7 +289,8 @@ def _generated_probes(
         where = next((i for i, text in enumerate(texts) if contains_normalized(text, answer)), None)
         if where is None:
             continue  # not verbatim in the span: likely invented
-        type_ = item.get("type") if item.get("type") in PROBE_TYPES else "recall"
+        kind = item.get("type")
+        type_ = kind if isinstance(kind, str) and kind in PROBE_TYPES else "recall"
         probes.append(Probe(question=question, answer=answer, type=type_, message_index=start + where))
         if len(probes) >= n:
             break

@@ -24,9 +24,9 @@ from __future__ import annotations
 import html
 import math
 from bisect import bisect_left
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import pandas as pd
 from zett_agent.messages import AssistantMessage, SystemMessage
@@ -346,7 +346,7 @@ def _frame(rows: list[dict[str, Any]] | dict[str, list[Any]], columns: dict[str,
     return data
 
 
-def _typed(values: pd.Series, dtype: str, cast: Callable[[Any], Any]) -> Any:
+def _typed(values: pd.Series, dtype: Literal["boolean", "Int64"], cast: Callable[[Any], Any]) -> Any:
     try:
         return pd.array(values.to_numpy(dtype=object), dtype=dtype)
     except (TypeError, ValueError):
@@ -665,7 +665,8 @@ def _measure_one(trace: Any, counter: Callable[[Sequence[Any]], int]) -> Losses:
         # probes covered by the span
         covered = [(n, p) for n, p in enumerate(probes) if span_start <= p.message_index < span_end]
         if covered:
-            step_row = step_rows.get(_int_or_none(row.get("step")))
+            step = _int_or_none(row.get("step"))
+            step_row = step_rows.get(step) if step is not None else None
             context = loose(
                 _next_context_text(
                     step_row, index, summaries, previous_checkpoint, (cid, applied, span_end, n_recorded)
@@ -723,7 +724,7 @@ def _measure_one(trace: Any, counter: Callable[[Sequence[Any]], int]) -> Losses:
 
 
 def _next_context_text(
-    step_row: dict[str, Any] | None,
+    step_row: dict[Hashable, Any] | None,
     index: _ConversationIndex,
     summaries: dict[int, str | None],
     previous_checkpoint: tuple[int, int] | None,

@@ -19,7 +19,7 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import pandas as pd
@@ -281,7 +281,7 @@ def _ratio(summary: int | None, span: int | None) -> float | None:
     return 1 - summary / span
 
 
-def _nearest(candidates: pd.DataFrame, position: int) -> dict[str, Any] | None:
+def _nearest(candidates: pd.DataFrame, position: int) -> dict[Hashable, Any] | None:
     if not len(candidates):
         return None
     records = candidates.to_dict("records")

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import zett_agent
 from zett_agent.agent import Agent, AgentRunConfig, AgentRunContext
@@ -50,7 +50,7 @@ from zett_agent.model import (
 )
 from zett_agent.tools.base import AgentTool, current_tool_call_id
 
-from ..asyncrun import run_sync
+from ..asyncrun import closing_stream, run_sync
 from ..errors import InputError, SettingError, ZettLabError
 from ..load.conversation import Conversation, starts_turn
 from ..tokens import TokenCounter
@@ -264,13 +264,13 @@ class _InstrumentedCompaction(CompactionExtension):
                 )
         return window
 
-    async def _summarize_checkpoint(self, context, older, *, model, reasoning_effort):  # type: ignore[override]
+    async def _summarize_checkpoint(self, context, older, *, model, reasoning_effort):
         checkpoint = await super()._summarize_checkpoint(context, older, model=model, reasoning_effort=reasoning_effort)
         if self._recorder.current is not None:
             self._recorder.current.checkpoint = checkpoint
         return checkpoint
 
-    async def compact(self, context: AgentRunContext, *, force: bool = False):  # type: ignore[override]
+    async def compact(self, context: AgentRunContext, *, force: bool = False):
         state = self._recorder.current
         if state is not None and state.n_messages == 0:
             state.n_messages = len(context.state.messages)
@@ -349,7 +349,7 @@ class _RecordingSummarizer:
             yield ModelEvent.completed(ModelResponse(AssistantMessage(content=cached.text), usage=usage))
             return
         started = time.perf_counter()
-        async with aclosing(self._model.stream(request)) as events:
+        async with closing_stream(self._model.stream(request)) as events:
             async for event in events:
                 if event.response is not None:
                     response = event.response
@@ -395,7 +395,12 @@ class _ReplayModel:
         state = recorder.current
         recorder.current = None
         responded = recorder.cursor < len(recorder.assistant_indices)
-        message = recorder.conversation.messages[recorder.assistant_indices[recorder.cursor]] if responded else None
+        # assistant_indices holds the indices of AssistantMessage only (see replay()).
+        message = (
+            cast(AssistantMessage, recorder.conversation.messages[recorder.assistant_indices[recorder.cursor]])
+            if responded
+            else None
+        )
         recorder.step_rows.append(_step_row(recorder, step, state, compaction, request.messages, message))
         recorder.turn_step += 1
         if message is None:
@@ -441,7 +446,7 @@ def _step_row(
         "older_tokens": counter(older) if older is not None else None,
         "recent_messages": len(recent) if recent is not None else None,
         "recent_tokens": counter(recent) if recent is not None else None,
-        "cutoff_index": state.n_recorded - len(recent) if recent is not None else None,
+        "cutoff_index": state.n_recorded - len(recent) if state is not None and recent is not None else None,
         "compaction_id": compaction["compaction_id"] if compaction else None,
         "summary_tokens": compaction["summary_tokens"] if compaction else None,
         "applied": applied,
@@ -518,7 +523,8 @@ def _check_replayable(conversation: Conversation) -> None:
 def _parse_compact_at(
     compact_at: CompactAt | None, conversation: Conversation, n_steps: int
 ) -> tuple[set[int], set[int]]:
-    turns, steps = set(), set()
+    turns: set[int] = set()
+    steps: set[int] = set()
     n_turns = len(conversation.turns)
     for item in compact_at or ():
         kind, value = (
@@ -728,7 +734,8 @@ async def _drive(
             )
             if turn.index in manual_turns:
                 await _consume(agent.compact(config=config), recorder)
-            user = copy.deepcopy(conversation.messages[turn.start])
+            # _check_replayable proved that every turn starts with a UserMessage.
+            user = cast(UserMessage, copy.deepcopy(conversation.messages[turn.start]))
             try:
                 await _consume(agent.stream(user, config=config), recorder)
             except (Exception, _EndOfRecording, _TurnInterrupted) as error:

@@ -132,7 +132,8 @@ class Trace:
         """The context model step ``step`` sent, rebuilt from the tables and the conversation."""
         row = self.steps.iloc[step]
         messages = self.conversation.messages
-        context: list[AnyMessage] = [m for m in messages[: row["n_recorded"]] if isinstance(m, SystemMessage)][:1]
+        system = next((m for m in messages[: row["n_recorded"]] if isinstance(m, SystemMessage)), None)
+        context: list[AnyMessage] = [system] if system is not None else []
         if not pd.isna(row["checkpoint_id"]):
             text = self.compactions.loc[self.compactions["compaction_id"] == row["checkpoint_id"], "summary_text"].iloc[
                 0

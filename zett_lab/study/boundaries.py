@@ -154,6 +154,9 @@ def region(trace: Trace, *, count_tokens: TokenCounter | None = None, verify: bo
                 checkpoints[int(cid)] = counter([checkpoint_message(text)])
 
     m_lo, m_hi, k_lo, k_hi = 1, None, 1, None
+    lo: int
+    hi: int | None
+    row: Any  # a steps-table row: its fields are the trace schema's columns
     for row in trace.steps.itertuples(index=False):
         step = int(row.step)
         estimate = row.estimate
@@ -182,8 +185,9 @@ def region(trace: Trace, *, count_tokens: TokenCounter | None = None, verify: bo
             has_checkpoint = not is_missing(row.checkpoint_id)
             off = 1 if has_checkpoint else 0
             ckpt = checkpoints.get(int(row.checkpoint_id)) if has_checkpoint else 0
-            system = 1 if first_system is not None and first_system < n else 0
-            system_tokens = prefix[first_system + 1] - prefix[first_system] if system else 0
+            system, system_tokens = 0, 0
+            if first_system is not None and first_system < n:
+                system, system_tokens = 1, prefix[first_system + 1] - prefix[first_system]
             if ckpt is None or system + off + (n - kept_from) != row.n_messages or (
                 system_tokens + ckpt + prefix[n] - prefix[kept_from] != row.estimator_tokens
             ):
@@ -284,8 +288,8 @@ def schedule(trace: Trace) -> tuple[tuple[int, int, bool], ...]:
     if not len(rows):
         return ()
     return tuple(
-        (int(r.step), -1 if is_missing(r.span_end) else int(r.span_end), bool(r.applied))
-        for r in rows.itertuples(index=False)
+        (int(step), -1 if is_missing(span_end) else int(span_end), bool(applied))
+        for step, span_end, applied in zip(rows["step"], rows["span_end"], rows["applied"], strict=True)
     )
 
 
@@ -352,14 +356,14 @@ def decision_boundaries(
     """
     from ..replay.run import check_limits, replay, resolve_cache, resolve_summarizer
 
-    if (max_tokens_range is None) == (keep_recent_tokens_range is None):
-        raise SettingError("give exactly one of max_tokens_range= or keep_recent_tokens_range=")
-    if max_tokens_range is not None:
+    if max_tokens_range is not None and keep_recent_tokens_range is None:
         parameter, (lo, hi), fixed = "max_tokens", max_tokens_range, keep_recent_tokens
         other = "keep_recent_tokens"
-    else:
+    elif keep_recent_tokens_range is not None and max_tokens_range is None:
         parameter, (lo, hi), fixed = "keep_recent_tokens", keep_recent_tokens_range, max_tokens
         other = "max_tokens"
+    else:
+        raise SettingError("give exactly one of max_tokens_range= or keep_recent_tokens_range=")
     if fixed is None:
         raise SettingError(f"walking {parameter} needs a fixed {other}=")
     check_limits(lo, fixed)
@@ -381,9 +385,9 @@ def decision_boundaries(
         while hi is None or x <= hi:
             if len(decisions) >= max_replays:
                 raise SettingError(f"decision_boundaries stopped after {max_replays} replays at {parameter}={x}")
-            limits = {parameter: x, other: fixed}
+            max_tokens_x, keep_x = (x, fixed) if parameter == "max_tokens" else (fixed, x)
             trace = replay(conversation, summarizer=model, cache=summary_cache if summary_cache is not None else False,
-                           **limits, **replay_options)
+                           max_tokens=max_tokens_x, keep_recent_tokens=keep_x, **replay_options)
             where = region(trace, count_tokens=counter)
             end = where.m_hi if parameter == "max_tokens" else where.k_hi
             traces[x] = trace

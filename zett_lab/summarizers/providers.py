@@ -61,7 +61,7 @@ class ProviderKind:
     #: Key used when none is set and none is required (the OpenAI SDK insists on one).
     placeholder_key: str | None = None
 
-    def load(self) -> type:
+    def load(self) -> type[Any]:
         module, _, cls = self.target.partition(":")
         return getattr(importlib.import_module(module), cls)
 

@@ -44,7 +44,7 @@ import json
 import re
 import warnings
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -149,6 +149,12 @@ def key_pattern(key: str, value: str | None = None) -> re.Pattern[bytes]:
 # --- content helpers ----------------------------------------------------------------------------
 
 
+def object_field(record: Mapping[str, Any], key: str) -> dict[str, Any]:
+    """``record[key]`` when it is a JSON object, else an empty one (an optional field missing or malformed)."""
+    value = record.get(key)
+    return value if isinstance(value, dict) else {}
+
+
 def parse_arguments(raw: Any) -> dict[str, Any]:
     """Tool-call arguments as a dict: JSON text is decoded; anything else is kept under ``input``."""
     if isinstance(raw, dict):
@@ -180,11 +186,12 @@ def image_from_source(source: Mapping[str, Any]) -> ImageContent | None:
     return None
 
 
-def simplify(parts: list[TextContent | ImageContent]) -> str | list[TextContent | ImageContent]:
+def simplify(parts: Sequence[TextContent | ImageContent]) -> str | list[TextContent | ImageContent]:
     """Text-only part lists become one string; lists with images stay lists."""
-    if all(isinstance(p, TextContent) for p in parts):
-        return "\n\n".join(p.text for p in parts)  # type: ignore[union-attr]
-    return parts
+    texts = [p.text for p in parts if isinstance(p, TextContent)]
+    if len(texts) == len(parts):
+        return "\n\n".join(texts)
+    return list(parts)
 
 
 def join_text(pieces: Iterable[str | None]) -> str:

@@ -59,8 +59,8 @@ def read(path: Path) -> list[Conversation]:
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as error:
-        line = path.read_bytes()[: error.start].count(b"\n") + 1
-        raise InputError(path, f"line {line}", "not UTF-8 text") from error
+        line_number = path.read_bytes()[: error.start].count(b"\n") + 1
+        raise InputError(path, f"line {line_number}", "not UTF-8 text") from error
     sessions: list[tuple[int, str, list[tuple[int, str, list[str]]]]] = []
     blocks: list[tuple[int, str, list[str]]] | None = None
     kind: str | None = None

@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from zett_agent.messages import TextContent, ToolCall
 
@@ -92,7 +92,7 @@ def _is_request(data: Any) -> bool:
     return _is_message_list(data) and _has_anthropic_blocks(data)
 
 
-def _is_message_list(value: Any) -> bool:
+def _is_message_list(value: Any) -> TypeGuard[list[dict[str, Any]]]:
     return (
         isinstance(value, list)
         and bool(value)

@@ -45,6 +45,7 @@ from ._common import (
     join_text,
     key_pattern,
     load_json,
+    object_field,
     openai_usage,
     parse_arguments,
     report_unknown,
@@ -114,7 +115,7 @@ def read(path: Path) -> list[Conversation]:
         event_id = event.get("id", position)
         if isinstance(event_id, int):
             first_index.setdefault(event_id, len(b.messages))
-        args = event.get("args") if isinstance(event.get("args"), dict) else {}
+        args = object_field(event, "args")
         metadata = event.get("tool_call_metadata") if isinstance(event.get("tool_call_metadata"), dict) else None
         if "action" in event:
             action = event.get("action")
@@ -191,7 +192,7 @@ def _tool_action(
     models: Counter,
     state: dict[str, Any],
 ):
-    response = metadata.get("model_response") if isinstance(metadata.get("model_response"), dict) else {}
+    response = object_field(metadata, "model_response")
     choices = response.get("choices") or [{}]
     message = choices[0].get("message") if isinstance(choices[0], dict) else None
     message = message if isinstance(message, dict) else {}
@@ -220,7 +221,8 @@ def _tool_action(
         )
     content = message.get("content")
     if not isinstance(content, str):
-        content = args.get("thought") if isinstance(args.get("thought"), str) else ""
+        thought = args.get("thought")
+        content = thought if isinstance(thought, str) else ""
     reasoning = message.get("reasoning_content")
     usage = openai_usage(response.get("usage"))
     key = response.get("id") or metadata.get("tool_call_id")
@@ -241,8 +243,8 @@ def _tool_action(
 
 def _observation_text(event: dict[str, Any]) -> str:
     content = str(event.get("content") or "")
-    extras = event.get("extras") if isinstance(event.get("extras"), dict) else {}
-    meta = extras.get("metadata") if isinstance(extras.get("metadata"), dict) else {}
+    extras = object_field(event, "extras")
+    meta = object_field(extras, "metadata")
     if event.get("observation") in ("run", "run_ipython") and meta:
         return f"{meta.get('prefix') or ''}{content}{meta.get('suffix') or ''}"
     return content

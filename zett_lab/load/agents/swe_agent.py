@@ -43,6 +43,7 @@ from ._common import (
     join_text,
     key_pattern,
     load_json,
+    object_field,
     openai_usage,
     parse_arguments,
     report_unknown,
@@ -105,9 +106,9 @@ def read_swe_agent(path: Path, text_actions: str = "tool_calls") -> list[Convers
         if not isinstance(message, dict):
             raise InputError(path, f"history[{index}]", "a message must be a JSON object")
         by_agent.setdefault(str(message.get("agent") or "main"), []).append((index, message))
-    info = data.get("info") if isinstance(data.get("info"), dict) else {}
-    config = data.get("replay_config") if isinstance(data.get("replay_config"), dict) else {}
-    model = (config.get("agent") or {}).get("model") if isinstance(config.get("agent"), dict) else None
+    info = object_field(data, "info")
+    config = object_field(data, "replay_config")
+    model = object_field(config, "agent").get("model")
     base_id = path.name.removesuffix(".json").removesuffix(".traj")
     conversations = []
     for n, (agent, messages) in enumerate(by_agent.items()):
@@ -193,18 +194,17 @@ def _swe_message(
         if not ids:
             raise InputError(path, f"{place}, field 'tool_call_ids'", "a tool message needs the id of its call")
         for call_id in ids:
-            index = b.tool_result(str(call_id), content)
-            if demo and index is not None:
-                b.mark_demonstration(index)
+            result_index = b.tool_result(str(call_id), content)
+            if demo and result_index is not None:
+                b.mark_demonstration(result_index)
         return False
     # user
     if pending_action and not demo and b.open_calls:
-        call_id = next(iter(b.open_calls))
-        index = b.tool_result(call_id, content)
+        user_index = b.tool_result(next(iter(b.open_calls)), content)
     else:
-        index = b.user(content)
-    if demo and index is not None:
-        b.mark_demonstration(index)
+        user_index = b.user(content)
+    if demo and user_index is not None:
+        b.mark_demonstration(user_index)
     return False
 
 
@@ -237,7 +237,7 @@ def read_mini_swe_agent(path: Path, text_actions: str = "tool_calls") -> list[Co
             raise InputError(path, place, "a message must be a JSON object")
         role = message.get("role")
         content = _content(message.get("content"))
-        extra = message.get("extra") if isinstance(message.get("extra"), dict) else {}
+        extra = object_field(message, "extra")
         if role == "exit":
             exit_info = {k: v for k, v in extra.items() if k in ("exit_status",)}
             continue
@@ -247,7 +247,7 @@ def read_mini_swe_agent(path: Path, text_actions: str = "tool_calls") -> list[Co
         if role == "system":
             b.system(_text(content))
         elif role == "assistant":
-            response = extra.get("response") if isinstance(extra.get("response"), dict) else {}
+            response = object_field(extra, "response")
             usage = openai_usage(response.get("usage"))
             reasoning = message.get("reasoning_content") or _response_reasoning(response)
             model = response.get("model")
@@ -282,9 +282,9 @@ def read_mini_swe_agent(path: Path, text_actions: str = "tool_calls") -> list[Co
                 b.user(content)
             pending = False
     reported = report_unknown(path, unknown, "message roles")
-    info = data.get("info") if isinstance(data.get("info"), dict) else {}
-    config = info.get("config") if isinstance(info.get("config"), dict) else {}
-    model_config = config.get("model") if isinstance(config.get("model"), dict) else {}
+    info = object_field(data, "info")
+    config = object_field(info, "config")
+    model_config = object_field(config, "model")
     meta = {
         "agent": "mini-swe-agent",
         "model": model_config.get("model_name"),
