@@ -28,19 +28,29 @@ import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 import numpy as np
 import pandas as pd
+from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.collections import PolyCollection
-from matplotlib.figure import Figure
+from matplotlib.figure import Figure, SubFigure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
+from matplotlib.ticker import MaxNLocator
 
 from ..errors import SettingError
 from ..measure.catalogue import higher_is_better
+
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType
+
+    from ..measure.compare import Comparison
+    from ..measure.losses import Losses
+    from ..replay.trace import Trace
+    from ..study.sweep import Sweep
 
 __all__ = [
     "KIND_STYLES",
@@ -57,7 +67,7 @@ __all__ = [
 ]
 
 #: rcParams every zett_lab figure is drawn and saved with (independent of the user's style).
-STYLE: dict[str, Any] = {
+STYLE: dict[RcKeyType, Any] = {
     "svg.hashsalt": "zett_lab",
     "svg.fonttype": "none",
     "svg.id": None,
@@ -121,7 +131,8 @@ def figure(nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float] | Non
     return fig, axes
 
 
-def _axes(ax: Axes | None, figsize: tuple[float, float]) -> tuple[Figure, Axes]:
+def _axes(ax: Axes | None, figsize: tuple[float, float]) -> tuple[Figure | SubFigure, Axes]:
+    """The figure ``ax`` is drawn on (a sub-figure when the caller's axes sit in one), or a new one."""
     if ax is not None:
         if not isinstance(ax, Axes):
             raise SettingError(f"ax must be a matplotlib Axes, got {type(ax).__name__}")
@@ -168,7 +179,7 @@ def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
     return list(zip(changes[0::2].tolist(), changes[1::2].tolist(), strict=True))
 
 
-def _tokens(value: float) -> str:
+def _tokens(value: float | None) -> str:
     """Compact token count: 950, 12.5k, 1.2M."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
@@ -195,7 +206,9 @@ def _shade(color: str, amount: float) -> tuple[float, float, float]:
 # --- trace figures ---------------------------------------------------------------------------
 
 
-def timeline(trace: Any, ax: Axes | None = None, *, title: str | None = None, legend: bool = True) -> Figure:
+def timeline(
+    trace: Trace, ax: Axes | None = None, *, title: str | None = None, legend: bool = True
+) -> Figure | SubFigure:
     """The engine's estimate at every model step, against the limits, with every compaction decision.
 
     Drawn: the context sawtooth (solid line through each step's estimate before the check
@@ -331,7 +344,9 @@ def timeline(trace: Any, ax: Axes | None = None, *, title: str | None = None, le
         ax.set_xlabel("model step")
         ax.set_ylabel("context tokens")
         _token_axis(ax.yaxis)
-        ax.xaxis.get_major_locator().set_params(integer=True)
+        locator = ax.xaxis.get_major_locator()
+        if isinstance(locator, MaxNLocator):
+            locator.set_params(integer=True)
         if title is None:
             conversation_id = getattr(trace.conversation, "id", "")
             summary = trace.summary()
@@ -347,7 +362,9 @@ def timeline(trace: Any, ax: Axes | None = None, *, title: str | None = None, le
     return fig
 
 
-def message_strip(trace: Any, ax: Axes | None = None, *, title: str | None = None, legend: bool = True) -> Figure:
+def message_strip(
+    trace: Trace, ax: Axes | None = None, *, title: str | None = None, legend: bool = True
+) -> Figure | SubFigure:
     """For each compaction, the original messages it summarized and the ones it kept verbatim.
 
     One row per summary attempt with a window. Messages ``span_start:span_end`` (what the
@@ -413,7 +430,7 @@ def message_strip(trace: Any, ax: Axes | None = None, *, title: str | None = Non
         ax.set_title(title, loc="left")
         if legend:
             present = [k for k in KIND_STYLES if k in drawn]
-            handles = [
+            handles: list[Artist] = [
                 Patch(
                     facecolor=KIND_STYLES[k]["color"],
                     edgecolor="#222222",
@@ -474,14 +491,17 @@ def _from_boundaries(items: Sequence[Any], column: str | None = None) -> pd.Data
     rows = []
     for item in items:
         segments = getattr(item, "segments", None)
-        known = isinstance(segments, pd.DataFrame) and "start" in segments.columns
-        metric = (
-            column
-            if known and column in segments.columns
-            else ("compactions_applied" if known and "compactions_applied" in segments.columns else None)
-        )
-        values = {int(a): b for a, b in zip(segments["start"], segments[metric], strict=True)} if metric else {}
-        starts = [int(a) for a in segments["start"]] if known else []
+        metric: str | None = None
+        values: dict[int, Any] = {}
+        starts: list[int] = []
+        if isinstance(segments, pd.DataFrame) and "start" in segments.columns:
+            metric = (
+                column
+                if column in segments.columns
+                else ("compactions_applied" if "compactions_applied" in segments.columns else None)
+            )
+            values = {int(a): b for a, b in zip(segments["start"], segments[metric], strict=True)} if metric else {}
+            starts = [int(a) for a in segments["start"]]
         for value in item.values:
             walked, fixed = int(value), int(item.fixed)
             after = values.get(walked)
@@ -551,7 +571,7 @@ _BOUNDARY_STYLES = [("--", "o"), (":", "s"), ("-.", "^"), ((0, (5, 1, 1, 1)), "D
 
 
 def heatmap(
-    sweep_results: pd.DataFrame,
+    sweep_results: Sweep | pd.DataFrame,
     column: str,
     ax: Axes | None = None,
     boundaries: Any = None,
@@ -562,7 +582,7 @@ def heatmap(
     cmap: str = "viridis",
     highlight: tuple[int, int] | None = None,
     title: str | None = None,
-) -> Figure:
+) -> Figure | SubFigure:
     """One sweep column over ``max_tokens`` (x) × ``keep_recent_tokens`` (y).
 
     Cells sit on the real token scale (log when the grid spans 8× or more), so exact
@@ -717,8 +737,8 @@ def _draw_boundary(ax: Axes, points: pd.DataFrame, xs, ys, xe, ye, linestyle, ma
     """
     has_x = "max_tokens" in points.columns
     has_y = "keep_recent_tokens" in points.columns
-    style = {"color": "black", "linestyle": linestyle, "linewidth": 1.6, "zorder": 4}
-    halo = {"color": "white", "linestyle": "-", "linewidth": 3.4, "zorder": 3.9, "alpha": 0.85}
+    style: dict[str, Any] = {"color": "black", "linestyle": linestyle, "linewidth": 1.6, "zorder": 4}
+    halo: dict[str, Any] = {"color": "white", "linestyle": "-", "linewidth": 3.4, "zorder": 3.9, "alpha": 0.85}
     handle = Line2D(
         [], [], label=label, marker=marker, markerfacecolor="white", markeredgecolor="black", markersize=5, **style
     )
@@ -794,7 +814,7 @@ _SUMMARIZER_MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "h", "<", ">", "p
 _SUMMARIZER_COLORS = ["#4477AA", "#EE6677", "#228833", "#CCBB44", "#66CCEE", "#AA3377", "#BBBBBB", "#222222"]
 
 def pareto(
-    sweep_results: Any,
+    sweep_results: Sweep | pd.DataFrame,
     cost: str = "total_input_tokens",
     loss: str = "needed_anchor_recall",
     ax: Axes | None = None,
@@ -805,7 +825,7 @@ def pareto(
     front: pd.DataFrame | None = None,
     label_front: bool = True,
     title: str | None = None,
-) -> Figure:
+) -> Figure | SubFigure:
     """Cost against loss for every setting, with the Pareto front.
 
     Aggregation matches :func:`zett_lab.study.sweep.pareto_front`: per setting (``by``), cost is
@@ -819,9 +839,9 @@ def pareto(
     data = sweep_results if isinstance(sweep_results, pd.DataFrame) else getattr(sweep_results, "results", None)
     if not isinstance(data, pd.DataFrame):
         raise SettingError(f"pareto needs a Sweep or its results DataFrame, got {type(sweep_results).__name__}")
-    for name, column in (("cost", cost), ("loss", loss)):
+    for role, column in (("cost", cost), ("loss", loss)):
         if column not in data.columns:
-            raise SettingError(f"pareto: no {name} column {column!r}; numeric columns: {numeric_columns(data)}")
+            raise SettingError(f"pareto: no {role} column {column!r}; numeric columns: {numeric_columns(data)}")
     higher = bool(maximize) if maximize is not None else higher_is_better(loss)
     table = data.copy()
     if "error" in table.columns:
@@ -927,7 +947,7 @@ def _find(columns: Iterable[str], *candidates: str) -> str | None:
     return None
 
 
-def comparison_frame(compare_result: Any) -> pd.DataFrame:
+def comparison_frame(compare_result: Comparison | pd.DataFrame) -> pd.DataFrame:
     """Normalize a comparison result to columns summarizer, metric, estimate, ci_low, ci_high."""
     data = compare_result
     if not isinstance(data, pd.DataFrame):
@@ -961,8 +981,13 @@ def comparison_frame(compare_result: Any) -> pd.DataFrame:
     return out
 
 
-def summarizer_comparison(compare_result: Any, ax: Axes | None = None, *, metrics: Sequence[str] | None = None,
-                          title: str | None = None) -> Figure:
+def summarizer_comparison(
+    compare_result: Comparison | pd.DataFrame,
+    ax: Axes | None = None,
+    *,
+    metrics: Sequence[str] | None = None,
+    title: str | None = None,
+) -> Figure | SubFigure:
     """Summarizers side by side: point estimates with confidence intervals, per metric.
 
     Accepts a DataFrame (or an object with one, e.g. the result of
@@ -1027,7 +1052,9 @@ def _anchor_table(losses: Any) -> pd.DataFrame:
     )
 
 
-def anchor_retention(losses: Any, ax: Axes | None = None, *, title: str | None = None) -> Figure:
+def anchor_retention(
+    losses: Losses | Sequence[Losses] | pd.DataFrame, ax: Axes | None = None, *, title: str | None = None
+) -> Figure | SubFigure:
     """Per anchor type: share of a span's anchors found in its summary, and recall of the ones needed later.
 
     Only applied compactions count (when the table has an ``applied`` column).

@@ -1149,7 +1149,7 @@ class SweepExplorer(widgets.VBox):
         summarizer = self.summarizer.value if self.summarizer.value != _ALL else (
             str(self.results["summarizer"].iloc[0]) if "summarizer" in self.results else None)
         try:
-            kwargs = {"max_tokens": int(max_tokens), "keep_recent_tokens": int(keep_recent_tokens)}
+            kwargs: dict[str, Any] = {"max_tokens": int(max_tokens), "keep_recent_tokens": int(keep_recent_tokens)}
             if conversation is not None:
                 kwargs["conversation_id"] = conversation
             if summarizer is not None:

@@ -56,8 +56,9 @@ import time
 import uuid
 import warnings
 from collections import OrderedDict, deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -215,7 +216,7 @@ def _conversations(conversations: Any) -> list[Conversation]:
     elif isinstance(conversations, (str, os.PathLike)):
         from ..load import load_all
 
-        items = load_all(conversations)
+        items = load_all(Path(conversations))
     else:
         try:
             items = list(conversations)
@@ -411,7 +412,7 @@ def _source_rows(sources: list[_Proven], unit: _Unit) -> None:
                     continue
                 if unit.primary_model is None and key in ("primary_cost_usd", "total_cost_usd"):
                     continue
-                row[key] = value
+                row[str(key)] = value
     except SettingError as exc:
         # No list price for this summarizer (a custom or self-hosted model): the replay and its
         # metrics stand; only the money is unknown until prices= names it.
@@ -430,7 +431,7 @@ def _source_rows(sources: list[_Proven], unit: _Unit) -> None:
                 p.row_error = p.row_error or f"metrics: {type(exc).__name__}: {exc}"
                 continue
             for key, value in losses.items():
-                rows[n].setdefault(key, value)
+                rows[n].setdefault(str(key), value)
     for n, p in enumerate(todo):
         p.row = rows[n]
 
@@ -511,7 +512,8 @@ def _run_unit(unit: _Unit) -> dict[str, Any]:
     used = list({id(p): p for p, _, _ in picked.values()}.values())
     _source_rows(used, unit)
     share = (time.perf_counter() - began) / max(1, sum(1 for _, replayed, _ in picked.values() if replayed))
-    cells, sources = [], {}
+    cells: list[dict[str, Any]] = []
+    sources: dict[str, dict[str, Any]] = {}
     for max_tokens in unit.max_tokens:
         if max_tokens in failed:
             error, seconds = failed[max_tokens]
@@ -526,6 +528,7 @@ def _run_unit(unit: _Unit) -> dict[str, Any]:
             cells.append(_resolved_cell(proven, max_tokens, keep))
             continue
         calls, hits = _calls(proven.trace)
+        assert proven.row is not None, "_source_rows gave every replay in use its row"
         cells.append({
             "max_tokens": max_tokens, "source_id": proven.source_id, "replayed": True, "row": dict(proven.row),
             "error": proven.row_error, "seconds": seconds + share, "model_calls": calls, "cache_hits": hits,
@@ -557,7 +560,7 @@ def _spread(values: list[int], n: int) -> list[int]:
 class SerialExecutor(cf.Executor):
     """Runs each task in the calling thread when it is submitted (``executor="serial"``)."""
 
-    def submit(self, fn, /, *args, **kwargs):  # type: ignore[override]
+    def submit(self, fn, /, *args, **kwargs):
         future: cf.Future = cf.Future()
         try:
             future.set_result(fn(*args, **kwargs))
@@ -898,9 +901,10 @@ class Sweep:
                 "region": Region(**info["region"]),
                 "conversation_id": info["conversation_id"],
             }
+        cell_rows: Iterable[Any] = cells.itertuples(index=False)  # rows of the saved cells table
         cell_map = {
             (r.conversation_id, r.summarizer, int(r.max_tokens), int(r.keep_recent_tokens)): r.source_id
-            for r in cells.itertuples(index=False)
+            for r in cell_rows
         }
         return cls(results=_restore(results), config=document["config"], _conversations=conversations,
                    _sources=sources, _cells=cell_map)
@@ -909,7 +913,7 @@ class Sweep:
 def _records(part: pd.DataFrame | None) -> list[dict[str, Any]]:
     if part is None:
         return []
-    return [{k: (None if is_missing(v) else v) for k, v in row.items()} for row in part.to_dict("records")]
+    return [{str(k): (None if is_missing(v) else v) for k, v in row.items()} for row in part.to_dict("records")]
 
 
 def _storable(table: pd.DataFrame) -> pd.DataFrame:
@@ -1123,10 +1127,10 @@ def sweep(
             if sid not in sources:
                 sources[sid] = dict(payload, conversation_id=unit.conversation.id)
         cells = {c["max_tokens"]: c for c in (result or {}).get("cells", [])}
-        for cell in resolved.get(unit.index, []):
-            cells[cell["max_tokens"]] = cell
-            if cell["source_id"] not in sources:
-                sources[cell["source_id"]] = dict(cell["payload"], conversation_id=unit.conversation.id)
+        for known in resolved.get(unit.index, []):
+            cells[known["max_tokens"]] = known
+            if known["source_id"] not in sources:
+                sources[known["source_id"]] = dict(known["payload"], conversation_id=unit.conversation.id)
         for m, _ in max_values:
             cell = cells.get(m)
             base = {"conversation_id": unit.conversation.id, "summarizer": unit.label,
@@ -1135,8 +1139,8 @@ def sweep(
                 base.update(context_window=window, max_tokens_share=share_of["max"][m],
                             keep_recent_share=share_of["keep"][unit.keep_recent_tokens])
             if cell is None:
-                error = failures.get(unit.index) or "not run"
-                rows.append({**base, "summarizer_identity": identities[labels.index(unit.label)], "error": error})
+                reason = failures.get(unit.index) or "not run"
+                rows.append({**base, "summarizer_identity": identities[labels.index(unit.label)], "error": reason})
                 continue
             row = dict(cell["row"] or {})
             row.pop("summarizer", None)
@@ -1333,6 +1337,13 @@ def _fill_nan(table: pd.DataFrame, columns: Sequence[str], nan: str, higher: Map
 _OPERATORS = {
     ">=": np.greater_equal, "<=": np.less_equal, "==": np.equal, "!=": np.not_equal, ">": np.greater, "<": np.less,
 }
+
+
+def _all_meet(values: pd.Series, test: Callable[..., Any], value: float) -> bool:
+    """Whether every value of one setting is present and passes ``test`` against ``value``."""
+    return bool(values.notna().all() and test(values.to_numpy(dtype=float), value).all())
+
+
 _CLAUSE = re.compile(
     r"^\s*(?P<column>[A-Za-z_][A-Za-z0-9_]*)\s*(?P<op>>=|<=|==|!=|>|<|=)\s*"
     r"(?P<value>[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*$"
@@ -1392,7 +1403,7 @@ class Recommendation:
         candidates: every feasible setting, cheapest first.
     """
 
-    summarizer: str
+    summarizer: str | None
     max_tokens: int
     keep_recent_tokens: int
     cost: float
@@ -1459,9 +1470,7 @@ def recommend(
     for column, op, value in parsed:
         test = _OPERATORS[op]
         if over == "all":
-            ok = grouped[column].apply(
-                lambda s, t=test, v=value: bool(s.notna().all() and t(s.to_numpy(dtype=float), v).all())
-            )
+            ok = grouped[column].apply(partial(_all_meet, test=test, value=value))
             worst = grouped[column].min() if higher[column] else grouped[column].max()
             shown[column] = worst
         else:

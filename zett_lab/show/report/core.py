@@ -682,7 +682,7 @@ def lost_but_needed_items(report: Report, limit: int) -> list[dict[str, Any]]:
     queues: dict[str, list[Any]] = {}
     for group in groups:
         queues.setdefault(str(group[1]), []).append(group)
-    picked = []
+    picked: list[Any] = []
     while len(picked) < limit and any(queues.values()):
         for key in list(queues):
             if queues[key] and len(picked) < limit:

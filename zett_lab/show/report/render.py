@@ -427,7 +427,7 @@ def _cell_data(report: Report, trace: Any) -> dict[str, Any]:
         "tokens"
     )
     nar = conv.get("needed_anchor_recall") if hasattr(conv, "get") else None
-    if not is_missing(nar):
+    if nar is not None and not is_missing(nar):
         status += f" · needed-anchor recall {float(nar):.3f}"
     svg = mini_timeline(steps, int(settings["max_tokens"]), int(settings["keep_recent_tokens"]))
     return {"svg": svg, "status": status, "steps": step_rows, "compactions": comp_rows}
