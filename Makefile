@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: report test lab bench clean
+.PHONY: report test lint lab bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -16,8 +16,13 @@ $(STAMP): pyproject.toml
 report: $(STAMP)
 	$(VENV)/bin/zett-lab report fixtures/ -o report.html
 
+## Lint (ruff) and type check (mypy); `make test` runs them first so a finding fails fast.
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+
 ## The whole test suite (browser tests need Debian's chromium: `apt-get install chromium`).
-test: $(STAMP)
+test: lint
 	$(PY) -m pytest -n 2 --durations=15
 
 ## JupyterLab on the bundled notebooks.
