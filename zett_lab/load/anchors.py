@@ -59,7 +59,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 
-from zett_agent.messages import AssistantMessage, ToolCall
+from zett_agent.messages import AnyMessage, AssistantMessage, ToolCall
 
 from .conversation import role_of
 from .text import clean_text, message_text, tool_call_text
@@ -518,7 +518,7 @@ def command_of(call: ToolCall) -> str | None:
     return clean_text(strings[0]) if len(strings) == 1 else None
 
 
-def _message_triples(message: object) -> tuple[tuple[str, str, str], ...]:
+def _message_triples(message: AnyMessage) -> tuple[tuple[str, str, str], ...]:
     role = role_of(message)
     if role == "checkpoint":
         role = "any"
@@ -541,9 +541,9 @@ class _MessageMemo:
     _MAX = 200_000
 
     def __init__(self) -> None:
-        self._by_id: dict[int, tuple[object, tuple[tuple[str, str, str], ...], frozenset[AnchorKey]]] = {}
+        self._by_id: dict[int, tuple[AnyMessage, tuple[tuple[str, str, str], ...], frozenset[AnchorKey]]] = {}
 
-    def get(self, message: object) -> tuple[tuple[tuple[str, str, str], ...], frozenset[AnchorKey]]:
+    def get(self, message: AnyMessage) -> tuple[tuple[tuple[str, str, str], ...], frozenset[AnchorKey]]:
         entry = self._by_id.get(id(message))
         if entry is None or entry[0] is not message:
             triples = _message_triples(message)
@@ -557,13 +557,13 @@ class _MessageMemo:
 _memo = _MessageMemo()
 
 
-def message_anchors(message: object, message_index: int | None = None) -> list[Anchor]:
+def message_anchors(message: AnyMessage, message_index: int | None = None) -> list[Anchor]:
     """Anchors of one message (text, tool-call arguments, shell commands); cached per message."""
     triples, _ = _memo.get(message)
     return [Anchor(t, v, n, message_index) for t, v, n in triples]
 
 
-def message_keys(message: object) -> frozenset[AnchorKey]:
+def message_keys(message: AnyMessage) -> frozenset[AnchorKey]:
     """The ``(type, normalized)`` keys of one message's anchors; cached per message."""
     return _memo.get(message)[1]
 
@@ -573,7 +573,7 @@ def tool_call_keys(call: ToolCall) -> frozenset[AnchorKey]:
     return frozenset((t, n) for t, _, n in _extract_cached(tool_call_text(call), "tool"))
 
 
-def extract_anchors(messages: Iterable[object], start: int = 0) -> list[Anchor]:
+def extract_anchors(messages: Iterable[AnyMessage], start: int = 0) -> list[Anchor]:
     """Anchors of every message, in order; one :class:`Anchor` per key per message.
 
     ``message_index`` counts from ``start`` (pass the offset when giving a slice).

@@ -26,6 +26,7 @@ from zett_agent.messages import (
     UserMessage,
 )
 
+
 def clean_text(value: object) -> str:
     """Any content as a str that encodes to UTF-8: bytes decoded with replacement, lone surrogates replaced."""
     if isinstance(value, (bytes, bytearray, memoryview)):

@@ -22,7 +22,6 @@ Example::
 """
 
 from ..load.anchors import ANCHOR_TYPES, Anchor, anchors_in_text, extract_anchors, message_anchors, normalize
-from .lookup import TextIndex, contains_normalized
 from .compare import Comparison, compare
 from .judged import (
     JudgedPlan,
@@ -32,6 +31,7 @@ from .judged import (
     plan_judged,
     run_judged,
 )
+from .lookup import TextIndex, contains_normalized
 from .losses import Losses, measure
 from .probes import check_probes, parse_probes
 

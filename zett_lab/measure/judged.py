@@ -53,8 +53,8 @@ from zett_agent.model import AgentModel, ModelRequest, ReasoningEffort
 from ..asyncrun import closing_stream, run_sync
 from ..errors import SettingError, ZettLabError
 from ..load.conversation import PROBE_TYPES, Probe
-from ..replay.run import resolve_cache
 from ..load.text import message_text
+from ..replay.run import resolve_cache
 from .lookup import contains_normalized
 from .losses import Losses
 from .probes import check_probes

@@ -125,10 +125,7 @@ class TextIndex:
             return False
         negated = _negated(wanted)
         need = SENTENCE_MATCH * len(wanted)
-        for words in self._clause_words():
-            if len(wanted & words) >= need and _negated(words) == negated:
-                return True
-        return False
+        return any(len(wanted & words) >= need and _negated(words) == negated for words in self._clause_words())
 
 
 def contains_normalized(text: str, needle: str) -> bool:

@@ -31,8 +31,6 @@ from typing import Any, Literal
 import pandas as pd
 from zett_agent.messages import AssistantMessage, SystemMessage
 
-from ..load.conversation import CHECKPOINT_PREFIX
-from ..records import is_missing
 from ..load.anchors import (
     ANCHOR_TYPES,
     ARTIFACT_TYPES,
@@ -42,7 +40,9 @@ from ..load.anchors import (
     message_keys,
     tool_call_keys,
 )
+from ..load.conversation import CHECKPOINT_PREFIX
 from ..load.text import message_text
+from ..records import is_missing
 from .lookup import TextIndex, contains_loose
 from .probes import check_probes
 

@@ -241,7 +241,8 @@ def head_tail(text: str, limit: int, head: float = 0.5) -> str:
             partial = cut_prefix(lines[i], head_room - used - 1)
             if partial:
                 head_lines.append(partial + "…")
-        tail_lines, used_tail = [], 0
+        tail_lines: list[str] = []
+        used_tail = 0
         j = len(lines) - 1
         while j > i and used_tail + costs[j] <= tail_room:
             tail_lines.insert(0, lines[j])
@@ -589,7 +590,9 @@ class Anchors(OfflineSummarizer):
             items, first = anchor_items(unit, first_user_segment=first_user)
             if not items:
                 continue
-            clipped = Unit(unit.order, unit.segment, unit.label, unit.kind, _clip(unit.text, self.max_line_chars, first))
+            clipped = Unit(
+                unit.order, unit.segment, unit.label, unit.kind, _clip(unit.text, self.max_line_chars, first)
+            )
             candidates.append((clipped, items, unit_cost(clipped)))
         if not candidates:
             return ""
