@@ -1314,13 +1314,15 @@ class NoFeasibleSetting(SettingError):
 
 @dataclass
 class Recommendation:
-    """The cheapest setting meeting the constraints.
+    """The recommended setting and the rule that chose it.
 
     Attributes:
         summarizer, max_tokens, keep_recent_tokens: the setting.
         cost: its cost (summed over conversations), in the ``cost_column``.
-        values: the constrained metrics for it (worst conversation, or mean with ``over="mean"``).
-        candidates: every feasible setting, cheapest first.
+        values: the constrained metrics for it (worst conversation, or mean with ``over="mean"``);
+            with no constraints, its mean loss.
+        candidates: every feasible setting, cheapest first (with no constraints: the Pareto front).
+        rule: how the setting was chosen, in one sentence.
     """
 
     summarizer: str
@@ -1331,6 +1333,7 @@ class Recommendation:
     values: dict[str, float]
     candidates: pd.DataFrame
     constraints: list[tuple[str, str, float]]
+    rule: str = ""
 
     def __repr__(self) -> str:
         values = ", ".join(f"{k}={v:.3g}" for k, v in self.values.items())
@@ -1346,19 +1349,23 @@ class Recommendation:
 
 def recommend(
     results: Sweep | pd.DataFrame,
-    constraints: str | Mapping[str, Any],
+    constraints: str | Mapping[str, Any] | None = None,
     *,
     cost: str = "total_input_tokens",
+    loss: str = "lost_but_needed",
     over: str = "all",
     nan: str = "best",
 ) -> Recommendation:
-    """The cheapest setting whose metrics meet ``constraints``.
+    """The cheapest setting whose metrics meet ``constraints``; with none, the knee of the Pareto front.
 
     Args:
         results: a :class:`Sweep` or its results table.
         constraints: ``{"needed_anchor_recall": (">=", 0.9), "instruction_survival": ("==", 1)}``
-            or ``"needed_anchor_recall >= 0.9 and instruction_survival == 1"``.
+            or ``"needed_anchor_recall >= 0.9 and instruction_survival == 1"``. None: the
+            setting on the Pareto front of (``cost``, ``loss``) closest to the ideal corner.
         cost: the column to minimize, summed over conversations.
+        loss: the quality metric of the Pareto front (used only without constraints), averaged
+            over conversations.
         over: ``"all"``: every conversation must meet each constraint (its worst value
             counts); ``"mean"``: the mean over conversations must.
         nan: a missing metric (nothing compacted, nothing to keep) counts as the best value
@@ -1369,6 +1376,8 @@ def recommend(
             the best value any setting reached).
     """
     table = _table(results)
+    if constraints is None:
+        return _knee(table, cost, loss, nan)
     parsed = parse_constraints(constraints)
     columns = sorted({c for c, _, _ in parsed})
     _need(table, cost, *columns)
@@ -1415,4 +1424,35 @@ def recommend(
         keep_recent_tokens=int(setting["keep_recent_tokens"]), cost=float(best[cost]), cost_column=cost,
         values={c: float(shown[c].loc[feasible.index[0]]) for c in columns},
         candidates=feasible.reset_index(), constraints=parsed,
+        rule=f"The cheapest setting ({cost} summed over conversations) meeting {constraints!r} "
+        f"{'in every conversation' if over == 'all' else 'on the mean over conversations'}; "
+        f"{len(feasible)} setting(s) qualified.",
+    )
+
+
+def _knee(table: pd.DataFrame, cost: str, loss: str, nan: str) -> Recommendation:
+    """The Pareto-front setting closest to the ideal corner, both axes scaled to [0, 1] over all settings."""
+    front = pareto_front(table, cost=cost, loss=loss, nan=nan)
+    if not len(front):
+        raise NoFeasibleSetting(f"no complete setting in the results has both {cost} and {loss}")
+    higher = _maximize(loss, None)
+    keys = [c for c in SETTING_COLUMNS if c in front.columns]
+    settings = _per_setting(_fill_nan(table, [loss], nan, {loss: higher}), keys)
+    points = settings.groupby(keys, dropna=False, sort=False).agg(**{cost: (cost, "sum"), loss: (loss, "mean")})
+
+    def scaled(column: str, best_is_high: bool) -> pd.Series:
+        low, high = float(points[column].min()), float(points[column].max())
+        share = (front[column].astype(float) - low) / (high - low) if high > low else front[column].astype(float) * 0.0
+        return 1 - share if best_is_high else share
+
+    distance = (scaled(cost, False) ** 2 + scaled(loss, higher) ** 2) ** 0.5
+    chosen = front.assign(_distance=distance).sort_values(["_distance", cost, *keys], kind="mergesort").iloc[0]
+    return Recommendation(
+        summarizer=chosen.get("summarizer"), max_tokens=int(chosen["max_tokens"]),
+        keep_recent_tokens=int(chosen["keep_recent_tokens"]), cost=float(chosen[cost]), cost_column=cost,
+        values={loss: float(chosen[loss])}, candidates=front, constraints=[],
+        rule=f"Per setting ({', '.join(keys)}), {cost} is summed and {loss} averaged over conversations; the Pareto "
+        f"front holds the settings no other setting beats on both; the recommended one is the front point closest to "
+        f"the ideal corner (lowest {cost}, {'highest' if higher else 'lowest'} {loss}) once both axes are scaled to "
+        f"[0, 1] over all settings.",
     )
