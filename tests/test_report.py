@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import html
 import json
 import re
 from pathlib import Path
 
+import markupsafe
+import pandas as pd
 import pytest
 import zett_agent
 from zett_agent.messages import (
@@ -21,6 +25,7 @@ from zett_lab import Conversation, SettingError, replay
 from zett_lab.show.report import REPORT_METRICS, Report, default_grid
 from zett_lab.show.report.content import GLOSSARY
 from zett_lab.show.report.render import script_json
+from zett_lab.study.report_study import recommend_report_setting
 
 from tests.helpers import coding_conversation
 
@@ -161,6 +166,22 @@ def test_recommendation_from_constraints() -> None:
     assert "No setting met" in impossible.recommendation["note"]
 
 
+def test_a_setting_with_a_failed_replay_is_never_recommended() -> None:
+    def row(summarizer, max_tokens, conversation, cost, error=None):
+        return {"conversation_id": conversation, "summarizer": summarizer, "max_tokens": max_tokens, "keep_recent_tokens": 100,
+                "total_input_tokens": cost, "lost_but_needed": 0.0, "needed_anchor_recall": 1.0, "error": error}
+
+    # Setting "cheap" ran in one conversation only: summed over what ran, it would look cheapest.
+    results = pd.DataFrame([
+        row("steady", 1000, "x", 100), row("steady", 1000, "y", 100),
+        row("cheap", 1000, "x", 60), row("cheap", 1000, "y", float("nan"), error="summary failed: provider exploded"),
+    ])
+    for constraints in (None, "needed_anchor_recall >= 0.5"):
+        chosen = recommend_report_setting(results, constraints)
+        assert chosen["summarizer"] == "steady", constraints
+    assert recommend_report_setting(results[results["summarizer"] == "cheap"]) is None
+
+
 # --- self-contained, escaped, secret-free ---------------------------------------------------------------
 
 
@@ -168,8 +189,11 @@ def test_page_loads_nothing(page: str) -> None:
     assert not re.search(r"""(?:src|href|action|poster|data)\s*=\s*["']?\s*(?:https?:)?//""", page, re.I)
     assert not re.search(r"<(?:link|img|iframe|object|embed|audio|video|source)\b", page, re.I)
     assert "@import" not in page and not re.search(r"url\(\s*['\"]?(?:https?:)?//", page)
-    csp = re.search(r'<meta http-equiv="Content-Security-Policy" content="([^"]+)">', page).group(1)
-    assert "default-src &#x27;none&#x27;" in csp
+    csp = html.unescape(re.search(r'<meta http-equiv="Content-Security-Policy" content="([^"]+)">', page).group(1))
+    assert csp.startswith("default-src 'none';")
+    script = re.search(r"<script>(.*?)</script>", page, re.S).group(1)
+    digest = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
+    assert f"script-src 'sha256-{digest}';" in csp, "the policy allows exactly the page's own script"
     assert page.count("<script") == 2  # the data block and the page's own script
 
 
@@ -181,7 +205,7 @@ def test_conversation_content_is_escaped(page: str, report: Report) -> None:
     assert "window.__zl_pwned" in page  # it is there, as text
     assert not re.search(r"""<[^>]+\s(?:on\w+)\s*=""", page.replace("<script>", ""), re.I), "no event handler attribute"
     assert not re.search(r"""(?:href|src)\s*=\s*["']?\s*javascript:""", page, re.I)
-    assert html.escape(EVIL_ID) in page and EVIL_ID not in page
+    assert markupsafe.escape(EVIL_ID) in page and EVIL_ID not in page
     assert "\u2028" not in re.search(r'id="zl-explore-data">(.*?)</script>', page, re.S).group(1)
     for other in (report.to_markdown(), report.to_json()):
         assert "<script>" not in other and "<img" not in other

@@ -449,7 +449,8 @@ def _is_sweep(path: Path) -> bool:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .report import DEFAULT_REPORT_SUMMARIZERS, Report, default_grid
+    from ..study.report_study import DEFAULT_PRIMARY_MODEL, DEFAULT_REPORT_SUMMARIZERS, default_grid, report_sweep
+    from .report import Report
 
     out = Path(args.output)
     fmt = args.format or {".md": "md", ".markdown": "md", ".json": "json"}.get(out.suffix.lower(), "html")
@@ -486,7 +487,11 @@ def cmd_report(args: argparse.Namespace) -> int:
             grid["max_tokens"] = args.max_tokens
         if args.keep_recent_tokens:
             grid["keep_recent_tokens"] = args.keep_recent_tokens
-        report = Report.build(conversations, summarizers, grid, progress=not args.no_progress, **options)
+        result = report_sweep(
+            conversations, summarizers, grid, progress=not args.no_progress,
+            primary_model=options.get("primary_model", DEFAULT_PRIMARY_MODEL),
+        )
+        report = Report(sweep=result, **options)
     if fmt == "html":
         report.save_html(out)
     else:
@@ -498,14 +503,15 @@ def cmd_report(args: argparse.Namespace) -> int:
 def _check_report_options(out: Path, options: dict[str, Any]) -> None:
     """Fail before any replay on a setting the report would only reject at the end."""
     from ..measure.cost import price_for
-    from .report.core import _date_text
+    from ..study.report_study import DEFAULT_PRIMARY_MODEL
+    from .report import report_date
 
     if out.is_dir():
         raise SettingError(f"{out}: is a folder; give a file name for the report")
     if not out.parent.is_dir():
         raise InputError(out, None, f"folder {out.parent} does not exist")
-    _date_text(options.get("date"))
-    price_for(options.get("primary_model") or "gpt-5-mini")
+    report_date(options.get("date"))
+    price_for(options.get("primary_model") or DEFAULT_PRIMARY_MODEL)
     if options.get("constraints"):
         from ..study.sweep import parse_constraints
 

@@ -1,5 +1,6 @@
-"""What the report states, as plain data (the JSON output, and the tables of the HTML/Markdown).
+"""What the report states, as plain data: the JSON output, and what the HTML and Markdown show.
 
+Built from a :class:`~zett_lab.study.report_study.ReportData`; nothing is computed here.
 Nothing here reads the environment: settings shown are an explicit allow-list of a trace's
 settings, source files are shown by name only (never a full path), and no value is taken
 from ``os.environ``.
@@ -7,17 +8,12 @@ from ``os.environ``.
 
 from __future__ import annotations
 
-import math
+from collections.abc import Sequence
 from pathlib import PurePath
-from typing import TYPE_CHECKING, Any
-
-import pandas as pd
+from typing import Any
 
 from ...records import plain, records
-from .values import DIGITS, REPORT_METRICS
-
-if TYPE_CHECKING:
-    from .core import Report
+from ...study.report_study import DIGITS, REPORT_METRICS, ReportData
 
 FORMAT = "zett-lab-report"
 VERSION = 1
@@ -31,7 +27,6 @@ RESULT_COLUMNS = (
     "summary_calls", "summary_input_tokens", "summary_output_tokens", "primary_cost_usd", "summary_cost_usd",
     "total_cost_usd",
 )
-
 
 #: Definitions of every term and metric the report uses (the glossary section).
 GLOSSARY: tuple[tuple[str, str], ...] = (
@@ -109,13 +104,12 @@ def _file_name(source: Any) -> str | None:
     return PurePath(str(source)).name
 
 
-def study(report: Report) -> dict[str, Any]:
+def study_facts(data: ReportData, date: str, notes: Sequence[str]) -> dict[str, Any]:
     """What was studied: conversations, sizes, engine, counter, summarizers, settings, date."""
-    from ...tokens import count_tokens
-
-    first = report.traces[0].settings
+    traces = data.traces
+    first = traces[0].settings
     conversations = []
-    for conversation in report.conversations:
+    for conversation in data.conversations:
         messages = conversation.messages
         title = conversation.metadata.get("title") if isinstance(conversation.metadata, dict) else None
         conversations.append(
@@ -127,24 +121,24 @@ def study(report: Report) -> dict[str, Any]:
                 "messages": len(messages),
                 "turns": len(conversation.turns),
                 "model_steps": sum(1 for m in messages if getattr(m, "role", None) == "assistant"),
-                "tokens": int(count_tokens(messages)),
+                "tokens": data.conversation_tokens[conversation.id],
                 "probes": len(conversation.probes),
             }
         )
-    engines = sorted({str(t.settings.get("zett_agent_version")) for t in report.traces})
-    counters = sorted({str(t.settings.get("counter")) for t in report.traces})
+    engines = sorted({str(t.settings.get("zett_agent_version")) for t in traces})
+    counters = sorted({str(t.settings.get("counter")) for t in traces})
     shown = {key: plain(first.get(key), DIGITS) for key in ("usage", "usage_overhead", "reasoning_effort", "strict") if key in first}
     return {
-        "date": report.date,
+        "date": date,
         "engine": "zett-agent " + ", ".join(engines),
         "zett_agent_version": engines[0] if len(engines) == 1 else engines,
         "zett_lab_version": _zett_lab_version(),
         "counter": counters[0] if len(counters) == 1 else counters,
         "counter_note": "o200k_base, exact and memoized (the engine's default counter)" if counters == ["count_tokens"] else None,
         "settings": shown,
-        "summarizers": list(report.summarizers),
-        "grid": report.settings_grid,
-        "replays": len(report.traces),
+        "summarizers": list(data.summarizers),
+        "grid": data.grid,
+        "replays": len(traces),
         "conversations": conversations,
         "failures": [
             {
@@ -154,95 +148,25 @@ def study(report: Report) -> dict[str, Any]:
                 "keep_recent_tokens": f.keep_recent_tokens,
                 "error": f.error,
             }
-            for f in report.failures
+            for f in data.failures
         ],
-        "notes": list(report.notes),
+        "notes": list(notes),
     }
 
 
-def metrics(report: Report) -> dict[str, Any]:
-    """Per summarizer: loss metrics with confidence intervals, and outcome totals."""
-    comparison = report.comparison_result
-    results = report.results
-    totals = []
-    for name in report.summarizers:
-        part = results[results["summarizer"] == name]
-        totals.append(
-            {
-                "summarizer": name,
-                "replays": len(part),
-                "compactions": int(part["compactions"].sum()),
-                "rejected_not_smaller": int(part["rejected_not_smaller"].sum()),
-                "failed": int(part["failed"].sum()),
-                "steps_over_budget": int(part["steps_over_budget"].sum()),
-                "lost_but_needed_per_replay": plain(part["lost_but_needed"].mean(), DIGITS) if len(part) else None,
-                "refetch_calls": int(part["refetch_calls"].sum()),
-            }
-        )
-    rows, pairwise, level, confidence = [], [], None, 0.95
-    if comparison is not None:
-        rows = records(comparison.summary, ["summarizer", "metric", "n", "mean", "ci_low", "ci_high"], digits=DIGITS)
-        pairwise = records(
-            comparison.pairwise,
-            ["a", "b", "metric", "n", "mean_diff", "ci_low", "ci_high", "win_rate", "tie_rate", "loss_rate", "p_value"],
-            digits=DIGITS,
-        )
-        level = comparison.level
-        confidence = float(comparison.settings.get("confidence", 0.95))
-    else:
-        from ...measure.compare import bootstrap_mean_ci
-
-        for name in report.summarizers:
-            part = results[results["summarizer"] == name]
-            for metric in REPORT_METRICS:
-                if metric not in part:
-                    continue
-                values = pd.to_numeric(part[metric], errors="coerce").dropna().to_numpy(float)
-                low, high = bootstrap_mean_ci(values, seed=0) if len(values) else (math.nan, math.nan)
-                rows.append(
-                    {"summarizer": name, "metric": metric, "n": len(values), "mean": plain(values.mean(), DIGITS) if len(values) else None,
-                     "ci_low": plain(low, DIGITS), "ci_high": plain(high, DIGITS)}
-                )
-        level = "conversation"
-    return {"level": level, "confidence": confidence, "rows": rows, "pairwise": pairwise, "totals": totals}
-
-
-def costs(report: Report) -> dict[str, Any]:
-    """Tokens and money per configuration, averaged per conversation."""
-    from ...measure.cost import load_prices
-
-    table = report.results
-    columns = [
-        "primary_input_tokens", "primary_cached_input_tokens", "cached_input_share", "cache_breaks", "summary_calls",
-        "summary_input_tokens", "summary_output_tokens", "primary_cost_usd", "summary_cost_usd", "total_cost_usd",
-    ]
-    present = [c for c in columns if c in table.columns]
-    grouped = table.groupby(["summarizer", "max_tokens", "keep_recent_tokens"], sort=True)[present].mean().reset_index()
-    grouped["conversations"] = table.groupby(["summarizer", "max_tokens", "keep_recent_tokens"], sort=True).size().to_numpy()
-    prices = load_prices()
-    _, price = prices.lookup(report.primary_model)
-    return {
-        "primary_model": report.primary_model,
-        "primary_price_usd_per_million": {"input": price.input, "cached_input": price.cached_input, "output": price.output},
-        "prices_as_of": prices.as_of,
-        "unpriced": report.unpriced_summarizers,
-        "rows": records(grouped, ["summarizer", "max_tokens", "keep_recent_tokens", "conversations", *present], digits=DIGITS),
-    }
-
-
-def build_document(report: Report) -> dict[str, Any]:
+def build_document(data: ReportData, *, title: str, date: str, notes: Sequence[str] = ()) -> dict[str, Any]:
     """The report's data document (what :meth:`Report.to_json` writes)."""
     return {
         "format": FORMAT,
         "version": VERSION,
-        "title": report.title,
-        "date": report.date,
-        "study": study(report),
-        "recommendation": report.recommendation,
-        "metrics": metrics(report),
-        "results": records(report.results, RESULT_COLUMNS, digits=DIGITS),
-        "lost_but_needed": report.lost_items,
-        "costs": costs(report),
-        "explore": {"conversation_id": report.explore_id},
+        "title": title,
+        "date": date,
+        "study": study_facts(data, date, notes),
+        "recommendation": data.recommendation,
+        "metrics": data.metrics,
+        "results": records(data.results, RESULT_COLUMNS, digits=DIGITS),
+        "lost_but_needed": data.lost_items,
+        "costs": data.costs,
+        "explore": {"conversation_id": data.explore_id},
         "glossary": [{"term": term, "definition": text} for term, text in GLOSSARY],
     }
