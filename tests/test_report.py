@@ -22,6 +22,7 @@ from zett_agent.messages import (
 )
 
 from zett_lab import Conversation, SettingError, replay
+from zett_lab.measure.catalogue import metric
 from zett_lab.show.report import REPORT_METRICS, Report, default_grid
 from zett_lab.show.report.content import GLOSSARY
 from zett_lab.show.report.render import script_json
@@ -120,11 +121,14 @@ def test_metrics_have_confidence_intervals(report: Report) -> None:
 
 
 def test_glossary_defines_every_metric_shown(page: str) -> None:
-    terms = {term for term, _ in GLOSSARY}
-    for needed in ("needed-anchor recall", "anchor retention", "instruction survival", "probe presence", "compression ratio",
-                   "context reduction", "lost but needed", "confidence interval", "Pareto front", "max_tokens", "keep_recent_tokens"):
+    terms = dict(GLOSSARY)
+    metrics = [metric(name) for name in (*REPORT_METRICS, "lost_but_needed")]
+    for needed in [m.label for m in metrics] + ["confidence interval", "Pareto front", "max_tokens", "keep_recent_tokens"]:
         assert needed in terms
         assert f"<dt>{html.escape(needed)}</dt>" in page
+    for entry in metrics:  # one home for a metric's definition and direction: the catalogue
+        assert terms[entry.label].startswith(entry.definition)
+        assert terms[entry.label].endswith("Higher is better." if entry.higher_is_better else "Lower is better.")
 
 
 def test_lost_items_carry_span_and_summary(report: Report) -> None:

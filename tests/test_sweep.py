@@ -399,8 +399,8 @@ def test_recommend_without_constraints_takes_the_knee_of_the_pareto_front():
     assert knee.values == {"needed_anchor_recall": 0.9}
     pd.testing.assert_frame_equal(knee.candidates, pareto_front(table, loss="needed_anchor_recall"))
     assert "Pareto front" in knee.rule and "highest needed_anchor_recall" in knee.rule
-    lower = recommend(table.assign(lost=1 - table["needed_anchor_recall"]), loss="lost")
-    assert (lower.summarizer, lower.max_tokens) == ("b", 1000) and "lowest lost" in lower.rule
+    lower = recommend(table.assign(lost_but_needed=10 * (1 - table["needed_anchor_recall"])), loss="lost_but_needed")
+    assert (lower.summarizer, lower.max_tokens) == ("b", 1000) and "lowest lost_but_needed" in lower.rule
     assert "cheapest" in recommend(table, "needed_anchor_recall >= 0.9").rule
     with pytest.raises(NoFeasibleSetting):
         recommend(table[table["summarizer"] == "c"], loss="needed_anchor_recall")

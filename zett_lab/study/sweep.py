@@ -74,7 +74,7 @@ from .boundaries import (
 )
 from ..load.conversation import Conversation
 from ..errors import InputError, SettingError, ZettLabError
-from ..measure.catalogue import CATALOGUE, higher_is_better
+from ..measure.catalogue import CATALOGUE, higher_is_better, label as metric_label
 from ..records import is_missing
 from ..replay.trace import COMPACTION_COLUMNS, STEP_COLUMNS, Trace, frame
 
@@ -1424,10 +1424,19 @@ def recommend(
         keep_recent_tokens=int(setting["keep_recent_tokens"]), cost=float(best[cost]), cost_column=cost,
         values={c: float(shown[c].loc[feasible.index[0]]) for c in columns},
         candidates=feasible.reset_index(), constraints=parsed,
-        rule=f"The cheapest setting ({cost} summed over conversations) meeting {constraints!r} "
-        f"{'in every conversation' if over == 'all' else 'on the mean over conversations'}; "
-        f"{len(feasible)} setting(s) qualified.",
+        rule=_constrained_rule(cost, constraints, over, len(feasible)),
     )
+
+
+def _constrained_rule(cost: str, constraints: str | Mapping[str, Any], over: str, feasible: int) -> str:
+    where = "in every conversation" if over == "all" else "on the mean over conversations"
+    return f"The cheapest setting ({_named(cost)} summed over conversations) meeting {constraints!r} {where}; {feasible} setting(s) qualified."
+
+
+def _named(column: str) -> str:
+    """A metric column as a person reads it in a sentence: its catalogue label, then the column."""
+    name = metric_label(column)
+    return f"{name.lower()} ({column})" if name != column else column
 
 
 def _knee(table: pd.DataFrame, cost: str, loss: str, nan: str) -> Recommendation:
@@ -1451,8 +1460,8 @@ def _knee(table: pd.DataFrame, cost: str, loss: str, nan: str) -> Recommendation
         summarizer=chosen.get("summarizer"), max_tokens=int(chosen["max_tokens"]),
         keep_recent_tokens=int(chosen["keep_recent_tokens"]), cost=float(chosen[cost]), cost_column=cost,
         values={loss: float(chosen[loss])}, candidates=front, constraints=[],
-        rule=f"Per setting ({', '.join(keys)}), {cost} is summed and {loss} averaged over conversations; the Pareto "
-        f"front holds the settings no other setting beats on both; the recommended one is the front point closest to "
-        f"the ideal corner (lowest {cost}, {'highest' if higher else 'lowest'} {loss}) once both axes are scaled to "
-        f"[0, 1] over all settings.",
+        rule=f"Per setting ({', '.join(keys)}), {_named(cost)} is summed and {_named(loss)} averaged over conversations; "
+        f"the Pareto front holds the settings no other setting beats on both; the recommended one is the front point "
+        f"closest to the ideal corner (lowest {cost}, {'highest' if higher else 'lowest'} {loss}) once both axes are "
+        f"scaled to [0, 1] over all settings.",
     )

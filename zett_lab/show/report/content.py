@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import PurePath
 from typing import Any
 
+from ...measure.catalogue import metric
 from ...records import plain, records
 from ...study.report_study import DIGITS, REPORT_METRICS, ReportData
 
@@ -28,7 +29,14 @@ RESULT_COLUMNS = (
     "total_cost_usd",
 )
 
-#: Definitions of every term and metric the report uses (the glossary section).
+def _metric(name: str) -> tuple[str, str]:
+    """A metric's glossary entry, read from the metric catalogue: its label, definition and direction."""
+    entry = metric(name)
+    return entry.label, f"{entry.definition} {'Higher' if entry.higher_is_better else 'Lower'} is better."
+
+
+#: Definitions of every term and metric the report uses (the glossary section); metrics come
+#: from the metric catalogue.
 GLOSSARY: tuple[tuple[str, str], ...] = (
     ("max_tokens", "The engine's threshold. Before every model step it compares its estimate of the context with "
      "max_tokens and compacts when the estimate is strictly greater."),
@@ -45,34 +53,27 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     ("no whole-turn boundary / only earlier checkpoints", "The estimate was over max_tokens but the engine found nothing "
      "to summarize: the cut point snapped back to the start of the conversation (one oversized turn), or only earlier "
      "checkpoints were older than it. The step is sent over budget and no event is published."),
-    ("steps over budget", "Model steps whose context sent was still above max_tokens (steps_over_budget)."),
+    _metric("steps_over_budget"),
     ("span S_k, tail T_k, future F_k", "For compaction k: S_k are the original messages the checkpoint stands for "
      "(cumulative: a summary of a summary is measured against all of them), T_k the messages kept verbatim, F_k the "
      "messages the recorded conversation went on with."),
     ("anchor", "An exact item a later step may need verbatim, extracted from message text: file paths, URLs, identifiers, "
      "commit SHAs, numbers with units, error strings, shell commands of tool calls, user constraints (always / never / "
      "must / don't sentences) and decisions."),
-    ("compression ratio", "CR_k = 1 − tok(Σ_k) / tok(S_k): how much smaller the checkpoint is than the raw span it "
-     "replaced (higher is smaller). Averaged over applied compactions."),
-    ("context reduction", "1 − (tok(Σ_k) + tok(T_k)) / tok(before): how much smaller the whole dialogue became at the "
-     "compaction."),
-    ("anchor retention", "|A(S_k) ∩ A(Σ_k)| / |A(S_k)|: the share of the span's anchors still present in the summary. "
-     "Averaged over applied compactions."),
+    _metric("compression_ratio"),
+    _metric("context_reduction"),
+    _metric("anchor_retention"),
     ("needed anchors N_k", "Anchors of the span that the conversation used again later (they occur in F_k) and that are "
      "not in the kept tail T_k: once the span is replaced, only the summary can still show them."),
-    ("needed-anchor recall", "NAR_k = |N_k ∩ Σ_k| / |N_k|: the share of the needed anchors the summary kept. Pooled over "
-     "applied compactions of a replay (Σ kept / Σ needed). The headline loss metric: higher is better."),
-    ("lost but needed", "N_k \\ Σ_k: anchors needed later that the context no longer showed after the compaction. The "
-     "report lists the most harmful ones with the span they came from and the summary that dropped them."),
+    _metric("needed_anchor_recall"),
+    _metric("lost_but_needed"),
     ("re-fetched", "A later tool call's arguments mention a lost anchor: the agent had to fetch again what the summary "
      "dropped (refetch_calls counts such calls)."),
-    ("instruction survival", "The share of the span's user constraints still visible in the summary or the kept tail."),
-    ("probe presence", "Gold probes (planted facts with known answers) covered by an applied compaction whose answer is "
-     "present, as text, in the context the next step sees. Offline check; no model is asked."),
-    ("decay survival", "Of the anchors a summary kept, the share still present in the next applied summary "
-     "(decay_survival_1), and in the last one (final_survival): loss compounds when summaries are summarized again."),
-    ("primary input tokens", "The context sent summed over all model steps of a replay: what the agent's model is billed "
-     "for as input."),
+    _metric("instruction_survival"),
+    _metric("probe_presence"),
+    _metric("decay_survival_1"),
+    _metric("final_survival"),
+    _metric("primary_input_tokens"),
     ("cache break / cached input share", "Prompt-cache model of the cost section: each step's context starts with the "
      "previous step's, so that prefix is read from the provider's cache, except at the first step and whenever a "
      "compaction changed the context (a cache break)."),

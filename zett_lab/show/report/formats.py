@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ...measure.catalogue import higher_is_better, label
 from ...records import is_missing
 from ...study.report_study import REPORT_METRICS
 
@@ -55,3 +56,14 @@ def metric_table(document: Mapping[str, Any], summarizers: list[str]) -> tuple[l
     """The metrics shown per summarizer (those measured for any) and each row by ``(summarizer, metric)``."""
     by = {(r["summarizer"], r["metric"]): r for r in document["metrics"]["rows"]}
     return [m for m in REPORT_METRICS if any((s, m) in by for s in summarizers)], by
+
+
+def direction_note(metrics: Sequence[str]) -> str:
+    """Which way is better for the metric columns shown, from the metric catalogue."""
+    higher = [label(m) for m in metrics if higher_is_better(m)]
+    lower = [label(m) for m in metrics if not higher_is_better(m)]
+    if not lower:
+        return "Higher is better for every column."
+    if not higher:
+        return "Lower is better for every column."
+    return f"Higher is better for {', '.join(higher)}; lower is better for {', '.join(lower)}."

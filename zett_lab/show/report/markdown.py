@@ -12,7 +12,7 @@ from typing import Any
 
 from ...measure.catalogue import label
 from ...study.report_study import ReportData
-from .formats import ci_text, confidence_text, metric_table, n_int, n_pct, n_ratio, n_usd, setting_text, settings_text
+from .formats import ci_text, confidence_text, direction_note, metric_table, n_int, n_pct, n_ratio, n_usd, setting_text, settings_text
 
 
 def md(value: Any) -> str:
@@ -73,7 +73,7 @@ def _metrics(document: Mapping[str, Any], summarizers: list[str]) -> list[str]:
         row = by.get((name, metric))
         return "n/a" if row is None else f"{ci_text(row['mean'], row['ci_low'], row['ci_high'])} (n={row['n']})"
 
-    out = ["## Loss by summarizer", "", f"Mean [{confidence_text(metrics)} paired bootstrap CI] (n units); higher is better.", ""]
+    out = ["## Loss by summarizer", "", f"Mean [{confidence_text(metrics)} paired bootstrap CI] (n units). {direction_note(shown)}", ""]
     out.append(md_table(["summarizer", *(label(m) for m in shown)], [[s, *(cell(s, m) for m in shown)] for s in summarizers]))
     out += ["", md_table(
         ["summarizer", "replays", "compactions applied", "rejected (not smaller)", "failed", "steps over budget", "lost but needed per replay"],

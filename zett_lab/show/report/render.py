@@ -27,6 +27,7 @@ from .explorer import explorer_view
 from .formats import (
     ci_text,
     confidence_text,
+    direction_note,
     metric_table,
     n_int,
     n_pct,
@@ -60,7 +61,7 @@ def _environment() -> jinja2.Environment:
         int_text=n_int, ratio=n_ratio, pct=n_pct, usd=n_usd, settings_text=settings_text, metric_label=label,
         script_json=lambda data: Markup(script_json(data)),
     )
-    env.globals.update(setting_text=setting_text, ci_text=ci_text)
+    env.globals.update(setting_text=setting_text, ci_text=ci_text, direction_note=direction_note)
     return env
 
 
