@@ -21,14 +21,13 @@ from zett_agent.messages import (
     UserMessage,
 )
 
+from tests.helpers import coding_conversation
 from zett_lab import Conversation, SettingError, replay
 from zett_lab.measure.catalogue import metric
 from zett_lab.show.report import REPORT_METRICS, Report, default_grid
 from zett_lab.show.report.content import GLOSSARY
 from zett_lab.show.report.render import script_json
 from zett_lab.study.report_study import recommend_report_setting
-
-from tests.helpers import coding_conversation
 
 DATE = "2025-02-03"
 GRID = {"max_tokens": [900, 1800], "keep_recent_tokens": [250, 500]}

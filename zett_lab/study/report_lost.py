@@ -6,6 +6,9 @@ Ranked: re-fetched by a later tool call first, then lost by more summarizers, th
 (constraints, errors, commands, paths, URLs, SHAs, decisions, identifiers, numbers), then by how
 soon the conversation needed it again; conversations take turns, so one long conversation
 cannot fill the list.
+
+It also holds the small facts of a report's replays that :mod:`.report_study` shares: how they
+are indexed (:func:`trace_index`, :func:`cell_entries`) and how documents round (:data:`DIGITS`).
 """
 
 from __future__ import annotations
@@ -16,8 +19,8 @@ from typing import Any
 import pandas as pd
 
 from ..load.conversation import Conversation
-from ..measure import Losses
 from ..load.text import message_text
+from ..measure import Losses
 from ..records import plain
 from ..replay.trace import Trace
 
@@ -45,6 +48,23 @@ def excerpt(text: str, needle: str | None = None, width: int = 90) -> str:
     return flat[: 2 * width] + ("…" if len(flat) > 2 * width else "")
 
 
+def trace_index(entries: Sequence[tuple[str, Trace]]) -> dict[tuple[str, str, int, int], Trace]:
+    """Each replay's trace by (conversation, summarizer label, max_tokens, keep_recent_tokens); the first given wins."""
+    index: dict[tuple[str, str, int, int], Trace] = {}
+    for label, trace in entries:
+        key = (trace.conversation.id, label, int(trace.settings["max_tokens"]), int(trace.settings["keep_recent_tokens"]))
+        index.setdefault(key, trace)
+    return index
+
+
+def cell_entries(entries: Sequence[tuple[str, Trace]], max_tokens: int, keep_recent_tokens: int) -> list[tuple[str, Trace]]:
+    """The ``(summarizer label, trace)`` entries replayed at one setting."""
+    return [
+        (label, trace) for label, trace in entries
+        if int(trace.settings["max_tokens"]) == int(max_tokens) and int(trace.settings["keep_recent_tokens"]) == int(keep_recent_tokens)
+    ]
+
+
 def lost_but_needed_items(
     entries: Sequence[tuple[str, Trace]],
     recommendation: Mapping[str, Any] | None,
@@ -60,12 +80,11 @@ def lost_but_needed_items(
     if limit <= 0:
         return []
     if recommendation is not None:
-        at = (int(recommendation["max_tokens"]), int(recommendation["keep_recent_tokens"]))
-        entries = [e for e in entries if (int(e[1].settings["max_tokens"]), int(e[1].settings["keep_recent_tokens"])) == at] or list(entries)
+        entries = cell_entries(entries, recommendation["max_tokens"], recommendation["keep_recent_tokens"]) or list(entries)
     lost = _lost_rows(entries, measured)
     if lost is None:
         return []
-    traces = {(t.conversation.id, label, int(t.settings["max_tokens"]), int(t.settings["keep_recent_tokens"])): t for label, t in reversed(entries)}
+    traces = trace_index(entries)
     return [_item(part, traces) for part in _ranked(lost, summarizers, limit)]
 
 
@@ -101,7 +120,7 @@ def _ranked(lost: pd.DataFrame, summarizers: Sequence[str], limit: int) -> list[
         rank = (
             not bool(part["refetched"].fillna(False).astype(bool).any()),
             -len(part),
-            priority.get(type_, len(priority)),
+            priority.get(str(type_), len(priority)),
             float(distance.min()) if distance.notna().any() else 1e12,
             str(conversation_id),
             str(normalized),

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ from ..measure.cost import add_costs, cost_summary, load_prices
 from ..records import plain, records
 from ..replay.trace import Trace
 from ..tokens import count_tokens
-from .report_lost import DIGITS, lost_but_needed_items
+from .report_lost import DIGITS, cell_entries, lost_but_needed_items, trace_index
 from .sweep import NoFeasibleSetting, Sweep, recommend, sweep
 
 #: Summarizers a report over recorded conversations runs: the built-in offline ones, the
@@ -185,11 +186,15 @@ class ReportData:
 
     def trace_for(self, conversation_id: str, summarizer: str, max_tokens: int, keep_recent_tokens: int) -> Trace | None:
         """The trace of one replay, or None."""
-        return _trace_index(self.entries).get((conversation_id, summarizer, int(max_tokens), int(keep_recent_tokens)))
+        return self._trace_index.get((conversation_id, summarizer, int(max_tokens), int(keep_recent_tokens)))
+
+    @cached_property
+    def _trace_index(self) -> dict[tuple[str, str, int, int], Trace]:
+        return trace_index(self.entries)
 
     def cell_traces(self, max_tokens: int, keep_recent_tokens: int) -> list[tuple[str, Trace]]:
         """``(summarizer, trace)`` of every replay at one setting."""
-        return _cell_traces(self.entries, max_tokens, keep_recent_tokens)
+        return cell_entries(self.entries, max_tokens, keep_recent_tokens)
 
     def losses_for(self, trace: Trace) -> Losses:
         """The losses of a replay the report shows in detail."""
@@ -314,21 +319,6 @@ def _conversations(entries: list[tuple[str, Trace]]) -> list[Conversation]:
     return list(seen.values())
 
 
-def _trace_index(entries: list[tuple[str, Trace]]) -> dict[tuple[str, str, int, int], Trace]:
-    index: dict[tuple[str, str, int, int], Trace] = {}
-    for label, trace in entries:
-        key = (trace.conversation.id, label, int(trace.settings["max_tokens"]), int(trace.settings["keep_recent_tokens"]))
-        index.setdefault(key, trace)
-    return index
-
-
-def _cell_traces(entries: list[tuple[str, Trace]], max_tokens: int, keep_recent_tokens: int) -> list[tuple[str, Trace]]:
-    return [
-        (label, trace) for label, trace in entries
-        if int(trace.settings["max_tokens"]) == int(max_tokens) and int(trace.settings["keep_recent_tokens"]) == int(keep_recent_tokens)
-    ]
-
-
 def _direct_row(label: str, trace: Trace, losses: Losses | None, measured: _Measured) -> dict[str, Any]:
     """The results row of a trace given directly: budget figures and loss metrics."""
     row = trace.summary()
@@ -345,7 +335,7 @@ def _direct_row(label: str, trace: Trace, losses: Losses | None, measured: _Meas
     if found is None:
         found = measured(trace).conversation.iloc[0].to_dict()
     for key, value in found.items():
-        row.setdefault(key, value)
+        row.setdefault(str(key), value)
     row["summarizer"] = label
     return row
 
@@ -458,7 +448,8 @@ def recommend_report_setting(results: pd.DataFrame, constraints: str | Mapping[s
         "total_input_tokens": plain(chosen.cost, DIGITS),
         "primary_input_tokens": plain(chosen.cost / max(part["conversation_id"].nunique(), 1), DIGITS),
         "lost_but_needed": plain(chosen.values[RECOMMEND_LOSS], DIGITS),
-        "needed_anchor_recall": plain(pd.to_numeric(part.get("needed_anchor_recall"), errors="coerce").mean(), DIGITS) if len(part) else None,
+        "needed_anchor_recall": plain(pd.to_numeric(part["needed_anchor_recall"], errors="coerce").mean(), DIGITS)
+        if len(part) and "needed_anchor_recall" in part else None,
         "front_size": len(chosen.candidates),
         "rule": chosen.rule,
     }
@@ -491,7 +482,7 @@ def _measure_shown(entries: list[tuple[str, Trace]], explore_id: str, recommenda
         if trace.conversation.id == explore_id:
             measured(trace)
     if recommendation is not None:
-        for _, trace in _cell_traces(entries, recommendation["max_tokens"], recommendation["keep_recent_tokens"]):
+        for _, trace in cell_entries(entries, recommendation["max_tokens"], recommendation["keep_recent_tokens"]):
             measured(trace)
 
 

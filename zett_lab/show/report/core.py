@@ -89,7 +89,7 @@ class Report:
     constraints: str | Mapping[str, Any] | None = None
     notes: Sequence[str] = ()
     data: ReportData = field(init=False, repr=False)
-    _cache: dict[str, Any] = field(default_factory=dict, repr=False)
+    _cache: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.date = report_date(self.date)

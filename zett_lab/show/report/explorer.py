@@ -7,6 +7,7 @@ the step and compaction tables, as plain values the script writes with ``textCon
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ...records import is_missing, plain
@@ -43,7 +44,7 @@ def _step_rows(trace: Trace) -> list[list[Any]]:
     return rows
 
 
-def _compaction_rows(trace: Trace, measured: dict[int, dict[str, Any]]) -> list[list[Any]]:
+def _compaction_rows(trace: Trace, measured: Mapping[int, Mapping[Any, Any]]) -> list[list[Any]]:
     rows = []
     for row in trace.compactions.to_dict("records"):
         m = measured.get(int(row["compaction_id"]), {})
@@ -69,7 +70,7 @@ def cell_data(data: ReportData, trace: Trace) -> dict[str, Any]:
     )
     nar = losses.conversation.iloc[0].get("needed_anchor_recall") if len(losses.conversation) else None
     if not is_missing(nar):
-        status += f" · needed-anchor recall {float(nar):.3f}"
+        status += f" · needed-anchor recall {n_ratio(nar)}"
     svg = mini_timeline(trace.steps, int(trace.settings["max_tokens"]), int(trace.settings["keep_recent_tokens"]))
     return {"svg": svg, "status": status, "steps": _step_rows(trace), "compactions": _compaction_rows(trace, measured)}
 

@@ -9,6 +9,7 @@ from ...measure.catalogue import higher_is_better, label
 from ...records import is_missing
 from ...study.report_study import REPORT_METRICS
 
+
 def n_int(value: Any) -> str:
     """``12345.6`` -> ``12,346``; missing -> empty."""
     return "" if is_missing(value) else f"{int(round(float(value))):,}"
