@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import html
 import json
 import re
 from pathlib import Path
 
+import markupsafe
+import pandas as pd
 import pytest
 import zett_agent
 from zett_agent.messages import (
@@ -19,9 +23,11 @@ from zett_agent.messages import (
 
 from tests.helpers import coding_conversation
 from zett_lab import Conversation, SettingError, replay
+from zett_lab.measure.catalogue import metric
 from zett_lab.show.report import REPORT_METRICS, Report, default_grid
 from zett_lab.show.report.content import GLOSSARY
 from zett_lab.show.report.render import script_json
+from zett_lab.study.report_study import recommend_report_setting
 
 DATE = "2025-02-03"
 GRID = {"max_tokens": [900, 1800], "keep_recent_tokens": [250, 500]}
@@ -31,7 +37,7 @@ SUMMARIZERS = ["truncate", "mask"]
 PAYLOADS = (
     "<script>window.__zl_pwned = 'script'</script>",
     "</textarea><img src=x onerror=\"window.__zl_pwned='img'\">",
-    "\" onload=\"window.__zl_pwned='attr'\" data-x=\"",
+    '" onload="window.__zl_pwned=\'attr\'" data-x="',
     "javascript:window.__zl_pwned='href'",
     "</script><script>window.__zl_pwned='close'</script>",
     "<svg onload=\"window.__zl_pwned='svg'\"></svg> \u2028 \u2029 <!-- --> ]]> <style>body{display:none}</style>",
@@ -125,22 +131,19 @@ def test_metrics_have_confidence_intervals(report: Report) -> None:
 
 
 def test_glossary_defines_every_metric_shown(page: str) -> None:
-    terms = {term for term, _ in GLOSSARY}
-    for needed in (
-        "needed-anchor recall",
-        "anchor retention",
-        "instruction survival",
-        "probe presence",
-        "compression ratio",
-        "context reduction",
-        "lost but needed",
+    terms = dict(GLOSSARY)
+    metrics = [metric(name) for name in (*REPORT_METRICS, "lost_but_needed")]
+    for needed in [m.label for m in metrics] + [
         "confidence interval",
         "Pareto front",
         "max_tokens",
         "keep_recent_tokens",
-    ):
+    ]:
         assert needed in terms
         assert f"<dt>{html.escape(needed)}</dt>" in page
+    for entry in metrics:  # one home for a metric's definition and direction: the catalogue
+        assert terms[entry.label].startswith(entry.definition)
+        assert terms[entry.label].endswith("Higher is better." if entry.higher_is_better else "Lower is better.")
 
 
 def test_lost_items_carry_span_and_summary(report: Report) -> None:
@@ -166,7 +169,7 @@ def test_explorer_has_one_cell_per_setting_and_summarizer(report: Report, page: 
     for cell in data["cells"].values():
         assert cell["svg"].startswith("<svg") and cell["steps"]
     rec = report.recommendation
-    chosen = f'{SUMMARIZERS.index(rec["summarizer"])}|{rec["max_tokens"]}|{rec["keep_recent_tokens"]}'
+    chosen = f"{SUMMARIZERS.index(rec['summarizer'])}|{rec['max_tokens']}|{rec['keep_recent_tokens']}"
     assert chosen in data["cells"]
 
 
@@ -184,6 +187,34 @@ def test_recommendation_from_constraints() -> None:
     assert "No setting met" in impossible.recommendation["note"]
 
 
+def test_a_setting_with_a_failed_replay_is_never_recommended() -> None:
+    def row(summarizer, max_tokens, conversation, cost, error=None):
+        return {
+            "conversation_id": conversation,
+            "summarizer": summarizer,
+            "max_tokens": max_tokens,
+            "keep_recent_tokens": 100,
+            "total_input_tokens": cost,
+            "lost_but_needed": 0.0,
+            "needed_anchor_recall": 1.0,
+            "error": error,
+        }
+
+    # Setting "cheap" ran in one conversation only: summed over what ran, it would look cheapest.
+    results = pd.DataFrame(
+        [
+            row("steady", 1000, "x", 100),
+            row("steady", 1000, "y", 100),
+            row("cheap", 1000, "x", 60),
+            row("cheap", 1000, "y", float("nan"), error="summary failed: provider exploded"),
+        ]
+    )
+    for constraints in (None, "needed_anchor_recall >= 0.5"):
+        chosen = recommend_report_setting(results, constraints)
+        assert chosen["summarizer"] == "steady", constraints
+    assert recommend_report_setting(results[results["summarizer"] == "cheap"]) is None
+
+
 # --- self-contained, escaped, secret-free ---------------------------------------------------------------
 
 
@@ -191,20 +222,32 @@ def test_page_loads_nothing(page: str) -> None:
     assert not re.search(r"""(?:src|href|action|poster|data)\s*=\s*["']?\s*(?:https?:)?//""", page, re.I)
     assert not re.search(r"<(?:link|img|iframe|object|embed|audio|video|source)\b", page, re.I)
     assert "@import" not in page and not re.search(r"url\(\s*['\"]?(?:https?:)?//", page)
-    csp = re.search(r'<meta http-equiv="Content-Security-Policy" content="([^"]+)">', page).group(1)
-    assert "default-src &#x27;none&#x27;" in csp
+    csp = html.unescape(re.search(r'<meta http-equiv="Content-Security-Policy" content="([^"]+)">', page).group(1))
+    assert csp.startswith("default-src 'none';")
+    script = re.search(r"<script>(.*?)</script>", page, re.S).group(1)
+    digest = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
+    assert f"script-src 'sha256-{digest}';" in csp, "the policy allows exactly the page's own script"
     assert page.count("<script") == 2  # the data block and the page's own script
 
 
 def test_conversation_content_is_escaped(page: str, report: Report) -> None:
-    for raw in ("<script>window.__zl_pwned", "<img src=x", "</textarea>", "<svg onload", "<style>body{display:none}",
-                '" onload="window', "<b>id</b>", "</script><script>window", "<!-- -->"):
+    for raw in (
+        "<script>window.__zl_pwned",
+        "<img src=x",
+        "</textarea>",
+        "<svg onload",
+        "<style>body{display:none}",
+        '" onload="window',
+        "<b>id</b>",
+        "</script><script>window",
+        "<!-- -->",
+    ):
         assert raw not in page, raw
     assert page.count("</script>") == 2 and page.count("<style>") == 1
     assert "window.__zl_pwned" in page  # it is there, as text
     assert not re.search(r"""<[^>]+\s(?:on\w+)\s*=""", page.replace("<script>", ""), re.I), "no event handler attribute"
     assert not re.search(r"""(?:href|src)\s*=\s*["']?\s*javascript:""", page, re.I)
-    assert html.escape(EVIL_ID) in page and EVIL_ID not in page
+    assert markupsafe.escape(EVIL_ID) in page and EVIL_ID not in page
     assert "\u2028" not in re.search(r'id="zl-explore-data">(.*?)</script>', page, re.S).group(1)
     for other in (report.to_markdown(), report.to_json()):
         assert "<script>" not in other and "<img" not in other
@@ -229,8 +272,11 @@ def test_no_api_key_or_environment_value_in_any_output(monkeypatch: pytest.Monke
     conversation = coding_conversation(turns=4, cid="secret-check")
     with LoopbackServer() as server:
         report = Report.build(
-            [conversation], ["mask", f"openai-compatible:fake-model@{server.openai_url}"], GRID,
-            executor="serial", date=DATE,
+            [conversation],
+            ["mask", f"openai-compatible:fake-model@{server.openai_url}"],
+            GRID,
+            executor="serial",
+            date=DATE,
         )
         outputs = [report.to_html(), report.to_markdown(), report.to_json(), report._repr_html_()]
         assert any(

@@ -430,6 +430,23 @@ def test_recommend_dict_and_string_forms():
     assert parse_constraints({"a": (">", 1)}) == [("a", ">", 1.0)]
 
 
+def test_recommend_without_constraints_takes_the_knee_of_the_pareto_front():
+    table = _table()
+    knee = recommend(table, cost="total_input_tokens", loss="needed_anchor_recall")
+    # Front (cost summed, recall averaged): a/1000 (200, .5), b/1000 (300, .9), a/3000, a/4000, b/5000 (1000, NaN = best).
+    # Scaled over all complete settings, b/1000 is nearest the corner (cheapest, full recall); the failed
+    # setting c/1 (cost 1, recall 1) would dominate everything and is never chosen.
+    assert (knee.summarizer, knee.max_tokens, knee.cost) == ("b", 1000, 300)
+    assert knee.values == {"needed_anchor_recall": 0.9}
+    pd.testing.assert_frame_equal(knee.candidates, pareto_front(table, loss="needed_anchor_recall"))
+    assert "Pareto front" in knee.rule and "highest needed_anchor_recall" in knee.rule
+    lower = recommend(table.assign(lost_but_needed=10 * (1 - table["needed_anchor_recall"])), loss="lost_but_needed")
+    assert (lower.summarizer, lower.max_tokens) == ("b", 1000) and "lowest lost_but_needed" in lower.rule
+    assert "cheapest" in recommend(table, "needed_anchor_recall >= 0.9").rule
+    with pytest.raises(NoFeasibleSetting):
+        recommend(table[table["summarizer"] == "c"], loss="needed_anchor_recall")
+
+
 def test_recommend_on_a_real_sweep(small, tmp_path):
     s = sweep(
         small[2:4],

@@ -119,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
               zett-lab sweep fixtures/ --max-tokens 8k:32k:8k --keep-recent-tokens 2k,6k --summarizer anchors mask -o sweep.parquet
               zett-lab import ~/.zettcode/sessions/myproject -o sessions.sqlite
 
-            Run 'zett-lab COMMAND --help' for each command's options."""  # noqa: E501 - example commands stay whole so they can be copied
+            Run 'zett-lab COMMAND --help' for each command's options."""
         ),
     )
     parser.add_argument("--version", action="version", version=_version())
@@ -167,7 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
             examples:
               zett-lab replay fixtures/sessions.sqlite --session ci-flaky-kafka --max-tokens 20k --keep-recent-tokens 4k
               zett-lab replay run.jsonl --max-tokens 30000 --keep-recent-tokens 8000 --summarizer truncate:0.1 -o trace.parquet
-              zett-lab replay run.jsonl --max-tokens 30k --keep-recent-tokens 8k --summarizer openai:gpt-5-mini"""  # noqa: E501 - example commands stay whole so they can be copied
+              zett-lab replay run.jsonl --max-tokens 30k --keep-recent-tokens 8k --summarizer openai:gpt-5-mini"""
         ),
     )
     p.add_argument("path", metavar="PATH", help="recorded session file or directory")
@@ -201,7 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
             examples:
               zett-lab sweep fixtures/ --max-tokens 8k:32k:8k --keep-recent-tokens 2k,6k --summarizer anchors mask -o sweep.parquet
               zett-lab sweep run.jsonl --max-tokens 20000,40000 --keep-recent-tokens 5000 --summarizer extractive:0.1 -o s.parquet
-              zett-lab report sweep.parquet -o report.html"""  # noqa: E501 - example commands stay whole so they can be copied
+              zett-lab report sweep.parquet -o report.html"""
         ),
     )
     p.add_argument("paths", nargs="+", metavar="PATH", help="recorded session files or directories")
@@ -240,7 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
               zett-lab report fixtures/ -o report.html
               zett-lab report sweep.parquet -o report.html
               zett-lab report fixtures/ -o report.md --format md
-              zett-lab report runs/ -o report.html --max-tokens 40k,80k --keep-recent-tokens 10k --summarizer anchors mask"""  # noqa: E501 - example commands stay whole so they can be copied
+              zett-lab report runs/ -o report.html --max-tokens 40k,80k --keep-recent-tokens 10k --summarizer anchors mask"""
         ),
     )
     p.add_argument(
@@ -504,7 +504,8 @@ def _is_sweep(path: Path) -> bool:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .report import DEFAULT_REPORT_SUMMARIZERS, Report, default_grid
+    from ..study.report_study import DEFAULT_PRIMARY_MODEL, DEFAULT_REPORT_SUMMARIZERS, default_grid, report_sweep
+    from .report import Report
 
     out = Path(args.output)
     fmt = args.format or {".md": "md", ".markdown": "md", ".json": "json"}.get(out.suffix.lower(), "html")
@@ -546,7 +547,11 @@ def cmd_report(args: argparse.Namespace) -> int:
             grid["max_tokens"] = args.max_tokens
         if args.keep_recent_tokens:
             grid["keep_recent_tokens"] = args.keep_recent_tokens
-        report = Report.build(conversations, summarizers, grid, progress=not args.no_progress, **options)
+        result = report_sweep(
+            conversations, summarizers, grid, progress=not args.no_progress,
+            primary_model=options.get("primary_model", DEFAULT_PRIMARY_MODEL),
+        )
+        report = Report(sweep=result, **options)
     if fmt == "html":
         report.save_html(out)
     else:
@@ -558,14 +563,15 @@ def cmd_report(args: argparse.Namespace) -> int:
 def _check_report_options(out: Path, options: dict[str, Any]) -> None:
     """Fail before any replay on a setting the report would only reject at the end."""
     from ..measure.cost import price_for
-    from .report.core import _date_text
+    from ..study.report_study import DEFAULT_PRIMARY_MODEL
+    from .report import report_date
 
     if out.is_dir():
         raise SettingError(f"{out}: is a folder; give a file name for the report")
     if not out.parent.is_dir():
         raise InputError(out, None, f"folder {out.parent} does not exist")
-    _date_text(options.get("date"))
-    price_for(options.get("primary_model") or "gpt-5-mini")
+    report_date(options.get("date"))
+    price_for(options.get("primary_model") or DEFAULT_PRIMARY_MODEL)
     if options.get("constraints"):
         from ..study.sweep import parse_constraints
 

@@ -36,7 +36,7 @@ import pandas as pd
 from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.collections import PolyCollection
-from matplotlib.figure import Figure, SubFigure
+from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import MaxNLocator
@@ -131,12 +131,14 @@ def figure(nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float] | Non
     return fig, axes
 
 
-def _axes(ax: Axes | None, figsize: tuple[float, float]) -> tuple[Figure | SubFigure, Axes]:
-    """The figure ``ax`` is drawn on (a sub-figure when the caller's axes sit in one), or a new one."""
+def _axes(ax: Axes | None, figsize: tuple[float, float]) -> tuple[Figure, Axes]:
+    """The figure ``ax`` is drawn on (the whole figure, also when the caller's axes sit in a sub-figure), or a new one."""
     if ax is not None:
         if not isinstance(ax, Axes):
             raise SettingError(f"ax must be a matplotlib Axes, got {type(ax).__name__}")
-        return ax.figure, ax
+        root = ax.get_figure(root=True)
+        assert isinstance(root, Figure)  # an Axes always belongs to a figure
+        return root, ax
     fig = Figure(figsize=figsize, layout="constrained")
     return fig, fig.add_subplot()
 
@@ -208,7 +210,7 @@ def _shade(color: str, amount: float) -> tuple[float, float, float]:
 
 def timeline(
     trace: Trace, ax: Axes | None = None, *, title: str | None = None, legend: bool = True
-) -> Figure | SubFigure:
+) -> Figure:
     """The engine's estimate at every model step, against the limits, with every compaction decision.
 
     Drawn: the context sawtooth (solid line through each step's estimate before the check
@@ -364,7 +366,7 @@ def timeline(
 
 def message_strip(
     trace: Trace, ax: Axes | None = None, *, title: str | None = None, legend: bool = True
-) -> Figure | SubFigure:
+) -> Figure:
     """For each compaction, the original messages it summarized and the ones it kept verbatim.
 
     One row per summary attempt with a window. Messages ``span_start:span_end`` (what the
@@ -582,7 +584,7 @@ def heatmap(
     cmap: str = "viridis",
     highlight: tuple[int, int] | None = None,
     title: str | None = None,
-) -> Figure | SubFigure:
+) -> Figure:
     """One sweep column over ``max_tokens`` (x) × ``keep_recent_tokens`` (y).
 
     Cells sit on the real token scale (log when the grid spans 8× or more), so exact
@@ -825,7 +827,7 @@ def pareto(
     front: pd.DataFrame | None = None,
     label_front: bool = True,
     title: str | None = None,
-) -> Figure | SubFigure:
+) -> Figure:
     """Cost against loss for every setting, with the Pareto front.
 
     Aggregation matches :func:`zett_lab.study.sweep.pareto_front`: per setting (``by``), cost is
@@ -987,7 +989,7 @@ def summarizer_comparison(
     *,
     metrics: Sequence[str] | None = None,
     title: str | None = None,
-) -> Figure | SubFigure:
+) -> Figure:
     """Summarizers side by side: point estimates with confidence intervals, per metric.
 
     Accepts a DataFrame (or an object with one, e.g. the result of
@@ -1054,7 +1056,7 @@ def _anchor_table(losses: Any) -> pd.DataFrame:
 
 def anchor_retention(
     losses: Losses | Sequence[Losses] | pd.DataFrame, ax: Axes | None = None, *, title: str | None = None
-) -> Figure | SubFigure:
+) -> Figure:
     """Per anchor type: share of a span's anchors found in its summary, and recall of the ones needed later.
 
     Only applied compactions count (when the table has an ``applied`` column).

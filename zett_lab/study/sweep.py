@@ -68,6 +68,7 @@ import pandas as pd
 from ..errors import InputError, SettingError, ZettLabError
 from ..load.conversation import Conversation
 from ..measure.catalogue import CATALOGUE, higher_is_better
+from ..measure.catalogue import label as metric_label
 from ..records import is_missing
 from ..replay.trace import COMPACTION_COLUMNS, STEP_COLUMNS, Trace, frame
 from .boundaries import (
@@ -1394,13 +1395,15 @@ class NoFeasibleSetting(SettingError):
 
 @dataclass
 class Recommendation:
-    """The cheapest setting meeting the constraints.
+    """The recommended setting and the rule that chose it.
 
     Attributes:
         summarizer, max_tokens, keep_recent_tokens: the setting.
         cost: its cost (summed over conversations), in the ``cost_column``.
-        values: the constrained metrics for it (worst conversation, or mean with ``over="mean"``).
-        candidates: every feasible setting, cheapest first.
+        values: the constrained metrics for it (worst conversation, or mean with ``over="mean"``);
+            with no constraints, its mean loss.
+        candidates: every feasible setting, cheapest first (with no constraints: the Pareto front).
+        rule: how the setting was chosen, in one sentence.
     """
 
     summarizer: str | None
@@ -1411,6 +1414,7 @@ class Recommendation:
     values: dict[str, float]
     candidates: pd.DataFrame
     constraints: list[tuple[str, str, float]]
+    rule: str = ""
 
     def __repr__(self) -> str:
         values = ", ".join(f"{k}={v:.3g}" for k, v in self.values.items())
@@ -1427,19 +1431,23 @@ class Recommendation:
 
 def recommend(
     results: Sweep | pd.DataFrame,
-    constraints: str | Mapping[str, Any],
+    constraints: str | Mapping[str, Any] | None = None,
     *,
     cost: str = "total_input_tokens",
+    loss: str = "lost_but_needed",
     over: str = "all",
     nan: str = "best",
 ) -> Recommendation:
-    """The cheapest setting whose metrics meet ``constraints``.
+    """The cheapest setting whose metrics meet ``constraints``; with none, the knee of the Pareto front.
 
     Args:
         results: a :class:`Sweep` or its results table.
         constraints: ``{"needed_anchor_recall": (">=", 0.9), "instruction_survival": ("==", 1)}``
-            or ``"needed_anchor_recall >= 0.9 and instruction_survival == 1"``.
+            or ``"needed_anchor_recall >= 0.9 and instruction_survival == 1"``. None: the
+            setting on the Pareto front of (``cost``, ``loss``) closest to the ideal corner.
         cost: the column to minimize, summed over conversations.
+        loss: the quality metric of the Pareto front (used only without constraints), averaged
+            over conversations.
         over: ``"all"``: every conversation must meet each constraint (its worst value
             counts); ``"mean"``: the mean over conversations must.
         nan: a missing metric (nothing compacted, nothing to keep) counts as the best value
@@ -1450,6 +1458,8 @@ def recommend(
             the best value any setting reached).
     """
     table = _table(results)
+    if constraints is None:
+        return _knee(table, cost, loss, nan)
     parsed = parse_constraints(constraints)
     columns = sorted({c for c, _, _ in parsed})
     _need(table, cost, *columns)
@@ -1498,4 +1508,44 @@ def recommend(
         keep_recent_tokens=int(setting["keep_recent_tokens"]), cost=float(best[cost]), cost_column=cost,
         values={c: float(shown[c].loc[feasible.index[0]]) for c in columns},
         candidates=feasible.reset_index(), constraints=parsed,
+        rule=_constrained_rule(cost, constraints, over, len(feasible)),
+    )
+
+
+def _constrained_rule(cost: str, constraints: str | Mapping[str, Any], over: str, feasible: int) -> str:
+    where = "in every conversation" if over == "all" else "on the mean over conversations"
+    return f"The cheapest setting ({_named(cost)} summed over conversations) meeting {constraints!r} {where}; {feasible} setting(s) qualified."
+
+
+def _named(column: str) -> str:
+    """A metric column as a person reads it in a sentence: its catalogue label, then the column."""
+    name = metric_label(column)
+    return f"{name.lower()} ({column})" if name != column else column
+
+
+def _knee(table: pd.DataFrame, cost: str, loss: str, nan: str) -> Recommendation:
+    """The Pareto-front setting closest to the ideal corner, both axes scaled to [0, 1] over all settings."""
+    front = pareto_front(table, cost=cost, loss=loss, nan=nan)
+    if not len(front):
+        raise NoFeasibleSetting(f"no complete setting in the results has both {cost} and {loss}")
+    higher = _maximize(loss, None)
+    keys = [c for c in SETTING_COLUMNS if c in front.columns]
+    settings = _per_setting(_fill_nan(table, [loss], nan, {loss: higher}), keys)
+    points = settings.groupby(keys, dropna=False, sort=False).agg(**{cost: (cost, "sum"), loss: (loss, "mean")})
+
+    def scaled(column: str, best_is_high: bool) -> pd.Series:
+        low, high = float(points[column].min()), float(points[column].max())
+        share = (front[column].astype(float) - low) / (high - low) if high > low else front[column].astype(float) * 0.0
+        return 1 - share if best_is_high else share
+
+    distance = (scaled(cost, False) ** 2 + scaled(loss, higher) ** 2) ** 0.5
+    chosen = front.assign(_distance=distance).sort_values(["_distance", cost, *keys], kind="mergesort").iloc[0]
+    return Recommendation(
+        summarizer=chosen.get("summarizer"), max_tokens=int(chosen["max_tokens"]),
+        keep_recent_tokens=int(chosen["keep_recent_tokens"]), cost=float(chosen[cost]), cost_column=cost,
+        values={loss: float(chosen[loss])}, candidates=front, constraints=[],
+        rule=f"Per setting ({', '.join(keys)}), {_named(cost)} is summed and {_named(loss)} averaged over conversations; "
+        f"the Pareto front holds the settings no other setting beats on both; the recommended one is the front point "
+        f"closest to the ideal corner (lowest {cost}, {'highest' if higher else 'lowest'} {loss}) once both axes are "
+        f"scaled to [0, 1] over all settings.",
     )

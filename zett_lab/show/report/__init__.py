@@ -8,19 +8,20 @@ Example::
     >>> report.save_html("report.html")                          # doctest: +SKIP
     >>> Report(traces=[trace1, trace2], title="Thresholds").to_markdown()  # doctest: +SKIP
 
-The HTML page makes no network request (a Content-Security-Policy forbids every fetch), escapes
-every piece of conversation text, and gives the same bytes for the same inputs and ``date``.
+The report only displays results: :mod:`zett_lab.study.report_study` computes what it states.
+The HTML page is rendered from Jinja2 templates with autoescaping, makes no network request
+(a Content-Security-Policy forbids every fetch), and gives the same bytes for the same inputs
+and ``date``.
 """
 
-from .core import (
+from ...study.report_study import (
     DEFAULT_PRIMARY_MODEL,
     DEFAULT_REPORT_SUMMARIZERS,
     REPORT_METRICS,
     Failure,
-    Report,
     default_grid,
-    recommend_setting,
 )
+from .core import Report, report_date
 
 __all__ = [
     "DEFAULT_PRIMARY_MODEL",
@@ -29,5 +30,5 @@ __all__ = [
     "Failure",
     "Report",
     "default_grid",
-    "recommend_setting",
+    "report_date",
 ]

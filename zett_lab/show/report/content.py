@@ -1,5 +1,6 @@
-"""What the report states, as plain data (the JSON output, and the tables of the HTML/Markdown).
+"""What the report states, as plain data: the JSON output, and what the HTML and Markdown show.
 
+Built from a :class:`~zett_lab.study.report_study.ReportData`; nothing is computed here.
 Nothing here reads the environment: settings shown are an explicit allow-list of a trace's
 settings, source files are shown by name only (never a full path), and no value is taken
 from ``os.environ``.
@@ -7,33 +8,58 @@ from ``os.environ``.
 
 from __future__ import annotations
 
-import math
+from collections.abc import Sequence
 from pathlib import PurePath
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import pandas as pd
-
+from ...measure.catalogue import metric
 from ...records import plain, records
-from .values import DIGITS, REPORT_METRICS
-
-if TYPE_CHECKING:
-    from .core import Report
+from ...study.report_study import DIGITS, REPORT_METRICS, ReportData
 
 FORMAT = "zett-lab-report"
 VERSION = 1
 
 #: Per-replay columns kept in the JSON document's ``results`` (the rest is in the traces).
 RESULT_COLUMNS = (
-    "conversation_id", "summarizer", "max_tokens", "keep_recent_tokens", "steps", "compactions", "attempts",
-    "rejected_not_smaller", "failed", "steps_over_budget", "steps_no_boundary", "steps_only_checkpoints",
-    "peak_context_tokens", "primary_input_tokens", *REPORT_METRICS, "lost_but_needed", "refetch_calls",
-    "decay_survival_1", "final_survival", "primary_cached_input_tokens", "cached_input_share", "cache_breaks",
-    "summary_calls", "summary_input_tokens", "summary_output_tokens", "primary_cost_usd", "summary_cost_usd",
+    "conversation_id",
+    "summarizer",
+    "max_tokens",
+    "keep_recent_tokens",
+    "steps",
+    "compactions",
+    "attempts",
+    "rejected_not_smaller",
+    "failed",
+    "steps_over_budget",
+    "steps_no_boundary",
+    "steps_only_checkpoints",
+    "peak_context_tokens",
+    "primary_input_tokens",
+    *REPORT_METRICS,
+    "lost_but_needed",
+    "refetch_calls",
+    "decay_survival_1",
+    "final_survival",
+    "primary_cached_input_tokens",
+    "cached_input_share",
+    "cache_breaks",
+    "summary_calls",
+    "summary_input_tokens",
+    "summary_output_tokens",
+    "primary_cost_usd",
+    "summary_cost_usd",
     "total_cost_usd",
 )
 
 
-#: Definitions of every term and metric the report uses (the glossary section).
+def _metric(name: str) -> tuple[str, str]:
+    """A metric's glossary entry, read from the metric catalogue: its label, definition and direction."""
+    entry = metric(name)
+    return entry.label, f"{entry.definition} {'Higher' if entry.higher_is_better else 'Lower'} is better."
+
+
+#: Definitions of every term and metric the report uses (the glossary section); metrics come
+#: from the metric catalogue.
 GLOSSARY: tuple[tuple[str, str], ...] = (
     (
         "max_tokens",
@@ -67,11 +93,10 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     (
         "no whole-turn boundary / only earlier checkpoints",
         "The estimate was over max_tokens but the engine found nothing "
-        "to summarize: the cut point snapped back to the start of the conversation (one oversized turn), or only "
-        "earlier "
+        "to summarize: the cut point snapped back to the start of the conversation (one oversized turn), or only earlier "
         "checkpoints were older than it. The step is sent over budget and no event is published.",
     ),
-    ("steps over budget", "Model steps whose context sent was still above max_tokens (steps_over_budget)."),
+    _metric("steps_over_budget"),
     (
         "span S_k, tail T_k, future F_k",
         "For compaction k: S_k are the original messages the checkpoint stands for "
@@ -81,59 +106,29 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     (
         "anchor",
         "An exact item a later step may need verbatim, extracted from message text: file paths, URLs, identifiers, "
-        "commit SHAs, numbers with units, error strings, shell commands of tool calls, user constraints (always / "
-        "never / "
+        "commit SHAs, numbers with units, error strings, shell commands of tool calls, user constraints (always / never / "
         "must / don't sentences) and decisions.",
     ),
-    (
-        "compression ratio",
-        "CR_k = 1 − tok(Σ_k) / tok(S_k): how much smaller the checkpoint is than the raw span it "
-        "replaced (higher is smaller). Averaged over applied compactions.",
-    ),
-    (
-        "context reduction",
-        "1 − (tok(Σ_k) + tok(T_k)) / tok(before): how much smaller the whole dialogue became at the compaction.",
-    ),
-    (
-        "anchor retention",
-        "|A(S_k) ∩ A(Σ_k)| / |A(S_k)|: the share of the span's anchors still present in the summary. "
-        "Averaged over applied compactions.",
-    ),
+    _metric("compression_ratio"),
+    _metric("context_reduction"),
+    _metric("anchor_retention"),
     (
         "needed anchors N_k",
         "Anchors of the span that the conversation used again later (they occur in F_k) and that are "
         "not in the kept tail T_k: once the span is replaced, only the summary can still show them.",
     ),
-    (
-        "needed-anchor recall",
-        "NAR_k = |N_k ∩ Σ_k| / |N_k|: the share of the needed anchors the summary kept. Pooled over "
-        "applied compactions of a replay (Σ kept / Σ needed). The headline loss metric: higher is better.",
-    ),
-    (
-        "lost but needed",
-        "N_k \\ Σ_k: anchors needed later that the context no longer showed after the compaction. The "
-        "report lists the most harmful ones with the span they came from and the summary that dropped them.",
-    ),
+    _metric("needed_anchor_recall"),
+    _metric("lost_but_needed"),
     (
         "re-fetched",
         "A later tool call's arguments mention a lost anchor: the agent had to fetch again what the summary "
         "dropped (refetch_calls counts such calls).",
     ),
-    ("instruction survival", "The share of the span's user constraints still visible in the summary or the kept tail."),
-    (
-        "probe presence",
-        "Gold probes (planted facts with known answers) covered by an applied compaction whose answer is "
-        "present, as text, in the context the next step sees. Offline check; no model is asked.",
-    ),
-    (
-        "decay survival",
-        "Of the anchors a summary kept, the share still present in the next applied summary "
-        "(decay_survival_1), and in the last one (final_survival): loss compounds when summaries are summarized again.",
-    ),
-    (
-        "primary input tokens",
-        "The context sent summed over all model steps of a replay: what the agent's model is billed for as input.",
-    ),
+    _metric("instruction_survival"),
+    _metric("probe_presence"),
+    _metric("decay_survival_1"),
+    _metric("final_survival"),
+    _metric("primary_input_tokens"),
     (
         "cache break / cached input share",
         "Prompt-cache model of the cost section: each step's context starts with the "
@@ -148,8 +143,7 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     (
         "confidence interval",
         "95% percentile bootstrap interval of the mean (2,000 resamples, fixed seed), over units "
-        "paired across summarizers: one unit is one conversation at one (max_tokens, keep_recent_tokens) setting, and "
-        "only "
+        "paired across summarizers: one unit is one conversation at one (max_tokens, keep_recent_tokens) setting, and only "
         "units where every summarizer has a value count (n).",
     ),
     (
@@ -181,13 +175,12 @@ def _file_name(source: Any) -> str | None:
     return PurePath(str(source)).name
 
 
-def study(report: Report) -> dict[str, Any]:
+def study_facts(data: ReportData, date: str, notes: Sequence[str]) -> dict[str, Any]:
     """What was studied: conversations, sizes, engine, counter, summarizers, settings, date."""
-    from ...tokens import count_tokens
-
-    first = report.traces[0].settings
+    traces = data.traces
+    first = traces[0].settings
     conversations = []
-    for conversation in report.conversations:
+    for conversation in data.conversations:
         messages = conversation.messages
         title = conversation.metadata.get("title") if isinstance(conversation.metadata, dict) else None
         conversations.append(
@@ -199,19 +192,19 @@ def study(report: Report) -> dict[str, Any]:
                 "messages": len(messages),
                 "turns": len(conversation.turns),
                 "model_steps": sum(1 for m in messages if getattr(m, "role", None) == "assistant"),
-                "tokens": int(count_tokens(messages)),
+                "tokens": data.conversation_tokens[conversation.id],
                 "probes": len(conversation.probes),
             }
         )
-    engines = sorted({str(t.settings.get("zett_agent_version")) for t in report.traces})
-    counters = sorted({str(t.settings.get("counter")) for t in report.traces})
+    engines = sorted({str(t.settings.get("zett_agent_version")) for t in traces})
+    counters = sorted({str(t.settings.get("counter")) for t in traces})
     shown = {
         key: plain(first.get(key), DIGITS)
         for key in ("usage", "usage_overhead", "reasoning_effort", "strict")
         if key in first
     }
     return {
-        "date": report.date,
+        "date": date,
         "engine": "zett-agent " + ", ".join(engines),
         "zett_agent_version": engines[0] if len(engines) == 1 else engines,
         "zett_lab_version": _zett_lab_version(),
@@ -220,9 +213,9 @@ def study(report: Report) -> dict[str, Any]:
         if counters == ["count_tokens"]
         else None,
         "settings": shown,
-        "summarizers": list(report.summarizers),
-        "grid": report.settings_grid,
-        "replays": len(report.traces),
+        "summarizers": list(data.summarizers),
+        "grid": data.grid,
+        "replays": len(traces),
         "conversations": conversations,
         "failures": [
             {
@@ -232,109 +225,25 @@ def study(report: Report) -> dict[str, Any]:
                 "keep_recent_tokens": f.keep_recent_tokens,
                 "error": f.error,
             }
-            for f in report.failures
+            for f in data.failures
         ],
-        "notes": list(report.notes),
+        "notes": list(notes),
     }
 
 
-def metrics(report: Report) -> dict[str, Any]:
-    """Per summarizer: loss metrics with confidence intervals, and outcome totals."""
-    comparison = report.comparison_result
-    results = report.results
-    totals = []
-    for name in report.summarizers:
-        part = results[results["summarizer"] == name]
-        totals.append(
-            {
-                "summarizer": name,
-                "replays": len(part),
-                "compactions": int(part["compactions"].sum()),
-                "rejected_not_smaller": int(part["rejected_not_smaller"].sum()),
-                "failed": int(part["failed"].sum()),
-                "steps_over_budget": int(part["steps_over_budget"].sum()),
-                "lost_but_needed_per_replay": plain(part["lost_but_needed"].mean(), DIGITS) if len(part) else None,
-                "refetch_calls": int(part["refetch_calls"].sum()),
-            }
-        )
-    rows, pairwise, level, confidence = [], [], None, 0.95
-    if comparison is not None:
-        rows = records(comparison.summary, ["summarizer", "metric", "n", "mean", "ci_low", "ci_high"], digits=DIGITS)
-        pairwise = records(
-            comparison.pairwise,
-            ["a", "b", "metric", "n", "mean_diff", "ci_low", "ci_high", "win_rate", "tie_rate", "loss_rate", "p_value"],
-            digits=DIGITS,
-        )
-        level = comparison.level
-        confidence = float(comparison.settings.get("confidence", 0.95))
-    else:
-        from ...measure.compare import bootstrap_mean_ci
-
-        for name in report.summarizers:
-            part = results[results["summarizer"] == name]
-            for metric in REPORT_METRICS:
-                if metric not in part:
-                    continue
-                values = pd.to_numeric(part[metric], errors="coerce").dropna().to_numpy(float)
-                low, high = bootstrap_mean_ci(values, seed=0) if len(values) else (math.nan, math.nan)
-                rows.append(
-                    {
-                        "summarizer": name,
-                        "metric": metric,
-                        "n": len(values),
-                        "mean": plain(values.mean(), DIGITS) if len(values) else None,
-                        "ci_low": plain(low, DIGITS),
-                        "ci_high": plain(high, DIGITS),
-                    }
-                )
-        level = "conversation"
-    return {"level": level, "confidence": confidence, "rows": rows, "pairwise": pairwise, "totals": totals}
-
-
-def costs(report: Report) -> dict[str, Any]:
-    """Tokens and money per configuration, averaged per conversation."""
-    from ...measure.cost import load_prices
-
-    table = report.results
-    columns = [
-        "primary_input_tokens", "primary_cached_input_tokens", "cached_input_share", "cache_breaks", "summary_calls",
-        "summary_input_tokens", "summary_output_tokens", "primary_cost_usd", "summary_cost_usd", "total_cost_usd",
-    ]
-    present = [c for c in columns if c in table.columns]
-    grouped = table.groupby(["summarizer", "max_tokens", "keep_recent_tokens"], sort=True)[present].mean().reset_index()
-    grouped["conversations"] = (
-        table.groupby(["summarizer", "max_tokens", "keep_recent_tokens"], sort=True).size().to_numpy()
-    )
-    prices = load_prices()
-    _, price = prices.lookup(report.primary_model)
-    return {
-        "primary_model": report.primary_model,
-        "primary_price_usd_per_million": {
-            "input": price.input,
-            "cached_input": price.cached_input,
-            "output": price.output,
-        },
-        "prices_as_of": prices.as_of,
-        "unpriced": report.unpriced_summarizers,
-        "rows": records(
-            grouped, ["summarizer", "max_tokens", "keep_recent_tokens", "conversations", *present], digits=DIGITS
-        ),
-    }
-
-
-def build_document(report: Report) -> dict[str, Any]:
+def build_document(data: ReportData, *, title: str, date: str, notes: Sequence[str] = ()) -> dict[str, Any]:
     """The report's data document (what :meth:`Report.to_json` writes)."""
     return {
         "format": FORMAT,
         "version": VERSION,
-        "title": report.title,
-        "date": report.date,
-        "study": study(report),
-        "recommendation": report.recommendation,
-        "metrics": metrics(report),
-        "results": records(report.results, RESULT_COLUMNS, digits=DIGITS),
-        "lost_but_needed": report.lost_items,
-        "costs": costs(report),
-        "explore": {"conversation_id": report.explore_id},
+        "title": title,
+        "date": date,
+        "study": study_facts(data, date, notes),
+        "recommendation": data.recommendation,
+        "metrics": data.metrics,
+        "results": records(data.results, RESULT_COLUMNS, digits=DIGITS),
+        "lost_but_needed": data.lost_items,
+        "costs": data.costs,
+        "explore": {"conversation_id": data.explore_id},
         "glossary": [{"term": term, "definition": text} for term, text in GLOSSARY],
     }

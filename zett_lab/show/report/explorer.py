@@ -1,0 +1,125 @@
+"""The data of the report's explorer: one precomputed cell per (summarizer, max_tokens, keep_recent_tokens).
+
+The page's script switches between cells with no kernel: each cell holds a small timeline SVG
+(:func:`~zett_lab.show.report.svg.mini_timeline`, numbers only), a status line and the rows of
+the step and compaction tables, as plain values the script writes with ``textContent``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ...records import is_missing, plain
+from ...replay.trace import Trace
+from ...study.report_lost import DIGITS, excerpt
+from ...study.report_study import ReportData
+from .formats import n_int, n_ratio
+from .svg import mini_timeline
+
+#: Columns of the explorer's step table (``num``: right-aligned).
+STEP_COLUMNS = [
+    {"label": "step", "num": True},
+    {"label": "turn", "num": True},
+    {"label": "estimate", "num": True},
+    {"label": "source", "num": False},
+    {"label": "decision", "num": False},
+    {"label": "context sent", "num": True},
+    {"label": "over budget", "num": False},
+]
+
+#: Columns of the explorer's compaction table.
+COMPACTION_COLUMNS = [
+    {"label": "#", "num": True},
+    {"label": "step", "num": True},
+    {"label": "span (messages)", "num": False},
+    {"label": "span tokens", "num": True},
+    {"label": "summary tokens", "num": True},
+    {"label": "compression", "num": True},
+    {"label": "outcome", "num": False},
+    {"label": "needed-anchor recall", "num": True},
+    {"label": "lost but needed", "num": True},
+    {"label": "summary (start)", "num": False},
+]
+
+
+def _step_rows(trace: Trace) -> list[list[Any]]:
+    rows = []
+    for row in trace.steps.itertuples(index=False):
+        decision = (
+            "applied" if row.applied else ("" if row.skip_reason == "below threshold" else (row.skip_reason or ""))
+        )
+        rows.append(
+            [
+                plain(row.step, DIGITS),
+                plain(row.turn, DIGITS),
+                plain(row.estimate, DIGITS),
+                plain(row.estimate_source, DIGITS),
+                decision,
+                plain(row.context_tokens_after, DIGITS),
+                "yes" if bool(row.over_budget_after) else "",
+            ]
+        )
+    return rows
+
+
+def _compaction_rows(trace: Trace, measured: Mapping[int, Mapping[Any, Any]]) -> list[list[Any]]:
+    rows = []
+    for row in trace.compactions.to_dict("records"):
+        m = measured.get(int(row["compaction_id"]), {})
+        outcome = "applied" if row["applied"] else (row["skip_reason"] or "")
+        span = "" if is_missing(row["span_start"]) else f"{int(row['span_start'])}–{int(row['span_end'])}"
+        rows.append(
+            [
+                plain(row["compaction_id"], DIGITS),
+                plain(row["step"], DIGITS),
+                span,
+                plain(row["older_tokens"], DIGITS),
+                plain(row["summary_tokens"], DIGITS),
+                n_ratio(row["compression_ratio"]),
+                outcome,
+                n_ratio(m.get("needed_anchor_recall")),
+                plain(m.get("lost_but_needed"), DIGITS),
+                excerpt(row["summary_text"] or "", None, 110),
+            ]
+        )
+    return rows
+
+
+def cell_data(data: ReportData, trace: Trace) -> dict[str, Any]:
+    """One explorer cell: timeline SVG, status line, step rows, compaction rows."""
+    losses = data.losses_for(trace)
+    measured = (
+        {int(r["compaction_id"]): r for r in losses.compactions.to_dict("records")} if len(losses.compactions) else {}
+    )
+    summary = trace.summary()
+    status = (
+        f"{summary['steps']} steps · {summary['compactions_applied']} compaction(s) applied · "
+        f"{summary['rejected_not_smaller']} rejected as not smaller · peak context {n_int(summary['peak_context'])} tokens · "
+        f"{summary['steps_over_budget']} step(s) over budget · {n_int(summary['total_input_tokens'])} primary input tokens"
+    )
+    nar = losses.conversation.iloc[0].get("needed_anchor_recall") if len(losses.conversation) else None
+    if not is_missing(nar):
+        status += f" · needed-anchor recall {n_ratio(nar)}"
+    svg = mini_timeline(trace.steps, int(trace.settings["max_tokens"]), int(trace.settings["keep_recent_tokens"]))
+    return {"svg": svg, "status": status, "steps": _step_rows(trace), "compactions": _compaction_rows(trace, measured)}
+
+
+def explorer_view(data: ReportData) -> dict[str, Any]:
+    """What the explorer section shows: its conversation, the controls' first choice, and every cell."""
+    names, grid = data.summarizers, data.grid
+    cells = {}
+    for index, name in enumerate(names):
+        for max_tokens in grid["max_tokens"]:
+            for keep in grid["keep_recent_tokens"]:
+                trace = data.trace_for(data.explore_id, name, max_tokens, keep)
+                if trace is not None:
+                    cells[f"{index}|{max_tokens}|{keep}"] = cell_data(data, trace)
+    rec = data.recommendation or {}
+    return {
+        "conversation_id": data.explore_id,
+        "summarizer": names.index(rec["summarizer"]) if rec.get("summarizer") in names else 0,
+        "max_tokens": rec.get("max_tokens", grid["max_tokens"][0]),
+        "keep_recent_tokens": rec.get("keep_recent_tokens", grid["keep_recent_tokens"][0]),
+        "data": {"cells": cells, "step_columns": STEP_COLUMNS, "compaction_columns": COMPACTION_COLUMNS},
+    }

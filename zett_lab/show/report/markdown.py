@@ -1,0 +1,235 @@
+"""The report's findings and tables as Markdown (figures and the explorer are in the HTML page only).
+
+Every piece of text goes through :func:`md`: HTML-escaped, Markdown punctuation and table pipes
+neutralized, line breaks collapsed, so no value can start a table cell, a link or markup.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from ...measure.catalogue import label
+from ...study.report_study import ReportData
+from .formats import (
+    ci_text,
+    confidence_text,
+    direction_note,
+    metric_table,
+    n_int,
+    n_pct,
+    n_ratio,
+    n_usd,
+    setting_text,
+    settings_text,
+)
+
+
+def md(value: Any) -> str:
+    """Text for a Markdown table cell or paragraph: HTML escaped, pipes and line breaks neutralized."""
+    text = html.escape("" if value is None else str(value), quote=False)
+    text = " ".join(text.split())
+    for char in "\\`*_[]|":
+        text = text.replace(char, "\\" + char)
+    return text
+
+
+def md_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    lines = ["| " + " | ".join(md(h) for h in headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(md(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _summary(document: Mapping[str, Any]) -> list[str]:
+    study, rec = document["study"], document["recommendation"]
+    out = [
+        f"# {md(document['title'])}",
+        "",
+        f"{md(study['date'])} · {md(study['engine'])} · zett_lab {md(study['zett_lab_version'])}",
+        "",
+    ]
+    out += ["## Summary", ""]
+    if rec:
+        out.append(
+            f"**Recommended setting:** summarizer {md(rec.get('summarizer', ''))}, {md(setting_text(rec['max_tokens'], rec['keep_recent_tokens']))}."
+        )
+        if rec.get("rule"):
+            out += ["", md(rec["rule"])]
+        out.append("")
+    return out
+
+
+def _study(study: Mapping[str, Any]) -> list[str]:
+    out = ["## What was studied", ""]
+    out.append(
+        md_table(
+            ["", ""],
+            [
+                ("Date", study["date"]),
+                ("Engine", study["engine"]),
+                ("Token counter", study["counter"]),
+                ("Summarizers", ", ".join(study["summarizers"])),
+                ("max_tokens", ", ".join(n_int(v) for v in study["grid"]["max_tokens"])),
+                ("keep_recent_tokens", ", ".join(n_int(v) for v in study["grid"]["keep_recent_tokens"])),
+                ("Other replay settings", settings_text(study["settings"])),
+                ("Replays", n_int(study["replays"])),
+            ],
+        )
+    )
+    out += [
+        "",
+        md_table(
+            ["conversation", "file", "format", "messages", "turns", "model steps", "tokens", "probes"],
+            [
+                (
+                    c["id"],
+                    c["file"] or "(in memory)",
+                    c["format"],
+                    n_int(c["messages"]),
+                    n_int(c["turns"]),
+                    n_int(c["model_steps"]),
+                    n_int(c["tokens"]),
+                    n_int(c["probes"]),
+                )
+                for c in study["conversations"]
+            ],
+        ),
+        "",
+    ]
+    if study["failures"]:
+        out += [
+            "Replays that failed:",
+            "",
+            md_table(
+                ["conversation", "summarizer", "max_tokens", "keep_recent_tokens", "error"],
+                [
+                    (f["conversation_id"], f["summarizer"], f["max_tokens"], f["keep_recent_tokens"], f["error"])
+                    for f in study["failures"]
+                ],
+            ),
+            "",
+        ]
+    return out
+
+
+def _metrics(document: Mapping[str, Any], summarizers: list[str]) -> list[str]:
+    metrics = document["metrics"]
+    shown, by = metric_table(document, summarizers)
+
+    def cell(name: str, metric: str) -> str:
+        row = by.get((name, metric))
+        return "n/a" if row is None else f"{ci_text(row['mean'], row['ci_low'], row['ci_high'])} (n={row['n']})"
+
+    out = [
+        "## Loss by summarizer",
+        "",
+        f"Mean [{confidence_text(metrics)} paired bootstrap CI] (n units). {direction_note(shown)}",
+        "",
+    ]
+    out.append(
+        md_table(["summarizer", *(label(m) for m in shown)], [[s, *(cell(s, m) for m in shown)] for s in summarizers])
+    )
+    out += [
+        "",
+        md_table(
+            [
+                "summarizer",
+                "replays",
+                "compactions applied",
+                "rejected (not smaller)",
+                "failed",
+                "steps over budget",
+                "lost but needed per replay",
+            ],
+            [
+                (
+                    t["summarizer"],
+                    t["replays"],
+                    t["compactions"],
+                    t["rejected_not_smaller"],
+                    t["failed"],
+                    t["steps_over_budget"],
+                    n_ratio(t["lost_but_needed_per_replay"], 1),
+                )
+                for t in metrics["totals"]
+            ],
+        ),
+        "",
+    ]
+    return out
+
+
+def _lost(items: list[Mapping[str, Any]]) -> list[str]:
+    out = ["## Lost but needed later", ""]
+    if not items:
+        return [*out, "Nothing that was needed later was lost."]
+    out.append(
+        md_table(
+            ["type", "value", "conversation", "needed again at", "lost by"],
+            [
+                (
+                    i["type"] + (" (re-fetched)" if i["refetched"] else ""),
+                    i["value"],
+                    i["conversation_id"],
+                    f"message {i['next_use_index']}",
+                    "; ".join(
+                        f"{e['summarizer']} (#{e['compaction_id']} step {e['step']}, messages {e['span_start']}–{e['span_end']})"
+                        for e in i["lost_by"]
+                    ),
+                )
+                for i in items
+            ],
+        )
+    )
+    return out
+
+
+def _costs(costs: Mapping[str, Any]) -> list[str]:
+    out = [
+        "",
+        "## Costs",
+        "",
+        f"Per conversation; primary model {md(costs['primary_model'])} (prices as of {md(costs['prices_as_of'])}).",
+        "",
+    ]
+    out.append(
+        md_table(
+            [
+                "summarizer",
+                "max_tokens",
+                "keep_recent_tokens",
+                "primary input tokens",
+                "cached share",
+                "summary calls",
+                "total USD",
+            ],
+            [
+                (
+                    r["summarizer"],
+                    n_int(r["max_tokens"]),
+                    n_int(r["keep_recent_tokens"]),
+                    n_int(r.get("primary_input_tokens")),
+                    n_pct(r.get("cached_input_share")),
+                    n_ratio(r.get("summary_calls"), 1),
+                    n_usd(r.get("total_cost_usd")),
+                )
+                for r in costs["rows"]
+            ],
+        )
+    )
+    return out
+
+
+def render_markdown(data: ReportData, document: Mapping[str, Any]) -> str:
+    """The report's findings and tables as Markdown."""
+    out = _summary(document) + _study(document["study"]) + _metrics(document, data.summarizers)
+    out += _lost(document["lost_but_needed"]) + _costs(document["costs"])
+    out += ["", "## Glossary", ""]
+    out += [f"- **{md(g['term'])}**: {md(g['definition'])}" for g in document["glossary"]]
+    out += [
+        "",
+        "Figures and the interactive explorer are in the HTML report (`zett-lab report ... -o report.html`).",
+        "",
+    ]
+    return "\n".join(out)

@@ -1,0 +1,207 @@
+"""The "lost but needed later" list of a report: ranked anchors with the span and summary that lost them.
+
+One item per (conversation, anchor) at the recommended setting, listing every summarizer that
+lost it there, each with the first applied compaction that lost it (step, span, summary text).
+Ranked: re-fetched by a later tool call first, then lost by more summarizers, then by type
+(constraints, errors, commands, paths, URLs, SHAs, decisions, identifiers, numbers), then by how
+soon the conversation needed it again; conversations take turns, so one long conversation
+cannot fill the list.
+
+It also holds the small facts of a report's replays that :mod:`.report_study` shares: how they
+are indexed (:func:`trace_index`, :func:`cell_entries`) and how documents round (:data:`DIGITS`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from ..load.conversation import Conversation
+from ..load.text import message_text
+from ..measure import Losses
+from ..records import plain
+from ..replay.trace import Trace
+
+#: Anchor types in the order the list prefers them (most harmful first).
+TYPE_PRIORITY = ("constraint", "error", "command", "path", "url", "sha", "decision", "identifier", "number")
+
+#: Characters of a summary shown beside each lost-but-needed item (the start of the summary).
+SUMMARY_CHARS = 800
+
+#: Report documents round floats to this many digits.
+DIGITS = 6
+
+
+def excerpt(text: str, needle: str | None = None, width: int = 90) -> str:
+    """A short piece of ``text`` around ``needle`` (case-insensitive), whitespace collapsed."""
+    flat = " ".join(str(text or "").split())
+    if not flat:
+        return ""
+    if needle:
+        where = flat.lower().find(" ".join(str(needle).split()).lower())
+        if where >= 0:
+            start = max(0, where - width)
+            end = min(len(flat), where + len(needle) + width)
+            return ("…" if start else "") + flat[start:end] + ("…" if end < len(flat) else "")
+    return flat[: 2 * width] + ("…" if len(flat) > 2 * width else "")
+
+
+def trace_index(entries: Sequence[tuple[str, Trace]]) -> dict[tuple[str, str, int, int], Trace]:
+    """Each replay's trace by (conversation, summarizer label, max_tokens, keep_recent_tokens); the first given wins."""
+    index: dict[tuple[str, str, int, int], Trace] = {}
+    for label, trace in entries:
+        key = (
+            trace.conversation.id,
+            label,
+            int(trace.settings["max_tokens"]),
+            int(trace.settings["keep_recent_tokens"]),
+        )
+        index.setdefault(key, trace)
+    return index
+
+
+def cell_entries(
+    entries: Sequence[tuple[str, Trace]], max_tokens: int, keep_recent_tokens: int
+) -> list[tuple[str, Trace]]:
+    """The ``(summarizer label, trace)`` entries replayed at one setting."""
+    return [
+        (label, trace)
+        for label, trace in entries
+        if int(trace.settings["max_tokens"]) == int(max_tokens)
+        and int(trace.settings["keep_recent_tokens"]) == int(keep_recent_tokens)
+    ]
+
+
+def lost_but_needed_items(
+    entries: Sequence[tuple[str, Trace]],
+    recommendation: Mapping[str, Any] | None,
+    summarizers: Sequence[str],
+    measured: Callable[[Trace], Losses],
+    limit: int,
+) -> list[dict[str, Any]]:
+    """At most ``limit`` ranked lost-but-needed anchors (see the module docstring).
+
+    ``entries`` are ``(summarizer label, trace)``; only those at the recommended setting count
+    (all of them when there is no recommendation). ``measured`` gives a trace's losses.
+    """
+    if limit <= 0:
+        return []
+    if recommendation is not None:
+        entries = cell_entries(entries, recommendation["max_tokens"], recommendation["keep_recent_tokens"]) or list(
+            entries
+        )
+    lost = _lost_rows(entries, measured)
+    if lost is None:
+        return []
+    traces = trace_index(entries)
+    return [_item(part, traces) for part in _ranked(lost, summarizers, limit)]
+
+
+def _lost_rows(entries: Sequence[tuple[str, Trace]], measured: Callable[[Trace], Losses]) -> pd.DataFrame | None:
+    """Every lost-but-needed anchor of the entries, once per (summarizer, conversation, anchor), with its compaction."""
+    frames = []
+    for label, trace in entries:
+        losses = measured(trace)
+        lost = losses.lost_but_needed()
+        if not len(lost):
+            continue
+        side = losses.compactions[["compaction_id", "step", "span_start", "span_end", "n_recorded"]]
+        lost = lost.merge(side, on="compaction_id", how="left")
+        lost["summarizer"] = label
+        lost["max_tokens"] = int(trace.settings["max_tokens"])
+        lost["keep_recent_tokens"] = int(trace.settings["keep_recent_tokens"])
+        frames.append(lost)
+    if not frames:
+        return None
+    lost = pd.concat(frames, ignore_index=True)
+    lost = lost.sort_values(
+        ["conversation_id", "type", "normalized", "summarizer", "step", "compaction_id"], kind="mergesort"
+    )
+    return lost.drop_duplicates(subset=["summarizer", "conversation_id", "type", "normalized"], keep="first")
+
+
+def _ranked(lost: pd.DataFrame, summarizers: Sequence[str], limit: int) -> list[pd.DataFrame]:
+    """The rows of each picked anchor (one frame per item), best first, conversations taking turns."""
+    order = {name: i for i, name in enumerate(summarizers)}
+    priority = {t: i for i, t in enumerate(TYPE_PRIORITY)}
+    groups = []
+    for (conversation_id, type_, normalized), part in lost.groupby(
+        ["conversation_id", "type", "normalized"], sort=True
+    ):
+        part = part.sort_values(
+            ["step", "summarizer"], key=lambda c: c.map(order) if c.name == "summarizer" else c, kind="mergesort"
+        )
+        distance = pd.to_numeric(part["next_use_index"], errors="coerce") - pd.to_numeric(
+            part["n_recorded"], errors="coerce"
+        )
+        rank = (
+            not bool(part["refetched"].fillna(False).astype(bool).any()),
+            -len(part),
+            priority.get(str(type_), len(priority)),
+            float(distance.min()) if distance.notna().any() else 1e12,
+            str(conversation_id),
+            str(normalized),
+        )
+        groups.append((rank, str(conversation_id), part))
+    groups.sort(key=lambda g: g[0])
+    queues: dict[str, list[pd.DataFrame]] = {}
+    for _, conversation_id, part in groups:
+        queues.setdefault(conversation_id, []).append(part)
+    picked: list[pd.DataFrame] = []
+    while len(picked) < limit and any(queues.values()):
+        for key in list(queues):
+            if queues[key] and len(picked) < limit:
+                picked.append(queues[key].pop(0))
+    return picked
+
+
+def _item(part: pd.DataFrame, traces: Mapping[tuple[str, str, int, int], Trace]) -> dict[str, Any]:
+    """One listed anchor: where it was, where it was needed again, and every summary that lost it."""
+    first = part.iloc[0]
+    conversation: Conversation | None = None
+    lost_by = []
+    for row in part.to_dict("records"):
+        trace = traces.get(
+            (row["conversation_id"], row["summarizer"], int(row["max_tokens"]), int(row["keep_recent_tokens"]))
+        )
+        summary = None
+        if trace is not None:
+            conversation = trace.conversation
+            match = trace.compactions[trace.compactions["compaction_id"] == row["compaction_id"]]
+            if len(match):
+                summary = match["summary_text"].iloc[0]
+        lost_by.append(
+            {
+                "summarizer": row["summarizer"],
+                "compaction_id": plain(row["compaction_id"], DIGITS),
+                "step": plain(row.get("step"), DIGITS),
+                "span_start": plain(row.get("span_start"), DIGITS),
+                "span_end": plain(row.get("span_end"), DIGITS),
+                "refetched": bool(row["refetched"]) if row["refetched"] is not None else False,
+                "summary_text": (summary or "")[:SUMMARY_CHARS],
+                "summary_truncated": bool(summary and len(summary) > SUMMARY_CHARS),
+            }
+        )
+
+    def text_at(index: Any) -> str:
+        try:
+            return message_text(conversation.messages[int(index)]) if conversation is not None else ""
+        except (TypeError, ValueError, IndexError):
+            return ""
+
+    value = str(first["value"])
+    return {
+        "conversation_id": str(first["conversation_id"]),
+        "type": str(first["type"]),
+        "value": value,
+        "max_tokens": plain(first["max_tokens"], DIGITS),
+        "keep_recent_tokens": plain(first["keep_recent_tokens"], DIGITS),
+        "message_index": plain(first["message_index"], DIGITS),
+        "source_excerpt": excerpt(text_at(first["message_index"]), value),
+        "next_use_index": plain(first["next_use_index"], DIGITS),
+        "next_use_excerpt": excerpt(text_at(first["next_use_index"]), value),
+        "refetched": any(entry["refetched"] for entry in lost_by),
+        "lost_by": lost_by,
+    }

@@ -1,0 +1,609 @@
+"""What a report states, computed once with the earlier stages' own functions.
+
+:func:`report_sweep` runs the sweep a report over recorded conversations needs.
+:func:`build_report_data` takes what the stages produced (traces, a :class:`Sweep`,
+:class:`Losses`, a :class:`Comparison`) and computes everything a report shows: the per-replay
+results with costs, the paired comparison, the recommended setting
+(:func:`~zett_lab.study.sweep.recommend`), the lost-but-needed items and the losses of the
+replays shown in detail. :mod:`zett_lab.show.report` only renders the :class:`ReportData`.
+
+Failed replays are kept apart: they are listed, never averaged into a metric, and a setting
+with a failed replay is never recommended.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..errors import SettingError
+from ..load.conversation import Conversation
+from ..measure import Comparison, Losses, compare, measure
+from ..measure.catalogue import HEADLINE_METRICS
+from ..measure.compare import bootstrap_mean_ci
+from ..measure.cost import add_costs, cost_summary, load_prices
+from ..records import plain, records
+from ..replay.trace import Trace
+from ..tokens import count_tokens
+from .report_lost import DIGITS, cell_entries, lost_but_needed_items, trace_index
+from .sweep import NoFeasibleSetting, Sweep, recommend, sweep
+
+#: Summarizers a report over recorded conversations runs: the built-in offline ones, the
+#: default first (no network, no key, deterministic).
+DEFAULT_REPORT_SUMMARIZERS: tuple[str, ...] = ("anchors", "extractive", "truncate", "mask")
+
+#: Primary model whose list prices turn token counts into money in the cost section.
+DEFAULT_PRIMARY_MODEL = "gpt-5-mini"
+
+#: Loss metrics shown per summarizer (columns of ``Losses.conversation``), from the metric catalogue.
+REPORT_METRICS: tuple[str, ...] = HEADLINE_METRICS
+
+#: The cost and the loss a recommended setting is chosen by.
+RECOMMEND_COST = "total_input_tokens"
+RECOMMEND_LOSS = "lost_but_needed"
+
+#: Price-table name used for summary models with no known list price (their tokens still count).
+_UNPRICED = "unpriced-summary-model"
+
+#: The columns that make one replay of a report.
+_REPLAY_KEYS = ["conversation_id", "summarizer", "max_tokens", "keep_recent_tokens"]
+
+#: Per-configuration cost columns of the cost section.
+COST_COLUMNS = (
+    "primary_input_tokens",
+    "primary_cached_input_tokens",
+    "cached_input_share",
+    "cache_breaks",
+    "summary_calls",
+    "summary_input_tokens",
+    "summary_output_tokens",
+    "primary_cost_usd",
+    "summary_cost_usd",
+    "total_cost_usd",
+)
+
+
+def _round_sig(value: float, digits: int = 2) -> int:
+    if value <= 0:
+        return 0
+    magnitude = 10 ** (math.floor(math.log10(value)) - digits + 1)
+    return int(round(value / magnitude) * magnitude)
+
+
+def default_grid(conversations: Sequence[Conversation]) -> dict[str, list[int]]:
+    """A small grid scaled to the conversations: what ``zett-lab report`` runs by default.
+
+    ``max_tokens`` at a quarter, half and all of the median conversation's size (two
+    significant digits, at least 2,000), ``keep_recent_tokens`` at a quarter and half of the
+    smallest ``max_tokens``. On the bundled fixtures: 6.1k/12k/24k × 1.5k/3k.
+    """
+    sizes = sorted(count_tokens(c.messages) for c in conversations) or [8000]
+    median = max(sizes[len(sizes) // 2], 8000)
+    max_tokens = sorted({max(2000, _round_sig(median * share)) for share in (0.25, 0.5, 1.0)})
+    keep = sorted({max(500, _round_sig(max_tokens[0] * share)) for share in (0.25, 0.5)})
+    return {"max_tokens": max_tokens, "keep_recent_tokens": keep}
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A replay that could not run (the report lists it instead of stopping)."""
+
+    conversation_id: str
+    summarizer: str
+    max_tokens: int
+    keep_recent_tokens: int
+    error: str
+
+
+def report_sweep(
+    conversations: Sequence[Conversation] | str | Path | Sequence[str | Path],
+    summarizers: Sequence[Any] | None = None,
+    grid: Mapping[str, Sequence[int]] | None = None,
+    *,
+    cache: Any = None,
+    progress: bool = False,
+    executor: Any = None,
+    primary_model: str = DEFAULT_PRIMARY_MODEL,
+) -> Sweep:
+    """The sweep a report over recorded conversations shows.
+
+    Args:
+        conversations: Conversations, or a path / paths for :func:`zett_lab.load_all`.
+        summarizers: Specs or models (default :data:`DEFAULT_REPORT_SUMMARIZERS`).
+        grid: ``{"max_tokens": [...], "keep_recent_tokens": [...]}`` (default :func:`default_grid`).
+        cache: Summary cache for the replays (see :func:`zett_lab.replay`).
+        progress: Show a progress bar on stderr.
+        executor: Passed to :func:`zett_lab.sweep` (None: a process pool).
+        primary_model: Price-table model for the money columns.
+
+    Raises:
+        SettingError: no conversation, or no replay succeeded (the first error is named).
+    """
+    if isinstance(conversations, (str, Path)) or (
+        isinstance(conversations, (list, tuple)) and conversations and isinstance(conversations[0], (str, Path))
+    ):
+        from ..load import load_all
+
+        conversations = load_all(conversations)
+    conversations = list(conversations)
+    if not conversations:
+        raise SettingError("a report needs at least one conversation")
+    grid = dict(grid or default_grid(conversations))
+    result = sweep(
+        conversations,
+        max_tokens=list(grid["max_tokens"]),
+        keep_recent_tokens=list(grid["keep_recent_tokens"]),
+        summarizers=list(summarizers or DEFAULT_REPORT_SUMMARIZERS),
+        cache=cache,
+        progress=bool(progress),
+        executor=executor,
+        primary_model=primary_model,
+    )
+    errors = result.results["error"].dropna()
+    if not len(result.results) or len(errors) == len(result.results):
+        raise SettingError(f"no replay succeeded{f' (first error: {errors.iloc[0]})' if len(errors) else ''}")
+    return result
+
+
+@dataclass(eq=False)
+class ReportData:
+    """Everything a report shows, as computed by :func:`build_report_data`.
+
+    Attributes:
+        entries: ``(summarizer label, trace)`` of every complete replay.
+        summarizers: Summarizer labels in report order.
+        conversations: The conversations studied, once each, in the order first replayed.
+        grid: The ``max_tokens`` and ``keep_recent_tokens`` values replayed.
+        failures: Replays that could not run.
+        results: One row per complete replay: settings, budget figures, loss metrics, costs.
+        comparison: The paired comparison of the summarizers (None with one summarizer).
+        recommendation: The recommended setting and the rule that chose it (None: nothing to
+            recommend).
+        explore_id: The conversation the interactive explorer shows.
+        lost_items: The top lost-but-needed anchors at the recommended setting.
+        metrics: Per summarizer: means with confidence intervals, paired differences, totals.
+        costs: Tokens and money per configuration and the prices used.
+        conversation_tokens: Tokens of every conversation (the engine's counter).
+        losses: Losses of the replays shown in detail, by ``id`` of their trace.
+    """
+
+    entries: list[tuple[str, Trace]]
+    summarizers: list[str]
+    conversations: list[Conversation]
+    grid: dict[str, list[int]]
+    failures: list[Failure]
+    results: pd.DataFrame
+    comparison: Comparison | None
+    recommendation: dict[str, Any] | None
+    explore_id: str
+    lost_items: list[dict[str, Any]]
+    metrics: dict[str, Any]
+    costs: dict[str, Any]
+    conversation_tokens: dict[str, int]
+    losses: dict[int, Losses] = field(repr=False)
+
+    @property
+    def traces(self) -> list[Trace]:
+        return [trace for _, trace in self.entries]
+
+    def trace_for(
+        self, conversation_id: str, summarizer: str, max_tokens: int, keep_recent_tokens: int
+    ) -> Trace | None:
+        """The trace of one replay, or None."""
+        return self._trace_index.get((conversation_id, summarizer, int(max_tokens), int(keep_recent_tokens)))
+
+    @cached_property
+    def _trace_index(self) -> dict[tuple[str, str, int, int], Trace]:
+        return trace_index(self.entries)
+
+    def cell_traces(self, max_tokens: int, keep_recent_tokens: int) -> list[tuple[str, Trace]]:
+        """``(summarizer, trace)`` of every replay at one setting."""
+        return cell_entries(self.entries, max_tokens, keep_recent_tokens)
+
+    def losses_for(self, trace: Trace) -> Losses:
+        """The losses of a replay the report shows in detail."""
+        try:
+            return self.losses[id(trace)]
+        except KeyError:
+            raise KeyError(
+                f"replay of {trace.conversation.id!r} at {trace.settings.get('max_tokens')} was not measured for the report"
+            ) from None
+
+
+class _Measured:
+    """Losses of traces, measured once each (kept by ``id``, with the trace alive in ``entries``)."""
+
+    def __init__(self) -> None:
+        self.by_id: dict[int, Losses] = {}
+
+    def __call__(self, trace: Trace) -> Losses:
+        if id(trace) not in self.by_id:
+            self.by_id[id(trace)] = measure(trace)
+        return self.by_id[id(trace)]
+
+
+def build_report_data(
+    traces: Iterable[Trace] = (),
+    sweep: Sweep | None = None,
+    losses: Losses | None = None,
+    comparison: Comparison | None = None,
+    *,
+    failures: Iterable[Failure] = (),
+    constraints: str | Mapping[str, Any] | None = None,
+    explore: str | None = None,
+    primary_model: str = DEFAULT_PRIMARY_MODEL,
+    top_lost: int = 30,
+) -> ReportData:
+    """Compute everything a report shows from replays (see :class:`ReportData`).
+
+    Args:
+        traces: Replays, any mix of conversations, settings and summarizers.
+        sweep: A :class:`Sweep` (its complete cells are added to ``traces``, its failed
+            cells to ``failures``).
+        losses: :class:`Losses` of ``traces`` (measured when None).
+        comparison: :class:`Comparison` of the summarizers (computed, paired per
+            conversation and setting, when None and there are two or more).
+        failures: Replays that could not run.
+        constraints: Recommend the cheapest setting meeting these; default (or when none
+            does): the knee of the Pareto front (:func:`~zett_lab.study.sweep.recommend`).
+        explore: Conversation for the interactive explorer (default: the one with the most
+            applied compactions).
+        primary_model: Price-table model for the money columns.
+        top_lost: How many lost-but-needed items to list.
+    """
+    if isinstance(top_lost, bool) or not isinstance(top_lost, int) or top_lost < 0:
+        raise SettingError(f"top_lost must be a non-negative int, got {top_lost!r}")
+    direct = [(str(t.settings.get("summarizer")), t) for t in traces]
+    entries, failures = list(direct), list(failures)
+    if sweep is not None:
+        entries.extend(_sweep_entries(sweep))
+        failures.extend(_sweep_failures(sweep))
+    if not entries:
+        raise SettingError("a report needs at least one trace (pass traces=, sweep=, or use Report.build)")
+    measured = _Measured()
+    summarizers = _summarizer_order(entries, sweep)
+    costs_per_replay, unpriced = _costs_per_replay(entries, primary_model)
+    attempted = _results(sweep, [_direct_row(label, t, losses, measured) for label, t in direct], costs_per_replay)
+    results = _complete(attempted)
+    conversations = _conversations(entries)
+    explore_id = _explore_id(results, conversations, explore)
+    recommendation = recommend_report_setting(attempted, constraints)
+    _measure_shown(entries, explore_id, recommendation, measured)
+    comparison = comparison if comparison is not None else _comparison(results, summarizers)
+    lost_items = lost_but_needed_items(entries, recommendation, summarizers, measured, top_lost)
+    return ReportData(
+        entries=entries,
+        summarizers=summarizers,
+        conversations=conversations,
+        grid={
+            name: sorted({int(t.settings[name]) for _, t in entries}) for name in ("max_tokens", "keep_recent_tokens")
+        },
+        failures=failures,
+        results=results,
+        comparison=comparison,
+        recommendation=recommendation,
+        explore_id=explore_id,
+        lost_items=lost_items,
+        metrics=metric_summary(results, summarizers, comparison),
+        costs=cost_overview(results, primary_model, unpriced),
+        conversation_tokens={c.id: int(count_tokens(c.messages)) for c in conversations},
+        losses=dict(measured.by_id),
+    )
+
+
+def _sweep_entries(sweep: Sweep) -> list[tuple[str, Trace]]:
+    """``(summarizer label, trace)`` for every complete cell of a sweep."""
+    traces = getattr(sweep, "traces", None)
+    if not callable(traces):
+        raise SettingError(f"sweep= must be a zett_lab.sweep.Sweep, got {type(sweep).__name__}")
+    return [(str(key[1]), trace) for key, trace in traces()]
+
+
+def _sweep_failures(sweep: Sweep) -> list[Failure]:
+    table = sweep.results
+    if "error" not in table.columns:
+        return []
+    failed = table[table["error"].notna()]
+    return [
+        Failure(
+            str(r.conversation_id),
+            str(r.summarizer),
+            int(r.max_tokens),
+            int(r.keep_recent_tokens),
+            " ".join(str(r.error).split())[:400],
+        )
+        for r in failed.itertuples(index=False)
+    ]
+
+
+def _summarizer_order(entries: list[tuple[str, Trace]], sweep: Sweep | None) -> list[str]:
+    """Summarizer labels: the sweep's order first, then the others as first replayed."""
+    names = list(dict.fromkeys(label for label, _ in entries))
+    if sweep is None:
+        return names
+    labels = [str(label) for label in sweep.config.get("summarizers", [])]
+    return [n for n in labels if n in names] + [n for n in names if n not in labels]
+
+
+def _conversations(entries: list[tuple[str, Trace]]) -> list[Conversation]:
+    """The conversations studied, once each, in the order first replayed."""
+    seen: dict[str, Conversation] = {}
+    for _, trace in entries:
+        seen.setdefault(trace.conversation.id, trace.conversation)
+    return list(seen.values())
+
+
+def _direct_row(label: str, trace: Trace, losses: Losses | None, measured: _Measured) -> dict[str, Any]:
+    """The results row of a trace given directly: budget figures and loss metrics."""
+    row = trace.summary()
+    found = None
+    if losses is not None and len(losses.conversation):
+        table = losses.conversation
+        match = table[
+            (table["conversation_id"] == trace.conversation.id)
+            & (table["summarizer"] == str(trace.settings.get("summarizer")))
+            & (table["max_tokens"] == int(trace.settings["max_tokens"]))
+            & (table["keep_recent_tokens"] == int(trace.settings["keep_recent_tokens"]))
+        ]
+        found = match.iloc[0].to_dict() if len(match) else None
+    if found is None:
+        found = measured(trace).conversation.iloc[0].to_dict()
+    for key, value in found.items():
+        row.setdefault(str(key), value)
+    row["summarizer"] = label
+    return row
+
+
+def _results(sweep: Sweep | None, direct_rows: list[dict[str, Any]], costs: pd.DataFrame) -> pd.DataFrame:
+    """One row per attempted replay (a sweep's failed cells included, ``error`` set), with costs."""
+    parts = [sweep.results.copy()] if sweep is not None else []
+    if direct_rows:
+        parts.append(pd.DataFrame(direct_rows))
+    table = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+    if len(costs) and len(table):
+        extra = [c for c in costs.columns if c not in table.columns or c in _REPLAY_KEYS]
+        if len(extra) > len(_REPLAY_KEYS):
+            table = table.merge(costs[extra], on=_REPLAY_KEYS, how="left")
+    for column in ("max_tokens", "keep_recent_tokens"):
+        table[column] = table[column].astype("int64")
+    return table.sort_values(
+        ["summarizer", "max_tokens", "keep_recent_tokens", "conversation_id"], kind="stable"
+    ).reset_index(drop=True)
+
+
+def _complete(results: pd.DataFrame) -> pd.DataFrame:
+    """The rows of replays that ran (a failed replay is never averaged into a metric)."""
+    if "error" not in results.columns:
+        return results
+    return results[results["error"].isna()].reset_index(drop=True)
+
+
+def _costs_per_replay(entries: list[tuple[str, Trace]], primary_model: str) -> tuple[pd.DataFrame, list[str]]:
+    """Tokens and money per replay, and the summarizers with no list price (counted, priced at $0)."""
+    steps, compactions = [], []
+    for label, trace in entries:
+        steps.append(trace.steps.assign(summarizer=label))
+        if len(trace.compactions):
+            compactions.append(
+                trace.compactions.assign(
+                    summarizer=label,
+                    max_tokens=int(trace.settings["max_tokens"]),
+                    keep_recent_tokens=int(trace.settings["keep_recent_tokens"]),
+                )
+            )
+    table = load_prices()
+    priced: dict[str, str] = {}
+    for label, trace in entries:
+        identity = str(trace.settings.get("summarizer"))
+        if label in priced:
+            continue
+        try:
+            table.lookup(identity)
+            priced[label] = identity
+        except SettingError:
+            priced[label] = _UNPRICED
+    all_compactions = pd.concat(compactions, ignore_index=True) if compactions else None
+    labels = all_compactions["summarizer"].to_numpy() if all_compactions is not None else None
+    if all_compactions is not None:
+        all_compactions["summarizer"] = all_compactions["summarizer"].map(lambda s: priced.get(s, s))
+    priced_steps, priced_compactions = add_costs(
+        pd.concat(steps, ignore_index=True),
+        all_compactions,
+        primary_model=primary_model,
+        prices={_UNPRICED: {"input": 0.0, "cached_input": 0.0, "output": 0.0, "source": "no list price known"}},
+    )
+    if all_compactions is not None and len(priced_compactions):
+        priced_compactions["summarizer"] = labels
+    summary = cost_summary(priced_steps, priced_compactions if all_compactions is not None else None).reset_index()
+    summary = summary.drop(columns=["steps"], errors="ignore")
+    for column in ("max_tokens", "keep_recent_tokens"):
+        summary[column] = summary[column].astype("int64")
+    return summary, sorted(label for label, name in priced.items() if name == _UNPRICED)
+
+
+def _comparison(results: pd.DataFrame, summarizers: list[str]) -> Comparison | None:
+    """The summarizers compared, paired per conversation and setting (None with fewer than two)."""
+    if len(summarizers) < 2:
+        return None
+    metrics = [m for m in REPORT_METRICS if m in results.columns]
+    empty = pd.DataFrame()
+    parts = {
+        name: Losses(
+            compactions=empty,
+            anchors=empty,
+            conversation=results[results["summarizer"] == name].reset_index(drop=True),
+            probes=empty,
+            decay=empty,
+        )
+        for name in summarizers
+    }
+    return compare(parts, metrics=metrics, level="conversation", seed=0)
+
+
+def recommend_report_setting(
+    results: pd.DataFrame, constraints: str | Mapping[str, Any] | None = None
+) -> dict[str, Any] | None:
+    """The recommended setting of a report, as plain data, with the rule that chose it.
+
+    :func:`~zett_lab.study.sweep.recommend` with the report's cost (total primary input
+    tokens) and, without constraints or when no setting meets them (the reason is kept in
+    ``note``), its loss (lost-but-needed anchors). A setting with a failed replay in
+    ``results`` (``error`` set) is never chosen. None when nothing can be recommended.
+    """
+    if results is None or not len(results):
+        return None
+    note = None
+    if constraints:
+        try:
+            chosen = recommend(results, constraints, cost=RECOMMEND_COST)
+        except NoFeasibleSetting as error:
+            note = f"No setting met the constraints {constraints!r}: {error}"
+        else:
+            return {
+                **_setting(chosen.summarizer, chosen.max_tokens, chosen.keep_recent_tokens),
+                "total_input_tokens": plain(chosen.cost, DIGITS),
+                "values": {k: plain(v, DIGITS) for k, v in chosen.values.items()},
+                "candidates": len(chosen.candidates),
+                "rule": chosen.rule,
+            }
+    try:
+        chosen = recommend(results, None, cost=RECOMMEND_COST, loss=RECOMMEND_LOSS)
+    except NoFeasibleSetting:
+        return None
+    ran = _complete(results)
+    part = ran[
+        (ran["summarizer"] == chosen.summarizer)
+        & (ran["max_tokens"] == chosen.max_tokens)
+        & (ran["keep_recent_tokens"] == chosen.keep_recent_tokens)
+    ]
+    out = {
+        **_setting(chosen.summarizer, chosen.max_tokens, chosen.keep_recent_tokens),
+        "total_input_tokens": plain(chosen.cost, DIGITS),
+        "primary_input_tokens": plain(chosen.cost / max(part["conversation_id"].nunique(), 1), DIGITS),
+        "lost_but_needed": plain(chosen.values[RECOMMEND_LOSS], DIGITS),
+        "needed_anchor_recall": plain(pd.to_numeric(part["needed_anchor_recall"], errors="coerce").mean(), DIGITS)
+        if len(part) and "needed_anchor_recall" in part
+        else None,
+        "front_size": len(chosen.candidates),
+        "rule": chosen.rule,
+    }
+    if note:
+        out["note"] = note
+    return out
+
+
+def _setting(summarizer: Any, max_tokens: int, keep_recent_tokens: int) -> dict[str, Any]:
+    return {"summarizer": str(summarizer), "max_tokens": int(max_tokens), "keep_recent_tokens": int(keep_recent_tokens)}
+
+
+def _explore_id(results: pd.DataFrame, conversations: list[Conversation], explore: str | None) -> str:
+    """The conversation the explorer shows: the one asked for, else the one with the most applied compactions."""
+    if explore is not None:
+        ids = [c.id for c in conversations]
+        if explore not in ids:
+            raise SettingError(f"explore={explore!r} is not a conversation of this report; have: {', '.join(ids[:20])}")
+        return explore
+    if not len(results):
+        return conversations[0].id
+    totals = results.groupby("conversation_id", sort=True)["compactions_applied"].sum()
+    steps = results.groupby("conversation_id", sort=True)["steps"].max()
+    return sorted(totals.index, key=lambda cid: (-int(totals[cid]), int(steps[cid]), str(cid)))[0]
+
+
+def _measure_shown(
+    entries: list[tuple[str, Trace]], explore_id: str, recommendation: dict[str, Any] | None, measured: _Measured
+) -> None:
+    """Measure the replays the report shows in detail: the explorer's and those at the recommended setting."""
+    for _, trace in entries:
+        if trace.conversation.id == explore_id:
+            measured(trace)
+    if recommendation is not None:
+        for _, trace in cell_entries(entries, recommendation["max_tokens"], recommendation["keep_recent_tokens"]):
+            measured(trace)
+
+
+def metric_summary(results: pd.DataFrame, summarizers: list[str], comparison: Comparison | None) -> dict[str, Any]:
+    """Per summarizer: loss metrics with confidence intervals, paired differences, and outcome totals."""
+    totals = []
+    for name in summarizers:
+        part = results[results["summarizer"] == name]
+        totals.append(
+            {
+                "summarizer": name,
+                "replays": len(part),
+                "compactions": int(part["compactions"].sum()),
+                "rejected_not_smaller": int(part["rejected_not_smaller"].sum()),
+                "failed": int(part["failed"].sum()),
+                "steps_over_budget": int(part["steps_over_budget"].sum()),
+                "lost_but_needed_per_replay": plain(part["lost_but_needed"].mean(), DIGITS) if len(part) else None,
+                "refetch_calls": int(part["refetch_calls"].sum()),
+            }
+        )
+    if comparison is not None:
+        return {
+            "level": comparison.level,
+            "confidence": float(comparison.settings.get("confidence", 0.95)),
+            "rows": records(comparison.summary, ["summarizer", "metric", "n", "mean", "ci_low", "ci_high"], DIGITS),
+            "pairwise": records(
+                comparison.pairwise,
+                [
+                    "a",
+                    "b",
+                    "metric",
+                    "n",
+                    "mean_diff",
+                    "ci_low",
+                    "ci_high",
+                    "win_rate",
+                    "tie_rate",
+                    "loss_rate",
+                    "p_value",
+                ],
+                DIGITS,
+            ),
+            "totals": totals,
+        }
+    rows = []
+    for name in summarizers:
+        part = results[results["summarizer"] == name]
+        for metric in (m for m in REPORT_METRICS if m in part):
+            values = pd.to_numeric(part[metric], errors="coerce").dropna().to_numpy(float)
+            low, high = bootstrap_mean_ci(values, seed=0) if len(values) else (math.nan, math.nan)
+            rows.append(
+                {
+                    "summarizer": name,
+                    "metric": metric,
+                    "n": len(values),
+                    "mean": plain(values.mean(), DIGITS) if len(values) else None,
+                    "ci_low": plain(low, DIGITS),
+                    "ci_high": plain(high, DIGITS),
+                }
+            )
+    return {"level": "conversation", "confidence": 0.95, "rows": rows, "pairwise": [], "totals": totals}
+
+
+def cost_overview(results: pd.DataFrame, primary_model: str, unpriced: list[str]) -> dict[str, Any]:
+    """Tokens and money per configuration (means per conversation), with the prices used."""
+    present = [c for c in COST_COLUMNS if c in results.columns]
+    keys = ["summarizer", "max_tokens", "keep_recent_tokens"]
+    grouped = results.groupby(keys, sort=True)[present].mean().reset_index()
+    grouped["conversations"] = results.groupby(keys, sort=True).size().to_numpy()
+    prices = load_prices()
+    _, price = prices.lookup(primary_model)
+    return {
+        "primary_model": primary_model,
+        "primary_price_usd_per_million": {
+            "input": price.input,
+            "cached_input": price.cached_input,
+            "output": price.output,
+        },
+        "prices_as_of": prices.as_of,
+        "unpriced": unpriced,
+        "rows": records(grouped, [*keys, "conversations", *present], DIGITS),
+    }
