@@ -253,7 +253,7 @@ def test_sweep_then_report_from_the_saved_sweep(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "sweep" in result.stderr  # the progress bar
     assert (out / "results.parquet").is_file()
-    from zett_lab.study.sweep import Sweep
+    from zett_lab.study import Sweep
 
     assert len(Sweep.load(out).results) == 4
     for name, fmt in (("report.html", None), ("report.md", "md"), ("report.json", "json")):

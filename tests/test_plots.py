@@ -272,7 +272,7 @@ def test_heatmap_accepts_decision_boundaries_objects(sweep_table):
 
 
 def test_heatmap_real_decision_boundaries():
-    from zett_lab.study.sweep import decision_boundaries
+    from zett_lab.study import decision_boundaries
 
     conversation = coding_conversation(turns=6, cid="walk")
     walks = [
@@ -310,7 +310,7 @@ def test_heatmap_boolean_column_and_aggregation(sweep_table):
 
 
 def test_pareto_front_matches_the_sweep(sweep_table):
-    from zett_lab.study.sweep import pareto_front
+    from zett_lab.study import pareto_front
 
     ax = plots.pareto(sweep_table, cost="total_input_tokens", loss="needed_anchor_recall").axes[0]
     front = pareto_front(sweep_table, cost="total_input_tokens", loss="needed_anchor_recall")

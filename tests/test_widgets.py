@@ -192,7 +192,7 @@ def test_steps_table_marks_rows(explorer):
 
 @pytest.fixture(scope="module")
 def small_sweep():
-    from zett_lab.study.sweep import sweep
+    from zett_lab.study import sweep
 
     conversations = [coding_conversation(turns=6, cid="s1"), coding_conversation(turns=9, cid="s2")]
     return sweep(

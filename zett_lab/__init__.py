@@ -21,7 +21,7 @@ from .load.conversation import Conversation, NativeCompaction, Probe, Turn
 from .measure import Losses, compare, measure
 from .replay.run import ReplayError, replay
 from .replay.trace import Trace
-from .study.sweep import Sweep, decision_boundaries, pareto_front, recommend, sweep
+from .study import Sweep, decision_boundaries, pareto_front, recommend, sweep
 from .summarizers import DEFAULT_SUMMARIZER, SummaryCache, summarizer
 from .tokens import (
     ApproxCounter,

@@ -108,6 +108,11 @@ def _encoding():
     return tiktoken.get_encoding("o200k_base")
 
 
+def warm_up() -> None:
+    """Provision and load the o200k vocabulary now (a worker does it once, before its first replay)."""
+    _encoding()
+
+
 def engine_count_tokens(messages: Sequence[AnyMessage]) -> int:
     """zett-agent's own default estimator, after making sure its vocabulary is present."""
     from zett_agent.extensions.compaction import CompactionExtension
@@ -158,6 +163,8 @@ class _PayloadCounter:
     def __init__(self, count_text: Callable[[str], int]) -> None:
         self._count_text = count_text
         self._by_identity: dict[int, tuple[AnyMessage, int]] = {}
+        # The last long sequences counted, most recent first, with their totals.
+        self._recent: list[tuple[tuple[AnyMessage, ...], int]] = []
 
     def count_message(self, message: AnyMessage) -> int:
         entry = self._by_identity.get(id(message))
@@ -172,13 +179,47 @@ class _PayloadCounter:
             self._by_identity[id(message)] = entry
         return entry[1]
 
-    def __call__(self, messages: Sequence[AnyMessage]) -> int:
-        # The engine's cutoff loop calls this once per candidate cutoff: keep the hit path a plain loop.
+    #: Sequences up to this length are summed directly; longer ones first try recent ones.
+    _SHORT = 16
+    #: Long sequences remembered (the context, the cutoff walk's window, one spare).
+    _RECENT = 3
+
+    def _sum(self, messages: Sequence[AnyMessage]) -> int:
         total = 0
         by_identity = self._by_identity
         for message in messages:
             entry = by_identity.get(id(message))
             total += entry[1] if entry is not None else self.count_message(message)
+        return total
+
+    def __call__(self, messages: Sequence[AnyMessage]) -> int:
+        """The sum of per-message counts.
+
+        The engine recounts the whole context before every step, and the recent window once
+        per candidate cutoff, so most sequences extend one counted just before at the end or
+        at the front. Those are counted from its total plus the new messages; the comparison
+        that proves the shared part holds the same messages runs in C (identity first, then
+        equality, and equal messages have equal counts), so the result is the plain sum's.
+        """
+        if len(messages) <= self._SHORT:
+            return self._sum(messages)
+        items = messages if isinstance(messages, tuple) else tuple(messages)
+        n = len(items)
+        recent = self._recent
+        for position, (base, base_total) in enumerate(recent):
+            k = len(base)
+            if k > n:
+                continue
+            if items[0] is base[0] and items[k - 1] is base[-1] and items[:k] == base:
+                total = base_total + self._sum(items[k:])
+            elif items[-1] is base[-1] and items[n - k] is base[0] and items[n - k :] == base:
+                total = base_total + self._sum(items[: n - k])
+            else:
+                continue
+            self._recent = [(items, total), *recent[:position], *recent[position + 1 :]]
+            return total
+        total = self._sum(items)
+        self._recent = [(items, total), *recent[: self._RECENT - 1]]
         return total
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import copy
 import numbers
 import time
-from collections import defaultdict, deque
+from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
@@ -55,6 +55,7 @@ from ..errors import InputError, SettingError, ZettLabError
 from ..load.conversation import Conversation, starts_turn
 from ..tokens import TokenCounter
 from ..tokens import count_tokens as default_counter
+from .fork import Fork, ForkableRun, TurnMark
 from .trace import Trace
 
 #: Manual (on-demand) compaction points: an int is a turn index, ``"step:N"`` a model step.
@@ -133,6 +134,7 @@ class _Recorder:
     ended: bool = False
     checkpoint_id: int | None = None
     span_start: int = 0
+    marks: list[TurnMark] = field(default_factory=list)
 
     @property
     def n_recorded(self) -> int:
@@ -150,6 +152,24 @@ class _Recorder:
         return self.turn_end < len(self.conversation.messages) and (
             next_assistant is None or next_assistant >= self.turn_end
         )
+
+    def mark(self, turn: int, history: InMemoryMessageAccumulator) -> None:
+        """Write down the state at the start of ``turn`` (a later replay may fork here)."""
+        self.marks.append(TurnMark(
+            turn=turn, dialogue=history.messages(self.conversation.id), steps=len(self.step_rows),
+            compactions=len(self.compaction_rows), events=len(self.engine_events),
+            interrupted=len(self.interrupted_turns), cursor=self.cursor, checkpoint_id=self.checkpoint_id,
+        ))
+
+    def resume(self, fork: Fork) -> None:
+        """Start from a mark of another replay: its rows so far, for this setting."""
+        mark = fork.mark
+        self.step_rows = fork.step_rows(self.max_tokens, self.keep_recent_tokens)
+        self.compaction_rows = fork.run.compaction_rows[: mark.compactions]
+        self.engine_events = fork.run.engine_events[: mark.events]
+        self.interrupted_turns = fork.run.interrupted_turns[: mark.interrupted]
+        self.cursor, self.checkpoint_id = mark.cursor, mark.checkpoint_id
+        self.marks = fork.marks()
 
     def begin_pass(self, trigger: str | None, n_recorded: int) -> _Pass:
         self.current = _Pass(trigger=trigger, n_recorded=n_recorded)
@@ -421,8 +441,11 @@ def _step_row(
     reply: AssistantMessage | None,
 ) -> dict[str, Any]:
     counter = recorder.counter
-    originals = sum(1 for m in sent if not isinstance(m, (SystemMessage, CompactedMessage)))
-    has_checkpoint = any(isinstance(m, CompactedMessage) for m in sent)
+    kinds = Counter(map(type, sent))  # counted in C: contexts run to thousands of messages
+    checkpoints = sum(n for kind, n in kinds.items() if issubclass(kind, CompactedMessage))
+    system = sum(n for kind, n in kinds.items() if issubclass(kind, SystemMessage))
+    originals = len(sent) - checkpoints - system
+    has_checkpoint = checkpoints > 0
     context_tokens = counter(sent)
     window = state.window if state is not None else None
     older, recent = (window[1], window[2]) if window else (None, None)
@@ -463,13 +486,16 @@ def _step_row(
 class _RecordedTools:
     """One replay tool per recorded tool name, answering each call id with its recorded result."""
 
-    def __init__(self, conversation: Conversation, recorder: _Recorder) -> None:
+    def __init__(self, conversation: Conversation, recorder: _Recorder, start: int = 0) -> None:
         self._recorder = recorder
         self._results: dict[str, deque[ToolMessage]] = defaultdict(deque)
+        #: Recorded results answered so far (from message ``start`` on).
+        self.used = 0
         names: set[str] = set()
-        for message in conversation.messages:
+        for index, message in enumerate(conversation.messages):
             if isinstance(message, ToolMessage):
-                self._results[message.tool_call_id].append(message)
+                if index >= start:
+                    self._results[message.tool_call_id].append(message)
             elif isinstance(message, AssistantMessage):
                 names.update(call.name for call in message.tool_calls)
         self.tools = [
@@ -489,6 +515,7 @@ class _RecordedTools:
             self._recorder.ended = True
             raise _EndOfRecording
         result = queue.popleft()
+        self.used += 1
         content = copy.deepcopy(result.content)
         if not result.success:
             raise _RecordedFailure(result.text if not isinstance(content, str) else content)
@@ -647,6 +674,37 @@ def replay(
     Returns:
         A :class:`Trace` with one row per model step and one per summary attempt.
     """
+    trace, _ = replay_forkable(
+        conversation, max_tokens=max_tokens, keep_recent_tokens=keep_recent_tokens, summarizer=summarizer,
+        count_tokens=count_tokens, reasoning_effort=reasoning_effort, cache=cache, strict=strict, compact_at=compact_at,
+        usage=usage, usage_overhead=usage_overhead, on_missing_usage=on_missing_usage, store=store,
+    )
+    return trace
+
+
+def replay_forkable(
+    conversation: Conversation,
+    *,
+    max_tokens: int,
+    keep_recent_tokens: int,
+    summarizer: AgentModel | str | None = None,
+    count_tokens: TokenCounter | None = None,
+    reasoning_effort: ReasoningEffort | str = ReasoningEffort.LOW,
+    cache: Any = None,
+    strict: bool = False,
+    compact_at: CompactAt | None = None,
+    usage: str = "none",
+    usage_overhead: int = 0,
+    on_missing_usage: str = "error",
+    store: str | Path | None = None,
+    fork: Fork | None = None,
+) -> tuple[Trace, ForkableRun | None]:
+    """:func:`replay`, also returning what later replays can fork from (None with ``store=``).
+
+    ``fork`` starts this replay at a mark of an earlier one instead of at the first turn:
+    the caller has proven that this setting takes the same decisions as that replay up to
+    the mark (:mod:`zett_lab.replay.fork`). Same arguments otherwise.
+    """
     check_limits(max_tokens, keep_recent_tokens)
     max_tokens, keep_recent_tokens = int(max_tokens), int(keep_recent_tokens)
     conversation.validate()
@@ -661,25 +719,32 @@ def replay(
     assistant_indices = [i for i, m in enumerate(messages) if isinstance(m, AssistantMessage)]
     _check_replayable(conversation)
     manual_turns, manual_steps = _parse_compact_at(compact_at, conversation, len(assistant_indices) + 1)
+    if fork is not None and (store is not None or manual_turns or manual_steps):
+        raise SettingError("a forked replay takes no store= and no compact_at=")
     recorder = _Recorder(
         conversation=conversation, counter=counter, max_tokens=max_tokens, keep_recent_tokens=keep_recent_tokens,
         summarizer_identity=identity, strict=strict, assistant_indices=assistant_indices,
         span_start=next((i for i, m in enumerate(messages) if not isinstance(m, SystemMessage)), 0),
     )
+    if fork is not None:
+        recorder.resume(fork)
     usage_for = _usage_function(usage, conversation, counter, usage_overhead, on_missing_usage)
     compaction = _InstrumentedCompaction(
         recorder, manual_steps,
         model=_RecordingSummarizer(model, f"{identity}|effort={effort.value}", recorder, summary_cache),
         max_tokens=max_tokens, keep_recent_tokens=keep_recent_tokens, count_tokens=counter, reasoning_effort=effort,
     )
+    memory: InMemoryMessageAccumulator | None = None
     if store is None:
-        history: Any = InMemoryMessageAccumulator()
+        memory = fork.history(conversation.id) if fork is not None else InMemoryMessageAccumulator()
+        history: Any = memory
     else:
         from .stored import storage_extension
 
         history = storage_extension(store, conversation.id)
     started = time.perf_counter()
-    run_sync(_drive(conversation, recorder, [history, compaction], usage_for, manual_turns))
+    first_turn = fork.mark.turn if fork is not None else 0
+    run_sync(_drive(conversation, recorder, [history, compaction], usage_for, manual_turns, first_turn, memory))
     settings = {
         "max_tokens": max_tokens,
         "keep_recent_tokens": keep_recent_tokens,
@@ -703,7 +768,10 @@ def replay(
         from .stored import link_snapshots, stored_view
 
         trace.compactions = link_snapshots(trace.compactions, stored_view(store, conversation.id))
-    return trace
+        return trace, None
+    run = ForkableRun(recorder.step_rows, recorder.compaction_rows, recorder.engine_events, recorder.interrupted_turns,
+                      recorder.marks)
+    return trace, run
 
 
 async def _drive(
@@ -712,8 +780,12 @@ async def _drive(
     extensions: list[Any],
     usage_for: Callable[[int, ModelRequest, AssistantMessage], ModelUsage],
     manual_turns: set[int],
+    first_turn: int = 0,
+    memory: InMemoryMessageAccumulator | None = None,
 ) -> None:
-    tools = _RecordedTools(conversation, recorder)
+    turns = conversation.turns
+    tools = _RecordedTools(conversation, recorder, turns[first_turn].start if first_turn < len(turns) else 0)
+    answered = _answered_before(conversation, turns[first_turn].start if first_turn < len(turns) else 0)
     config = AgentRunConfig(session_id=conversation.id)
     agent = await Agent.create(
         _ReplayModel(recorder, usage_for),
@@ -725,7 +797,9 @@ async def _drive(
         max_iterations=1_000_000,
     )
     try:
-        for turn in conversation.turns:
+        for turn in turns[first_turn:]:
+            if memory is not None and turn.index > first_turn and tools.used == answered[turn.start]:
+                recorder.mark(turn.index, memory)
             recorder.turn, recorder.turn_start, recorder.turn_end, recorder.turn_step = (
                 turn.index,
                 turn.start,
@@ -755,6 +829,14 @@ async def _drive(
             close = getattr(extension, "close", None)
             if close is not None:
                 await close()
+
+
+def _answered_before(conversation: Conversation, start: int) -> list[int]:
+    """``answered[i]``: recorded tool results in ``messages[start:i]`` (what the tools must have answered by then)."""
+    answered = [0] * (len(conversation.messages) + 1)
+    for index, message in enumerate(conversation.messages):
+        answered[index + 1] = answered[index] + (index >= start and isinstance(message, ToolMessage))
+    return answered
 
 
 async def _consume(events: Any, recorder: _Recorder) -> None:

@@ -470,7 +470,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     summarizers = args.summarizer or [DEFAULT_SUMMARIZER]
     _check_summarizers(summarizers)
     conversations = _load(args.paths, args.session)
-    from ..study.sweep import sweep
+    from ..study import sweep
 
     result = sweep(
         conversations,
@@ -530,7 +530,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             raise SettingError(
                 "--max-tokens/--keep-recent-tokens/--summarizer apply to recorded conversations, not to a saved sweep"
             )
-        from ..study.sweep import Sweep
+        from ..study import Sweep
 
         report = Report(sweep=Sweep.load(sweep_files[0]), **options)
     else:
@@ -573,7 +573,7 @@ def _check_report_options(out: Path, options: dict[str, Any]) -> None:
     report_date(options.get("date"))
     price_for(options.get("primary_model") or DEFAULT_PRIMARY_MODEL)
     if options.get("constraints"):
-        from ..study.sweep import parse_constraints
+        from ..study import parse_constraints
 
         parse_constraints(options["constraints"])
 

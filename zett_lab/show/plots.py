@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from ..measure.compare import Comparison
     from ..measure.losses import Losses
     from ..replay.trace import Trace
-    from ..study.sweep import Sweep
+    from ..study import Sweep
 
 __all__ = [
     "KIND_STYLES",
@@ -598,7 +598,7 @@ def heatmap(
         sweep_results: ``Sweep.results`` (needs ``max_tokens``, ``keep_recent_tokens``, ``column``).
         column: Any numeric or boolean column.
         boundaries: Exact decision boundaries: :class:`zett_lab.study.boundaries.Boundaries` (the
-            result of :func:`zett_lab.study.sweep.decision_boundaries`) or a list of them (one walk
+            result of :func:`zett_lab.study.decision_boundaries`) or a list of them (one walk
             per ``keep_recent_tokens`` row, or per ``max_tokens`` column); a DataFrame of
             points with ``max_tokens`` and/or ``keep_recent_tokens`` columns (grouped by a
             ``boundary``/``label``/``metric`` column when present); a mapping label -> any of
@@ -830,10 +830,10 @@ def pareto(
 ) -> Figure:
     """Cost against loss for every setting, with the Pareto front.
 
-    Aggregation matches :func:`zett_lab.study.sweep.pareto_front`: per setting (``by``), cost is
+    Aggregation matches :func:`zett_lab.study.pareto_front`: per setting (``by``), cost is
     summed and the loss metric averaged over conversations; the loss metric's direction is
     guessed from its name (``recall``, ``retention``, ``survival``... are higher-is-better)
-    unless ``maximize=`` is given. The front is :func:`zett_lab.study.sweep.pareto_front`'s (or
+    unless ``maximize=`` is given. The front is :func:`zett_lab.study.pareto_front`'s (or
     ``front=``), drawn as a dashed staircase through outlined points labelled
     ``max_tokens/keep_recent_tokens``. One marker shape (and colour) per ``group`` value.
     Missing loss values (nothing compacted) count as the best value, as in the sweep.
@@ -859,7 +859,7 @@ def pareto(
     points = points.dropna(subset=[cost, loss])
     if front is None:
         try:
-            from ..study.sweep import pareto_front
+            from ..study import pareto_front
 
             front = pareto_front(data, cost=cost, loss=loss, maximize=higher, by=tuple(keys) if keys else None)
         except ImportError:

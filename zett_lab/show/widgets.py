@@ -912,13 +912,13 @@ class SweepExplorer(widgets.VBox):
     """A sweep's heatmap for any numeric column, and the timeline of the chosen cell.
 
     Args:
-        sweep: A :class:`zett_lab.study.sweep.Sweep` (``.results`` and ``.trace(...)``) or a results
+        sweep: A :class:`zett_lab.study.Sweep` (``.results`` and ``.trace(...)``) or a results
             DataFrame (then pass ``trace=`` to get cell timelines).
         metric: Initial column (default: ``compactions_applied`` when present, else the first
             numeric result column).
         boundaries: Exact decision boundaries to draw: anything :func:`zett_lab.show.plots.heatmap`
             accepts, or a callable ``(explorer) -> boundaries``. With ``"auto"`` (default) a
-            checkbox offers :func:`zett_lab.study.sweep.decision_boundaries` for the chosen
+            checkbox offers :func:`zett_lab.study.decision_boundaries` for the chosen
             conversation and summarizer (one walk along ``max_tokens`` per
             ``keep_recent_tokens`` row; replays, so off until ticked; cached).
         trace: Callable returning the Trace of a cell: ``trace(conversation_id=, summarizer=,

@@ -1,5 +1,65 @@
-"""Study: grids and sweeps of replays, proven reuse and exact decision boundaries, recommendations.
+"""Study: grids and sweeps of replays, proven reuse, forks and exact decision boundaries, recommendations.
 
-Builds on load, summarizers, replay and measure; returns :class:`~zett_lab.study.sweep.Sweep`
-results and plain DataFrames for :mod:`zett_lab.show` to display.
+Builds on load, summarizers, replay and measure; returns :class:`Sweep` results and plain
+DataFrames for :mod:`zett_lab.show` to display. The modules, in the order a sweep uses them:
+
+- :mod:`~zett_lab.study.grid`: settings (tokens or fractions of a model's window) and cells;
+- :mod:`~zett_lab.study.boundaries`: which settings provably give the same replay, or the same
+  replay up to a turn; the exact values where decisions change;
+- :mod:`~zett_lab.study.reuse`: proven replays kept per process, and where a replay can fork;
+- :mod:`~zett_lab.study.units`: one unit of work, as a worker runs it;
+- :mod:`~zett_lab.study.executors`: in-process, the local process pool, ``dask.distributed``;
+- :mod:`~zett_lab.study.sweep`: the driver; :mod:`~zett_lab.study.results` and
+  :mod:`~zett_lab.study.sources`: the :class:`Sweep` result, with replays' tables on disk;
+- :mod:`~zett_lab.study.choose`: Pareto front, constraints, one recommendation.
 """
+
+from .boundaries import (
+    Boundaries,
+    Region,
+    decision_boundaries,
+    derive,
+    prefix_regions,
+    region,
+    same_replay,
+)
+from .choose import (
+    NoFeasibleSetting,
+    Recommendation,
+    pareto_front,
+    parse_constraints,
+    recommend,
+)
+from .executors import SerialExecutor, default_executor, shutdown_default_executor
+from .grid import CONTEXT_WINDOWS, SETTING_COLUMNS, CellKey, resolve_context_window
+from .progress import ProgressEvent
+from .results import Sweep, SweepConfig
+from .reuse import clear_worker_state
+from .sweep import sweep
+
+__all__ = [
+    "CONTEXT_WINDOWS",
+    "SETTING_COLUMNS",
+    "Boundaries",
+    "CellKey",
+    "NoFeasibleSetting",
+    "ProgressEvent",
+    "Recommendation",
+    "Region",
+    "SerialExecutor",
+    "Sweep",
+    "SweepConfig",
+    "clear_worker_state",
+    "decision_boundaries",
+    "default_executor",
+    "derive",
+    "pareto_front",
+    "parse_constraints",
+    "prefix_regions",
+    "recommend",
+    "region",
+    "resolve_context_window",
+    "same_replay",
+    "shutdown_default_executor",
+    "sweep",
+]

@@ -126,105 +126,164 @@ def region(trace: Trace, *, count_tokens: TokenCounter | None = None, verify: bo
     additive per message). ``verify=True`` also rebuilds every context that found no
     window and re-runs the engine's own walk on it, checking the arithmetic (slow; tests).
     """
+    return prefix_regions(trace, [len(trace.steps)], count_tokens=count_tokens, verify=verify)[0]
+
+
+def prefix_regions(
+    trace: Trace, step_counts: Sequence[int], *, count_tokens: TokenCounter | None = None, verify: bool = False
+) -> list[Region]:
+    """For each ``n`` of ``step_counts`` (ascending), the settings proven to take the decisions of ``trace``'s first ``n`` steps.
+
+    The same induction as :func:`region`, stopped after ``n`` steps: a replay under any
+    setting of the rectangle reaches the start of step ``n`` in exactly the state ``trace``
+    did, which is what lets :mod:`zett_lab.replay.fork` start it there. The rectangles are
+    nested (each later one inside the earlier); ``region(trace)`` is the one for every step.
+    """
     counter = count_tokens or default_counter
     settings = trace.settings
     max_tokens, keep = int(settings["max_tokens"]), int(settings["keep_recent_tokens"])
-    if settings.get("compact_at"):
-        return Region.point(max_tokens, keep, "manual compaction passes")
-    if trace.compactions is not None and len(trace.compactions) and (trace.compactions["trigger"] != "auto").any():
-        return Region.point(max_tokens, keep, "manual compaction passes")
-    messages = trace.conversation.messages
-    n_all = len(messages)
-    prefix = [0] * (n_all + 1)
-    for i, message in enumerate(messages):
-        prefix[i + 1] = prefix[i] + counter([message])
-    next_start = [n_all] * (n_all + 1)
-    prev_start = [-1] * n_all
-    for i in range(n_all - 1, -1, -1):
-        next_start[i] = i if starts_turn(messages[i]) else next_start[i + 1]
-    last = -1
-    for i in range(n_all):
-        last = i if starts_turn(messages[i]) else last
-        prev_start[i] = last
-    first_system = next((i for i, m in enumerate(messages) if isinstance(m, SystemMessage)), None)
-    checkpoints: dict[int, int] = {}
-    if len(trace.compactions):
-        for cid, text in zip(trace.compactions["compaction_id"], trace.compactions["summary_text"], strict=True):
-            if isinstance(text, str):
-                checkpoints[int(cid)] = counter([checkpoint_message(text)])
+    manual = bool(settings.get("compact_at")) or (len(trace.compactions) and (trace.compactions["trigger"] != "auto").any())
+    if manual:
+        return [Region.point(max_tokens, keep, "manual compaction passes")] * len(step_counts)
+    walk = _DecisionWalk(trace, counter, verify)
+    regions: list[Region] = []
+    wanted = iter(step_counts)
+    target = next(wanted, None)
+    rows = trace.steps.itertuples(index=False)
+    done = 0
+    while target is not None:
+        if done == target or walk.failed is not None:
+            regions.append(walk.rectangle())
+            target = next(wanted, None)
+            continue
+        row = next(rows, None)
+        if row is None:  # a count past the last step: the whole trace
+            regions.append(walk.rectangle())
+            target = next(wanted, None)
+            continue
+        walk.step(row)
+        done += 1
+    return regions
 
-    m_lo, m_hi, k_lo, k_hi = 1, None, 1, None
-    lo: int
-    hi: int | None
-    row: Any  # a steps-table row: its fields are the trace schema's columns
-    for row in trace.steps.itertuples(index=False):
+
+class _DecisionWalk:
+    """The rectangle of settings that take a trace's decisions so far, narrowed one step at a time."""
+
+    def __init__(self, trace: Trace, counter: TokenCounter, verify: bool) -> None:
+        self.trace, self.counter, self.verify = trace, counter, verify
+        settings = trace.settings
+        self.max_tokens, self.keep = int(settings["max_tokens"]), int(settings["keep_recent_tokens"])
+        messages = trace.conversation.messages
+        self.messages = messages
+        n_all = len(messages)
+        self.prefix = prefix = [0] * (n_all + 1)
+        for i, message in enumerate(messages):
+            prefix[i + 1] = prefix[i] + counter([message])
+        self.next_start = next_start = [n_all] * (n_all + 1)
+        self.prev_start = prev_start = [-1] * n_all
+        for i in range(n_all - 1, -1, -1):
+            next_start[i] = i if starts_turn(messages[i]) else next_start[i + 1]
+        last = -1
+        for i in range(n_all):
+            last = i if starts_turn(messages[i]) else last
+            prev_start[i] = last
+        self.first_system = next((i for i, m in enumerate(messages) if isinstance(m, SystemMessage)), None)
+        self.checkpoints: dict[int, int] = {}
+        if len(trace.compactions):
+            for cid, text in zip(trace.compactions["compaction_id"], trace.compactions["summary_text"], strict=True):
+                if isinstance(text, str):
+                    self.checkpoints[int(cid)] = counter([checkpoint_message(text)])
+        self.m_lo, self.m_hi, self.k_lo, self.k_hi = 1, None, 1, None
+        self.failed: str | None = None
+
+    def rectangle(self) -> Region:
+        if self.failed is not None:
+            return Region.point(self.max_tokens, self.keep, self.failed)
+        result = Region(self.max_tokens, self.keep, self.m_lo, self.m_hi, self.k_lo, self.k_hi)
+        if not result.contains(self.max_tokens, self.keep):  # cannot happen unless the trace is inconsistent
+            return Region.point(self.max_tokens, self.keep, "inconsistent trace")
+        return result
+
+    def step(self, row: Any) -> None:
+        """Narrow the rectangle by one step's pass (or record why it cannot be read)."""
         step = int(row.step)
         estimate = row.estimate
         if is_missing(estimate):
-            return Region.point(max_tokens, keep, f"step {step} has no estimate")
+            self.failed = f"step {step} has no estimate"
+            return
         estimate = int(estimate)
         triggered = bool(row.triggered)
-        if triggered != (estimate > max_tokens):
-            return Region.point(max_tokens, keep, f"step {step}: trigger does not match its estimate")
+        if triggered != (estimate > self.max_tokens):
+            self.failed = f"step {step}: trigger does not match its estimate"
+            return
         if not triggered:
-            m_lo = max(m_lo, estimate)
-            continue
-        m_hi = estimate - 1 if m_hi is None else min(m_hi, estimate - 1)
-        n = int(row.n_recorded)
-        if not is_missing(row.cutoff_index):
-            # A window was found: the dialogue ends with messages[cutoff:n] verbatim, starting a turn.
-            cutoff = int(row.cutoff_index)
-            if n - cutoff != row.recent_messages or prefix[n] - prefix[cutoff] != row.recent_tokens:
-                return Region.point(max_tokens, keep, f"step {step}: kept window does not re-count")
-            nb = min(next_start[cutoff + 1], n) if cutoff + 1 <= n else n
-            lo, hi = prefix[n] - prefix[nb], prefix[n] - prefix[cutoff]
-        else:
-            # No window: nothing changed, so the context sent is the one the walk saw:
-            # [system] + [checkpoint] + messages[kept_from:n] (docs/trace-schema.md).
-            kept_from = int(row.kept_from)
-            has_checkpoint = not is_missing(row.checkpoint_id)
-            off = 1 if has_checkpoint else 0
-            ckpt = checkpoints.get(int(row.checkpoint_id)) if has_checkpoint else 0
-            system, system_tokens = 0, 0
-            if first_system is not None and first_system < n:
-                system, system_tokens = 1, prefix[first_system + 1] - prefix[first_system]
-            if ckpt is None or system + off + (n - kept_from) != row.n_messages or (
-                system_tokens + ckpt + prefix[n] - prefix[kept_from] != row.estimator_tokens
-            ):
-                return Region.point(max_tokens, keep, f"step {step}: context does not re-count")
-            length = off + n - kept_from  # dialogue d = [checkpoint] + messages[kept_from:n]
-            suffix = partial(
-                _dialogue_suffix, length=length, checkpoint=ckpt, off=off, prefix=prefix, n=n, kept_from=kept_from
-            )
-
-            # First walk: the largest c with S(c) >= keep (S is non-increasing), else 0.
-            j = bisect.bisect_right(prefix, prefix[n] - keep, kept_from, n + 1) - 1
-            c1 = j - kept_from + off if j >= kept_from else 0
-            # Snap back to a turn start; dialogue index 0 is never taken.
-            b = 0
-            if c1 >= off and c1 > 0:
-                start = prev_start[kept_from + c1 - off] if kept_from + c1 - off < n_all else -1
-                if start >= kept_from and start - kept_from + off > 0:
-                    b = start - kept_from + off
-            if b > 0 and not all(isinstance(m, CompactedMessage) for m in messages[kept_from : kept_from + b - off]):
-                # The engine found no window, so everything older than b must be checkpoints.
-                return Region.point(max_tokens, keep, f"step {step}: walk finds a window the engine did not")
-            first_after = kept_from + (b - off) + 1 if b >= off else kept_from
-            nb = (min(next_start[first_after], n) - kept_from + off) if first_after <= n else length
-            lo, hi = suffix(nb), (None if b == 0 else suffix(b))
-            if b == 0:
-                # The recorded reason tells the two ways of finding no turn start apart:
-                # the first walk reaching the start (K > S(1)) or only the snap reaching it.
-                lo, hi = (suffix(1), None) if keep > suffix(1) else (lo, suffix(1))
-            if verify:
-                _verify_pass(trace, step, keep, counter, b, lo, hi)
-        k_lo = max(k_lo, lo + 1)
+            self.m_lo = max(self.m_lo, estimate)
+            return
+        self.m_hi = estimate - 1 if self.m_hi is None else min(self.m_hi, estimate - 1)
+        interval = self._window_interval(row, step) if not is_missing(row.cutoff_index) else self._no_window_interval(row, step)
+        if interval is None:
+            return
+        lo, hi = interval
+        self.k_lo = max(self.k_lo, lo + 1)
         if hi is not None:
-            k_hi = hi if k_hi is None else min(k_hi, hi)
-    result = Region(max_tokens, keep, m_lo, m_hi, k_lo, k_hi)
-    if not result.contains(max_tokens, keep):  # cannot happen unless the trace is inconsistent
-        return Region.point(max_tokens, keep, "inconsistent trace")
-    return result
+            self.k_hi = hi if self.k_hi is None else min(self.k_hi, hi)
+
+    def _window_interval(self, row: Any, step: int) -> tuple[int, int | None] | None:
+        """A window was found: the dialogue ends with messages[cutoff:n] verbatim, starting a turn."""
+        prefix, n, cutoff = self.prefix, int(row.n_recorded), int(row.cutoff_index)
+        if n - cutoff != row.recent_messages or prefix[n] - prefix[cutoff] != row.recent_tokens:
+            self.failed = f"step {step}: kept window does not re-count"
+            return None
+        nb = min(self.next_start[cutoff + 1], n) if cutoff + 1 <= n else n
+        return prefix[n] - prefix[nb], prefix[n] - prefix[cutoff]
+
+    def _no_window_interval(self, row: Any, step: int) -> tuple[int, int | None] | None:
+        """No window: nothing changed, so the context sent is the one the walk saw.
+
+        That context is [system] + [checkpoint] + messages[kept_from:n] (docs/trace-schema.md).
+        """
+        prefix, messages, keep = self.prefix, self.messages, self.keep
+        n, kept_from = int(row.n_recorded), int(row.kept_from)
+        has_checkpoint = not is_missing(row.checkpoint_id)
+        off = 1 if has_checkpoint else 0
+        ckpt = self.checkpoints.get(int(row.checkpoint_id)) if has_checkpoint else 0
+        first_system = self.first_system
+        system, system_tokens = 0, 0
+        if first_system is not None and first_system < n:
+            system, system_tokens = 1, prefix[first_system + 1] - prefix[first_system]
+        if ckpt is None or system + off + (n - kept_from) != row.n_messages or (
+            system_tokens + ckpt + prefix[n] - prefix[kept_from] != row.estimator_tokens
+        ):
+            self.failed = f"step {step}: context does not re-count"
+            return None
+        length = off + n - kept_from  # dialogue d = [checkpoint] + messages[kept_from:n]
+        suffix = partial(
+            _dialogue_suffix, length=length, checkpoint=ckpt, off=off, prefix=prefix, n=n, kept_from=kept_from
+        )
+
+        # First walk: the largest c with S(c) >= keep (S is non-increasing), else 0.
+        j = bisect.bisect_right(prefix, prefix[n] - keep, kept_from, n + 1) - 1
+        c1 = j - kept_from + off if j >= kept_from else 0
+        # Snap back to a turn start; dialogue index 0 is never taken.
+        b = 0
+        if c1 >= off and c1 > 0:
+            start = self.prev_start[kept_from + c1 - off] if kept_from + c1 - off < len(messages) else -1
+            if start >= kept_from and start - kept_from + off > 0:
+                b = start - kept_from + off
+        if b > 0 and not all(isinstance(m, CompactedMessage) for m in messages[kept_from : kept_from + b - off]):
+            # The engine found no window, so everything older than b must be checkpoints.
+            self.failed = f"step {step}: walk finds a window the engine did not"
+            return None
+        first_after = kept_from + (b - off) + 1 if b >= off else kept_from
+        nb = (min(self.next_start[first_after], n) - kept_from + off) if first_after <= n else length
+        lo, hi = suffix(nb), (None if b == 0 else suffix(b))
+        if b == 0:
+            # The recorded reason tells the two ways of finding no turn start apart:
+            # the first walk reaching the start (K > S(1)) or only the snap reaching it.
+            lo, hi = (suffix(1), None) if keep > suffix(1) else (lo, suffix(1))
+        if self.verify:
+            _verify_pass(self.trace, step, keep, self.counter, b, lo, hi)
+        return lo, hi
 
 
 def _dialogue_suffix(

@@ -4,7 +4,7 @@
 :func:`build_report_data` takes what the stages produced (traces, a :class:`Sweep`,
 :class:`Losses`, a :class:`Comparison`) and computes everything a report shows: the per-replay
 results with costs, the paired comparison, the recommended setting
-(:func:`~zett_lab.study.sweep.recommend`), the lost-but-needed items and the losses of the
+(:func:`~zett_lab.study.choose.recommend`), the lost-but-needed items and the losses of the
 replays shown in detail. :mod:`zett_lab.show.report` only renders the :class:`ReportData`.
 
 Failed replays are kept apart: they are listed, never averaged into a metric, and a setting
@@ -32,7 +32,9 @@ from ..records import plain, records
 from ..replay.trace import Trace
 from ..tokens import count_tokens
 from .report_lost import DIGITS, cell_entries, lost_but_needed_items, trace_index
-from .sweep import NoFeasibleSetting, Sweep, recommend, sweep
+from .choose import NoFeasibleSetting, recommend
+from .results import Sweep
+from .sweep import sweep
 
 #: Summarizers a report over recorded conversations runs: the built-in offline ones, the
 #: default first (no network, no key, deterministic).
@@ -251,7 +253,7 @@ def build_report_data(
             conversation and setting, when None and there are two or more).
         failures: Replays that could not run.
         constraints: Recommend the cheapest setting meeting these; default (or when none
-            does): the knee of the Pareto front (:func:`~zett_lab.study.sweep.recommend`).
+            does): the knee of the Pareto front (:func:`~zett_lab.study.choose.recommend`).
         explore: Conversation for the interactive explorer (default: the one with the most
             applied compactions).
         primary_model: Price-table model for the money columns.
@@ -451,7 +453,7 @@ def recommend_report_setting(
 ) -> dict[str, Any] | None:
     """The recommended setting of a report, as plain data, with the rule that chose it.
 
-    :func:`~zett_lab.study.sweep.recommend` with the report's cost (total primary input
+    :func:`~zett_lab.study.choose.recommend` with the report's cost (total primary input
     tokens) and, without constraints or when no setting meets them (the reason is kept in
     ``note``), its loss (lost-but-needed anchors). A setting with a failed replay in
     ``results`` (``error`` set) is never chosen. None when nothing can be recommended.

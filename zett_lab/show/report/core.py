@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from ...load.conversation import Conversation
     from ...measure import Comparison, Losses
     from ...replay.trace import Trace
-    from ...study.sweep import Sweep
+    from ...study import Sweep
 
 
 def report_date(value: str | _dt.date | None) -> str:
@@ -51,7 +51,7 @@ class Report:
     Args:
         traces: Replays (:class:`~zett_lab.replay.trace.Trace`), any mix of conversations,
             settings and summarizers.
-        sweep: A :class:`zett_lab.study.sweep.Sweep` (its traces are added to ``traces``).
+        sweep: A :class:`zett_lab.study.Sweep` (its traces are added to ``traces``).
         losses: :class:`~zett_lab.measure.Losses` of those traces (measured when None).
         comparison: :class:`~zett_lab.measure.Comparison` of the summarizers (computed,
             paired per conversation and setting, when None and there are two or more).
@@ -65,7 +65,7 @@ class Report:
         failures: Replays that could not run (listed in the report; a sweep's failed cells
             are added).
         constraints: Recommend the cheapest setting meeting these (e.g.
-            ``"needed_anchor_recall >= 0.8"``, see :func:`zett_lab.study.sweep.recommend`);
+            ``"needed_anchor_recall >= 0.8"``, see :func:`zett_lab.study.recommend`);
             default: the knee of the Pareto front (the rule is printed in the report).
         notes: Extra sentences printed under "What was studied".
 

@@ -1,0 +1,133 @@
+"""Where a sweep's units run: in this process, on a local process pool, or on a ``dask.distributed`` cluster.
+
+Any :class:`concurrent.futures.Executor` works. The default is a process pool kept for the
+session (its workers keep their token-count memo and proven replays between sweeps). A
+``dask.distributed`` client's ``get_executor()`` sends units to a cluster whose workers need
+not share a filesystem with the driver: each keeps summaries in its own cache and sends the
+new ones back with its results (:mod:`zett_lab.study.sweep` merges them into the driver's).
+"""
+
+from __future__ import annotations
+
+import atexit
+import concurrent.futures as cf
+import contextlib
+import multiprocessing
+import os
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from ..errors import SettingError
+from ..tokens import warm_up
+
+T = TypeVar("T")
+
+#: Modules the default pool's fork server imports once, so workers start with them loaded.
+PRELOAD = ("zett_lab.study.units", "zett_lab.replay", "zett_lab.summarizers", "zett_lab.measure")
+
+
+class SerialExecutor(cf.Executor):
+    """Runs each task in the calling thread when it is submitted (``executor="serial"``)."""
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> cf.Future[T]:  # type: ignore[override]
+        future: cf.Future[T] = cf.Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as exc:
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            future.set_exception(exc)
+        return future
+
+
+def _warm_worker() -> None:
+    """Load the o200k vocabulary when a worker starts (instead of inside its first cell)."""
+    with contextlib.suppress(Exception):  # the first replay reports any real problem
+        warm_up()
+
+
+_POOL: cf.ProcessPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def default_workers() -> int:
+    """Worker processes of the default pool: the machine's cores."""
+    return max(1, os.cpu_count() or 1)
+
+
+def default_executor() -> cf.ProcessPoolExecutor:
+    """The process pool sweeps use by default, created once and kept for the session.
+
+    Workers keep their token-count memo and proven replays between sweeps, which is what
+    makes a second sweep over the same conversations fast. Uses ``forkserver`` where
+    available (safe with the threads a notebook kernel runs), else ``spawn``.
+    """
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None or getattr(_POOL, "_broken", False) or getattr(_POOL, "_shutdown_thread", False):
+            methods = multiprocessing.get_all_start_methods()
+            context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+            if context.get_start_method() == "forkserver":
+                context.set_forkserver_preload(list(PRELOAD))
+            _POOL = cf.ProcessPoolExecutor(max_workers=default_workers(), mp_context=context, initializer=_warm_worker)
+        return _POOL
+
+
+def running_pool() -> cf.ProcessPoolExecutor | None:
+    """The default pool if one is running (benchmarks read its workers' peak memory)."""
+    return _POOL
+
+
+def worker_pids(pool: cf.ProcessPoolExecutor) -> list[int]:
+    """Process ids of a pool's current workers."""
+    return sorted(getattr(pool, "_processes", None) or {})
+
+
+def shutdown_default_executor() -> None:
+    """Stop the default pool's workers (a new one starts with the next sweep)."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is not None:
+            _POOL.shutdown(wait=True, cancel_futures=True)
+            _POOL = None
+
+
+atexit.register(shutdown_default_executor)
+
+
+def resolve_executor(executor: cf.Executor | str | None) -> tuple[cf.Executor, str]:
+    """The executor a sweep runs on, and a name for its config."""
+    if executor is None:
+        return default_executor(), f"process pool ({default_workers()} workers)"
+    if executor == "serial":
+        return SerialExecutor(), "serial"
+    if isinstance(executor, str):
+        raise SettingError(f"executor must be None, 'serial' or a concurrent.futures.Executor, got {executor!r}")
+    if not callable(getattr(executor, "submit", None)):
+        raise SettingError(f"executor must have a submit() method (a concurrent.futures.Executor), got {type(executor).__name__}")
+    return executor, type(executor).__name__
+
+
+def parallelism(executor: cf.Executor) -> int:
+    """How many units an executor runs at once (a guess for executors that do not say)."""
+    value = getattr(executor, "_max_workers", None)
+    if isinstance(value, int) and value > 0:
+        return value
+    client = getattr(executor, "_client", None)  # dask.distributed ClientExecutor
+    if client is not None:
+        with contextlib.suppress(Exception):  # fall back to the local guess
+            return max(1, sum(client.nthreads().values()))
+    if isinstance(executor, SerialExecutor):
+        return 1
+    return default_workers()
+
+
+def in_process(executor: cf.Executor) -> bool:
+    """Units run in this process (nothing is pickled; unpicklable summarizers work)."""
+    return isinstance(executor, (SerialExecutor, cf.ThreadPoolExecutor))
+
+
+def is_remote(executor: cf.Executor) -> bool:
+    """Units may run on other machines (a ``dask.distributed`` executor): no shared filesystem assumed."""
+    return type(executor).__module__.split(".")[0] == "distributed"

@@ -1,0 +1,398 @@
+"""The result of a sweep: a results table in memory, every distinct replay's tables on disk.
+
+A sweep writes each distinct replay's step and compaction tables (and its loss tables) to a
+folder as it arrives (:class:`SourceFolder`), so the memory a sweep holds is its results
+table, not its traces. :meth:`Sweep.trace` and :meth:`Sweep.losses` read one cell back
+when asked. :meth:`Sweep.save` writes the same layout to a folder of your choice;
+:meth:`Sweep.load` reads it back (no replay is run).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import shutil
+import tempfile
+import uuid
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypedDict
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..errors import InputError, SettingError, ZettLabError
+from ..load.conversation import Conversation
+from ..measure import Losses
+from ..records import is_missing
+from ..replay.trace import Trace, conversation_document, conversation_from_document
+from .boundaries import Region, derive
+from .grid import CellKey, resolve_values, summarizer_label
+from .sources import LOSS_TABLES, Source, SourceFolder, restore, storable
+
+FORMAT = "zett-lab-sweep"
+#: 2: one Parquet file per replay table under ``sources/`` (1: all replays in one steps/compactions file).
+VERSION = 2
+#: Traces a sweep keeps read back in memory.
+TRACES_KEPT = 8
+
+
+class SweepConfig(TypedDict, total=False):
+    """A sweep's grid, options and run statistics (``Sweep.config``; saved as JSON)."""
+
+    conversations: list[str]
+    max_tokens: list[int]
+    keep_recent_tokens: list[int]
+    summarizers: list[str]
+    summarizer_identities: list[str]
+    context_window: int | None
+    context_window_name: str | None
+    primary_model: str | None
+    metrics: bool
+    reuse: bool
+    replay_options: dict[str, Any]
+    cache: str | None
+    executor: str
+    units: int
+    workers: list[str]
+    replays: int
+    forked: int
+    shared_steps: int
+    reused: int
+    errors: int
+    model_calls: int
+    cache_hits: int
+    summaries_merged: int
+    elapsed_s: float
+    worker_cpu_s: float
+    worker_busy_s: float
+    driver_cpu_s: float
+
+
+@dataclass
+class Sweep:
+    """The result of :func:`zett_lab.study.sweep`: a tidy results table and the trace of every cell.
+
+    Attributes:
+        results: one row per conversation × summarizer × max_tokens × keep_recent_tokens.
+            Setting columns (``conversation_id``, ``summarizer`` (the label given),
+            ``max_tokens``, ``keep_recent_tokens`` (tokens), and with ``context_window``:
+            ``context_window``, ``max_tokens_share``, ``keep_recent_share``); budget figures
+            of :meth:`Trace.summary`; cost columns of :func:`zett_lab.measure.cost.cost_summary`
+            (``*_usd`` only with ``primary_model``); loss metrics of :func:`zett_lab.measure`;
+            then ``summarizer_identity``, ``replayed`` (False: the cell is proven identical to
+            another replay and shares it), ``shared_steps`` (steps its replay took from an
+            earlier one it was forked from), ``model_calls`` / ``cache_hits`` (summary calls
+            this cell made / got from the cache), ``seconds``, ``worker`` (host:pid that ran
+            it) and ``error`` (None when the cell is complete).
+        config: the grid, options and run statistics (:class:`SweepConfig`).
+    """
+
+    results: pd.DataFrame
+    config: SweepConfig
+    _conversations: dict[str, Conversation] = field(default_factory=dict, repr=False)
+    _sources: dict[str, Source] = field(default_factory=dict, repr=False)
+    _cells: dict[CellKey, str] = field(default_factory=dict, repr=False)
+    _read: OrderedDict[str, Trace] = field(default_factory=OrderedDict, repr=False)
+
+    # --- cells --------------------------------------------------------------------
+
+    def key(self, conversation_id: str, max_tokens: float, keep_recent_tokens: float, summarizer: Any = None) -> CellKey:
+        """The cell of these settings (fractions resolved against the sweep's context window)."""
+        labels = self.config["summarizers"]
+        if summarizer is None:
+            if len(labels) != 1:
+                raise SettingError(f"this sweep has several summarizers; name one of {labels}")
+            label = labels[0]
+        else:
+            label = summarizer if isinstance(summarizer, str) else summarizer_label(summarizer)
+            identities = dict(zip(self.config["summarizer_identities"], labels))
+            label = label if label in labels else identities.get(label, label)
+        window = self.config.get("context_window")
+        ((m, _),) = resolve_values([max_tokens], "max_tokens", window)
+        ((k, _),) = resolve_values([keep_recent_tokens], "keep_recent_tokens", window)
+        return CellKey(conversation_id, label, m, k)
+
+    def trace(self, conversation_id: str, max_tokens: float, keep_recent_tokens: float, summarizer: Any = None) -> Trace:
+        """The trace of one cell (fractions are resolved against the sweep's context window).
+
+        ``summarizer`` is the label given to the sweep (or its identity); it may be left out
+        when the sweep has one summarizer. Raises ``KeyError`` for a cell not in the grid
+        and :class:`~zett_lab.errors.ZettLabError` for a cell that failed.
+        """
+        return self._trace(self._known(self.key(conversation_id, max_tokens, keep_recent_tokens, summarizer)))
+
+    def losses(self, conversation_id: str, max_tokens: float, keep_recent_tokens: float, summarizer: Any = None) -> Losses | None:
+        """The loss tables of one cell as :func:`zett_lab.measure` gave them (None: swept with ``metrics=False``)."""
+        key = self._known(self.key(conversation_id, max_tokens, keep_recent_tokens, summarizer))
+        source = self._sources[self._cells[key]]
+        tables = {name: source.folder.read(source.source_id, f"losses-{name}") for name in LOSS_TABLES}
+        if any(table is None for table in tables.values()):
+            return None
+        trace_settings = self._settings_of(source, key)
+        steps_over = self._steps_over(key)
+        for name in ("compactions", "conversation"):
+            table = tables[name]
+            assert table is not None
+            if len(table):
+                table["max_tokens"] = pd.array([key.max_tokens] * len(table), dtype="Int64")
+                table["keep_recent_tokens"] = pd.array([key.keep_recent_tokens] * len(table), dtype="Int64")
+        conversation = tables["conversation"]
+        assert conversation is not None
+        if len(conversation) and "steps_over_budget" in conversation:
+            conversation["steps_over_budget"] = pd.array([steps_over] * len(conversation), dtype="Int64")
+        return Losses(**tables, settings={**trace_settings, "conversation_id": key.conversation_id})  # type: ignore[arg-type]
+
+    def traces(self) -> Iterator[tuple[CellKey, Trace]]:
+        """``(CellKey, Trace)`` for every complete cell, read one at a time."""
+        for key in self._cells:
+            yield key, self._trace(key)
+
+    def cells(self) -> list[CellKey]:
+        """Every complete cell."""
+        return list(self._cells)
+
+    def _known(self, key: CellKey) -> CellKey:
+        if key not in self._cells:
+            row = self._row(key)
+            if row is not None and isinstance(row.get("error"), str):
+                raise ZettLabError(f"cell {tuple(key)} failed: {row['error']}")
+            raise KeyError(f"no cell {tuple(key)} in this sweep")
+        return key
+
+    def _row(self, key: CellKey) -> dict[str, Any] | None:
+        r = self.results
+        chosen = (r["conversation_id"] == key[0]) & (r["summarizer"] == key[1])
+        match = r[chosen & (r["max_tokens"] == key[2]) & (r["keep_recent_tokens"] == key[3])]
+        return match.iloc[0].to_dict() if len(match) else None
+
+    def _steps_over(self, key: CellKey) -> int:
+        row = self._row(key)
+        value = row.get("steps_over_budget") if row is not None else None
+        return 0 if value is None or is_missing(value) else int(value)
+
+    def _settings_of(self, source: Source, key: CellKey) -> dict[str, Any]:
+        settings = dict(source.settings)
+        if (settings["max_tokens"], settings["keep_recent_tokens"]) != key[2:]:
+            settings.update(max_tokens=key.max_tokens, keep_recent_tokens=key.keep_recent_tokens, replay_seconds=0.0)
+        return settings
+
+    def _source_trace(self, source_id: str) -> Trace:
+        trace = self._read.get(source_id)
+        if trace is None:
+            source = self._sources[source_id]
+            steps = source.folder.read(source_id, "steps")
+            compactions = source.folder.read(source_id, "compactions")
+            if steps is None or compactions is None:
+                raise InputError(source.folder.path, f"replay {source_id}", "its tables are missing from the sweep folder")
+            trace = Trace(conversation=self._conversations[source.conversation_id], steps=steps, compactions=compactions,
+                          settings=dict(source.settings), engine_events=list(source.engine_events))
+            self._read[source_id] = trace
+            while len(self._read) > TRACES_KEPT:
+                self._read.popitem(last=False)
+        self._read.move_to_end(source_id)
+        return trace
+
+    def _trace(self, key: CellKey) -> Trace:
+        source = self._sources[self._cells[key]]
+        trace = self._source_trace(source.source_id)
+        if (trace.settings["max_tokens"], trace.settings["keep_recent_tokens"]) == key[2:]:
+            # A copy: the tables are shared with later reads of the same replay.
+            return Trace(conversation=trace.conversation, steps=trace.steps.copy(), compactions=trace.compactions.copy(),
+                         settings=dict(trace.settings), engine_events=list(trace.engine_events))
+        return derive(trace, key.max_tokens, key.keep_recent_tokens, source.region)
+
+    @property
+    def conversations(self) -> dict[str, Conversation]:
+        """The swept conversations by id (what :func:`decision_boundaries` needs for a cell)."""
+        return dict(self._conversations)
+
+    @property
+    def errors(self) -> pd.DataFrame:
+        """The cells that failed, with their error."""
+        return self.results[self.results["error"].notna()]
+
+    # --- display ------------------------------------------------------------------
+
+    def __repr__(self) -> str:
+        c = self.config
+        return (
+            f"Sweep({len(c['conversations'])} conversations × {len(c['max_tokens'])} max_tokens × "
+            f"{len(c['keep_recent_tokens'])} keep_recent_tokens × {len(c['summarizers'])} summarizers = "
+            f"{len(self.results)} cells; {c.get('replays', 0)} replays ({c.get('forked', 0)} forked), "
+            f"{c.get('reused', 0)} reused, {c.get('errors', 0)} errors; {c.get('elapsed_s', 0):.1f}s)"
+        )
+
+    def _repr_html_(self) -> str:
+        c = self.config
+        facts = {
+            "conversations": ", ".join(c["conversations"]),
+            "max_tokens": c["max_tokens"],
+            "keep_recent_tokens": c["keep_recent_tokens"],
+            "summarizers": ", ".join(c["summarizers"]),
+            "context_window": c.get("context_window"),
+            "cells": len(self.results),
+            "replays (forked) / reused / errors":
+                f"{c.get('replays', 0)} ({c.get('forked', 0)}) / {c.get('reused', 0)} / {c.get('errors', 0)}",
+            "summary calls / cache hits": f"{c.get('model_calls', 0)} / {c.get('cache_hits', 0)}",
+            "executor": c.get("executor"),
+            "elapsed": f"{c.get('elapsed_s', 0):.2f} s",
+        }
+        head = "".join(
+            f"<tr><th style='text-align:left'>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>" for k, v in facts.items()
+        )
+        preferred = [
+            "conversation_id", "summarizer", "max_tokens", "keep_recent_tokens", "compactions_applied",
+            "steps_over_budget", "peak_context", "total_input_tokens", "total_cost_usd", "needed_anchor_recall",
+            "instruction_survival", "replayed", "error",
+        ]
+        columns = [col for col in preferred if col in self.results.columns]
+        table = self.results[columns].to_html(index=False, max_rows=40, na_rep="", float_format=lambda v: f"{v:.3g}")
+        return f"<div><h4>{html.escape(repr(self))}</h4><table>{head}</table>{table}</div>"
+
+    # --- files --------------------------------------------------------------------
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write the sweep to a folder (built aside, then moved in place).
+
+        ``results.parquet`` (the results table), ``cells.parquet`` (which replay each cell
+        uses), ``sources/<id>.<table>.parquet`` (each distinct replay's ``steps`` and
+        ``compactions``, and its loss tables ``losses-*``), ``sweep.json`` (config,
+        per-replay settings, engine events and proven regions, and each conversation once).
+        An existing folder is replaced only when it holds a saved sweep.
+        """
+        target = Path(path)
+        if target.exists() and not (target / "sweep.json").is_file():
+            raise InputError(target, None, "exists and is not a saved sweep; refusing to replace it")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+        try:
+            self._write(staging)
+            if target.exists():
+                backup = target.with_name(f".{target.name}.old-{uuid.uuid4().hex[:8]}")
+                target.rename(backup)
+                staging.rename(target)
+                shutil.rmtree(backup, ignore_errors=True)
+            else:
+                staging.rename(target)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        return target
+
+    def _write(self, folder: Path) -> None:
+        pq.write_table(pa.Table.from_pandas(storable(self.results), preserve_index=False), folder / "results.parquet")
+        cells = pd.DataFrame([(*key, sid) for key, sid in self._cells.items()],
+                             columns=["conversation_id", "summarizer", "max_tokens", "keep_recent_tokens", "source_id"])
+        pq.write_table(pa.Table.from_pandas(cells, preserve_index=False), folder / "cells.parquet")
+        (folder / "sources").mkdir()
+        for source in self._sources.values():
+            for file in sorted((source.folder.path / "sources").glob(f"{source.source_id}.*.parquet")):
+                shutil.copyfile(file, folder / "sources" / file.name)
+        document = {
+            "format": FORMAT,
+            "version": VERSION,
+            "config": self.config,
+            "sources": {
+                sid: {"conversation_id": src.conversation_id, "settings": src.settings,
+                      "engine_events": src.engine_events, "region": _region_document(src.region)}
+                for sid, src in self._sources.items()
+            },
+            "conversations": {cid: conversation_document(c) for cid, c in self._conversations.items()},
+        }
+        (folder / "sweep.json").write_text(json.dumps(document, default=_json_default), encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> Sweep:
+        """Read a sweep written by :meth:`save` (no replay is run)."""
+        source = Path(path)
+        try:
+            document = json.loads((source / "sweep.json").read_text(encoding="utf-8"))
+            results = restore(pq.read_table(source / "results.parquet").to_pandas())
+            cells = pq.read_table(source / "cells.parquet").to_pandas()
+        except (OSError, ValueError, KeyError) as error:
+            raise InputError(source, None, f"not a saved zett_lab sweep ({type(error).__name__}: {error})") from error
+        if document.get("format") != FORMAT:
+            raise InputError(source / "sweep.json", "field 'format'", f"expected {FORMAT!r}")
+        folder = SourceFolder(source) if document.get("version") == VERSION else _split_version_1(source)
+        conversations = {cid: conversation_from_document(doc) for cid, doc in document["conversations"].items()}
+        sources = {
+            sid: Source(sid, info["conversation_id"], Region(**info["region"]), info["settings"], info["engine_events"], folder)
+            for sid, info in document["sources"].items()
+        }
+        cell_map = {
+            CellKey(r.conversation_id, r.summarizer, int(r.max_tokens), int(r.keep_recent_tokens)): r.source_id
+            for r in cells.itertuples(index=False)
+        }
+        return cls(results=results, config=document["config"], _conversations=conversations, _sources=sources, _cells=cell_map)
+
+
+def _split_version_1(path: Path) -> SourceFolder:
+    """A version-1 sweep's concatenated tables, split into a temporary folder of per-replay files."""
+    folder = SourceFolder()
+    for name in ("steps", "compactions"):
+        try:
+            table = restore(pq.read_table(path / f"{name}.parquet").to_pandas())
+        except (OSError, ValueError) as error:
+            raise InputError(path / f"{name}.parquet", None, f"not a saved zett_lab sweep table ({error})") from error
+        for sid, part in table.groupby("source_id", sort=False):
+            folder.write(str(sid), {name: part.drop(columns="source_id").reset_index(drop=True)})
+    return folder
+
+
+def _region_document(where: Region) -> dict[str, Any]:
+    return {name: getattr(where, name) for name in ("max_tokens", "keep_recent_tokens", "m_lo", "m_hi", "k_lo", "k_hi", "reason")}
+
+
+_LEADING = ["conversation_id", "summarizer", "max_tokens", "keep_recent_tokens", "context_window", "max_tokens_share", "keep_recent_share"]
+_TRAILING = ["summarizer_identity", "replayed", "shared_steps", "model_calls", "cache_hits", "seconds", "worker", "error"]
+#: Columns that describe how a cell was computed, not what the engine did (they differ between executors).
+RUN_COLUMNS = ("replayed", "shared_steps", "model_calls", "cache_hits", "seconds", "worker")
+_INT_RESULT_COLUMNS = {
+    "max_tokens", "keep_recent_tokens", "context_window", "messages", "steps", "compactions_applied",
+    "rejected_not_smaller", "failed", "peak_context", "total_input_tokens", "steps_over_budget", "model_calls",
+    "cache_hits", "primary_input_tokens", "primary_cached_input_tokens", "primary_uncached_input_tokens",
+    "primary_output_tokens", "cache_breaks", "summary_calls", "summary_input_tokens", "summary_output_tokens",
+    "compactions", "attempts", "steps_no_boundary", "steps_only_checkpoints", "peak_context_tokens",
+    "lost_but_needed", "refetch_calls", "probes", "shared_steps",
+}
+
+
+def results_frame(rows: Sequence[dict[str, Any]], relative: bool) -> pd.DataFrame:
+    """The results table from cell rows: setting columns first, run columns last, nullable types."""
+    columns: list[str] = [c for c in _LEADING if relative or c not in ("context_window", "max_tokens_share", "keep_recent_share")]
+    seen = set(columns) | set(_TRAILING)
+    for row in rows:
+        for key in row:
+            if key not in seen:
+                columns.append(key)
+                seen.add(key)
+    columns += _TRAILING
+    table = pd.DataFrame(list(rows), columns=columns)
+    for column in table.columns:
+        if column in _INT_RESULT_COLUMNS:
+            table[column] = pd.array([None if is_missing(v) else int(v) for v in table[column]], dtype="Int64")
+        elif column == "replayed":
+            table[column] = pd.array([None if is_missing(v) else bool(v) for v in table[column]], dtype="boolean")
+        elif column in ("error", "summarizer", "summarizer_identity", "conversation_id", "worker"):
+            table[column] = table[column].astype(object).where(table[column].notna(), None)
+        elif table[column].dtype == object:
+            converted = pd.to_numeric(table[column], errors="coerce")
+            if converted.notna().sum() == table[column].notna().sum():
+                table[column] = converted.astype("float64")
+    return table
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating):
+        return float(value)
+    if isinstance(value, np.bool_):
+        return bool(value)
+    return str(value)

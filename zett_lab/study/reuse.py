@@ -1,0 +1,171 @@
+"""Work a sweep shares between cells, always backed by a proof (:mod:`zett_lab.study.boundaries`).
+
+- **Proven reuse**: one replay stands for the whole rectangle of settings that take its
+  decisions (:func:`~zett_lab.study.boundaries.region`); a cell inside it gets that replay's
+  trace with only the setting columns changed. :class:`ProofStore` remembers such replays
+  per process, bounded by the steps it holds.
+- **Forks**: a replay that leaves another one's rectangle only at some turn shares every
+  turn before it. :class:`ForkPlanner` keeps the finished replays of one work unit with the
+  rectangle proven for each of their turn starts
+  (:func:`~zett_lab.study.boundaries.prefix_regions`) and names the longest shared start
+  for a new setting; :func:`zett_lab.replay.run.replay_forkable` runs the rest through the
+  real runtime.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ..replay.fork import Fork, ForkableRun
+from ..replay.trace import Trace
+from ..tokens import TokenCounter
+from .boundaries import Region, prefix_regions
+from .sources import Source
+
+#: One conversation × summarizer × replay options × what a row holds: replays under one key are comparable.
+StoreKey = tuple[str, ...]
+
+
+@dataclass(slots=True)
+class Proven:
+    """A replay and the settings it provably stands for.
+
+    ``trace`` is held by the process that ran the replay; the driver of a sweep holds only
+    what cells need without it: the results ``row`` (budget figures, cost, loss metrics), the
+    context each step sent (``sent``, sorted) to count the steps over another ``max_tokens``,
+    and where its tables were written (``source``).
+    """
+
+    source_id: str
+    region: Region
+    sent: np.ndarray
+    row: dict[str, object] | None = None
+    row_error: str | None = None
+    trace: Trace | None = None
+    source: Source | None = None
+
+    @classmethod
+    def of(cls, source_id: str, region: Region, trace: Trace) -> Proven:
+        return cls(source_id, region, sorted_sent(trace.steps), trace=trace)
+
+    def steps_over(self, max_tokens: int) -> int:
+        """Steps of the replay that sent more than ``max_tokens`` tokens."""
+        return int(len(self.sent) - np.searchsorted(self.sent, max_tokens, side="right"))
+
+    def derived_row(self, max_tokens: int, keep_recent_tokens: int) -> dict[str, object]:
+        """The results row of another setting of the region.
+
+        Only the figures that name the setting differ (``max_tokens``,
+        ``keep_recent_tokens``) and the one that compares with it (``steps_over_budget``);
+        everything else is a function of the identical trace. ``tests/test_sweep.py`` checks
+        this against :meth:`Trace.summary` and :func:`zett_lab.measure` of the derived trace.
+        """
+        base = self.row if self.row is not None else (self.trace.summary() if self.trace is not None else {})
+        return {**base, "max_tokens": max_tokens, "keep_recent_tokens": keep_recent_tokens,
+                "steps_over_budget": self.steps_over(max_tokens)}
+
+    def size(self) -> int:
+        return len(self.sent)
+
+
+def sorted_sent(steps: pd.DataFrame) -> np.ndarray:
+    """The tokens each step sent, sorted (what ``steps_over_budget`` of any ``max_tokens`` needs)."""
+    if not len(steps):
+        return np.zeros(0, dtype=np.int64)
+    return np.sort(steps["context_tokens_after"].to_numpy(dtype=np.int64, na_value=0))
+
+
+class ProofStore:
+    """Replays this process has run or received, with the settings each provably stands for.
+
+    Least recently used keys are dropped once the replays held exceed ``limit`` steps in
+    all, so memory stays bounded however many cells and sweeps a session runs.
+    """
+
+    def __init__(self, limit: int = 200_000) -> None:
+        self.limit = limit
+        self._items: OrderedDict[StoreKey, list[Proven]] = OrderedDict()
+        self._steps = 0
+        self._lock = threading.Lock()
+
+    def find(self, key: StoreKey, max_tokens: int, keep_recent_tokens: int) -> Proven | None:
+        with self._lock:
+            items = self._items.get(key)
+            if not items:
+                return None
+            self._items.move_to_end(key)
+            for item in items:
+                if item.region.contains(max_tokens, keep_recent_tokens):
+                    return item
+        return None
+
+    def add(self, key: StoreKey, proven: Proven) -> None:
+        with self._lock:
+            items = self._items.setdefault(key, [])
+            if any(item.source_id == proven.source_id for item in items):
+                return
+            items.append(proven)
+            self._steps += proven.size()
+            self._items.move_to_end(key)
+            while self._steps > self.limit and len(self._items) > 1:
+                _, dropped = self._items.popitem(last=False)
+                self._steps -= sum(item.size() for item in dropped)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self._steps = 0
+
+
+#: Proven replays of this process (a worker keeps its own between units and sweeps).
+STORE = ProofStore()
+
+
+def clear_worker_state() -> None:
+    """Forget the proven replays this process remembers (workers of a pool keep their own)."""
+    STORE.clear()
+
+
+@dataclass(slots=True)
+class _Forkable:
+    run: ForkableRun
+    #: ``regions[i]``: settings proven to take the run's decisions up to its ``i``-th mark (nested).
+    regions: list[Region]
+
+
+@dataclass
+class ForkPlanner:
+    """The finished replays of one work unit, and where a new setting can start from one of them.
+
+    Holds at most ``limit`` steps of runs (oldest dropped first).
+    """
+
+    counter: TokenCounter | None
+    limit: int = 100_000
+    _runs: list[_Forkable] = field(default_factory=list)
+
+    def add(self, trace: Trace, run: ForkableRun | None) -> None:
+        if run is None or not run.marks:
+            return
+        regions = prefix_regions(trace, [mark.steps for mark in run.marks], count_tokens=self.counter)
+        self._runs.append(_Forkable(run, regions))
+        while sum(item.run.size() for item in self._runs) > self.limit and len(self._runs) > 1:
+            self._runs.pop(0)
+
+    def fork_for(self, max_tokens: int, keep_recent_tokens: int) -> Fork | None:
+        """The mark sharing the most steps with a replay at this setting, or None (replay from the start)."""
+        best: Fork | None = None
+        for item in self._runs:
+            # Rectangles are nested: the ones containing the setting come first.
+            count = next((i for i, r in enumerate(item.regions) if not r.contains(max_tokens, keep_recent_tokens)), len(item.regions))
+            if count == 0:
+                continue
+            mark = item.run.marks[count - 1]
+            if mark.steps and (best is None or mark.steps > best.mark.steps):
+                best = Fork(item.run, mark)
+        return best

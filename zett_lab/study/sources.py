@@ -1,0 +1,91 @@
+"""Where a sweep keeps each distinct replay's tables: one Parquet file per table, written as results arrive."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..errors import InputError
+from ..records import is_missing
+from .boundaries import Region
+
+#: Loss tables kept per replay (the frames of :class:`~zett_lab.measure.Losses`).
+LOSS_TABLES = ("compactions", "anchors", "conversation", "probes", "decay")
+
+
+class SourceFolder:
+    """A folder of per-replay Parquet tables: ``sources/<id>.<table>.parquet``.
+
+    A sweep's own folder is temporary: it is removed when no sweep and no proven replay
+    refers to it any more. A saved sweep's folder is never removed.
+    """
+
+    def __init__(self, path: Path | None = None) -> None:
+        if path is None:
+            self.path = Path(tempfile.mkdtemp(prefix="zett-lab-sweep-"))
+            self._finalizer: weakref.finalize | None = weakref.finalize(self, shutil.rmtree, self.path, True)
+        else:
+            self.path = Path(path)
+            self._finalizer = None
+        (self.path / "sources").mkdir(parents=True, exist_ok=True)
+
+    def file(self, source_id: str, table: str) -> Path:
+        return self.path / "sources" / f"{source_id}.{table}.parquet"
+
+    def write(self, source_id: str, tables: dict[str, pd.DataFrame]) -> None:
+        for name, table in tables.items():
+            pq.write_table(pa.Table.from_pandas(storable(table), preserve_index=False), self.file(source_id, name))
+
+    def read(self, source_id: str, table: str) -> pd.DataFrame | None:
+        path = self.file(source_id, table)
+        if not path.exists():
+            return None
+        try:
+            return restore(pq.read_table(path).to_pandas())
+        except (OSError, ValueError) as error:
+            raise InputError(path, None, f"cannot read this sweep table ({type(error).__name__}: {error})") from error
+
+
+@dataclass(slots=True)
+class Source:
+    """One distinct replay of a sweep: what it stands for and where its tables are."""
+
+    source_id: str
+    conversation_id: str
+    region: Region
+    settings: dict[str, Any]
+    engine_events: list[dict[str, Any]]
+    folder: SourceFolder
+
+
+def storable(table: pd.DataFrame) -> pd.DataFrame:
+    """Object columns holding mixed types become strings so Parquet can store them."""
+    out = table.copy()
+    for column in out.columns:
+        if out[column].dtype == object:
+            kinds = {type(v) for v in out[column] if not is_missing(v)}
+            if len(kinds) > 1 or (kinds and not kinds <= {str}):
+                if kinds <= {int, float, np.integer, np.floating, bool, np.bool_}:
+                    continue
+                out[column] = out[column].map(lambda v: None if is_missing(v) else str(v))
+    return out
+
+
+def restore(table: pd.DataFrame) -> pd.DataFrame:
+    """Undo Parquet's string dtypes: text columns are plain objects with None, as they were written."""
+    out = table.reset_index(drop=True)
+    for column in out.columns:
+        if isinstance(out[column].dtype, pd.StringDtype):
+            out[column] = out[column].astype(object).where(out[column].notna(), None)
+    return out
+
+

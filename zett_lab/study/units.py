@@ -1,0 +1,354 @@
+"""One unit of a sweep's work, as a worker process runs it: some cells of one conversation and summarizer.
+
+:func:`run_unit` answers each cell from a replay proven to stand for it
+(:class:`~zett_lab.study.reuse.ProofStore`), else replays it, forked from the finished replay
+that shares the most turns with it (:class:`~zett_lab.study.reuse.ForkPlanner`) or from the
+start. Each distinct replay gets its results row (budget figures, cost, loss metrics) once.
+What comes back (:class:`UnitResult`) is plain data that pickles: the cells, the distinct
+replays' tables and, for a worker that keeps its own summary cache, the summaries it made.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import json
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+from zett_agent.model import AgentModel, ModelRequest
+
+from ..errors import SettingError
+from ..load.conversation import Conversation
+from ..measure import Losses, measure
+from ..measure.cost import add_costs, cost_summary
+from ..replay.run import replay_forkable, resolve_summarizer
+from ..replay.trace import Trace
+from ..summarizers import CachedSummary, SummaryCache, summarizer_identity
+from .boundaries import Region, region
+from .grid import effort_identity
+from .reuse import STORE, ForkPlanner, Proven, StoreKey
+
+#: ``Unit.cache`` for a worker that uses its own default summary cache (no shared filesystem).
+WORKER_CACHE = "worker"
+
+
+@dataclass(slots=True)
+class Unit:
+    """Cells of one conversation and summarizer, with everything a worker needs to answer them."""
+
+    index: int
+    conversation: Conversation
+    fingerprint: str
+    summarizer: str | AgentModel
+    label: str
+    #: ``(max_tokens, keep_recent_tokens)`` to answer.
+    cells: list[tuple[int, int]]
+    #: The driver's cache (a SummaryCache or its path), False for none, or :data:`WORKER_CACHE`.
+    cache: SummaryCache | str | bool
+    replay_options: dict[str, Any]
+    metrics: bool
+    primary_model: str | None
+    prices: Mapping[str, Any] | None
+    concurrency: int
+    reuse: bool
+
+
+@dataclass(slots=True)
+class CellResult:
+    """One answered (or failed) cell."""
+
+    max_tokens: int
+    keep_recent_tokens: int
+    source_id: str | None
+    #: A replay ran for this cell (False: proven identical to another replay and shares it).
+    replayed: bool
+    #: Steps taken from an earlier replay this one was forked from (0: replayed from the start).
+    shared_steps: int
+    row: dict[str, Any] | None
+    error: str | None
+    seconds: float
+    model_calls: int
+    cache_hits: int
+
+
+@dataclass(slots=True)
+class SourcePayload:
+    """One distinct replay: its tables, the settings it stands for, and its results row."""
+
+    source_id: str
+    region: Region
+    steps: pd.DataFrame
+    compactions: pd.DataFrame
+    settings: dict[str, Any]
+    engine_events: list[dict[str, Any]]
+    row: dict[str, Any] | None
+    row_error: str | None
+    losses: Losses | None
+
+
+@dataclass(slots=True)
+class UnitResult:
+    """What a unit sends back to the driver."""
+
+    index: int
+    cells: list[CellResult]
+    sources: dict[str, SourcePayload]
+    #: ``(key, summary)`` the worker's own cache gained (only with :data:`WORKER_CACHE`).
+    new_summaries: list[tuple[str, CachedSummary]]
+    worker: str
+    seconds: float
+    cpu_seconds: float
+
+
+class _CollectingCache:
+    """A summary cache that also remembers what was put into it, to send it back to the driver."""
+
+    def __init__(self, cache: SummaryCache) -> None:
+        self.cache = cache
+        self.path = cache.path
+        self.new: list[tuple[str, CachedSummary]] = []
+        self._lock = threading.Lock()
+
+    def key(self, identity: str, request: ModelRequest) -> str:
+        return self.cache.key(identity, request)
+
+    def get(self, key: str) -> CachedSummary | None:
+        return self.cache.get(key)
+
+    def put(self, key: str, summary: CachedSummary, *, identity: str | None = None) -> None:
+        self.cache.put(key, summary, identity=identity)
+        with self._lock:
+            self.new.append((key, summary))
+
+    def stats(self) -> dict[str, Any]:
+        return self.cache.stats()
+
+
+def worker_name() -> str:
+    """Where a unit ran: host and process id."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def store_key(unit: Unit, identity: str) -> StoreKey:
+    """Replays comparable for reuse: same conversation, summarizer (with effort), options and row contents."""
+    options = unit.replay_options
+    counter = options.get("count_tokens")
+    counter_name = "" if counter is None else (
+        f"{getattr(counter, '__module__', '')}.{getattr(counter, '__qualname__', type(counter).__name__)}"
+    )
+    rest = json.dumps({k: v for k, v in options.items() if k != "count_tokens"}, sort_keys=True, default=str)
+    cache = unit.cache
+    cache_key = "off" if cache is False else str(getattr(cache, "path", cache))
+    row_options = json.dumps([unit.metrics, unit.primary_model, unit.prices], sort_keys=True, default=repr)
+    return (unit.fingerprint, identity, rest, counter_name, cache_key, row_options)
+
+
+def unit_store_key(unit: Unit) -> StoreKey:
+    model = resolve_summarizer(unit.summarizer)
+    return store_key(unit, effort_identity(summarizer_identity(model), unit.replay_options.get("reasoning_effort")))
+
+
+@dataclass(slots=True)
+class _Answer:
+    proven: Proven
+    replayed: bool
+    shared_steps: int = 0
+    seconds: float = 0.0
+
+
+@dataclass
+class _UnitRun:
+    """The state of one unit while it runs."""
+
+    unit: Unit
+    model: AgentModel
+    key: StoreKey
+    cache: SummaryCache | _CollectingCache | bool
+    planner: ForkPlanner
+    answers: dict[tuple[int, int], _Answer] = field(default_factory=dict)
+    failed: dict[tuple[int, int], tuple[str, float]] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def replay_cell(self, cell: tuple[int, int]) -> None:
+        """Replay one cell (forked where a finished replay provably shares its start) and remember it."""
+        unit, (max_tokens, keep) = self.unit, cell
+        began = time.perf_counter()
+        fork = self.planner.fork_for(max_tokens, keep) if unit.reuse else None
+        try:
+            trace, run = replay_forkable(
+                unit.conversation, max_tokens=max_tokens, keep_recent_tokens=keep, summarizer=self.model,
+                cache=self.cache, fork=fork, **unit.replay_options,
+            )
+        except Exception as exc:  # noqa: BLE001 - a cell records its own failure
+            with self.lock:
+                self.failed[cell] = (f"{type(exc).__name__}: {exc}", time.perf_counter() - began)
+            return
+        counter = unit.replay_options.get("count_tokens")
+        where = region(trace, count_tokens=counter) if unit.reuse else Region.point(max_tokens, keep, "reuse off")
+        proven = Proven.of(f"{os.getpid()}-{uuid.uuid4().hex[:12]}", where, trace)
+        with self.lock:
+            if unit.reuse:
+                STORE.add(self.key, proven)
+                self.planner.add(trace, run)
+            self.answers[cell] = _Answer(proven, True, fork.mark.steps if fork is not None else 0, time.perf_counter() - began)
+
+
+def _open_cache(unit: Unit) -> SummaryCache | _CollectingCache | bool:
+    if unit.cache is False:
+        return False
+    if unit.cache == WORKER_CACHE:
+        return _CollectingCache(SummaryCache())
+    return unit.cache if isinstance(unit.cache, SummaryCache) else SummaryCache(str(unit.cache))
+
+
+def run_unit(unit: Unit) -> UnitResult:
+    """Answer every cell of ``unit`` (see the module docstring)."""
+    started, cpu_started = time.perf_counter(), time.process_time()
+    model = resolve_summarizer(unit.summarizer)
+    state = _UnitRun(unit, model, unit_store_key(unit), _open_cache(unit), ForkPlanner(unit.replay_options.get("count_tokens")))
+    keep_order = {cell: n for n, cell in enumerate(unit.cells)}
+    # Highest max_tokens first: its replay compacts least, and lower ones fork from it where they first differ.
+    pending = sorted(set(unit.cells), key=lambda cell: (-cell[0], -cell[1]))
+    while pending:
+        remaining = []
+        for cell in pending:
+            proven = STORE.find(state.key, *cell) if unit.reuse else None
+            if proven is not None:
+                state.answers[cell] = _Answer(proven, False)
+            else:
+                remaining.append(cell)
+        if not remaining:
+            break
+        wave = _spread(remaining, unit.concurrency)
+        if len(wave) == 1:
+            state.replay_cell(wave[0])
+        else:
+            with cf.ThreadPoolExecutor(max_workers=len(wave)) as threads:
+                list(threads.map(state.replay_cell, wave))
+        pending = [cell for cell in remaining if cell not in wave]
+    sources = _finish_sources(state)
+    cells = sorted(_cell_results(state), key=lambda c: keep_order[(c.max_tokens, c.keep_recent_tokens)])
+    collected = state.cache.new if isinstance(state.cache, _CollectingCache) else []
+    return UnitResult(
+        index=unit.index, cells=cells, sources=sources, new_summaries=collected, worker=worker_name(),
+        seconds=time.perf_counter() - started, cpu_seconds=time.process_time() - cpu_started,
+    )
+
+
+def _finish_sources(state: _UnitRun) -> dict[str, SourcePayload]:
+    """Rows for the replays the cells use (computed once each), as payloads for the driver."""
+    used = list({id(a.proven): a.proven for a in state.answers.values()}.values())
+    began = time.perf_counter()
+    losses = source_rows(used, state.unit)
+    replays = sum(1 for a in state.answers.values() if a.replayed)
+    share = (time.perf_counter() - began) / max(1, replays)
+    for answer in state.answers.values():
+        if answer.replayed:
+            answer.seconds += share
+    payloads = {}
+    for proven in used:
+        trace = proven.trace
+        if trace is None:  # a proof received from the driver without its tables: nothing to send
+            continue
+        payloads[proven.source_id] = SourcePayload(
+            source_id=proven.source_id, region=proven.region, steps=trace.steps, compactions=trace.compactions,
+            settings=trace.settings, engine_events=trace.engine_events, row=proven.row, row_error=proven.row_error,
+            losses=losses.get(proven.source_id),
+        )
+    return payloads
+
+
+def _cell_results(state: _UnitRun) -> list[CellResult]:
+    out = []
+    for (max_tokens, keep), (error, seconds) in state.failed.items():
+        out.append(CellResult(max_tokens, keep, None, True, 0, None, error, seconds, 0, 0))
+    for (max_tokens, keep), answer in state.answers.items():
+        proven = answer.proven
+        if answer.replayed:
+            calls, hits = summary_calls(proven.trace) if proven.trace is not None else (0, 0)
+            row = dict(proven.row or {})
+        else:
+            calls = hits = 0
+            row = proven.derived_row(max_tokens, keep)
+        out.append(CellResult(max_tokens, keep, proven.source_id, answer.replayed, answer.shared_steps, row,
+                              proven.row_error, answer.seconds, calls, hits))
+    return out
+
+
+def summary_calls(trace: Trace) -> tuple[int, int]:
+    """(summary calls that reached the model, calls served by the summary cache)."""
+    hits = trace.compactions["cache_hit"] if len(trace.compactions) else pd.Series(dtype="boolean")
+    return int(hits.eq(False).sum()), int(hits.eq(True).sum())
+
+
+def source_rows(sources: list[Proven], unit: Unit) -> dict[str, Losses]:
+    """Fill ``row`` (budget figures, cost, loss metrics) of replays that have none yet; return their losses.
+
+    Costs of all of them are computed in one :func:`zett_lab.measure.cost.add_costs` call
+    (the tables concatenated with a ``run_id``), metrics per replay. A failure is kept in
+    ``row_error`` and reported by every cell that uses that replay.
+    """
+    todo = [p for p in sources if p.row is None and p.trace is not None]
+    if not todo:
+        return {}
+    traces = [p.trace for p in todo if p.trace is not None]
+    rows = {n: trace.summary() for n, trace in enumerate(traces)}
+    _add_costs(todo, traces, rows, unit)
+    measured: dict[str, Losses] = {}
+    if unit.metrics:
+        for n, (proven, trace) in enumerate(zip(todo, traces)):
+            try:
+                losses = measure(trace)
+            except Exception as exc:  # noqa: BLE001 - reported by the cells
+                proven.row_error = proven.row_error or f"metrics: {type(exc).__name__}: {exc}"
+                continue
+            measured[proven.source_id] = losses
+            for key, value in losses.conversation.iloc[0].to_dict().items():
+                rows[n].setdefault(str(key), value)
+    for n, proven in enumerate(todo):
+        proven.row = rows[n]
+    return measured
+
+
+def _add_costs(todo: list[Proven], traces: list[Trace], rows: dict[int, dict[str, Any]], unit: Unit) -> None:
+    try:
+        steps = pd.concat([t.steps.assign(run_id=n) for n, t in enumerate(traces)], ignore_index=True)
+        compactions = pd.concat(
+            [t.compactions.assign(run_id=n, max_tokens=t.settings["max_tokens"], keep_recent_tokens=t.settings["keep_recent_tokens"])
+             for n, t in enumerate(traces)],
+            ignore_index=True,
+        )
+        priced_steps, priced_compactions = add_costs(steps, compactions, primary_model=unit.primary_model or "offline", prices=unit.prices)
+        for record in cost_summary(priced_steps, priced_compactions).to_dict("records"):
+            row = rows[int(record["run_id"])]
+            for key, value in record.items():
+                if key in ("run_id", "conversation_id", "summarizer", "max_tokens", "keep_recent_tokens", "steps"):
+                    continue
+                if unit.primary_model is None and key in ("primary_cost_usd", "total_cost_usd"):
+                    continue
+                row[str(key)] = value
+    except SettingError as exc:
+        # No list price for this summarizer (a custom or self-hosted model): the replay and its
+        # metrics stand; only the money is unknown until prices= names it.
+        for row in rows.values():
+            row["cost_error"] = str(exc)
+    except Exception as exc:  # noqa: BLE001 - reported by the cells
+        for proven in todo:
+            proven.row_error = f"cost: {type(exc).__name__}: {exc}"
+
+
+def _spread(values: list[tuple[int, int]], n: int) -> list[tuple[int, int]]:
+    """Up to ``n`` cells spread over a list: the first, the last, evenly between."""
+    if n <= 1 or len(values) <= 1:
+        return values[:1]
+    if len(values) <= n:
+        return list(values)
+    picks = sorted({round(i * (len(values) - 1) / (n - 1)) for i in range(n)})
+    return [values[i] for i in picks]
