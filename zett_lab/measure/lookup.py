@@ -10,6 +10,7 @@ Example::
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from ..load.anchors import (
     PARAGRAPH_SPLIT,
@@ -57,24 +58,31 @@ def _find_bounded(haystack: str, needle: str) -> bool:
     if not needle:
         return False
     start = haystack.find(needle)
-    n = len(haystack)
     while start != -1:
-        end = start + len(needle)
-        before = haystack[start - 1] if start > 0 else " "
-        after = haystack[end] if end < n else " "
-        ok_before = before not in _BOUNDARY_CHARS and before != "."
-        ok_after = after not in _BOUNDARY_CHARS and not (
-            after == "." and end + 1 < n and haystack[end + 1] in _BOUNDARY_CHARS
-        )
-        # a needle that itself starts/ends with a non-word character needs no boundary there
-        if not needle[0].isalnum():
-            ok_before = True
-        if not needle[-1].isalnum():
-            ok_after = True
-        if ok_before and ok_after:
+        if _bounded_at(haystack, needle, start):
             return True
         start = haystack.find(needle, start + 1)
     return False
+
+
+def _bounded_at(haystack: str, needle: str, start: int) -> bool:
+    """Whether the occurrence of ``needle`` at ``start`` stands on word boundaries."""
+    n = len(haystack)
+    end = start + len(needle)
+    before = haystack[start - 1] if start > 0 else " "
+    after = haystack[end] if end < n else " "
+    # a needle that itself starts/ends with a non-word character needs no boundary there
+    ok_before = not needle[0].isalnum() or (before not in _BOUNDARY_CHARS and before != ".")
+    ok_after = not needle[-1].isalnum() or (
+        after not in _BOUNDARY_CHARS and not (after == "." and end + 1 < n and haystack[end + 1] in _BOUNDARY_CHARS)
+    )
+    return ok_before and ok_after
+
+
+#: Length of the substrings a :class:`TextIndex` remembers to rule needles out quickly.
+_GRAM = 6
+
+_needle = lru_cache(maxsize=1 << 18)(loose_needle)
 
 
 class TextIndex:
@@ -94,6 +102,7 @@ class TextIndex:
         self.keys = frozenset(anchor.key for anchor in anchors_in_text(self.text))
         self._loose: str | None = None
         self._clauses: list[frozenset[str]] | None = None
+        self._grams: dict[str, list[int]] | None = None
 
     @property
     def loose_text(self) -> str:
@@ -117,7 +126,37 @@ class TextIndex:
             return self._sentence_present(normalized)
         if type_ == "number":
             return False  # numbers match by key only (substring "250" would match "2500" contexts)
-        return _find_bounded(self.loose_text, loose_needle(normalized))
+        needle = _needle(normalized)
+        if len(needle) < _GRAM:
+            return _find_bounded(self.loose_text, needle)
+        return self._find_long(needle)
+
+    def _find_long(self, needle: str) -> bool:
+        """:func:`_find_bounded` for a needle of at least ``_GRAM`` characters, through an index of the text.
+
+        The index maps every ``_GRAM``-character piece of the loose text to where it starts: a
+        needle with a piece the text lacks is absent, and otherwise only the places of its
+        rarest piece are tried.
+        """
+        grams = self._grams
+        text = self.loose_text
+        if grams is None:
+            grams = self._grams = {}
+            for i in range(len(text) - _GRAM + 1):
+                grams.setdefault(text[i : i + _GRAM], []).append(i)
+        last = len(needle) - _GRAM
+        offset, places = 0, None
+        for i in (*range(0, last, _GRAM), last):
+            found = grams.get(needle[i : i + _GRAM])
+            if found is None:
+                return False
+            if places is None or len(found) < len(places):
+                offset, places = i, found
+        for at in places or ():
+            start = at - offset
+            if start >= 0 and text.startswith(needle, start) and _bounded_at(text, needle, start):
+                return True
+        return False
 
     def _sentence_present(self, normalized: str) -> bool:
         wanted = _content_words(normalized)

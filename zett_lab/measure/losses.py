@@ -392,6 +392,11 @@ def _counter_for(trace: Any, counter: Callable[[Sequence[Any]], int] | None) -> 
     return approx_count_tokens if "Approx" in name or "approx" in name else count_tokens
 
 
+#: Conversation indexes kept per process, by the identity of the message list (see ``_ConversationIndex.of``).
+_INDEXES: dict[int, tuple[Sequence[Any], _ConversationIndex]] = {}
+_INDEXES_KEPT = 4
+
+
 class _ConversationIndex:
     """Per-conversation lookups: anchors per message, occurrences per key, tool calls."""
 
@@ -422,13 +427,39 @@ class _ConversationIndex:
                         self.tool_calls.append((index, call_keys))
         self._texts: dict[int, str] = {}
         self._loose: dict[int, str] = {}
+        self._last_span: tuple[int, int, dict[AnchorKey, int]] = (0, 0, {})
+
+    @classmethod
+    def of(cls, messages: Sequence[Any]) -> _ConversationIndex:
+        """The index of a conversation's messages, built once per process for the last few conversations.
+
+        A sweep measures many replays of one conversation; the index depends only on its messages.
+        """
+        entry = _INDEXES.get(id(messages))
+        if entry is None or entry[0] is not messages or len(entry[1].keys_by_message) != len(messages):
+            entry = (messages, cls(messages))
+            _INDEXES[id(messages)] = entry  # holding the list keeps its id from being reused
+            while len(_INDEXES) > _INDEXES_KEPT:
+                _INDEXES.pop(next(iter(_INDEXES)))
+        return entry[1]
 
     def span_keys(self, start: int, end: int) -> dict[AnchorKey, int]:
-        """Distinct keys of messages[start:end] with the first message index holding each."""
-        found: dict[AnchorKey, int] = {}
-        for index in range(start, end):
+        """Distinct keys of messages[start:end] with the first message index holding each (do not modify).
+
+        Spans are cumulative (each compaction's span extends the previous one's), so the last
+        answer is extended rather than rebuilt.
+        """
+        last_start, last_end, last = self._last_span
+        if last_start == start and last_end <= end:
+            if last_end == end:
+                return last
+            found, begin = dict(last), last_end
+        else:
+            found, begin = {}, start
+        for index in range(begin, end):
             for key in self.keys_by_message[index]:
                 found.setdefault(key, index)
+        self._last_span = (start, end, found)
         return found
 
     def occurs(self, key: AnchorKey, start: int, end: int) -> int | None:
@@ -456,12 +487,16 @@ class _ConversationIndex:
         return "\n".join(self.text(i) for i in range(start, end))
 
 
-def measure(trace: Any | Iterable[Any], *, counter: Callable[[Sequence[Any]], int] | None = None) -> Losses:
+def measure(
+    trace: Any | Iterable[Any], *, counter: Callable[[Sequence[Any]], int] | None = None, anchors: bool = True
+) -> Losses:
     """Offline loss metrics of a trace (or of several traces, concatenated).
 
     ``counter`` is the token counter for span/tail sizes; by default the counter
     the replay used (``trace.settings["counter"]``: the exact o200k counter, or the
-    approximate one when the replay used it).
+    approximate one when the replay used it). ``anchors=False`` leaves the ``anchors``
+    table empty (one row per span anchor per attempt: on long conversations by far the
+    largest part) and computes everything else the same way.
 
     Probes attached to the conversation are checked first: one pointing at a
     message that does not exist raises :class:`~zett_lab.errors.InputError`
@@ -469,11 +504,11 @@ def measure(trace: Any | Iterable[Any], *, counter: Callable[[Sequence[Any]], in
     frames and a conversation row with 0 compactions and NaN ratios.
     """
     if not hasattr(trace, "compactions") and not hasattr(trace, "steps"):
-        return Losses.concat(measure(item, counter=counter) for item in trace)
-    return _measure_one(trace, _counter_for(trace, counter))
+        return Losses.concat(measure(item, counter=counter, anchors=anchors) for item in trace)
+    return _measure_one(trace, _counter_for(trace, counter), anchors)
 
 
-def _measure_one(trace: Any, counter: Callable[[Sequence[Any]], int]) -> Losses:
+def _measure_one(trace: Any, counter: Callable[[Sequence[Any]], int], keep_anchors: bool = True) -> Losses:
     conversation = trace.conversation
     messages = conversation.messages
     probes = check_probes(conversation)
@@ -489,7 +524,7 @@ def _measure_one(trace: Any, counter: Callable[[Sequence[Any]], int]) -> Losses:
         "conversation_id": conversation.id,
         "summarizer": summarizer,
     }
-    index = _ConversationIndex(messages)
+    index = _ConversationIndex.of(messages)
     n_messages = len(messages)
 
     step_rows = {int(row["step"]): row for row in steps.to_dict("records")} if len(steps) else {}
@@ -608,6 +643,8 @@ def _measure_one(trace: Any, counter: Callable[[Sequence[Any]], int]) -> Losses:
                     constraints_visible += in_summary or in_tail
                 if type_ in ARTIFACT_TYPES and not in_tail and not in_summary:
                     lost_artifacts.add(key)
+                if not keep_anchors:
+                    continue
                 anchor_columns["type"].append(type_)
                 anchor_columns["value"].append(index.first_value.get(key, normalized))
                 anchor_columns["normalized"].append(normalized)

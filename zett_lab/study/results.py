@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 
 from ..errors import InputError, SettingError, ZettLabError
 from ..load.conversation import Conversation
-from ..measure import Losses
+from ..measure import Losses, measure
 from ..records import is_missing
 from ..replay.trace import Trace, conversation_document, conversation_from_document
 from .boundaries import Region, derive
@@ -127,26 +127,31 @@ class Sweep:
         """
         return self._trace(self._known(self.key(conversation_id, max_tokens, keep_recent_tokens, summarizer)))
 
-    def losses(self, conversation_id: str, max_tokens: float, keep_recent_tokens: float, summarizer: Any = None) -> Losses | None:
-        """The loss tables of one cell as :func:`zett_lab.measure` gave them (None: swept with ``metrics=False``)."""
+    def losses(
+        self, conversation_id: str, max_tokens: float, keep_recent_tokens: float, summarizer: Any = None, *, anchors: bool = True
+    ) -> Losses | None:
+        """The loss tables of one cell, as :func:`zett_lab.measure` gives them for its trace.
+
+        ``anchors=True`` measures the cell's trace now (every table). ``anchors=False`` reads
+        what the sweep measured (the same tables, with ``anchors`` left empty; None when the
+        sweep ran with ``metrics=False``).
+        """
         key = self._known(self.key(conversation_id, max_tokens, keep_recent_tokens, summarizer))
+        if anchors:
+            return measure(self._trace(key))
         source = self._sources[self._cells[key]]
         tables = {name: source.folder.read(source.source_id, f"losses-{name}") for name in LOSS_TABLES}
         if any(table is None for table in tables.values()):
             return None
-        trace_settings = self._settings_of(source, key)
-        steps_over = self._steps_over(key)
         for name in ("compactions", "conversation"):
             table = tables[name]
-            assert table is not None
-            if len(table):
+            if table is not None and len(table):
                 table["max_tokens"] = pd.array([key.max_tokens] * len(table), dtype="Int64")
                 table["keep_recent_tokens"] = pd.array([key.keep_recent_tokens] * len(table), dtype="Int64")
         conversation = tables["conversation"]
-        assert conversation is not None
-        if len(conversation) and "steps_over_budget" in conversation:
-            conversation["steps_over_budget"] = pd.array([steps_over] * len(conversation), dtype="Int64")
-        return Losses(**tables, settings={**trace_settings, "conversation_id": key.conversation_id})  # type: ignore[arg-type]
+        if conversation is not None and len(conversation) and "steps_over_budget" in conversation:
+            conversation["steps_over_budget"] = pd.array([self._steps_over(key)] * len(conversation), dtype="Int64")
+        return Losses(**tables, settings={**self._settings_of(source, key), "conversation_id": key.conversation_id})  # type: ignore[arg-type]
 
     def traces(self) -> Iterator[tuple[CellKey, Trace]]:
         """``(CellKey, Trace)`` for every complete cell, read one at a time."""

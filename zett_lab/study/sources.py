@@ -18,7 +18,9 @@ from ..errors import InputError
 from ..records import is_missing
 from .boundaries import Region
 
-#: Loss tables kept per replay (the frames of :class:`~zett_lab.measure.Losses`).
+#: Loss tables kept per replay (the frames of :class:`~zett_lab.measure.Losses`). A sweep measures
+#: with ``anchors=False``: that table (one row per span anchor per attempt, by far the largest)
+#: is kept empty and measured again when asked for.
 LOSS_TABLES = ("compactions", "anchors", "conversation", "probes", "decay")
 
 

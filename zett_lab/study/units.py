@@ -305,7 +305,7 @@ def source_rows(sources: list[Proven], unit: Unit) -> dict[str, Losses]:
     if unit.metrics:
         for n, (proven, trace) in enumerate(zip(todo, traces)):
             try:
-                losses = measure(trace)
+                losses = measure(trace, anchors=False)
             except Exception as exc:  # noqa: BLE001 - reported by the cells
                 proven.row_error = proven.row_error or f"metrics: {type(exc).__name__}: {exc}"
                 continue
