@@ -20,8 +20,6 @@ from zett_agent.model import ModelEvent, ModelResponse, RetryOptions
 import zett_lab
 from zett_lab.errors import SettingError, ZettLabError
 from zett_lab.replay import replay
-from zett_lab.study.boundaries import derive, region, same_replay, schedule
-from zett_lab.study.results import RUN_COLUMNS
 from zett_lab.study import (
     CONTEXT_WINDOWS,
     NoFeasibleSetting,
@@ -33,6 +31,8 @@ from zett_lab.study import (
     recommend,
     sweep,
 )
+from zett_lab.study.boundaries import derive, region, same_replay, schedule
+from zett_lab.study.results import RUN_COLUMNS
 
 SMALL = ("auth-refresh-token", "api-v2-deprecation", "ci-flaky-kafka", "search-p95-regression", "billing-rounding")
 

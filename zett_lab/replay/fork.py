@@ -75,8 +75,12 @@ class Fork:
     def step_rows(self, max_tokens: int, keep_recent_tokens: int) -> list[dict[str, Any]]:
         """The run's step rows before the mark, for another setting (only the columns naming it change)."""
         return [
-            {**row, "max_tokens": max_tokens, "keep_recent_tokens": keep_recent_tokens,
-             "over_budget_after": row["context_tokens_after"] > max_tokens}
+            {
+                **row,
+                "max_tokens": max_tokens,
+                "keep_recent_tokens": keep_recent_tokens,
+                "over_budget_after": row["context_tokens_after"] > max_tokens,
+            }
             for row in self.run.step_rows[: self.mark.steps]
         ]
 

@@ -142,7 +142,9 @@ def prefix_regions(
     counter = count_tokens or default_counter
     settings = trace.settings
     max_tokens, keep = int(settings["max_tokens"]), int(settings["keep_recent_tokens"])
-    manual = bool(settings.get("compact_at")) or (len(trace.compactions) and (trace.compactions["trigger"] != "auto").any())
+    manual = bool(settings.get("compact_at")) or (
+        len(trace.compactions) and (trace.compactions["trigger"] != "auto").any()
+    )
     if manual:
         return [Region.point(max_tokens, keep, "manual compaction passes")] * len(step_counts)
     walk = _DecisionWalk(trace, counter, verify)
@@ -193,7 +195,9 @@ class _DecisionWalk:
             for cid, text in zip(trace.compactions["compaction_id"], trace.compactions["summary_text"], strict=True):
                 if isinstance(text, str):
                     self.checkpoints[int(cid)] = counter([checkpoint_message(text)])
-        self.m_lo, self.m_hi, self.k_lo, self.k_hi = 1, None, 1, None
+        self.m_lo, self.k_lo = 1, 1
+        self.m_hi: int | None = None
+        self.k_hi: int | None = None
         self.failed: str | None = None
 
     def rectangle(self) -> Region:
@@ -220,7 +224,11 @@ class _DecisionWalk:
             self.m_lo = max(self.m_lo, estimate)
             return
         self.m_hi = estimate - 1 if self.m_hi is None else min(self.m_hi, estimate - 1)
-        interval = self._window_interval(row, step) if not is_missing(row.cutoff_index) else self._no_window_interval(row, step)
+        interval = (
+            self._window_interval(row, step)
+            if not is_missing(row.cutoff_index)
+            else self._no_window_interval(row, step)
+        )
         if interval is None:
             return
         lo, hi = interval
@@ -251,8 +259,10 @@ class _DecisionWalk:
         system, system_tokens = 0, 0
         if first_system is not None and first_system < n:
             system, system_tokens = 1, prefix[first_system + 1] - prefix[first_system]
-        if ckpt is None or system + off + (n - kept_from) != row.n_messages or (
-            system_tokens + ckpt + prefix[n] - prefix[kept_from] != row.estimator_tokens
+        if (
+            ckpt is None
+            or system + off + (n - kept_from) != row.n_messages
+            or (system_tokens + ckpt + prefix[n] - prefix[kept_from] != row.estimator_tokens)
         ):
             self.failed = f"step {step}: context does not re-count"
             return None
@@ -438,27 +448,41 @@ def decision_boundaries(
     decisions: list[dict[str, Any]] = []
     traces: dict[int, Trace] = {}
     x = lo
-    bar = tqdm(total=(hi - lo + 1) if hi is not None else None, desc=f"boundaries ({parameter})", unit="tok",
-               disable=not progress, delay=1.0)
+    bar = tqdm(
+        total=(hi - lo + 1) if hi is not None else None,
+        desc=f"boundaries ({parameter})",
+        unit="tok",
+        disable=not progress,
+        delay=1.0,
+    )
     try:
         while hi is None or x <= hi:
             if len(decisions) >= max_replays:
                 raise SettingError(f"decision_boundaries stopped after {max_replays} replays at {parameter}={x}")
             max_tokens_x, keep_x = (x, fixed) if parameter == "max_tokens" else (fixed, x)
-            trace = replay(conversation, summarizer=model, cache=summary_cache if summary_cache is not None else False,
-                           max_tokens=max_tokens_x, keep_recent_tokens=keep_x, **replay_options)
+            trace = replay(
+                conversation,
+                summarizer=model,
+                cache=summary_cache if summary_cache is not None else False,
+                max_tokens=max_tokens_x,
+                keep_recent_tokens=keep_x,
+                **replay_options,
+            )
             where = region(trace, count_tokens=counter)
             end = where.m_hi if parameter == "max_tokens" else where.k_hi
             traces[x] = trace
             summary = trace.summary()
-            decisions.append({
-                "start": x, "end": end if hi is None else (hi if end is None else min(end, hi)),
-                "compactions_applied": summary["compactions_applied"],
-                "attempts": len(trace.compactions),
-                "steps_over_budget": summary["steps_over_budget"],
-                "_schedule": schedule(trace),
-                "region_reason": where.reason,
-            })
+            decisions.append(
+                {
+                    "start": x,
+                    "end": end if hi is None else (hi if end is None else min(end, hi)),
+                    "compactions_applied": summary["compactions_applied"],
+                    "attempts": len(trace.compactions),
+                    "steps_over_budget": summary["steps_over_budget"],
+                    "_schedule": schedule(trace),
+                    "region_reason": where.reason,
+                }
+            )
             bar.update(((min(end, hi) if hi is not None and end is not None else x) - x + 1) if hi is not None else 1)
             if end is None:
                 break
@@ -471,20 +495,34 @@ def decision_boundaries(
             segments[-1]["end"] = item["end"]
             segments[-1]["replays"] += 1
             continue
-        segments.append({
-            "start": item["start"], "end": item["end"], "compactions_applied": item["compactions_applied"],
-            "attempts": item["attempts"], "steps_over_budget": item["steps_over_budget"],
-            "schedule": _schedule_text(item["_schedule"]), "_schedule": item["_schedule"], "replays": 1,
-        })
-    segment_frame = pd.DataFrame(segments, columns=["start", "end", "compactions_applied", "attempts",
-                                                    "steps_over_budget", "schedule", "replays"])
+        segments.append(
+            {
+                "start": item["start"],
+                "end": item["end"],
+                "compactions_applied": item["compactions_applied"],
+                "attempts": item["attempts"],
+                "steps_over_budget": item["steps_over_budget"],
+                "schedule": _schedule_text(item["_schedule"]),
+                "_schedule": item["_schedule"],
+                "replays": 1,
+            }
+        )
+    segment_frame = pd.DataFrame(
+        segments,
+        columns=["start", "end", "compactions_applied", "attempts", "steps_over_budget", "schedule", "replays"],
+    )
     decision_frame = pd.DataFrame(decisions).drop(columns=["_schedule"]) if decisions else pd.DataFrame()
     for frame_ in (segment_frame, decision_frame):
         if "end" in frame_:
             frame_["end"] = pd.array(frame_["end"].tolist(), dtype="Int64")
     return Boundaries(
-        parameter=parameter, fixed=fixed, values=[int(s["start"]) for s in segments[1:]],
-        segments=segment_frame, decisions=decision_frame, replays=len(decisions), traces=traces,
+        parameter=parameter,
+        fixed=fixed,
+        values=[int(s["start"]) for s in segments[1:]],
+        segments=segment_frame,
+        decisions=decision_frame,
+        replays=len(decisions),
+        traces=traces,
     )
 
 

@@ -96,9 +96,11 @@ def pareto_front(
     if by is not None:
         table = _per_setting(table, by)
         keys = [c for c in by if c in table.columns]
-        points = table.groupby(keys, dropna=False, sort=False).agg(
-            **{cost: (cost, "sum"), loss: (loss, "mean"), "conversations": ("conversation_id", "nunique")}
-        ).reset_index()
+        points = (
+            table.groupby(keys, dropna=False, sort=False)
+            .agg(**{cost: (cost, "sum"), loss: (loss, "mean"), "conversations": ("conversation_id", "nunique")})
+            .reset_index()
+        )
     else:
         points = table[table["error"].isna()] if "error" in table.columns else table
         points = points.assign(conversations=1)
@@ -133,7 +135,12 @@ def _fill_nan(table: pd.DataFrame, columns: Sequence[str], nan: str, higher: Map
 
 
 _OPERATORS = {
-    ">=": np.greater_equal, "<=": np.less_equal, "==": np.equal, "!=": np.not_equal, ">": np.greater, "<": np.less,
+    ">=": np.greater_equal,
+    "<=": np.less_equal,
+    "==": np.equal,
+    "!=": np.not_equal,
+    ">": np.greater,
+    "<": np.less,
 }
 
 
@@ -289,8 +296,8 @@ def recommend(
     feasible = summary[meets].sort_values(cost, kind="stable")
     if not len(feasible):
         closest = "; ".join(
-            f"{c} {op} {v:g}: best reached {(s.max() if higher[c] else s.min()):.4g}" for (c, op, v), s in
-            ((p, shown[p[0]]) for p in parsed)
+            f"{c} {op} {v:g}: best reached {(s.max() if higher[c] else s.min()):.4g}"
+            for (c, op, v), s in ((p, shown[p[0]]) for p in parsed)
         )
         raise NoFeasibleSetting(
             f"no setting meets {constraints!r} over {'every conversation' if over == 'all' else 'the mean'} "
@@ -301,10 +308,14 @@ def recommend(
         zip(keys, feasible.index[0] if isinstance(feasible.index[0], tuple) else (feasible.index[0],), strict=True)
     )
     return Recommendation(
-        summarizer=setting.get("summarizer"), max_tokens=int(setting["max_tokens"]),
-        keep_recent_tokens=int(setting["keep_recent_tokens"]), cost=float(best[cost]), cost_column=cost,
+        summarizer=setting.get("summarizer"),
+        max_tokens=int(setting["max_tokens"]),
+        keep_recent_tokens=int(setting["keep_recent_tokens"]),
+        cost=float(best[cost]),
+        cost_column=cost,
         values={c: float(shown[c].loc[feasible.index[0]]) for c in columns},
-        candidates=feasible.reset_index(), constraints=parsed,
+        candidates=feasible.reset_index(),
+        constraints=parsed,
         rule=_constrained_rule(cost, constraints, over, len(feasible)),
     )
 
@@ -338,9 +349,14 @@ def _knee(table: pd.DataFrame, cost: str, loss: str, nan: str) -> Recommendation
     distance = (scaled(cost, False) ** 2 + scaled(loss, higher) ** 2) ** 0.5
     chosen = front.assign(_distance=distance).sort_values(["_distance", cost, *keys], kind="mergesort").iloc[0]
     return Recommendation(
-        summarizer=chosen.get("summarizer"), max_tokens=int(chosen["max_tokens"]),
-        keep_recent_tokens=int(chosen["keep_recent_tokens"]), cost=float(chosen[cost]), cost_column=cost,
-        values={loss: float(chosen[loss])}, candidates=front, constraints=[],
+        summarizer=chosen.get("summarizer"),
+        max_tokens=int(chosen["max_tokens"]),
+        keep_recent_tokens=int(chosen["keep_recent_tokens"]),
+        cost=float(chosen[cost]),
+        cost_column=cost,
+        values={loss: float(chosen[loss])},
+        candidates=front,
+        constraints=[],
         rule=f"Per setting ({', '.join(keys)}), {_named(cost)} is summed and {_named(loss)} averaged over conversations; "
         f"the Pareto front holds the settings no other setting beats on both; the recommended one is the front point "
         f"closest to the ideal corner (lowest {cost}, {'highest' if higher else 'lowest'} {loss}) once both axes are "

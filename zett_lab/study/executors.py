@@ -30,7 +30,7 @@ PRELOAD = ("zett_lab.study.units", "zett_lab.replay", "zett_lab.summarizers", "z
 class SerialExecutor(cf.Executor):
     """Runs each task in the calling thread when it is submitted (``executor="serial"``)."""
 
-    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> cf.Future[T]:  # type: ignore[override]
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> cf.Future[T]:
         future: cf.Future[T] = cf.Future()
         try:
             future.set_result(fn(*args, **kwargs))
@@ -105,7 +105,9 @@ def resolve_executor(executor: cf.Executor | str | None) -> tuple[cf.Executor, s
     if isinstance(executor, str):
         raise SettingError(f"executor must be None, 'serial' or a concurrent.futures.Executor, got {executor!r}")
     if not callable(getattr(executor, "submit", None)):
-        raise SettingError(f"executor must have a submit() method (a concurrent.futures.Executor), got {type(executor).__name__}")
+        raise SettingError(
+            f"executor must have a submit() method (a concurrent.futures.Executor), got {type(executor).__name__}"
+        )
     return executor, type(executor).__name__
 
 

@@ -55,7 +55,15 @@ CONTEXT_WINDOWS: dict[str, int] = {
 #: The setting columns that identify a cell (with ``conversation_id``).
 SETTING_COLUMNS = ("summarizer", "max_tokens", "keep_recent_tokens")
 #: Replay options a sweep passes through to :func:`zett_lab.replay`.
-REPLAY_OPTIONS = ("reasoning_effort", "strict", "compact_at", "usage", "usage_overhead", "on_missing_usage", "count_tokens")
+REPLAY_OPTIONS = (
+    "reasoning_effort",
+    "strict",
+    "compact_at",
+    "usage",
+    "usage_overhead",
+    "on_missing_usage",
+    "count_tokens",
+)
 
 #: A grid value: tokens (int) or a fraction of the context window (float in (0, 1]).
 GridValue = int | float
@@ -88,7 +96,7 @@ def resolve_context_window(context_window: int | str | None) -> int | None:
     if name in CONTEXT_WINDOWS:
         return CONTEXT_WINDOWS[name]
     for key in sorted(CONTEXT_WINDOWS, key=len, reverse=True):
-        if name.startswith(key) and re.fullmatch(r"-(\d{4}-\d{2}-\d{2}|\d{8}|latest|preview.*)", name[len(key):]):
+        if name.startswith(key) and re.fullmatch(r"-(\d{4}-\d{2}-\d{2}|\d{8}|latest|preview.*)", name[len(key) :]):
             return CONTEXT_WINDOWS[key]
     raise SettingError(
         f"unknown model {context_window!r} for context_window; known: {', '.join(sorted(CONTEXT_WINDOWS))} "
@@ -96,7 +104,9 @@ def resolve_context_window(context_window: int | str | None) -> int | None:
     )
 
 
-def resolve_values(values: GridValue | Iterable[GridValue], name: str, window: int | None) -> list[tuple[int, float | None]]:
+def resolve_values(
+    values: GridValue | Iterable[GridValue], name: str, window: int | None
+) -> list[tuple[int, float | None]]:
     """``[(tokens, share of the window or None)]`` from ints and fractions, in order, without duplicates."""
     if isinstance(values, (int, float)) and not isinstance(values, bool):
         values = [values]
@@ -121,7 +131,9 @@ def _resolve_value(value: object, name: str, window: int | None) -> tuple[int, f
         raise SettingError(f"{name} entry {value!r} is not a number")
     if isinstance(value, (float, np.floating)):
         if not 0 < value <= 1:
-            raise SettingError(f"{name} entry {value!r}: a float is a fraction of context_window in (0, 1]; use an int for tokens")
+            raise SettingError(
+                f"{name} entry {value!r}: a float is a fraction of context_window in (0, 1]; use an int for tokens"
+            )
         if window is None:
             raise SettingError(f"{name} entry {value!r} is a fraction: pass context_window= (an int or a model name)")
         return max(1, round(float(value) * window)), float(value)
@@ -130,7 +142,9 @@ def _resolve_value(value: object, name: str, window: int | None) -> tuple[int, f
     return int(value), None
 
 
-def conversations_of(conversations: Conversation | Iterable[Conversation] | str | os.PathLike[str]) -> list[Conversation]:
+def conversations_of(
+    conversations: Conversation | Iterable[Conversation] | str | os.PathLike[str],
+) -> list[Conversation]:
     """The conversations of a sweep: one, a list, or a path for :func:`zett_lab.load_all`; ids unique."""
     if isinstance(conversations, Conversation):
         items = [conversations]
@@ -159,7 +173,9 @@ def fingerprint(conversation: Conversation) -> str:
     digest = hashlib.sha256()
     digest.update(conversation.id.encode())
     digest.update(json.dumps(encode_messages(conversation.messages), sort_keys=True, default=repr).encode())
-    digest.update(json.dumps({str(k): asdict(v) for k, v in sorted(conversation.usage.items())}, sort_keys=True).encode())
+    digest.update(
+        json.dumps({str(k): asdict(v) for k, v in sorted(conversation.usage.items())}, sort_keys=True).encode()
+    )
     return digest.hexdigest()
 
 

@@ -26,7 +26,9 @@ class Progress:
     notebook widget or the terminal bar) and shows the rate and the time left.
     """
 
-    def __init__(self, total: int, label: str, show: bool | Callable[[ProgressEvent], None], unit: str = "cell") -> None:
+    def __init__(
+        self, total: int, label: str, show: bool | Callable[[ProgressEvent], None], unit: str = "cell"
+    ) -> None:
         self.total, self.done = total, 0
         self.started = time.perf_counter()
         self._call = show if callable(show) else None

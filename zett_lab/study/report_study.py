@@ -31,8 +31,8 @@ from ..measure.cost import add_costs, cost_summary, load_prices
 from ..records import plain, records
 from ..replay.trace import Trace
 from ..tokens import count_tokens
-from .report_lost import DIGITS, cell_entries, lost_but_needed_items, trace_index
 from .choose import NoFeasibleSetting, recommend
+from .report_lost import DIGITS, cell_entries, lost_but_needed_items, trace_index
 from .results import Sweep
 from .sweep import sweep
 

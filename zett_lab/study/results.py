@@ -102,7 +102,9 @@ class Sweep:
 
     # --- cells --------------------------------------------------------------------
 
-    def key(self, conversation_id: str, max_tokens: float, keep_recent_tokens: float, summarizer: Any = None) -> CellKey:
+    def key(
+        self, conversation_id: str, max_tokens: float, keep_recent_tokens: float, summarizer: Any = None
+    ) -> CellKey:
         """The cell of these settings (fractions resolved against the sweep's context window)."""
         labels = self.config["summarizers"]
         if summarizer is None:
@@ -111,14 +113,16 @@ class Sweep:
             label = labels[0]
         else:
             label = summarizer if isinstance(summarizer, str) else summarizer_label(summarizer)
-            identities = dict(zip(self.config["summarizer_identities"], labels))
+            identities = dict(zip(self.config["summarizer_identities"], labels, strict=True))
             label = label if label in labels else identities.get(label, label)
         window = self.config.get("context_window")
         ((m, _),) = resolve_values([max_tokens], "max_tokens", window)
         ((k, _),) = resolve_values([keep_recent_tokens], "keep_recent_tokens", window)
         return CellKey(conversation_id, label, m, k)
 
-    def trace(self, conversation_id: str, max_tokens: float, keep_recent_tokens: float, summarizer: Any = None) -> Trace:
+    def trace(
+        self, conversation_id: str, max_tokens: float, keep_recent_tokens: float, summarizer: Any = None
+    ) -> Trace:
         """The trace of one cell (fractions are resolved against the sweep's context window).
 
         ``summarizer`` is the label given to the sweep (or its identity); it may be left out
@@ -128,7 +132,13 @@ class Sweep:
         return self._trace(self._known(self.key(conversation_id, max_tokens, keep_recent_tokens, summarizer)))
 
     def losses(
-        self, conversation_id: str, max_tokens: float, keep_recent_tokens: float, summarizer: Any = None, *, anchors: bool = True
+        self,
+        conversation_id: str,
+        max_tokens: float,
+        keep_recent_tokens: float,
+        summarizer: Any = None,
+        *,
+        anchors: bool = True,
     ) -> Losses | None:
         """The loss tables of one cell, as :func:`zett_lab.measure` gives them for its trace.
 
@@ -194,9 +204,16 @@ class Sweep:
             steps = source.folder.read(source_id, "steps")
             compactions = source.folder.read(source_id, "compactions")
             if steps is None or compactions is None:
-                raise InputError(source.folder.path, f"replay {source_id}", "its tables are missing from the sweep folder")
-            trace = Trace(conversation=self._conversations[source.conversation_id], steps=steps, compactions=compactions,
-                          settings=dict(source.settings), engine_events=list(source.engine_events))
+                raise InputError(
+                    source.folder.path, f"replay {source_id}", "its tables are missing from the sweep folder"
+                )
+            trace = Trace(
+                conversation=self._conversations[source.conversation_id],
+                steps=steps,
+                compactions=compactions,
+                settings=dict(source.settings),
+                engine_events=list(source.engine_events),
+            )
             self._read[source_id] = trace
             while len(self._read) > TRACES_KEPT:
                 self._read.popitem(last=False)
@@ -208,8 +225,13 @@ class Sweep:
         trace = self._source_trace(source.source_id)
         if (trace.settings["max_tokens"], trace.settings["keep_recent_tokens"]) == key[2:]:
             # A copy: the tables are shared with later reads of the same replay.
-            return Trace(conversation=trace.conversation, steps=trace.steps.copy(), compactions=trace.compactions.copy(),
-                         settings=dict(trace.settings), engine_events=list(trace.engine_events))
+            return Trace(
+                conversation=trace.conversation,
+                steps=trace.steps.copy(),
+                compactions=trace.compactions.copy(),
+                settings=dict(trace.settings),
+                engine_events=list(trace.engine_events),
+            )
         return derive(trace, key.max_tokens, key.keep_recent_tokens, source.region)
 
     @property
@@ -242,19 +264,29 @@ class Sweep:
             "summarizers": ", ".join(c["summarizers"]),
             "context_window": c.get("context_window"),
             "cells": len(self.results),
-            "replays (forked) / reused / errors":
-                f"{c.get('replays', 0)} ({c.get('forked', 0)}) / {c.get('reused', 0)} / {c.get('errors', 0)}",
+            "replays (forked) / reused / errors": f"{c.get('replays', 0)} ({c.get('forked', 0)}) / {c.get('reused', 0)} / {c.get('errors', 0)}",
             "summary calls / cache hits": f"{c.get('model_calls', 0)} / {c.get('cache_hits', 0)}",
             "executor": c.get("executor"),
             "elapsed": f"{c.get('elapsed_s', 0):.2f} s",
         }
         head = "".join(
-            f"<tr><th style='text-align:left'>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>" for k, v in facts.items()
+            f"<tr><th style='text-align:left'>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>"
+            for k, v in facts.items()
         )
         preferred = [
-            "conversation_id", "summarizer", "max_tokens", "keep_recent_tokens", "compactions_applied",
-            "steps_over_budget", "peak_context", "total_input_tokens", "total_cost_usd", "needed_anchor_recall",
-            "instruction_survival", "replayed", "error",
+            "conversation_id",
+            "summarizer",
+            "max_tokens",
+            "keep_recent_tokens",
+            "compactions_applied",
+            "steps_over_budget",
+            "peak_context",
+            "total_input_tokens",
+            "total_cost_usd",
+            "needed_anchor_recall",
+            "instruction_survival",
+            "replayed",
+            "error",
         ]
         columns = [col for col in preferred if col in self.results.columns]
         table = self.results[columns].to_html(index=False, max_rows=40, na_rep="", float_format=lambda v: f"{v:.3g}")
@@ -292,8 +324,10 @@ class Sweep:
 
     def _write(self, folder: Path) -> None:
         pq.write_table(pa.Table.from_pandas(storable(self.results), preserve_index=False), folder / "results.parquet")
-        cells = pd.DataFrame([(*key, sid) for key, sid in self._cells.items()],
-                             columns=["conversation_id", "summarizer", "max_tokens", "keep_recent_tokens", "source_id"])
+        cells = pd.DataFrame(
+            [(*key, sid) for key, sid in self._cells.items()],
+            columns=["conversation_id", "summarizer", "max_tokens", "keep_recent_tokens", "source_id"],
+        )
         pq.write_table(pa.Table.from_pandas(cells, preserve_index=False), folder / "cells.parquet")
         (folder / "sources").mkdir()
         for source in self._sources.values():
@@ -304,8 +338,12 @@ class Sweep:
             "version": VERSION,
             "config": self.config,
             "sources": {
-                sid: {"conversation_id": src.conversation_id, "settings": src.settings,
-                      "engine_events": src.engine_events, "region": _region_document(src.region)}
+                sid: {
+                    "conversation_id": src.conversation_id,
+                    "settings": src.settings,
+                    "engine_events": src.engine_events,
+                    "region": _region_document(src.region),
+                }
                 for sid, src in self._sources.items()
             },
             "conversations": {cid: conversation_document(c) for cid, c in self._conversations.items()},
@@ -327,14 +365,25 @@ class Sweep:
         folder = SourceFolder(source) if document.get("version") == VERSION else _split_version_1(source)
         conversations = {cid: conversation_from_document(doc) for cid, doc in document["conversations"].items()}
         sources = {
-            sid: Source(sid, info["conversation_id"], Region(**info["region"]), info["settings"], info["engine_events"], folder)
+            sid: Source(
+                sid, info["conversation_id"], Region(**info["region"]), info["settings"], info["engine_events"], folder
+            )
             for sid, info in document["sources"].items()
         }
         cell_map = {
-            CellKey(r.conversation_id, r.summarizer, int(r.max_tokens), int(r.keep_recent_tokens)): r.source_id
-            for r in cells.itertuples(index=False)
+            CellKey(str(cid), str(label), int(m), int(k)): str(sid)
+            for cid, label, m, k, sid in zip(
+                cells["conversation_id"],
+                cells["summarizer"],
+                cells["max_tokens"],
+                cells["keep_recent_tokens"],
+                cells["source_id"],
+                strict=True,
+            )
         }
-        return cls(results=results, config=document["config"], _conversations=conversations, _sources=sources, _cells=cell_map)
+        return cls(
+            results=results, config=document["config"], _conversations=conversations, _sources=sources, _cells=cell_map
+        )
 
 
 def _split_version_1(path: Path) -> SourceFolder:
@@ -351,26 +400,72 @@ def _split_version_1(path: Path) -> SourceFolder:
 
 
 def _region_document(where: Region) -> dict[str, Any]:
-    return {name: getattr(where, name) for name in ("max_tokens", "keep_recent_tokens", "m_lo", "m_hi", "k_lo", "k_hi", "reason")}
+    return {
+        name: getattr(where, name)
+        for name in ("max_tokens", "keep_recent_tokens", "m_lo", "m_hi", "k_lo", "k_hi", "reason")
+    }
 
 
-_LEADING = ["conversation_id", "summarizer", "max_tokens", "keep_recent_tokens", "context_window", "max_tokens_share", "keep_recent_share"]
-_TRAILING = ["summarizer_identity", "replayed", "shared_steps", "model_calls", "cache_hits", "seconds", "worker", "error"]
+_LEADING = [
+    "conversation_id",
+    "summarizer",
+    "max_tokens",
+    "keep_recent_tokens",
+    "context_window",
+    "max_tokens_share",
+    "keep_recent_share",
+]
+_TRAILING = [
+    "summarizer_identity",
+    "replayed",
+    "shared_steps",
+    "model_calls",
+    "cache_hits",
+    "seconds",
+    "worker",
+    "error",
+]
 #: Columns that describe how a cell was computed, not what the engine did (they differ between executors).
 RUN_COLUMNS = ("replayed", "shared_steps", "model_calls", "cache_hits", "seconds", "worker")
 _INT_RESULT_COLUMNS = {
-    "max_tokens", "keep_recent_tokens", "context_window", "messages", "steps", "compactions_applied",
-    "rejected_not_smaller", "failed", "peak_context", "total_input_tokens", "steps_over_budget", "model_calls",
-    "cache_hits", "primary_input_tokens", "primary_cached_input_tokens", "primary_uncached_input_tokens",
-    "primary_output_tokens", "cache_breaks", "summary_calls", "summary_input_tokens", "summary_output_tokens",
-    "compactions", "attempts", "steps_no_boundary", "steps_only_checkpoints", "peak_context_tokens",
-    "lost_but_needed", "refetch_calls", "probes", "shared_steps",
+    "max_tokens",
+    "keep_recent_tokens",
+    "context_window",
+    "messages",
+    "steps",
+    "compactions_applied",
+    "rejected_not_smaller",
+    "failed",
+    "peak_context",
+    "total_input_tokens",
+    "steps_over_budget",
+    "model_calls",
+    "cache_hits",
+    "primary_input_tokens",
+    "primary_cached_input_tokens",
+    "primary_uncached_input_tokens",
+    "primary_output_tokens",
+    "cache_breaks",
+    "summary_calls",
+    "summary_input_tokens",
+    "summary_output_tokens",
+    "compactions",
+    "attempts",
+    "steps_no_boundary",
+    "steps_only_checkpoints",
+    "peak_context_tokens",
+    "lost_but_needed",
+    "refetch_calls",
+    "probes",
+    "shared_steps",
 }
 
 
 def results_frame(rows: Sequence[dict[str, Any]], relative: bool) -> pd.DataFrame:
     """The results table from cell rows: setting columns first, run columns last, nullable types."""
-    columns: list[str] = [c for c in _LEADING if relative or c not in ("context_window", "max_tokens_share", "keep_recent_share")]
+    columns: list[str] = [
+        c for c in _LEADING if relative or c not in ("context_window", "max_tokens_share", "keep_recent_share")
+    ]
     seen = set(columns) | set(_TRAILING)
     for row in rows:
         for key in row:

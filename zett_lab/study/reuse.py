@@ -66,8 +66,12 @@ class Proven:
         this against :meth:`Trace.summary` and :func:`zett_lab.measure` of the derived trace.
         """
         base = self.row if self.row is not None else (self.trace.summary() if self.trace is not None else {})
-        return {**base, "max_tokens": max_tokens, "keep_recent_tokens": keep_recent_tokens,
-                "steps_over_budget": self.steps_over(max_tokens)}
+        return {
+            **base,
+            "max_tokens": max_tokens,
+            "keep_recent_tokens": keep_recent_tokens,
+            "steps_over_budget": self.steps_over(max_tokens),
+        }
 
     def size(self) -> int:
         return len(self.sent)
@@ -162,7 +166,10 @@ class ForkPlanner:
         best: Fork | None = None
         for item in self._runs:
             # Rectangles are nested: the ones containing the setting come first.
-            count = next((i for i, r in enumerate(item.regions) if not r.contains(max_tokens, keep_recent_tokens)), len(item.regions))
+            count = next(
+                (i for i, r in enumerate(item.regions) if not r.contains(max_tokens, keep_recent_tokens)),
+                len(item.regions),
+            )
             if count == 0:
                 continue
             mark = item.run.marks[count - 1]

@@ -89,5 +89,3 @@ def restore(table: pd.DataFrame) -> pd.DataFrame:
         if isinstance(out[column].dtype, pd.StringDtype):
             out[column] = out[column].astype(object).where(out[column].notna(), None)
     return out
-
-

@@ -141,8 +141,20 @@ def sweep(
     runner, runner_name = resolve_executor(executor)
     if replay_options.get("compact_at"):
         reuse = False  # manual passes: every setting is its own replay
-    plan = _plan(conversations, max_tokens, keep_recent_tokens, summarizers, cache, context_window, runner,
-                 dict(replay_options), metrics=metrics, primary_model=primary_model, prices=prices, reuse=reuse)
+    plan = _plan(
+        conversations,
+        max_tokens,
+        keep_recent_tokens,
+        summarizers,
+        cache,
+        context_window,
+        runner,
+        dict(replay_options),
+        metrics=metrics,
+        primary_model=primary_model,
+        prices=prices,
+        reuse=reuse,
+    )
     collector = _Collector(plan, reuse, remote=is_remote(runner))
     tracker = Progress(total=sum(len(u.cells) for u in plan.units), label="sweep", show=progress)
     try:
@@ -151,13 +163,28 @@ def sweep(
         tracker.close()
     rows, cell_map = collector.rows()
     results = results_frame(rows, plan.window is not None)
-    config = _config(plan, collector, results, runner_name, replay_options, context_window,
-                     primary_model=primary_model, metrics=metrics, reuse=reuse,
-                     elapsed=time.perf_counter() - started, driver_cpu=time.process_time() - cpu_started)
+    config = _config(
+        plan,
+        collector,
+        results,
+        runner_name,
+        replay_options,
+        context_window,
+        primary_model=primary_model,
+        metrics=metrics,
+        reuse=reuse,
+        elapsed=time.perf_counter() - started,
+        driver_cpu=time.process_time() - cpu_started,
+    )
     if config["errors"] and progress:
         warnings.warn(f"{config['errors']} of {len(results)} sweep cells failed; see Sweep.errors", stacklevel=2)
-    return Sweep(results=results, config=config, _conversations={c.id: c for c in plan.conversations},
-                 _sources=collector.sources, _cells=cell_map)
+    return Sweep(
+        results=results,
+        config=config,
+        _conversations={c.id: c for c in plan.conversations},
+        _sources=collector.sources,
+        _cells=cell_map,
+    )
 
 
 def _plan(
@@ -174,7 +201,9 @@ def _plan(
     """Check the grid and cut it into units (nothing runs yet)."""
     unknown = sorted(set(replay_options) - set(REPLAY_OPTIONS))
     if unknown:
-        raise SettingError(f"unknown sweep option(s) {unknown}; replay options a sweep passes on: {', '.join(REPLAY_OPTIONS)}")
+        raise SettingError(
+            f"unknown sweep option(s) {unknown}; replay options a sweep passes on: {', '.join(REPLAY_OPTIONS)}"
+        )
     items = conversations_of(conversations)
     window = resolve_context_window(context_window)
     max_values = resolve_values(max_tokens, "max_tokens", window)
@@ -182,7 +211,11 @@ def _plan(
     for m, _ in max_values:
         for k, _ in keep_values:
             check_limits(m, k)
-    specs = [DEFAULT_SUMMARIZER] if summarizers is None else ([summarizers] if isinstance(summarizers, str) else list(summarizers))
+    specs = (
+        [DEFAULT_SUMMARIZER]
+        if summarizers is None
+        else ([summarizers] if isinstance(summarizers, str) else list(summarizers))
+    )
     if not specs:
         raise SettingError("summarizers is empty: a sweep needs at least one summarizer")
     models = [resolve_summarizer(spec) for spec in specs]  # fails fast on a bad spec
@@ -191,28 +224,50 @@ def _plan(
         raise SettingError(f"summarizers must be distinct, got {labels}")
     summary_cache = resolve_cache(cache)
     shipped = _shippable(specs, models, in_process(runner))
-    unit_cache: SummaryCache | str | bool = False if summary_cache is None else (WORKER_CACHE if is_remote(runner) else summary_cache)
+    unit_cache: SummaryCache | str | bool = (
+        False if summary_cache is None else (WORKER_CACHE if is_remote(runner) else summary_cache)
+    )
     groups = _keep_groups([k for k, _ in keep_values], len(items) * len(specs), parallelism(runner))
     units: list[Unit] = []
     for conversation in items:
         digest = fingerprint(conversation)
-        for spec, model, label in zip(shipped, models, labels):
-            concurrency = 1 if is_offline(model) else (getattr(model, "max_concurrency", None) or DEFAULT_PROVIDER_CONCURRENCY)
+        for spec, model, label in zip(shipped, models, labels, strict=True):
+            concurrency = (
+                1 if is_offline(model) else (getattr(model, "max_concurrency", None) or DEFAULT_PROVIDER_CONCURRENCY)
+            )
             for keeps in groups:
-                units.append(Unit(
-                    index=len(units), conversation=conversation, fingerprint=digest, summarizer=spec, label=label,
-                    cells=[(m, k) for k in keeps for m, _ in max_values], cache=unit_cache,
-                    replay_options=dict(replay_options), concurrency=concurrency, **unit_options,
-                ))
+                units.append(
+                    Unit(
+                        index=len(units),
+                        conversation=conversation,
+                        fingerprint=digest,
+                        summarizer=spec,
+                        label=label,
+                        cells=[(m, k) for k in keeps for m, _ in max_values],
+                        cache=unit_cache,
+                        replay_options=dict(replay_options),
+                        concurrency=concurrency,
+                        **unit_options,
+                    )
+                )
     keys = {unit.index: unit_store_key(unit) for unit in units}
-    return _Plan(items, window, max_values, keep_values, labels, [summarizer_identity(m) for m in models],
-                 summary_cache, units, keys)
+    return _Plan(
+        items,
+        window,
+        max_values,
+        keep_values,
+        labels,
+        [summarizer_identity(m) for m in models],
+        summary_cache,
+        units,
+        keys,
+    )
 
 
 def _shippable(specs: Sequence[str | AgentModel], models: Sequence[AgentModel], local: bool) -> list[str | AgentModel]:
     """What each unit carries of its summarizer: the spec string, or a model that pickles."""
     shipped: list[str | AgentModel] = []
-    for spec, model in zip(specs, models):
+    for spec, model in zip(specs, models, strict=True):
         if isinstance(spec, str) or local:
             shipped.append(spec if isinstance(spec, str) else model)
             continue
@@ -258,8 +313,9 @@ class _Collector:
                 remaining.append(cell)
                 continue
             self.sources.setdefault(proven.source_id, proven.source)
-            answered[cell] = CellResult(cell[0], cell[1], proven.source_id, False, 0, proven.derived_row(*cell),
-                                        proven.row_error, 0.0, 0, 0)
+            answered[cell] = CellResult(
+                cell[0], cell[1], proven.source_id, False, 0, proven.derived_row(*cell), proven.row_error, 0.0, 0, 0
+            )
         return remaining
 
     def receive(self, unit: Unit, result: UnitResult) -> None:
@@ -270,11 +326,17 @@ class _Collector:
             if payload.losses is not None:
                 tables.update({f"losses-{name}": getattr(payload.losses, name) for name in LOSS_TABLES})
             self.folder.write(sid, tables)
-            source = Source(sid, unit.conversation.id, payload.region, payload.settings, payload.engine_events, self.folder)
+            source = Source(
+                sid, unit.conversation.id, payload.region, payload.settings, payload.engine_events, self.folder
+            )
             self.sources[sid] = source
             if self.reuse and payload.row is not None:
-                STORE.add(self.plan.keys[unit.index], Proven(sid, payload.region, sorted_sent(payload.steps), payload.row,
-                                                             payload.row_error, source=source))
+                STORE.add(
+                    self.plan.keys[unit.index],
+                    Proven(
+                        sid, payload.region, sorted_sent(payload.steps), payload.row, payload.row_error, source=source
+                    ),
+                )
         cells = self.cells.setdefault(unit.index, {})
         for cell in result.cells:
             cells[(cell.max_tokens, cell.keep_recent_tokens)] = cell
@@ -289,26 +351,48 @@ class _Collector:
         """The results rows, in grid order, and which replay each complete cell uses."""
         plan = self.plan
         share = {"max": dict(plan.max_values), "keep": dict(plan.keep_values)}
-        identity = dict(zip(plan.labels, plan.identities))
+        identity = dict(zip(plan.labels, plan.identities, strict=True))
         rows: list[dict[str, Any]] = []
         cell_map: dict[CellKey, str] = {}
         for unit in plan.units:
             worker = self.finished[unit.index].worker if unit.index in self.finished else None
             answered = self.cells.get(unit.index, {})
             for m, k in unit.cells:
-                base: dict[str, Any] = {"conversation_id": unit.conversation.id, "summarizer": unit.label,
-                                        "max_tokens": m, "keep_recent_tokens": k}
+                base: dict[str, Any] = {
+                    "conversation_id": unit.conversation.id,
+                    "summarizer": unit.label,
+                    "max_tokens": m,
+                    "keep_recent_tokens": k,
+                }
                 if plan.window is not None:
-                    base.update(context_window=plan.window, max_tokens_share=share["max"][m], keep_recent_share=share["keep"][k])
+                    base.update(
+                        context_window=plan.window, max_tokens_share=share["max"][m], keep_recent_share=share["keep"][k]
+                    )
                 cell = answered.get((m, k))
                 if cell is None:
-                    rows.append({**base, "summarizer_identity": identity[unit.label],
-                                 "error": self.failures.get(unit.index) or "not run"})
+                    rows.append(
+                        {
+                            **base,
+                            "summarizer_identity": identity[unit.label],
+                            "error": self.failures.get(unit.index) or "not run",
+                        }
+                    )
                     continue
                 row = {key: value for key, value in (cell.row or {}).items() if key not in base and key != "summarizer"}
-                rows.append({**base, **row, "summarizer_identity": identity[unit.label], "replayed": cell.replayed,
-                             "shared_steps": cell.shared_steps, "model_calls": cell.model_calls, "cache_hits": cell.cache_hits,
-                             "seconds": cell.seconds, "worker": worker if cell.replayed else None, "error": cell.error})
+                rows.append(
+                    {
+                        **base,
+                        **row,
+                        "summarizer_identity": identity[unit.label],
+                        "replayed": cell.replayed,
+                        "shared_steps": cell.shared_steps,
+                        "model_calls": cell.model_calls,
+                        "cache_hits": cell.cache_hits,
+                        "seconds": cell.seconds,
+                        "worker": worker if cell.replayed else None,
+                        "error": cell.error,
+                    }
+                )
                 if cell.source_id is not None:
                     cell_map[CellKey(unit.conversation.id, unit.label, m, k)] = cell.source_id
         return rows, cell_map
@@ -355,8 +439,17 @@ def _run(plan: _Plan, runner: cf.Executor, collector: _Collector, tracker: Progr
 
 
 def _config(
-    plan: _Plan, collector: _Collector, results: Any, runner_name: str, replay_options: dict[str, Any],
-    context_window: int | str | None, *, primary_model: str | None, metrics: bool, reuse: bool, elapsed: float,
+    plan: _Plan,
+    collector: _Collector,
+    results: Any,
+    runner_name: str,
+    replay_options: dict[str, Any],
+    context_window: int | str | None,
+    *,
+    primary_model: str | None,
+    metrics: bool,
+    reuse: bool,
+    elapsed: float,
     driver_cpu: float,
 ) -> SweepConfig:
     finished = collector.finished.values()
@@ -373,7 +466,10 @@ def _config(
         primary_model=primary_model,
         metrics=metrics,
         reuse=reuse,
-        replay_options={k: (v if isinstance(v, (str, int, float, bool, list, type(None))) else repr(v)) for k, v in replay_options.items()},
+        replay_options={
+            k: (v if isinstance(v, (str, int, float, bool, list, type(None))) else repr(v))
+            for k, v in replay_options.items()
+        },
         cache=str(plan.cache.path) if plan.cache is not None else None,
         executor=runner_name,
         units=len(plan.units),

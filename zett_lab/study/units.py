@@ -140,8 +140,10 @@ def store_key(unit: Unit, identity: str) -> StoreKey:
     """Replays comparable for reuse: same conversation, summarizer (with effort), options and row contents."""
     options = unit.replay_options
     counter = options.get("count_tokens")
-    counter_name = "" if counter is None else (
-        f"{getattr(counter, '__module__', '')}.{getattr(counter, '__qualname__', type(counter).__name__)}"
+    counter_name = (
+        ""
+        if counter is None
+        else (f"{getattr(counter, '__module__', '')}.{getattr(counter, '__qualname__', type(counter).__name__)}")
     )
     rest = json.dumps({k: v for k, v in options.items() if k != "count_tokens"}, sort_keys=True, default=str)
     cache = unit.cache
@@ -183,8 +185,13 @@ class _UnitRun:
         fork = self.planner.fork_for(max_tokens, keep) if unit.reuse else None
         try:
             trace, run = replay_forkable(
-                unit.conversation, max_tokens=max_tokens, keep_recent_tokens=keep, summarizer=self.model,
-                cache=self.cache, fork=fork, **unit.replay_options,
+                unit.conversation,
+                max_tokens=max_tokens,
+                keep_recent_tokens=keep,
+                summarizer=self.model,
+                cache=self.cache,
+                fork=fork,
+                **unit.replay_options,
             )
         except Exception as exc:  # noqa: BLE001 - a cell records its own failure
             with self.lock:
@@ -197,7 +204,9 @@ class _UnitRun:
             if unit.reuse:
                 STORE.add(self.key, proven)
                 self.planner.add(trace, run)
-            self.answers[cell] = _Answer(proven, True, fork.mark.steps if fork is not None else 0, time.perf_counter() - began)
+            self.answers[cell] = _Answer(
+                proven, True, fork.mark.steps if fork is not None else 0, time.perf_counter() - began
+            )
 
 
 def _open_cache(unit: Unit) -> SummaryCache | _CollectingCache | bool:
@@ -212,7 +221,9 @@ def run_unit(unit: Unit) -> UnitResult:
     """Answer every cell of ``unit`` (see the module docstring)."""
     started, cpu_started = time.perf_counter(), time.process_time()
     model = resolve_summarizer(unit.summarizer)
-    state = _UnitRun(unit, model, unit_store_key(unit), _open_cache(unit), ForkPlanner(unit.replay_options.get("count_tokens")))
+    state = _UnitRun(
+        unit, model, unit_store_key(unit), _open_cache(unit), ForkPlanner(unit.replay_options.get("count_tokens"))
+    )
     keep_order = {cell: n for n, cell in enumerate(unit.cells)}
     # Highest max_tokens first: its replay compacts least, and lower ones fork from it where they first differ.
     pending = sorted(set(unit.cells), key=lambda cell: (-cell[0], -cell[1]))
@@ -237,8 +248,13 @@ def run_unit(unit: Unit) -> UnitResult:
     cells = sorted(_cell_results(state), key=lambda c: keep_order[(c.max_tokens, c.keep_recent_tokens)])
     collected = state.cache.new if isinstance(state.cache, _CollectingCache) else []
     return UnitResult(
-        index=unit.index, cells=cells, sources=sources, new_summaries=collected, worker=worker_name(),
-        seconds=time.perf_counter() - started, cpu_seconds=time.process_time() - cpu_started,
+        index=unit.index,
+        cells=cells,
+        sources=sources,
+        new_summaries=collected,
+        worker=worker_name(),
+        seconds=time.perf_counter() - started,
+        cpu_seconds=time.process_time() - cpu_started,
     )
 
 
@@ -258,8 +274,14 @@ def _finish_sources(state: _UnitRun) -> dict[str, SourcePayload]:
         if trace is None:  # a proof received from the driver without its tables: nothing to send
             continue
         payloads[proven.source_id] = SourcePayload(
-            source_id=proven.source_id, region=proven.region, steps=trace.steps, compactions=trace.compactions,
-            settings=trace.settings, engine_events=trace.engine_events, row=proven.row, row_error=proven.row_error,
+            source_id=proven.source_id,
+            region=proven.region,
+            steps=trace.steps,
+            compactions=trace.compactions,
+            settings=trace.settings,
+            engine_events=trace.engine_events,
+            row=proven.row,
+            row_error=proven.row_error,
             losses=losses.get(proven.source_id),
         )
     return payloads
@@ -277,8 +299,20 @@ def _cell_results(state: _UnitRun) -> list[CellResult]:
         else:
             calls = hits = 0
             row = proven.derived_row(max_tokens, keep)
-        out.append(CellResult(max_tokens, keep, proven.source_id, answer.replayed, answer.shared_steps, row,
-                              proven.row_error, answer.seconds, calls, hits))
+        out.append(
+            CellResult(
+                max_tokens,
+                keep,
+                proven.source_id,
+                answer.replayed,
+                answer.shared_steps,
+                row,
+                proven.row_error,
+                answer.seconds,
+                calls,
+                hits,
+            )
+        )
     return out
 
 
@@ -303,7 +337,7 @@ def source_rows(sources: list[Proven], unit: Unit) -> dict[str, Losses]:
     _add_costs(todo, traces, rows, unit)
     measured: dict[str, Losses] = {}
     if unit.metrics:
-        for n, (proven, trace) in enumerate(zip(todo, traces)):
+        for n, (proven, trace) in enumerate(zip(todo, traces, strict=True)):
             try:
                 losses = measure(trace, anchors=False)
             except Exception as exc:  # noqa: BLE001 - reported by the cells
@@ -321,11 +355,17 @@ def _add_costs(todo: list[Proven], traces: list[Trace], rows: dict[int, dict[str
     try:
         steps = pd.concat([t.steps.assign(run_id=n) for n, t in enumerate(traces)], ignore_index=True)
         compactions = pd.concat(
-            [t.compactions.assign(run_id=n, max_tokens=t.settings["max_tokens"], keep_recent_tokens=t.settings["keep_recent_tokens"])
-             for n, t in enumerate(traces)],
+            [
+                t.compactions.assign(
+                    run_id=n, max_tokens=t.settings["max_tokens"], keep_recent_tokens=t.settings["keep_recent_tokens"]
+                )
+                for n, t in enumerate(traces)
+            ],
             ignore_index=True,
         )
-        priced_steps, priced_compactions = add_costs(steps, compactions, primary_model=unit.primary_model or "offline", prices=unit.prices)
+        priced_steps, priced_compactions = add_costs(
+            steps, compactions, primary_model=unit.primary_model or "offline", prices=unit.prices
+        )
         for record in cost_summary(priced_steps, priced_compactions).to_dict("records"):
             row = rows[int(record["run_id"])]
             for key, value in record.items():
