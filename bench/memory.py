@@ -83,9 +83,8 @@ def repeated(conversation, times: int):
 def child(scale: int) -> None:
     """Sweep the largest fixture repeated ``scale`` times; print one JSON line."""
     import zett_lab
+    from zett_lab.study import sweep
     from zett_lab.tokens import count_tokens
-
-    sweep = sys.modules["zett_lab.study.sweep"].sweep
     largest = max(zett_lab.load_all(ROOT / "fixtures"), key=lambda c: count_tokens(c.messages))
     conversation = repeated(largest, scale)
     tokens = count_tokens(conversation.messages)
@@ -104,9 +103,8 @@ def child(scale: int) -> None:
 
 def main() -> None:
     import zett_lab
+    from zett_lab import study as module
     from zett_lab.summarizers import DEFAULT_SUMMARIZER
-
-    module = sys.modules["zett_lab.study.sweep"]
     conversations = zett_lab.load_all(ROOT / "fixtures")
     module.shutdown_default_executor()
     baseline = rss_mb()

@@ -22,17 +22,16 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import zett_lab
+from zett_lab import study as zsweep
 from zett_lab.replay import replay
 from zett_lab.summarizers import DEFAULT_SUMMARIZER, SummaryCache
 from zett_lab.tokens import count_tokens, engine_count_tokens
 
-zsweep = sys.modules["zett_lab.study.sweep"]
 ROOT = Path(__file__).resolve().parent.parent
 KEEP = 8_000
 MOVES = [20_000 + 5_000 * i for i in range(20)]  # 20k .. 115k: every stop changes the compaction schedule

@@ -4,7 +4,7 @@ Naive = what a user would write without zett_lab's sweep: for every grid point a
 ``zett_lab.replay(..., count_tokens=zett_lab.tokens.engine_count_tokens, cache=False)``
 (zett-agent's own default counter, no summary cache, nothing shared).
 
-Sweep = ``zett_lab.study.sweep.sweep`` on the default process pool (fresh workers), same grid,
+Sweep = ``zett_lab.study.sweep`` on the default process pool (fresh workers), same grid,
 same offline summarizer, ``metrics=False`` so both sides do the same work (replays and the
 budget figures); the time with loss metrics is printed separately.
 
@@ -22,7 +22,8 @@ trace of that cell (steps and compaction records; latency and cache bookkeeping 
 
 Run: .venv/bin/python bench/sweep.py [--full] [--summarizer SPEC]
 Prints ratios measured in this run, ending with ``identical``, ``speedup cold`` and
-``speedup warm`` lines.
+``speedup warm`` lines (wall time), and ``cpu speedup cold`` / ``cpu speedup warm`` (CPU time of
+every process involved: the machine's load moves them much less).
 """
 
 from __future__ import annotations
@@ -36,10 +37,9 @@ import time
 from pathlib import Path
 
 import zett_lab
+from zett_lab import study
 from zett_lab.replay import replay
 from zett_lab.tokens import count_tokens, engine_count_tokens
-
-zsweep = sys.modules["zett_lab.study.sweep"]
 
 ROOT = Path(__file__).resolve().parent.parent
 MAX_TOKENS = [4_000, 6_000, 8_000, 12_000, 16_000, 24_000, 32_000, 48_000, 64_000, 96_000]
@@ -54,10 +54,10 @@ def same_records(a, b) -> bool:
 
 def timed_sweep(conversations, summarizer: str, cache: Path, *, fresh_workers: bool, metrics: bool = False):
     if fresh_workers:  # a new session: new worker processes, and this process forgets its replays too
-        zsweep.shutdown_default_executor()
-        zsweep.clear_worker_state()
+        study.shutdown_default_executor()
+        study.clear_worker_state()
     started = time.perf_counter()
-    result = zsweep.sweep(
+    result = study.sweep(
         conversations,
         max_tokens=MAX_TOKENS,
         keep_recent_tokens=KEEP_RECENT,
@@ -89,11 +89,11 @@ def main() -> None:
     cold, cold_s = timed_sweep(conversations, summarizer, cache, fresh_workers=True)
     warm, warm_s = timed_sweep(conversations, summarizer, cache, fresh_workers=True)
     session, session_s = timed_sweep(conversations, summarizer, cache, fresh_workers=False)
-    zsweep.shutdown_default_executor()
+    study.shutdown_default_executor()
     with_metrics, metrics_s = timed_sweep(
         conversations, summarizer, workdir / "metrics.sqlite", fresh_workers=True, metrics=True
     )
-    zsweep.shutdown_default_executor()
+    study.shutdown_default_executor()
     for name, result in (
         ("cold", cold),
         ("warm", warm),
@@ -159,7 +159,8 @@ def main() -> None:
         c = result.config
         cpu = c["worker_cpu_s"] + c["driver_cpu_s"]
         print(
-            f"sweep {name}: {seconds:.1f} s wall, {cpu:.1f} s CPU ({c['replays']} replays, {c['reused']} cells proven "
+            f"sweep {name}: {seconds:.1f} s wall, {cpu:.1f} s CPU ({c['replays']} replays ({c.get('forked', 0)} forked, "
+            f"{c.get('shared_steps', 0)} steps shared), {c['reused']} cells proven "
             f"identical to one, {c['model_calls']} summary calls, {c['cache_hits']} cache hits, "
             f"{len(c['workers'])} workers) — CPU-time speedup {naive_cpu_total / cpu:.0f}x"
         )
@@ -170,6 +171,9 @@ def main() -> None:
     print(f"identical: {str(identical).lower()}")
     print(f"speedup cold: {naive_total / cold_s:.1f}")
     print(f"speedup warm: {naive_total / warm_s:.1f}")
+    for name, result in (("cold", cold), ("warm", warm)):
+        c = result.config
+        print(f"cpu speedup {name}: {naive_cpu_total / (c['worker_cpu_s'] + c['driver_cpu_s']):.1f}")
 
 
 if __name__ == "__main__":

@@ -13,10 +13,11 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from ..errors import InputError
+from ..progress import Progress, ProgressEvent
 from . import agents, neutral, zett  # noqa: F401  (reader modules register themselves, specific formats first)
 from .conversation import Conversation
 from .registry import HEAD_BYTES, Reader, detect, read_file, readers, register
@@ -24,36 +25,66 @@ from .registry import HEAD_BYTES, Reader, detect, read_file, readers, register
 __all__ = ["HEAD_BYTES", "Conversation", "Reader", "detect", "load", "load_all", "read_file", "readers", "register"]
 
 
-def load_all(path: str | Path | Iterable[str | Path]) -> list[Conversation]:
+def load_all(
+    path: str | Path | Iterable[str | Path], *, progress: bool | Callable[[ProgressEvent], None] = False
+) -> list[Conversation]:
     """Every conversation under a path: a file, a directory (searched recursively), or several paths.
 
     In a directory, files no reader recognises are skipped; a file that is
-    recognised but broken raises its :class:`InputError`.
+    recognised but broken raises its :class:`InputError`. ``progress`` shows a bar with an
+    ETA over the files (or calls a function after each), for imports of many files.
     """
+    files = _files(path)
+    tracker = Progress(total=len(files), label="load", show=progress, unit="file")
+    conversations: list[Conversation] = []
+    found: dict[Path, int] = {}
+    try:
+        for child, folder in files:
+            if folder is None:
+                conversations.extend(read_file(child))
+            else:
+                found.setdefault(folder, 0)
+                try:
+                    reader = detect(child)
+                except InputError:
+                    tracker.advance(1)
+                    continue
+                read = reader.read(child)
+                found[folder] += len(read)
+                conversations.extend(read)
+            tracker.advance(1)
+    finally:
+        tracker.close()
+    for folder, count in found.items():
+        if not count:
+            raise InputError(folder, None, "no recorded conversations found in this directory")
+    return conversations
+
+
+def _files(path: str | Path | Iterable[str | Path]) -> list[tuple[Path, Path | None]]:
+    """The files to read: ``(file, None)`` when named as such, ``(file, folder)`` for a folder's files."""
     if not isinstance(path, (str, Path)):
-        return [c for item in path for c in load_all(item)]
+        return [item for part in path for item in _files(part)]
     path = Path(path)
     if path.is_file():
-        return read_file(path)
+        return [(path, None)]
     if not path.exists():
         raise InputError(path, None, "no such file or directory")
     try:
-        return read_file(path)
+        detect(path)
     except InputError as error:
         if "unknown format" not in error.problem:
             raise
-    conversations: list[Conversation] = []
-    for child in sorted(path.rglob("*")):
-        if not child.is_file() or any(part.startswith(".") for part in child.relative_to(path).parts):
-            continue
-        try:
-            reader = detect(child)
-        except InputError:
-            continue
-        conversations.extend(reader.read(child))
-    if not conversations:
+    else:
+        return [(path, None)]  # a folder some reader takes as a whole (a zettcode tree)
+    children: list[tuple[Path, Path | None]] = [
+        (child, path)
+        for child in sorted(path.rglob("*"))
+        if child.is_file() and not any(part.startswith(".") for part in child.relative_to(path).parts)
+    ]
+    if not children:
         raise InputError(path, None, "no recorded conversations found in this directory")
-    return conversations
+    return children
 
 
 def load(path: str | Path, session: str | None = None) -> Conversation:

@@ -19,6 +19,7 @@ import os
 import re
 import sys
 import textwrap
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -153,6 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("paths", nargs="+", metavar="PATH", help="recorded session files or directories")
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="new .sqlite/.db or .json file")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     # replay
     p = commands.add_parser(
@@ -337,10 +339,10 @@ def _formats_line() -> str:
 # --- commands -------------------------------------------------------------------------------------------
 
 
-def _load(paths: Sequence[str], sessions: Sequence[str] | None = None) -> list[Any]:
+def _load(paths: Sequence[str], sessions: Sequence[str] | None = None, progress: bool = False) -> list[Any]:
     from ..load import load_all
 
-    conversations = load_all([Path(p) for p in paths])
+    conversations = load_all([Path(p) for p in paths], progress=progress)
     if sessions:
         known = {c.id for c in conversations}
         missing = [s for s in sessions if s not in known]
@@ -358,7 +360,8 @@ def cmd_import(args: argparse.Namespace) -> int:
         raise SettingError(f"{out}: output must end in .sqlite or .db (zett-agent database) or .json (neutral JSON)")
     if out.exists():
         raise InputError(out, None, "already exists; choose a new output file (zett-lab never overwrites)")
-    conversations = _load(args.paths)
+    started = time.perf_counter()
+    conversations = _load(args.paths, progress=not args.no_progress)
     ids = [c.id for c in conversations]
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:
@@ -381,7 +384,7 @@ def cmd_import(args: argparse.Namespace) -> int:
                 raise
             raise InputError(out, None, f"zett-agent storage refused a session: {error}") from error
     messages = sum(len(c.messages) for c in conversations)
-    print(f"wrote {len(conversations)} conversation(s), {messages} messages, to {out}")
+    print(f"wrote {len(conversations)} conversation(s), {messages} messages, to {out} in {_took(started)}")
     return 0
 
 
@@ -469,7 +472,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         raise InputError(out, None, "exists and is not a saved sweep; choose a new output name")
     summarizers = args.summarizer or [DEFAULT_SUMMARIZER]
     _check_summarizers(summarizers)
-    conversations = _load(args.paths, args.session)
+    started = time.perf_counter()
+    conversations = _load(args.paths, args.session, progress=not args.no_progress)
     from ..study import sweep
 
     result = sweep(
@@ -484,10 +488,26 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     failed = int(result.results["error"].notna().sum())
     print(
         f"swept {len(conversations)} conversation(s) x {len(args.max_tokens)} max_tokens x "
-        f"{len(args.keep_recent_tokens)} keep_recent_tokens x {len(summarizers)} summarizer(s); saved to {out}"
+        f"{len(args.keep_recent_tokens)} keep_recent_tokens x {len(summarizers)} summarizer(s) "
+        f"({_work_done(result)}) in {_took(started)}; saved to {out}"
         + (f" ({failed} cell(s) failed: see Sweep.errors)" if failed else "")
     )
     return 0
+
+
+def _took(started: float) -> str:
+    """Wall time since ``started``, as the final line of a command says it."""
+    seconds = time.perf_counter() - started
+    return f"{seconds:.1f} s" if seconds < 120 else f"{int(seconds // 60)} min {seconds % 60:.0f} s"
+
+
+def _work_done(result: Any) -> str:
+    """What a sweep ran: cells, replays (forked), cells answered by another replay, summary calls, failures."""
+    c = result.config
+    return (
+        f"{len(result.results)} cells: {c.get('replays', 0)} replays ({c.get('forked', 0)} forked), "
+        f"{c.get('reused', 0)} proven identical to one, {c.get('model_calls', 0)} summary calls"
+    )
 
 
 def _check_summarizers(specs: Sequence[str]) -> None:
@@ -525,6 +545,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     }
     options = {k: v for k, v in options.items() if v is not None}
     _check_report_options(out, options)
+    started = time.perf_counter()
     if sweep_files:
         if args.max_tokens or args.keep_recent_tokens or args.summarizer:
             raise SettingError(
@@ -534,7 +555,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
         report = Report(sweep=Sweep.load(sweep_files[0]), **options)
     else:
-        conversations = _load([str(p) for p in recorded])
+        conversations = _load([str(p) for p in recorded], progress=not args.no_progress)
         if args.explore is not None and args.explore not in {c.id for c in conversations}:
             raise SettingError(
                 f"--explore {args.explore!r}: no such conversation; found: "
@@ -556,7 +577,11 @@ def cmd_report(args: argparse.Namespace) -> int:
         report.save_html(out)
     else:
         report.save(out, format=fmt)
-    print(f"wrote {fmt} report to {out} ({out.stat().st_size:,} bytes)")
+    sweep_done = f"; {_work_done(report.sweep)}" if report.sweep is not None else ""
+    print(
+        f"wrote {fmt} report to {out} ({out.stat().st_size:,} bytes): {len(report.conversations)} conversation(s), "
+        f"{len(report.summarizers)} summarizer(s), {len(report.traces)} replay(s){sweep_done}; in {_took(started)}"
+    )
     return 0
 
 

@@ -14,6 +14,7 @@ DataFrames for :mod:`zett_lab.show` to display. The modules, in the order a swee
 - :mod:`~zett_lab.study.choose`: Pareto front, constraints, one recommendation.
 """
 
+from ..progress import ProgressEvent
 from .boundaries import (
     Boundaries,
     Region,
@@ -32,7 +33,6 @@ from .choose import (
 )
 from .executors import SerialExecutor, default_executor, shutdown_default_executor
 from .grid import CONTEXT_WINDOWS, SETTING_COLUMNS, CellKey, resolve_context_window
-from .progress import ProgressEvent
 from .results import Sweep, SweepConfig
 from .reuse import clear_worker_state
 from .sweep import sweep

@@ -33,7 +33,7 @@ from ..replay.trace import Trace
 from ..tokens import count_tokens
 from .choose import NoFeasibleSetting, recommend
 from .report_lost import DIGITS, cell_entries, lost_but_needed_items, trace_index
-from .results import Sweep
+from .results import StoredTrace, Sweep
 from .sweep import sweep
 
 #: Summarizers a report over recorded conversations runs: the built-in offline ones, the
@@ -172,7 +172,8 @@ class ReportData:
         metrics: Per summarizer: means with confidence intervals, paired differences, totals.
         costs: Tokens and money per configuration and the prices used.
         conversation_tokens: Tokens of every conversation (the engine's counter).
-        losses: Losses of the replays shown in detail, by ``id`` of their trace.
+        losses: Losses of the replays shown in detail, by ``id`` of their trace (the explorer's
+            replays not at the recommended setting without the per-anchor table).
     """
 
     entries: list[tuple[str, Trace]]
@@ -227,6 +228,13 @@ class _Measured:
     def __call__(self, trace: Trace) -> Losses:
         if id(trace) not in self.by_id:
             self.by_id[id(trace)] = measure(trace)
+        return self.by_id[id(trace)]
+
+    def without_anchors(self, trace: Trace) -> Losses:
+        """Every table but ``anchors`` (left empty): what a sweep measured already, else measured now."""
+        if id(trace) not in self.by_id:
+            stored = trace.losses(anchors=False) if isinstance(trace, StoredTrace) else None
+            self.by_id[id(trace)] = stored if stored is not None else measure(trace, anchors=False)
         return self.by_id[id(trace)]
 
 
@@ -300,11 +308,10 @@ def build_report_data(
 
 
 def _sweep_entries(sweep: Sweep) -> list[tuple[str, Trace]]:
-    """``(summarizer label, trace)`` for every complete cell of a sweep."""
-    traces = getattr(sweep, "traces", None)
-    if not callable(traces):
-        raise SettingError(f"sweep= must be a zett_lab.sweep.Sweep, got {type(sweep).__name__}")
-    return [(str(key[1]), trace) for key, trace in traces()]
+    """``(summarizer label, trace)`` for every complete cell of a sweep (tables read from disk when used)."""
+    if not isinstance(sweep, Sweep):
+        raise SettingError(f"sweep= must be a zett_lab.study.Sweep, got {type(sweep).__name__}")
+    return [(key.summarizer, trace) for key, trace in sweep.stored_traces()]
 
 
 def _sweep_failures(sweep: Sweep) -> list[Failure]:
@@ -386,19 +393,12 @@ def _complete(results: pd.DataFrame) -> pd.DataFrame:
     return results[results["error"].isna()].reset_index(drop=True)
 
 
+#: Replays priced together (their step tables concatenated): memory stays bounded on large sweeps.
+_COST_CHUNK = 32
+
+
 def _costs_per_replay(entries: list[tuple[str, Trace]], primary_model: str) -> tuple[pd.DataFrame, list[str]]:
     """Tokens and money per replay, and the summarizers with no list price (counted, priced at $0)."""
-    steps, compactions = [], []
-    for label, trace in entries:
-        steps.append(trace.steps.assign(summarizer=label))
-        if len(trace.compactions):
-            compactions.append(
-                trace.compactions.assign(
-                    summarizer=label,
-                    max_tokens=int(trace.settings["max_tokens"]),
-                    keep_recent_tokens=int(trace.settings["keep_recent_tokens"]),
-                )
-            )
     table = load_prices()
     priced: dict[str, str] = {}
     for label, trace in entries:
@@ -410,6 +410,30 @@ def _costs_per_replay(entries: list[tuple[str, Trace]], primary_model: str) -> t
             priced[label] = identity
         except SettingError:
             priced[label] = _UNPRICED
+    parts = [
+        _costs_of(entries[start : start + _COST_CHUNK], primary_model, priced)
+        for start in range(0, len(entries), _COST_CHUNK)
+    ]
+    summary = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+    summary = summary.drop(columns=["steps"], errors="ignore")
+    for column in ("max_tokens", "keep_recent_tokens"):
+        summary[column] = summary[column].astype("int64")
+    return summary, sorted(label for label, name in priced.items() if name == _UNPRICED)
+
+
+def _costs_of(entries: list[tuple[str, Trace]], primary_model: str, priced: dict[str, str]) -> pd.DataFrame:
+    """:func:`cost_summary` of some replays, each summarizer priced as ``priced`` names it."""
+    steps, compactions = [], []
+    for label, trace in entries:
+        steps.append(trace.steps.assign(summarizer=label))
+        if len(trace.compactions):
+            compactions.append(
+                trace.compactions.assign(
+                    summarizer=label,
+                    max_tokens=int(trace.settings["max_tokens"]),
+                    keep_recent_tokens=int(trace.settings["keep_recent_tokens"]),
+                )
+            )
     all_compactions = pd.concat(compactions, ignore_index=True) if compactions else None
     labels = all_compactions["summarizer"].to_numpy() if all_compactions is not None else None
     if all_compactions is not None:
@@ -422,11 +446,7 @@ def _costs_per_replay(entries: list[tuple[str, Trace]], primary_model: str) -> t
     )
     if all_compactions is not None and len(priced_compactions):
         priced_compactions["summarizer"] = labels
-    summary = cost_summary(priced_steps, priced_compactions if all_compactions is not None else None).reset_index()
-    summary = summary.drop(columns=["steps"], errors="ignore")
-    for column in ("max_tokens", "keep_recent_tokens"):
-        summary[column] = summary[column].astype("int64")
-    return summary, sorted(label for label, name in priced.items() if name == _UNPRICED)
+    return cost_summary(priced_steps, priced_compactions if all_compactions is not None else None).reset_index()
 
 
 def _comparison(results: pd.DataFrame, summarizers: list[str]) -> Comparison | None:
@@ -521,13 +541,17 @@ def _explore_id(results: pd.DataFrame, conversations: list[Conversation], explor
 def _measure_shown(
     entries: list[tuple[str, Trace]], explore_id: str, recommendation: dict[str, Any] | None, measured: _Measured
 ) -> None:
-    """Measure the replays the report shows in detail: the explorer's and those at the recommended setting."""
-    for _, trace in entries:
-        if trace.conversation.id == explore_id:
-            measured(trace)
+    """Measure the replays the report shows in detail.
+
+    Those at the recommended setting fully (their anchors are listed and plotted); the
+    explorer's without the per-anchor table (it shows per-compaction figures).
+    """
     if recommendation is not None:
         for _, trace in cell_entries(entries, recommendation["max_tokens"], recommendation["keep_recent_tokens"]):
             measured(trace)
+    for _, trace in entries:
+        if trace.conversation.id == explore_id:
+            measured.without_anchors(trace)
 
 
 def metric_summary(results: pd.DataFrame, summarizers: list[str], comparison: Comparison | None) -> dict[str, Any]:

@@ -98,7 +98,7 @@ class Sweep:
     _conversations: dict[str, Conversation] = field(default_factory=dict, repr=False)
     _sources: dict[str, Source] = field(default_factory=dict, repr=False)
     _cells: dict[CellKey, str] = field(default_factory=dict, repr=False)
-    _read: OrderedDict[str, Trace] = field(default_factory=OrderedDict, repr=False)
+    _read: OrderedDict[CellKey, Trace] = field(default_factory=OrderedDict, repr=False)
 
     # --- cells --------------------------------------------------------------------
 
@@ -192,20 +192,24 @@ class Sweep:
         return 0 if value is None or is_missing(value) else int(value)
 
     def _settings_of(self, source: Source, key: CellKey) -> dict[str, Any]:
+        """A cell's trace settings (as :func:`~zett_lab.study.boundaries.derive` gives them for a shared replay)."""
         settings = dict(source.settings)
         if (settings["max_tokens"], settings["keep_recent_tokens"]) != key[2:]:
+            replayed = {"max_tokens": settings["max_tokens"], "keep_recent_tokens": settings["keep_recent_tokens"]}
             settings.update(max_tokens=key.max_tokens, keep_recent_tokens=key.keep_recent_tokens, replay_seconds=0.0)
+            settings["derived_from"] = replayed
         return settings
 
-    def _source_trace(self, source_id: str) -> Trace:
-        trace = self._read.get(source_id)
+    def _cell_trace(self, key: CellKey) -> Trace:
+        """One cell's trace read from the folder (the last few are kept; shared, so never modified)."""
+        trace = self._read.get(key)
         if trace is None:
-            source = self._sources[source_id]
-            steps = source.folder.read(source_id, "steps")
-            compactions = source.folder.read(source_id, "compactions")
+            source = self._sources[self._cells[key]]
+            steps = source.folder.read(source.source_id, "steps")
+            compactions = source.folder.read(source.source_id, "compactions")
             if steps is None or compactions is None:
                 raise InputError(
-                    source.folder.path, f"replay {source_id}", "its tables are missing from the sweep folder"
+                    source.folder.path, f"replay {source.source_id}", "its tables are missing from the sweep folder"
                 )
             trace = Trace(
                 conversation=self._conversations[source.conversation_id],
@@ -214,25 +218,32 @@ class Sweep:
                 settings=dict(source.settings),
                 engine_events=list(source.engine_events),
             )
-            self._read[source_id] = trace
+            if (trace.settings["max_tokens"], trace.settings["keep_recent_tokens"]) != key[2:]:
+                trace = derive(trace, key.max_tokens, key.keep_recent_tokens, source.region)
+            self._read[key] = trace
             while len(self._read) > TRACES_KEPT:
                 self._read.popitem(last=False)
-        self._read.move_to_end(source_id)
+        self._read.move_to_end(key)
         return trace
 
     def _trace(self, key: CellKey) -> Trace:
-        source = self._sources[self._cells[key]]
-        trace = self._source_trace(source.source_id)
-        if (trace.settings["max_tokens"], trace.settings["keep_recent_tokens"]) == key[2:]:
-            # A copy: the tables are shared with later reads of the same replay.
-            return Trace(
-                conversation=trace.conversation,
-                steps=trace.steps.copy(),
-                compactions=trace.compactions.copy(),
-                settings=dict(trace.settings),
-                engine_events=list(trace.engine_events),
-            )
-        return derive(trace, key.max_tokens, key.keep_recent_tokens, source.region)
+        """A cell's trace the caller may change (its own copy of the tables)."""
+        trace = self._cell_trace(key)
+        return Trace(
+            conversation=trace.conversation,
+            steps=trace.steps.copy(),
+            compactions=trace.compactions.copy(),
+            settings=dict(trace.settings),
+            engine_events=list(trace.engine_events),
+        )
+
+    def stored_traces(self) -> list[tuple[CellKey, StoredTrace]]:
+        """``(CellKey, trace)`` of every complete cell, each reading its tables only when used.
+
+        What a report over a large sweep holds: settings and conversation in memory, the
+        tables of the last few cells used.
+        """
+        return [(key, StoredTrace(self, key)) for key in self._cells]
 
     @property
     def conversations(self) -> dict[str, Conversation]:
@@ -383,6 +394,52 @@ class Sweep:
         }
         return cls(
             results=results, config=document["config"], _conversations=conversations, _sources=sources, _cells=cell_map
+        )
+
+
+class StoredTrace(Trace):
+    """The trace of one sweep cell whose tables are read from the sweep's folder when used.
+
+    ``conversation``, ``settings`` and ``engine_events`` are in memory; ``steps`` and
+    ``compactions`` come from the sweep, which keeps the tables of the last few cells read.
+    Equal to ``sweep.trace(...)`` of its cell; the tables are shared, so never modify them.
+    """
+
+    def __init__(self, sweep: Sweep, cell: CellKey) -> None:
+        source = sweep._sources[sweep._cells[cell]]
+        self.sweep, self.cell = sweep, cell
+        self.conversation = sweep._conversations[cell.conversation_id]
+        self.settings = sweep._settings_of(source, cell)
+        self.engine_events = list(source.engine_events)
+
+    @property
+    def steps(self) -> pd.DataFrame:
+        return self.sweep._cell_trace(self.cell).steps
+
+    @steps.setter
+    def steps(self, value: pd.DataFrame) -> None:
+        raise AttributeError(
+            "a stored trace's tables are read from its sweep; copy it with sweep.trace(...) to change them"
+        )
+
+    @property
+    def compactions(self) -> pd.DataFrame:
+        return self.sweep._cell_trace(self.cell).compactions
+
+    @compactions.setter
+    def compactions(self, value: pd.DataFrame) -> None:
+        raise AttributeError(
+            "a stored trace's tables are read from its sweep; copy it with sweep.trace(...) to change them"
+        )
+
+    def losses(self, *, anchors: bool = True) -> Losses | None:
+        """:meth:`Sweep.losses` of this cell."""
+        return self.sweep.losses(
+            self.cell.conversation_id,
+            self.cell.max_tokens,
+            self.cell.keep_recent_tokens,
+            self.cell.summarizer,
+            anchors=anchors,
         )
 
 

@@ -56,6 +56,7 @@ from zett_agent.model import AgentModel
 
 from ..errors import SettingError
 from ..load.conversation import Conversation
+from ..progress import Progress, ProgressEvent
 from ..replay.run import check_limits, resolve_cache, resolve_summarizer
 from ..summarizers import DEFAULT_SUMMARIZER, SummaryCache, summarizer_identity
 from .executors import in_process, is_remote, parallelism, resolve_executor
@@ -70,7 +71,6 @@ from .grid import (
     resolve_values,
     summarizer_label,
 )
-from .progress import Progress, ProgressEvent
 from .results import Sweep, SweepConfig, results_frame
 from .reuse import STORE, Proven, StoreKey, sorted_sent
 from .sources import LOSS_TABLES, Source, SourceFolder

@@ -1,0 +1,100 @@
+"""What lets a sweep and a report scale: replays kept on disk, losses measured once, progress, counting."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+import zett_lab
+from zett_lab.measure import measure
+from zett_lab.progress import ProgressEvent
+from zett_lab.replay import replay
+from zett_lab.study import sweep
+from zett_lab.study.results import StoredTrace
+from zett_lab.tokens import MemoizingCounter, engine_count_tokens
+
+LOSS_TABLES = ("compactions", "conversation", "probes", "decay")
+
+
+def assert_same_losses(a, b, tables=LOSS_TABLES) -> None:
+    for name in tables:
+        pd.testing.assert_frame_equal(getattr(a, name), getattr(b, name), obj=name)
+
+
+def test_losses_without_the_anchor_table_are_the_same_on_every_fixture(fixture_conversations):
+    for conversation in fixture_conversations:
+        trace = replay(conversation, max_tokens=6_000, keep_recent_tokens=1_500, cache=False)
+        full, lean = measure(trace), measure(trace, anchors=False)
+        assert_same_losses(full, lean)
+        assert len(lean.anchors) == 0 and list(lean.anchors.columns) == list(full.anchors.columns)
+
+
+@pytest.fixture(scope="module")
+def small_sweep(fixture_conversations, tmp_path_factory):
+    chosen = [c for c in fixture_conversations if c.id in ("billing-rounding", "ci-flaky-kafka")]
+    events: list[ProgressEvent] = []
+    result = sweep(chosen, max_tokens=[5_000, 9_000, 60_000, 70_000], keep_recent_tokens=[1_000, 3_000],
+                   executor="serial", cache=tmp_path_factory.mktemp("cache") / "c.sqlite", progress=events.append)
+    return result, events
+
+
+def test_a_sweep_keeps_replays_on_disk_and_reads_a_cell_back(small_sweep):
+    result, _ = small_sweep
+    assert result.results["error"].isna().all()
+    assert not result._read  # nothing of a replay's tables was kept in memory by the sweep itself
+    for source in result._sources.values():
+        assert source.folder.file(source.source_id, "steps").is_file()
+    stored = dict(result.stored_traces())
+    assert set(stored) == set(result.cells())
+    for key, trace in stored.items():
+        fresh = result.trace(key.conversation_id, key.max_tokens, key.keep_recent_tokens)
+        assert isinstance(trace, StoredTrace) and trace.settings == fresh.settings
+        pd.testing.assert_frame_equal(trace.steps, fresh.steps)
+        pd.testing.assert_frame_equal(trace.compactions, fresh.compactions)
+        with pytest.raises(AttributeError, match="read from its sweep"):
+            trace.steps = fresh.steps
+
+
+def test_a_cells_losses_equal_its_traces_measure_for_replayed_and_derived_cells(small_sweep):
+    result, _ = small_sweep
+    kinds = set()
+    for row in result.results.itertuples(index=False):
+        trace = result.trace(row.conversation_id, row.max_tokens, row.keep_recent_tokens)
+        kinds.add(bool(row.replayed))
+        stored = result.losses(row.conversation_id, row.max_tokens, row.keep_recent_tokens, anchors=False)
+        assert stored is not None
+        assert_same_losses(stored, measure(trace, anchors=False))
+        full = result.losses(row.conversation_id, row.max_tokens, row.keep_recent_tokens)
+        assert full is not None
+        pd.testing.assert_frame_equal(full.anchors, measure(trace).anchors)
+    assert kinds == {True, False}
+
+
+def test_progress_reports_every_cell_once(small_sweep):
+    result, events = small_sweep
+    assert [e.total for e in events] == [len(result.results)] * len(events)
+    assert events[-1].done == len(result.results)
+    assert all(later.done > earlier.done for earlier, later in zip(events, events[1:], strict=False))
+    assert any(e.worker for e in events)
+
+
+def test_loading_many_files_reports_progress_per_file(tmp_path, fixture_conversations):
+    for conversation in fixture_conversations[:3]:
+        conversation.save(tmp_path / f"{conversation.id}.json")
+    (tmp_path / "notes.txt").write_text("not a recording")
+    events: list[ProgressEvent] = []
+    loaded = zett_lab.load_all(tmp_path, progress=events.append)
+    assert sorted(c.id for c in loaded) == sorted(c.id for c in fixture_conversations[:3])
+    assert [e.done for e in events] == [1, 2, 3, 4] and events[-1].total == 4
+
+
+def test_the_counter_gives_the_engines_integers_on_growing_and_shrinking_sequences(fixture_conversations):
+    """Counts that extend an earlier count at either end (the context, the cutoff walk) stay exact."""
+    counter = MemoizingCounter()
+    messages = max(fixture_conversations, key=lambda c: len(c.messages)).messages
+    checks = [messages[:n] for n in range(0, len(messages), 7)]  # the context growing
+    checks += [messages[-n:] for n in range(1, 120)]  # the walk: a window growing at the front
+    checks += [messages[5:n] for n in range(40, 200, 13)]  # unrelated sequences in between
+    checks += [tuple(messages[:150]), list(messages[:150]), messages[:149]]
+    for sequence in checks:
+        assert counter(sequence) == engine_count_tokens(sequence)
