@@ -123,38 +123,52 @@ def _lost_rows(entries: Sequence[tuple[str, Trace]], measured: Callable[[Trace],
 
 
 def _ranked(lost: pd.DataFrame, summarizers: Sequence[str], limit: int) -> list[pd.DataFrame]:
-    """The rows of each picked anchor (one frame per item), best first, conversations taking turns."""
+    """The rows of each picked anchor (one frame per item), best first, conversations taking turns.
+
+    Ranked per (conversation, type, anchor) with whole-table operations: on a long conversation
+    there are thousands of lost anchors, and only ``limit`` of them are listed.
+    """
     order = {name: i for i, name in enumerate(summarizers)}
     priority = {t: i for i, t in enumerate(TYPE_PRIORITY)}
-    groups = []
-    for (conversation_id, type_, normalized), part in lost.groupby(
-        ["conversation_id", "type", "normalized"], sort=True
-    ):
-        part = part.sort_values(
-            ["step", "summarizer"], key=lambda c: c.map(order) if c.name == "summarizer" else c, kind="mergesort"
+    keys = ["conversation_id", "type", "normalized"]
+    rows = lost.assign(
+        _refetched=lost["refetched"].fillna(False).astype(bool),
+        _distance=pd.to_numeric(lost["next_use_index"], errors="coerce")
+        - pd.to_numeric(lost["n_recorded"], errors="coerce"),
+    )
+    groups = rows.groupby(keys, sort=True).agg(
+        refetched=("_refetched", "any"), count=("_refetched", "size"), distance=("_distance", "min")
+    )
+    groups = groups.reset_index().assign(
+        _not_refetched=lambda g: ~g["refetched"],
+        _fewer=lambda g: -g["count"],
+        _priority=lambda g: g["type"].map(lambda t: priority.get(str(t), len(priority))),
+        _distance=lambda g: g["distance"].fillna(1e12),
+    )
+    groups = groups.sort_values(
+        ["_not_refetched", "_fewer", "_priority", "_distance", "conversation_id", "normalized", "type"],
+        kind="mergesort",
+    )
+    # Conversations take turns: the n-th best anchor of each conversation before any (n+1)-th,
+    # conversations in the order their best anchor ranks.
+    turn_of = {cid: n for n, cid in enumerate(dict.fromkeys(groups["conversation_id"]))}
+    groups = groups.assign(
+        _round=groups.groupby("conversation_id", sort=False).cumcount(),
+        _turn=groups["conversation_id"].map(turn_of),
+    ).sort_values(["_round", "_turn"], kind="mergesort")
+    picked = groups.head(limit)
+    chosen = list(picked[keys].itertuples(index=False, name=None))
+    in_picked = pd.MultiIndex.from_frame(rows[keys]).isin(chosen)
+    by_key = {key: part for key, part in rows[in_picked].groupby(keys, sort=False)}
+    items = []
+    for key in chosen:
+        part = by_key[key].drop(columns=["_refetched", "_distance"])
+        items.append(
+            part.sort_values(
+                ["step", "summarizer"], key=lambda c: c.map(order) if c.name == "summarizer" else c, kind="mergesort"
+            )
         )
-        distance = pd.to_numeric(part["next_use_index"], errors="coerce") - pd.to_numeric(
-            part["n_recorded"], errors="coerce"
-        )
-        rank = (
-            not bool(part["refetched"].fillna(False).astype(bool).any()),
-            -len(part),
-            priority.get(str(type_), len(priority)),
-            float(distance.min()) if distance.notna().any() else 1e12,
-            str(conversation_id),
-            str(normalized),
-        )
-        groups.append((rank, str(conversation_id), part))
-    groups.sort(key=lambda g: g[0])
-    queues: dict[str, list[pd.DataFrame]] = {}
-    for _, conversation_id, part in groups:
-        queues.setdefault(conversation_id, []).append(part)
-    picked: list[pd.DataFrame] = []
-    while len(picked) < limit and any(queues.values()):
-        for key in list(queues):
-            if queues[key] and len(picked) < limit:
-                picked.append(queues[key].pop(0))
-    return picked
+    return items
 
 
 def _item(part: pd.DataFrame, traces: Mapping[tuple[str, str, int, int], Trace]) -> dict[str, Any]:
