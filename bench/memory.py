@@ -6,9 +6,11 @@
    after imports.
 2. Scaling: the largest fixture repeated 1×, 2× and 4× (its dialogue appended again with
    fresh tool-call ids, so it stays a valid recording), swept over a 3×3 grid in a fresh
-   child process each (``executor="serial"``, so one process holds everything); wall time
-   and peak RSS (``ru_maxrss``) above the child's RSS after imports and loading, with
-   ratios to 1×.
+   child process each (``executor="serial"``, so one process holds everything): cold (an
+   empty summary cache) and warm (the cold run's cache, nothing else kept); wall and CPU
+   time, and peak RSS (``ru_maxrss``) above the child's RSS after imports and loading, with
+   ratios to 1×. The grid's thresholds are fixed, so a longer conversation is compacted more
+   often per token (the counts are printed): the cold run includes computing those summaries.
 
 Run: .venv/bin/python bench/memory.py
 Prints figures and ratios measured in this run.
@@ -81,30 +83,50 @@ def repeated(conversation, times: int):
 
 
 def child(scale: int) -> None:
-    """Sweep the largest fixture repeated ``scale`` times; print one JSON line."""
+    """Sweep the largest fixture repeated ``scale`` times, cold then warm; print one JSON line."""
     import zett_lab
-    from zett_lab.study import sweep
+    from zett_lab.study import clear_worker_state, sweep
     from zett_lab.tokens import count_tokens
+
     largest = max(zett_lab.load_all(ROOT / "fixtures"), key=lambda c: count_tokens(c.messages))
     conversation = repeated(largest, scale)
     tokens = count_tokens(conversation.messages)
+    cache = Path(tempfile.mkdtemp(prefix="zett-lab-mem-")) / "s.sqlite"
     baseline = rss_mb()
-    started = time.perf_counter()
-    result = sweep(conversation, max_tokens=SCALE_MAX, keep_recent_tokens=SCALE_KEEP,
-                   cache=Path(tempfile.mkdtemp(prefix="zett-lab-mem-")) / "s.sqlite", executor="serial", progress=False)
-    seconds = time.perf_counter() - started
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({
-        "scale": scale, "messages": len(conversation.messages), "tokens": tokens, "seconds": seconds,
-        "baseline_mb": baseline, "peak_mb": peak, "replays": result.config["replays"],
-        "errors": result.config["errors"],
-    }))
+    runs = {}
+    for name in ("cold", "warm"):  # warm: the cold run's summary cache, nothing else kept
+        clear_worker_state()
+        started, cpu = time.perf_counter(), time.process_time()
+        result = sweep(
+            conversation,
+            max_tokens=SCALE_MAX,
+            keep_recent_tokens=SCALE_KEEP,
+            cache=cache,
+            executor="serial",
+            progress=False,
+        )
+        runs[name] = {
+            "seconds": time.perf_counter() - started,
+            "cpu": time.process_time() - cpu,
+            "replays": result.config["replays"],
+            "summary_calls": result.config["model_calls"],
+            "compactions": int(result.results["compactions_applied"].sum()),
+            "errors": result.config["errors"],
+        }
+        if name == "cold":
+            runs[name]["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(
+        json.dumps(
+            {"scale": scale, "messages": len(conversation.messages), "tokens": tokens, "baseline_mb": baseline, **runs}
+        )
+    )
 
 
 def main() -> None:
     import zett_lab
     from zett_lab import study as module
     from zett_lab.summarizers import DEFAULT_SUMMARIZER
+
     conversations = zett_lab.load_all(ROOT / "fixtures")
     module.shutdown_default_executor()
     baseline = rss_mb()
@@ -118,25 +140,31 @@ def main() -> None:
         progress=False,
     )
     seconds = time.perf_counter() - started
-    workers = {pid: peak_mb(pid) for pid in result.config["workers"]}
+    workers = {name: peak_mb(name.rsplit(":", 1)[-1]) for name in result.config["workers"]}
     driver_peak = peak_mb()
     print(
         f"10×10 sweep over {len(conversations)} fixtures ({len(result.results)} cells, {result.config['replays']} "
         "replays, "
         f"loss metrics on): {seconds:.1f} s"
     )
-    print(f"  this process: {baseline:.0f} MB after imports and loading, peak {driver_peak:.0f} MB "
-          f"(+{driver_peak - baseline:.0f} MB for results and {len(result._sources)} distinct traces)")
+    print(
+        f"  this process: {baseline:.0f} MB after imports and loading, peak {driver_peak:.0f} MB "
+        f"(+{driver_peak - baseline:.0f} MB for results and {len(result._sources)} distinct traces)"
+    )
     for pid, peak in workers.items():
         print(f"  worker {pid}: peak {peak:.0f} MB")
     total = driver_peak + sum(workers.values())
-    print(f"peak memory, 10×10 sweep: {total:.0f} MB total ({driver_peak:.0f} MB driver + "
-          f"{' + '.join(f'{p:.0f}' for p in workers.values())} MB workers)")
+    print(
+        f"peak memory, 10×10 sweep: {total:.0f} MB total ({driver_peak:.0f} MB driver + "
+        f"{' + '.join(f'{p:.0f}' for p in workers.values())} MB workers)"
+    )
     module.shutdown_default_executor()
 
     print()
-    print(f"scaling: the largest fixture repeated 1×, 2×, 4×; {len(SCALE_MAX)}×{len(SCALE_KEEP)} grid "
-          f"(max_tokens {SCALE_MAX}, keep_recent_tokens {SCALE_KEEP}), serial, loss metrics on, one child process each")
+    print(
+        f"scaling: the largest fixture repeated 1×, 2×, 4×; {len(SCALE_MAX)}×{len(SCALE_KEEP)} grid "
+        f"(max_tokens {SCALE_MAX}, keep_recent_tokens {SCALE_KEEP}), serial, loss metrics on, one child process each"
+    )
     rows = []
     for scale in SCALES:
         output = subprocess.run(
@@ -144,19 +172,33 @@ def main() -> None:
         )
         rows.append(json.loads(output.stdout.strip().splitlines()[-1]))
     first = rows[0]
+    first_grown = first["cold"]["peak_mb"] - first["baseline_mb"]
     for row in rows:
-        grown = row["peak_mb"] - row["baseline_mb"]
-        first_grown = first["peak_mb"] - first["baseline_mb"]
-        print(f"  {row['scale']}×: {row['messages']} messages, {row['tokens']} tokens, {row['replays']} replays: "
-              f"{row['seconds']:.1f} s ({row['seconds'] / first['seconds']:.2f}x), peak {row['peak_mb']:.0f} MB, "
-              f"+{grown:.0f} MB over its baseline ({grown / max(first_grown, 1e-9):.2f}x)"
-              + (f", {row['errors']} errors" if row["errors"] else ""))
-    last = rows[-1]
-    print(f"time growth 4x length: {last['seconds'] / first['seconds']:.2f}x")
-    print(
-        "memory growth 4x length: "
-        f"{(last['peak_mb'] - last['baseline_mb']) / max(first['peak_mb'] - first['baseline_mb'], 1e-9):.2f}x"
-    )
+        cold, warm = row["cold"], row["warm"]
+        grown = cold["peak_mb"] - row["baseline_mb"]
+        print(
+            f"  {row['scale']}×: {row['messages']} messages, {row['tokens']} tokens, {cold['replays']} replays, "
+            f"{cold['compactions']} compactions, {cold['summary_calls']} summary calls (cold)"
+            + (f", {cold['errors']} errors" if cold["errors"] else "")
+        )
+        for name, run in (("cold", cold), ("warm", warm)):
+            print(
+                f"     {name}: {run['seconds']:.1f} s ({run['seconds'] / first[name]['seconds']:.2f}x), "
+                f"{run['cpu']:.1f} s CPU ({run['cpu'] / first[name]['cpu']:.2f}x)"
+            )
+        print(
+            f"     peak {cold['peak_mb']:.0f} MB, +{grown:.0f} MB over its baseline ({grown / max(first_grown, 1e-9):.2f}x)"
+        )
+    for row in rows[1:]:
+        for name in ("cold", "warm"):
+            print(
+                f"time growth {row['scale']}x length ({name}): {row[name]['seconds'] / first[name]['seconds']:.2f}x wall, "
+                f"{row[name]['cpu'] / first[name]['cpu']:.2f}x CPU"
+            )
+        print(
+            f"memory growth {row['scale']}x length: "
+            f"{(row['cold']['peak_mb'] - row['baseline_mb']) / max(first_grown, 1e-9):.2f}x"
+        )
 
 
 if __name__ == "__main__":

@@ -85,6 +85,13 @@ _GRAM = 6
 _needle = lru_cache(maxsize=1 << 18)(loose_needle)
 
 
+@lru_cache(maxsize=1 << 18)
+def _pieces(needle: str) -> tuple[tuple[int, str], ...]:
+    """``(offset, piece)`` of a needle: ``_GRAM`` characters every ``_GRAM``, and the last ``_GRAM``."""
+    last = len(needle) - _GRAM
+    return tuple((i, needle[i : i + _GRAM]) for i in (*range(0, last, _GRAM), last))
+
+
 class TextIndex:
     """A text prepared for "is this anchor in it?" questions (built once per summary).
 
@@ -144,10 +151,9 @@ class TextIndex:
             grams = self._grams = {}
             for i in range(len(text) - _GRAM + 1):
                 grams.setdefault(text[i : i + _GRAM], []).append(i)
-        last = len(needle) - _GRAM
         offset, places = 0, None
-        for i in (*range(0, last, _GRAM), last):
-            found = grams.get(needle[i : i + _GRAM])
+        for i, piece in _pieces(needle):
+            found = grams.get(piece)
             if found is None:
                 return False
             if places is None or len(found) < len(places):

@@ -289,6 +289,13 @@ def _keep_groups(keeps: list[int], pairs: int, workers: int) -> list[list[int]]:
     return [keeps[i : i + size] for i in range(0, len(keeps), size)]
 
 
+@dataclass(frozen=True, slots=True)
+class _Ran:
+    worker: str
+    seconds: float
+    cpu_seconds: float
+
+
 @dataclass
 class _Collector:
     """What the driver keeps as units finish: each replay's tables go to disk, cells stay as rows."""
@@ -300,7 +307,8 @@ class _Collector:
     sources: dict[str, Source] = field(default_factory=dict)
     cells: dict[int, dict[tuple[int, int], CellResult]] = field(default_factory=dict)
     failures: dict[int, str] = field(default_factory=dict)
-    finished: dict[int, UnitResult] = field(default_factory=dict)
+    #: Per finished unit: where it ran, its wall and CPU seconds (its tables are on disk, not here).
+    finished: dict[int, _Ran] = field(default_factory=dict)
     merged: int = 0
 
     def answer_from_store(self, unit: Unit) -> list[tuple[int, int]]:
@@ -320,7 +328,7 @@ class _Collector:
 
     def receive(self, unit: Unit, result: UnitResult) -> None:
         """Write the unit's replays to disk, keep its cells, merge the summaries its worker made."""
-        self.finished[unit.index] = result
+        self.finished[unit.index] = _Ran(result.worker, result.seconds, result.cpu_seconds)
         for sid, payload in result.sources.items():
             tables = {"steps": payload.steps, "compactions": payload.compactions}
             if payload.losses is not None:

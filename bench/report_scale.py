@@ -1,0 +1,161 @@
+"""`zett-lab report` on a long session, against one warm replay of the same conversation.
+
+The conversation is ``bench/long_session.py``'s: 250 user turns, 5,001 messages, ~1.55 M
+tokens. Every side runs in a fresh child process; all share one summary cache:
+
+- **replay**: load the conversation, replay it at 100k / 20k (``max_tokens`` /
+  ``keep_recent_tokens``) once to fill the summary cache, reset the peak-memory mark, then
+  replay it again: that warm replay's wall and CPU time and the child's peak RSS;
+- **report**: ``zett-lab report long.json -o report.html --no-progress`` with the default grid
+  and summarizers (run through the CLI's ``main`` in the child, so the peak RSS of the main
+  process and of each pool worker can be read before the pool stops), twice: first with a
+  cache holding only the replay's summaries (every summary of the grid is computed: "cold"),
+  then again ("warm": the summaries are cached, as on any later report of the conversations).
+
+Prints both sides and the ratios: ``time ratio`` (cold report wall time / warm replay wall
+time) and ``memory ratio`` (the cold report's main-process peak / the replay's peak), the same
+for the warm report, CPU-time ratios (all processes of the report against the replay: less
+moved by other jobs on the machine), and the workers' peaks.
+
+Run: .venv/bin/python bench/report_scale.py [--turns N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SETTING = {"max_tokens": 100_000, "keep_recent_tokens": 20_000}
+
+
+def _status(field: str, pid: int | str = "self") -> float:
+    """One ``/proc/PID/status`` memory field (``VmHWM``, ``VmRSS``) in MB; NaN when unreadable."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith(f"{field}:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a running process, from ``/proc/PID/stat``."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _reset_peak() -> None:
+    """Start a new peak-RSS mark for this process (Linux ``clear_refs``)."""
+    with open("/proc/self/clear_refs", "w", encoding="ascii") as handle:
+        handle.write("5")
+
+
+def child_replay(path: str) -> None:
+    import zett_lab
+
+    conversation = zett_lab.load(path)
+    zett_lab.replay(conversation, **SETTING)
+    _reset_peak()
+    started, cpu = time.perf_counter(), time.process_time()
+    trace = zett_lab.replay(conversation, **SETTING)
+    result = {
+        "seconds": time.perf_counter() - started,
+        "cpu": time.process_time() - cpu,
+        "peak_mb": _status("VmHWM"),
+        "steps": len(trace.steps),
+        "compactions": int(trace.compactions["applied"].sum()) if len(trace.compactions) else 0,
+    }
+    print(json.dumps(result))
+
+
+def child_report(path: str, output: str) -> None:
+    from zett_lab.show import cli
+    from zett_lab.study import executors
+
+    started = time.perf_counter()
+    code = cli.main(["report", path, "-o", output, "--no-progress"])
+    seconds = time.perf_counter() - started
+    pool = executors.running_pool()
+    pids = executors.worker_pids(pool) if pool is not None else []
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    result = {
+        "code": code,
+        "seconds": seconds,
+        "cpu": own.ru_utime + own.ru_stime + sum(_cpu_seconds(pid) for pid in pids),
+        "peak_mb": _status("VmHWM"),
+        "workers_mb": [_status("VmHWM", pid) for pid in pids],
+        "html_bytes": Path(output).stat().st_size if Path(output).exists() else 0,
+    }
+    print(json.dumps(result))
+
+
+def _child(*args: str, env: dict[str, str]) -> dict:
+    output = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True, env=env)
+    if output.returncode != 0:
+        raise SystemExit(f"child {args[0]} failed:\n{output.stderr[-3000:]}")
+    lines = output.stdout.strip().splitlines()
+    for line in lines[:-1]:
+        print(f"  ({args[0][8:]}) {line}")
+    return json.loads(lines[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--turns", type=int, default=250)
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT / "bench"))
+    from long_session import long_conversation
+
+    work = Path(tempfile.mkdtemp(prefix="zett-lab-report-scale-"))
+    conversation = long_conversation(args.turns)
+    path = conversation.save(work / "long.json")
+    env = dict(
+        os.environ,
+        ZETT_LAB_CACHE=str(work / "summaries.sqlite"),
+        PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    )
+    replay = _child("--child-replay", str(path), env=env)
+    cold = _child("--child-report", str(path), str(work / "cold.html"), env=env)
+    warm = _child("--child-report", str(path), str(work / "warm.html"), env=env)
+    print(f"conversation: {len(conversation.messages)} messages, {args.turns} user turns")
+    print(
+        f"warm replay at 100k/20k: {replay['seconds']:.2f} s ({replay['cpu']:.2f} s CPU), peak {replay['peak_mb']:.0f} MB "
+        f"({replay['steps']} steps, {replay['compactions']} compactions)"
+    )
+    for name, report in (("cold", cold), ("warm", warm)):
+        workers = ", ".join(f"{w:.0f}" for w in report["workers_mb"]) or "none"
+        print(
+            f"zett-lab report, {name} summary cache: {report['seconds']:.1f} s ({report['cpu']:.1f} s CPU, all processes), "
+            f"main process peak {report['peak_mb']:.0f} MB, workers {workers} MB, HTML {report['html_bytes']:,} bytes"
+        )
+    print(f"load average at end: {os.getloadavg()[0]:.1f}")
+    print(f"time ratio: {cold['seconds'] / replay['seconds']:.1f}")
+    print(f"memory ratio: {cold['peak_mb'] / replay['peak_mb']:.2f}")
+    print(f"time ratio (warm summary cache): {warm['seconds'] / replay['seconds']:.1f}")
+    print(f"memory ratio (warm summary cache): {warm['peak_mb'] / replay['peak_mb']:.2f}")
+    print(f"cpu ratio: {cold['cpu'] / replay['cpu']:.1f} cold, {warm['cpu'] / replay['cpu']:.1f} warm")
+    if cold["workers_mb"]:
+        print(f"worker memory ratio (largest worker): {max(cold['workers_mb']) / replay['peak_mb']:.2f}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) >= 3 and sys.argv[1] == "--child-replay":
+        child_replay(sys.argv[2])
+    elif len(sys.argv) >= 4 and sys.argv[1] == "--child-report":
+        child_report(sys.argv[2], sys.argv[3])
+    else:
+        main()
