@@ -57,20 +57,21 @@ _BOOLEAN_COLUMNS = {"triggered", "applied", "over_budget_after", "responded", "c
 
 
 def frame(rows: list[dict[str, Any]], columns: list[str]) -> pd.DataFrame:
-    """A DataFrame with fixed columns and nullable integer/boolean dtypes."""
+    """A DataFrame with fixed columns and nullable integer/boolean dtypes (built column by column: a sweep makes thousands)."""
     extra = [key for row in rows[:1] for key in row if key not in columns]
     columns = [*columns, *extra]
-    data = pd.DataFrame(rows, columns=columns)
+    data: dict[str, Any] = {}
     for column in columns:
+        values = [row.get(column) for row in rows]
         if column in _INTEGER_COLUMNS:
-            data[column] = pd.array(data[column].tolist(), dtype="Int64")
+            data[column] = pd.array(values, dtype="Int64")
         elif column in _BOOLEAN_COLUMNS:
-            data[column] = pd.array(data[column].tolist(), dtype="boolean")
+            data[column] = pd.array(values, dtype="boolean")
         elif column in ("compression_ratio", "latency_s"):
-            data[column] = pd.to_numeric(data[column], errors="coerce").astype("float64")
+            data[column] = pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").astype("float64")
         else:
-            data[column] = data[column].astype("object").where(data[column].notna(), None)
-    return data
+            data[column] = pd.Series([None if is_missing(v) else v for v in values], dtype=object)
+    return pd.DataFrame(data, columns=columns)
 
 
 @dataclass

@@ -168,6 +168,40 @@ def prefix_regions(
     return regions
 
 
+#: Conversation layouts kept per process (a sweep proves regions for many replays of one conversation).
+_LAYOUTS: dict[tuple[int, int], tuple[Sequence[AnyMessage], TokenCounter, _Layout]] = {}
+_LAYOUTS_KEPT = 4
+
+#: ``(prefix sums of per-message counts, next turn start at or after i, last turn start at or before i, first system message)``.
+_Layout = tuple[list[int], list[int], list[int], int | None]
+
+
+def _layout(messages: Sequence[AnyMessage], counter: TokenCounter) -> _Layout:
+    """Where a conversation's tokens and turns are, computed once per process for the last few conversations."""
+    key = (id(messages), id(counter))
+    entry = _LAYOUTS.get(key)
+    if entry is not None and entry[0] is messages and entry[1] is counter and len(entry[2][0]) == len(messages) + 1:
+        return entry[2]
+    n_all = len(messages)
+    prefix = [0] * (n_all + 1)
+    for i, message in enumerate(messages):
+        prefix[i + 1] = prefix[i] + counter([message])
+    next_start = [n_all] * (n_all + 1)
+    prev_start = [-1] * n_all
+    for i in range(n_all - 1, -1, -1):
+        next_start[i] = i if starts_turn(messages[i]) else next_start[i + 1]
+    last = -1
+    for i in range(n_all):
+        last = i if starts_turn(messages[i]) else last
+        prev_start[i] = last
+    first_system = next((i for i, m in enumerate(messages) if isinstance(m, SystemMessage)), None)
+    layout = (prefix, next_start, prev_start, first_system)
+    _LAYOUTS[key] = (messages, counter, layout)  # holding both keeps their ids from being reused
+    while len(_LAYOUTS) > _LAYOUTS_KEPT:
+        _LAYOUTS.pop(next(iter(_LAYOUTS)))
+    return layout
+
+
 class _DecisionWalk:
     """The rectangle of settings that take a trace's decisions so far, narrowed one step at a time."""
 
@@ -175,21 +209,8 @@ class _DecisionWalk:
         self.trace, self.counter, self.verify = trace, counter, verify
         settings = trace.settings
         self.max_tokens, self.keep = int(settings["max_tokens"]), int(settings["keep_recent_tokens"])
-        messages = trace.conversation.messages
-        self.messages = messages
-        n_all = len(messages)
-        self.prefix = prefix = [0] * (n_all + 1)
-        for i, message in enumerate(messages):
-            prefix[i + 1] = prefix[i] + counter([message])
-        self.next_start = next_start = [n_all] * (n_all + 1)
-        self.prev_start = prev_start = [-1] * n_all
-        for i in range(n_all - 1, -1, -1):
-            next_start[i] = i if starts_turn(messages[i]) else next_start[i + 1]
-        last = -1
-        for i in range(n_all):
-            last = i if starts_turn(messages[i]) else last
-            prev_start[i] = last
-        self.first_system = next((i for i, m in enumerate(messages) if isinstance(m, SystemMessage)), None)
+        self.messages = messages = trace.conversation.messages
+        self.prefix, self.next_start, self.prev_start, self.first_system = _layout(messages, counter)
         self.checkpoints: dict[int, int] = {}
         if len(trace.compactions):
             for cid, text in zip(trace.compactions["compaction_id"], trace.compactions["summary_text"], strict=True):
@@ -425,16 +446,7 @@ def decision_boundaries(
     """
     from ..replay.run import check_limits, replay, resolve_cache, resolve_summarizer
 
-    if max_tokens_range is not None and keep_recent_tokens_range is None:
-        parameter, (lo, hi), fixed = "max_tokens", max_tokens_range, keep_recent_tokens
-        other = "keep_recent_tokens"
-    elif keep_recent_tokens_range is not None and max_tokens_range is None:
-        parameter, (lo, hi), fixed = "keep_recent_tokens", keep_recent_tokens_range, max_tokens
-        other = "max_tokens"
-    else:
-        raise SettingError("give exactly one of max_tokens_range= or keep_recent_tokens_range=")
-    if fixed is None:
-        raise SettingError(f"walking {parameter} needs a fixed {other}=")
+    parameter, lo, hi, fixed = _axis(max_tokens, keep_recent_tokens, max_tokens_range, keep_recent_tokens_range)
     check_limits(lo, fixed)
     if hi is not None:
         check_limits(hi, fixed)
@@ -489,6 +501,41 @@ def decision_boundaries(
             x = end + 1
     finally:
         bar.close()
+    segment_frame, values = _segments(decisions)
+    decision_frame = pd.DataFrame(decisions).drop(columns=["_schedule"]) if decisions else pd.DataFrame()
+    if "end" in decision_frame:
+        decision_frame["end"] = pd.array(decision_frame["end"].tolist(), dtype="Int64")
+    return Boundaries(
+        parameter=parameter,
+        fixed=fixed,
+        values=values,
+        segments=segment_frame,
+        decisions=decision_frame,
+        replays=len(decisions),
+        traces=traces,
+    )
+
+
+def _axis(
+    max_tokens: int | None,
+    keep_recent_tokens: int | None,
+    max_tokens_range: tuple[int, int | None] | None,
+    keep_recent_tokens_range: tuple[int, int | None] | None,
+) -> tuple[str, int, int | None, int]:
+    """The setting walked, its range ``(lo, hi)``, and the other setting's fixed value."""
+    if max_tokens_range is not None and keep_recent_tokens_range is None:
+        parameter, (lo, hi), fixed, other = "max_tokens", max_tokens_range, keep_recent_tokens, "keep_recent_tokens"
+    elif keep_recent_tokens_range is not None and max_tokens_range is None:
+        parameter, (lo, hi), fixed, other = "keep_recent_tokens", keep_recent_tokens_range, max_tokens, "max_tokens"
+    else:
+        raise SettingError("give exactly one of max_tokens_range= or keep_recent_tokens_range=")
+    if fixed is None:
+        raise SettingError(f"walking {parameter} needs a fixed {other}=")
+    return parameter, lo, hi, fixed
+
+
+def _segments(decisions: list[dict[str, Any]]) -> tuple[pd.DataFrame, list[int]]:
+    """Decision intervals merged into segments with one schedule each, and where each segment after the first starts."""
     segments: list[dict[str, Any]] = []
     for item in decisions:
         if segments and segments[-1]["_schedule"] == item["_schedule"]:
@@ -507,23 +554,12 @@ def decision_boundaries(
                 "replays": 1,
             }
         )
-    segment_frame = pd.DataFrame(
+    frame = pd.DataFrame(
         segments,
         columns=["start", "end", "compactions_applied", "attempts", "steps_over_budget", "schedule", "replays"],
     )
-    decision_frame = pd.DataFrame(decisions).drop(columns=["_schedule"]) if decisions else pd.DataFrame()
-    for frame_ in (segment_frame, decision_frame):
-        if "end" in frame_:
-            frame_["end"] = pd.array(frame_["end"].tolist(), dtype="Int64")
-    return Boundaries(
-        parameter=parameter,
-        fixed=fixed,
-        values=[int(s["start"]) for s in segments[1:]],
-        segments=segment_frame,
-        decisions=decision_frame,
-        replays=len(decisions),
-        traces=traces,
-    )
+    frame["end"] = pd.array(frame["end"].tolist(), dtype="Int64")
+    return frame, [int(segment["start"]) for segment in segments[1:]]
 
 
 def same_replay(a: Trace, b: Trace) -> list[str]:

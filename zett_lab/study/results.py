@@ -33,7 +33,7 @@ from ..records import is_missing
 from ..replay.trace import Trace, conversation_document, conversation_from_document
 from .boundaries import Region, derive
 from .grid import CellKey, resolve_values, summarizer_label
-from .sources import LOSS_TABLES, Source, SourceFolder, restore, storable
+from .sources import LOSS_TABLES, Source, SourceFolder, restore, storable, write_parquet
 
 FORMAT = "zett-lab-sweep"
 #: 2: one Parquet file per replay table under ``sources/`` (1: all replays in one steps/compactions file).
@@ -340,10 +340,15 @@ class Sweep:
             columns=["conversation_id", "summarizer", "max_tokens", "keep_recent_tokens", "source_id"],
         )
         pq.write_table(pa.Table.from_pandas(cells, preserve_index=False), folder / "cells.parquet")
-        (folder / "sources").mkdir()
+        saved = SourceFolder(folder)
         for source in self._sources.values():
-            for file in sorted((source.folder.path / "sources").glob(f"{source.source_id}.*.parquet")):
-                shutil.copyfile(file, folder / "sources" / file.name)
+            for table in source.folder.tables(source.source_id):
+                if source.folder.suffix == saved.suffix:
+                    shutil.copyfile(source.folder.file(source.source_id, table), saved.file(source.source_id, table))
+                else:
+                    loaded = source.folder.read(source.source_id, table)
+                    assert loaded is not None
+                    write_parquet(loaded, saved.file(source.source_id, table))
         document = {
             "format": FORMAT,
             "version": VERSION,

@@ -25,36 +25,55 @@ LOSS_TABLES = ("compactions", "anchors", "conversation", "probes", "decay")
 
 
 class SourceFolder:
-    """A folder of per-replay Parquet tables: ``sources/<id>.<table>.parquet``.
+    """A folder of per-replay tables: ``sources/<id>.<table>.<suffix>``.
 
-    A sweep's own folder is temporary: it is removed when no sweep and no proven replay
-    refers to it any more. A saved sweep's folder is never removed.
+    A sweep's own folder is temporary and holds pickles (exact and fast to write: a sweep writes
+    one per replay as it arrives); it is removed when no sweep and no proven replay refers to it
+    any more. A saved sweep's folder holds Parquet files and is never removed.
     """
 
     def __init__(self, path: Path | None = None) -> None:
         if path is None:
             self.path = Path(tempfile.mkdtemp(prefix="zett-lab-sweep-"))
             self._finalizer: weakref.finalize | None = weakref.finalize(self, shutil.rmtree, self.path, True)
+            self.suffix = "pkl"
         else:
             self.path = Path(path)
             self._finalizer = None
+            self.suffix = "parquet"
         (self.path / "sources").mkdir(parents=True, exist_ok=True)
 
     def file(self, source_id: str, table: str) -> Path:
-        return self.path / "sources" / f"{source_id}.{table}.parquet"
+        return self.path / "sources" / f"{source_id}.{table}.{self.suffix}"
 
     def write(self, source_id: str, tables: dict[str, pd.DataFrame]) -> None:
         for name, table in tables.items():
-            pq.write_table(pa.Table.from_pandas(storable(table), preserve_index=False), self.file(source_id, name))
+            if self.suffix == "pkl":
+                table.to_pickle(self.file(source_id, name))
+            else:
+                write_parquet(table, self.file(source_id, name))
 
     def read(self, source_id: str, table: str) -> pd.DataFrame | None:
         path = self.file(source_id, table)
         if not path.exists():
             return None
         try:
+            if self.suffix == "pkl":
+                loaded = pd.read_pickle(path)
+                assert isinstance(loaded, pd.DataFrame)
+                return loaded
             return restore(pq.read_table(path).to_pandas())
         except (OSError, ValueError) as error:
             raise InputError(path, None, f"cannot read this sweep table ({type(error).__name__}: {error})") from error
+
+    def tables(self, source_id: str) -> list[str]:
+        """The tables held for one replay."""
+        return sorted(path.name.split(".")[-2] for path in (self.path / "sources").glob(f"{source_id}.*.{self.suffix}"))
+
+
+def write_parquet(table: pd.DataFrame, path: Path) -> None:
+    """One table as Parquet (mixed-type text columns as strings; :func:`restore` reads it back)."""
+    pq.write_table(pa.Table.from_pandas(storable(table), preserve_index=False), path)
 
 
 @dataclass(slots=True)
