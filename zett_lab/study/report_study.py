@@ -24,14 +24,12 @@ import pandas as pd
 
 from ..errors import SettingError
 from ..load.conversation import Conversation
-from ..measure import Comparison, Losses, compare, measure
-from ..measure.catalogue import HEADLINE_METRICS
-from ..measure.compare import bootstrap_mean_ci
-from ..measure.cost import add_costs, cost_summary, load_prices
-from ..records import plain, records
+from ..measure import Comparison, Losses, measure
+from ..records import plain
 from ..replay.trace import Trace
 from ..tokens import count_tokens
 from .report_lost import DIGITS, cell_entries, lost_but_needed_items, trace_index
+from .report_tables import compare_summarizers, cost_overview, costs_per_replay, metric_summary
 from .sweep import NoFeasibleSetting, Sweep, recommend, sweep
 
 #: Summarizers a report over recorded conversations runs: the built-in offline ones, the
@@ -41,32 +39,12 @@ DEFAULT_REPORT_SUMMARIZERS: tuple[str, ...] = ("anchors", "extractive", "truncat
 #: Primary model whose list prices turn token counts into money in the cost section.
 DEFAULT_PRIMARY_MODEL = "gpt-5-mini"
 
-#: Loss metrics shown per summarizer (columns of ``Losses.conversation``), from the metric catalogue.
-REPORT_METRICS: tuple[str, ...] = HEADLINE_METRICS
-
 #: The cost and the loss a recommended setting is chosen by.
 RECOMMEND_COST = "total_input_tokens"
 RECOMMEND_LOSS = "lost_but_needed"
 
-#: Price-table name used for summary models with no known list price (their tokens still count).
-_UNPRICED = "unpriced-summary-model"
-
 #: The columns that make one replay of a report.
 _REPLAY_KEYS = ["conversation_id", "summarizer", "max_tokens", "keep_recent_tokens"]
-
-#: Per-configuration cost columns of the cost section.
-COST_COLUMNS = (
-    "primary_input_tokens",
-    "primary_cached_input_tokens",
-    "cached_input_share",
-    "cache_breaks",
-    "summary_calls",
-    "summary_input_tokens",
-    "summary_output_tokens",
-    "primary_cost_usd",
-    "summary_cost_usd",
-    "total_cost_usd",
-)
 
 
 def _round_sig(value: float, digits: int = 2) -> int:
@@ -212,7 +190,8 @@ class ReportData:
             return self.losses[id(trace)]
         except KeyError:
             raise KeyError(
-                f"replay of {trace.conversation.id!r} at {trace.settings.get('max_tokens')} was not measured for the report"
+                f"replay of {trace.conversation.id!r} at max_tokens={trace.settings.get('max_tokens')} "
+                "was not measured for the report"
             ) from None
 
 
@@ -268,14 +247,14 @@ def build_report_data(
         raise SettingError("a report needs at least one trace (pass traces=, sweep=, or use Report.build)")
     measured = _Measured()
     summarizers = _summarizer_order(entries, sweep)
-    costs_per_replay, unpriced = _costs_per_replay(entries, primary_model)
-    attempted = _results(sweep, [_direct_row(label, t, losses, measured) for label, t in direct], costs_per_replay)
+    replay_costs, unpriced = costs_per_replay(entries, primary_model)
+    attempted = _results(sweep, [_direct_row(label, t, losses, measured) for label, t in direct], replay_costs)
     results = _complete(attempted)
     conversations = _conversations(entries)
     explore_id = _explore_id(results, conversations, explore)
     recommendation = recommend_report_setting(attempted, constraints)
     _measure_shown(entries, explore_id, recommendation, measured)
-    comparison = comparison if comparison is not None else _comparison(results, summarizers)
+    comparison = comparison if comparison is not None else compare_summarizers(results, summarizers)
     lost_items = lost_but_needed_items(entries, recommendation, summarizers, measured, top_lost)
     return ReportData(
         entries=entries,
@@ -384,68 +363,6 @@ def _complete(results: pd.DataFrame) -> pd.DataFrame:
     return results[results["error"].isna()].reset_index(drop=True)
 
 
-def _costs_per_replay(entries: list[tuple[str, Trace]], primary_model: str) -> tuple[pd.DataFrame, list[str]]:
-    """Tokens and money per replay, and the summarizers with no list price (counted, priced at $0)."""
-    steps, compactions = [], []
-    for label, trace in entries:
-        steps.append(trace.steps.assign(summarizer=label))
-        if len(trace.compactions):
-            compactions.append(
-                trace.compactions.assign(
-                    summarizer=label,
-                    max_tokens=int(trace.settings["max_tokens"]),
-                    keep_recent_tokens=int(trace.settings["keep_recent_tokens"]),
-                )
-            )
-    table = load_prices()
-    priced: dict[str, str] = {}
-    for label, trace in entries:
-        identity = str(trace.settings.get("summarizer"))
-        if label in priced:
-            continue
-        try:
-            table.lookup(identity)
-            priced[label] = identity
-        except SettingError:
-            priced[label] = _UNPRICED
-    all_compactions = pd.concat(compactions, ignore_index=True) if compactions else None
-    labels = all_compactions["summarizer"].to_numpy() if all_compactions is not None else None
-    if all_compactions is not None:
-        all_compactions["summarizer"] = all_compactions["summarizer"].map(lambda s: priced.get(s, s))
-    priced_steps, priced_compactions = add_costs(
-        pd.concat(steps, ignore_index=True),
-        all_compactions,
-        primary_model=primary_model,
-        prices={_UNPRICED: {"input": 0.0, "cached_input": 0.0, "output": 0.0, "source": "no list price known"}},
-    )
-    if all_compactions is not None and len(priced_compactions):
-        priced_compactions["summarizer"] = labels
-    summary = cost_summary(priced_steps, priced_compactions if all_compactions is not None else None).reset_index()
-    summary = summary.drop(columns=["steps"], errors="ignore")
-    for column in ("max_tokens", "keep_recent_tokens"):
-        summary[column] = summary[column].astype("int64")
-    return summary, sorted(label for label, name in priced.items() if name == _UNPRICED)
-
-
-def _comparison(results: pd.DataFrame, summarizers: list[str]) -> Comparison | None:
-    """The summarizers compared, paired per conversation and setting (None with fewer than two)."""
-    if len(summarizers) < 2:
-        return None
-    metrics = [m for m in REPORT_METRICS if m in results.columns]
-    empty = pd.DataFrame()
-    parts = {
-        name: Losses(
-            compactions=empty,
-            anchors=empty,
-            conversation=results[results["summarizer"] == name].reset_index(drop=True),
-            probes=empty,
-            decay=empty,
-        )
-        for name in summarizers
-    }
-    return compare(parts, metrics=metrics, level="conversation", seed=0)
-
-
 def recommend_report_setting(
     results: pd.DataFrame, constraints: str | Mapping[str, Any] | None = None
 ) -> dict[str, Any] | None:
@@ -526,84 +443,3 @@ def _measure_shown(
     if recommendation is not None:
         for _, trace in cell_entries(entries, recommendation["max_tokens"], recommendation["keep_recent_tokens"]):
             measured(trace)
-
-
-def metric_summary(results: pd.DataFrame, summarizers: list[str], comparison: Comparison | None) -> dict[str, Any]:
-    """Per summarizer: loss metrics with confidence intervals, paired differences, and outcome totals."""
-    totals = []
-    for name in summarizers:
-        part = results[results["summarizer"] == name]
-        totals.append(
-            {
-                "summarizer": name,
-                "replays": len(part),
-                "compactions": int(part["compactions"].sum()),
-                "rejected_not_smaller": int(part["rejected_not_smaller"].sum()),
-                "failed": int(part["failed"].sum()),
-                "steps_over_budget": int(part["steps_over_budget"].sum()),
-                "lost_but_needed_per_replay": plain(part["lost_but_needed"].mean(), DIGITS) if len(part) else None,
-                "refetch_calls": int(part["refetch_calls"].sum()),
-            }
-        )
-    if comparison is not None:
-        return {
-            "level": comparison.level,
-            "confidence": float(comparison.settings.get("confidence", 0.95)),
-            "rows": records(comparison.summary, ["summarizer", "metric", "n", "mean", "ci_low", "ci_high"], DIGITS),
-            "pairwise": records(
-                comparison.pairwise,
-                [
-                    "a",
-                    "b",
-                    "metric",
-                    "n",
-                    "mean_diff",
-                    "ci_low",
-                    "ci_high",
-                    "win_rate",
-                    "tie_rate",
-                    "loss_rate",
-                    "p_value",
-                ],
-                DIGITS,
-            ),
-            "totals": totals,
-        }
-    rows = []
-    for name in summarizers:
-        part = results[results["summarizer"] == name]
-        for metric in (m for m in REPORT_METRICS if m in part):
-            values = pd.to_numeric(part[metric], errors="coerce").dropna().to_numpy(float)
-            low, high = bootstrap_mean_ci(values, seed=0) if len(values) else (math.nan, math.nan)
-            rows.append(
-                {
-                    "summarizer": name,
-                    "metric": metric,
-                    "n": len(values),
-                    "mean": plain(values.mean(), DIGITS) if len(values) else None,
-                    "ci_low": plain(low, DIGITS),
-                    "ci_high": plain(high, DIGITS),
-                }
-            )
-    return {"level": "conversation", "confidence": 0.95, "rows": rows, "pairwise": [], "totals": totals}
-
-
-def cost_overview(results: pd.DataFrame, primary_model: str, unpriced: list[str]) -> dict[str, Any]:
-    """Tokens and money per configuration (means per conversation), with the prices used."""
-    present = [c for c in COST_COLUMNS if c in results.columns]
-    keys = ["summarizer", "max_tokens", "keep_recent_tokens"]
-    grouped = results.groupby(keys, sort=True)[present].mean().reset_index()
-    grouped["conversations"] = results.groupby(keys, sort=True).size().to_numpy()
-    prices = load_prices()
-    _, price = prices.lookup(primary_model)
-    return {
-        "primary_model": primary_model,
-        "primary_price_usd_per_million": {
-            "input": price.input,
-            "cached_input": price.cached_input,
-            "output": price.output,
-        },
-        "prices_as_of": prices.as_of,
-        "unpriced": unpriced,
-        "rows": records(grouped, [*keys, "conversations", *present], DIGITS),
-    }

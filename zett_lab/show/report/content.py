@@ -14,7 +14,9 @@ from typing import Any
 
 from ...measure.catalogue import metric
 from ...records import plain, records
-from ...study.report_study import DIGITS, REPORT_METRICS, ReportData
+from ...study.report_lost import DIGITS
+from ...study.report_study import ReportData
+from ...study.report_tables import REPORT_METRICS
 
 FORMAT = "zett-lab-report"
 VERSION = 1
@@ -92,9 +94,9 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     ),
     (
         "no whole-turn boundary / only earlier checkpoints",
-        "The estimate was over max_tokens but the engine found nothing "
-        "to summarize: the cut point snapped back to the start of the conversation (one oversized turn), or only earlier "
-        "checkpoints were older than it. The step is sent over budget and no event is published.",
+        "The estimate was over max_tokens but the engine found nothing to summarize: the cut point snapped back to "
+        "the start of the conversation (one oversized turn), or only earlier checkpoints were older than it. "
+        "The step is sent over budget and no event is published.",
     ),
     _metric("steps_over_budget"),
     (
@@ -106,8 +108,8 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     (
         "anchor",
         "An exact item a later step may need verbatim, extracted from message text: file paths, URLs, identifiers, "
-        "commit SHAs, numbers with units, error strings, shell commands of tool calls, user constraints (always / never / "
-        "must / don't sentences) and decisions.",
+        "commit SHAs, numbers with units, error strings, shell commands of tool calls, user constraints (always / "
+        "never / must / don't sentences) and decisions.",
     ),
     _metric("compression_ratio"),
     _metric("context_reduction"),
@@ -142,9 +144,9 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     ),
     (
         "confidence interval",
-        "95% percentile bootstrap interval of the mean (2,000 resamples, fixed seed), over units "
-        "paired across summarizers: one unit is one conversation at one (max_tokens, keep_recent_tokens) setting, and only "
-        "units where every summarizer has a value count (n).",
+        "95% percentile bootstrap interval of the mean (2,000 resamples, fixed seed), over units paired across "
+        "summarizers: one unit is one conversation at one (max_tokens, keep_recent_tokens) setting, and only units "
+        "where every summarizer has a value count (n).",
     ),
     (
         "paired difference",

@@ -95,8 +95,9 @@ def cell_data(data: ReportData, trace: Trace) -> dict[str, Any]:
     summary = trace.summary()
     status = (
         f"{summary['steps']} steps · {summary['compactions_applied']} compaction(s) applied · "
-        f"{summary['rejected_not_smaller']} rejected as not smaller · peak context {n_int(summary['peak_context'])} tokens · "
-        f"{summary['steps_over_budget']} step(s) over budget · {n_int(summary['total_input_tokens'])} primary input tokens"
+        f"{summary['rejected_not_smaller']} rejected as not smaller · "
+        f"peak context {n_int(summary['peak_context'])} tokens · {summary['steps_over_budget']} step(s) over budget · "
+        f"{n_int(summary['total_input_tokens'])} primary input tokens"
     )
     nar = losses.conversation.iloc[0].get("needed_anchor_recall") if len(losses.conversation) else None
     if not is_missing(nar):

@@ -52,7 +52,8 @@ def _summary(document: Mapping[str, Any]) -> list[str]:
     out += ["## Summary", ""]
     if rec:
         out.append(
-            f"**Recommended setting:** summarizer {md(rec.get('summarizer', ''))}, {md(setting_text(rec['max_tokens'], rec['keep_recent_tokens']))}."
+            f"**Recommended setting:** summarizer {md(rec.get('summarizer', ''))}, "
+            f"{md(setting_text(rec['max_tokens'], rec['keep_recent_tokens']))}."
         )
         if rec.get("rule"):
             out += ["", md(rec["rule"])]
@@ -174,7 +175,8 @@ def _lost(items: list[Mapping[str, Any]]) -> list[str]:
                     i["conversation_id"],
                     f"message {i['next_use_index']}",
                     "; ".join(
-                        f"{e['summarizer']} (#{e['compaction_id']} step {e['step']}, messages {e['span_start']}–{e['span_end']})"
+                        f"{e['summarizer']} (#{e['compaction_id']} step {e['step']}, "
+                        f"messages {e['span_start']}–{e['span_end']})"
                         for e in i["lost_by"]
                     ),
                 )
