@@ -1,18 +1,15 @@
 """Readers for zett-agent's own storage: SQLite session databases, JSONL turn files, zettcode trees.
 
-A user's database is never opened in place: it is copied (with its ``-wal``
-file, if any) to a private temporary directory and read from there, so its
-bytes, modification time and sibling files stay exactly as they were.
+A user's database is read as SQLite shows it to a reader at that moment (committed data only,
+see :mod:`zett_lab.load.committed`); its bytes, modification time and sibling files stay exactly
+as they were.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 import sqlite3
-import tempfile
 from collections import defaultdict
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +20,11 @@ from zett_agent.storage import decode_messages
 
 from ..errors import InputError
 from ..files import atomic_path
+from .committed import private_copy
 from .conversation import Conversation, NativeCompaction, parse_probes
 from .neutral import parse_json_document
 from .registry import Reader, register
+from .storable import loads
 
 SQLITE_FORMAT = "zett-sqlite"
 JSONL_FORMAT = "zett-jsonl"
@@ -92,27 +91,9 @@ def _sniff_sqlite(path: Path, head: bytes) -> bool:
 
 
 def read_sqlite(path: Path) -> list[Conversation]:
-    """Every session in a zett-agent SQLite database, read from a private copy."""
+    """Every session in a zett-agent SQLite database: its committed state now (see :mod:`.committed`)."""
     with private_copy(path) as connection:
         return _read_sessions(connection, path)
-
-
-@contextmanager
-def private_copy(path: Path):
-    """A connection to a private copy of a database (with its ``-wal``), so the original is never touched."""
-    with tempfile.TemporaryDirectory(prefix="zett-lab-db-") as scratch:
-        copy = Path(scratch) / "copy.sqlite"
-        shutil.copyfile(path, copy)
-        wal = path.with_name(path.name + "-wal")
-        if wal.exists():
-            shutil.copyfile(wal, copy.with_name(copy.name + "-wal"))
-        connection = sqlite3.connect(copy)
-        try:
-            yield connection
-        except sqlite3.DatabaseError as error:
-            raise InputError(path, None, f"cannot read as a zett-agent session database ({error})") from error
-        finally:
-            connection.close()
 
 
 def _read_sessions(connection: sqlite3.Connection, path: Path) -> list[Conversation]:
@@ -218,8 +199,8 @@ def _is_envelope_list(value: Any) -> bool:
 def _first_json_line(head: bytes) -> Any:
     line = head.lstrip().split(b"\n", 1)[0]
     try:
-        return json.loads(line)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        return loads(line)
+    except json.JSONDecodeError:
         return None
 
 
@@ -230,12 +211,12 @@ def _sniff_jsonl(path: Path, head: bytes) -> bool:
 
 def _json_lines(path: Path):
     """(line number, record) for every non-blank line; errors name the line."""
-    with path.open("r", encoding="utf-8") as handle:
+    with path.open("rb") as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
             try:
-                yield number, json.loads(line)
+                yield number, loads(line)
             except json.JSONDecodeError as error:
                 raise InputError(path, f"line {number}", f"not valid JSON ({error.msg})") from error
 
@@ -265,17 +246,23 @@ def read_jsonl(path: Path) -> list[Conversation]:
 
 
 def _zettcode_files(path: Path) -> list[Path]:
+    """The session files of a tree (regular files only: a FIFO named data.jsonl must not block a read)."""
     if path.is_file():
         return [path]
-    return sorted(path.rglob("data.jsonl"))
+    return sorted(f for f in path.rglob("data.jsonl") if f.is_file())
 
 
 def _sniff_zettcode(path: Path, head: bytes) -> bool:
     if path.is_dir():
         files = _zettcode_files(path)
-        return bool(files) and all(_sniff_zettcode(f, f.open("rb").read(4096)) for f in files[:3])
+        return bool(files) and all(_sniff_zettcode(f, _head(f)) for f in files[:3])
     record = _first_json_line(head)
     return isinstance(record, dict) and record.get("kind") == "session"
+
+
+def _head(path: Path) -> bytes:
+    with path.open("rb") as handle:
+        return handle.read(4096)
 
 
 def read_zettcode(path: Path) -> list[Conversation]:
