@@ -144,6 +144,7 @@ def write_zett_sqlite(dialogue: Dialogue, folder: Path) -> Path:
     now = "2026-01-01 00:00:00.000000"
     conversation = Conversation(id=dialogue.id, messages=zett_messages(dialogue))
     with closing(sqlite3.connect(path)) as connection:
+        connection.execute("PRAGMA synchronous = OFF")  # a test file: no need to wait for the disk
         for statement in _zett_schema():
             connection.execute(statement)
         connection.execute(

@@ -25,6 +25,7 @@ Example::
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import sqlite3
 import tempfile
@@ -71,16 +72,21 @@ def private_copy(path: Path) -> Iterator[sqlite3.Connection]:
                     path, None, f"locked by another process; close it or retry (waited {LOCK_WAIT_S:g} s)"
                 ) from None
             time.sleep(0.05)
-        except sqlite3.DatabaseError as error:
-            raise InputError(path, None, f"cannot read as an SQLite database ({error})") from error
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as error:
+            raise InputError(path, None, f"cannot read as an SQLite database ({_reason(error)})") from error
         except OSError as error:
             raise InputError(path, None, f"cannot read: {error.strerror or error}") from error
     try:
         yield connection
-    except sqlite3.DatabaseError as error:
-        raise InputError(path, None, f"cannot read as a zett-agent session database ({error})") from error
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as error:
+        raise InputError(path, None, f"cannot read as a zett-agent session database ({_reason(error)})") from error
     finally:
         connection.close()
+
+
+def _reason(error: Exception) -> str:
+    # SQLite quotes a damaged schema in its message, which Python then fails to decode.
+    return "damaged: SQLite reports text that is not UTF-8" if isinstance(error, UnicodeDecodeError) else str(error)
 
 
 def _sidecar(path: Path, suffix: str) -> Path:
@@ -133,7 +139,9 @@ def _recovered_copy(path: Path) -> sqlite3.Connection:
     with tempfile.TemporaryDirectory(prefix="zett-lab-db-") as scratch:
         copy = Path(scratch) / "copy.sqlite"
         copied = {suffix: _digest(_sidecar(path, suffix), _sidecar(copy, suffix)) for suffix in ("", *_JOURNALS)}
-        if copied[""] is None or copied != {suffix: _digest(_sidecar(path, suffix)) for suffix in copied}:
+        if copied[""] is None:
+            raise FileNotFoundError(errno.ENOENT, "no such file", str(path))
+        if copied != {suffix: _digest(_sidecar(path, suffix)) for suffix in copied}:
             raise _Changed
         connection = sqlite3.connect(copy, isolation_level=None)
         try:

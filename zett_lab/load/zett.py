@@ -122,6 +122,7 @@ def _read_sessions(connection: sqlite3.Connection, path: Path) -> list[Conversat
     for session_id, title, agent_name, parent in sessions:
         if not rows[session_id]:
             continue
+        _column(session_id, str, path, f"session {session_id!r}", "agent_sessions.id")
         conversation = _session_conversation(path, session_id, rows[session_id], snapshots[session_id])
         conversation.metadata.update(title=title, agent_name=agent_name, parent_session_id=parent)
         _attach_probes(conversation, sidecar, path)
@@ -131,36 +132,52 @@ def _read_sessions(connection: sqlite3.Connection, path: Path) -> list[Conversat
     return conversations
 
 
+_USAGE_COLUMNS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens")
+
+
+def _column(value: Any, kind: type, path: Path, where: str, column: str, *, nullable: bool = False) -> Any:
+    """A database cell of the type zett-agent writes there; SQLite itself stores any type in any column."""
+    if (value is None and nullable) or (isinstance(value, kind) and not isinstance(value, bool)):
+        return value
+    expected = "an integer" if kind is int else "text"
+    raise InputError(path, f"{where}, column {column}", f"expected {expected}, found {value!r:.60}")
+
+
 def _session_conversation(path: Path, session_id: str, rows: list[tuple], snapshot_rows: list[tuple]) -> Conversation:
     messages: list[AnyMessage] = []
     sequences: list[int] = []
     usage_by_sequence: dict[int, ModelUsage] = {}
     requests: dict[int, str] = {}
     for _, sequence, message_json, inp, out, cache_read, cache_write, reasoning, request_id in rows:
-        decoded = _decode(message_json, path, f"session {session_id!r}, raw message sequence {sequence}")
+        where = f"session {session_id!r}, raw message sequence {sequence!r}"
+        _column(sequence, int, path, where, "sequence")
+        decoded = _decode(message_json, path, where)
         messages.extend(decoded)
         sequences.extend([sequence] * len(decoded))
         requests[sequence] = request_id
+        inp, out, cache_read, cache_write, reasoning = (
+            _column(value, int, path, where, name, nullable=True)
+            for value, name in zip((inp, out, cache_read, cache_write, reasoning), _USAGE_COLUMNS, strict=True)
+        )
         if inp is not None:
-            usage_by_sequence[sequence] = ModelUsage(
-                input_tokens=inp,
-                output_tokens=out or 0,
-                cache_read_tokens=cache_read or 0,
-                cache_write_tokens=cache_write or 0,
-                reasoning_tokens=reasoning or 0,
-            )
+            try:
+                usage_by_sequence[sequence] = ModelUsage(
+                    input_tokens=inp,
+                    output_tokens=out or 0,
+                    cache_read_tokens=cache_read or 0,
+                    cache_write_tokens=cache_write or 0,
+                    reasoning_tokens=reasoning or 0,
+                )
+            except ValueError as error:
+                raise InputError(path, where, f"recorded usage is impossible ({error})") from error
     messages, sequences, dropped = _dedupe_system(messages, sequences)
     usage = {i: usage_by_sequence[s] for i, s in enumerate(sequences) if s in usage_by_sequence}
     native = []
     for version, through, message_json in snapshot_rows:
-        checkpoint = next(
-            (
-                m
-                for m in _decode(message_json, path, f"session {session_id!r}, snapshot {version}")
-                if isinstance(m, CompactedMessage)
-            ),
-            None,
-        )
+        where = f"session {session_id!r}, snapshot {version!r}"
+        _column(version, int, path, where, "version")
+        _column(through, int, path, where, "compacted_through_sequence")
+        checkpoint = next((m for m in _decode(message_json, path, where) if isinstance(m, CompactedMessage)), None)
         position = next(
             (i for i, s in enumerate(sequences) if s > through and not isinstance(messages[i], SystemMessage)),
             len(messages),
