@@ -4,7 +4,8 @@ A :class:`Dialogue` is a system prompt and turns (a user message, tool steps, an
 writer in :data:`WRITERS` puts it on disk in one format, the way that agent records it, and
 returns the path to load (a file, or a folder for zettcode trees). Texts go into the files
 exactly as given, also when they hold lone surrogates or NULs (JSON escapes them; plain-text
-formats carry them as bytes that are not UTF-8).
+formats carry them as bytes that are not UTF-8). :func:`unstorable_strings` is the check every
+loaded conversation must pass.
 """
 
 from __future__ import annotations
@@ -531,6 +532,26 @@ WRITERS: dict[str, Callable[[Dialogue, Path], Path]] = {
     "aider-chat-history-md": write_aider,
     "anthropic-messages-json": write_anthropic,
 }
+
+
+_UNSTORABLE = {chr(0), *map(chr, range(0xD800, 0xE000))}
+
+
+def unstorable_strings(value) -> list[str]:
+    """Every string anywhere in a conversation that still holds a character that cannot be stored."""
+    found = []
+    if isinstance(value, str):
+        return [value] if _UNSTORABLE & set(value) else []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found += unstorable_strings(key) + unstorable_strings(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            found += unstorable_strings(item)
+    elif hasattr(value, "__dataclass_fields__"):
+        for name in value.__dataclass_fields__:
+            found += unstorable_strings(getattr(value, name))
+    return found
 
 
 def reader_name(format: str) -> str:

@@ -21,30 +21,12 @@ from pathlib import Path
 import pytest
 
 import zett_lab
-from tests.formats import WRITERS, Dialogue, Step, Turn, reader_name
+from tests.formats import WRITERS, Dialogue, Step, Turn, reader_name, unstorable_strings
 from zett_lab import InputError
 from zett_lab.errors import ZettLabWarning
 
 ROOT = Path(__file__).resolve().parent.parent
-UNSTORABLE = {chr(0), *map(chr, range(0xD800, 0xE000))}
 MARKER = "QQINVALIDQQ"
-
-
-def unstorable_strings(value) -> list[str]:
-    """Every string anywhere in a conversation that still holds a character that cannot be stored."""
-    found = []
-    if isinstance(value, str):
-        return [value] if UNSTORABLE & set(value) else []
-    if isinstance(value, dict):
-        for key, item in value.items():
-            found += unstorable_strings(key) + unstorable_strings(item)
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            found += unstorable_strings(item)
-    elif hasattr(value, "__dataclass_fields__"):
-        for name in value.__dataclass_fields__:
-            found += unstorable_strings(getattr(value, name))
-    return found
 
 
 def dialogue(user: str) -> Dialogue:

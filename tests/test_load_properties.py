@@ -37,8 +37,7 @@ from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
 
 import zett_lab
-from tests.formats import WRITERS, Dialogue, Step, Turn
-from tests.test_load_input import unstorable_strings
+from tests.formats import WRITERS, Dialogue, Step, Turn, unstorable_strings
 from zett_lab import InputError
 from zett_lab.errors import ZettLabWarning
 from zett_lab.show.cli import main
