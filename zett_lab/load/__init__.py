@@ -19,7 +19,7 @@ from pathlib import Path
 from ..errors import InputError
 from . import agents, neutral, zett  # noqa: F401  (reader modules register themselves, specific formats first)
 from .conversation import Conversation
-from .registry import HEAD_BYTES, Reader, detect, read_file, readers, register
+from .registry import HEAD_BYTES, Reader, detect, file_kind, read_file, read_with, readers, register
 
 __all__ = ["HEAD_BYTES", "Conversation", "Reader", "detect", "load", "load_all", "read_file", "readers", "register"]
 
@@ -33,10 +33,8 @@ def load_all(path: str | Path | Iterable[str | Path]) -> list[Conversation]:
     if not isinstance(path, (str, Path)):
         return [c for item in path for c in load_all(item)]
     path = Path(path)
-    if path.is_file():
+    if file_kind(path) != "directory":
         return read_file(path)
-    if not path.exists():
-        raise InputError(path, None, "no such file or directory")
     try:
         return read_file(path)
     except InputError as error:
@@ -50,7 +48,7 @@ def load_all(path: str | Path | Iterable[str | Path]) -> list[Conversation]:
             reader = detect(child)
         except InputError:
             continue
-        conversations.extend(reader.read(child))
+        conversations.extend(read_with(reader, child))
     if not conversations:
         raise InputError(path, None, "no recorded conversations found in this directory")
     return conversations
