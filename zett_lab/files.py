@@ -1,11 +1,18 @@
-"""One way to write a file: build it under a temporary name beside the target, then rename it.
+"""One way to write a file, and one rule for where zett_lab may write.
 
-A reader never sees a half-written file, and a failure half-way leaves the previous file (and no
-temporary) behind. Files get the usual permissions (0666 minus the umask), never a private 0600.
+Writing: build the file under a temporary name beside the target, then rename it. A reader never
+sees a half-written file, and a failure half-way leaves the previous file (and no temporary)
+behind. Files get the usual permissions (0666 minus the umask), never a private 0600.
+
+Where: :func:`check_output` is the rule every command and every ``save()`` applies, before any
+work starts: an output is never one of the inputs (nor a folder holding one), whatever the
+user asks; an existing output is replaced only when asked (``--force`` on the command line,
+``overwrite=True`` in Python).
 
 Example::
 
-    >>> from zett_lab.files import atomic_path, write_atomic
+    >>> from zett_lab.files import atomic_path, check_output, write_atomic
+    >>> check_output("notes.txt", inputs=["session.jsonl"])    # doctest: +SKIP
     >>> write_atomic("notes.txt", "hello")                     # doctest: +SKIP
     >>> with atomic_path("table.parquet") as temporary:        # doctest: +SKIP
     ...     frame.to_parquet(temporary)
@@ -15,9 +22,11 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from .errors import OutputError
 
 
 def _umask() -> int:
@@ -53,3 +62,49 @@ def write_atomic(path: str | Path, content: str | bytes) -> Path:
             with temporary.open("w", encoding="utf-8", newline="") as handle:
                 handle.write(content)
     return path
+
+
+def _same_file(first: Path, second: Path) -> bool:
+    """Whether two paths name one file or folder (also through symlinks and hard links)."""
+    if first.resolve() == second.resolve():
+        return True
+    try:
+        return os.path.samefile(first, second)
+    except OSError:  # one of them does not exist
+        return False
+
+
+def check_output(
+    path: str | os.PathLike[str],
+    inputs: Iterable[str | os.PathLike[str] | None] = (),
+    *,
+    overwrite: bool = False,
+    force_hint: str = "overwrite=True",
+) -> Path:
+    """Refuse an output path that is an input, holds an input, or exists and may not be replaced.
+
+    Args:
+        path: Where the output will be written.
+        inputs: Every file the output is made from, and every folder read as a whole (a saved
+            sweep): nothing is written inside such a folder. None entries are skipped.
+        overwrite: Whether an existing output may be replaced (never an input).
+        force_hint: How the caller asks for ``overwrite`` (``--force`` on the command line).
+
+    Raises:
+        OutputError: naming ``path`` and, for an input, which input it is.
+    """
+    target = Path(path).expanduser()
+    resolved = target.resolve()
+    for item in inputs:
+        if item is None:
+            continue
+        source = Path(item).expanduser()
+        if _same_file(target, source):
+            raise OutputError(target, None, "is one of the inputs; zett_lab never writes over its inputs: choose another output")
+        if resolved in source.resolve().parents:
+            raise OutputError(target, None, f"holds an input ({source}); zett_lab never writes over its inputs: choose another output")
+        if source.is_dir() and source.resolve() in resolved.parents:
+            raise OutputError(target, None, f"is inside an input folder ({source}); zett_lab never writes into its inputs: choose another output")
+    if target.exists() and not overwrite:
+        raise OutputError(target, None, f"already exists; choose a new output, or pass {force_hint} to replace it")
+    return target
