@@ -11,16 +11,19 @@ user asks; an existing output is replaced only when asked (``--force`` on the co
 
 Example::
 
-    >>> from zett_lab.files import atomic_path, check_output, write_atomic
+    >>> from zett_lab.files import atomic_folder, atomic_path, check_output, write_atomic
     >>> check_output("notes.txt", inputs=["session.jsonl"])    # doctest: +SKIP
     >>> write_atomic("notes.txt", "hello")                     # doctest: +SKIP
     >>> with atomic_path("table.parquet") as temporary:        # doctest: +SKIP
     ...     frame.to_parquet(temporary)
+    >>> with atomic_folder("run.sweep") as folder:             # doctest: +SKIP
+    ...     frame.to_parquet(folder / "results.parquet")
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -49,6 +52,31 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         os.replace(temporary, path)
     except BaseException:
         temporary.unlink(missing_ok=True)
+        raise
+
+
+@contextmanager
+def atomic_folder(path: str | Path) -> Iterator[Path]:
+    """A new folder beside ``path`` to fill; moved onto ``path`` when the block ends without error.
+
+    An existing folder at ``path`` is replaced only then (moved aside, then removed); after a
+    failure the staging folder is removed and ``path`` is as it was.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
+    try:
+        yield staging
+        os.chmod(staging, 0o777 & ~_umask())
+        if path.exists():
+            old = path.with_name(f"{staging.name[:-4]}.old")
+            path.rename(old)
+            staging.rename(path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            staging.rename(path)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
         raise
 
 

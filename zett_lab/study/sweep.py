@@ -49,8 +49,6 @@ import multiprocessing
 import os
 import pickle
 import re
-import shutil
-import tempfile
 import threading
 import time
 import uuid
@@ -74,7 +72,7 @@ from ..errors import (
     SummaryFailureWarning,
     ZettLabError,
 )
-from ..files import check_output
+from ..files import atomic_folder, check_output
 from ..load.conversation import Conversation
 from ..measure.catalogue import CATALOGUE, higher_is_better
 from ..measure.catalogue import label as metric_label
@@ -866,9 +864,7 @@ class Sweep:
 
         target = check_output(path, self.input_files(), overwrite=overwrite)
         check_sweep_target(target)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-        try:
+        with atomic_folder(target) as staging:
             pq.write_table(
                 pa.Table.from_pandas(_storable(self.results), preserve_index=False), staging / "results.parquet"
             )
@@ -899,16 +895,6 @@ class Sweep:
                 "conversations": {cid: conversation_document(c) for cid, c in self._conversations.items()},
             }
             (staging / "sweep.json").write_text(json.dumps(document, default=_json_default), encoding="utf-8")
-            if target.exists():
-                backup = target.with_name(f".{target.name}.old-{uuid.uuid4().hex[:8]}")
-                target.rename(backup)
-                staging.rename(target)
-                shutil.rmtree(backup, ignore_errors=True)
-            else:
-                staging.rename(target)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
         return target
 
     @classmethod
