@@ -38,7 +38,9 @@ def timed(conversation: zett_lab.Conversation, spec: str) -> tuple[float, zett_l
 def main() -> None:
     conversation = zett_lab.load(ROOT / "fixtures" / "sessions.sqlite", session="billing-rounding")
     spec = f"openai-compatible:m@http://127.0.0.1:{closed_port()}/v1"
-    replay(conversation, max_tokens=8000, keep_recent_tokens=2000, summarizer="mask", cache=False)  # warm imports and the counter
+    replay(
+        conversation, max_tokens=8000, keep_recent_tokens=2000, summarizer="mask", cache=False
+    )  # warm imports and the counter
     threshold = providers.BREAKER_THRESHOLD
     providers.BREAKER_THRESHOLD = 10**9  # never opens: every call is retried, as before the breaker
     try:

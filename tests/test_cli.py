@@ -148,7 +148,11 @@ def test_replay_prints_steps_and_compactions(tmp_path: Path) -> None:
             "no such file or directory",
             EXIT_ERROR,
         ),
-        (["replay", FIXTURES / "sessions.sqlite", "--max-tokens", "1k", "--keep-recent-tokens", "100"], "--session", EXIT_ERROR),
+        (
+            ["replay", FIXTURES / "sessions.sqlite", "--max-tokens", "1k", "--keep-recent-tokens", "100"],
+            "--session",
+            EXIT_ERROR,
+        ),
         (
             [
                 "replay",

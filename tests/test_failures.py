@@ -25,6 +25,9 @@ from zett_agent.model import RetryOptions
 from zett_agent.providers.base import timeout_error
 
 import zett_lab
+from tests.conftest import FIXTURES
+from tests.helpers import BadSummarizer, coding_conversation
+from tests.loopback import LoopbackServer
 from zett_lab.errors import ResultFailure, SettingError, SettingWarning, SummaryFailureWarning
 from zett_lab.replay.run import keep_fills_budget
 from zett_lab.show import cli
@@ -32,10 +35,6 @@ from zett_lab.show.report import Report
 from zett_lab.study.sweep import measured_cells, pareto_front, recommend, sweep
 from zett_lab.summarizers import BREAKER_COOLDOWN_S, BREAKER_THRESHOLD, summarizer
 from zett_lab.summarizers.providers import EndpointBreaker, _is_connection_error, endpoint_breaker
-
-from tests.conftest import FIXTURES
-from tests.helpers import BadSummarizer, coding_conversation
-from tests.loopback import LoopbackServer
 
 #: The issue's case: at 8k/2k every over-budget step of this session asks for a summary.
 SESSION = "billing-rounding"
@@ -79,7 +78,9 @@ def test_an_endpoint_that_drops_every_connection_is_given_up_on(billing, retries
     per_call = retries + 1
     assert connections == math.ceil(BREAKER_THRESHOLD / per_call) * per_call, "the calls stopped at the threshold"
     counts = trace.failure_counts
-    assert counts[["what", "summarizer", "kind", "count"]].values.tolist() == [["summary call", model.identity, "SummarizerConnectionError", failed]]
+    assert counts[["what", "summarizer", "kind", "count"]].values.tolist() == [
+        ["summary call", model.identity, "SummarizerConnectionError", failed]
+    ]
     assert counts["cause"][0].startswith(
         f"SummarizerConnectionError: summarizer {model.identity} could not reach {url} after {per_call} attempt(s): "
     )
@@ -102,8 +103,12 @@ def test_a_closed_port_fails_the_remaining_calls_at_once(billing) -> None:
 def test_rate_limits_and_server_errors_keep_their_backoff(status: int) -> None:
     conversation = coding_conversation(turns=5)
     with LoopbackServer(fail_status=status) as server:
-        model = summarizer(f"openai-compatible:m@{server.openai_url}", retry=RetryOptions(base_delay=0, max_delay=0, max_retries=2))
-        trace = zett_lab.replay(conversation, max_tokens=600, keep_recent_tokens=200, summarizer=model, cache=False, warn=False)
+        model = summarizer(
+            f"openai-compatible:m@{server.openai_url}", retry=RetryOptions(base_delay=0, max_delay=0, max_retries=2)
+        )
+        trace = zett_lab.replay(
+            conversation, max_tokens=600, keep_recent_tokens=200, summarizer=model, cache=False, warn=False
+        )
         requests, url = server.count(), server.openai_url
     attempts = len(trace.compactions)
     assert attempts > BREAKER_THRESHOLD and trace.summary()["failed"] == attempts
@@ -141,15 +146,28 @@ def test_what_counts_as_a_connection_failure() -> None:
 def test_the_issue_case_on_the_command_line(capsys) -> None:
     url = f"http://127.0.0.1:{closed_port()}/v1"
     spec = f"openai-compatible:m@{url}"
-    code, out, err = run_cli(capsys, "replay", FIXTURES / "sessions.sqlite", "--session", SESSION, "--max-tokens", "8k",
-                             "--keep-recent-tokens", "2k", "--summarizer", spec, "--no-cache")
+    code, out, err = run_cli(
+        capsys,
+        "replay",
+        FIXTURES / "sessions.sqlite",
+        "--session",
+        SESSION,
+        "--max-tokens",
+        "8k",
+        "--keep-recent-tokens",
+        "2k",
+        "--summarizer",
+        spec,
+        "--no-cache",
+    )
     assert code == cli.EXIT_FAILURES
     failed = int(re.search(r"^applied 0, not smaller 0, failed (\d+);", out, re.M).group(1))
     assert failed == 24
     lines = err.splitlines()
     assert len(lines) == 1, err
     assert lines[0].startswith(
-        f"zett-lab: 24 summary call(s) failed ({spec}): SummarizerConnectionError: summarizer {spec} could not reach {url} "
+        f"zett-lab: 24 summary call(s) failed ({spec}): SummarizerConnectionError: "
+        f"summarizer {spec} could not reach {url} "
         "after 4 attempt(s): APIConnectionError: Connection error."
     )
     assert endpoint_breaker(url).refused == 23
@@ -158,12 +176,27 @@ def test_the_issue_case_on_the_command_line(capsys) -> None:
 def test_strict_stops_at_the_first_failure(capsys, tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{closed_port()}/v1"
     out_file = tmp_path / "trace.json"
-    code, out, err = run_cli(capsys, "replay", FIXTURES / "sessions.sqlite", "--session", SESSION, "--max-tokens", "8k",
-                             "--keep-recent-tokens", "2k", "--summarizer", f"openai-compatible:m@{url}", "--no-cache",
-                             "--strict", "-o", out_file)
+    code, out, err = run_cli(
+        capsys,
+        "replay",
+        FIXTURES / "sessions.sqlite",
+        "--session",
+        SESSION,
+        "--max-tokens",
+        "8k",
+        "--keep-recent-tokens",
+        "2k",
+        "--summarizer",
+        f"openai-compatible:m@{url}",
+        "--no-cache",
+        "--strict",
+        "-o",
+        out_file,
+    )
     assert (code, out) == (cli.EXIT_FAILURES, "")
     assert re.fullmatch(
-        rf"zett-lab: error: conversation '{SESSION}', turn \d+, step \d+: summary failed \(strict\): SummarizerConnectionError: "
+        rf"zett-lab: error: conversation '{SESSION}', turn \d+, step \d+: summary failed \(strict\): "
+        r"SummarizerConnectionError: "
         rf"summarizer openai-compatible:m@{re.escape(url)} could not reach {re.escape(url)} after 4 attempt\(s\): .*\n",
         err,
     )
@@ -200,29 +233,45 @@ class TwoCauses(BadSummarizer):
 
 def test_the_api_warns_once_per_cause_and_counts_them() -> None:
     with pytest.warns(SummaryFailureWarning) as record:
-        trace = zett_lab.replay(coding_conversation(turns=5), max_tokens=600, keep_recent_tokens=200, summarizer=TwoCauses(), cache=False)
+        trace = zett_lab.replay(
+            coding_conversation(turns=5), max_tokens=600, keep_recent_tokens=200, summarizer=TwoCauses(), cache=False
+        )
     counts = trace.failure_counts
     assert sorted(counts["kind"]) == ["RuntimeError", "ValueError"]
     assert counts["count"].sum() == trace.summary()["failed"] == len(trace.compactions)
     warned = [str(w.message) for w in record if w.category is SummaryFailureWarning]
-    assert warned == [f"conversation 'hand-made': {r.count} summary call(s) failed: {r.cause}" for r in counts.itertuples()]
+    assert warned == [
+        f"conversation 'hand-made': {r.count} summary call(s) failed: {r.cause}" for r in counts.itertuples()
+    ]
     assert trace.summary()["summary_error"] == "RuntimeError: disk full"
 
 
 def test_a_sweep_marks_failed_cells_and_never_recommends_them() -> None:
     conversation = coding_conversation(turns=5)
     with pytest.warns(SummaryFailureWarning) as record:
-        result = sweep([conversation], max_tokens=[600, 100_000], keep_recent_tokens=[200], summarizers=["truncate", BadSummarizer("raise")],
-                       executor="serial", cache=False, progress=False)
+        result = sweep(
+            [conversation],
+            max_tokens=[600, 100_000],
+            keep_recent_tokens=[200],
+            summarizers=["truncate", BadSummarizer("raise")],
+            executor="serial",
+            cache=False,
+            progress=False,
+        )
     table = result.results
     failed = table[(table["summarizer"] == BAD) & (table["max_tokens"] == 600)].iloc[0]
     assert failed["failed"] > 0 and failed["summary_error"] == "RuntimeError: provider exploded"
     assert failed["error"] is None, "the cell ran; its summaries failed"
-    assert measured_cells(table).tolist() == [not (s == BAD and m == 600) for s, m in zip(table["summarizer"], table["max_tokens"])]
+    assert measured_cells(table).tolist() == [
+        not (s == BAD and m == 600) for s, m in zip(table["summarizer"], table["max_tokens"], strict=True)
+    ]
     counts = result.failure_counts
-    assert counts[["what", "summarizer", "kind", "count"]].values.tolist() == [["summary call", BAD, "RuntimeError", int(failed["failed"])]]
+    assert counts[["what", "summarizer", "kind", "count"]].values.tolist() == [
+        ["summary call", BAD, "RuntimeError", int(failed["failed"])]
+    ]
     assert [str(w.message) for w in record if w.category is SummaryFailureWarning] == [
-        f"{failed['failed']} summary call(s) failed ({BAD}): RuntimeError: provider exploded; those cells are no measurement "
+        f"{failed['failed']} summary call(s) failed ({BAD}): RuntimeError: provider exploded; "
+        "those cells are no measurement "
         "(see Sweep.failure_counts)"
     ]
     assert result.config["cells_with_failed_summaries"] == 1
@@ -238,11 +287,20 @@ def test_a_sweep_marks_failed_cells_and_never_recommends_them() -> None:
 
 def test_a_strict_sweep_stops_at_its_first_failure() -> None:
     with pytest.raises(ResultFailure) as error:
-        sweep([coding_conversation(turns=5)], max_tokens=[600], keep_recent_tokens=[200], summarizers=[BadSummarizer("raise")],
-              executor="serial", cache=False, progress=False, strict=True)
+        sweep(
+            [coding_conversation(turns=5)],
+            max_tokens=[600],
+            keep_recent_tokens=[200],
+            summarizers=[BadSummarizer("raise")],
+            executor="serial",
+            cache=False,
+            progress=False,
+            strict=True,
+        )
     assert re.fullmatch(
-        rf"sweep stopped at its first failure \(strict\): conversation 'hand-made', summarizer '{re.escape(BAD)}', max_tokens=600, "
-        r"keep_recent_tokens=200: SummaryError: conversation 'hand-made', turn \d+, step \d+: summary failed \(strict\): "
+        rf"sweep stopped at its first failure \(strict\): conversation 'hand-made', summarizer '{re.escape(BAD)}', "
+        r"max_tokens=600, keep_recent_tokens=200: SummaryError: conversation 'hand-made', turn \d+, step \d+: "
+        r"summary failed \(strict\): "
         r"RuntimeError: provider exploded",
         str(error.value),
     )
@@ -254,8 +312,14 @@ def test_a_strict_sweep_stops_at_its_first_failure() -> None:
 def test_a_report_shows_a_banner_and_recommends_only_measured_settings() -> None:
     grid = {"max_tokens": [600], "keep_recent_tokens": [200]}
     with pytest.warns(SummaryFailureWarning):
-        report = Report.build([coding_conversation(turns=5)], ["truncate", BadSummarizer("raise")], grid, executor="serial",
-                              cache=False, date="2025-01-01")
+        report = Report.build(
+            [coding_conversation(turns=5)],
+            ["truncate", BadSummarizer("raise")],
+            grid,
+            executor="serial",
+            cache=False,
+            date="2025-01-01",
+        )
     counts = report.failure_counts
     assert counts[["what", "summarizer", "kind"]].values.tolist() == [["summary call", BAD, "RuntimeError"]]
     n = int(counts["count"][0])
@@ -269,7 +333,10 @@ def test_a_report_shows_a_banner_and_recommends_only_measured_settings() -> None
     page = report.to_html()
     banner = re.search(r'<div class="callout warn" id="failures" role="alert">(.*?)</div>', page).group(1)
     assert f"<strong>{headline}</strong>" in banner
-    assert f"{n} summary call(s)</strong> — <code>{BAD}</code>: <span class=\"cause\">RuntimeError: provider exploded</span>" in banner
+    assert (
+        f'{n} summary call(s)</strong> — <code>{BAD}</code>: <span class="cause">RuntimeError: provider exploded</span>'
+        in banner
+    )
     assert f"> **{headline}**" in report.to_markdown()
     document = json.loads(report.to_json())
     assert document["failures"]["summary_calls"] == n and document["failures"]["unmeasured_replays"] == 1
@@ -282,15 +349,32 @@ def test_a_report_where_every_summary_failed(capsys, tmp_path: Path) -> None:
     coding_conversation(turns=5).save(source)
     url = f"http://127.0.0.1:{closed_port()}/v1"
     out = tmp_path / "report.html"
-    code, stdout, err = run_cli(capsys, "report", source, "-o", out, "--summarizer", f"openai-compatible:m@{url}",
-                                "--max-tokens", "600", "--keep-recent-tokens", "200", "--no-progress", "--no-cache")
+    code, stdout, err = run_cli(
+        capsys,
+        "report",
+        source,
+        "-o",
+        out,
+        "--summarizer",
+        f"openai-compatible:m@{url}",
+        "--max-tokens",
+        "600",
+        "--keep-recent-tokens",
+        "200",
+        "--no-progress",
+        "--no-cache",
+    )
     assert code == cli.EXIT_FAILURES
     assert stdout.startswith(f"wrote html report to {out}")
     lines = err.splitlines()
     assert lines[0] == "zett-lab: no replay in this report is a measurement: every one failed or had a failed summary"
     spec = re.escape(f"openai-compatible:m@{url}")
     assert len(lines) == 2
-    assert re.match(rf"zett-lab: \d+ summary call\(s\) failed \({spec}\): SummarizerConnectionError: summarizer {spec} could not reach", lines[1])
+    assert re.match(
+        rf"zett-lab: \d+ summary call\(s\) failed \({spec}\): SummarizerConnectionError: "
+        rf"summarizer {spec} could not reach",
+        lines[1],
+    )
     assert 'id="failures"' in out.read_text()
     assert "Recommended setting" not in out.read_text()
 
@@ -300,22 +384,41 @@ def test_a_sweep_with_failed_cells_says_so_and_exits_1(capsys, tmp_path: Path) -
     coding_conversation(turns=5).save(source)
     spec = f"openai-compatible:m@http://127.0.0.1:{closed_port()}/v1"
     out = tmp_path / "s.sweep"
-    code, stdout, err = run_cli(capsys, "sweep", source, "--max-tokens", "600", "--keep-recent-tokens", "200", "--summarizer",
-                                "truncate", spec, "-o", out, "--no-progress", "--no-cache")
+    code, stdout, err = run_cli(
+        capsys,
+        "sweep",
+        source,
+        "--max-tokens",
+        "600",
+        "--keep-recent-tokens",
+        "200",
+        "--summarizer",
+        "truncate",
+        spec,
+        "-o",
+        out,
+        "--no-progress",
+        "--no-cache",
+    )
     assert code == cli.EXIT_FAILURES
     assert stdout == (
-        f"swept 1 conversation(s) x 1 max_tokens x 1 keep_recent_tokens x 2 summarizer(s); saved to {out}; 1 of 2 cell(s) are "
+        f"swept 1 conversation(s) x 1 max_tokens x 1 keep_recent_tokens x 2 summarizer(s); saved to {out}; "
+        "1 of 2 cell(s) are "
         "no measurement (failed summaries or replays: see the failed, summary_error and error columns)\n"
     )
     assert len(err.splitlines()) == 1
-    assert re.match(rf"zett-lab: \d+ summary call\(s\) failed \({re.escape(spec)}\): SummarizerConnectionError: summarizer ", err)
+    assert re.match(
+        rf"zett-lab: \d+ summary call\(s\) failed \({re.escape(spec)}\): SummarizerConnectionError: summarizer ", err
+    )
 
 
 # --- settings: --no-cache, numbers too large, keep_recent_tokens >= max_tokens -------------------------------
 
 
 @pytest.mark.parametrize("command", ["replay", "sweep", "report"])
-def test_no_cache_on_every_command_that_summarizes(command: str, tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_cache_on_every_command_that_summarizes(
+    command: str, tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
     source = tmp_path / "one.json"
     coding_conversation(turns=5).save(source)
     args = {
@@ -341,7 +444,8 @@ def test_numbers_beyond_what_zett_lab_can_use_are_refused(command: str, capsys) 
         cli.main([str(a) for a in args])
     assert exit_.value.code == cli.EXIT_USAGE
     assert capsys.readouterr().err == (
-        f"zett-lab {command}: error: argument --max-tokens: {huge} is larger than zett_lab can use (at most 1,000,000,000,000 "
+        f"zett-lab {command}: error: argument --max-tokens: {huge} is larger than zett_lab can use "
+        "(at most 1,000,000,000,000 "
         f"tokens); to never compact, give a value above the conversation's size (see zett-lab {command} --help)\n"
     )
 
@@ -355,7 +459,13 @@ def test_the_api_refuses_them_too(billing) -> None:
         zett_lab.replay(billing, max_tokens=99999999999999999999999, keep_recent_tokens=4000, cache=False)
     assert str(error.value) == message
     with pytest.raises(SettingError) as error:
-        sweep([billing], max_tokens=[99999999999999999999999], keep_recent_tokens=[4000], executor="serial", progress=False)
+        sweep(
+            [billing],
+            max_tokens=[99999999999999999999999],
+            keep_recent_tokens=[4000],
+            executor="serial",
+            progress=False,
+        )
     assert str(error.value) == message
     trace = zett_lab.replay(billing, max_tokens=10**12, keep_recent_tokens=4000, cache=False)
     assert trace.summary()["compactions_applied"] == 0 and int(trace.steps["max_tokens"].max()) == 10**12
@@ -367,16 +477,50 @@ def test_keep_recent_tokens_at_or_above_max_tokens_is_explained(capsys) -> None:
     with pytest.warns(SettingWarning) as record:
         trace = zett_lab.replay(conversation, max_tokens=4000, keep_recent_tokens=4000, cache=False)
     assert [str(w.message) for w in record] == [meaning]
-    code, out, err = run_cli(capsys, "replay", FIXTURES / "sessions.sqlite", "--session", "ci-flaky-kafka", "--max-tokens", "4k",
-                             "--keep-recent-tokens", "4k", "--no-cache")
+    code, out, err = run_cli(
+        capsys,
+        "replay",
+        FIXTURES / "sessions.sqlite",
+        "--session",
+        "ci-flaky-kafka",
+        "--max-tokens",
+        "4k",
+        "--keep-recent-tokens",
+        "4k",
+        "--no-cache",
+    )
     assert code == cli.EXIT_OK
     assert err == f"zett-lab: warning: {meaning}\n"
     over = int((trace.steps["estimate"] > 4000).sum())  # counted from the estimates, not from the skip reasons
     assert over == len(trace.steps) - 1 == 13
     line = next(line for line in out.splitlines() if line.startswith("compactions:"))
-    assert line.startswith(f"compactions: none; {over} step(s) exceeded max_tokens and the engine found no window to summarize (")
-    code, out, _ = run_cli(capsys, "replay", FIXTURES / "sessions.sqlite", "--session", "ci-flaky-kafka", "--max-tokens", "1000k",
-                           "--keep-recent-tokens", "4k", "--no-cache")
+    assert line.startswith(
+        f"compactions: none; {over} step(s) exceeded max_tokens and the engine found no window to summarize ("
+    )
+    code, out, _ = run_cli(
+        capsys,
+        "replay",
+        FIXTURES / "sessions.sqlite",
+        "--session",
+        "ci-flaky-kafka",
+        "--max-tokens",
+        "1000k",
+        "--keep-recent-tokens",
+        "4k",
+        "--no-cache",
+    )
     assert "compactions: none (the engine's estimate never exceeded max_tokens)" in out.splitlines()
-    with pytest.warns(SettingWarning, match=r"^1 of 2 settings have keep_recent_tokens >= max_tokens; e\.g\. keep_recent_tokens=4000 >= max_tokens=4000"):
-        sweep([conversation], max_tokens=[4000, 8000], keep_recent_tokens=[4000], executor="serial", progress=False, cache=False, metrics=False)
+    with pytest.warns(
+        SettingWarning,
+        match=r"^1 of 2 settings have keep_recent_tokens >= max_tokens; "
+        r"e\.g\. keep_recent_tokens=4000 >= max_tokens=4000",
+    ):
+        sweep(
+            [conversation],
+            max_tokens=[4000, 8000],
+            keep_recent_tokens=[4000],
+            executor="serial",
+            progress=False,
+            cache=False,
+            metrics=False,
+        )

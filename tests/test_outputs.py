@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 
 import zett_lab
+from tests.conftest import FIXTURES, ROOT
+from tests.helpers import coding_conversation
 from zett_lab.errors import OutputError
 from zett_lab.files import check_output
 from zett_lab.load.zett import write_sqlite
@@ -25,17 +27,19 @@ from zett_lab.show.report import Report
 from zett_lab.study.sweep import Sweep, sweep
 from zett_lab.summarizers import SummaryCache
 
-from tests.conftest import FIXTURES, ROOT
-from tests.helpers import coding_conversation
-
 SESSION = "ci-flaky-kafka"
-IS_INPUT = "is one of the inputs; zett_lab never writes over its inputs: choose another output"
+NEVER_OVER = "zett_lab never writes over its inputs: choose another output"
+IS_INPUT = f"is one of the inputs; {NEVER_OVER}"
 EXISTS = "already exists; choose a new output, or pass --force to replace it"
 
 
 def digest(folder: Path) -> dict[str, str]:
     """Every file under ``folder`` (hidden ones too) with its SHA-256: what must not change."""
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 @pytest.fixture()
@@ -116,7 +120,9 @@ def test_every_save_refuses_its_inputs(tmp_path: Path) -> None:
     conversation = zett_lab.load(source)
     cache = SummaryCache(tmp_path / "cache.sqlite")
     trace = zett_lab.replay(conversation, max_tokens=900, keep_recent_tokens=250, cache=cache, warn=False)
-    result = sweep([conversation], max_tokens=[900], keep_recent_tokens=[250], executor="serial", progress=False, cache=cache)
+    result = sweep(
+        [conversation], max_tokens=[900], keep_recent_tokens=[250], executor="serial", progress=False, cache=cache
+    )
     report = Report(traces=[trace], date="2025-01-01")
     cache.close()
     files = digest(tmp_path)
@@ -137,7 +143,14 @@ def test_every_save_refuses_its_inputs(tmp_path: Path) -> None:
 
 
 def test_a_sweep_folder_is_an_input_of_its_report(tmp_path: Path) -> None:
-    result = sweep([coding_conversation(turns=4)], max_tokens=[900], keep_recent_tokens=[250], executor="serial", progress=False, cache=False)
+    result = sweep(
+        [coding_conversation(turns=4)],
+        max_tokens=[900],
+        keep_recent_tokens=[250],
+        executor="serial",
+        progress=False,
+        cache=False,
+    )
     folder = result.save(tmp_path / "run.sweep")
     before = digest(folder)
     loaded = Sweep.load(folder)
@@ -153,7 +166,9 @@ def test_a_sweep_folder_is_an_input_of_its_report(tmp_path: Path) -> None:
 def test_existing_outputs_need_overwrite_in_every_save(tmp_path: Path) -> None:
     conversation = coding_conversation(turns=4)
     trace = zett_lab.replay(conversation, max_tokens=900, keep_recent_tokens=250, cache=False, warn=False)
-    result = sweep([conversation], max_tokens=[900], keep_recent_tokens=[250], executor="serial", progress=False, cache=False)
+    result = sweep(
+        [conversation], max_tokens=[900], keep_recent_tokens=[250], executor="serial", progress=False, cache=False
+    )
     report = Report(traces=[trace], date="2025-01-01")
     saves = {
         "c.json": lambda path, **o: conversation.save(path, **o),
@@ -194,7 +209,12 @@ def test_no_command_writes_over_its_input(command: str, recordings: Path, no_wor
         (recordings / "probes.json").symlink_to(probes)
         database, probes = recordings / "db.parquet", recordings / "probes.json"
     before = digest(recordings)
-    cases = [(database, [], IS_INPUT), (database, ["--force"], IS_INPUT), (probes, [], EXISTS), (probes, ["--force"], IS_INPUT)]
+    cases = [
+        (database, [], IS_INPUT),
+        (database, ["--force"], IS_INPUT),
+        (probes, [], EXISTS),
+        (probes, ["--force"], IS_INPUT),
+    ]
     for target, force, message in cases:
         code, out, err = run_cli(capsys, *args, "-o", target, *force)
         assert (code, out, err) == (cli.EXIT_ERROR, "", f"zett-lab: error: {target}: {message}\n")
@@ -204,15 +224,21 @@ def test_no_command_writes_over_its_input(command: str, recordings: Path, no_wor
 
 def test_an_output_folder_holding_the_inputs_is_refused(recordings: Path, no_work, capsys) -> None:
     before = digest(recordings)
-    code, _, err = run_cli(capsys, "sweep", recordings, "--max-tokens", "20k", "--keep-recent-tokens", "4k", "-o", recordings, "--force")
+    code, _, err = run_cli(
+        capsys, "sweep", recordings, "--max-tokens", "20k", "--keep-recent-tokens", "4k", "-o", recordings, "--force"
+    )
     assert code == cli.EXIT_ERROR
-    assert err == f"zett-lab: error: {recordings}: holds an input ({recordings / 'sessions.sqlite'}); zett_lab never writes over its inputs: choose another output\n"
+    assert (
+        err
+        == f"zett-lab: error: {recordings}: holds an input ({recordings / 'sessions.sqlite'}); {NEVER_OVER}\n"
+    )
     assert no_work == [] and digest(recordings) == before
 
 
 @pytest.mark.parametrize("command", ["sweep", "report"])
-def test_the_summary_cache_is_an_input(command: str, recordings: Path, tmp_path: Path, no_work, capsys,
-                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_summary_cache_is_an_input(
+    command: str, recordings: Path, tmp_path: Path, no_work, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
     cache = tmp_path / "cache.sqlite"
     monkeypatch.setenv("ZETT_LAB_CACHE", str(cache))
     SummaryCache().close()
@@ -224,7 +250,14 @@ def test_the_summary_cache_is_an_input(command: str, recordings: Path, tmp_path:
 
 
 def test_a_report_cannot_be_written_into_the_sweep_it_reads(tmp_path: Path, capsys) -> None:
-    result = sweep([coding_conversation(turns=4)], max_tokens=[900], keep_recent_tokens=[250], executor="serial", progress=False, cache=False)
+    result = sweep(
+        [coding_conversation(turns=4)],
+        max_tokens=[900],
+        keep_recent_tokens=[250],
+        executor="serial",
+        progress=False,
+        cache=False,
+    )
     folder = result.save(tmp_path / "run.sweep")
     before = digest(folder)
     code, _, err = run_cli(capsys, "report", folder, "-o", folder / "results.parquet", "--force")
@@ -238,7 +271,18 @@ def test_a_report_cannot_be_written_into_the_sweep_it_reads(tmp_path: Path, caps
 
 def test_force_replaces_an_earlier_output(recordings: Path, tmp_path: Path, capsys) -> None:
     out = tmp_path / "trace.json"
-    args = ["replay", recordings / "sessions.sqlite", "--session", SESSION, "--max-tokens", "20k", "--keep-recent-tokens", "4k", "-o", out]
+    args = [
+        "replay",
+        recordings / "sessions.sqlite",
+        "--session",
+        SESSION,
+        "--max-tokens",
+        "20k",
+        "--keep-recent-tokens",
+        "4k",
+        "-o",
+        out,
+    ]
     assert run_cli(capsys, *args)[0] == cli.EXIT_OK
     out.write_text("an earlier run")
     code, _, err = run_cli(capsys, *args)
@@ -256,7 +300,17 @@ def test_make_report_runs_twice(tmp_path: Path, capsys) -> None:
     source = tmp_path / "one.json"
     coding_conversation(turns=4).save(source)
     args = [source if a == "fixtures/" else tmp_path / a if a == "report.html" else a for a in recipe[2:]]
-    args += ["--max-tokens", "900", "--keep-recent-tokens", "250", "--summarizer", "truncate", "--no-progress", "--date", "2025-01-01"]
+    args += [
+        "--max-tokens",
+        "900",
+        "--keep-recent-tokens",
+        "250",
+        "--summarizer",
+        "truncate",
+        "--no-progress",
+        "--date",
+        "2025-01-01",
+    ]
     for _ in range(2):
         code, out, err = run_cli(capsys, "report", *args)
         assert code == cli.EXIT_OK, err

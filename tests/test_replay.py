@@ -142,8 +142,11 @@ def test_failed_tool_results_replay_as_failures(sent_contexts):
 )
 def test_failed_summaries_are_recorded_and_the_replay_goes_on(mode, kind):
     conversation = coding_conversation(turns=5)
-    with pytest.warns(zett_lab.errors.SummaryFailureWarning, match=r"conversation 'hand-made': \d+ summary call\(s\) failed"):
-        trace = replay(conversation, max_tokens=600, keep_recent_tokens=200, summarizer=BadSummarizer(mode), cache=False)
+    warning = r"conversation 'hand-made': \d+ summary call\(s\) failed"
+    with pytest.warns(zett_lab.errors.SummaryFailureWarning, match=warning):
+        trace = replay(
+            conversation, max_tokens=600, keep_recent_tokens=200, summarizer=BadSummarizer(mode), cache=False
+        )
     failed = trace.compactions[trace.compactions["skip_reason"] == "summary failed"]
     assert len(failed) >= 2
     assert set(failed["error_kind"]) == {kind}
@@ -183,9 +186,8 @@ def test_limits_must_be_positive_integers(max_tokens, keep):
 
 
 def test_keep_recent_at_or_above_max_tokens_is_allowed():
-    with pytest.warns(
-        zett_lab.errors.SettingWarning, match="keep_recent_tokens=5000 >= max_tokens=600: the kept tail alone fills the budget"
-    ):
+    meaning = "keep_recent_tokens=5000 >= max_tokens=600: the kept tail alone fills the budget"
+    with pytest.warns(zett_lab.errors.SettingWarning, match=meaning):
         trace = replay(
             coding_conversation(turns=4),
             max_tokens=600,

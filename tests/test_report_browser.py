@@ -203,23 +203,29 @@ def rtl_conversation():
 
     conversation = coding_conversation(turns=5, cid=f"rtl{RLO}session")
     for index, message in enumerate(conversation.messages):
-        if isinstance(message, (UserMessage, AssistantMessage, ToolMessage)) and isinstance(message.content, str) and message.content:
-            conversation.messages[index] = dataclasses.replace(message, content=message.content.replace("module_", f"mod{RLO}ule_"))
+        text = message.content if isinstance(message, (UserMessage, AssistantMessage, ToolMessage)) else None
+        if isinstance(text, str) and text:
+            marked = text.replace("module_", f"mod{RLO}ule_")
+            conversation.messages[index] = dataclasses.replace(message, content=marked)
     conversation.metadata["title"] = f"title {RLO} reversed"
     return conversation
 
 
 def test_right_to_left_overrides_stay_inside_their_text(browser, tmp_path: Path) -> None:
     conversation = rtl_conversation()
-    report = Report.build([conversation], ["mask", RightToLeftSummarizer()], {"max_tokens": [900], "keep_recent_tokens": [250]},
-                          executor="serial", cache=False, date="2025-01-01")
+    grid = {"max_tokens": [900], "keep_recent_tokens": [250]}
+    report = Report.build(
+        [conversation], ["mask", RightToLeftSummarizer()], grid, executor="serial", cache=False, date="2025-01-01"
+    )
     path = report.save_html(tmp_path / "rtl.html")
     watched = Watched(browser)
     try:
         watched.open(path)
         page = watched.page
-        holders = page.evaluate("() => [...document.querySelectorAll('body *')].filter(e => e.textContent.includes('\\u202e')).length")
-        assert holders > 10, "the override reaches the page in many places (conversation id, title, anchors, summaries, label)"
+        holders = page.evaluate(
+            "() => [...document.querySelectorAll('body *')].filter(e => e.textContent.includes('\\u202e')).length"
+        )
+        assert holders > 10, "the override reaches the page in many places (id, title, anchors, summaries, label)"
         assert page.evaluate(LEAKS) == []
         page.add_style_tag(content="*{unicode-bidi:normal !important}")
         assert page.evaluate(LEAKS) != [], "without isolation the check finds the override reordering page text"

@@ -92,6 +92,10 @@ def write_atomic(path: str | Path, content: str | bytes) -> Path:
     return path
 
 
+_NEVER_OVER = "zett_lab never writes over its inputs: choose another output"
+_NEVER_INTO = "zett_lab never writes into its inputs: choose another output"
+
+
 def _same_file(first: Path, second: Path) -> bool:
     """Whether two paths name one file or folder (also through symlinks and hard links)."""
     if first.resolve() == second.resolve():
@@ -128,11 +132,11 @@ def check_output(
             continue
         source = Path(item).expanduser()
         if _same_file(target, source):
-            raise OutputError(target, None, "is one of the inputs; zett_lab never writes over its inputs: choose another output")
+            raise OutputError(target, None, f"is one of the inputs; {_NEVER_OVER}")
         if resolved in source.resolve().parents:
-            raise OutputError(target, None, f"holds an input ({source}); zett_lab never writes over its inputs: choose another output")
+            raise OutputError(target, None, f"holds an input ({source}); {_NEVER_OVER}")
         if source.is_dir() and source.resolve() in resolved.parents:
-            raise OutputError(target, None, f"is inside an input folder ({source}); zett_lab never writes into its inputs: choose another output")
+            raise OutputError(target, None, f"is inside an input folder ({source}); {_NEVER_INTO}")
     if target.exists() and not overwrite:
         raise OutputError(target, None, f"already exists; choose a new output, or pass {force_hint} to replace it")
     return target

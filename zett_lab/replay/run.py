@@ -101,7 +101,7 @@ def check_limits(max_tokens: object, keep_recent_tokens: object) -> None:
     for name, value in (("max_tokens", max_tokens), ("keep_recent_tokens", keep_recent_tokens)):
         if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
             raise SettingError(f"{name} must be a positive integer, got {value!r}")
-        if value > MAX_TOKEN_SETTING:
+        if int(value) > MAX_TOKEN_SETTING:
             raise SettingError(
                 f"{name}={value} is larger than zett_lab can use (at most {MAX_TOKEN_SETTING:,} tokens); "
                 f"to never compact, give a value above the conversation's size"
@@ -788,7 +788,8 @@ async def _drive(
                 where = f"conversation {conversation.id!r}, turn {turn.index}, step {len(recorder.step_rows) - 1}"
                 failure = recorder.strict_failure
                 if failure is not None:
-                    raise SummaryError(f"{where}: summary failed (strict): {type(failure).__name__}: {failure}") from failure
+                    cause = f"{type(failure).__name__}: {failure}"
+                    raise SummaryError(f"{where}: summary failed (strict): {cause}") from failure
                 if isinstance(error, ZettLabError):
                     raise
                 raise ReplayError(f"{where}: {type(error).__name__}: {error}") from error

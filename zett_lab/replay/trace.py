@@ -81,22 +81,27 @@ def combine_failure_counts(tables: list[pd.DataFrame]) -> pd.DataFrame:
     parts = [t for t in tables if len(t)]
     if not parts:
         return pd.DataFrame(columns=FAILURE_COLUMNS)
-    table = pd.concat(parts, ignore_index=True)
-    grouped = table.groupby(["what", "summarizer", "kind"], sort=False).agg(cause=("cause", "first"), count=("count", "sum"))
-    return grouped.reset_index().sort_values("count", ascending=False, kind="stable").reset_index(drop=True)[FAILURE_COLUMNS]
+    grouped = (
+        pd.concat(parts, ignore_index=True)
+        .groupby(["what", "summarizer", "kind"], sort=False)
+        .agg(cause=("cause", "first"), count=("count", "sum"))
+        .reset_index()
+    )
+    return grouped.sort_values("count", ascending=False, kind="stable").reset_index(drop=True)[FAILURE_COLUMNS]
 
 
 def count_causes(what: str, summarizers: pd.Series, kinds: pd.Series, errors: pd.Series) -> pd.DataFrame:
     """Rows of :data:`FAILURE_COLUMNS` from one (summarizer, kind, error text) per failed ``what``."""
     table = pd.DataFrame(
-        {"what": what, "summarizer": summarizers.astype(object).to_numpy(), "kind": kinds.astype(object).to_numpy(),
-         "cause": [one_line(e) for e in errors.astype(object)]}
+        {
+            "what": what,
+            "summarizer": summarizers.astype(object).to_numpy(),
+            "kind": kinds.astype(object).to_numpy(),
+            "cause": [one_line(e) for e in errors.astype(object)],
+            "count": 1,
+        }
     )
-    if not len(table):
-        return pd.DataFrame(columns=FAILURE_COLUMNS)
-    table = table.fillna({"summarizer": "", "kind": ""})
-    grouped = table.groupby(["what", "summarizer", "kind"], sort=False).agg(cause=("cause", "first"), count=("cause", "size"))
-    return grouped.reset_index().sort_values("count", ascending=False, kind="stable").reset_index(drop=True)[FAILURE_COLUMNS]
+    return combine_failure_counts([table.fillna({"summarizer": "", "kind": ""})])
 
 
 def frame(rows: list[dict[str, Any]], columns: list[str]) -> pd.DataFrame:

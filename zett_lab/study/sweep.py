@@ -790,7 +790,8 @@ class Sweep:
         """Failures per distinct cause (:data:`~zett_lab.replay.trace.FAILURE_COLUMNS`): summary calls
         that failed (each distinct replay counted once, however many cells share it) and cells
         that failed; empty when everything succeeded."""
-        labels = dict(zip(self.config.get("summarizer_identities", []), self.config.get("summarizers", [])))
+        identities = self.config.get("summarizer_identities", [])
+        labels = dict(zip(identities, self.config.get("summarizers", []), strict=True))
         parts = [src["compactions"] for src in self._sources.values() if len(src["compactions"])]
         calls = failure_counts(pd.concat(parts, ignore_index=True) if parts else pd.DataFrame())
         calls["summarizer"] = [labels.get(name, name) for name in calls["summarizer"]]
@@ -803,7 +804,9 @@ class Sweep:
         """What the sweep was made from: the conversations' files, the summary cache, the folder it was loaded from."""
         files = [f for c in self._conversations.values() for f in c.input_files()]
         cache = self.config.get("cache")
-        return [*files, *([Path(cache)] if cache and cache != ":memory:" else []), *([self.source] if self.source else [])]
+        if cache and cache != ":memory:":
+            files.append(Path(cache))
+        return files + ([self.source] if self.source else [])
 
     # --- display ------------------------------------------------------------------
 
@@ -1233,14 +1236,17 @@ def sweep(
         "worker_busy_s": round(sum(r.get("seconds", 0.0) for r in finished.values()), 3),
         "driver_cpu_s": round(time.process_time() - cpu_started, 3),
     }
-    result = Sweep(results=results, config=config, _conversations=conversations_by_id, _sources=sources, _cells=cell_map)
-    for failure in result.failure_counts.itertuples(index=False):
+    swept = Sweep(
+        results=results, config=config, _conversations=conversations_by_id, _sources=sources, _cells=cell_map
+    )
+    for failure in swept.failure_counts.itertuples(index=False):
         warnings.warn(
             f"{failure.count} {failure.what}(s) failed ({failure.summarizer}): {failure.cause}; "
             "those cells are no measurement (see Sweep.failure_counts)",
-            SummaryFailureWarning, stacklevel=2,
+            SummaryFailureWarning,
+            stacklevel=2,
         )
-    return result
+    return swept
 
 
 def _stop_at_first_failure(unit: _Unit, result: dict[str, Any] | None, lost: str | None) -> None:
@@ -1553,7 +1559,9 @@ def recommend(
     usable = _per_setting(filled, SETTING_COLUMNS)
     keys = [c for c in SETTING_COLUMNS if c in usable.columns]
     if not len(usable):
-        raise NoFeasibleSetting("no complete setting in the sweep (every setting has a failed cell or a failed summary)")
+        raise NoFeasibleSetting(
+            "no complete setting in the sweep (every setting has a failed cell or a failed summary)"
+        )
     grouped = usable.groupby(keys, dropna=False, sort=False)
     per = grouped.agg(**{cost: (cost, "sum"), "conversations": ("conversation_id", "nunique")})
     meets = pd.Series(True, index=per.index)
