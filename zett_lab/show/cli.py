@@ -241,8 +241,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     check_sweep_target(out)
     result = sweep(
         conversations, max_tokens=args.max_tokens, keep_recent_tokens=args.keep_recent_tokens, summarizers=summarizers,
-        progress=not args.no_progress, primary_model=args.primary_model, cache=cache,
-        **({"strict": True} if args.strict else {}),
+        progress=not args.no_progress, primary_model=args.primary_model, cache=cache, strict=args.strict,
     )
     result.save(out, overwrite=args.force)
     unmeasured = int((~measured_cells(result.results)).sum())
@@ -370,7 +369,7 @@ def cmd_lab(args: argparse.Namespace) -> int:
 COMMANDS = {"import": cmd_import, "replay": cmd_replay, "sweep": cmd_sweep, "report": cmd_report, "lab": cmd_lab}
 
 
-def _one_line(error: BaseException) -> str:
+def _one_line(error: BaseException | str) -> str:
     text = " ".join(str(error).split()) or type(error).__name__
     return text if len(text) <= 600 else text[:597] + "..."
 
