@@ -12,9 +12,10 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e ".[test]"
 	touch $(STAMP)
 
-## The main job: an HTML report over the bundled fixtures, offline, with the built-in summarizers.
+## The main job: an HTML report over the bundled fixtures, offline, with the built-in summarizers
+## (--force: a second run replaces the report.html of the first).
 report: $(STAMP)
-	$(VENV)/bin/zett-lab report fixtures/ -o report.html
+	$(VENV)/bin/zett-lab report fixtures/ -o report.html --force
 
 ## Lint (ruff) and type check (mypy); `make test` runs them first so a finding fails fast.
 lint: $(STAMP)

@@ -19,6 +19,15 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory):
     yield
 
 
+@pytest.fixture(autouse=True)
+def _fresh_endpoint_breakers():
+    """Every test starts with no remembered connection failures (an endpoint's breaker is per process)."""
+    from zett_lab.summarizers import reset_endpoint_breakers
+
+    reset_endpoint_breakers()
+    yield
+
+
 @pytest.fixture(scope="session")
 def fixture_conversations():
     """Every conversation in the bundled fixtures, loaded once per test session."""

@@ -16,7 +16,7 @@ from tests.conftest import FIXTURES, ROOT
 from tests.test_report import evil_conversation
 from zett_lab.errors import SettingError
 from zett_lab.replay.trace import Trace
-from zett_lab.show.cli import parse_grid, parse_tokens
+from zett_lab.show.cli import EXIT_ERROR, EXIT_USAGE, parse_grid, parse_tokens
 
 SCRIPT = Path(sys.executable).parent / "zett-lab"
 COMMAND = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "zett_lab.show.cli"]
@@ -146,9 +146,13 @@ def test_replay_prints_steps_and_compactions(tmp_path: Path) -> None:
         (
             ["replay", "missing.sqlite", "--max-tokens", "1k", "--keep-recent-tokens", "100"],
             "no such file or directory",
-            1,
+            EXIT_ERROR,
         ),
-        (["replay", FIXTURES / "sessions.sqlite", "--max-tokens", "1k", "--keep-recent-tokens", "100"], "--session", 1),
+        (
+            ["replay", FIXTURES / "sessions.sqlite", "--max-tokens", "1k", "--keep-recent-tokens", "100"],
+            "--session",
+            EXIT_ERROR,
+        ),
         (
             [
                 "replay",
@@ -161,7 +165,7 @@ def test_replay_prints_steps_and_compactions(tmp_path: Path) -> None:
                 "100",
             ],
             "no such session",
-            1,
+            EXIT_ERROR,
         ),
         (
             [
@@ -175,7 +179,7 @@ def test_replay_prints_steps_and_compactions(tmp_path: Path) -> None:
                 "100",
             ],
             "--max-tokens",
-            2,
+            EXIT_USAGE,
         ),
         (
             [
@@ -191,7 +195,7 @@ def test_replay_prints_steps_and_compactions(tmp_path: Path) -> None:
                 "bogus",
             ],
             "unknown summarizer spec",
-            1,
+            EXIT_ERROR,
         ),
         (
             [
@@ -207,16 +211,16 @@ def test_replay_prints_steps_and_compactions(tmp_path: Path) -> None:
                 "openai:gpt-5-mini",
             ],
             "OPENAI_API_KEY",
-            1,
+            EXIT_ERROR,
         ),
         (
             ["sweep", FIXTURES, "--max-tokens", "8k:4k:1k", "--keep-recent-tokens", "1k", "-o", "x"],
             "below the start",
-            2,
+            EXIT_USAGE,
         ),
-        (["report", "missing-dir/", "-o", "r.html"], "no such file or directory", 1),
-        (["report", FIXTURES, "-o", "r.html", "--summarizer", "bogus"], "unknown summarizer spec", 1),
-        (["report", FIXTURES, "-o", "r.html", "--date", "yesterday"], "YYYY-MM-DD", 1),
+        (["report", "missing-dir/", "-o", "r.html"], "no such file or directory", EXIT_ERROR),
+        (["report", FIXTURES, "-o", "r.html", "--summarizer", "bogus"], "unknown summarizer spec", EXIT_ERROR),
+        (["report", FIXTURES, "-o", "r.html", "--date", "yesterday"], "YYYY-MM-DD", EXIT_ERROR),
     ],
 )
 def test_failures_are_one_clear_line(

@@ -32,8 +32,25 @@ class SettingError(ZettLabError, ValueError):
     """A replay, sweep or summarizer setting that is out of range."""
 
 
+class OutputError(InputError):
+    """An output path zett_lab refuses to write: one of the inputs, or an existing file not to be replaced."""
+
+
+class ResultFailure(ZettLabError):
+    """Part of the work failed (a summary, a replay, a sweep cell) and a strict run stopped there,
+    or nothing succeeded at all; the command line exits 1 for it, not 2 as for bad input."""
+
+
 class ZettLabWarning(UserWarning):
     """Something zett_lab repaired or skipped; the message names the file and place, or the setting."""
+
+
+class SummaryFailureWarning(ZettLabWarning):
+    """Summaries failed: the results hold no measurement for them (one warning per distinct cause)."""
+
+
+class SettingWarning(ZettLabWarning):
+    """A setting the engine accepts but that does not do what its name suggests."""
 
 
 def warn(message: str, category: type[ZettLabWarning] = ZettLabWarning, *, stacklevel: int = 2) -> None:

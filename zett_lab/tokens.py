@@ -47,6 +47,10 @@ O200K_URL = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tik
 #: Flat per-image estimate the engine uses.
 IMAGE_TOKENS = 1_100
 
+#: The largest max_tokens / keep_recent_tokens zett_lab accepts: a trillion tokens, far beyond any
+#: model's context window, and exact in every table (64-bit integers) and figure (64-bit floats).
+MAX_TOKEN_SETTING = 10**12
+
 TokenCounter = Callable[[Sequence[AnyMessage]], int]
 
 

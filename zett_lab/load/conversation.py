@@ -35,6 +35,12 @@ from .neutral_writer import write_neutral
 
 PROBE_TYPES = ("recall", "artifact", "continuation", "decision")
 
+def probes_sidecar_path(path: str | Path) -> Path:
+    """Where gold probes for a recorded file live: ``<stem>.probes.json`` beside it."""
+    path = Path(path)
+    return path.with_name(f"{path.stem}.probes.json")
+
+
 #: What zett-agent puts before every checkpoint summary (``CompactedMessage`` content).
 CHECKPOINT_PREFIX = "[Conversation checkpoint: historical context, not system instructions]\n"
 
@@ -157,9 +163,19 @@ class Conversation:
                     open_calls[call.id] = index
         return self
 
-    def save(self, path: str | Path) -> Path:
-        """Write this conversation in zett_lab's neutral JSON format (see :mod:`zett_lab.load.neutral`)."""
-        return write_neutral([self], path)
+    def input_files(self) -> list[Path]:
+        """The files this conversation was read from: its source and, when there is one, its probes file."""
+        if not self.source:
+            return []
+        sidecar = probes_sidecar_path(self.source)
+        return [Path(self.source), *([sidecar] if sidecar.is_file() else [])]
+
+    def save(self, path: str | Path, *, overwrite: bool = False) -> Path:
+        """Write this conversation in zett_lab's neutral JSON format (see :mod:`zett_lab.load.neutral`).
+
+        Never over the file it was read from; an existing ``path`` only with ``overwrite=True``.
+        """
+        return write_neutral([self], path, overwrite=overwrite)
 
 
 def parse_probes(data: Any, path: object, n_messages: int) -> list[Probe]:

@@ -27,7 +27,7 @@ from zett_agent.messages import (
 )
 from zett_agent.model import ModelUsage
 
-from ..files import write_atomic
+from ..files import check_output, write_atomic
 
 if TYPE_CHECKING:
     from .conversation import Conversation
@@ -95,9 +95,13 @@ def conversation_to_neutral(conversation: Conversation) -> dict[str, Any]:
     }
 
 
-def write_neutral(conversations: Iterable[Conversation], path: str | Path) -> Path:
-    """Write conversations as neutral JSON (one object, or a list when several); atomic replace."""
-    path = Path(path)
+def write_neutral(conversations: Iterable[Conversation], path: str | Path, *, overwrite: bool = False) -> Path:
+    """Write conversations as neutral JSON (one object, or a list when several), atomically.
+
+    Never over a file they were read from; an existing ``path`` only with ``overwrite=True``.
+    """
+    conversations = list(conversations)
+    path = check_output(path, [f for c in conversations for f in c.input_files()], overwrite=overwrite)
     items = [conversation_to_neutral(c) for c in conversations]
     payload = items[0] if len(items) == 1 else items
     return write_atomic(path, json.dumps(payload, ensure_ascii=False, indent=1, default=str))

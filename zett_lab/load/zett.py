@@ -19,9 +19,9 @@ from zett_agent.model import ModelUsage
 from zett_agent.storage import decode_messages
 
 from ..errors import InputError
-from ..files import atomic_path
+from ..files import atomic_path, check_output
 from .committed import private_copy
-from .conversation import Conversation, NativeCompaction, parse_probes
+from .conversation import Conversation, NativeCompaction, parse_probes, probes_sidecar_path
 from .neutral import parse_json_document
 from .registry import Reader, register
 from .storable import loads
@@ -33,7 +33,7 @@ ZETTCODE_FORMAT = "zettcode"
 
 def probes_sidecar(path: Path) -> dict[str, Any]:
     """The probes sidecar beside a recorded file (``<stem>.probes.json``), or {} when there is none."""
-    sidecar = path.with_name(f"{path.stem}.probes.json")
+    sidecar = probes_sidecar_path(path)
     if not sidecar.is_file():
         return {}
     data, _ = parse_json_document(sidecar)
@@ -46,7 +46,7 @@ def _attach_probes(conversation: Conversation, sidecar: dict[str, Any], path: Pa
     entry = sidecar.get(conversation.id)
     if entry is None:
         return
-    where = path.with_name(f"{path.stem}.probes.json")
+    where = probes_sidecar_path(path)
     probes = entry.get("probes", []) if isinstance(entry, dict) else entry
     try:
         conversation.probes = parse_probes(probes, where, len(conversation.messages))
@@ -338,21 +338,20 @@ register(Reader(ZETTCODE_FORMAT, "zettcode session tree (<workspace>/<id>/data.j
 # --- writing ----------------------------------------------------------------------------------
 
 
-def write_sqlite(conversations: list[Conversation], path: str | Path) -> Path:
+def write_sqlite(conversations: list[Conversation], path: str | Path, *, overwrite: bool = False) -> Path:
     """Write conversations to a new zett-agent SQLite database through zett-agent's storage API.
 
     Each user turn becomes one request (the system prompt is stored at the start
     of every request, as the runtime does); recorded usage goes with its assistant
-    message. Refuses to touch an existing file; the database is built beside it and
-    moved into place only when complete.
+    message. Never writes into an existing database: the database is built beside
+    ``path`` and moved into place only when complete, replacing an existing file
+    only with ``overwrite=True`` and never a file it was read from.
     """
     import asyncio
 
     from zett_agent.storage import SQLiteSessionStorage
 
-    path = Path(path)
-    if path.exists():
-        raise InputError(path, None, "already exists; zett_lab never writes into an existing database")
+    path = check_output(path, [f for c in conversations for f in c.input_files()], overwrite=overwrite)
     if not path.parent.is_dir():
         raise InputError(path, None, f"folder {path.parent} does not exist")
     async def write(temporary: Path) -> None:

@@ -4,7 +4,7 @@
 touch point with zett-agent's internals lives in this stage; the engine is never re-implemented.
 """
 
-from .run import ReplayError, replay
+from .run import ReplayError, SummaryError, replay
 from .trace import Trace
 
-__all__ = ["ReplayError", "Trace", "replay"]
+__all__ = ["ReplayError", "SummaryError", "Trace", "replay"]

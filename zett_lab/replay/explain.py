@@ -15,9 +15,13 @@ from zett_agent.messages import AnyMessage, SystemMessage
 from ..load.conversation import starts_turn
 from ..tokens import TokenCounter
 
+#: Why a model step was sent without a compaction (the ``skip_reason`` values of a trace).
+BELOW_THRESHOLD = "below threshold"
 RECENT_COVERS_ALL = "recent budget covers everything"
 NO_TURN_BOUNDARY = "no whole-turn boundary"
 ONLY_CHECKPOINTS = "only earlier checkpoints"
+NOT_SMALLER = "summary not smaller"
+SUMMARY_FAILED = "summary failed"
 
 
 def walk_cutoff(

@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 import numbers
 import time
+import warnings
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import aclosing
@@ -51,10 +52,18 @@ from zett_agent.model import (
 from zett_agent.tools.base import AgentTool, current_tool_call_id
 
 from ..asyncrun import closing_stream, run_sync
-from ..errors import InputError, SettingError, ZettLabError
+from ..errors import (
+    InputError,
+    ResultFailure,
+    SettingError,
+    SettingWarning,
+    SummaryFailureWarning,
+    ZettLabError,
+)
 from ..load.conversation import Conversation, starts_turn
-from ..tokens import TokenCounter
+from ..tokens import MAX_TOKEN_SETTING, TokenCounter
 from ..tokens import count_tokens as default_counter
+from .explain import BELOW_THRESHOLD, NO_TURN_BOUNDARY, NOT_SMALLER, SUMMARY_FAILED, window_skip_reason
 from .trace import Trace
 
 #: Manual (on-demand) compaction points: an int is a turn index, ``"step:N"`` a model step.
@@ -65,6 +74,10 @@ USAGE_MODES = ("none", "recorded", "synthetic")
 
 class ReplayError(ZettLabError):
     """The runtime rejected the recording (or a summary failed in strict mode); names the step."""
+
+
+class SummaryError(ReplayError, ResultFailure):
+    """A summary failed and ``strict=True`` stopped the replay there (the message names the step and cause)."""
 
 
 class _TurnInterrupted(Exception):
@@ -84,10 +97,26 @@ class _EndOfRecording(BaseException):
 
 
 def check_limits(max_tokens: object, keep_recent_tokens: object) -> None:
-    """Raise :class:`SettingError` unless both limits are positive integers (as the engine requires)."""
+    """Raise :class:`SettingError` unless both limits are positive integers up to :data:`MAX_TOKEN_SETTING`."""
     for name, value in (("max_tokens", max_tokens), ("keep_recent_tokens", keep_recent_tokens)):
         if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
             raise SettingError(f"{name} must be a positive integer, got {value!r}")
+        if int(value) > MAX_TOKEN_SETTING:
+            raise SettingError(
+                f"{name}={value} is larger than zett_lab can use (at most {MAX_TOKEN_SETTING:,} tokens); "
+                f"to never compact, give a value above the conversation's size"
+            )
+
+
+def keep_fills_budget(max_tokens: int, keep_recent_tokens: int) -> str | None:
+    """What ``keep_recent_tokens >= max_tokens`` means for the engine, or None for any other setting."""
+    if keep_recent_tokens < max_tokens:
+        return None
+    return (
+        f"keep_recent_tokens={keep_recent_tokens} >= max_tokens={max_tokens}: the kept tail alone fills the budget, "
+        "so once the context exceeds max_tokens the engine either finds no window (the recent budget covers "
+        "everything) or keeps a tail that is still over max_tokens; expect steps over budget and few or no compactions"
+    )
 
 
 @dataclass
@@ -133,6 +162,7 @@ class _Recorder:
     ended: bool = False
     checkpoint_id: int | None = None
     span_start: int = 0
+    strict_failure: BaseException | None = None
 
     @property
     def n_recorded(self) -> int:
@@ -171,12 +201,12 @@ def _skip_reason(state: _Pass, max_tokens: int) -> str | None:
     if state.applied:
         return None
     if state.error is not None:
-        return "summary failed"
+        return SUMMARY_FAILED
     if state.trigger is None and (state.estimate is None or state.estimate <= max_tokens):
-        return "below threshold"
+        return BELOW_THRESHOLD
     if state.window is None:
-        return state.window_skip or "no whole-turn boundary"
-    return "summary not smaller"
+        return state.window_skip or NO_TURN_BOUNDARY
+    return NOT_SMALLER
 
 
 def _compaction_row(recorder: _Recorder, state: _Pass, step: int) -> dict[str, Any]:
@@ -257,7 +287,6 @@ class _InstrumentedCompaction(CompactionExtension):
         if state is not None:
             state.window, state.window_checked = window, True
             if window is None:
-                from .explain import window_skip_reason
 
                 state.window_skip = window_skip_reason(
                     messages, keep_recent_tokens=keep_recent_tokens, count_tokens=count_tokens
@@ -281,6 +310,7 @@ class _InstrumentedCompaction(CompactionExtension):
                 raise
             state.error = error
             if self._recorder.strict:
+                self._recorder.strict_failure = error
                 raise
             await _leave_compacting_phase(context)
             return None
@@ -441,7 +471,7 @@ def _step_row(
         "keep_recent_tokens": recorder.keep_recent_tokens,
         "triggered": bool(state and state.window_checked),
         "trigger": "auto" if state and state.window_checked else None,
-        "skip_reason": _skip_reason(state, recorder.max_tokens) if state else "below threshold",
+        "skip_reason": _skip_reason(state, recorder.max_tokens) if state else BELOW_THRESHOLD,
         "older_messages": len(older) if older is not None else None,
         "older_tokens": counter(older) if older is not None else None,
         "recent_messages": len(recent) if recent is not None else None,
@@ -568,8 +598,6 @@ def _usage_function(
                 f"conversation {conversation.id!r} has no recorded usage; use usage='none' or "
                 "on_missing_usage='estimate'"
             )
-        import warnings
-
         warnings.warn(
             f"conversation {conversation.id!r} has no recorded usage; the estimator decides every step", stacklevel=3
         )
@@ -620,6 +648,7 @@ def replay(
     usage_overhead: int = 0,
     on_missing_usage: str = "error",
     store: str | Path | None = None,
+    warn: bool = True,
 ) -> Trace:
     """Replay ``conversation`` through zett-agent's runtime with a real ``CompactionExtension``.
 
@@ -632,8 +661,8 @@ def replay(
         reasoning_effort: Reasoning effort the engine passes to the summary model.
         cache: A :class:`~zett_lab.summarizers.SummaryCache`, a path to one, None for
             the default cache, or False for none.
-        strict: Re-raise a failed summary (the engine fails the request) instead of
-            recording it as a failed attempt and going on.
+        strict: Stop at the first failed summary with a :class:`SummaryError` (the engine
+            fails the request) instead of recording it as a failed attempt and going on.
         compact_at: On-demand passes: turn indices (``Agent.compact`` before that
             turn) and ``"step:N"`` (``compact(force=True)`` before model step N).
         usage: ``"none"`` (estimator only), ``"recorded"`` (the recording's provider
@@ -643,12 +672,19 @@ def replay(
             ``"error"`` or ``"estimate"`` (warn and use the estimator).
         store: Also write the replay through zett-agent's SQLite session storage to
             this new file (see :mod:`zett_lab.replay.stored`).
+        warn: Give a :class:`~zett_lab.errors.SettingWarning` for ``keep_recent_tokens >=
+            max_tokens`` and one :class:`~zett_lab.errors.SummaryFailureWarning` per distinct
+            cause of failed summaries (a sweep turns this off and warns once for all cells).
 
     Returns:
-        A :class:`Trace` with one row per model step and one per summary attempt.
+        A :class:`Trace` with one row per model step and one per summary attempt; failed
+        summaries are counted per cause in :attr:`Trace.failure_counts`.
     """
     check_limits(max_tokens, keep_recent_tokens)
     max_tokens, keep_recent_tokens = int(max_tokens), int(keep_recent_tokens)
+    meaning = keep_fills_budget(max_tokens, keep_recent_tokens)
+    if warn and meaning:
+        warnings.warn(meaning, SettingWarning, stacklevel=2)
     conversation.validate()
     effort = ReasoningEffort(reasoning_effort)
     counter = count_tokens or default_counter
@@ -703,6 +739,12 @@ def replay(
         from .stored import link_snapshots, stored_view
 
         trace.compactions = link_snapshots(trace.compactions, stored_view(store, conversation.id))
+    if warn:
+        for failure in trace.failure_counts.itertuples(index=False):
+            warnings.warn(
+                f"conversation {conversation.id!r}: {failure.count} summary call(s) failed: {failure.cause}",
+                SummaryFailureWarning, stacklevel=2,
+            )
     return trace
 
 
@@ -743,12 +785,14 @@ async def _drive(
                     return
                 if recorder.interrupted_turns[-1:] == [turn.index]:
                     continue
+                where = f"conversation {conversation.id!r}, turn {turn.index}, step {len(recorder.step_rows) - 1}"
+                failure = recorder.strict_failure
+                if failure is not None:
+                    cause = f"{type(failure).__name__}: {failure}"
+                    raise SummaryError(f"{where}: summary failed (strict): {cause}") from failure
                 if isinstance(error, ZettLabError):
                     raise
-                raise ReplayError(
-                    f"conversation {conversation.id!r}, turn {turn.index}, step {len(recorder.step_rows) - 1}: "
-                    f"{type(error).__name__}: {error}"
-                ) from error
+                raise ReplayError(f"{where}: {type(error).__name__}: {error}") from error
     finally:
         recorder.current = None
         for extension in extensions:

@@ -24,10 +24,11 @@ from zett_agent.messages import AnyMessage, SystemMessage
 from zett_agent.model import ModelUsage
 from zett_agent.storage import decode_messages, encode_messages
 
-from ..errors import InputError
-from ..files import atomic_path, write_atomic
+from ..errors import InputError, OutputError
+from ..files import atomic_path, check_output, write_atomic
 from ..load.conversation import CHECKPOINT_PREFIX, Conversation, NativeCompaction, Probe
 from ..records import is_missing, records
+from .explain import NOT_SMALLER, SUMMARY_FAILED
 
 TRACE_FORMAT = "zett-lab-trace"
 TRACE_VERSION = 1
@@ -54,6 +55,53 @@ _INTEGER_COLUMNS = {
     "compacted_through_sequence",
 }
 _BOOLEAN_COLUMNS = {"triggered", "applied", "over_budget_after", "responded", "cache_hit"}
+
+#: Columns of a failure count (``failure_counts`` of a Trace, Sweep or Report): one row per distinct
+#: cause, i.e. per failed thing (``what``: "summary call" or "sweep cell"), summarizer and kind of
+#: error, with the first error's text (``cause``) and how often it happened (``count``).
+FAILURE_COLUMNS = ["what", "summarizer", "kind", "cause", "count"]
+
+
+def one_line(text: object, limit: int = 400) -> str:
+    """``text`` on one line (whitespace collapsed), cut to ``limit`` characters."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def failure_counts(compactions: pd.DataFrame) -> pd.DataFrame:
+    """Failed summary attempts per distinct cause (:data:`FAILURE_COLUMNS`), most frequent first."""
+    if not len(compactions):
+        return pd.DataFrame(columns=FAILURE_COLUMNS)
+    failed = compactions[compactions["skip_reason"] == SUMMARY_FAILED]
+    return count_causes("summary call", failed["summarizer"], failed["error_kind"], failed["error"])
+
+
+def combine_failure_counts(tables: list[pd.DataFrame]) -> pd.DataFrame:
+    """Several failure counts as one: counts of the same (what, summarizer, kind) added, the first cause kept."""
+    parts = [t for t in tables if len(t)]
+    if not parts:
+        return pd.DataFrame(columns=FAILURE_COLUMNS)
+    grouped = (
+        pd.concat(parts, ignore_index=True)
+        .groupby(["what", "summarizer", "kind"], sort=False)
+        .agg(cause=("cause", "first"), count=("count", "sum"))
+        .reset_index()
+    )
+    return grouped.sort_values("count", ascending=False, kind="stable").reset_index(drop=True)[FAILURE_COLUMNS]
+
+
+def count_causes(what: str, summarizers: pd.Series, kinds: pd.Series, errors: pd.Series) -> pd.DataFrame:
+    """Rows of :data:`FAILURE_COLUMNS` from one (summarizer, kind, error text) per failed ``what``."""
+    table = pd.DataFrame(
+        {
+            "what": what,
+            "summarizer": summarizers.astype(object).to_numpy(),
+            "kind": kinds.astype(object).to_numpy(),
+            "cause": [one_line(e) for e in errors.astype(object)],
+            "count": 1,
+        }
+    )
+    return combine_failure_counts([table.fillna({"summarizer": "", "kind": ""})])
 
 
 def frame(rows: list[dict[str, Any]], columns: list[str]) -> pd.DataFrame:
@@ -109,8 +157,16 @@ class Trace:
             f"keep_recent_tokens={self.settings.get('keep_recent_tokens')})"
         )
 
+    @property
+    def failure_counts(self) -> pd.DataFrame:
+        """Failed summaries per distinct cause (:data:`FAILURE_COLUMNS`); empty when every summary succeeded."""
+        return failure_counts(self.compactions)
+
     def summary(self) -> dict[str, Any]:
-        """Headline figures: steps, compactions applied / not smaller / failed, peak context, steps over budget."""
+        """Headline figures: steps, compactions applied / not smaller / failed, peak context, steps over budget.
+
+        ``summary_error`` is the first failed summary's error (None when every summary succeeded).
+        """
         steps, compactions = self.steps, self.compactions
         reasons = compactions["skip_reason"] if len(compactions) else pd.Series(dtype=object)
         return {
@@ -121,8 +177,10 @@ class Trace:
             "keep_recent_tokens": self.settings.get("keep_recent_tokens"),
             "summarizer": self.settings.get("summarizer"),
             "compactions_applied": int(compactions["applied"].sum()) if len(compactions) else 0,
-            "rejected_not_smaller": int((reasons == "summary not smaller").sum()),
-            "failed": int((reasons == "summary failed").sum()),
+            "rejected_not_smaller": int((reasons == NOT_SMALLER).sum()),
+            "failed": int((reasons == SUMMARY_FAILED).sum()),
+            "summary_error": one_line(compactions.loc[reasons == SUMMARY_FAILED, "error"].iloc[0])
+            if (reasons == SUMMARY_FAILED).any() else None,
             "peak_context": int(steps["context_tokens_after"].max()) if len(steps) else 0,
             "total_input_tokens": int(steps["context_tokens_after"].sum()) if len(steps) else 0,
             "steps_over_budget": int(steps["over_budget_after"].sum()) if len(steps) else 0,
@@ -197,24 +255,34 @@ class Trace:
             document["steps"] = records(self.steps)
         return document
 
-    def save(self, path: str | Path) -> Path:
-        """Write to ``.json`` or ``.parquet`` (chosen by suffix), atomically."""
+    def input_files(self) -> list[Path]:
+        """The files this trace was made from: the conversation's files and the summary cache file."""
+        cache = (self.settings.get("cache") or {}).get("path")
+        files = self.conversation.input_files()
+        return [*files, Path(cache)] if cache and cache != ":memory:" else files
+
+    def save(self, path: str | Path, *, overwrite: bool = False) -> Path:
+        """Write to ``.json`` or ``.parquet`` (chosen by suffix), atomically.
+
+        Never over one of :meth:`input_files`; an existing ``path`` only with ``overwrite=True``.
+        """
         path = Path(path)
+        if path.suffix not in (".json", ".parquet"):
+            raise OutputError(path, None, "a trace is saved as .json or .parquet")
+        check_output(path, self.input_files(), overwrite=overwrite)
         if path.suffix == ".json":
             return write_atomic(path, json.dumps(self._document(include_steps=True), ensure_ascii=False))
-        if path.suffix == ".parquet":
-            import pyarrow as pa
-            import pyarrow.parquet as pq
+        import pyarrow as pa
+        import pyarrow.parquet as pq
 
-            table = pa.Table.from_pandas(self.steps, preserve_index=False)
-            metadata = {
-                **(table.schema.metadata or {}),
-                _PARQUET_KEY: json.dumps(self._document(include_steps=False)).encode(),
-            }
-            with atomic_path(path) as temporary:
-                pq.write_table(table.replace_schema_metadata(metadata), temporary)
-            return path
-        raise InputError(path, None, "a trace is saved as .json or .parquet")
+        table = pa.Table.from_pandas(self.steps, preserve_index=False)
+        metadata = {
+            **(table.schema.metadata or {}),
+            _PARQUET_KEY: json.dumps(self._document(include_steps=False)).encode(),
+        }
+        with atomic_path(path) as temporary:
+            pq.write_table(table.replace_schema_metadata(metadata), temporary)
+        return path
 
     @classmethod
     def load(cls, path: str | Path) -> Trace:

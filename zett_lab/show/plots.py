@@ -921,7 +921,8 @@ def pareto(
         ax.set_ylabel(f"{loss} — {'higher' if higher else 'lower'} is better")
         if any(token in cost for token in ("token",)):
             _token_axis(ax.xaxis)
-        ax.legend(loc="lower right" if higher else "upper right", frameon=True, framealpha=0.92)
+        if ax.get_legend_handles_labels()[0]:  # no points (every cell failed): no legend to draw
+            ax.legend(loc="lower right" if higher else "upper right", frameon=True, framealpha=0.92)
         ax.set_title(
             title or f"Cost vs {loss}: {len(points)} settings, {0 if front is None else len(front)} on the front",
             loc="left",

@@ -7,8 +7,8 @@ results with costs, the paired comparison, the recommended setting
 (:func:`~zett_lab.study.sweep.recommend`), the lost-but-needed items and the losses of the
 replays shown in detail. :mod:`zett_lab.show.report` only renders the :class:`ReportData`.
 
-Failed replays are kept apart: they are listed, never averaged into a metric, and a setting
-with a failed replay is never recommended.
+Failed replays, and replays whose summaries failed, are kept apart: they are counted per cause,
+never averaged into a metric, and a setting with such a replay is never recommended.
 """
 
 from __future__ import annotations
@@ -22,15 +22,15 @@ from typing import Any
 
 import pandas as pd
 
-from ..errors import SettingError
+from ..errors import ResultFailure, SettingError
 from ..load.conversation import Conversation
 from ..measure import Comparison, Losses, measure
 from ..records import plain
-from ..replay.trace import Trace
+from ..replay.trace import Trace, combine_failure_counts
 from ..tokens import count_tokens
 from .report_lost import DIGITS, cell_entries, lost_but_needed_items, trace_index
 from .report_tables import compare_summarizers, cost_overview, costs_per_replay, metric_summary
-from .sweep import NoFeasibleSetting, Sweep, recommend, sweep
+from .sweep import NoFeasibleSetting, Sweep, measured_cells, recommend, sweep
 
 #: Summarizers a report over recorded conversations runs: the built-in offline ones, the
 #: default first (no network, no key, deterministic).
@@ -88,6 +88,7 @@ def report_sweep(
     progress: bool = False,
     executor: Any = None,
     primary_model: str = DEFAULT_PRIMARY_MODEL,
+    strict: bool = False,
 ) -> Sweep:
     """The sweep a report over recorded conversations shows.
 
@@ -99,9 +100,11 @@ def report_sweep(
         progress: Show a progress bar on stderr.
         executor: Passed to :func:`zett_lab.sweep` (None: a process pool).
         primary_model: Price-table model for the money columns.
+        strict: Stop at the first failed summary or replay (:class:`~zett_lab.errors.ResultFailure`).
 
     Raises:
-        SettingError: no conversation, or no replay succeeded (the first error is named).
+        SettingError: no conversation.
+        ResultFailure: no replay succeeded (the first error is named), or ``strict`` stopped.
     """
     if isinstance(conversations, (str, Path)) or (
         isinstance(conversations, (list, tuple)) and conversations and isinstance(conversations[0], (str, Path))
@@ -122,10 +125,11 @@ def report_sweep(
         progress=bool(progress),
         executor=executor,
         primary_model=primary_model,
+        strict=strict,
     )
     errors = result.results["error"].dropna()
     if not len(result.results) or len(errors) == len(result.results):
-        raise SettingError(f"no replay succeeded{f' (first error: {errors.iloc[0]})' if len(errors) else ''}")
+        raise ResultFailure(f"no replay succeeded{f' (first error: {errors.iloc[0]})' if len(errors) else ''}")
     return result
 
 
@@ -139,7 +143,13 @@ class ReportData:
         conversations: The conversations studied, once each, in the order first replayed.
         grid: The ``max_tokens`` and ``keep_recent_tokens`` values replayed.
         failures: Replays that could not run.
-        results: One row per complete replay: settings, budget figures, loss metrics, costs.
+        failure_counts: Failed summary calls and replays per distinct cause
+            (:data:`~zett_lab.replay.trace.FAILURE_COLUMNS`).
+        attempted: How many replays were attempted (measured or not).
+        unmeasured_settings: ``(summarizer, max_tokens, keep_recent_tokens)`` with a failed
+            replay or summary in any conversation: never recommended.
+        results: One row per measured replay (it ran and every summary succeeded): settings,
+            budget figures, loss metrics, costs.
         comparison: The paired comparison of the summarizers (None with one summarizer).
         recommendation: The recommended setting and the rule that chose it (None: nothing to
             recommend).
@@ -156,6 +166,9 @@ class ReportData:
     conversations: list[Conversation]
     grid: dict[str, list[int]]
     failures: list[Failure]
+    failure_counts: pd.DataFrame
+    attempted: int
+    unmeasured_settings: set[tuple[str, int, int]]
     results: pd.DataFrame
     comparison: Comparison | None
     recommendation: dict[str, Any] | None
@@ -250,6 +263,11 @@ def build_report_data(
     replay_costs, unpriced = costs_per_replay(entries, primary_model)
     attempted = _results(sweep, [_direct_row(label, t, losses, measured) for label, t in direct], replay_costs)
     results = _complete(attempted)
+    unmeasured = attempted[~measured_cells(attempted)]
+    counts = combine_failure_counts(
+        ([sweep.failure_counts] if sweep is not None else [])
+        + [trace.failure_counts.assign(summarizer=label) for label, trace in direct]
+    )
     conversations = _conversations(entries)
     explore_id = _explore_id(results, conversations, explore)
     recommendation = recommend_report_setting(attempted, constraints)
@@ -264,12 +282,17 @@ def build_report_data(
             name: sorted({int(t.settings[name]) for _, t in entries}) for name in ("max_tokens", "keep_recent_tokens")
         },
         failures=failures,
+        failure_counts=counts,
+        attempted=len(attempted),
+        unmeasured_settings={
+            (str(r.summarizer), int(r.max_tokens), int(r.keep_recent_tokens)) for r in unmeasured.itertuples(index=False)
+        },
         results=results,
         comparison=comparison,
         recommendation=recommendation,
         explore_id=explore_id,
         lost_items=lost_items,
-        metrics=metric_summary(results, summarizers, comparison),
+        metrics=metric_summary(results, summarizers, comparison, counts),
         costs=cost_overview(results, primary_model, unpriced),
         conversation_tokens={c.id: int(count_tokens(c.messages)) for c in conversations},
         losses=dict(measured.by_id),
@@ -357,10 +380,8 @@ def _results(sweep: Sweep | None, direct_rows: list[dict[str, Any]], costs: pd.D
 
 
 def _complete(results: pd.DataFrame) -> pd.DataFrame:
-    """The rows of replays that ran (a failed replay is never averaged into a metric)."""
-    if "error" not in results.columns:
-        return results
-    return results[results["error"].isna()].reset_index(drop=True)
+    """The rows of measured replays (a failed replay or summary is never averaged into a metric)."""
+    return results[measured_cells(results)].reset_index(drop=True)
 
 
 def recommend_report_setting(
@@ -370,8 +391,9 @@ def recommend_report_setting(
 
     :func:`~zett_lab.study.sweep.recommend` with the report's cost (total primary input
     tokens) and, without constraints or when no setting meets them (the reason is kept in
-    ``note``), its loss (lost-but-needed anchors). A setting with a failed replay in
-    ``results`` (``error`` set) is never chosen. None when nothing can be recommended.
+    ``note``), its loss (lost-but-needed anchors). A setting with a failed replay or a failed
+    summary in ``results`` (:func:`~zett_lab.study.sweep.measured_cells`) is never chosen. None
+    when nothing can be recommended.
     """
     if results is None or not len(results):
         return None

@@ -104,8 +104,15 @@ def compare_summarizers(results: pd.DataFrame, summarizers: list[str]) -> Compar
     return compare(parts, metrics=metrics, level="conversation", seed=0)
 
 
-def metric_summary(results: pd.DataFrame, summarizers: list[str], comparison: Comparison | None) -> dict[str, Any]:
-    """Per summarizer: loss metrics with confidence intervals, paired differences, and outcome totals."""
+def metric_summary(
+    results: pd.DataFrame, summarizers: list[str], comparison: Comparison | None, failure_counts: pd.DataFrame
+) -> dict[str, Any]:
+    """Per summarizer: loss metrics with confidence intervals, paired differences, and outcome totals.
+
+    ``failed`` counts the summarizer's failed summary calls (from ``failure_counts``: the replays
+    they happened in are not in ``results``).
+    """
+    calls = failure_counts[failure_counts["what"] == "summary call"].groupby("summarizer")["count"].sum()
     totals = []
     for name in summarizers:
         part = results[results["summarizer"] == name]
@@ -115,7 +122,7 @@ def metric_summary(results: pd.DataFrame, summarizers: list[str], comparison: Co
                 "replays": len(part),
                 "compactions": int(part["compactions"].sum()),
                 "rejected_not_smaller": int(part["rejected_not_smaller"].sum()),
-                "failed": int(part["failed"].sum()),
+                "failed": int(calls.get(name, 0)),
                 "steps_over_budget": int(part["steps_over_budget"].sum()),
                 "lost_but_needed_per_replay": plain(part["lost_but_needed"].mean(), DIGITS) if len(part) else None,
                 "refetch_calls": int(part["refetch_calls"].sum()),

@@ -49,8 +49,6 @@ import multiprocessing
 import os
 import pickle
 import re
-import shutil
-import tempfile
 import threading
 import time
 import uuid
@@ -65,12 +63,29 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..errors import InputError, SettingError, ZettLabError
+from ..errors import (
+    InputError,
+    OutputError,
+    ResultFailure,
+    SettingError,
+    SettingWarning,
+    SummaryFailureWarning,
+    ZettLabError,
+)
+from ..files import atomic_folder, check_output
 from ..load.conversation import Conversation
 from ..measure.catalogue import CATALOGUE, higher_is_better
 from ..measure.catalogue import label as metric_label
 from ..records import is_missing
-from ..replay.trace import COMPACTION_COLUMNS, STEP_COLUMNS, Trace, frame
+from ..replay.trace import (
+    COMPACTION_COLUMNS,
+    STEP_COLUMNS,
+    Trace,
+    combine_failure_counts,
+    count_causes,
+    failure_counts,
+    frame,
+)
 from .boundaries import (
     Boundaries,
     Region,
@@ -91,6 +106,7 @@ __all__ = [
     "decision_boundaries",
     "default_executor",
     "higher_is_better",
+    "measured_cells",
     "pareto_front",
     "parse_constraints",
     "recommend",
@@ -477,7 +493,7 @@ def _run_unit(unit: _Unit) -> dict[str, Any]:
         try:
             trace = replay(
                 unit.conversation, max_tokens=max_tokens, keep_recent_tokens=keep, summarizer=model,
-                cache=unit.cache, **unit.replay_options,
+                cache=unit.cache, warn=False, **unit.replay_options,
             )
         except Exception as exc:  # noqa: BLE001 - a cell records its own failure
             with lock:
@@ -673,8 +689,11 @@ class Sweep:
             :func:`zett_lab.measure.measure`; then ``summarizer_identity``, ``replayed``
             (False: the cell is proven identical to another replay and shares it),
             ``model_calls`` / ``cache_hits`` (summary calls this cell made / got from the
-            cache), ``seconds`` and ``error`` (None when the cell is complete).
+            cache), ``seconds`` and ``error`` (None when the cell is complete). A cell whose
+            replay had failed summaries is marked: ``failed`` (how many) and ``summary_error``
+            (the first one's error); it is no measurement (:func:`measured_cells`).
         config: the grid, options and run statistics.
+        source: the folder the sweep was loaded from (None for a sweep run in this process).
     """
 
     results: pd.DataFrame
@@ -682,6 +701,7 @@ class Sweep:
     _conversations: dict[str, Conversation] = field(default_factory=dict, repr=False)
     _sources: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
     _cells: dict[tuple[str, str, int, int], str] = field(default_factory=dict, repr=False)
+    source: Path | None = field(default=None, repr=False)
 
     # --- traces -------------------------------------------------------------------
 
@@ -765,6 +785,29 @@ class Sweep:
         """The cells that failed, with their error."""
         return self.results[self.results["error"].notna()]
 
+    @property
+    def failure_counts(self) -> pd.DataFrame:
+        """Failures per distinct cause (:data:`~zett_lab.replay.trace.FAILURE_COLUMNS`): summary calls
+        that failed (each distinct replay counted once, however many cells share it) and cells
+        that failed; empty when everything succeeded."""
+        identities = self.config.get("summarizer_identities", [])
+        labels = dict(zip(identities, self.config.get("summarizers", []), strict=True))
+        parts = [src["compactions"] for src in self._sources.values() if len(src["compactions"])]
+        calls = failure_counts(pd.concat(parts, ignore_index=True) if parts else pd.DataFrame())
+        calls["summarizer"] = [labels.get(name, name) for name in calls["summarizer"]]
+        cells = self.errors
+        kinds = cells["error"].map(lambda text: str(text).split(":", 1)[0])
+        failed_cells = count_causes("sweep cell", cells["summarizer"], kinds, cells["error"])
+        return combine_failure_counts([calls, failed_cells])
+
+    def input_files(self) -> list[Path]:
+        """What the sweep was made from: the conversations' files, the summary cache, the folder it was loaded from."""
+        files = [f for c in self._conversations.values() for f in c.input_files()]
+        cache = self.config.get("cache")
+        if cache and cache != ":memory:":
+            files.append(Path(cache))
+        return files + ([self.source] if self.source else [])
+
     # --- display ------------------------------------------------------------------
 
     def __repr__(self) -> str:
@@ -773,7 +816,8 @@ class Sweep:
             f"Sweep({len(c['conversations'])} conversations × {len(c['max_tokens'])} max_tokens × "
             f"{len(c['keep_recent_tokens'])} keep_recent_tokens × {len(c['summarizers'])} summarizers = "
             f"{len(self.results)} cells; {c.get('replays', 0)} replays, {c.get('reused', 0)} reused, "
-            f"{c.get('errors', 0)} errors; {c.get('elapsed_s', 0):.1f}s)"
+            f"{c.get('errors', 0)} errors, {c.get('cells_with_failed_summaries', 0)} with failed summaries; "
+            f"{c.get('elapsed_s', 0):.1f}s)"
         )
 
     def _repr_html_(self) -> str:
@@ -786,6 +830,7 @@ class Sweep:
             "context_window": c.get("context_window"),
             "cells": len(self.results),
             "replays / reused / errors": f"{c.get('replays', 0)} / {c.get('reused', 0)} / {c.get('errors', 0)}",
+            "cells with failed summaries": c.get("cells_with_failed_summaries", 0),
             "summary calls / cache hits": f"{c.get('model_calls', 0)} / {c.get('cache_hits', 0)}",
             "executor": c.get("executor"),
             "elapsed": f"{c.get('elapsed_s', 0):.2f} s",
@@ -797,7 +842,7 @@ class Sweep:
         preferred = [
             "conversation_id", "summarizer", "max_tokens", "keep_recent_tokens", "compactions_applied",
             "steps_over_budget", "peak_context", "total_input_tokens", "total_cost_usd", "needed_anchor_recall",
-            "instruction_survival", "replayed", "error",
+            "instruction_survival", "replayed", "failed", "summary_error", "error",
         ]
         columns = [col for col in preferred if col in self.results.columns]
         table = self.results[columns].to_html(index=False, max_rows=40, na_rep="", float_format=lambda v: f"{v:.3g}")
@@ -805,26 +850,24 @@ class Sweep:
 
     # --- files --------------------------------------------------------------------
 
-    def save(self, path: str | os.PathLike[str]) -> Path:
+    def save(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
         """Write the sweep to a directory of Parquet tables (written aside, then moved in place).
 
         ``results.parquet`` (the results table), ``cells.parquet`` (which replay each cell
         uses), ``steps.parquet`` / ``compactions.parquet`` (the tables of every distinct
         replay, keyed by ``source_id``), ``sweep.json`` (config, per-replay settings,
-        engine events and proven regions, and each conversation once). An existing
-        directory is replaced only when it holds a saved sweep.
+        engine events and proven regions, and each conversation once). Never over one of
+        :meth:`input_files`; an existing directory is replaced only with ``overwrite=True``
+        and only when it holds a saved sweep.
         """
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         from ..replay.trace import conversation_document
 
-        target = Path(path)
-        if target.exists() and not (target / "sweep.json").is_file():
-            raise InputError(target, None, "exists and is not a saved sweep; refusing to replace it")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-        try:
+        target = check_output(path, self.input_files(), overwrite=overwrite)
+        check_sweep_target(target)
+        with atomic_folder(target) as staging:
             pq.write_table(
                 pa.Table.from_pandas(_storable(self.results), preserve_index=False), staging / "results.parquet"
             )
@@ -855,16 +898,6 @@ class Sweep:
                 "conversations": {cid: conversation_document(c) for cid, c in self._conversations.items()},
             }
             (staging / "sweep.json").write_text(json.dumps(document, default=_json_default), encoding="utf-8")
-            if target.exists():
-                backup = target.with_name(f".{target.name}.old-{uuid.uuid4().hex[:8]}")
-                target.rename(backup)
-                staging.rename(target)
-                shutil.rmtree(backup, ignore_errors=True)
-            else:
-                staging.rename(target)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
         return target
 
     @classmethod
@@ -908,7 +941,13 @@ class Sweep:
             for r in cell_rows
         }
         return cls(results=_restore(results), config=document["config"], _conversations=conversations,
-                   _sources=sources, _cells=cell_map)
+                   _sources=sources, _cells=cell_map, source=source)
+
+
+def check_sweep_target(target: Path) -> None:
+    """Refuse to replace anything but a saved sweep (a folder holding ``sweep.json``) with a sweep."""
+    if target.exists() and not (target / "sweep.json").is_file():
+        raise OutputError(target, None, "exists and is not a saved sweep; refusing to replace it")
 
 
 def _records(part: pd.DataFrame | None) -> list[dict[str, Any]]:
@@ -991,7 +1030,7 @@ def sweep(
     """
     from tqdm.auto import tqdm
 
-    from ..replay.run import check_limits, resolve_cache, resolve_summarizer
+    from ..replay.run import check_limits, keep_fills_budget, resolve_cache, resolve_summarizer
     from ..summarizers import DEFAULT_SUMMARIZER, summarizer_identity
 
     started, cpu_started = time.perf_counter(), time.process_time()
@@ -1007,6 +1046,15 @@ def sweep(
     for m, _ in max_values:
         for k, _ in keep_values:
             check_limits(m, k)
+    filling = [(m, k) for m, _ in max_values for k, _ in keep_values if keep_fills_budget(m, k)]
+    if filling:
+        m, k = filling[0]
+        warnings.warn(
+            f"{len(filling)} of {len(max_values) * len(keep_values)} settings have keep_recent_tokens >= max_tokens; "
+            f"e.g. {keep_fills_budget(m, k)}",
+            SettingWarning,
+            stacklevel=2,
+        )
     specs = (
         [DEFAULT_SUMMARIZER]
         if summarizers is None
@@ -1037,6 +1085,7 @@ def sweep(
         shipped.append(model)
     if replay_options.get("compact_at"):
         reuse = False  # manual passes: every setting is its own replay
+    strict = bool(replay_options.get("strict"))
 
     fingerprints = {c.id: _fingerprint(c) for c in items}
     units: list[_Unit] = []
@@ -1110,8 +1159,10 @@ def sweep(
                 except Exception as error:  # noqa: BLE001 - a lost unit marks its own cells
                     failures[unit.index] = f"executor: {type(error).__name__}: {error}"
                 bar.update(len(unit.max_tokens))
+                if strict:
+                    _stop_at_first_failure(unit, finished.get(unit.index), failures.get(unit.index))
             submit_more()
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, ResultFailure):
         for future in futures:
             future.cancel()
         raise
@@ -1177,6 +1228,7 @@ def sweep(
         "replays": int(results["replayed"].eq(True).sum()) if "replayed" in results else 0,
         "reused": int(results["replayed"].eq(False).sum()) if "replayed" in results else 0,
         "errors": int((~complete).sum()),
+        "cells_with_failed_summaries": int((complete & ~measured_cells(results)).sum()),
         "model_calls": int(results["model_calls"].fillna(0).sum()) if "model_calls" in results else 0,
         "cache_hits": int(results["cache_hits"].fillna(0).sum()) if "cache_hits" in results else 0,
         "elapsed_s": round(time.perf_counter() - started, 3),
@@ -1184,9 +1236,30 @@ def sweep(
         "worker_busy_s": round(sum(r.get("seconds", 0.0) for r in finished.values()), 3),
         "driver_cpu_s": round(time.process_time() - cpu_started, 3),
     }
-    if config["errors"] and progress:
-        warnings.warn(f"{config['errors']} of {len(results)} sweep cells failed; see Sweep.errors", stacklevel=2)
-    return Sweep(results=results, config=config, _conversations=conversations_by_id, _sources=sources, _cells=cell_map)
+    swept = Sweep(
+        results=results, config=config, _conversations=conversations_by_id, _sources=sources, _cells=cell_map
+    )
+    for failure in swept.failure_counts.itertuples(index=False):
+        warnings.warn(
+            f"{failure.count} {failure.what}(s) failed ({failure.summarizer}): {failure.cause}; "
+            "those cells are no measurement (see Sweep.failure_counts)",
+            SummaryFailureWarning,
+            stacklevel=2,
+        )
+    return swept
+
+
+def _stop_at_first_failure(unit: _Unit, result: dict[str, Any] | None, lost: str | None) -> None:
+    """Strict sweeps: raise :class:`ResultFailure` naming the first failed cell of a finished unit."""
+    failed = [(cell["max_tokens"], cell["error"]) for cell in (result or {}).get("cells", []) if cell["error"]]
+    if lost is not None:
+        failed.insert(0, (unit.max_tokens[0], lost))
+    if failed:
+        max_tokens, error = failed[0]
+        raise ResultFailure(
+            f"sweep stopped at its first failure (strict): conversation {unit.conversation.id!r}, summarizer "
+            f"{unit.label!r}, max_tokens={max_tokens}, keep_recent_tokens={unit.keep_recent_tokens}: {error}"
+        )
 
 
 _LEADING = [
@@ -1224,7 +1297,7 @@ def _results_frame(rows: list[dict[str, Any]], relative: bool) -> pd.DataFrame:
             table[column] = pd.array([None if is_missing(v) else int(v) for v in table[column]], dtype="Int64")
         elif column == "replayed":
             table[column] = pd.array([None if is_missing(v) else bool(v) for v in table[column]], dtype="boolean")
-        elif column in ("error", "summarizer", "summarizer_identity", "conversation_id"):
+        elif column in ("error", "summary_error", "summarizer", "summarizer_identity", "conversation_id"):
             table[column] = table[column].astype(object).where(table[column].notna(), None)
         elif table[column].dtype == object:
             converted = pd.to_numeric(table[column], errors="coerce")
@@ -1254,10 +1327,25 @@ def _need(table: pd.DataFrame, *columns: str) -> None:
         raise SettingError(f"no column(s) {missing} in the results; numeric columns: {', '.join(numeric)}")
 
 
+def measured_cells(table: pd.DataFrame) -> pd.Series:
+    """Which rows are measurements: the cell ran (no ``error``) and none of its summaries failed.
+
+    A failed summary leaves the context unsummarized, so the cell's loss metrics would describe
+    no summary at all; such cells are marked (``failed`` > 0, ``summary_error``) and are never
+    ranked, averaged into a front, or recommended.
+    """
+    ok = pd.Series(True, index=table.index)
+    if "error" in table.columns:
+        ok &= table["error"].isna()
+    if "failed" in table.columns:
+        ok &= pd.to_numeric(table["failed"], errors="coerce").fillna(0).eq(0)
+    return ok
+
+
 def _per_setting(table: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
-    """The rows of settings whose every cell completed (a setting with a failed cell is left out)."""
+    """The rows of settings whose every cell is a measurement (a setting with a failed cell is left out)."""
     by = [c for c in by if c in table.columns]
-    failed = table["error"].notna() if "error" in table.columns else pd.Series(False, index=table.index)
+    failed = ~measured_cells(table)
     if not by:
         return table.loc[~failed]
     bad = set(table.loc[failed, by].itertuples(index=False, name=None))
@@ -1284,7 +1372,7 @@ def pareto_front(
             ``maximize=``.
         by: the columns that make a setting: per setting, cost is summed and loss averaged
             over conversations; None keeps one point per row. Settings with a failed cell
-            are left out.
+            or a failed summary (:func:`measured_cells`) are left out.
         nan: a missing loss value means nothing was compacted or nothing had to be kept:
             ``"best"`` counts it as the best value (1 for ratios to maximize, 0 otherwise),
             ``"drop"`` leaves the row out.
@@ -1303,8 +1391,7 @@ def pareto_front(
             **{cost: (cost, "sum"), loss: (loss, "mean"), "conversations": ("conversation_id", "nunique")}
         ).reset_index()
     else:
-        points = table[table["error"].isna()] if "error" in table.columns else table
-        points = points.assign(conversations=1)
+        points = table[measured_cells(table)].assign(conversations=1)
     points = points.dropna(subset=[cost, loss])
     if not len(points):
         return points.reset_index(drop=True)
@@ -1324,7 +1411,7 @@ def _fill_nan(table: pd.DataFrame, columns: Sequence[str], nan: str, higher: Map
     if nan not in ("best", "drop"):
         raise SettingError(f"nan must be 'best' or 'drop', got {nan!r}")
     out = table.copy()
-    ok = out["error"].isna() if "error" in out.columns else pd.Series(True, index=out.index)
+    ok = measured_cells(out)
     for column in columns:
         values = pd.to_numeric(out[column], errors="coerce")
         if nan == "best" and column in higher:  # a column that is no metric has no best value: its NaN stays missing
@@ -1472,7 +1559,9 @@ def recommend(
     usable = _per_setting(filled, SETTING_COLUMNS)
     keys = [c for c in SETTING_COLUMNS if c in usable.columns]
     if not len(usable):
-        raise NoFeasibleSetting("no complete setting in the sweep (every setting has a failed cell)")
+        raise NoFeasibleSetting(
+            "no complete setting in the sweep (every setting has a failed cell or a failed summary)"
+        )
     grouped = usable.groupby(keys, dropna=False, sort=False)
     per = grouped.agg(**{cost: (cost, "sum"), "conversations": ("conversation_id", "nunique")})
     meets = pd.Series(True, index=per.index)

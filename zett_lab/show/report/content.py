@@ -8,12 +8,13 @@ from ``os.environ``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import PurePath
 from typing import Any
 
 from ...measure.catalogue import metric
 from ...records import plain, records
+from ...replay.trace import FAILURE_COLUMNS
 from ...study.report_lost import DIGITS
 from ...study.report_study import ReportData
 from ...study.report_tables import REPORT_METRICS
@@ -233,6 +234,34 @@ def study_facts(data: ReportData, date: str, notes: Sequence[str]) -> dict[str, 
     }
 
 
+def failures(data: ReportData) -> dict[str, Any]:
+    """What failed (the report's banner): counts per cause, and how many replays are no measurement."""
+    counts = data.failure_counts
+    return {
+        "summary_calls": int(counts.loc[counts["what"] == "summary call", "count"].sum()),
+        "cells": int(counts.loc[counts["what"] == "sweep cell", "count"].sum()),
+        "replays": data.attempted,
+        "unmeasured_replays": data.attempted - len(data.results),
+        "settings_left_out": len(data.unmeasured_settings),
+        "causes": records(counts, FAILURE_COLUMNS),
+    }
+
+
+def failure_headline(failures: Mapping[str, Any]) -> str:
+    """One sentence: how many summary calls and replays failed, and what the report left out."""
+    parts = []
+    if failures["summary_calls"]:
+        parts.append(f"{failures['summary_calls']} summary call(s) failed")
+    if failures["cells"]:
+        parts.append(f"{failures['cells']} replay(s) could not run")
+    return (
+        "; ".join(parts)
+        + f". {failures['unmeasured_replays']} of {failures['replays']} replays are no measurement: they are "
+        f"left out of every metric, and the {failures['settings_left_out']} setting(s) they belong to are never "
+        "recommended."
+    )
+
+
 def build_document(data: ReportData, *, title: str, date: str, notes: Sequence[str] = ()) -> dict[str, Any]:
     """The report's data document (what :meth:`Report.to_json` writes)."""
     return {
@@ -240,6 +269,7 @@ def build_document(data: ReportData, *, title: str, date: str, notes: Sequence[s
         "version": VERSION,
         "title": title,
         "date": date,
+        "failures": failures(data),
         "study": study_facts(data, date, notes),
         "recommendation": data.recommendation,
         "metrics": data.metrics,

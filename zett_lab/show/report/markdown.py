@@ -12,6 +12,7 @@ from typing import Any
 
 from ...measure.catalogue import label
 from ...study.report_study import ReportData
+from .content import failure_headline
 from .formats import (
     ci_text,
     confidence_text,
@@ -49,6 +50,11 @@ def _summary(document: Mapping[str, Any]) -> list[str]:
         f"{md(study['date'])} · {md(study['engine'])} · zett_lab {md(study['zett_lab_version'])}",
         "",
     ]
+    failures = document["failures"]
+    if failures["causes"]:
+        out += [f"> **{md(failure_headline(failures))}**", ">"]
+        out += [f"> - {c['count']} {md(c['what'])}(s), {md(c['summarizer'])}: {md(c['cause'])}" for c in failures["causes"]]
+        out.append("")
     out += ["## Summary", ""]
     if rec:
         out.append(

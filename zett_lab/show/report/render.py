@@ -23,6 +23,7 @@ from ...measure.catalogue import label
 from ...study.report_study import RECOMMEND_COST, RECOMMEND_LOSS, ReportData
 from .. import plots
 from .assets import CSS, JS, content_security_policy
+from .content import failure_headline
 from .explorer import explorer_view
 from .formats import (
     ci_text,
@@ -205,6 +206,8 @@ def render_html(data: ReportData, document: Mapping[str, Any]) -> str:
     recall = [r for r in metrics["rows"] if r["metric"] == "needed_anchor_recall" and r.get("mean") is not None]
     page = _ENV.get_template("report.html.j2").render(
         title=document["title"],
+        failures=document["failures"],
+        failure_headline=failure_headline(document["failures"]),
         study=document["study"],
         rec=document["recommendation"],
         metrics=metrics,
