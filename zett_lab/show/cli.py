@@ -6,7 +6,8 @@ Commands::
     zett-lab replay PATH --max-tokens N --keep-recent-tokens N [--summarizer SPEC] [--session ID] [-o trace.parquet]
     zett-lab sweep PATH... --max-tokens A:B:STEP|LIST --keep-recent-tokens ... --summarizer SPEC... -o sweep.parquet
     zett-lab report PATH_OR_SWEEP... -o report.html [--format html|md|json]
-    zett-lab lab [--dry-run]
+    zett-lab demo DIR
+    zett-lab lab [DIR] [--dry-run] [-- JUPYTER_ARGS]
 
 Every command exits 0 on success and non-zero with one line on stderr on failure
 (``zett-lab: error: ...``); ``--debug`` shows the Python traceback instead.
@@ -291,31 +292,45 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
+    # demo
+    p = commands.add_parser(
+        "demo",
+        parents=[common],
+        formatter_class=_formatter,
+        help="write the notebooks and the sample sessions into a folder",
+        description="Write the notebooks and the sample sessions (recorded through zett-agent, with gold probes) "
+        "that come with zett-lab into DIR: DIR/notebooks/*.ipynb, DIR/fixtures/sessions.sqlite and its probes. "
+        "A file that is already there is kept, never overwritten. Then run 'zett-lab lab DIR'.",
+        epilog=(
+            "examples:\n  zett-lab demo my-study\n  zett-lab lab my-study\n"
+            "  zett-lab report my-study -o my-study/report.html"
+        ),
+    )
+    p.add_argument("folder", metavar="DIR", help="folder to write into (created when missing)")
+
     # lab
     p = commands.add_parser(
         "lab",
         parents=[common],
         formatter_class=_formatter,
-        help="open JupyterLab on the bundled notebooks",
-        description="Start JupyterLab in the bundled notebooks folder (replaces this process).",
+        help="open JupyterLab on the notebooks",
+        description="Start JupyterLab on the notebooks of DIR (a folder written by 'zett-lab demo', or any folder "
+        "of notebooks); without DIR, on the notebooks of the source checkout. Replaces this process. Arguments "
+        "after '--' go to jupyter lab.",
         epilog=(
-            "examples:\n  zett-lab lab\n  zett-lab lab --dry-run\n"
-            "  zett-lab lab --notebooks ./my-notebooks -- --port 8899"
+            "examples:\n  zett-lab lab my-study\n  zett-lab lab my-study --dry-run\n"
+            "  zett-lab lab my-study -- --port 8899"
         ),
     )
-    p.add_argument("--notebooks", metavar="DIR", help="notebooks folder (default: the bundled notebooks/)")
+    p.add_argument("folder", nargs="?", metavar="DIR", help="a folder written by 'zett-lab demo', or of notebooks")
     p.add_argument("--dry-run", action="store_true", help="print the command instead of running it")
-    p.add_argument("jupyter_args", nargs=argparse.REMAINDER, metavar="-- ARGS", help="extra arguments for jupyter lab")
+    p.set_defaults(jupyter_args=[])
     return parser
 
 
 def _version() -> str:
-    try:
-        from importlib.metadata import version
+    from ..version import __version__ as zett_lab_version
 
-        zett_lab_version = version("zett-lab")
-    except Exception:  # noqa: BLE001 - not installed as a distribution; --version must still answer
-        zett_lab_version = "unknown"
     try:
         import zett_agent
 
@@ -572,18 +587,33 @@ def _check_report_options(out: Path, options: dict[str, Any]) -> None:
         parse_constraints(options["constraints"])
 
 
-def notebooks_dir() -> Path:
-    """The bundled notebooks folder (beside the package in a source checkout), else ./notebooks."""
-    bundled = Path(__file__).resolve().parent.parent / "notebooks"
-    return bundled if bundled.is_dir() else Path.cwd() / "notebooks"
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import next_steps, write_demo
+
+    result = write_demo(args.folder)
+    for path in result.written:
+        print(f"wrote {path}")
+    for path in result.kept:
+        print(f"kept  {path} (already there, not overwritten)")
+    print(next_steps(result))
+    return 0
 
 
 def cmd_lab(args: argparse.Namespace) -> int:
-    folder = Path(args.notebooks) if args.notebooks else notebooks_dir()
+    from .demo import checkout_notebooks
+
+    if args.folder is None:
+        folder = checkout_notebooks()
+        if folder is None:
+            raise SettingError("no notebooks folder given: run 'zett-lab demo DIR' first, then 'zett-lab lab DIR'")
+    else:
+        folder = Path(args.folder)
+        if (folder / "notebooks").is_dir():
+            folder = folder / "notebooks"
     if not folder.is_dir():
-        raise InputError(folder, None, "no such notebooks folder (pass --notebooks DIR)")
-    extra = [a for a in args.jupyter_args if a != "--"]
-    command = [sys.executable, "-m", "jupyter", "lab", f"--notebook-dir={folder}", *extra]
+        raise InputError(folder, None, "no such notebooks folder (run 'zett-lab demo DIR' to write one)")
+    folder = folder.resolve()
+    command = [sys.executable, "-m", "jupyter", "lab", f"--notebook-dir={folder}", *args.jupyter_args]
     if args.dry_run:
         import shlex
 
@@ -594,7 +624,9 @@ def cmd_lab(args: argparse.Namespace) -> int:
     return 0  # pragma: no cover (execv does not return)
 
 
-COMMANDS = {"import": cmd_import, "replay": cmd_replay, "sweep": cmd_sweep, "report": cmd_report, "lab": cmd_lab}
+COMMANDS = {
+    "import": cmd_import, "replay": cmd_replay, "sweep": cmd_sweep, "report": cmd_report, "demo": cmd_demo, "lab": cmd_lab,
+}
 
 
 def _one_line(error: BaseException) -> str:
@@ -602,10 +634,22 @@ def _one_line(error: BaseException) -> str:
     return text if len(text) <= 600 else text[:597] + "..."
 
 
+def _split_passthrough(argv: list[str]) -> tuple[list[str], list[str]]:
+    """``zett-lab lab ... -- ARGS``: the arguments after ``--`` go to jupyter lab, untouched."""
+    if "--" in argv:
+        cut = argv.index("--")
+        if "lab" in argv[:cut]:
+            return argv[:cut], argv[cut + 1 :]
+    return argv, []
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``zett-lab`` console script; returns the exit code."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    arguments, passthrough = _split_passthrough(list(sys.argv[1:] if argv is None else argv))
+    args = parser.parse_args(arguments)
+    if passthrough:
+        args.jupyter_args = passthrough
     debug = getattr(args, "debug", False)
     try:
         return COMMANDS[args.command](args)
