@@ -29,9 +29,9 @@ test: lint
 lab: $(STAMP)
 	$(VENV)/bin/zett-lab lab
 
-## The documentation site, into site/ (strict: a warning fails; the notebooks are executed offline).
+## The documentation site, into build/docs/html/ (strict: a warning fails; the notebooks are executed offline).
 docs: $(STAMP)
-	$(PY) -m sphinx -W --keep-going -n -q -b html docs site
+	$(PY) -m sphinx -W --keep-going -n -q -b html docs build/docs/html
 
 ## Build the sdist and wheel, install the wheel into a fresh venv outside the repository, run zett-lab there.
 install-check: $(STAMP)
@@ -42,4 +42,4 @@ bench: $(STAMP)
 	for script in bench/*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
 
 clean:
-	rm -rf $(VENV) report.html test-output .pytest_cache site docs/notebooks
+	rm -rf $(VENV) report.html test-output .pytest_cache build/docs docs/notebooks

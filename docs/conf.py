@@ -1,4 +1,4 @@
-"""Sphinx configuration of the documentation site: ``make docs`` builds it into ``site/``.
+"""Sphinx configuration of the documentation site: ``make docs`` builds it into ``build/docs/html/``.
 
 Strict: ``sphinx-build -W --keep-going -n`` turns every warning (a broken reference, a notebook
 cell that fails or writes to stderr, a page outside the table of contents) into a failed build.
