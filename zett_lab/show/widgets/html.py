@@ -16,7 +16,7 @@ import pandas as pd
 
 from ...load.conversation import role_of
 from ...measure import Losses
-from ...measure.anchors import message_text
+from ...load.text import message_text
 from ...records import flags, is_missing
 from ...replay.trace import Trace
 
