@@ -54,3 +54,11 @@ def test_the_cli_reference_has_every_command(extension):
     text = extension.cli_reference()
     for command in COMMANDS:
         assert f"## `zett-lab {command}`" in text and f"usage: zett-lab {command}" in text
+
+
+def test_the_metric_table_is_the_catalogue(extension):
+    from zett_lab.measure.catalogue import METRICS
+
+    table = extension.metrics_table()
+    assert table.count("\n| `") == len(METRICS)
+    assert "| `lost_but_needed` | Lost but needed | lower |" in table

@@ -4,8 +4,8 @@
   myst-nb to execute; the kernels get no provider key, a scratch summary cache and output folder.
 * ``<!-- zett_lab: NAME ARGUMENT -->`` markers in pages are replaced by generated Markdown before they
   are parsed: ``api`` (every name in ``zett_lab.__all__`` and the display modules, grouped by stage),
-  ``columns MODULE.NAME`` (a column-documentation mapping as a table) and ``cli`` (the help of every
-  ``zett-lab`` command). An unknown marker fails the build.
+  ``columns MODULE.NAME`` (a column-documentation mapping as a table), ``metrics`` (the metric
+  catalogue) and ``cli`` (the help of every ``zett-lab`` command). An unknown marker fails the build.
 """
 
 from __future__ import annotations
@@ -101,6 +101,8 @@ def _expand(app: Sphinx, docname: str, source: list[str]) -> None:
             return columns_table(argument)
         if name == "cli" and not argument:
             return cli_reference()
+        if name == "metrics" and not argument:
+            return metrics_table()
         raise ExtensionError(f"{docname}: unknown marker {match[0]!r}")
 
     source[0] = _MARKER.sub(replace, source[0])
@@ -262,6 +264,15 @@ def columns_table(dotted: str) -> str:
         raise ExtensionError(f"columns {dotted}: expected a non-empty mapping of column name to meaning")
     rows = ["| column | meaning |", "|---|---|"]
     rows += [f"| `{name}` | {_escape(text)} |" for name, text in columns.items()]
+    return "\n".join(rows) + "\n"
+
+
+def metrics_table() -> str:
+    """The metric catalogue (one entry per metric: name, label, which way is better, where it appears, definition)."""
+    from zett_lab.measure.catalogue import METRICS
+
+    rows = ["| metric | label | better | appears per | definition |", "|---|---|---|---|---|"]
+    rows += [f"| `{m.name}` | {_escape(m.label)} | {m.direction} | {', '.join(m.levels)} | {_escape(m.definition)} |" for m in METRICS]
     return "\n".join(rows) + "\n"
 
 
