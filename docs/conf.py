@@ -6,7 +6,6 @@ cell that fails or writes to stderr, a page outside the table of contents) into 
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -18,7 +17,7 @@ import zett_lab  # noqa: E402  (after the path is set)
 
 project = "zett_lab"
 author = "zett_lab contributors"
-copyright = "zett_lab contributors"  # noqa: A001 - Sphinx's name
+copyright = "zett_lab contributors"
 version = release = zett_lab.__version__
 
 extensions = [

@@ -322,7 +322,8 @@ def test_lab_dry_run(tmp_path: Path) -> None:
     (tmp_path / "notebooks").mkdir()
     demo_folder = run("lab", tmp_path, "--dry-run", "--", "--port", "8899")
     assert demo_folder.returncode == 0, demo_folder.stderr
-    assert f"--notebook-dir={tmp_path / 'notebooks'}" in demo_folder.stdout and demo_folder.stdout.rstrip().endswith("--port 8899")
+    assert f"--notebook-dir={tmp_path / 'notebooks'}" in demo_folder.stdout
+    assert demo_folder.stdout.rstrip().endswith("--port 8899")
     relative = run("lab", ".", "--dry-run", cwd=tmp_path)
     assert relative.returncode == 0 and f"--notebook-dir={tmp_path.resolve() / 'notebooks'}" in relative.stdout
     checkout = run("lab", "--dry-run")

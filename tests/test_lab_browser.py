@@ -176,7 +176,7 @@ def _click_a_compaction_step(page, explorer) -> None:
 
 
 def test_sweep_explorer_cell_click_in_jupyterlab(lab, browser):
-    """02-tune-thresholds: click a heatmap cell of the SweepExplorer; that setting's timeline replaces the previous one."""
+    """02-tune-thresholds: click a heatmap cell of the SweepExplorer; that setting's timeline replaces the old one."""
     base, token, log = lab
     OUTPUT.mkdir(parents=True, exist_ok=True)
     errors: list[str] = []
@@ -199,14 +199,16 @@ def test_sweep_explorer_cell_click_in_jupyterlab(lab, browser):
         before = sweep.locator(".zl-cell-summary").first.inner_html()
         sweep.locator(".zl-heatmap .zl-region[data-key='32000:4000']").click()
         page.wait_for_function(
-            "() => [...document.querySelectorAll('.zl-sweep-explorer')].some(e => e.textContent.includes('max_tokens=32,000 · keep_recent_tokens=4,000'))",
+            "() => [...document.querySelectorAll('.zl-sweep-explorer')]"
+            ".some(e => e.textContent.includes('max_tokens=32,000 · keep_recent_tokens=4,000'))",
             timeout=60_000,
         )
         _wait_idle(page, 60_000)
         assert sweep.locator(".zl-heatmap .zl-region.zl-selected").get_attribute("data-key") == "32000:4000"
         assert sweep.locator(".zl-cell-summary").first.inner_html() != before
         dropdown = sweep.locator(".widget-dropdown", has_text="cell: max_tokens").locator("select")
-        assert dropdown.evaluate("select => select.options[select.selectedIndex].text") == "32,000"  # the keyboard route follows
+        # the keyboard route follows the click
+        assert dropdown.evaluate("select => select.options[select.selectedIndex].text") == "32,000"
         sweep.screenshot(path=str(OUTPUT / "sweep-explorer.png"))
     except Exception:
         page.screenshot(path=str(OUTPUT / "failure-sweep.png"), full_page=False)

@@ -5,25 +5,30 @@ from __future__ import annotations
 import pytest
 
 import zett_lab
+from tests.helpers import CountingSummarizer, coding_conversation
 from zett_lab.errors import SettingError
 from zett_lab.study.pairing import UNREACHABLE, paired_comparison
 from zett_lab.study.session import Session
 
-from tests.helpers import CountingSummarizer, coding_conversation
-
 
 @pytest.fixture
 def session():
-    conversations = [coding_conversation(turns=8, cid="first"), coding_conversation(turns=12, tools_per_turn=3, cid="second")]
+    conversations = [
+        coding_conversation(turns=8, cid="first"),
+        coding_conversation(turns=12, tools_per_turn=3, cid="second"),
+    ]
     return Session(conversations, [CountingSummarizer(), "mask", "truncate:0.1"], cache=False)
 
 
 def test_a_session_result_is_the_replay(session):
     result = session.run("first", "mask", 700, 300)
-    alone = zett_lab.replay(session.conversations["first"], max_tokens=700, keep_recent_tokens=300, summarizer="mask", cache=False)
+    alone = zett_lab.replay(
+        session.conversations["first"], max_tokens=700, keep_recent_tokens=300, summarizer="mask", cache=False
+    )
     assert not result.cached
     assert result.trace.compactions[["step", "span_start", "span_end", "applied"]].equals(
-        alone.compactions[["step", "span_start", "span_end", "applied"]])
+        alone.compactions[["step", "span_start", "span_end", "applied"]]
+    )
     assert result.losses is not None and len(result.losses.conversation) == 1
 
 
@@ -56,7 +61,9 @@ def test_paired_figures_are_the_measured_ones(session):
     for row in paired.metrics.to_dict("records"):
         conversation = paired.losses[row["summarizer"]].conversation.iloc[0]
         for name in ("anchor_retention", "needed_anchor_recall", "lost_but_needed", "compression_ratio"):
-            assert row[name] == conversation[name] or (row[name] != row[name] and conversation[name] != conversation[name])
+            assert row[name] == conversation[name] or (
+                row[name] != row[name] and conversation[name] != conversation[name]
+            )
     assert {"ci_low", "ci_high"} <= set(paired.comparison.summary.columns)
 
 

@@ -300,7 +300,8 @@ def test_timeline_has_one_clickable_band_per_step(explorer):
     lefts = [r[2] for r in regions]
     assert lefts == sorted(lefts) and len(set(lefts)) == len(lefts)  # left to right, one band each
     for _, _, left, top, width, height in regions:
-        assert 0 <= left and left + width <= 1.0001 and 0 <= top and top + height <= 1.0001 and width > 0 and height > 0.5
+        assert left >= 0 and top >= 0 and width > 0 and height > 0.5
+        assert left + width <= 1.0001 and top + height <= 1.0001
 
 
 def test_clicking_a_step_shows_its_decision(explorer):
@@ -328,7 +329,8 @@ def test_clicking_a_compaction_step_lists_lost_but_needed(fixture_conversations)
     explorer.set(conversation_id="billing-rounding", max_tokens=12_000, keep_recent_tokens=3_000)
     lost = explorer.losses.lost_but_needed()
     compaction = int(lost["compaction_id"].iloc[0])
-    step = int(explorer.trace.compactions.loc[explorer.trace.compactions["compaction_id"] == compaction, "step"].iloc[0])
+    compactions = explorer.trace.compactions
+    step = int(compactions.loc[compactions["compaction_id"] == compaction, "step"].iloc[0])
     explorer.plot.click(f"step:{step}")
     assert "Lost but needed:" in explorer.step_area.value
     assert str(lost["value"].iloc[0]).split()[0][:20] in explorer.step_area.value
@@ -346,7 +348,8 @@ def test_clicking_a_heatmap_cell_selects_it(small_sweep):
     explorer.plot.click("2400:400")
     assert (explorer.cell_max_tokens.value, explorer.cell_keep_recent_tokens.value) == (2_400, 400)
     trace = explorer.trace
-    assert (trace.conversation.id, trace.settings["max_tokens"], trace.settings["keep_recent_tokens"]) == ("s2", 2_400, 400)
+    shown = (trace.conversation.id, trace.settings["max_tokens"], trace.settings["keep_recent_tokens"])
+    assert shown == ("s2", 2_400, 400)
     assert explorer.plot.selected == "2400:400" and is_png(explorer.trace_plot)
 
 

@@ -2,8 +2,7 @@
 
 Example::
 
-    >>> import numpy as np
-import pandas as pd
+    >>> import pandas as pd
     >>> records(pd.DataFrame({"a": [1, None]}))
     [{'a': 1.0}, {'a': None}]
 """
@@ -14,6 +13,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 

@@ -54,7 +54,7 @@ def setup(app: Sphinx) -> dict[str, object]:
 
 
 def _prepare(app: Sphinx, config) -> None:
-    """Copy the notebooks in (only the changed ones, so unchanged pages stay cached) and set up the kernels' environment."""
+    """Copy the notebooks in (only changed ones, so unchanged pages stay cached); set up the kernels' environment."""
     target = Path(app.srcdir) / "notebooks"
     target.mkdir(exist_ok=True)
     wanted = {path.name for path in NOTEBOOKS.glob("*.ipynb")}
@@ -69,8 +69,14 @@ def _prepare(app: Sphinx, config) -> None:
     app.zett_lab_scratch = scratch  # type: ignore[attr-defined]
     for name in PROVIDER_KEYS:
         os.environ.pop(name, None)
-    os.environ.update({"ZETT_LAB_OUT": str(scratch / "out"), "ZETT_LAB_CACHE": str(scratch / "summaries.sqlite"),
-                       "PYTHONWARNINGS": "ignore", "MPLBACKEND": "agg"})
+    os.environ.update(
+        {
+            "ZETT_LAB_OUT": str(scratch / "out"),
+            "ZETT_LAB_CACHE": str(scratch / "summaries.sqlite"),
+            "PYTHONWARNINGS": "ignore",
+            "MPLBACKEND": "agg",
+        }
+    )
 
 
 def _clean(app: Sphinx, exception: BaseException | None) -> None:
@@ -169,7 +175,9 @@ def _signature_types(values: Iterable[object]) -> list[type]:
     callables: list[object] = []
     for value in values:
         if inspect.isclass(value):
-            callables += [member for name, member in vars(value).items() if callable(member) and not name.startswith("_")]
+            callables += [
+                member for name, member in vars(value).items() if callable(member) and not name.startswith("_")
+            ]
             callables.append(value.__init__)
         elif callable(value):
             callables.append(value)
@@ -180,7 +188,11 @@ def _signature_types(values: Iterable[object]) -> list[type]:
             continue
         for hint in hints.values():
             for candidate in _flatten(hint):
-                if inspect.isclass(candidate) and candidate.__module__.startswith("zett_lab.") and not candidate.__name__.startswith("_"):
+                if (
+                    inspect.isclass(candidate)
+                    and candidate.__module__.startswith("zett_lab.")
+                    and not candidate.__name__.startswith("_")
+                ):
                     found[id(candidate)] = candidate
     return sorted(found.values(), key=lambda cls: (cls.__module__, cls.__qualname__))
 
@@ -210,7 +222,9 @@ def _resolve_alias(app: Sphinx, env, node, contnode):
     for value in found:
         documented = DOCUMENTED.get(id(value))
         if documented is not None and documented != target:
-            return env.get_domain("py").resolve_xref(env, node["refdoc"], app.builder, "obj", documented, node, contnode)
+            return env.get_domain("py").resolve_xref(
+                env, node["refdoc"], app.builder, "obj", documented, node, contnode
+            )
     return contnode if found else None
 
 
@@ -272,7 +286,10 @@ def metrics_table() -> str:
     from zett_lab.measure.catalogue import METRICS
 
     rows = ["| metric | label | better | appears per | definition |", "|---|---|---|---|---|"]
-    rows += [f"| `{m.name}` | {_escape(m.label)} | {m.direction} | {', '.join(m.levels)} | {_escape(m.definition)} |" for m in METRICS]
+    rows += [
+        f"| `{m.name}` | {_escape(m.label)} | {m.direction} | {', '.join(m.levels)} | {_escape(m.definition)} |"
+        for m in METRICS
+    ]
     return "\n".join(rows) + "\n"
 
 

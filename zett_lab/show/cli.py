@@ -625,7 +625,12 @@ def cmd_lab(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {
-    "import": cmd_import, "replay": cmd_replay, "sweep": cmd_sweep, "report": cmd_report, "demo": cmd_demo, "lab": cmd_lab,
+    "import": cmd_import,
+    "replay": cmd_replay,
+    "sweep": cmd_sweep,
+    "report": cmd_report,
+    "demo": cmd_demo,
+    "lab": cmd_lab,
 }
 
 

@@ -121,8 +121,10 @@ def _copy_new(source: Path, target: Path) -> bool:
 def next_steps(result: DemoFiles) -> str:
     """What to run after ``zett-lab demo DIR``, for the command line to print."""
     folder = result.folder
-    return "\n".join([
-        "next:",
-        f"  zett-lab lab {folder}      (JupyterLab on the notebooks; start with 01-explore)",
-        f"  zett-lab report {folder} -o {folder / 'report.html'}      (a self-contained HTML report of the samples)",
-    ])
+    return "\n".join(
+        [
+            "next:",
+            f"  zett-lab lab {folder}      (JupyterLab on the notebooks; start with 01-explore)",
+            f"  zett-lab report {folder} -o {folder / 'report.html'}      (a self-contained HTML report)",
+        ]
+    )

@@ -35,11 +35,12 @@ import numpy as np
 import pandas as pd
 from matplotlib.artist import Artist
 from matplotlib.axes import Axes
-from matplotlib.collections import PolyCollection
+from matplotlib.collections import PolyCollection, QuadMesh
 from matplotlib.figure import Figure, SubFigure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import MaxNLocator
+from numpy.typing import ArrayLike
 
 from ..errors import SettingError
 from ..measure.catalogue import higher_is_better
@@ -717,15 +718,15 @@ HEATMAP_GID = "zett_lab-heatmap-cells"
 
 
 def heatmap_cells(ax: Axes) -> pd.DataFrame:
-    """The cells of the heatmap drawn into ``ax``: ``max_tokens``, ``keep_recent_tokens`` and the cell's data-space edges.
+    """The cells of the heatmap drawn into ``ax``: ``max_tokens``, ``keep_recent_tokens`` and their data-space edges.
 
     One row per grid cell (also the cells that were not run), with ``x0, x1, y0, y1`` in the axes'
     data coordinates; :func:`image_boxes` turns them into positions on the figure's image.
     """
-    mesh = next((c for c in ax.collections if c.get_gid() == HEATMAP_GID), None)
+    mesh = next((c for c in ax.collections if isinstance(c, QuadMesh) and c.get_gid() == HEATMAP_GID), None)
     if mesh is None:
         raise SettingError("no zett_lab heatmap is drawn in these axes")
-    corners = mesh.get_coordinates()  # (rows + 1, columns + 1, 2): the cell edges
+    corners = np.asarray(mesh.get_coordinates())  # (rows + 1, columns + 1, 2): the cell edges
     xs, ys = ax.get_xticks(), ax.get_yticks()  # the heatmap puts one tick at each grid value
     rows = [
         {"max_tokens": int(round(xs[j])), "keep_recent_tokens": int(round(ys[i])),
@@ -735,7 +736,7 @@ def heatmap_cells(ax: Axes) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["max_tokens", "keep_recent_tokens", "x0", "x1", "y0", "y1"])
 
 
-def image_boxes(ax: Axes, x0: Sequence[float], x1: Sequence[float], y0: Sequence[float], y1: Sequence[float]) -> np.ndarray:
+def image_boxes(ax: Axes, x0: ArrayLike, x1: ArrayLike, y0: ArrayLike, y1: ArrayLike) -> np.ndarray:
     """Data-space rectangles of ``ax`` as ``[left, top, width, height]`` fractions of the figure's image.
 
     The figure must have been drawn (e.g. by :func:`to_png` with ``tight=False``) so the axes'

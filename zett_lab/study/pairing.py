@@ -29,8 +29,20 @@ from .session import Session
 #: ``max_tokens`` of the paired replays: far above any context, so only the forced compactions happen.
 UNREACHABLE = 10**12
 #: Columns of :attr:`PairedComparison.table` (one row per compaction and summarizer).
-TABLE_COLUMNS = ["summarizer", "compaction_id", "step", "span_start", "span_end", "older_tokens", "summary_tokens",
-                 "compression_ratio", "applied", "skip_reason", "latency_s", "summary_text"]
+TABLE_COLUMNS = [
+    "summarizer",
+    "compaction_id",
+    "step",
+    "span_start",
+    "span_end",
+    "older_tokens",
+    "summary_tokens",
+    "compression_ratio",
+    "applied",
+    "skip_reason",
+    "latency_s",
+    "summary_text",
+]
 #: Loss figures per summarizer, taken from ``Losses.conversation`` (their definitions live in the metric catalogue).
 LOSS_COLUMNS = ("compression_ratio", "anchor_retention", "needed_anchor_recall", "lost_but_needed")
 
@@ -78,8 +90,14 @@ def paired_comparison(
     losses: dict[str, Losses | None] = {}
     if compact_at:
         for label in labels:
-            result = session.run(conversation_id, label, UNREACHABLE, keep_recent_tokens, compact_at=compact_at,
-                                 measure_losses=measure_losses)
+            result = session.run(
+                conversation_id,
+                label,
+                UNREACHABLE,
+                keep_recent_tokens,
+                compact_at=compact_at,
+                measure_losses=measure_losses,
+            )
             traces[label], losses[label] = result.trace, result.losses
     measured = bool(losses) and all(value is not None for value in losses.values())
     return PairedComparison(

@@ -75,7 +75,9 @@ class ResultCache:
             self.entries.popitem(last=False)
 
 
-def conversation_map(conversations: Conversation | Iterable[Conversation] | Mapping[str, Conversation]) -> dict[str, Conversation]:
+def conversation_map(
+    conversations: Conversation | Iterable[Conversation] | Mapping[str, Conversation],
+) -> dict[str, Conversation]:
     """Conversations by id, from one, a list, or a mapping; a :class:`SettingError` for anything else."""
     if isinstance(conversations, Conversation):
         items: list[Any] = [conversations]
@@ -183,18 +185,30 @@ class Session:
         """Replay (and measure) one setting, or return it from the LRU when it was computed before."""
         conversation = self.conversation(conversation_id)
         options = {**self.replay_options, **(options or {})}
-        key = (conversation.id, id(conversation), summarizer_label, int(max_tokens), int(keep_recent_tokens), tuple(compact_at),
-               measure_losses, tuple(sorted((k, repr(v)) for k, v in options.items())))
+        key = (
+            conversation.id,
+            id(conversation),
+            summarizer_label,
+            int(max_tokens),
+            int(keep_recent_tokens),
+            tuple(compact_at),
+            measure_losses,
+            tuple(sorted((k, repr(v)) for k, v in options.items())),
+        )
         hit = self.cache.get(key)
         if hit is not None:
             return SessionResult(hit[0], hit[1], True)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # e.g. "no recorded usage": the trace's estimate_source says what decided
             trace = replay(
-                conversation, max_tokens=int(max_tokens), keep_recent_tokens=int(keep_recent_tokens),
-                summarizer=self.summary_model(summarizer_label), count_tokens=self.counter,
+                conversation,
+                max_tokens=int(max_tokens),
+                keep_recent_tokens=int(keep_recent_tokens),
+                summarizer=self.summary_model(summarizer_label),
+                count_tokens=self.counter,
                 cache=self.summary_cache if self.summary_cache is not None else False,
-                compact_at=list(compact_at) or None, **options,
+                compact_at=list(compact_at) or None,
+                **options,
             )
         self.replays += 1
         losses = measure(trace) if measure_losses else None
@@ -208,9 +222,11 @@ def usage_options(usage: str) -> dict[str, str]:
 
 
 class SweepWalks:
-    """Exact decision boundaries over a sweep's grid: one walk along ``max_tokens`` per ``keep_recent_tokens`` row, cached."""
+    """Exact decision boundaries over a sweep's grid: one cached walk along max_tokens per keep_recent_tokens row."""
 
-    def __init__(self, sweep: Sweep | None, conversations: Iterable[Conversation] | Mapping[str, Conversation] | None = None) -> None:
+    def __init__(
+        self, sweep: Sweep | None, conversations: Iterable[Conversation] | Mapping[str, Conversation] | None = None
+    ) -> None:
         known = conversations if conversations is not None else (sweep.conversations if sweep is not None else None)
         self.conversations = conversation_map(known) if known else {}
         config = sweep.config if sweep is not None else {}
@@ -218,7 +234,9 @@ class SweepWalks:
         self.options = {k: v for k, v in options.items() if k in WALK_OPTIONS}
         self._walks: dict[tuple[Any, ...], list[Boundaries]] = {}
 
-    def walks(self, conversation_id: str, summarizer_spec: str, max_tokens: Sequence[int], keep_recent_tokens: Sequence[int]) -> list[Boundaries]:
+    def walks(
+        self, conversation_id: str, summarizer_spec: str, max_tokens: Sequence[int], keep_recent_tokens: Sequence[int]
+    ) -> list[Boundaries]:
         """The boundaries for one conversation and summarizer over the grid's range (replays the first time only)."""
         if conversation_id not in self.conversations:
             raise SettingError("this sweep does not hold its conversations; pass conversations= to draw boundaries")
@@ -226,12 +244,20 @@ class SweepWalks:
         key = (conversation_id, summarizer_spec, xs[0], xs[-1], tuple(ys))
         if key not in self._walks:
             self._walks[key] = [
-                decision_boundaries(self.conversations[conversation_id], summarizer_spec, keep_recent_tokens=k,
-                                    max_tokens_range=(xs[0], xs[-1]), progress=False, **self.options)
+                decision_boundaries(
+                    self.conversations[conversation_id],
+                    summarizer_spec,
+                    keep_recent_tokens=k,
+                    max_tokens_range=(xs[0], xs[-1]),
+                    progress=False,
+                    **self.options,
+                )
                 for k in ys
             ]
         return self._walks[key]
 
-    def cached(self, conversation_id: str, summarizer_spec: str, max_tokens: Sequence[int], keep_recent_tokens: Sequence[int]) -> bool:
+    def cached(
+        self, conversation_id: str, summarizer_spec: str, max_tokens: Sequence[int], keep_recent_tokens: Sequence[int]
+    ) -> bool:
         xs, ys = sorted(int(v) for v in max_tokens), sorted(int(v) for v in keep_recent_tokens)
         return (conversation_id, summarizer_spec, xs[0], xs[-1], tuple(ys)) in self._walks

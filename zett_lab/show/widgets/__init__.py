@@ -33,4 +33,12 @@ from .explorer import Explorer
 from .html import compaction_html, manual_diff_html, step_html, steps_table_html
 from .sweep_explorer import SweepExplorer
 
-__all__ = ["Comparison", "Explorer", "SweepExplorer", "compaction_html", "manual_diff_html", "step_html", "steps_table_html"]
+__all__ = [
+    "Comparison",
+    "Explorer",
+    "SweepExplorer",
+    "compaction_html",
+    "manual_diff_html",
+    "step_html",
+    "steps_table_html",
+]

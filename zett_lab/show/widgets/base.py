@@ -53,8 +53,10 @@ def step_regions(ax: Axes, steps: list[int]) -> list[list[Any]]:
     if not steps:
         return []
     low, high = ax.get_ylim()
-    boxes = plots.image_boxes(ax, [s - 0.5 for s in steps], [s + 0.5 for s in steps], [low] * len(steps), [high] * len(steps))
-    return [[f"step:{s}", f"step {s}", *box] for s, box in zip(steps, boxes.tolist())]
+    boxes = plots.image_boxes(
+        ax, [s - 0.5 for s in steps], [s + 0.5 for s in steps], [low] * len(steps), [high] * len(steps)
+    )
+    return [[f"step:{s}", f"step {s}", *box] for s, box in zip(steps, boxes.tolist(), strict=True)]
 
 
 def nice_step(total: int, parts: int = 200) -> int:
@@ -124,10 +126,12 @@ def _snapshot(widget: widgets.Widget) -> str:
         return f"<div>{''.join(_snapshot(child) for child in widget.children)}</div>"
     if isinstance(widget, (ClickableImage, widgets.Image)):
         png = bytes(widget.value)
-        return f'<img style="max-width:100%" src="data:image/png;base64,{base64.b64encode(png).decode()}">' if png else ""
+        return (
+            f'<img style="max-width:100%" src="data:image/png;base64,{base64.b64encode(png).decode()}">' if png else ""
+        )
     if isinstance(widget, widgets.HTML):
         return widget.value
-    if isinstance(widget, widgets.ValueWidget) and getattr(widget, "description", ""):
+    if isinstance(widget, widgets.ValueWidget) and str(getattr(widget, "description", "") or ""):
         value = widget.value
         if isinstance(widget, (widgets.Dropdown, widgets.Select)):
             value = widget.label

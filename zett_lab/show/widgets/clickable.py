@@ -27,7 +27,7 @@ class ClickableImage(anywidget.AnyWidget):
     _esm = HERE / "clickable.js"
     _css = HERE / "clickable.css"
     value = traitlets.Bytes(b"").tag(sync=True)
-    regions = traitlets.List([]).tag(sync=True)
+    regions: traitlets.List[list[object]] = traitlets.List([]).tag(sync=True)
     selected = traitlets.Unicode("").tag(sync=True)
     alt = traitlets.Unicode("").tag(sync=True)
 
@@ -62,5 +62,7 @@ class ClickableImage(anywidget.AnyWidget):
 
     def _on_message(self, widget: Any, content: Any, buffers: Any) -> None:
         key = str(content.get("key")) if isinstance(content, dict) and content.get("event") == "click" else None
-        if key is not None and key in {region[0] for region in self.regions}:  # a click on a region just replaced is dropped
+        if key is not None and key in {
+            region[0] for region in self.regions
+        }:  # a click on a region just replaced is dropped
             self.click(key)

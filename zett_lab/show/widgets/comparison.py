@@ -54,11 +54,22 @@ class Comparison(WidgetBase):
         replay_options: Mapping[str, Any] | None = None,
         measure: bool = True,
         text_chars: int = 600,
-        plot_metrics: Sequence[str] = ("compression_ratio", "anchor_retention", "needed_anchor_recall", "instruction_survival"),
+        plot_metrics: Sequence[str] = (
+            "compression_ratio",
+            "anchor_retention",
+            "needed_anchor_recall",
+            "instruction_survival",
+        ),
     ) -> None:
         super().__init__()
-        self.session = Session(conversations, summarizers, cache=cache, count_tokens=count_tokens, lru_size=64,
-                               replay_options=replay_options)
+        self.session = Session(
+            conversations,
+            summarizers,
+            cache=cache,
+            count_tokens=count_tokens,
+            lru_size=64,
+            replay_options=replay_options,
+        )
         self.conversations = self.session.conversations
         self.measure = measure
         self.text_chars = text_chars
@@ -67,13 +78,31 @@ class Comparison(WidgetBase):
         total = max(self.session.size(first), 100)
         step = nice_step(total)
         max_tokens = int(max_tokens) if max_tokens is not None else round_to(total / 3, step)
-        keep_recent_tokens = int(keep_recent_tokens) if keep_recent_tokens is not None else round_to(max_tokens / 4, max(1, step // 2))
-        self.conversation = widgets.Dropdown(options=list(self.conversations), description="conversation",
-                                             style={"description_width": "initial"}, layout=widgets.Layout(width="380px"))
-        self.max_tokens = widgets.BoundedIntText(value=max_tokens, min=1, max=10**9, description="max_tokens",
-                                                 style={"description_width": "initial"}, layout=widgets.Layout(width="230px"))
-        self.keep_recent_tokens = widgets.BoundedIntText(value=keep_recent_tokens, min=1, max=10**9, description="keep_recent_tokens",
-                                                         style={"description_width": "initial"}, layout=widgets.Layout(width="260px"))
+        keep_recent_tokens = (
+            int(keep_recent_tokens) if keep_recent_tokens is not None else round_to(max_tokens / 4, max(1, step // 2))
+        )
+        self.conversation = widgets.Dropdown(
+            options=list(self.conversations),
+            description="conversation",
+            style={"description_width": "initial"},
+            layout=widgets.Layout(width="380px"),
+        )
+        self.max_tokens = widgets.BoundedIntText(
+            value=max_tokens,
+            min=1,
+            max=10**9,
+            description="max_tokens",
+            style={"description_width": "initial"},
+            layout=widgets.Layout(width="230px"),
+        )
+        self.keep_recent_tokens = widgets.BoundedIntText(
+            value=keep_recent_tokens,
+            min=1,
+            max=10**9,
+            description="keep_recent_tokens",
+            style={"description_width": "initial"},
+            layout=widgets.Layout(width="260px"),
+        )
         self.plot_metrics = tuple(plot_metrics)
         self.figure = new_figure((8.0, 1.6 + 0.55 * len(self.session.summarizers)))
         self.plot = widgets.Image(format="png", layout=widgets.Layout(max_width="100%"))
@@ -82,8 +111,15 @@ class Comparison(WidgetBase):
         for control in (self.conversation, self.max_tokens, self.keep_recent_tokens):
             control.observe(self._on_change, names="value")
         self.children = [
-            widgets.HBox([self.conversation, self.max_tokens, self.keep_recent_tokens], layout=widgets.Layout(flex_flow="row wrap")),
-            self.status, self.error_area, self.plot, self.metrics_area, self.table_area,
+            widgets.HBox(
+                [self.conversation, self.max_tokens, self.keep_recent_tokens],
+                layout=widgets.Layout(flex_flow="row wrap"),
+            ),
+            self.status,
+            self.error_area,
+            self.plot,
+            self.metrics_area,
+            self.table_area,
         ]
         self.add_class("zl-comparison")
         self.render()
@@ -125,23 +161,39 @@ class Comparison(WidgetBase):
         started = time.perf_counter()
         self.renders += 1
         try:
-            paired = paired_comparison(self.session, self.conversation.value, int(self.max_tokens.value),
-                                       int(self.keep_recent_tokens.value), measure_losses=self.measure)
+            paired = paired_comparison(
+                self.session,
+                self.conversation.value,
+                int(self.max_tokens.value),
+                int(self.keep_recent_tokens.value),
+                measure_losses=self.measure,
+            )
             self.paired = paired
             statistics = paired.comparison
             if statistics is not None:
-                self.plot.value = draw(self.figure, lambda ax: plots.summarizer_comparison(
-                    statistics, ax=ax, metrics=self.plot_metrics,
-                    title=f"Paired over {len(paired.compact_at)} compactions ({self.conversation.value}): means with 95% bootstrap CIs"),
-                    margins="comparison")
+                self.plot.value = draw(
+                    self.figure,
+                    lambda ax: plots.summarizer_comparison(
+                        statistics,
+                        ax=ax,
+                        metrics=self.plot_metrics,
+                        title=f"Paired over {len(paired.compact_at)} compactions ({self.conversation.value}): "
+                        "means with 95% bootstrap CIs",
+                    ),
+                    margins="comparison",
+                )
             else:
                 self.plot.value = b""
             self.error, self.error_area.value = None, ""
-            self.metrics_area.value = f"{CSS}<h4>Per summarizer</h4>{frame_html(paired.metrics)}" if len(paired.metrics) else ""
+            self.metrics_area.value = (
+                f"{CSS}<h4>Per summarizer</h4>{frame_html(paired.metrics)}" if len(paired.metrics) else ""
+            )
             self.table_area.value = self._table_html()
-            self.status.value = (f'<span class="zl-muted">{len(paired.compact_at)} compaction points from '
-                                 f"{html.escape(self.summarizers[0])} (engine-decided); {len(self.summarizers)} summarizers in "
-                                 f"{time.perf_counter() - started:.2f} s</span>")
+            self.status.value = (
+                f'<span class="zl-muted">{len(paired.compact_at)} compaction points from '
+                f"{html.escape(self.summarizers[0])} (engine-decided); {len(self.summarizers)} summarizers in "
+                f"{time.perf_counter() - started:.2f} s</span>"
+            )
         except Exception as error:  # noqa: BLE001 - shown in place, kept on .error
             self.paired = None
             self.metrics_area.value = self.table_area.value = ""
@@ -151,9 +203,12 @@ class Comparison(WidgetBase):
     def _table_html(self) -> str:
         table = self.table
         if table is None or not len(table):
-            return f'{CSS}<p class="zl-muted">The reference summarizer applied no compaction under these settings: nothing to compare.</p>'
+            return (
+                f'{CSS}<p class="zl-muted">The reference summarizer applied no compaction under these settings: '
+                "nothing to compare.</p>"
+            )
         labels = list(dict.fromkeys(table["summarizer"]))
-        head = "<th>compaction</th>" + "".join(f"<th>{html.escape(l)}</th>" for l in labels)
+        head = "<th>compaction</th>" + "".join(f"<th>{html.escape(label)}</th>" for label in labels)
         body = []
         for cid, group in table.groupby("compaction_id", sort=True):
             first = group.iloc[0]
@@ -175,6 +230,9 @@ class Comparison(WidgetBase):
                     f"<div class='zl-pre'>{html.escape(short)}</div></td>"
                 )
             body.append(f"<tr><td style='vertical-align:top'>{where}</td>{''.join(cells)}</tr>")
-        return (f"{CSS}<h4>Summaries per compaction (same spans for every summarizer)</h4>"
-                f"<div class='zl-scroll' style='max-height:600px'><table class='zl-table zl-comparison-table'><thead><tr>{head}</tr></thead>"
-                f"<tbody>{''.join(body)}</tbody></table></div>")
+        return (
+            f"{CSS}<h4>Summaries per compaction (same spans for every summarizer)</h4>"
+            "<div class='zl-scroll' style='max-height:600px'><table class='zl-table zl-comparison-table'>"
+            f"<thead><tr>{head}</tr></thead>"
+            f"<tbody>{''.join(body)}</tbody></table></div>"
+        )

@@ -67,8 +67,14 @@ class Explorer(WidgetBase):
         super().__init__()
         options = dict(replay_options or {})
         initial_usage = options.pop("usage", "none")
-        self.session = Session(conversations, summarizers, cache=cache, count_tokens=count_tokens, lru_size=lru_size,
-                               replay_options=options)
+        self.session = Session(
+            conversations,
+            summarizers,
+            cache=cache,
+            count_tokens=count_tokens,
+            lru_size=lru_size,
+            replay_options=options,
+        )
         self.conversations = self.session.conversations
         self.measure = measure
         self.trace: Trace | None = None
@@ -80,37 +86,83 @@ class Explorer(WidgetBase):
         self.figure = new_figure(figsize)
         self.manual_figure = new_figure((figsize[0], figsize[1] * 1.7))
 
-        self.conversation = widgets.Dropdown(options=list(self.conversations), description="conversation",
-                                             style={"description_width": "initial"}, layout=widgets.Layout(width="380px"))
-        self.summarizer = widgets.Dropdown(options=list(self.session.summarizers), description="summarizer",
-                                           style={"description_width": "initial"}, layout=widgets.Layout(width="360px"))
+        self.conversation = widgets.Dropdown(
+            options=list(self.conversations),
+            description="conversation",
+            style={"description_width": "initial"},
+            layout=widgets.Layout(width="380px"),
+        )
+        self.summarizer = widgets.Dropdown(
+            options=list(self.session.summarizers),
+            description="summarizer",
+            style={"description_width": "initial"},
+            layout=widgets.Layout(width="360px"),
+        )
         slider_layout = widgets.Layout(width="520px")
-        self.max_tokens = widgets.IntSlider(description="max_tokens", continuous_update=False, min=1, max=10, value=10,
-                                            style={"description_width": "130px"}, layout=slider_layout)
-        self.keep_recent_tokens = widgets.IntSlider(description="keep_recent_tokens", continuous_update=False, min=1, max=10,
-                                                    value=5, style={"description_width": "130px"}, layout=slider_layout)
-        self.usage = widgets.Dropdown(options=[("estimator only", "none"), ("recorded usage", "recorded"), ("synthetic usage", "synthetic")],
-                                      value=initial_usage, description="usage baseline",
-                                      style={"description_width": "initial"}, layout=widgets.Layout(width="260px"))
+        self.max_tokens = widgets.IntSlider(
+            description="max_tokens",
+            continuous_update=False,
+            min=1,
+            max=10,
+            value=10,
+            style={"description_width": "130px"},
+            layout=slider_layout,
+        )
+        self.keep_recent_tokens = widgets.IntSlider(
+            description="keep_recent_tokens",
+            continuous_update=False,
+            min=1,
+            max=10,
+            value=5,
+            style={"description_width": "130px"},
+            layout=slider_layout,
+        )
+        self.usage = widgets.Dropdown(
+            options=[("estimator only", "none"), ("recorded usage", "recorded"), ("synthetic usage", "synthetic")],
+            value=initial_usage,
+            description="usage baseline",
+            style={"description_width": "initial"},
+            layout=widgets.Layout(width="260px"),
+        )
         self.max_tokens.add_class("zl-max-tokens")
         self.keep_recent_tokens.add_class("zl-keep-recent-tokens")
         self.plot = ClickableImage(alt="timeline: click a step")
         self.plot.add_class("zl-timeline")
         self.plot.on_click(self._on_plot_click)
-        self.step = widgets.BoundedIntText(value=0, min=0, max=0, description="step", style={"description_width": "initial"},
-                                           layout=widgets.Layout(width="160px"))
+        self.step = widgets.BoundedIntText(
+            value=0,
+            min=0,
+            max=0,
+            description="step",
+            style={"description_width": "initial"},
+            layout=widgets.Layout(width="160px"),
+        )
         self.step_area = widgets.HTML()
         self.step_area.add_class("zl-step-area")
         self.summary_area = widgets.HTML()
         self.steps_area = widgets.HTML()
         self.steps_area.add_class("zl-steps-area")
-        self.compaction = widgets.Dropdown(options=[], description="compaction", style={"description_width": "initial"},
-                                           layout=widgets.Layout(width="520px"))
+        self.compaction = widgets.Dropdown(
+            options=[],
+            description="compaction",
+            style={"description_width": "initial"},
+            layout=widgets.Layout(width="520px"),
+        )
         self.compaction_area = widgets.HTML()
-        self.manual_step = widgets.BoundedIntText(value=0, min=0, max=0, description="compact at step",
-                                                  style={"description_width": "initial"}, layout=widgets.Layout(width="220px"))
-        self.compact_button = widgets.Button(description="compact here", icon="compress", button_style="warning",
-                                             tooltip="re-run the replay with a manual compaction before this step")
+        self.manual_step = widgets.BoundedIntText(
+            value=0,
+            min=0,
+            max=0,
+            description="compact at step",
+            style={"description_width": "initial"},
+            layout=widgets.Layout(width="220px"),
+        )
+        self.compact_button = widgets.Button(
+            description="compact here",
+            icon="compress",
+            button_style="warning",
+            tooltip="re-run the replay with a manual compaction before this step",
+        )
         self.manual_status = widgets.HTML()
         self.manual_plot = widgets.Image(format="png", layout=widgets.Layout(max_width="100%"))
         self.manual_area = widgets.HTML()
@@ -122,18 +174,37 @@ class Explorer(WidgetBase):
         self.step.observe(self._on_step, names="value")
         self.compact_button.on_click(lambda _: self.compact_here())
 
-        tabs = widgets.Tab(children=[
-            widgets.VBox([self.compaction, self.compaction_area]),
-            widgets.VBox([widgets.HBox([self.manual_step, self.compact_button]), self.manual_status, self.manual_plot, self.manual_area]),
-        ])
+        tabs = widgets.Tab(
+            children=[
+                widgets.VBox([self.compaction, self.compaction_area]),
+                widgets.VBox(
+                    [
+                        widgets.HBox([self.manual_step, self.compact_button]),
+                        self.manual_status,
+                        self.manual_plot,
+                        self.manual_area,
+                    ]
+                ),
+            ]
+        )
         tabs.set_title(0, "Compactions")
         tabs.set_title(1, "Compact here")
         self.children = [
             widgets.HBox([self.conversation, self.summarizer, self.usage], layout=widgets.Layout(flex_flow="row wrap")),
             widgets.HBox([self.max_tokens, self.keep_recent_tokens], layout=widgets.Layout(flex_flow="row wrap")),
-            self.status, self.error_area, self.plot,
-            widgets.HBox([self.step, widgets.HTML('<span class="zl-muted">click a step of the timeline, or type its number</span>')]),
-            self.step_area, self.summary_area, self.steps_area, tabs,
+            self.status,
+            self.error_area,
+            self.plot,
+            widgets.HBox(
+                [
+                    self.step,
+                    widgets.HTML('<span class="zl-muted">click a step of the timeline, or type its number</span>'),
+                ]
+            ),
+            self.step_area,
+            self.summary_area,
+            self.steps_area,
+            tabs,
         ]
         self.add_class("zl-explorer")
         self.render()
@@ -154,7 +225,9 @@ class Explorer(WidgetBase):
         """The session's LRU of finished results."""
         return self.session.cache
 
-    def _apply_ranges(self, conversation_id: str, max_tokens: int | None = None, keep_recent_tokens: int | None = None) -> None:
+    def _apply_ranges(
+        self, conversation_id: str, max_tokens: int | None = None, keep_recent_tokens: int | None = None
+    ) -> None:
         """Slider ranges from the conversation's size (max_tokens up to 110% of it)."""
         total = max(self.size(conversation_id), 100)
         step = nice_step(total)
@@ -166,7 +239,13 @@ class Explorer(WidgetBase):
             keep_recent_tokens = round_to(max_tokens / 4, keep_step)
         with self._suspend():
             set_range(self.max_tokens, step, max(high, max_tokens), step, max_tokens)
-            set_range(self.keep_recent_tokens, keep_step, max(round_to(total / 2, keep_step), keep_recent_tokens), keep_step, keep_recent_tokens)
+            set_range(
+                self.keep_recent_tokens,
+                keep_step,
+                max(round_to(total / 2, keep_step), keep_recent_tokens),
+                keep_step,
+                keep_recent_tokens,
+            )
 
     def settings(self) -> dict[str, Any]:
         """The current settings as plain values."""
@@ -186,7 +265,9 @@ class Explorer(WidgetBase):
         with self._suspend():
             if "conversation_id" in settings:
                 self.conversation.value = settings["conversation_id"]
-                self._apply_ranges(settings["conversation_id"], settings.get("max_tokens"), settings.get("keep_recent_tokens"))
+                self._apply_ranges(
+                    settings["conversation_id"], settings.get("max_tokens"), settings.get("keep_recent_tokens")
+                )
             if "summarizer" in settings:
                 self.summarizer.value = settings["summarizer"]
             if "usage" in settings:
@@ -219,10 +300,18 @@ class Explorer(WidgetBase):
         self.manual_area.value = ""
         self.manual_status.value = '<span class="zl-muted">choose a step and press “compact here” to compare</span>'
         try:
-            self.status.value = (f'<span class="zl-muted">⏳ computing… replaying <b>{html.escape(settings["conversation_id"])}</b> '
-                                 f"with {html.escape(settings['summarizer'])}</span>")
-            result = self.session.run(settings["conversation_id"], settings["summarizer"], settings["max_tokens"],
-                                      settings["keep_recent_tokens"], measure_losses=self.measure, options=usage_options(self.usage.value))
+            self.status.value = (
+                f'<span class="zl-muted">⏳ computing… replaying <b>{html.escape(settings["conversation_id"])}</b> '
+                f"with {html.escape(settings['summarizer'])}</span>"
+            )
+            result = self.session.run(
+                settings["conversation_id"],
+                settings["summarizer"],
+                settings["max_tokens"],
+                settings["keep_recent_tokens"],
+                measure_losses=self.measure,
+                options=usage_options(self.usage.value),
+            )
             trace, losses = result.trace, result.losses
             self.trace, self.losses, self.error = trace, losses, None
             self._draw_timeline(trace)
@@ -233,15 +322,21 @@ class Explorer(WidgetBase):
             with self._suspend():
                 last_step = max(len(trace.steps), 1) - 1
                 self.manual_step.max = self.step.max = last_step
-                options = [(self._compaction_label(row), int(row["compaction_id"])) for _, row in trace.compactions.iterrows()]
+                options = [
+                    (self._compaction_label(row), int(row["compaction_id"])) for _, row in trace.compactions.iterrows()
+                ]
                 self.compaction.options = options
                 self.compaction.value = options[0][1] if options else None
             self._render_compaction()
-            self._render_step(self.selected_step if self.selected_step is not None and self.selected_step <= last_step else None)
+            self._render_step(
+                self.selected_step if self.selected_step is not None and self.selected_step <= last_step else None
+            )
             self.error_area.value = ""
             elapsed = time.perf_counter() - started
-            self.status.value = (f'<span class="zl-muted">{"cached" if result.cached else "replayed"} in {elapsed:.2f} s · '
-                                 f"{len(trace.steps)} steps · {html.escape(str(trace.settings.get('summarizer')))}</span>")
+            self.status.value = (
+                f'<span class="zl-muted">{"cached" if result.cached else "replayed"} in {elapsed:.2f} s · '
+                f"{len(trace.steps)} steps · {html.escape(str(trace.settings.get('summarizer')))}</span>"
+            )
         except Exception as error:  # noqa: BLE001 - shown in place, kept on .error
             self.trace = self.losses = None
             self.selected_step = None
@@ -292,7 +387,11 @@ class Explorer(WidgetBase):
         try:
             self.step_area.value = step_html(self.trace, step, self.losses)
             compaction = self.trace.steps.loc[self.trace.steps["step"] == step, "compaction_id"]
-            if len(compaction) and pd.notna(compaction.iloc[0]) and int(compaction.iloc[0]) in dict(self.compaction.options).values():
+            if (
+                len(compaction)
+                and pd.notna(compaction.iloc[0])
+                and int(compaction.iloc[0]) in dict(self.compaction.options).values()
+            ):
                 self.compaction.value = int(compaction.iloc[0])
         except Exception as error:  # noqa: BLE001 - shown in place, kept on .error
             self._fail(error, f"step {step}")
@@ -333,9 +432,15 @@ class Explorer(WidgetBase):
         try:
             if self.trace is None:
                 raise SettingError("no baseline trace (fix the error above first)")
-            result = self.session.run(settings["conversation_id"], settings["summarizer"], settings["max_tokens"],
-                                      settings["keep_recent_tokens"], compact_at=(f"step:{step}",), measure_losses=self.measure,
-                                      options=usage_options(self.usage.value))
+            result = self.session.run(
+                settings["conversation_id"],
+                settings["summarizer"],
+                settings["max_tokens"],
+                settings["keep_recent_tokens"],
+                compact_at=(f"step:{step}",),
+                measure_losses=self.measure,
+                options=usage_options(self.usage.value),
+            )
             manual, manual_losses = result.trace, result.losses
             self.manual_trace, self.manual_losses = manual, manual_losses
             baseline = self.trace

@@ -53,14 +53,22 @@ class SweepExplorer(WidgetBase):
 
     SETTINGS = ("max_tokens", "keep_recent_tokens")
 
-    def __init__(self, sweep: Sweep | pd.DataFrame, metric: str | None = None, *, boundaries: Any = "auto",
-                 trace: Callable[..., Trace] | None = None,
-                 conversations: Iterable[Conversation] | Mapping[str, Conversation] | None = None,
-                 figsize: tuple[float, float] = (7.2, 4.9)) -> None:
+    def __init__(
+        self,
+        sweep: Sweep | pd.DataFrame,
+        metric: str | None = None,
+        *,
+        boundaries: Any = "auto",
+        trace: Callable[..., Trace] | None = None,
+        conversations: Iterable[Conversation] | Mapping[str, Conversation] | None = None,
+        figsize: tuple[float, float] = (7.2, 4.9),
+    ) -> None:
         super().__init__()
         results = sweep if isinstance(sweep, pd.DataFrame) else getattr(sweep, "results", None)
         if not isinstance(results, pd.DataFrame):
-            raise SettingError(f"SweepExplorer needs a Sweep (with .results) or a results DataFrame, got {type(sweep).__name__}")
+            raise SettingError(
+                f"SweepExplorer needs a Sweep (with .results) or a results DataFrame, got {type(sweep).__name__}"
+            )
         if "error" in results.columns and results["error"].notna().all():
             raise SettingError(f"every cell of this sweep failed; first error: {results['error'].dropna().iloc[0]}")
         self.sweep = sweep
@@ -81,23 +89,48 @@ class SweepExplorer(WidgetBase):
             metric = "compactions_applied" if "compactions_applied" in numeric else numeric[0]
         if metric not in numeric:
             raise SettingError(f"no numeric column {metric!r}; choose one of {numeric}")
-        self.metric = widgets.Dropdown(options=numeric, value=metric, description="metric",
-                                       style={"description_width": "initial"}, layout=widgets.Layout(width="340px"))
-        conversations_ = list(dict.fromkeys(map(str, results["conversation_id"]))) if "conversation_id" in results else []
+        self.metric = widgets.Dropdown(
+            options=numeric,
+            value=metric,
+            description="metric",
+            style={"description_width": "initial"},
+            layout=widgets.Layout(width="340px"),
+        )
+        conversations_ = (
+            list(dict.fromkeys(map(str, results["conversation_id"]))) if "conversation_id" in results else []
+        )
         summarizers = list(dict.fromkeys(map(str, results["summarizer"]))) if "summarizer" in results else []
-        self.conversation = widgets.Dropdown(options=[ALL, *conversations_] if len(conversations_) > 1 else conversations_ or [ALL],
-                                             description="conversation", style={"description_width": "initial"},
-                                             layout=widgets.Layout(width="340px"))
-        self.summarizer = widgets.Dropdown(options=[*summarizers, ALL] if len(summarizers) > 1 else summarizers or [ALL],
-                                           description="summarizer", style={"description_width": "initial"})
+        self.conversation = widgets.Dropdown(
+            options=[ALL, *conversations_] if len(conversations_) > 1 else conversations_ or [ALL],
+            description="conversation",
+            style={"description_width": "initial"},
+            layout=widgets.Layout(width="340px"),
+        )
+        self.summarizer = widgets.Dropdown(
+            options=[*summarizers, ALL] if len(summarizers) > 1 else summarizers or [ALL],
+            description="summarizer",
+            style={"description_width": "initial"},
+        )
         xs = sorted(int(v) for v in results["max_tokens"].unique())
         ys = sorted(int(v) for v in results["keep_recent_tokens"].unique())
-        self.cell_max_tokens = widgets.Dropdown(options=[(f"{v:,}", v) for v in xs], value=xs[len(xs) // 2], description="cell: max_tokens",
-                                                style={"description_width": "initial"})
-        self.cell_keep_recent_tokens = widgets.Dropdown(options=[(f"{v:,}", v) for v in ys], value=ys[0],
-                                                        description="keep_recent_tokens", style={"description_width": "initial"})
-        self.show_boundaries = widgets.Checkbox(value=False, description="exact decision boundaries (replays the chosen conversation)",
-                                                indent=False, layout=widgets.Layout(width="auto"))
+        self.cell_max_tokens = widgets.Dropdown(
+            options=[(f"{v:,}", v) for v in xs],
+            value=xs[len(xs) // 2],
+            description="cell: max_tokens",
+            style={"description_width": "initial"},
+        )
+        self.cell_keep_recent_tokens = widgets.Dropdown(
+            options=[(f"{v:,}", v) for v in ys],
+            value=ys[0],
+            description="keep_recent_tokens",
+            style={"description_width": "initial"},
+        )
+        self.show_boundaries = widgets.Checkbox(
+            value=False,
+            description="exact decision boundaries (replays the chosen conversation)",
+            indent=False,
+            layout=widgets.Layout(width="auto"),
+        )
         self.plot = ClickableImage(alt="heatmap: click a cell")
         self.plot.add_class("zl-heatmap")
         self.plot.on_click(self._on_plot_click)
@@ -105,11 +138,19 @@ class SweepExplorer(WidgetBase):
         self.trace_plot.add_class("zl-cell-timeline")
         self.trace_summary = widgets.HTML()
         self.trace_summary.add_class("zl-cell-summary")
-        for control in (self.metric, self.conversation, self.summarizer, self.cell_max_tokens, self.cell_keep_recent_tokens,
-                        self.show_boundaries):
+        for control in (
+            self.metric,
+            self.conversation,
+            self.summarizer,
+            self.cell_max_tokens,
+            self.cell_keep_recent_tokens,
+            self.show_boundaries,
+        ):
             control.observe(self._on_change, names="value")
         rows = [
-            widgets.HBox([self.metric, self.summarizer, self.conversation], layout=widgets.Layout(flex_flow="row wrap")),
+            widgets.HBox(
+                [self.metric, self.summarizer, self.conversation], layout=widgets.Layout(flex_flow="row wrap")
+            ),
             widgets.HBox([self.cell_max_tokens, self.cell_keep_recent_tokens]),
         ]
         if isinstance(boundaries, str) and boundaries == "auto":
@@ -159,9 +200,12 @@ class SweepExplorer(WidgetBase):
         conversation, summarizer = self.conversation.value, self.summarizer.value
         if conversation == ALL or summarizer == ALL:
             raise SettingError("exact boundaries are per conversation and summarizer: choose one of each")
-        xs, ys = self.results["max_tokens"].unique(), self.results["keep_recent_tokens"].unique()
+        xs = [int(v) for v in self.results["max_tokens"].unique()]
+        ys = [int(v) for v in self.results["keep_recent_tokens"].unique()]
         if not self.walks.cached(conversation, summarizer, xs, ys):
-            self.status.value = '<span class="zl-muted">⏳ computing… walking max_tokens for exact decision boundaries</span>'
+            self.status.value = (
+                '<span class="zl-muted">⏳ computing… walking max_tokens for exact decision boundaries</span>'
+            )
         return self.walks.walks(conversation, summarizer, xs, ys)
 
     def render(self) -> None:
@@ -200,7 +244,7 @@ class SweepExplorer(WidgetBase):
         boxes = plots.image_boxes(axes[0], cells["x0"], cells["x1"], cells["y0"], cells["y1"])
         regions = [
             [f"{m}:{k}", f"max_tokens={m:,}, keep_recent_tokens={k:,}", *box]
-            for m, k, box in zip(cells["max_tokens"], cells["keep_recent_tokens"], boxes.tolist())
+            for m, k, box in zip(cells["max_tokens"], cells["keep_recent_tokens"], boxes.tolist(), strict=True)
         ]
         self.plot.show(png, regions, f"{cell[0]}:{cell[1]}")
 
@@ -214,10 +258,16 @@ class SweepExplorer(WidgetBase):
         conversation = self.conversation.value
         if conversation == ALL:
             conversation = str(self.results["conversation_id"].iloc[0]) if "conversation_id" in self.results else None
-        summarizer = self.summarizer.value if self.summarizer.value != ALL else (
-            str(self.results["summarizer"].iloc[0]) if "summarizer" in self.results else None)
+        summarizer = (
+            self.summarizer.value
+            if self.summarizer.value != ALL
+            else (str(self.results["summarizer"].iloc[0]) if "summarizer" in self.results else None)
+        )
         try:
-            kwargs = {"max_tokens": int(max_tokens), "keep_recent_tokens": int(keep_recent_tokens)}
+            kwargs: dict[str, int | str] = {
+                "max_tokens": int(max_tokens),
+                "keep_recent_tokens": int(keep_recent_tokens),
+            }
             if conversation is not None:
                 kwargs["conversation_id"] = conversation
             if summarizer is not None:
@@ -226,8 +276,11 @@ class SweepExplorer(WidgetBase):
             self.trace = trace
             self.trace_plot.value = draw(self.trace_figure, lambda ax: plots.timeline(trace, ax=ax))
             self.trace_summary.value = summary_html(trace)
-            self.status.value = (f'<span class="zl-muted">cell below: {html.escape(str(conversation))} · {html.escape(str(summarizer))} · '
-                                 f"max_tokens={max_tokens:,} · keep_recent_tokens={keep_recent_tokens:,}</span>")
+            self.status.value = (
+                f'<span class="zl-muted">cell below: {html.escape(str(conversation))} · '
+                f"{html.escape(str(summarizer))} · "
+                f"max_tokens={max_tokens:,} · keep_recent_tokens={keep_recent_tokens:,}</span>"
+            )
         except Exception as error:  # noqa: BLE001 - shown in place, kept on .error
             self.error = error
             self.error_area.value += error_html(error, "cell trace")
