@@ -43,6 +43,8 @@ napoleon_google_docstring = True
 napoleon_numpy_docstring = False
 napoleon_use_rtype = False
 napoleon_use_ivar = True  # dataclass fields are documented once, from the "Attributes:" section
+# Their types stay in the signature: taken from annotations, a bare name (``Comparison``) can mean two classes.
+napoleon_attr_annotations = False
 # References are checked (-n); names outside zett_lab have no inventory offline, so they are not.
 nitpicky = True
 nitpick_ignore_regex = [

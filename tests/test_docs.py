@@ -62,3 +62,10 @@ def test_the_metric_table_is_the_catalogue(extension):
     table = extension.metrics_table()
     assert table.count("\n| `") == len(METRICS)
     assert "| `lost_but_needed` | Lost but needed | lower |" in table
+
+
+def test_names_imported_for_type_checkers_are_qualified(extension):
+    import zett_lab.show.plots  # noqa: F401 - the module must be loaded, as autodoc loads it
+
+    names = extension._type_checking_imports("zett_lab.show.plots")
+    assert names["Comparison"] == "zett_lab.measure.compare.Comparison"

@@ -10,13 +10,16 @@
 
 from __future__ import annotations
 
+import ast
 import contextlib
+import functools
 import importlib
 import inspect
 import io
 import os
 import re
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -45,6 +48,7 @@ def setup(app: Sphinx) -> dict[str, object]:
     app.connect("env-get-outdated", _generated_pages)
     app.connect("source-read", _expand)
     app.connect("autodoc-process-docstring", _literal_bars)
+    app.connect("autodoc-process-signature", _qualify_type_checking_names)
     app.connect("missing-reference", _resolve_alias)
     app.connect("build-finished", _clean)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
@@ -211,6 +215,40 @@ def _literal_bars(app: Sphinx, what: str, name: str, obj: object, options: objec
         lines[:] = [line.replace("|", "\\|") for line in lines]
 
 
+def _qualify_type_checking_names(
+    app: Sphinx, what: str, name: str, obj: object, options: object, signature: str | None, annotation: str | None
+) -> tuple[str | None, str | None] | None:
+    """Names a module imports only for type checkers reach autodoc unresolved; write them with their module."""
+    module = sys.modules.get(getattr(obj, "__module__", "") or "")
+    names = (
+        _type_checking_imports(module.__name__) if module is not None and module.__name__.startswith("zett_lab") else {}
+    )
+    if not names:
+        return None
+    pattern = re.compile(r"(?<![\w.])(" + "|".join(map(re.escape, names)) + r")(?![\w])")
+    return tuple(pattern.sub(lambda m: names[m[1]], text) if text else text for text in (signature, annotation))  # type: ignore[return-value]
+
+
+@functools.cache
+def _type_checking_imports(module_name: str) -> dict[str, str]:
+    """``{name: module.name}`` for the ``from ... import name`` lines under ``if TYPE_CHECKING:`` in a module."""
+    module = sys.modules[module_name]
+    try:
+        tree = ast.parse(inspect.getsource(module))
+    except (OSError, TypeError):
+        return {}
+    package = module.__package__ or module_name.rpartition(".")[0]
+    found = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in node.body:
+                if isinstance(child, ast.ImportFrom) and child.module is not None:
+                    base = package.split(".")[: len(package.split(".")) - (child.level - 1)] if child.level else []
+                    source = ".".join([*base, child.module]) if child.level else child.module
+                    found.update({alias.asname or alias.name: f"{source}.{alias.name}" for alias in child.names})
+    return found
+
+
 def _resolve_alias(app: Sphinx, env, node, contnode):
     """References to zett_lab names that exist: to the entry of the object when it is documented under
     another path (``zett_lab.replay.run.replay``), else plain text. A name that does not exist stays a
@@ -253,8 +291,6 @@ def _stage(module: str, name: str) -> str:
 
 def _defining_module(name: str) -> str:
     """The zett_lab module whose source assigns a public constant."""
-    import sys
-
     import zett_lab
 
     value = getattr(zett_lab, name)

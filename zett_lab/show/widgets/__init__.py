@@ -1,11 +1,11 @@
 """Interactive explorers for notebooks (ipywidgets), with all results kept as testable state.
 
-* :class:`Explorer`: one conversation under one setting: ``max_tokens`` and
+* :class:`~zett_lab.show.widgets.Explorer`: one conversation under one setting: ``max_tokens`` and
   ``keep_recent_tokens`` sliders, the timeline (click a step to see the engine's decision
   there and, for a compaction, its summary and what it lost), the step table, a compaction
   viewer and "compact here".
-* :class:`SweepExplorer`: a sweep's heatmap for any metric; click a cell to see its timeline.
-* :class:`Comparison`: several summarizers on the *same* compactions, side by side.
+* :class:`~zett_lab.show.widgets.SweepExplorer`: a sweep's heatmap for any metric; click a cell to see its timeline.
+* :class:`~zett_lab.show.widgets.Comparison`: several summarizers on the *same* compactions, side by side.
 
 Conventions (DESIGN.md §6): every control is observed with ``names="value"`` into one render;
 sliders use ``continuous_update=False``; results live on attributes (``.trace``, ``.losses``,
