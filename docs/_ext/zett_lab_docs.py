@@ -221,7 +221,7 @@ def _qualify_type_checking_names(
     """Names a module imports only for type checkers reach autodoc unresolved; write them with their module."""
     module = sys.modules.get(getattr(obj, "__module__", "") or "")
     names = (
-        _type_checking_imports(module.__name__) if module is not None and module.__name__.startswith("zett_lab") else {}
+        type_checking_imports(module.__name__) if module is not None and module.__name__.startswith("zett_lab") else {}
     )
     if not names:
         return None
@@ -230,7 +230,7 @@ def _qualify_type_checking_names(
 
 
 @functools.cache
-def _type_checking_imports(module_name: str) -> dict[str, str]:
+def type_checking_imports(module_name: str) -> dict[str, str]:
     """``{name: module.name}`` for the ``from ... import name`` lines under ``if TYPE_CHECKING:`` in a module."""
     module = sys.modules[module_name]
     try:
