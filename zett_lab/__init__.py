@@ -30,6 +30,7 @@ from .tokens import (
     count_tokens,
     provision_o200k,
 )
+from .version import __version__ as __version__
 
 
 def __getattr__(name: str) -> Any:

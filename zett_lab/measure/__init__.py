@@ -6,7 +6,7 @@ Offline tier (deterministic, no network):
 * :func:`measure` — per-compaction, per-anchor, per-conversation, per-probe and decay tables
   (:class:`Losses`);
 * :func:`compare` — several summarizers over the same spans, with paired bootstrap
-  confidence intervals, win rates and Wilcoxon tests (:class:`Comparison`).
+  confidence intervals, win rates and Wilcoxon tests (:class:`~zett_lab.measure.compare.Comparison`).
 
 LLM tier (opt-in, :mod:`zett_lab.measure.judged`): probe QA with an answerer and a judge
 model, normalized between a floor and a ceiling; :func:`plan_judged` shows the calls and

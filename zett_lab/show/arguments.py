@@ -306,31 +306,45 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
+    # demo
+    p = commands.add_parser(
+        "demo",
+        parents=[common],
+        formatter_class=_formatter,
+        help="write the notebooks and the sample sessions into a folder",
+        description="Write the notebooks and the sample sessions (recorded through zett-agent, with gold probes) "
+        "that come with zett-lab into DIR: DIR/notebooks/*.ipynb, DIR/fixtures/sessions.sqlite and its probes. "
+        "A file that is already there is kept, never overwritten. Then run 'zett-lab lab DIR'.",
+        epilog=(
+            "examples:\n  zett-lab demo my-study\n  zett-lab lab my-study\n"
+            "  zett-lab report my-study -o my-study/report.html"
+        ),
+    )
+    p.add_argument("folder", metavar="DIR", help="folder to write into (created when missing)")
+
     # lab
     p = commands.add_parser(
         "lab",
         parents=[common],
         formatter_class=_formatter,
-        help="open JupyterLab on the bundled notebooks",
-        description="Start JupyterLab in the bundled notebooks folder (replaces this process).",
+        help="open JupyterLab on the notebooks",
+        description="Start JupyterLab on the notebooks of DIR (a folder written by 'zett-lab demo', or any folder "
+        "of notebooks); without DIR, on the notebooks of the source checkout. Replaces this process. Arguments "
+        "after '--' go to jupyter lab.",
         epilog=(
-            "examples:\n  zett-lab lab\n  zett-lab lab --dry-run\n"
-            "  zett-lab lab --notebooks ./my-notebooks -- --port 8899"
+            "examples:\n  zett-lab lab my-study\n  zett-lab lab my-study --dry-run\n"
+            "  zett-lab lab my-study -- --port 8899"
         ),
     )
-    p.add_argument("--notebooks", metavar="DIR", help="notebooks folder (default: the bundled notebooks/)")
+    p.add_argument("folder", nargs="?", metavar="DIR", help="a folder written by 'zett-lab demo', or of notebooks")
     p.add_argument("--dry-run", action="store_true", help="print the command instead of running it")
-    p.add_argument("jupyter_args", nargs=argparse.REMAINDER, metavar="-- ARGS", help="extra arguments for jupyter lab")
+    p.set_defaults(jupyter_args=[])
     return parser
 
 
 def _version() -> str:
-    try:
-        from importlib.metadata import version
+    from ..version import __version__ as zett_lab_version
 
-        zett_lab_version = version("zett-lab")
-    except Exception:  # noqa: BLE001 - not installed as a distribution; --version must still answer
-        zett_lab_version = "unknown"
     try:
         import zett_agent
 

@@ -6,7 +6,8 @@ Commands::
     zett-lab replay PATH --max-tokens N --keep-recent-tokens N [--summarizer SPEC] [--session ID] [-o trace.parquet]
     zett-lab sweep PATH... --max-tokens A:B:STEP|LIST --keep-recent-tokens ... --summarizer SPEC... -o sweep.parquet
     zett-lab report PATH_OR_SWEEP... -o report.html [--format html|md|json]
-    zett-lab lab [--dry-run]
+    zett-lab demo DIR
+    zett-lab lab [DIR] [--dry-run] [-- JUPYTER_ARGS]
 
 Exit codes (:data:`EXIT_CODES`): 0 when everything succeeded; 1 when the command ran but some
 results failed (summaries, replays, sweep cells: one line per cause on stderr, and ``--strict``
@@ -344,18 +345,33 @@ def _check_report_options(out: Path, options: dict[str, Any]) -> None:
         parse_constraints(options["constraints"])
 
 
-def notebooks_dir() -> Path:
-    """The bundled notebooks folder (beside the package in a source checkout), else ./notebooks."""
-    bundled = Path(__file__).resolve().parent.parent / "notebooks"
-    return bundled if bundled.is_dir() else Path.cwd() / "notebooks"
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import next_steps, write_demo
+
+    result = write_demo(args.folder)
+    for path in result.written:
+        print(f"wrote {path}")
+    for path in result.kept:
+        print(f"kept  {path} (already there, not overwritten)")
+    print(next_steps(result))
+    return EXIT_OK
 
 
 def cmd_lab(args: argparse.Namespace) -> int:
-    folder = Path(args.notebooks) if args.notebooks else notebooks_dir()
+    from .demo import checkout_notebooks
+
+    if args.folder is None:
+        folder = checkout_notebooks()
+        if folder is None:
+            raise SettingError("no notebooks folder given: run 'zett-lab demo DIR' first, then 'zett-lab lab DIR'")
+    else:
+        folder = Path(args.folder)
+        if (folder / "notebooks").is_dir():
+            folder = folder / "notebooks"
     if not folder.is_dir():
-        raise InputError(folder, None, "no such notebooks folder (pass --notebooks DIR)")
-    extra = [a for a in args.jupyter_args if a != "--"]
-    command = [sys.executable, "-m", "jupyter", "lab", f"--notebook-dir={folder}", *extra]
+        raise InputError(folder, None, "no such notebooks folder (run 'zett-lab demo DIR' to write one)")
+    folder = folder.resolve()
+    command = [sys.executable, "-m", "jupyter", "lab", f"--notebook-dir={folder}", *args.jupyter_args]
     if args.dry_run:
         import shlex
 
@@ -366,7 +382,14 @@ def cmd_lab(args: argparse.Namespace) -> int:
     return 0  # pragma: no cover (execv does not return)
 
 
-COMMANDS = {"import": cmd_import, "replay": cmd_replay, "sweep": cmd_sweep, "report": cmd_report, "lab": cmd_lab}
+COMMANDS = {
+    "import": cmd_import,
+    "replay": cmd_replay,
+    "sweep": cmd_sweep,
+    "report": cmd_report,
+    "demo": cmd_demo,
+    "lab": cmd_lab,
+}
 
 
 def _one_line(error: BaseException | str) -> str:
@@ -380,12 +403,24 @@ def _show_warning(message: Warning | str, category: type[Warning], *_: Any, **__
         print(f"{PROG}: warning: {_one_line(message)}", file=sys.stderr)
 
 
+def _split_passthrough(argv: list[str]) -> tuple[list[str], list[str]]:
+    """``zett-lab lab ... -- ARGS``: the arguments after ``--`` go to jupyter lab, untouched."""
+    if "--" in argv:
+        cut = argv.index("--")
+        if "lab" in argv[:cut]:
+            return argv[:cut], argv[cut + 1 :]
+    return argv, []
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``zett-lab`` console script; returns the exit code (:data:`EXIT_CODES`)."""
     import warnings
 
     parser = build_parser()
-    args = parser.parse_args(argv)
+    arguments, passthrough = _split_passthrough(list(sys.argv[1:] if argv is None else argv))
+    args = parser.parse_args(arguments)
+    if passthrough:
+        args.jupyter_args = passthrough
     debug = getattr(args, "debug", False)
     try:
         with warnings.catch_warnings():

@@ -35,14 +35,16 @@ import numpy as np
 import pandas as pd
 from matplotlib.artist import Artist
 from matplotlib.axes import Axes
-from matplotlib.collections import PolyCollection
+from matplotlib.collections import PolyCollection, QuadMesh
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import MaxNLocator
+from numpy.typing import ArrayLike
 
 from ..errors import SettingError
 from ..measure.catalogue import higher_is_better
+from ..records import flags
 
 if TYPE_CHECKING:
     from matplotlib.typing import RcKeyType
@@ -58,6 +60,8 @@ __all__ = [
     "anchor_retention",
     "figure",
     "heatmap",
+    "heatmap_cells",
+    "image_boxes",
     "message_strip",
     "pareto",
     "summarizer_comparison",
@@ -168,10 +172,6 @@ def _floats(series: pd.Series) -> np.ndarray:
     return pd.to_numeric(series, errors="coerce").astype("float64").to_numpy(dtype=float, na_value=np.nan)
 
 
-def _bools(series: pd.Series) -> np.ndarray:
-    return series.astype("boolean").fillna(False).to_numpy(dtype=bool)
-
-
 def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
     """(start, stop) index pairs of consecutive True values."""
     if not len(mask):
@@ -242,7 +242,7 @@ def timeline(
             keep_recent = int(steps["keep_recent_tokens"].iloc[0])
         handles: list[Any] = []
 
-        over = _bools(steps["over_budget_after"]) if len(steps) else np.zeros(0, bool)
+        over = flags(steps["over_budget_after"]) if len(steps) else np.zeros(0, bool)
         for start, stop in _runs(over):
             ax.axvspan(
                 x[start] - 0.5, x[stop - 1] + 0.5, facecolor=(0.8, 0.2, 0.07, 0.10),
@@ -297,7 +297,7 @@ def timeline(
         manual = np.zeros(0)
         if len(compactions):
             cstep = _floats(compactions["step"])
-            applied = _bools(compactions["applied"])
+            applied = flags(compactions["applied"])
             reason = compactions["skip_reason"].astype("object").to_numpy()
             has_window = ~np.isnan(_floats(compactions["span_start"]))
             outcomes["applied"] = cstep[applied]
@@ -311,7 +311,7 @@ def timeline(
             manual_no_window = np.zeros(0)
         if len(steps):
             reason = steps["skip_reason"].astype("object").to_numpy()
-            no_window = x[np.isin(reason, _NO_WINDOW_REASONS) & _bools(steps["triggered"])]
+            no_window = x[np.isin(reason, _NO_WINDOW_REASONS) & flags(steps["triggered"])]
             outcomes["no window"] = np.concatenate([no_window, manual_no_window])
         for name, style in OUTCOME_STYLES.items():
             at = outcomes.get(name, np.zeros(0))
@@ -658,6 +658,7 @@ def heatmap(
         ax.add_patch(Rectangle((xe[0], ye[0]), xe[-1] - xe[0], ye[-1] - ye[0], facecolor="white", edgecolor="#888888",
                                hatch="xx", linewidth=0, zorder=0))
         mesh = ax.pcolormesh(xe, ye, np.ma.masked_invalid(grid), cmap=cmap, edgecolors="white", linewidth=0.6, zorder=1)
+        mesh.set_gid(HEATMAP_GID)
         colorbar = fig.colorbar(mesh, ax=ax, pad=0.02)
         colorbar.set_label(column if aggregate == "mean" or per_cell.max() <= 1 else f"{column} ({aggregate})")
         if xlog:
@@ -712,6 +713,44 @@ def heatmap(
             )
         ax.set_title(title, loc="left")
     return fig
+
+
+#: The ``gid`` of a heatmap's cell mesh, so :func:`heatmap_cells` finds the cells of a drawn heatmap.
+HEATMAP_GID = "zett_lab-heatmap-cells"
+
+
+def heatmap_cells(ax: Axes) -> pd.DataFrame:
+    """The cells of the heatmap drawn into ``ax``: ``max_tokens``, ``keep_recent_tokens`` and their data-space edges.
+
+    One row per grid cell (also the cells that were not run), with ``x0, x1, y0, y1`` in the axes'
+    data coordinates; :func:`image_boxes` turns them into positions on the figure's image.
+    """
+    mesh = next((c for c in ax.collections if isinstance(c, QuadMesh) and c.get_gid() == HEATMAP_GID), None)
+    if mesh is None:
+        raise SettingError("no zett_lab heatmap is drawn in these axes")
+    corners = np.asarray(mesh.get_coordinates())  # (rows + 1, columns + 1, 2): the cell edges
+    xs, ys = ax.get_xticks(), ax.get_yticks()  # the heatmap puts one tick at each grid value
+    rows = [
+        {"max_tokens": int(round(xs[j])), "keep_recent_tokens": int(round(ys[i])),
+         "x0": corners[i, j, 0], "x1": corners[i, j + 1, 0], "y0": corners[i, j, 1], "y1": corners[i + 1, j, 1]}
+        for i in range(corners.shape[0] - 1) for j in range(corners.shape[1] - 1)
+    ]
+    return pd.DataFrame(rows, columns=["max_tokens", "keep_recent_tokens", "x0", "x1", "y0", "y1"])
+
+
+def image_boxes(ax: Axes, x0: ArrayLike, x1: ArrayLike, y0: ArrayLike, y1: ArrayLike) -> np.ndarray:
+    """Data-space rectangles of ``ax`` as ``[left, top, width, height]`` fractions of the figure's image.
+
+    The figure must have been drawn (e.g. by :func:`to_png` with ``tight=False``) so the axes'
+    transforms are final; the image's origin is its top-left corner.
+    """
+    fig = ax.figure
+    width, height = fig.bbox.width, fig.bbox.height
+    low = ax.transData.transform(np.column_stack([np.asarray(x0, float), np.asarray(y0, float)]))
+    high = ax.transData.transform(np.column_stack([np.asarray(x1, float), np.asarray(y1, float)]))
+    left, right = np.minimum(low[:, 0], high[:, 0]), np.maximum(low[:, 0], high[:, 0])
+    bottom, top = np.minimum(low[:, 1], high[:, 1]), np.maximum(low[:, 1], high[:, 1])
+    return np.column_stack([left / width, 1 - top / height, (right - left) / width, (top - bottom) / height])
 
 
 def _format_value(value: float) -> str:

@@ -521,16 +521,16 @@ def _offline(name: str, budget_text: str | None, options: dict[str, Any]) -> Off
 def summarizer(spec: str | AgentModel, **options: Any) -> AgentModel:
     """Build a summary model from a spec (see the module docstring for the forms).
 
-    Options:
+    Keyword Args:
         budget: offline summarizers: tokens (int) or share of the span (float in (0, 1]).
-        head / keep_output_tokens / max_unit_chars / max_line_chars: per offline summarizer.
+        head, keep_output_tokens, max_unit_chars, max_line_chars: per offline summarizer.
         retry: :class:`zett_agent.model.RetryOptions` for provider summarizers.
         timeout: :class:`zett_agent.model.TimeoutOptions` for provider summarizers.
         max_concurrency: at most this many simultaneous summary calls (per event loop).
         base_url: endpoint for a provider (same as ``@URL`` in the spec).
-        api_key / api_key_env: the key itself, or the variable to read it from (default:
+        api_key, api_key_env: the key itself, or the variable to read it from (default:
             the provider's usual variable).
-        anything else the zett-agent provider class accepts (temperature, extra_headers, ...).
+        others: anything else the zett-agent provider class accepts (temperature, extra_headers, ...).
 
     Raises:
         SettingError: unknown spec or option, missing API key (naming the variable), bad budget.

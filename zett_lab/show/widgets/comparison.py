@@ -1,0 +1,238 @@
+"""The Comparison widget: several summarizers on the same compactions, side by side.
+
+The paired design lives in :func:`zett_lab.study.pairing.paired_comparison`; this widget shows its
+result (a plot of means with bootstrap intervals, per-summarizer figures, the summaries per compaction).
+"""
+
+from __future__ import annotations
+
+import html
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import ipywidgets as widgets
+import pandas as pd
+
+from ...load.conversation import Conversation
+from ...measure import Comparison as PairedStatistics
+from ...measure import Losses
+from ...replay.trace import Trace
+from ...study.pairing import PairedComparison, paired_comparison
+from ...study.session import Session, SummarizerSpec
+from .. import plots
+from .base import WidgetBase, draw, new_figure, nice_step, round_to
+from .html import CSS, cell, frame_html
+
+
+class Comparison(WidgetBase):
+    """Several summarizers on the same compactions, side by side.
+
+    The first summarizer is replayed with the engine deciding (``max_tokens``,
+    ``keep_recent_tokens``); the steps where it applied a compaction are then forced
+    (``compact_at=["step:N", ...]``, with automatic compaction out of reach) for every
+    summarizer, so each one summarizes the same spans at the same moments (a paired
+    comparison). Shows a table of summaries per compaction and per-summarizer metrics.
+
+    State: ``paired`` (the :class:`~zett_lab.study.pairing.PairedComparison`), and from it
+    ``reference`` (the engine-decided trace), ``traces`` and ``losses`` (by summarizer),
+    ``table`` (one row per compaction and summarizer), ``metrics`` (one row per summarizer),
+    ``comparison`` (:func:`zett_lab.compare` over the shared compactions: means with bootstrap
+    CIs, pairwise tests); ``figure``, ``error``; controls ``conversation``, ``max_tokens``,
+    ``keep_recent_tokens``.
+    """
+
+    def __init__(
+        self,
+        conversations: Conversation | Iterable[Conversation] | Mapping[str, Conversation],
+        summarizers: SummarizerSpec | Sequence[SummarizerSpec] | None = None,
+        max_tokens: int | None = None,
+        keep_recent_tokens: int | None = None,
+        *,
+        cache: Any = None,
+        count_tokens: Any = None,
+        replay_options: Mapping[str, Any] | None = None,
+        measure: bool = True,
+        text_chars: int = 600,
+        plot_metrics: Sequence[str] = (
+            "compression_ratio",
+            "anchor_retention",
+            "needed_anchor_recall",
+            "instruction_survival",
+        ),
+    ) -> None:
+        super().__init__()
+        self.session = Session(
+            conversations,
+            summarizers,
+            cache=cache,
+            count_tokens=count_tokens,
+            lru_size=64,
+            replay_options=replay_options,
+        )
+        self.conversations = self.session.conversations
+        self.measure = measure
+        self.text_chars = text_chars
+        self.paired: PairedComparison | None = None
+        first = next(iter(self.conversations))
+        total = max(self.session.size(first), 100)
+        step = nice_step(total)
+        max_tokens = int(max_tokens) if max_tokens is not None else round_to(total / 3, step)
+        keep_recent_tokens = (
+            int(keep_recent_tokens) if keep_recent_tokens is not None else round_to(max_tokens / 4, max(1, step // 2))
+        )
+        self.conversation = widgets.Dropdown(
+            options=list(self.conversations),
+            description="conversation",
+            style={"description_width": "initial"},
+            layout=widgets.Layout(width="380px"),
+        )
+        self.max_tokens = widgets.BoundedIntText(
+            value=max_tokens,
+            min=1,
+            max=10**9,
+            description="max_tokens",
+            style={"description_width": "initial"},
+            layout=widgets.Layout(width="230px"),
+        )
+        self.keep_recent_tokens = widgets.BoundedIntText(
+            value=keep_recent_tokens,
+            min=1,
+            max=10**9,
+            description="keep_recent_tokens",
+            style={"description_width": "initial"},
+            layout=widgets.Layout(width="260px"),
+        )
+        self.plot_metrics = tuple(plot_metrics)
+        self.figure = new_figure((8.0, 1.6 + 0.55 * len(self.session.summarizers)))
+        self.plot = widgets.Image(format="png", layout=widgets.Layout(max_width="100%"))
+        self.metrics_area = widgets.HTML()
+        self.table_area = widgets.HTML()
+        for control in (self.conversation, self.max_tokens, self.keep_recent_tokens):
+            control.observe(self._on_change, names="value")
+        self.children = [
+            widgets.HBox(
+                [self.conversation, self.max_tokens, self.keep_recent_tokens],
+                layout=widgets.Layout(flex_flow="row wrap"),
+            ),
+            self.status,
+            self.error_area,
+            self.plot,
+            self.metrics_area,
+            self.table_area,
+        ]
+        self.add_class("zl-comparison")
+        self.render()
+
+    @property
+    def summarizers(self) -> list[str]:
+        return list(self.session.summarizers)
+
+    @property
+    def reference(self) -> Trace | None:
+        return self.paired.reference if self.paired is not None else None
+
+    @property
+    def traces(self) -> dict[str, Trace]:
+        return self.paired.traces if self.paired is not None else {}
+
+    @property
+    def losses(self) -> dict[str, Losses | None]:
+        return self.paired.losses if self.paired is not None else {}
+
+    @property
+    def table(self) -> pd.DataFrame | None:
+        return self.paired.table if self.paired is not None else None
+
+    @property
+    def metrics(self) -> pd.DataFrame | None:
+        return self.paired.metrics if self.paired is not None else None
+
+    @property
+    def comparison(self) -> PairedStatistics | None:
+        return self.paired.comparison if self.paired is not None else None
+
+    def _on_change(self, change: dict[str, Any]) -> None:
+        if not self._suspended:
+            self.render()
+
+    def render(self) -> None:
+        """Replay the reference, then every summarizer on its compaction steps; rebuild the tables."""
+        started = time.perf_counter()
+        self.renders += 1
+        try:
+            paired = paired_comparison(
+                self.session,
+                self.conversation.value,
+                int(self.max_tokens.value),
+                int(self.keep_recent_tokens.value),
+                measure_losses=self.measure,
+            )
+            self.paired = paired
+            statistics = paired.comparison
+            if statistics is not None:
+                self.plot.value = draw(
+                    self.figure,
+                    lambda ax: plots.summarizer_comparison(
+                        statistics,
+                        ax=ax,
+                        metrics=self.plot_metrics,
+                        title=f"Paired over {len(paired.compact_at)} compactions ({self.conversation.value}): "
+                        "means with 95% bootstrap CIs",
+                    ),
+                    margins="comparison",
+                )
+            else:
+                self.plot.value = b""
+            self.error, self.error_area.value = None, ""
+            self.metrics_area.value = (
+                f"{CSS}<h4>Per summarizer</h4>{frame_html(paired.metrics)}" if len(paired.metrics) else ""
+            )
+            self.table_area.value = self._table_html()
+            self.status.value = (
+                f'<span class="zl-muted">{len(paired.compact_at)} compaction points from '
+                f"{html.escape(self.summarizers[0])} (engine-decided); {len(self.summarizers)} summarizers in "
+                f"{time.perf_counter() - started:.2f} s</span>"
+            )
+        except Exception as error:  # noqa: BLE001 - shown in place, kept on .error
+            self.paired = None
+            self.metrics_area.value = self.table_area.value = ""
+            self.plot.value = b""
+            self._fail(error, "comparison failed")
+
+    def _table_html(self) -> str:
+        table = self.table
+        if table is None or not len(table):
+            return (
+                f'{CSS}<p class="zl-muted">The reference summarizer applied no compaction under these settings: '
+                "nothing to compare.</p>"
+            )
+        labels = list(dict.fromkeys(table["summarizer"]))
+        head = "<th>compaction</th>" + "".join(f"<th>{html.escape(label)}</th>" for label in labels)
+        body = []
+        for cid, group in table.groupby("compaction_id", sort=True):
+            first = group.iloc[0]
+            where = f"#{cid} · step {first['step']}<br>span [{first['span_start']}:{first['span_end']}]"
+            cells = []
+            for label in labels:
+                part = group[group["summarizer"] == label]
+                if not len(part):
+                    cells.append("<td></td>")
+                    continue
+                r = part.iloc[0]
+                text = r["summary_text"] if isinstance(r["summary_text"], str) else ""
+                short = text if len(text) <= self.text_chars else text[: self.text_chars] + "…"
+                status = "applied" if bool(r["applied"]) else html.escape(str(r["skip_reason"]))
+                ratio = f"{r['compression_ratio']:.1%}" if pd.notna(r["compression_ratio"]) else ""
+                cells.append(
+                    f"<td style='text-align:left;vertical-align:top;white-space:normal;min-width:220px'>"
+                    f"<b>{cell(r['summary_tokens'])} tok</b> · {ratio} · {status}"
+                    f"<div class='zl-pre'>{html.escape(short)}</div></td>"
+                )
+            body.append(f"<tr><td style='vertical-align:top'>{where}</td>{''.join(cells)}</tr>")
+        return (
+            f"{CSS}<h4>Summaries per compaction (same spans for every summarizer)</h4>"
+            "<div class='zl-scroll' style='max-height:600px'><table class='zl-table zl-comparison-table'>"
+            f"<thead><tr>{head}</tr></thead>"
+            f"<tbody>{''.join(body)}</tbody></table></div>"
+        )
