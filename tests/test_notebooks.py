@@ -19,7 +19,7 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 EXPECTED = ["01-explore.ipynb", "02-tune-thresholds.ipynb", "03-compare-summary-models.ipynb", "04-loss-report.ipynb"]
 #: Seconds a notebook may take to execute (kernel start excluded). DESIGN: under a minute here.
 BUDGET_S = float(os.environ.get("ZETT_LAB_NOTEBOOK_BUDGET", "60"))
-CELL_TIMEOUT_S = 180
+CELL_TIMEOUT_S = 900  # a hang guard, not a speed test: benchmarks live in bench/
 
 
 def test_all_notebooks_present():
