@@ -9,10 +9,10 @@ Example::
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from zett_agent.extensions.compaction import CompactedMessage
 from zett_agent.messages import (
@@ -29,8 +29,23 @@ from zett_agent.model import ModelUsage
 
 from ..files import check_output, write_atomic
 
-if TYPE_CHECKING:
-    from .conversation import Conversation
+
+class Recorded(Protocol):
+    """What the writer needs of a conversation (a :class:`~zett_lab.load.conversation.Conversation`)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def messages(self) -> Sequence[AnyMessage]: ...
+    @property
+    def usage(self) -> Mapping[int, ModelUsage]: ...
+    @property
+    def probes(self) -> Sequence[Any]: ...
+    @property
+    def native_compactions(self) -> Sequence[Any]: ...
+    @property
+    def metadata(self) -> Mapping[str, Any]: ...
+    def input_files(self) -> list[Path]: ...
 
 
 def message_to_neutral(message: AnyMessage, usage: ModelUsage | None = None) -> dict[str, Any]:
@@ -84,7 +99,7 @@ def _content_to_neutral(content: Any) -> Any:
     return parts
 
 
-def conversation_to_neutral(conversation: Conversation) -> dict[str, Any]:
+def conversation_to_neutral(conversation: Recorded) -> dict[str, Any]:
     """A Conversation as one neutral JSON object."""
     return {
         "id": conversation.id,
@@ -95,7 +110,7 @@ def conversation_to_neutral(conversation: Conversation) -> dict[str, Any]:
     }
 
 
-def write_neutral(conversations: Iterable[Conversation], path: str | Path, *, overwrite: bool = False) -> Path:
+def write_neutral(conversations: Iterable[Recorded], path: str | Path, *, overwrite: bool = False) -> Path:
     """Write conversations as neutral JSON (one object, or a list when several), atomically.
 
     Never over a file they were read from; an existing ``path`` only with ``overwrite=True``.
