@@ -192,7 +192,9 @@ def test_anchor_lookup_in_summary_tail_and_future(hand_losses):
     error = anchor(hand_losses, 0, "error", "KeyError: user_id")
     assert error["in_tail"] and not error["needed_later"]
     load_user = anchor(hand_losses, 0, "identifier", "load_user")
-    assert load_user["lost_but_needed"] and not load_user["refetched"]  # needed, but only a path was re-read
+    # it recurs only in a tool result (the file printed again): no one used it, so it is not needed
+    assert load_user["in_future"] and not load_user["needed_later"] and not load_user["lost_but_needed"]
+    assert path["rarity"] == pytest.approx(math.log(12 / 3) / math.log(12 / 2))  # in 3 of 12 dialogue messages
     prod = anchor(hand_losses, 0, "path", "config/prod.yaml")
     assert prod["in_summary"] and not prod["in_future"]
     constraint = anchor(hand_losses, 0, "constraint", "never edit config/prod.yaml")
@@ -203,12 +205,14 @@ def test_needed_anchor_recall_and_lists(hand_losses):
     row = hand_losses.compactions.iloc[0]
     anchors = hand_losses.anchors[hand_losses.anchors["compaction_id"] == 0]
     needed = anchors[anchors["needed_later"]]
-    assert set(needed["normalized"]) == {"src/auth/session.py", "6543", "load_user"}
-    assert row["needed_anchors"] == 3 and row["needed_retained"] == 1
-    assert row["needed_anchor_recall"] == pytest.approx(1 / 3)
-    assert row["lost_but_needed"] == 2
+    assert set(needed["normalized"]) == {"src/auth/session.py", "6543"}  # read again by the agent, said again by it
+    assert row["needed_anchors"] == 2 and row["needed_retained"] == 1
+    weights = dict(zip(needed["normalized"], needed["rarity"]))
+    assert row["needed_weight"] == pytest.approx(sum(weights.values()))
+    assert row["needed_anchor_recall"] == pytest.approx(weights["6543"] / sum(weights.values()))
+    assert row["lost_but_needed"] == 1
     lost = hand_losses.lost_but_needed()
-    assert set(lost[lost["compaction_id"] == 0]["normalized"]) == {"src/auth/session.py", "load_user"}
+    assert set(lost[lost["compaction_id"] == 0]["normalized"]) == {"src/auth/session.py"}
     assert row["span_anchors"] == len(anchors)
     assert row["retained_anchors"] == int(anchors["in_summary"].sum())
     assert row["anchor_retention"] == pytest.approx(anchors["in_summary"].mean())
@@ -396,7 +400,9 @@ def linked_conversation(turns: int = 8, pad: int = 120) -> Conversation:
             )
         )
         messages.append(
-            AssistantMessage(content=f"We'll use load_user_{earlier} with a default. Fixed src/pkg/module_{t}.py.")
+            AssistantMessage(
+                content=f"We'll use load_user_{earlier} with a default on port {6500 + earlier}. Fixed src/pkg/module_{t}.py."
+            )
         )
     return Conversation(id="linked", messages=messages, probes=probes)
 

@@ -29,12 +29,14 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import pandas as pd
-from zett_agent.messages import AssistantMessage, SystemMessage
+from zett_agent.extensions.compaction import CompactedMessage
+from zett_agent.messages import AssistantMessage, SystemMessage, UserMessage
 
 from ..load.anchors import (
     ANCHOR_TYPES,
     ARTIFACT_TYPES,
     AnchorKey,
+    action_keys,
     loose,
     message_anchors,
     message_keys,
@@ -81,9 +83,12 @@ COMPACTION_COLUMNS: dict[str, str] = {
     "retained_anchors": "|A(S_k) ∩ A(Σ_k)|",
     "anchor_retention": "retained_anchors / span_anchors (NaN when the span has none or there is no summary)",
     **{f"retention_{t}": f"anchor retention over {t} anchors only (NaN when the span has none)" for t in ANCHOR_TYPES},
-    "needed_anchors": "|N_k|: span anchors that reappear in F_k and are not in T_k (nor in the system prompt)",
+    "needed_anchors": "|N_k|: span anchors the user or the agent uses again in F_k (text, tool-call arguments, "
+    "commands; not a tool result) that are not in T_k (nor in the system prompt)",
     "needed_retained": "|N_k ∩ Σ_k|",
-    "needed_anchor_recall": "NAR_k = needed_retained / needed_anchors (NaN when N_k is empty)",
+    "needed_weight": "Σ rarity over N_k (common names weigh little)",
+    "needed_retained_weight": "Σ rarity over N_k ∩ Σ_k",
+    "needed_anchor_recall": "NAR_k = needed_retained_weight / needed_weight: rarity-weighted (NaN when N_k is empty)",
     "lost_but_needed": "|N_k \\ Σ_k|: anchors needed later that the context no longer shows (listed in losses.anchors)",
     "constraints": "user constraints in the span",
     "constraints_visible": "constraints visible in Σ_k ∪ T_k",
@@ -113,9 +118,10 @@ ANCHOR_COLUMNS: dict[str, str] = {
     "message_index": "first span message holding it",
     "in_summary": "present in Σ_k",
     "in_tail": "present in T_k or in the system prompt, which every step sends (exact)",
-    "in_future": "present in F_k (exact)",
-    "next_use_index": "first message of F_k holding it (NA when none)",
-    "needed_later": "in_future and not in_tail (member of N_k)",
+    "in_future": "present anywhere in F_k, tool results included (exact)",
+    "next_use_index": "first message of F_k where the user or the agent uses it (NA when none)",
+    "rarity": "how rare it is in the conversation, 0..1: log(N/df)/log(N/2) over N dialogue messages, df holding it",
+    "needed_later": "used again in F_k (next_use_index) and not in_tail (member of N_k)",
     "lost_but_needed": "needed_later and not in_summary",
     "refetched": "a later tool call's arguments mention it while it was in neither T_k nor Σ_k",
 }
@@ -141,7 +147,7 @@ CONVERSATION_COLUMNS: dict[str, str] = {
     "compression_ratio": "mean CR_k over applied compactions (NaN with none)",
     "context_reduction": "mean context reduction over applied compactions",
     "anchor_retention": "mean anchor retention over applied compactions",
-    "needed_anchor_recall": "pooled NAR over applied compactions: Σ needed_retained / Σ needed_anchors",
+    "needed_anchor_recall": "pooled NAR over applied compactions: Σ needed_retained_weight / Σ needed_weight",
     "instruction_survival": "pooled over applied compactions: Σ constraints_visible / Σ constraints",
     "lost_but_needed": "Σ lost_but_needed over applied compactions",
     "refetch_calls": "Σ refetch_calls over applied compactions",
@@ -339,7 +345,7 @@ def _frame(rows: list[dict[str, Any]] | dict[str, list[Any]], columns: dict[str,
             data[column] = _typed(values, "boolean", bool)
         elif column in _INT:
             data[column] = _typed(values, "Int64", int)
-        elif column in ("survival", "context_survival", "latency_s") or _is_ratio(column):
+        elif column in ("survival", "context_survival", "latency_s", "rarity", "needed_weight", "needed_retained_weight") or _is_ratio(column):
             data[column] = pd.to_numeric(values, errors="coerce").astype("float64")
         else:
             data[column] = values.astype("object").where(values.notna(), None)
@@ -392,16 +398,38 @@ def _counter_for(trace: Any, counter: Callable[[Sequence[Any]], int] | None) -> 
     return approx_count_tokens if "Approx" in name or "approx" in name else count_tokens
 
 
+def _first_in(positions: Sequence[int], start: int, end: int) -> int | None:
+    at = bisect_left(positions, start)
+    return positions[at] if at < len(positions) and positions[at] < end else None
+
+
+#: Share of a user message's lines seen in earlier user messages that makes it a re-injected copy.
+REPEATED_USER_TEXT = 0.8
+
+
+def _repeats_user_text(message: Any, seen_lines: set[str]) -> bool:
+    """Whether a user message mostly repeats earlier user messages (instructions a harness re-injects);
+    records its lines. A repeat is no new use of what it mentions."""
+    if not isinstance(message, UserMessage) or isinstance(message, CompactedMessage):
+        return False
+    lines = {line.strip() for line in message_text(message).splitlines() if line.strip()}
+    repeated = bool(lines) and len(lines & seen_lines) >= REPEATED_USER_TEXT * len(lines)
+    seen_lines |= lines
+    return repeated
+
+
 class _ConversationIndex:
-    """Per-conversation lookups: anchors per message, occurrences per key, tool calls."""
+    """Per-conversation lookups: anchors per message, occurrences and uses per key, tool calls, rarity."""
 
     def __init__(self, messages: Sequence[Any]) -> None:
         self.messages = messages
         self.first_value: dict[AnchorKey, str] = {}
         self.occurrences: dict[AnchorKey, list[int]] = {}
+        self.uses: dict[AnchorKey, list[int]] = {}
         self.keys_by_message: list[tuple[AnchorKey, ...]] = []
         self.tool_calls: list[tuple[int, frozenset[AnchorKey]]] = []
         self.system_keys: set[AnchorKey] = set()
+        user_lines: set[str] = set()
         for index, message in enumerate(messages):
             if isinstance(message, SystemMessage):
                 # sent with every step: its anchors never need a summary
@@ -415,13 +443,26 @@ class _ConversationIndex:
                 self.first_value.setdefault(key, anchor.value)
                 self.occurrences.setdefault(key, []).append(index)
             self.keys_by_message.append(tuple(keys))
+            if not _repeats_user_text(message, user_lines):
+                for key in action_keys(message):
+                    self.uses.setdefault(key, []).append(index)
             if isinstance(message, AssistantMessage):
                 for call in message.tool_calls or ():
                     call_keys = frozenset(k for k in tool_call_keys(call) if k[0] in ARTIFACT_TYPES)
                     if call_keys:
                         self.tool_calls.append((index, call_keys))
+        self.dialogue_messages = sum(1 for m in messages if not isinstance(m, SystemMessage))
         self._texts: dict[int, str] = {}
         self._loose: dict[int, str] = {}
+
+    def rarity(self, key: AnchorKey) -> float:
+        """How rare the item is in the conversation, 0..1: 1 in at most two messages, 0 in every message
+        (``log(N/df) / log(N/2)`` over N dialogue messages), so common names weigh little in NAR."""
+        n = self.dialogue_messages
+        df = len(self.occurrences.get(key, ()))
+        if n <= 2 or df <= 2:
+            return 1.0
+        return max(0.0, min(1.0, math.log(n / df) / math.log(n / 2)))
 
     def span_keys(self, start: int, end: int) -> dict[AnchorKey, int]:
         """Distinct keys of messages[start:end] with the first message index holding each."""
@@ -433,11 +474,11 @@ class _ConversationIndex:
 
     def occurs(self, key: AnchorKey, start: int, end: int) -> int | None:
         """First index in [start, end) holding the key, or None."""
-        positions = self.occurrences.get(key, ())
-        at = bisect_left(positions, start)
-        if at < len(positions) and positions[at] < end:
-            return positions[at]
-        return None
+        return _first_in(self.occurrences.get(key, ()), start, end)
+
+    def used(self, key: AnchorKey, start: int, end: int) -> int | None:
+        """First index in [start, end) where the user or the agent uses the key (not a tool result), or None."""
+        return _first_in(self.uses.get(key, ()), start, end)
 
     def text(self, index: int) -> str:
         text = self._texts.get(index)
@@ -589,6 +630,7 @@ def _measure_one(trace: Any, counter: Callable[[Sequence[Any]], int]) -> Losses:
             per_type_total = dict.fromkeys(ANCHOR_TYPES, 0)
             per_type_kept = dict.fromkeys(ANCHOR_TYPES, 0)
             needed = needed_kept = constraints = constraints_visible = 0
+            needed_weight = needed_kept_weight = 0.0
             lost_artifacts: set[AnchorKey] = set()
             rows_start = len(anchor_columns["type"])
             for key, first_index in span.items():
@@ -596,13 +638,17 @@ def _measure_one(trace: Any, counter: Callable[[Sequence[Any]], int]) -> Losses:
                 in_summary = text_index.contains(key)
                 in_summary_map[key] = in_summary
                 in_tail = key in index.system_keys or index.occurs(key, span_end, n_recorded) is not None
-                next_use = index.occurs(key, n_recorded, n_messages)
+                in_future = index.occurs(key, n_recorded, n_messages) is not None
+                next_use = index.used(key, n_recorded, n_messages)
                 needed_later = next_use is not None and not in_tail
+                rarity = index.rarity(key)
                 per_type_total[type_] += 1
                 per_type_kept[type_] += in_summary
                 if needed_later:
                     needed += 1
                     needed_kept += in_summary
+                    needed_weight += rarity
+                    needed_kept_weight += rarity * in_summary
                 if type_ == "constraint":
                     constraints += 1
                     constraints_visible += in_summary or in_tail
@@ -614,8 +660,9 @@ def _measure_one(trace: Any, counter: Callable[[Sequence[Any]], int]) -> Losses:
                 anchor_columns["message_index"].append(first_index)
                 anchor_columns["in_summary"].append(in_summary)
                 anchor_columns["in_tail"].append(in_tail)
-                anchor_columns["in_future"].append(next_use is not None)
+                anchor_columns["in_future"].append(in_future)
                 anchor_columns["next_use_index"].append(next_use)
+                anchor_columns["rarity"].append(rarity)
                 anchor_columns["needed_later"].append(needed_later)
                 anchor_columns["lost_but_needed"].append(needed_later and not in_summary)
             refetch_calls = 0
@@ -650,7 +697,9 @@ def _measure_one(trace: Any, counter: Callable[[Sequence[Any]], int]) -> Losses:
                 anchor_retention=_ratio(kept, total),
                 needed_anchors=needed,
                 needed_retained=needed_kept,
-                needed_anchor_recall=_ratio(needed_kept, needed),
+                needed_weight=needed_weight,
+                needed_retained_weight=needed_kept_weight,
+                needed_anchor_recall=_ratio(needed_kept_weight, needed_weight) if needed else math.nan,
                 lost_but_needed=needed - needed_kept,
                 constraints=constraints,
                 constraints_visible=constraints_visible,
@@ -789,6 +838,14 @@ def _decay(
     return rows
 
 
+def _pooled_float(rows: pd.DataFrame, numerator: str, denominator: str) -> float:
+    """Σ numerator / Σ denominator over rows (NaN with no rows or a zero denominator)."""
+    if not len(rows):
+        return math.nan
+    total = float(pd.to_numeric(rows[denominator], errors="coerce").fillna(0).sum())
+    return float(pd.to_numeric(rows[numerator], errors="coerce").fillna(0).sum()) / total if total else math.nan
+
+
 def _sum_int(series: pd.Series) -> int:
     return int(pd.to_numeric(series, errors="coerce").fillna(0).sum()) if len(series) else 0
 
@@ -848,7 +905,7 @@ def _conversation_row(
         "compression_ratio": mean("compression_ratio"),
         "context_reduction": mean("context_reduction"),
         "anchor_retention": mean("anchor_retention"),
-        "needed_anchor_recall": pooled("needed_retained", "needed_anchors"),
+        "needed_anchor_recall": _pooled_float(applied, "needed_retained_weight", "needed_weight"),
         "instruction_survival": pooled("constraints_visible", "constraints"),
         "lost_but_needed": _sum_int(applied["lost_but_needed"]) if len(applied) else 0,
         "refetch_calls": _sum_int(applied["refetch_calls"]) if len(applied) else 0,
