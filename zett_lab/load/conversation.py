@@ -15,7 +15,7 @@ Example::
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,7 @@ from zett_agent.model import ModelUsage
 from ..errors import InputError
 from .neutral_writer import write_neutral
 
-PROBE_TYPES = ("recall", "artifact", "continuation", "decision")
+PROBE_TYPES = ("recall", "artifact", "continuation", "decision", "update")
 
 def probes_sidecar_path(path: str | Path) -> Path:
     """Where gold probes for a recorded file live: ``<stem>.probes.json`` beside it."""
@@ -49,13 +49,25 @@ CHECKPOINT_PREFIX = "[Conversation checkpoint: historical context, not system in
 class Probe:
     """A planted fact with a gold answer, for checking what survives compaction.
 
-    ``message_index`` is the index in ``Conversation.messages`` where the fact appears.
+    ``message_index`` is the index in ``Conversation.messages`` where the fact appears. An
+    ``update`` probe asks for a value that changed: ``answer`` is the current value (at
+    ``message_index``) and ``superseded_answer`` the earlier one, at ``superseded_index``; a
+    context that shows only the superseded answer answers it wrongly.
     """
 
     question: str
     answer: str
     type: str
     message_index: int
+    superseded_answer: str | None = None
+    superseded_index: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form :func:`parse_probes` reads (the superseded fields only for ``update`` probes)."""
+        data = asdict(self)
+        if self.type != "update":
+            del data["superseded_answer"], data["superseded_index"]
+        return data
 
 
 @dataclass(frozen=True)
@@ -207,10 +219,19 @@ def parse_probes(data: Any, path: object, n_messages: int) -> list[Probe]:
                 f"{place}, field 'message_index'",
                 f"{index!r} is not a message of this conversation (0..{n_messages - 1})",
             )
-        probes.append(
-            Probe(question=str(item["question"]), answer=str(item["answer"]), type=item["type"], message_index=index)
-        )
+        superseded = _superseded_fields(item, place, path, index) if item["type"] == "update" else (None, None)
+        probes.append(Probe(str(item["question"]), str(item["answer"]), item["type"], index, *superseded))
     return probes
+
+
+def _superseded_fields(item: dict[str, Any], place: str, path: object, index: int) -> tuple[str, int]:
+    """An update probe's superseded answer and its message index, which must come before the current one."""
+    answer, earlier = item.get("superseded_answer"), item.get("superseded_index")
+    if not isinstance(answer, str) or not answer.strip():
+        raise InputError(path, f"{place}, field 'superseded_answer'", "an update probe needs the superseded answer (a non-empty string)")
+    if isinstance(earlier, bool) or not isinstance(earlier, int) or not 0 <= earlier < index:
+        raise InputError(path, f"{place}, field 'superseded_index'", f"{earlier!r} must be a message index before message_index {index}")
+    return answer, earlier
 
 
 def starts_turn(message: AnyMessage) -> bool:

@@ -104,7 +104,7 @@ def conversation_to_neutral(conversation: Recorded) -> dict[str, Any]:
     return {
         "id": conversation.id,
         "messages": [message_to_neutral(m, conversation.usage.get(i)) for i, m in enumerate(conversation.messages)],
-        "probes": [asdict(p) for p in conversation.probes],
+        "probes": [p.to_dict() for p in conversation.probes],
         "native_compactions": [asdict(n) for n in conversation.native_compactions],
         "metadata": conversation.metadata,
     }

@@ -47,6 +47,7 @@ from ..load.text import message_text
 from ..records import is_missing
 from .lookup import TextIndex, contains_loose
 from .probes import check_probes
+from .updates import find_updates, observe
 
 # ---------------------------------------------------------------------------------------------
 # Column documentation (also appended to the Losses docstring)
@@ -100,6 +101,10 @@ COMPACTION_COLUMNS: dict[str, str] = {
     "probes_covered": "gold probes whose message_index lies in the span",
     "probes_present": "of those, answers present (normalized substring) in the context the next step sees",
     "probe_presence": "probes_present / probes_covered (NaN when no probe is covered)",
+    "superseded_updates": "|U_k|: items of S_k whose value changed within S_k (zett_lab.measure.updates); NA without a summary",
+    "superseded_latest": "of those, Σ_k carries the latest value",
+    "superseded_only": "of those, Σ_k carries only a superseded value (an error: worse than dropping it)",
+    "superseded_rate": "superseded_only / superseded_updates (lower is better; NaN when U_k is empty)",
     "latency_s": "summary call wall time (trace)",
     "cache_hit": "the summary came from the persistent cache (trace)",
     "summary_input_tokens": "usage the summary model reported (trace)",
@@ -152,9 +157,12 @@ CONVERSATION_COLUMNS: dict[str, str] = {
     "lost_but_needed": "Σ lost_but_needed over applied compactions",
     "refetch_calls": "Σ refetch_calls over applied compactions",
     "probes": "gold probes of the conversation",
-    "probe_presence": (
-        "share of (probe, applied compaction covering it) pairs whose answer is in the next step's context"
-    ),
+    "probe_presence": "share of (probe, applied compaction covering it) pairs whose answer is in the next step's context",
+    "superseded_updates": "Σ superseded_updates over applied compactions",
+    "superseded_only": "Σ superseded_only over applied compactions",
+    "superseded_rate": "pooled over applied compactions: Σ superseded_only / Σ superseded_updates (lower is better)",
+    "superseded_probe_rate": "share of (update probe, applied compaction covering it) pairs whose next step's context shows "
+    "only the superseded answer (lower is better)",
     "decay_survival_1": "mean share of anchors kept at an applied compaction still in the next applied summary (j=1)",
     "final_survival": "share of anchors kept at the first applied compaction still in the last applied summary",
 }
@@ -166,16 +174,31 @@ PROBE_COLUMNS: dict[str, str] = {
     "step": "its step",
     "applied": "its checkpoint was applied",
     "probe": "index of the probe in Conversation.probes",
-    "type": "probe type (recall, artifact, continuation, decision)",
+    "type": "probe type (recall, artifact, continuation, decision, update)",
     "question": "probe question",
     "answer": "gold answer",
     "message_index": "message holding the fact",
     "answer_in_source": "the gold answer occurs in that message (when False the offline check cannot succeed verbatim)",
     "in_summary": "answer present in Σ_k",
     "in_tail": "answer present in T_k",
-    "in_context": (
-        "answer present in the context the next model step sees ([checkpoint] + messages[kept_from:n_recorded])"
-    ),
+    "in_context": "answer present in the context the next model step sees ([checkpoint] + messages[kept_from:n_recorded])",
+    "superseded_answer": "update probes: the earlier answer (None for other types)",
+    "superseded_in_context": "update probes: the superseded answer is in that context (NA for other types)",
+}
+
+UPDATE_COLUMNS: dict[str, str] = {
+    "conversation_id": "Conversation.id",
+    "summarizer": "summarizer identity",
+    "compaction_id": "an attempt with a summary whose span holds the change",
+    "applied": "the attempt's checkpoint was applied",
+    "kind": "what changed (zett_lab.measure.updates.UPDATE_KINDS)",
+    "key": "the item's identity",
+    "name": "the item as written",
+    "superseded": "earlier values, as written, joined by ' | '",
+    "latest": "the value at the end of the span",
+    "superseded_index": "first message holding a superseded value",
+    "latest_index": "first message holding the latest value after the change",
+    "status": "'latest', 'superseded' (only an earlier value: an error) or 'neither' in the summary",
 }
 
 DECAY_COLUMNS: dict[str, str] = {
@@ -206,7 +229,8 @@ class Losses:
     ``anchors`` (one row per span anchor per attempt with a summary),
     ``conversation`` (one row per trace), ``probes`` (one row per gold probe per
     attempt whose span covers it), ``decay`` (one row per pair of applied
-    compactions k < k+j of a trace).
+    compactions k < k+j of a trace), ``updates`` (one row per item whose value changed
+    within the span of an attempt with a summary).
 
     Combine several with :meth:`concat`; ``measure([t1, t2])`` does it for you.
     """
@@ -216,6 +240,7 @@ class Losses:
     conversation: pd.DataFrame
     probes: pd.DataFrame
     decay: pd.DataFrame
+    updates: pd.DataFrame = field(default_factory=lambda: _frame([], UPDATE_COLUMNS))
     settings: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -237,6 +262,7 @@ class Losses:
             conversation=cat("conversation", CONVERSATION_COLUMNS),
             probes=cat("probes", PROBE_COLUMNS),
             decay=cat("decay", DECAY_COLUMNS),
+            updates=cat("updates", UPDATE_COLUMNS),
             settings={"parts": [item.settings for item in items]},
         )
 
@@ -304,6 +330,7 @@ Losses.__doc__ = (Losses.__doc__ or "") + "\n    Columns:\n\n" + "\n\n".join(
         ("conversation", CONVERSATION_COLUMNS),
         ("probes", PROBE_COLUMNS),
         ("decay", DECAY_COLUMNS),
+        ("updates", UPDATE_COLUMNS),
     )
 )
 
@@ -319,8 +346,9 @@ _BOOLEANS: dict[int, set[str]] = {
         "refetched",
     },
     id(CONVERSATION_COLUMNS): set(),
-    id(PROBE_COLUMNS): {"applied", "answer_in_source", "in_summary", "in_tail", "in_context"},
+    id(PROBE_COLUMNS): {"applied", "answer_in_source", "in_summary", "in_tail", "in_context", "superseded_in_context"},
     id(DECAY_COLUMNS): set(),
+    id(UPDATE_COLUMNS): {"applied"},
 }
 _INT = {
     "max_tokens", "keep_recent_tokens", "compaction_id", "step", "turn", "span_start", "span_end", "n_recorded",
@@ -331,7 +359,8 @@ _INT = {
     "next_use_index", "messages", "steps", "compactions", "attempts", "rejected_not_smaller", "failed",
     "steps_over_budget", "steps_no_boundary", "steps_only_checkpoints", "peak_context_tokens",
     "primary_input_tokens", "probe", "probes", "from_compaction", "to_compaction", "j", "kept",
-    "still_in_summary", "still_in_context",
+    "still_in_summary", "still_in_context", "superseded_updates", "superseded_latest", "superseded_only",
+    "latest_index", "superseded_index",
 }
 
 
@@ -363,6 +392,7 @@ def _is_ratio(column: str) -> bool:
     return column.startswith("retention_") or column in {
         "compression_ratio", "engine_compression_ratio", "context_reduction", "anchor_retention",
         "needed_anchor_recall", "instruction_survival", "probe_presence", "decay_survival_1", "final_survival",
+        "superseded_rate", "superseded_probe_rate",
     }
 
 
@@ -373,6 +403,7 @@ def _empty_losses(settings: dict[str, Any] | None = None) -> Losses:
         conversation=_frame([], CONVERSATION_COLUMNS),
         probes=_frame([], PROBE_COLUMNS),
         decay=_frame([], DECAY_COLUMNS),
+        updates=_frame([], UPDATE_COLUMNS),
         settings=settings or {},
     )
 
@@ -550,6 +581,8 @@ def _measure_one(trace: Any, counter: Callable[[Sequence[Any]], int]) -> Losses:
     compaction_rows: list[dict[str, Any]] = []
     anchor_columns: dict[str, list[Any]] = {name: [] for name in ANCHOR_COLUMNS}
     probe_rows: list[dict[str, Any]] = []
+    update_rows: list[dict[str, Any]] = []
+    observations = observe(messages) if len(compactions) else []
     # per applied compaction: (compaction_id, span keys kept, in_summary map, tail range)
     applied_chain: list[tuple[int, dict[AnchorKey, bool], tuple[int, int]]] = []
     previous_checkpoint: tuple[int, int] | None = None
@@ -708,11 +741,12 @@ def _measure_one(trace: Any, counter: Callable[[Sequence[Any]], int]) -> Losses:
                 refetched_anchors=len(refetched),
                 **{f"retention_{t}": _ratio(per_type_kept[t], per_type_total[t]) for t in ANCHOR_TYPES},
             )
+            out.update(_superseded(observations, span_start, span_end, str(summary_text), {**base, "compaction_id": cid, "applied": applied}, update_rows))
         else:
             out.update(span_anchors=len(span))
 
-        # probes covered by the span
-        covered = [(n, p) for n, p in enumerate(probes) if span_start <= p.message_index < span_end]
+        # probes covered by the span (an update probe: both of its values)
+        covered = [(n, p) for n, p in enumerate(probes) if _covers(p, span_start, span_end)]
         if covered:
             step = _int_or_none(row.get("step"))
             step_row = step_rows.get(step) if step is not None else None
@@ -727,6 +761,7 @@ def _measure_one(trace: Any, counter: Callable[[Sequence[Any]], int]) -> Losses:
             for n, probe in covered:
                 in_context = contains_loose(context, probe.answer)
                 present += in_context
+                superseded = probe.superseded_answer if probe.type == "update" else None
                 probe_rows.append(
                     {
                         **base,
@@ -742,6 +777,8 @@ def _measure_one(trace: Any, counter: Callable[[Sequence[Any]], int]) -> Losses:
                         "in_summary": contains_loose(summary_loose, probe.answer) if summary_loose else False,
                         "in_tail": contains_loose(tail, probe.answer),
                         "in_context": in_context,
+                        "superseded_answer": superseded,
+                        "superseded_in_context": contains_loose(context, superseded) if superseded else None,
                     }
                 )
             out.update(
@@ -759,6 +796,7 @@ def _measure_one(trace: Any, counter: Callable[[Sequence[Any]], int]) -> Losses:
     compactions_frame = _frame(compaction_rows, COMPACTION_COLUMNS)
     probes_frame = _frame(probe_rows, PROBE_COLUMNS)
     decay_frame = _frame(decay_rows, DECAY_COLUMNS)
+    updates_frame = _frame(update_rows, UPDATE_COLUMNS)
     conversation_row = _conversation_row(
         base, max_tokens, keep_recent, n_messages, steps, compactions_frame, probes_frame, decay_frame, len(probes)
     )
@@ -768,8 +806,36 @@ def _measure_one(trace: Any, counter: Callable[[Sequence[Any]], int]) -> Losses:
         conversation=_frame([conversation_row], CONVERSATION_COLUMNS),
         probes=probes_frame,
         decay=decay_frame,
+        updates=updates_frame,
         settings={**settings, "conversation_id": conversation.id},
     )
+
+
+def _covers(probe: Any, span_start: int, span_end: int) -> bool:
+    """Whether a span holds a probe's fact (for an update probe: the superseded and the current value)."""
+    start = probe.superseded_index if probe.type == "update" else probe.message_index
+    return span_start <= start and probe.message_index < span_end
+
+
+def _superseded(
+    observations: Sequence[Sequence[Any]], span_start: int, span_end: int, summary: str, base: dict[str, Any], rows: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """Superseded-value columns of one attempt; appends one row per updated item to ``rows``."""
+    counts = {"latest": 0, "superseded": 0, "neither": 0}
+    found = find_updates(observations, span_start, span_end)
+    for update in found:
+        status = update.status_in(summary)
+        counts[status] += 1
+        rows.append({
+            **base, "kind": update.kind, "key": update.key, "name": update.name, "superseded": " | ".join(update.superseded),
+            "latest": update.latest, "superseded_index": update.superseded_index, "latest_index": update.latest_index, "status": status,
+        })
+    return {
+        "superseded_updates": len(found),
+        "superseded_latest": counts["latest"],
+        "superseded_only": counts["superseded"],
+        "superseded_rate": _ratio(counts["superseded"], len(found)),
+    }
 
 
 def _next_context_text(
@@ -836,6 +902,15 @@ def _decay(
                 }
             )
     return rows
+
+
+def _superseded_probe_rate(probes: pd.DataFrame) -> float:
+    """Share of update-probe rows whose context shows the superseded answer and not the current one."""
+    updates = probes[probes["type"] == "update"] if len(probes) else probes
+    if not len(updates):
+        return math.nan
+    wrong = updates["superseded_in_context"].fillna(False).astype(bool) & ~updates["in_context"].fillna(False).astype(bool)
+    return float(wrong.mean())
 
 
 def _pooled_float(rows: pd.DataFrame, numerator: str, denominator: str) -> float:
@@ -911,6 +986,10 @@ def _conversation_row(
         "refetch_calls": _sum_int(applied["refetch_calls"]) if len(applied) else 0,
         "probes": n_probes,
         "probe_presence": float(applied_probes["in_context"].astype(float).mean()) if len(applied_probes) else math.nan,
+        "superseded_updates": _sum_int(applied["superseded_updates"]) if len(applied) else 0,
+        "superseded_only": _sum_int(applied["superseded_only"]) if len(applied) else 0,
+        "superseded_rate": pooled("superseded_only", "superseded_updates"),
+        "superseded_probe_rate": _superseded_probe_rate(applied_probes),
         "decay_survival_1": float(first_decay["survival"].mean()) if len(first_decay) else math.nan,
         "final_survival": final_survival,
     }

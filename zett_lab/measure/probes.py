@@ -40,6 +40,12 @@ def check_probes(conversation: Conversation) -> list[Probe]:
             raise InputError(where, place, "the probe has an empty answer")
         if probe.type not in PROBE_TYPES:
             raise InputError(where, place, f"unknown probe type {probe.type!r} (expected {', '.join(PROBE_TYPES)})")
+        if probe.type == "update":
+            earlier = probe.superseded_index
+            if not isinstance(probe.superseded_answer, str) or not probe.superseded_answer.strip():
+                raise InputError(where, place, "an update probe needs its superseded answer")
+            if isinstance(earlier, bool) or not isinstance(earlier, int) or not 0 <= earlier < index:
+                raise InputError(where, place, f"superseded_index {earlier!r} must be a message before message_index {index}")
     return list(conversation.probes)
 
 

@@ -114,16 +114,28 @@ class Update:
             return _instruction_status(self, clean_text(text))
         clauses = [loose(c) for c in _clauses(clean_text(text))]
         if self.names:
-            clauses = [c for c in clauses if any(contains_loose(c, name) for name in self.names)]
+            clauses = [c for c in clauses if any(_mentions(c, name) for name in self.names)]
         if self.kind == "test":
             if any(_PASS.search(c) for c in clauses):
                 return "latest"
             return "superseded" if any(_FAIL.search(c) for c in clauses) else "neither"
-        if any(contains_loose(c, token) for c in clauses for token in self.latest_evidence):
+        if any(_holds(c, token) for c in clauses for token in self.latest_evidence):
             return "latest"
-        if any(contains_loose(c, token) for c in clauses for token in self.superseded_evidence):
+        if any(_holds(c, token) for c in clauses for token in self.superseded_evidence):
             return "superseded"
         return "neither"
+
+
+def _mentions(clause: str, name: str) -> bool:
+    """Whether a clause (loose form) names an item: the name between non-word characters (``//host:1`` names host)."""
+    return re.search(rf"(?<!\w){re.escape(loose(name))}(?!\w)", clause) is not None
+
+
+def _holds(clause: str, token: str) -> bool:
+    """Whether a clause (loose form) holds a value: numbers between non-digits (``:6381/2`` holds 6381), other values word-bounded."""
+    if re.fullmatch(r"-?\d+(?:\.\d+)?", token):
+        return re.search(rf"(?<![\d.]){re.escape(token)}(?!\.?\d)", clause) is not None
+    return contains_loose(clause, token)
 
 
 # --------------------------------------------------------------------------------------------
@@ -462,7 +474,7 @@ def observe(messages: Sequence[AnyMessage]) -> list[tuple[Observation, ...]]:
 
 def _instruction_clauses(text: str, index: int) -> Iterator[Observation]:
     """User instructions (kind ``instruction``) and the clauses that reverse or narrow one (``instruction-change``)."""
-    for clause in re.split(r"[.!?;:\n]+|,\s*(?=(?:so|then|and then|but)\b)", text):
+    for clause in re.split(r"[.!?]+(?=\s|$)|[;:\n]+|,\s*(?=(?:so|then|and then|but)\b)", text):
         clause = clause.strip(" -*•,")
         body = re.sub(r"^(?:so|then|and then|but|fyi|also|ok|okay)\b[, ]*", "", clause, flags=re.I).strip()
         if not body:

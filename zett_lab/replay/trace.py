@@ -327,7 +327,7 @@ def conversation_document(conversation: Conversation) -> dict[str, Any]:
         "messages": encode_messages(conversation.messages),
         "usage": {str(i): asdict(u) for i, u in conversation.usage.items()},
         "native_compactions": [asdict(n) for n in conversation.native_compactions],
-        "probes": [asdict(p) for p in conversation.probes],
+        "probes": [p.to_dict() for p in conversation.probes],
         "metadata": conversation.metadata,
     }
 
