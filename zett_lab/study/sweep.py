@@ -1278,7 +1278,7 @@ _INT_RESULT_COLUMNS = {
     "cache_hits", "primary_input_tokens", "primary_cached_input_tokens", "primary_uncached_input_tokens",
     "primary_output_tokens", "cache_breaks", "summary_calls", "summary_input_tokens", "summary_output_tokens",
     "compactions", "attempts", "steps_no_boundary", "steps_only_checkpoints", "peak_context_tokens",
-    "lost_but_needed", "refetch_calls", "probes",
+    "lost_but_needed", "refetch_calls", "probes", "superseded_updates", "superseded_only",
 }
 
 
