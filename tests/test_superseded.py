@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from zett_agent.messages import AssistantMessage, SystemMessage, ToolCall, ToolMessage, UserMessage
+from zett_agent.model import ModelEvent, ModelResponse, ModelUsage, RetryOptions
 
 from zett_lab import Conversation, InputError, Probe
 from zett_lab.load.conversation import parse_probes
@@ -142,3 +145,51 @@ def test_detector_finds_every_gold_update_probe_of_the_fixtures(fixture_conversa
     print(f"\nupdate detector on the fixtures: recall {found}/{gold}, precision against the gold probes {matching}/{detections}")
     assert gold >= 15 and found == gold
     assert matching / detections >= 0.6
+
+
+# --------------------------------------------------------------------------------------------- judged QA (opt-in)
+
+
+class LastPortAnswerer:
+    """Answers with the last 'port NNNN' the transcript mentions (what a reader of a stale summary would say)."""
+
+    retry = RetryOptions(max_retries=0)
+    identity = "last-port-answerer"
+
+    async def stream(self, request):
+        transcript = request.messages[-1].content.rpartition("Question: ")[0]
+        ports = re.findall(r"port \d+", transcript)
+        text = ports[-1] if ports else "NOT IN CONTEXT"
+        yield ModelEvent.completed(ModelResponse(AssistantMessage(content=text), usage=ModelUsage(input_tokens=50, output_tokens=3)))
+
+
+class StrictJudge:
+    """1 for the gold answer, 0 otherwise; keeps the prompts it saw."""
+
+    retry = RetryOptions(max_retries=0)
+    identity = "strict-judge"
+
+    def __init__(self) -> None:
+        self.prompts: list[str] = []
+
+    async def stream(self, request):
+        prompt = request.messages[-1].content
+        self.prompts.append(prompt)
+        gold = prompt.split("Gold answer: ")[1].split("\n")[0]
+        answer = prompt.split("Answer to grade: ")[1].split("\n")[0]
+        yield ModelEvent.completed(ModelResponse(AssistantMessage(content="1" if answer == gold else "0")))
+
+
+def test_judged_qa_scores_update_probes_and_names_the_superseded_answer():
+    from zett_lab.measure.judged import run_judged
+
+    judge = StrictJudge()
+    stale = run_judged(trace_with(STALE, "stale"), answerer=LastPortAnswerer(), judge=judge, cache=False)
+    [row] = stale.rows.to_dict("records")
+    assert (row["type"], row["superseded_answer"], row["post_answer"]) == ("update", "port 6543", "port 6543")
+    assert (row["post"], row["ceiling"], row["floor"], row["nr"]) == (0.0, 1.0, 0.0, 0.0)
+    assert row["post_superseded"] is True
+    assert all("Superseded answer (an earlier value that is no longer true" in p and "port 6543" in p for p in judge.prompts)
+    current = run_judged(trace_with(CURRENT, "current"), answerer=LastPortAnswerer(), judge=StrictJudge(), cache=False)
+    [row] = current.rows.to_dict("records")
+    assert (row["post"], row["nr"], row["post_superseded"]) == (1.0, 1.0, False)

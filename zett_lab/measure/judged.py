@@ -57,7 +57,7 @@ from ..load.text import message_text
 from ..replay.run import resolve_cache
 from .lookup import contains_normalized
 from .losses import Losses
-from .probes import check_probes
+from .probes import check_probes, covers_probe
 
 NOT_IN_CONTEXT = "NOT IN CONTEXT"
 CONDITIONS = ("post", "ceiling", "floor")
@@ -90,11 +90,13 @@ JUDGED_COLUMNS: dict[str, str] = {
     "type": "probe type",
     "question": "probe question",
     "answer": "gold answer",
+    "superseded_answer": "update probes: the earlier answer, which the judge scores 0 (None for other types)",
     "post_answer": "answerer's reply seeing the post-compaction context",
     "post": "judge score 0..1 of post_answer",
     "ceiling": "score seeing the uncompacted context messages[:n_recorded]",
     "floor": "score seeing only the kept tail (span dropped, no summary)",
     "nr": "(post - floor) / (ceiling - floor); NaN when ceiling == floor",
+    "post_superseded": "update probes: post_answer gives the superseded answer and not the current one (None for other types)",
     "status": '"ok", "budget" (not run: budget reached), or "error: ..."',
 }
 
@@ -138,9 +140,15 @@ def answer_request(context: Sequence[AnyMessage], question: str) -> ModelRequest
     )
 
 
-def judge_request(question: str, gold: str, answer: str) -> ModelRequest:
-    """What the judge is sent."""
-    prompt = f"Question: {question}\nGold answer: {gold}\nAnswer to grade: {answer}\n\nScore (0..1):"
+def judge_request(question: str, gold: str, answer: str, superseded: str | None = None) -> ModelRequest:
+    """What the judge is sent; an update probe also names the superseded answer, which scores 0."""
+    earlier = (
+        f"Superseded answer (an earlier value that is no longer true; an answer that gives it instead of the gold "
+        f"answer is wrong and scores 0): {superseded}\n"
+        if superseded
+        else ""
+    )
+    prompt = f"Question: {question}\nGold answer: {gold}\n{earlier}Answer to grade: {answer}\n\nScore (0..1):"
     return ModelRequest(
         messages=(SystemMessage(content=JUDGE_INSTRUCTIONS), UserMessage(content=prompt)),
         reasoning_effort=ReasoningEffort.LOW,
@@ -289,8 +297,9 @@ def _generated_probes(
         where = next((i for i, text in enumerate(texts) if contains_normalized(text, answer)), None)
         if where is None:
             continue  # not verbatim in the span: likely invented
+        # a generated probe has no superseded answer, so it cannot be an update probe
         kind = item.get("type")
-        type_ = kind if isinstance(kind, str) and kind in PROBE_TYPES else "recall"
+        type_ = kind if isinstance(kind, str) and kind in PROBE_TYPES and kind != "update" else "recall"
         probes.append(Probe(question=question, answer=answer, type=type_, message_index=start + where))
         if len(probes) >= n:
             break
@@ -343,7 +352,7 @@ def _units(
                 continue
             start, end = int(row["span_start"]), int(row["span_end"])
             if probes == "gold":
-                chosen = [p for p in gold if start <= p.message_index < end]
+                chosen = [p for p in gold if covers_probe(p, start, end)]
                 source = "gold"
             elif probes == "generate":
                 chosen, source = None, "generated"
@@ -469,7 +478,7 @@ def plan_judged(
                 _, answer = lookup("answer", answerer, answer_request(contexts[condition], probe.question))
                 if answer is not None and (is_abstention(answer) or not answer.strip()):
                     continue
-                lookup("score", judge, judge_request(probe.question, probe.answer, (answer or "x" * 40).strip()))
+                lookup("score", judge, judge_request(probe.question, probe.answer, (answer or "x" * 40).strip(), probe.superseded_answer))
     if probes == "generate":
         notes.append("generated probes not yet cached: answer and score calls assume n_generated probes per compaction")
     rows = []
@@ -592,10 +601,18 @@ async def _score(
         return None, math.nan
     if is_abstention(answer) or not answer.strip():
         return answer, 0.0
-    verdict = await caller("score", judge, judge_request(probe.question, probe.answer, answer.strip()))
+    verdict = await caller("score", judge, judge_request(probe.question, probe.answer, answer.strip(), probe.superseded_answer))
     if verdict is None:
         return None, math.nan
     return answer, parse_score(verdict)
+
+
+def _gives_superseded(answer: str | None, probe: Probe) -> bool | None:
+    """For an update probe: whether an answer gives the superseded value and not the current one (None otherwise)."""
+    if probe.superseded_answer is None:
+        return None
+    text = answer or ""
+    return contains_normalized(text, probe.superseded_answer) and not contains_normalized(text, probe.answer)
 
 
 async def _run(
@@ -621,7 +638,8 @@ async def _run(
             chosen = chosen[:max_probes] if max_probes is not None else chosen
         contexts = contexts_for(trace, row)
         for n, probe in enumerate(chosen):
-            out = {**base, "probe": n, "type": probe.type, "question": probe.question, "answer": probe.answer}
+            out = {**base, "probe": n, "type": probe.type, "question": probe.question, "answer": probe.answer,
+                   "superseded_answer": probe.superseded_answer}
             if caller.stopped:
                 rows.append({**out, "status": "budget"})
                 continue
@@ -643,7 +661,8 @@ async def _run(
                 continue
             span = scores["ceiling"] - scores["floor"]
             nr = (scores["post"] - scores["floor"]) / span if span else math.nan
-            rows.append({**out, **scores, "post_answer": post_answer, "nr": nr, "status": "ok"})
+            rows.append({**out, **scores, "post_answer": post_answer, "nr": nr, "status": "ok",
+                         "post_superseded": _gives_superseded(post_answer, probe)})
     return rows
 
 

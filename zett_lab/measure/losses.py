@@ -46,7 +46,7 @@ from ..load.conversation import CHECKPOINT_PREFIX
 from ..load.text import message_text
 from ..records import is_missing
 from .lookup import TextIndex, contains_loose
-from .probes import check_probes
+from .probes import check_probes, covers_probe
 from .updates import find_updates, observe
 
 # ---------------------------------------------------------------------------------------------
@@ -746,7 +746,7 @@ def _measure_one(trace: Any, counter: Callable[[Sequence[Any]], int]) -> Losses:
             out.update(span_anchors=len(span))
 
         # probes covered by the span (an update probe: both of its values)
-        covered = [(n, p) for n, p in enumerate(probes) if _covers(p, span_start, span_end)]
+        covered = [(n, p) for n, p in enumerate(probes) if covers_probe(p, span_start, span_end)]
         if covered:
             step = _int_or_none(row.get("step"))
             step_row = step_rows.get(step) if step is not None else None
@@ -809,12 +809,6 @@ def _measure_one(trace: Any, counter: Callable[[Sequence[Any]], int]) -> Losses:
         updates=updates_frame,
         settings={**settings, "conversation_id": conversation.id},
     )
-
-
-def _covers(probe: Any, span_start: int, span_end: int) -> bool:
-    """Whether a span holds a probe's fact (for an update probe: the superseded and the current value)."""
-    start = probe.superseded_index if probe.type == "update" else probe.message_index
-    return span_start <= start and probe.message_index < span_end
 
 
 def _superseded(

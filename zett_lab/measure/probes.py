@@ -16,7 +16,13 @@ from __future__ import annotations
 from ..errors import InputError
 from ..load.conversation import PROBE_TYPES, Conversation, Probe, parse_probes
 
-__all__ = ["PROBE_TYPES", "Probe", "check_probes", "parse_probes"]
+__all__ = ["PROBE_TYPES", "Probe", "check_probes", "covers_probe", "parse_probes"]
+
+
+def covers_probe(probe: Probe, span_start: int, span_end: int) -> bool:
+    """Whether ``messages[span_start:span_end]`` holds a probe's fact (an update probe: its old and its current value)."""
+    start = probe.superseded_index if probe.type == "update" and probe.superseded_index is not None else probe.message_index
+    return span_start <= start and probe.message_index < span_end
 
 
 def check_probes(conversation: Conversation) -> list[Probe]:
