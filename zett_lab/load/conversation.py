@@ -234,6 +234,39 @@ def _superseded_fields(item: dict[str, Any], place: str, path: object, index: in
     return answer, earlier
 
 
+_NATIVE_FIELDS = ("position", "summary", "span_start", "tokens_before", "kind", "metadata")
+
+
+def parse_native_compactions(data: Any, path: object, n_messages: int) -> list[NativeCompaction]:
+    """Native compactions from their JSON form (the :class:`NativeCompaction` fields), checked against the conversation.
+
+    Raises :class:`InputError` naming the file and the compaction for a wrong shape, an unknown
+    field, or a ``position`` / ``span_start`` outside the conversation.
+    """
+    if not isinstance(data, list):
+        raise InputError(path, "native_compactions", "expected a list of native compaction objects")
+    out = []
+    for n, item in enumerate(data):
+        place = f"native compaction {n}"
+        if not isinstance(item, dict):
+            raise InputError(path, place, "a native compaction must be an object with position and summary")
+        unknown = sorted(set(item) - set(_NATIVE_FIELDS))
+        if unknown or "position" not in item:
+            problem = f"unknown field(s): {', '.join(unknown)}" if unknown else "missing field: position"
+            raise InputError(path, place, problem)
+        position, start = item["position"], item.get("span_start", 0)
+        for name, value, high in (("position", position, n_messages), ("span_start", start, position)):
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= high:
+                raise InputError(path, f"{place}, field {name!r}", f"{value!r} is not a message index of this conversation (0..{n_messages})")
+        tokens = item.get("tokens_before")
+        if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int)):
+            raise InputError(path, f"{place}, field 'tokens_before'", f"{tokens!r} is not a token count")
+        if not isinstance(item.get("summary", ""), str) or not isinstance(item.get("metadata", {}), dict):
+            raise InputError(path, place, "summary must be a string and metadata an object")
+        out.append(NativeCompaction(**item))
+    return out
+
+
 def starts_turn(message: AnyMessage) -> bool:
     """Whether a message opens a user turn, as the engine's cutoff rule sees it."""
     return isinstance(message, (UserMessage, AgentMessage)) and not isinstance(message, CompactedMessage)

@@ -33,7 +33,7 @@ from zett_agent.messages import (
 from zett_agent.model import ModelUsage
 
 from ..errors import InputError
-from .conversation import Conversation, NativeCompaction, parse_probes
+from .conversation import Conversation, parse_native_compactions, parse_probes
 from .registry import HEAD_BYTES, Reader, register
 from .storable import decode, loads
 
@@ -172,7 +172,7 @@ def conversation_from_neutral(item: dict[str, Any], path: Path, where: str = "")
         source=str(path),
         format=FORMAT,
         usage=usage,
-        native_compactions=[NativeCompaction(**n) for n in item.get("native_compactions", [])],
+        native_compactions=parse_native_compactions(item.get("native_compactions", []), path, len(messages)),
         probes=parse_probes(item.get("probes", []), path, len(messages)),
         metadata=dict(item.get("metadata", {})),
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections import defaultdict
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +20,16 @@ from zett_agent.model import ModelUsage
 from zett_agent.storage import decode_messages
 
 from ..errors import InputError
-from ..files import atomic_path, check_output
+from ..files import atomic_path, check_output, write_atomic
 from .committed import private_copy
-from .conversation import Conversation, NativeCompaction, parse_probes, probes_sidecar_path
+from .conversation import (
+    CHECKPOINT_PREFIX,
+    Conversation,
+    NativeCompaction,
+    parse_native_compactions,
+    parse_probes,
+    probes_sidecar_path,
+)
 from .neutral import parse_json_document
 from .registry import Reader, register
 from .storable import loads
@@ -32,7 +40,8 @@ ZETTCODE_FORMAT = "zettcode"
 
 
 def probes_sidecar(path: Path) -> dict[str, Any]:
-    """The probes sidecar beside a recorded file (``<stem>.probes.json``), or {} when there is none."""
+    """The sidecar beside a recorded file (``<stem>.probes.json``: per session, probes and native compactions),
+    or {} when there is none."""
     sidecar = probes_sidecar_path(path)
     if not sidecar.is_file():
         return {}
@@ -48,12 +57,19 @@ def _attach_probes(conversation: Conversation, sidecar: dict[str, Any], path: Pa
         return
     where = probes_sidecar_path(path)
     probes = entry.get("probes", []) if isinstance(entry, dict) else entry
+    natives = entry.get("native_compactions", []) if isinstance(entry, dict) else []
     try:
         conversation.probes = parse_probes(probes, where, len(conversation.messages))
+        kept = {(n.position, n.summary) for n in conversation.native_compactions}
+        conversation.native_compactions += [
+            n
+            for n in parse_native_compactions(natives, where, len(conversation.messages))
+            if (n.position, n.summary) not in kept
+        ]
     except InputError as error:
         raise InputError(where, f"session {conversation.id!r}, {error.where}", error.problem) from error
     if isinstance(entry, dict):
-        conversation.metadata.update({k: v for k, v in entry.items() if k != "probes"})
+        conversation.metadata.update({k: v for k, v in entry.items() if k not in ("probes", "native_compactions")})
 
 
 def _decode(payload: str, path: Path, where: str) -> list[AnyMessage]:
@@ -185,7 +201,7 @@ def _session_conversation(path: Path, session_id: str, rows: list[tuple], snapsh
         native.append(
             NativeCompaction(
                 position=position,
-                summary=checkpoint.text if checkpoint is not None else "",
+                summary=checkpoint.text.removeprefix(CHECKPOINT_PREFIX) if checkpoint is not None else "",
                 span_start=1 if messages and isinstance(messages[0], SystemMessage) else 0,
                 kind="zett-snapshot",
                 metadata={"version": version, "compacted_through_sequence": through},
@@ -343,15 +359,25 @@ def write_sqlite(conversations: list[Conversation], path: str | Path, *, overwri
 
     Each user turn becomes one request (the system prompt is stored at the start
     of every request, as the runtime does); recorded usage goes with its assistant
-    message. Never writes into an existing database: the database is built beside
+    message. Probes and native compactions (a zett-agent database has no place for
+    them) go to the sidecar beside it (``<stem>.probes.json``), which the reader attaches
+    again. Never writes into an existing database: the database is built beside
     ``path`` and moved into place only when complete, replacing an existing file
-    only with ``overwrite=True`` and never a file it was read from.
+    (or sidecar) only with ``overwrite=True`` and never a file it was read from.
     """
     import asyncio
 
     from zett_agent.storage import SQLiteSessionStorage
 
-    path = check_output(path, [f for c in conversations for f in c.input_files()], overwrite=overwrite)
+    inputs = [f for c in conversations for f in c.input_files()]
+    path = check_output(path, inputs, overwrite=overwrite)
+    sidecar = {
+        c.id: {"probes": [p.to_dict() for p in c.probes], "native_compactions": [asdict(n) for n in c.native_compactions]}
+        for c in conversations
+        if c.probes or c.native_compactions
+    }
+    if sidecar:
+        check_output(probes_sidecar_path(path), inputs, overwrite=overwrite)
     if not path.parent.is_dir():
         raise InputError(path, None, f"folder {path.parent} does not exist")
     async def write(temporary: Path) -> None:
@@ -382,6 +408,8 @@ def write_sqlite(conversations: list[Conversation], path: str | Path, *, overwri
             connection.execute("PRAGMA journal_mode=DELETE")
             connection.close()
         finally:
-            for sidecar in ("-wal", "-shm", "-journal"):
-                temporary.with_name(temporary.name + sidecar).unlink(missing_ok=True)
+            for suffix in ("-wal", "-shm", "-journal"):
+                temporary.with_name(temporary.name + suffix).unlink(missing_ok=True)
+    if sidecar:
+        write_atomic(probes_sidecar_path(path), json.dumps(sidecar, indent=1, ensure_ascii=False, default=str) + "\n")
     return path

@@ -22,7 +22,7 @@ Example::
 """
 
 from ..load.anchors import ANCHOR_TYPES, Anchor, anchors_in_text, extract_anchors, message_anchors, normalize
-from .compare import Comparison, compare
+from .compare import Comparison, compare, compare_native_subjects
 from .judged import (
     JudgedPlan,
     JudgedResult,
@@ -47,6 +47,7 @@ __all__ = [
     "anchors_in_text",
     "check_probes",
     "compare",
+    "compare_native_subjects",
     "contains_normalized",
     "extract_anchors",
     "generate_probes",

@@ -34,6 +34,16 @@ Offline baselines are always includable: ``compare(..., baselines=("mask", "trun
 replays the same conversations at the same settings with those summarizers (needs
 traces, not bare Losses, for at least one summarizer).
 
+Recorded production summaries are subjects too: a name ``native:<agent>`` (``native:claude-code``,
+``native:openhands``, ``native:zett-agent`` for the snapshots of a zett-agent session recorded with
+compaction on; :data:`zett_lab.measure.native.NATIVE_SUBJECTS`) takes the imported conversations,
+and every baseline (offline, or a provider summarizer such as ``"openai:gpt-5-mini"`` when its key is
+set) summarizes each native compaction's identical span through the engine's summary step
+(:func:`zett_lab.measure.native.span_traces`), so the pairs, confidence intervals and win rates are
+per native compaction::
+
+    >>> compare({"native:claude-code": conversations}, baselines=("anchors", "mask"))  # doctest: +SKIP
+
 Example::
 
     >>> result = compare({"anchors": anchors_traces, "mask": mask_traces}, seed=0)  # doctest: +SKIP
@@ -53,6 +63,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..errors import SettingError
 from .catalogue import CATALOGUE, HEADLINE_METRICS
 from .losses import Losses, measure
 
@@ -259,6 +270,52 @@ def _baseline_traces(results: Mapping[str, Any], names: Iterable[str]) -> dict[s
     return out
 
 
+def _native_results(results: Mapping[str, Any], baselines: Iterable[str]) -> dict[str, Any]:
+    """Native subjects as traces of their compactions, and the baselines summarized on the same spans."""
+    from .native import NATIVE_PREFIX, native_trace, span_traces
+
+    natives = [name for name in results if name.startswith(NATIVE_PREFIX)]
+    if len(natives) > 1:
+        raise SettingError(
+            f"compare one native subject at a time ({', '.join(natives)} summarize different spans); "
+            "compare_native_subjects() runs one comparison per subject"
+        )
+    out: dict[str, Any] = {}
+    spans: list[Any] = []
+    for name, value in results.items():
+        if not name.startswith(NATIVE_PREFIX):
+            if any((trace.settings or {}).get("max_tokens") is not None for trace in _traces_of(value)):
+                raise SettingError(
+                    f"{name!r} holds replays at a setting, which never pair with native compactions; "
+                    f"pass it as baselines=[{name!r}] to summarize the native spans with it"
+                )
+            out[name] = value
+            continue
+        items = [value] if hasattr(value, "messages") or hasattr(value, "compactions") else list(value)
+        traces = [native_trace(item, subject=name) if hasattr(item, "native_compactions") else item for item in items]
+        traces = [trace for trace in traces if len(trace.compactions)]
+        if not traces:
+            raise SettingError(f"no native compactions of {name!r} in the conversations given")
+        out[name] = traces
+        spans.extend(traces)
+    for spec in baselines:
+        if spec not in out:
+            out[spec] = span_traces(spans, spec)
+    return out
+
+
+def compare_native_subjects(conversations: Iterable[Any], baselines: Iterable[str], **options: Any) -> dict[str, Comparison]:
+    """One :func:`compare` per native subject found in the conversations (``native:<agent>`` -> Comparison),
+    each against the baselines summarizing that subject's spans; ``options`` go to :func:`compare`."""
+    from .native import native_traces
+
+    baselines = tuple(baselines)
+    return {
+        subject: compare({subject: traces}, baselines=baselines, **options)
+        for subject, traces in native_traces(list(conversations)).items()
+    }
+
+
 def compare(
     results: Mapping[str, Any],
     *,
@@ -277,8 +334,9 @@ def compare(
         metrics: columns of ``losses.compactions`` (level "compaction") or
             ``losses.conversation`` (level "conversation"); higher is better.
         level: ``"compaction"`` (matched spans) or ``"conversation"`` (per-conversation aggregates).
-        baselines: offline summarizer specs (``"mask"``, ``"truncate"``...) to replay and add
-            under their own names when not already present.
+        baselines: summarizer specs (``"mask"``, ``"truncate"``, a provider spec...) to replay and
+            add under their own names when not already present; with ``native:<agent>`` subjects,
+            summarized on the native spans instead.
         confidence, resamples, seed: bootstrap settings (deterministic for a seed).
         tie_tolerance: differences within it count as ties for win rates.
     """
@@ -287,6 +345,8 @@ def compare(
     if not results:
         raise ValueError("compare needs at least one summarizer")
     results = dict(results)
+    if any(name.startswith("native:") for name in results):
+        results = _native_results(results, baselines)
     missing = [name for name in baselines if name not in results]
     if missing:
         results.update(_baseline_traces(results, missing))

@@ -19,7 +19,7 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any
 
 import pandas as pd
@@ -89,19 +89,39 @@ def _dialogue(messages: Sequence[AnyMessage]) -> list[AnyMessage]:
     return [m for m in messages if not isinstance(m, SystemMessage)]
 
 
-def native_trace(conversation: Conversation, *, counter: Counter | None = None) -> Trace:
+#: The subject a native compaction is compared and reported as, by ``NativeCompaction.kind``.
+NATIVE_SUBJECTS: dict[str, str] = {
+    "claude-code-compact": "native:claude-code",
+    "codex-compact": "native:codex",
+    "openhands-condensation": "native:openhands",
+    "gemini-cli-compression": "native:gemini-cli",
+    "zett-snapshot": "native:zett-agent",
+    "zettcode": "native:zettcode",
+}
+NATIVE_PREFIX = "native:"
+
+
+def native_subject(kind: str) -> str:
+    """``native:<agent>`` for a native compaction kind (``claude-code-compact`` -> ``native:claude-code``)."""
+    return NATIVE_SUBJECTS.get(kind, NATIVE_PREFIX + kind)
+
+
+def native_trace(conversation: Conversation, *, counter: Counter | None = None, subject: str | None = None) -> Trace:
     """The conversation's native compactions as a :class:`~zett_lab.replay.trace.Trace` with no steps.
 
-    One ``compactions`` row per native compaction (``trigger`` = the log's trigger or
-    the kind, ``summarizer`` = ``"native:<agent>"``, ``applied`` = the log kept a
-    summary), so :func:`zett_lab.measure.measure` scores native summaries exactly
-    like zett-agent's.
+    One ``compactions`` row per native compaction (``compaction_id`` = its index in
+    ``Conversation.native_compactions``, ``trigger`` = the log's trigger or the kind,
+    ``summarizer`` = its subject, :func:`native_subject`; ``applied`` = the log kept a
+    summary), so :func:`zett_lab.measure.measure` scores native summaries exactly like
+    zett-agent's. ``subject`` keeps only the compactions of one subject.
     """
     count = _counter(counter)
     messages = conversation.messages
-    agent = conversation.metadata.get("agent") or conversation.format
     rows = []
     for k, native in enumerate(conversation.native_compactions):
+        name = native_subject(native.kind)
+        if subject is not None and name != subject:
+            continue
         position = min(max(native.position, 0), len(messages))
         cut = native.metadata.get("span_end")
         cut = position if cut is None else min(max(int(cut), 0), position)
@@ -129,7 +149,7 @@ def native_trace(conversation: Conversation, *, counter: Counter | None = None) 
                 "applied": summary is not None,
                 "skip_reason": None if summary else "summary missing from log",
                 "summary_text": summary,
-                "summarizer": f"native:{agent}",
+                "summarizer": name,
                 "latency_s": None,
                 "cache_hit": None,
                 "summary_input_tokens": None,
@@ -138,8 +158,40 @@ def native_trace(conversation: Conversation, *, counter: Counter | None = None) 
                 "error_kind": None,
             }
         )
-    settings = {"summarizer": f"native:{agent}", "max_tokens": None, "keep_recent_tokens": None, "native": True}
+    names = {row["summarizer"] for row in rows}
+    label = subject or (names.pop() if len(names) == 1 else "native")
+    settings = {"summarizer": label, "max_tokens": None, "keep_recent_tokens": None, "native": True}
     return Trace.from_rows(conversation, [], rows, settings, [])
+
+
+def native_traces(conversations: Iterable[Conversation], subject: str | None = None) -> dict[str, list[Trace]]:
+    """Native traces of the conversations that have native compactions, grouped by subject."""
+    out: dict[str, list[Trace]] = {}
+    for conversation in conversations:
+        names = {native_subject(n.kind) for n in conversation.native_compactions}
+        for name in sorted(names):
+            if subject is None or name == subject:
+                out.setdefault(name, []).append(native_trace(conversation, subject=name))
+    return out
+
+
+def span_traces(traces: Sequence[Trace], summarizer: Any, **options: Any) -> list[Trace]:
+    """The spans of (native) traces summarized by ``summarizer`` through the engine's summary step.
+
+    One trace per input trace, with the same ``compaction_id``, spans and ``n_recorded``: the
+    comparison pairs each native summary with the baseline's summary of the identical span.
+    ``options`` go to :func:`zett_lab.replay.run.summarize_spans` (``cache``, ``reasoning_effort``).
+    """
+    from ..replay.run import summarize_spans
+
+    out = []
+    for trace in traces:
+        rows = trace.compactions.sort_values("compaction_id").to_dict("records")
+        spans = [(int(r["span_start"]), int(r["span_end"]), int(r["n_recorded"])) for r in rows]
+        result = summarize_spans(trace.conversation, spans, summarizer=summarizer, **options)
+        result.compactions["compaction_id"] = [int(r["compaction_id"]) for r in rows]
+        out.append(result)
+    return out
 
 
 def _turn_at(conversation: Conversation, index: int) -> int | None:
@@ -292,7 +344,7 @@ def _measurer(measure: bool | Callable[[Any], Any] | None) -> Callable[[Any], An
     if measure is None or measure is False:
         return None
     if measure is True:
-        from . import measure as offline_measure
+        from .losses import measure as offline_measure
 
         return offline_measure
     if not callable(measure):

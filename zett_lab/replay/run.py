@@ -816,3 +816,84 @@ async def _consume(events: Any, recorder: _Recorder) -> None:
                         "summary": compacted.summary if compacted else None,
                     }
                 )
+
+
+class _SpanContext:
+    """What the engine's summary step needs from a run context: a session id and somewhere to emit deltas."""
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+
+    async def emit(self, event: Any) -> None:
+        return None
+
+
+class _SpanPass:
+    summary_call: dict[str, Any] | None = None
+
+
+class _SpanRecorder:
+    current: _SpanPass | None = None
+
+
+def summarize_spans(
+    conversation: Conversation,
+    spans: Sequence[tuple[int, int, int]],
+    *,
+    summarizer: AgentModel | str | None = None,
+    count_tokens: TokenCounter | None = None,
+    reasoning_effort: ReasoningEffort | str = ReasoningEffort.LOW,
+    cache: Any = None,
+) -> Trace:
+    """Summarize exact spans ``messages[span_start:span_end]`` with the engine's own summary step.
+
+    For comparing a summarizer with a recorded (native) summary on the identical span: each
+    ``(span_start, span_end, n_recorded)`` becomes one compaction row in the trace schema (no
+    steps), summarized by ``CompactionExtension._summarize_checkpoint`` (the engine's request,
+    instructions and checks) through the same recording, cached summary call a replay uses. A
+    summary the engine would discard as not smaller is recorded with ``applied=False``; a failed
+    one with its error, as in a replay.
+    """
+    effort = ReasoningEffort(reasoning_effort)
+    counter = count_tokens or default_counter
+    from ..summarizers import summarizer_identity
+
+    model = resolve_summarizer(summarizer)
+    identity = summarizer_identity(model)
+    recorder = _SpanRecorder()
+    recording = _RecordingSummarizer(model, f"{identity}|effort={effort.value}", recorder, resolve_cache(cache))
+    engine = CompactionExtension(model=recording, max_tokens=1, keep_recent_tokens=1, count_tokens=counter, reasoning_effort=effort)
+    messages = conversation.messages
+    rows = []
+    for k, (start, end, n_recorded) in enumerate(spans):
+        older = [m for m in messages[start:end] if not isinstance(m, SystemMessage)]
+        recent = [m for m in messages[end:n_recorded] if not isinstance(m, SystemMessage)]
+        recorder.current = _SpanPass()
+        checkpoint, error = None, None
+        try:
+            checkpoint = run_sync(engine._summarize_checkpoint(_SpanContext(conversation.id), older, model=recording, reasoning_effort=effort))
+        except Exception as exc:  # a failed summary is a recorded attempt, never a result
+            error = exc
+        call = recorder.current.summary_call or {}
+        older_tokens, summary_tokens = counter(older), counter([checkpoint]) if checkpoint is not None else None
+        applied = summary_tokens is not None and summary_tokens < older_tokens
+        rows.append({
+            "compaction_id": k, "conversation_id": conversation.id, "step": None, "turn": None, "trigger": "span",
+            "span_start": start, "span_end": end, "n_recorded": n_recorded, "older_messages": len(older),
+            "older_tokens": older_tokens, "recent_messages": len(recent), "recent_tokens": counter(recent),
+            "summary_tokens": summary_tokens,
+            "compression_ratio": 1 - summary_tokens / older_tokens if summary_tokens is not None and older_tokens else None,
+            "applied": applied,
+            "skip_reason": None if applied else ("summary failed" if error is not None else "summary not smaller"),
+            "summary_text": call.get("text"), "summarizer": identity, "latency_s": call.get("latency_s"),
+            "cache_hit": call.get("cache_hit"), "summary_input_tokens": call.get("input_tokens"),
+            "summary_output_tokens": call.get("output_tokens"),
+            "error": f"{type(error).__name__}: {error}" if error is not None else None,
+            "error_kind": _error_kind(error, call) if error is not None else None,
+        })
+    settings = {
+        "summarizer": identity, "reasoning_effort": effort.value, "max_tokens": None, "keep_recent_tokens": None,
+        "counter": getattr(counter, "__qualname__", type(counter).__name__), "spans": "given",
+        "zett_agent_version": zett_agent.__version__,
+    }
+    return Trace.from_rows(conversation, [], rows, settings, [])

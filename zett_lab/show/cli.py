@@ -135,7 +135,12 @@ def cmd_import(args: argparse.Namespace) -> int:
                 raise
             raise InputError(out, None, f"zett-agent storage refused a session: {error}") from error
     messages = sum(len(c.messages) for c in conversations)
-    print(f"wrote {len(conversations)} conversation(s), {messages} messages, to {out}")
+    natives = sum(len(c.native_compactions) for c in conversations)
+    print(f"wrote {len(conversations)} conversation(s), {messages} messages, {natives} native compaction(s), to {out}")
+    from ..load.conversation import probes_sidecar_path
+
+    if suffix != ".json" and (sidecar := probes_sidecar_path(out)).exists():
+        print(f"probes and native compactions: {sidecar}")
     return EXIT_OK
 
 
