@@ -124,3 +124,42 @@ def test_bad_native_compactions_are_named(tmp_path):
     (tmp_path / "bad.json").write_text(json.dumps(document))
     with pytest.raises(zett_lab.InputError, match="native compaction 0, field 'position'"):
         zett_lab.load_all(tmp_path / "bad.json")
+
+
+# --------------------------------------------------------------------------------------------- the report
+
+
+def test_report_section_production_summaries(fixture_conversations):
+    import dataclasses
+    import json
+
+    conversation = billing(fixture_conversations)
+    natives = list(conversation.native_compactions)
+    lost_text = dataclasses.replace(natives[1], summary="")  # a log that lost the summary text
+    edited = dataclasses.replace(conversation, native_compactions=[natives[0], lost_text, natives[2]])
+    report = zett_lab.Report.build([edited], summarizers=["anchors", "mask"], grid={"max_tokens": [20_000], "keep_recent_tokens": [6_000]},
+                                   executor="serial", date="2025-01-01")
+    native = json.loads(report.to_json())["native"]
+    assert [(e["subject"], e["native_id"], e["summary_missing"]) for e in native] == [
+        ("native:zett-agent", 0, False), ("native:zett-agent", 1, True), ("native:zett-agent", 2, False)]
+    first = native[0]
+    assert set(first["summarizers"]) == {"native:zett-agent", "anchors", "mask"}
+    assert first["span_start"] == 1 and first["estimate_before"] > first["span_tokens"] > 0
+    assert first["summarizers"]["native:zett-agent"]["status"] == "applied"
+    assert native[1]["summarizers"]["native:zett-agent"]["status"] == "summary missing from log"
+    assert native[1]["summarizers"]["native:zett-agent"]["compression_ratio"] is None
+    assert native[1]["summarizers"]["anchors"]["compression_ratio"] > 0  # the baselines still summarize the span
+    html = report.to_html()
+    assert '<section id="production"><h2>Production summaries</h2>' in html and 'href="#production"' in html
+    assert "The log lost this summary&#x27;s text" in html or "The log lost this summary's text" in html
+    assert "## Production summaries" in report.to_markdown()
+
+
+def test_report_without_native_compactions_has_no_production_section(fixture_conversations):
+    import json
+
+    small = [c for c in fixture_conversations if c.id == "auth-refresh-token"]
+    report = zett_lab.Report.build(small, summarizers=["truncate"], grid={"max_tokens": [3_000], "keep_recent_tokens": [1_000]},
+                                   executor="serial", date="2025-01-01")
+    assert json.loads(report.to_json())["native"] == []
+    assert 'id="production"' not in report.to_html() and "Production summaries" not in report.to_markdown()

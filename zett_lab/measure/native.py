@@ -360,3 +360,71 @@ def _metric_table(losses: Any, metrics: Sequence[str]) -> dict[int, dict[str, An
     for row in table.to_dict("records"):
         out[int(row["compaction_id"])] = {m: row.get(m) for m in metrics}
     return out
+
+
+#: Loss metrics shown for each production summary and each baseline on its span.
+PRODUCTION_METRICS: tuple[str, ...] = (
+    "compression_ratio", "needed_anchor_recall", "anchor_retention", "instruction_survival", "superseded_rate", "lost_but_needed",
+)
+
+#: Columns of :func:`production_summaries` (then one column per :data:`PRODUCTION_METRICS` entry, then ``lost``).
+PRODUCTION_COLUMNS: dict[str, str] = {
+    "conversation_id": "Conversation.id",
+    "subject": "the production summarizer, native:<agent>",
+    "native_id": "index in Conversation.native_compactions",
+    "kind": "NativeCompaction.kind",
+    "trigger": "what the log says triggered it (auto / manual), when it says",
+    "position": "first message recorded after it: when it happened",
+    "tokens_before": "context size before it by the agent's own figure (NA when the log has none)",
+    "estimate_before": "zett-agent's estimate of messages[:position] (the engine's counter)",
+    "span_start": "first message the summary stands for",
+    "span_end": "first message it does not stand for",
+    "span_tokens": "the engine's counter over the raw span",
+    "summarizer": "the native subject (its recorded summary) or a baseline summarizing the identical span",
+    "status": "'applied', 'not smaller' (a baseline the engine would discard), 'failed', or 'summary missing from log'",
+    "summary_tokens": "the summary as a checkpoint message (NA when missing or failed)",
+}
+
+
+def production_summaries(
+    conversations: Iterable[Conversation],
+    baselines: Sequence[Any] = (),
+    *,
+    metrics: Sequence[str] = PRODUCTION_METRICS,
+    lost_limit: int = 10,
+    **options: Any,
+) -> pd.DataFrame:
+    """Every recorded production summary next to each baseline summarizing its identical span.
+
+    One row per (native compaction, summarizer): where and when it happened (the agent's own
+    token figure beside zett-agent's estimate), the span it replaced, its size, the loss
+    metrics, and ``lost``: the items the user or the agent used again later that this summary
+    dropped (rarest first, at most ``lost_limit``). A native compaction whose log lost the
+    summary text keeps its row (``status`` says so, metrics NA). ``options`` go to
+    :func:`span_traces` (``cache``, ``reasoning_effort``).
+    """
+    from .losses import measure
+
+    conversations = list(conversations)
+    rows: list[dict[str, Any]] = []
+    for subject, natives in native_traces(conversations).items():
+        subjects = [(subject, natives)] + [(str(b), span_traces(natives, b, **options)) for b in baselines]
+        facts = {(c.id, k): (c, n) for c in conversations for k, n in enumerate(c.native_compactions)}
+        for name, traces in subjects:
+            losses = measure(traces)
+            lost = losses.lost_but_needed()
+            for row in losses.compactions.to_dict("records"):
+                conversation, native = facts[(row["conversation_id"], int(row["compaction_id"]))]
+                missing = name == subject and not native.summary
+                dropped = lost[(lost["conversation_id"] == row["conversation_id"]) & (lost["compaction_id"] == row["compaction_id"])]
+                dropped = dropped.sort_values(["rarity", "message_index"], ascending=[False, True])["value"].head(lost_limit)
+                rows.append({
+                    "conversation_id": row["conversation_id"], "subject": subject, "native_id": int(row["compaction_id"]),
+                    "kind": native.kind, "trigger": native.metadata.get("trigger"), "position": native.position,
+                    "tokens_before": native.tokens_before,
+                    "estimate_before": _counter(None)(conversation.messages[: native.position]),
+                    "span_start": row["span_start"], "span_end": row["span_end"], "span_tokens": row["span_tokens"],
+                    "summarizer": name, "status": "summary missing from log" if missing else row["status"],
+                    "summary_tokens": row["summary_tokens"], **{m: row.get(m) for m in metrics}, "lost": list(dropped),
+                })
+    return pd.DataFrame(rows, columns=[*PRODUCTION_COLUMNS, *metrics, "lost"])
