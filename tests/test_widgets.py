@@ -359,3 +359,23 @@ def test_widgets_have_a_static_snapshot(explorer):
     snapshot = bundle["text/html"]
     assert snapshot.count('src="data:image/png;base64,') >= 1 and "zl-steps" in snapshot
     assert "max_tokens: 700" in snapshot
+
+
+def test_comparison_shows_production_summaries_of_a_recorded_log(fixture_conversations, agent_logs):
+    import zett_lab
+
+    claude = zett_lab.load_all(agent_logs / "claude-code/4d5611e5-241a-462a-8d15-5122611a9569.jsonl")
+    billing = [c for c in fixture_conversations if c.id == "billing-rounding"]
+    comparison = Comparison(billing + claude, ["mask", "truncate:0.1"], max_tokens=20_000, keep_recent_tokens=6_000)
+    assert comparison.error is None
+    production = comparison.production
+    assert set(production["summarizer"]) == {"native:zett-agent", "mask", "truncate:0.1"}
+    assert len(production) == 3 * len(billing[0].native_compactions)
+    assert '<section id="production">' in comparison.production_area.value and "native:zett-agent" in comparison.production_area.value
+    comparison.conversation.value = claude[0].id
+    assert comparison.error is None
+    assert set(comparison.production["subject"]) == {"native:claude-code"}
+    assert comparison.production.loc[comparison.production["summarizer"] == "native:claude-code", "tokens_before"].tolist() == [170251]
+    assert "170,251 tokens by the agent&#x27;s count" in comparison.production_area.value
+    comparison.conversation.value = claude[1].id  # a sub-agent transcript: no native compaction
+    assert comparison.production is None and comparison.production_area.value == ""

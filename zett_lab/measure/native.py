@@ -19,7 +19,7 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -388,7 +388,7 @@ PRODUCTION_COLUMNS: dict[str, str] = {
 
 def production_summaries(
     conversations: Iterable[Conversation],
-    baselines: Sequence[Any] = (),
+    baselines: Sequence[Any] | Mapping[str, Any] = (),
     *,
     metrics: Sequence[str] = PRODUCTION_METRICS,
     lost_limit: int = 10,
@@ -400,15 +400,17 @@ def production_summaries(
     token figure beside zett-agent's estimate), the span it replaced, its size, the loss
     metrics, and ``lost``: the items the user or the agent used again later that this summary
     dropped (rarest first, at most ``lost_limit``). A native compaction whose log lost the
-    summary text keeps its row (``status`` says so, metrics NA). ``options`` go to
-    :func:`span_traces` (``cache``, ``reasoning_effort``).
+    summary text keeps its row (``status`` says so, metrics NA). ``baselines`` are summarizer
+    specs or models, or a mapping name -> spec or model; ``options`` go to :func:`span_traces`
+    (``cache``, ``reasoning_effort``).
     """
     from .losses import measure
 
     conversations = list(conversations)
     rows: list[dict[str, Any]] = []
     for subject, natives in native_traces(conversations).items():
-        subjects = [(subject, natives)] + [(str(b), span_traces(natives, b, **options)) for b in baselines]
+        named = baselines.items() if isinstance(baselines, Mapping) else [(str(b), b) for b in baselines]
+        subjects = [(subject, natives)] + [(name, span_traces(natives, model, **options)) for name, model in named]
         facts = {(c.id, k): (c, n) for c in conversations for k, n in enumerate(c.native_compactions)}
         for name, traces in subjects:
             losses = measure(traces)

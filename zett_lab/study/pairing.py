@@ -44,7 +44,7 @@ TABLE_COLUMNS = [
     "summary_text",
 ]
 #: Loss figures per summarizer, taken from ``Losses.conversation`` (their definitions live in the metric catalogue).
-LOSS_COLUMNS = ("compression_ratio", "anchor_retention", "needed_anchor_recall", "lost_but_needed")
+LOSS_COLUMNS = ("compression_ratio", "anchor_retention", "needed_anchor_recall", "lost_but_needed", "superseded_rate")
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,7 @@ summary text stays listed, saying so.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
@@ -51,10 +52,14 @@ def _when(entry: dict[str, Any]) -> str:
     return f"before message {entry['position']}: {own}{int(entry['estimate_before']):,} by zett-agent's estimate"
 
 
-def section_html(entries: list[dict[str, Any]], esc: Any) -> str:
-    """The section as HTML (``esc`` escapes text); empty when there are no native compactions."""
+def section_html(entries: list[dict[str, Any]], escape: Callable[[str], str]) -> str:
+    """The section as HTML (``escape`` escapes a string, e.g. ``html.escape``); empty without native compactions."""
     if not entries:
         return ""
+
+    def esc(value: Any) -> str:
+        return escape("" if value is None else str(value))
+
     parts = [
         '<section id="production"><h2>Production summaries</h2>',
         "<p>Compactions the recording agent made itself, each beside the baselines summarizing the identical span "
@@ -86,7 +91,7 @@ def section_html(entries: list[dict[str, Any]], esc: Any) -> str:
     return "".join(parts)
 
 
-def section_markdown(entries: list[dict[str, Any]], md: Any) -> list[str]:
+def section_markdown(entries: list[dict[str, Any]], md: Callable[[Any], str]) -> list[str]:
     """The section as Markdown lines (``md`` escapes text); none when there are no native compactions."""
     if not entries:
         return []

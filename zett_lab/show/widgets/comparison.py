@@ -18,9 +18,11 @@ from ...load.conversation import Conversation
 from ...measure import Comparison as PairedStatistics
 from ...measure import Losses
 from ...replay.trace import Trace
+from ...measure.native import production_summaries
 from ...study.pairing import PairedComparison, paired_comparison
 from ...study.session import Session, SummarizerSpec
 from .. import plots
+from ..report.production import native_document, section_html
 from .base import WidgetBase, draw, new_figure, nice_step, round_to
 from .html import CSS, cell, frame_html
 
@@ -34,11 +36,16 @@ class Comparison(WidgetBase):
     summarizer, so each one summarizes the same spans at the same moments (a paired
     comparison). Shows a table of summaries per compaction and per-summarizer metrics.
 
+    When the conversation holds compactions the recording agent made itself (a Claude Code,
+    OpenHands or zett-agent log), ``production`` lists each beside every summarizer on its
+    identical span (:func:`zett_lab.measure.native.production_summaries`), shown as in the
+    report's "Production summaries" section.
+
     State: ``paired`` (the :class:`~zett_lab.study.pairing.PairedComparison`), and from it
     ``reference`` (the engine-decided trace), ``traces`` and ``losses`` (by summarizer),
     ``table`` (one row per compaction and summarizer), ``metrics`` (one row per summarizer),
     ``comparison`` (:func:`zett_lab.compare` over the shared compactions: means with bootstrap
-    CIs, pairwise tests); ``figure``, ``error``; controls ``conversation``, ``max_tokens``,
+    CIs, pairwise tests); ``production``; ``figure``, ``error``; controls ``conversation``, ``max_tokens``,
     ``keep_recent_tokens``.
     """
 
@@ -108,6 +115,8 @@ class Comparison(WidgetBase):
         self.plot = widgets.Image(format="png", layout=widgets.Layout(max_width="100%"))
         self.metrics_area = widgets.HTML()
         self.table_area = widgets.HTML()
+        self.production: pd.DataFrame | None = None
+        self.production_area = widgets.HTML()
         for control in (self.conversation, self.max_tokens, self.keep_recent_tokens):
             control.observe(self._on_change, names="value")
         self.children = [
@@ -120,6 +129,7 @@ class Comparison(WidgetBase):
             self.plot,
             self.metrics_area,
             self.table_area,
+            self.production_area,
         ]
         self.add_class("zl-comparison")
         self.render()
@@ -189,16 +199,32 @@ class Comparison(WidgetBase):
                 f"{CSS}<h4>Per summarizer</h4>{frame_html(paired.metrics)}" if len(paired.metrics) else ""
             )
             self.table_area.value = self._table_html()
+            self.production = self._production(self.conversation.value)
+            self.production_area.value = self._production_html()
             self.status.value = (
                 f'<span class="zl-muted">{len(paired.compact_at)} compaction points from '
                 f"{html.escape(self.summarizers[0])} (engine-decided); {len(self.summarizers)} summarizers in "
                 f"{time.perf_counter() - started:.2f} s</span>"
             )
         except Exception as error:  # noqa: BLE001 - shown in place, kept on .error
-            self.paired = None
-            self.metrics_area.value = self.table_area.value = ""
+            self.paired, self.production = None, None
+            self.metrics_area.value = self.table_area.value = self.production_area.value = ""
             self.plot.value = b""
             self._fail(error, "comparison failed")
+
+    def _production(self, conversation_id: str) -> pd.DataFrame | None:
+        """The conversation's own (native) compactions beside every summarizer on the same spans; None without any."""
+        conversation = self.session.conversation(conversation_id)
+        if not conversation.native_compactions:
+            return None
+        models = {label: self.session.summary_model(label) for label in self.summarizers}
+        cache = self.session.summary_cache if self.session.summary_cache is not None else False
+        return production_summaries([conversation], models, cache=cache)
+
+    def _production_html(self) -> str:
+        if self.production is None:
+            return ""
+        return CSS + section_html(native_document(self.production), html.escape)
 
     def _table_html(self) -> str:
         table = self.table
