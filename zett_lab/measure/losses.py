@@ -528,6 +528,21 @@ class _ConversationIndex:
         return "\n".join(self.text(i) for i in range(start, end))
 
 
+#: Indexes of the last few message lists: a sweep or a comparison measures one conversation many times.
+_INDEXES: dict[int, tuple[Sequence[Any], int, _ConversationIndex]] = {}
+
+
+def _index_of(messages: Sequence[Any]) -> _ConversationIndex:
+    held = _INDEXES.get(id(messages))
+    if held is not None and held[0] is messages and held[1] == len(messages):
+        return held[2]
+    if len(_INDEXES) >= 4:
+        _INDEXES.clear()
+    index = _ConversationIndex(messages)
+    _INDEXES[id(messages)] = (messages, len(messages), index)
+    return index
+
+
 def measure(trace: Any | Iterable[Any], *, counter: Callable[[Sequence[Any]], int] | None = None) -> Losses:
     """Offline loss metrics of a trace (or of several traces, concatenated).
 
@@ -561,7 +576,7 @@ def _measure_one(trace: Any, counter: Callable[[Sequence[Any]], int]) -> Losses:
         "conversation_id": conversation.id,
         "summarizer": summarizer,
     }
-    index = _ConversationIndex(messages)
+    index = _index_of(messages)
     n_messages = len(messages)
 
     step_rows = {int(row["step"]): row for row in steps.to_dict("records")} if len(steps) else {}
