@@ -193,3 +193,18 @@ def test_judged_qa_scores_update_probes_and_names_the_superseded_answer():
     current = run_judged(trace_with(CURRENT, "current"), answerer=LastPortAnswerer(), judge=StrictJudge(), cache=False)
     [row] = current.rows.to_dict("records")
     assert (row["post"], row["nr"], row["post_superseded"]) == (1.0, 1.0, False)
+
+
+def test_superseded_rate_in_sweeps_and_plots(fixture_conversations):
+    from zett_lab.show import plots
+    from zett_lab.study.sweep import recommend, sweep
+
+    billing = [c for c in fixture_conversations if c.id == "billing-rounding"]
+    result = sweep(billing, max_tokens=[20_000], keep_recent_tokens=[6_000], summarizers=["truncate", "mask"], executor="serial")
+    table = result.results
+    assert {"superseded_rate", "superseded_updates", "superseded_only", "superseded_probe_rate"} <= set(table.columns)
+    assert table["superseded_updates"].dtype == "Int64" and (table["superseded_updates"] > 0).all()
+    assert recommend(result, "superseded_rate <= 1") is not None
+    comparison = compare({"truncate": trace_with(STALE, "t"), "mask": trace_with(CURRENT, "m")}, metrics=["superseded_rate"], resamples=200)
+    figure = plots.summarizer_comparison(comparison)
+    assert [t.get_text() for t in figure.axes[0].get_legend().get_texts()] == ["Superseded-only rate (lower is better)"]

@@ -43,7 +43,7 @@ from matplotlib.ticker import MaxNLocator
 from numpy.typing import ArrayLike
 
 from ..errors import SettingError
-from ..measure.catalogue import higher_is_better
+from ..measure.catalogue import CATALOGUE, higher_is_better
 from ..records import flags
 
 if TYPE_CHECKING:
@@ -1023,6 +1023,14 @@ def comparison_frame(compare_result: Comparison | pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def _metric_legend(metric: str) -> str:
+    """A catalogue metric's label with the direction that is better (a column outside the catalogue: its name)."""
+    entry = CATALOGUE.get(metric)
+    if entry is None:
+        return metric
+    return f"{entry.label} ({'higher' if entry.higher_is_better else 'lower'} is better)"
+
+
 def summarizer_comparison(
     compare_result: Comparison | pd.DataFrame,
     ax: Axes | None = None,
@@ -1065,7 +1073,7 @@ def summarizer_comparison(
                 elinewidth=1.1,
                 capsize=3,
                 markersize=6,
-                label=metric,
+                label=_metric_legend(metric),
                 zorder=3,
             )
         ax.set_yticks(range(len(names)), names)
