@@ -211,7 +211,8 @@ def test_long_sessions_carry_at_least_three_update_probes():
             assert len(updates) >= 3, session_id
         for probe in updates:
             messages = conversations()[session_id]
-            assert probe["superseded_answer"] in load_generator().message_text(messages[probe["superseded_index"]]), probe
+            earlier = load_generator().message_text(messages[probe["superseded_index"]])
+            assert probe["superseded_answer"] in earlier, probe
 
 
 def test_probe_answers_appear_at_their_message_index():

@@ -207,7 +207,7 @@ def test_needed_anchor_recall_and_lists(hand_losses):
     needed = anchors[anchors["needed_later"]]
     assert set(needed["normalized"]) == {"src/auth/session.py", "6543"}  # read again by the agent, said again by it
     assert row["needed_anchors"] == 2 and row["needed_retained"] == 1
-    weights = dict(zip(needed["normalized"], needed["rarity"]))
+    weights = dict(zip(needed["normalized"], needed["rarity"], strict=True))
     assert row["needed_weight"] == pytest.approx(sum(weights.values()))
     assert row["needed_anchor_recall"] == pytest.approx(weights["6543"] / sum(weights.values()))
     assert row["lost_but_needed"] == 1
@@ -401,7 +401,8 @@ def linked_conversation(turns: int = 8, pad: int = 120) -> Conversation:
         )
         messages.append(
             AssistantMessage(
-                content=f"We'll use load_user_{earlier} with a default on port {6500 + earlier}. Fixed src/pkg/module_{t}.py."
+                content=f"We'll use load_user_{earlier} with a default on port {6500 + earlier}. "
+                f"Fixed src/pkg/module_{t}.py."
             )
         )
     return Conversation(id="linked", messages=messages, probes=probes)

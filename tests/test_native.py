@@ -54,8 +54,12 @@ def test_a_baseline_on_the_identical_span_reproduces_the_recorded_summary(fixtur
 def test_compare_accepts_a_native_subject_with_paired_cis_and_win_rates(fixture_conversations):
     result = compare({"native:zett-agent": fixture_conversations}, baselines=("anchors", "truncate"), resamples=300)
     snapshots = len(billing(fixture_conversations).native_compactions)
-    assert result.matched.set_index("summarizer")["matched"].to_dict() == dict.fromkeys(["native:zett-agent", "anchors", "truncate"], snapshots)
-    pairs = result.pairwise[(result.pairwise["a"] == "native:zett-agent") & (result.pairwise["metric"] == "compression_ratio")]
+    assert result.matched.set_index("summarizer")["matched"].to_dict() == dict.fromkeys(
+        ["native:zett-agent", "anchors", "truncate"], snapshots
+    )
+    pairs = result.pairwise[
+        (result.pairwise["a"] == "native:zett-agent") & (result.pairwise["metric"] == "compression_ratio")
+    ]
     assert set(pairs["b"]) == {"anchors", "truncate"} and (pairs["n"] == snapshots).all()
     assert pairs[["ci_low", "ci_high", "win_rate", "loss_rate"]].notna().all().all()
     units = result.units
@@ -64,7 +68,9 @@ def test_compare_accepts_a_native_subject_with_paired_cis_and_win_rates(fixture_
 
 
 def test_native_subjects_refuse_what_cannot_pair(fixture_conversations):
-    trace = zett_lab.replay(billing(fixture_conversations), max_tokens=20_000, keep_recent_tokens=6_000, summarizer="mask")
+    trace = zett_lab.replay(
+        billing(fixture_conversations), max_tokens=20_000, keep_recent_tokens=6_000, summarizer="mask"
+    )
     with pytest.raises(SettingError, match="baselines=\\['mask'\\]"):
         compare({"native:zett-agent": fixture_conversations, "mask": [trace]})
     with pytest.raises(SettingError, match="no native compactions of 'native:claude-code'"):
@@ -104,8 +110,19 @@ def test_native_compactions_survive_neutral_json_and_sqlite(agent_logs, tmp_path
 
 def test_zett_import_command_keeps_native_compactions_and_probes(fixture_conversations, agent_logs, tmp_path):
     out = tmp_path / "imported.sqlite"
-    command = [sys.executable, "-m", "zett_lab.show.cli", "import", str(agent_logs / CLAUDE), str(ROOT / "fixtures" / "sessions.sqlite"), "-o", str(out)]
-    done = subprocess.run(command, capture_output=True, text=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, timeout=600)
+    command = [
+        sys.executable,
+        "-m",
+        "zett_lab.show.cli",
+        "import",
+        str(agent_logs / CLAUDE),
+        str(ROOT / "fixtures" / "sessions.sqlite"),
+        "-o",
+        str(out),
+    ]
+    done = subprocess.run(
+        command, capture_output=True, text=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, timeout=600
+    )
     assert done.returncode == 0, done.stderr
     assert "native compaction(s)" in done.stdout and str(sidecar_path(out)) in done.stdout
     imported = {c.id: c for c in zett_lab.load_all(out)}
@@ -113,14 +130,20 @@ def test_zett_import_command_keeps_native_compactions_and_probes(fixture_convers
     for conversation in [*claude, *fixture_conversations]:
         assert imported[conversation.id].native_compactions == conversation.native_compactions, conversation.id
         assert imported[conversation.id].probes == conversation.probes, conversation.id
-    again = subprocess.run(command, capture_output=True, text=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, timeout=600)
+    again = subprocess.run(
+        command, capture_output=True, text=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, timeout=600
+    )
     assert again.returncode != 0 and "already exists" in again.stderr
 
 
 def test_bad_native_compactions_are_named(tmp_path):
     import json
 
-    document = {"id": "x", "messages": [{"role": "user", "content": "hi"}], "native_compactions": [{"position": 5, "summary": "s"}]}
+    document = {
+        "id": "x",
+        "messages": [{"role": "user", "content": "hi"}],
+        "native_compactions": [{"position": 5, "summary": "s"}],
+    }
     (tmp_path / "bad.json").write_text(json.dumps(document))
     with pytest.raises(zett_lab.InputError, match="native compaction 0, field 'position'"):
         zett_lab.load_all(tmp_path / "bad.json")
@@ -137,11 +160,19 @@ def test_report_section_production_summaries(fixture_conversations):
     natives = list(conversation.native_compactions)
     lost_text = dataclasses.replace(natives[1], summary="")  # a log that lost the summary text
     edited = dataclasses.replace(conversation, native_compactions=[natives[0], lost_text, natives[2]])
-    report = zett_lab.Report.build([edited], summarizers=["anchors", "mask"], grid={"max_tokens": [20_000], "keep_recent_tokens": [6_000]},
-                                   executor="serial", date="2025-01-01")
+    report = zett_lab.Report.build(
+        [edited],
+        summarizers=["anchors", "mask"],
+        grid={"max_tokens": [20_000], "keep_recent_tokens": [6_000]},
+        executor="serial",
+        date="2025-01-01",
+    )
     native = json.loads(report.to_json())["native"]
     assert [(e["subject"], e["native_id"], e["summary_missing"]) for e in native] == [
-        ("native:zett-agent", 0, False), ("native:zett-agent", 1, True), ("native:zett-agent", 2, False)]
+        ("native:zett-agent", 0, False),
+        ("native:zett-agent", 1, True),
+        ("native:zett-agent", 2, False),
+    ]
     first = native[0]
     assert set(first["summarizers"]) == {"native:zett-agent", "anchors", "mask"}
     assert first["span_start"] == 1 and first["estimate_before"] > first["span_tokens"] > 0
@@ -159,7 +190,12 @@ def test_report_without_native_compactions_has_no_production_section(fixture_con
     import json
 
     small = [c for c in fixture_conversations if c.id == "auth-refresh-token"]
-    report = zett_lab.Report.build(small, summarizers=["truncate"], grid={"max_tokens": [3_000], "keep_recent_tokens": [1_000]},
-                                   executor="serial", date="2025-01-01")
+    report = zett_lab.Report.build(
+        small,
+        summarizers=["truncate"],
+        grid={"max_tokens": [3_000], "keep_recent_tokens": [1_000]},
+        executor="serial",
+        date="2025-01-01",
+    )
     assert json.loads(report.to_json())["native"] == []
     assert 'id="production"' not in report.to_html() and "Production summaries" not in report.to_markdown()

@@ -1,4 +1,4 @@
-""""Needed later" that means needed: precision of lost-but-needed against hand labels on real logs.
+""" "Needed later" that means needed: precision of lost-but-needed against hand labels on real logs.
 
 ``tests/data/needed_labels.json`` holds lost-but-needed items sampled from replays of the shared
 real agent logs under the old definition (the anchor recurs anywhere after the compaction), each
@@ -26,14 +26,29 @@ def _span_trace(conversation, spans) -> Trace:
     """One applied compaction per span, each with a summary holding no anchor: every span anchor is lost."""
     rows = [
         {
-            "compaction_id": k, "conversation_id": conversation.id, "step": k, "turn": 0, "trigger": "auto",
-            "span_start": start, "span_end": end, "n_recorded": n_recorded, "older_messages": end - start,
-            "older_tokens": None, "recent_messages": n_recorded - end, "recent_tokens": None, "summary_tokens": 10,
-            "applied": True, "skip_reason": None, "summary_text": "(summary)", "summarizer": "labels",
+            "compaction_id": k,
+            "conversation_id": conversation.id,
+            "step": k,
+            "turn": 0,
+            "trigger": "auto",
+            "span_start": start,
+            "span_end": end,
+            "n_recorded": n_recorded,
+            "older_messages": end - start,
+            "older_tokens": None,
+            "recent_messages": n_recorded - end,
+            "recent_tokens": None,
+            "summary_tokens": 10,
+            "applied": True,
+            "skip_reason": None,
+            "summary_text": "(summary)",
+            "summarizer": "labels",
         }
         for k, (start, end, n_recorded) in enumerate(spans)
     ]
-    return Trace.from_rows(conversation, [], rows, {"summarizer": "labels", "max_tokens": 0, "keep_recent_tokens": 0}, [])
+    return Trace.from_rows(
+        conversation, [], rows, {"summarizer": "labels", "max_tokens": 0, "keep_recent_tokens": 0}, []
+    )
 
 
 @pytest.fixture(scope="module")
@@ -57,12 +72,14 @@ def judged(agent_logs):
             ]
             assert len(row) == 1, item
             row = row.iloc[0]
-            out.append({
-                "label": item["needed"],
-                "old": bool(row["in_future"] and not row["in_tail"]),
-                "new": bool(row["needed_later"]),
-                "rarity": float(row["rarity"]),
-            })
+            out.append(
+                {
+                    "label": item["needed"],
+                    "old": bool(row["in_future"] and not row["in_tail"]),
+                    "new": bool(row["needed_later"]),
+                    "rarity": float(row["rarity"]),
+                }
+            )
     return out
 
 
@@ -85,8 +102,10 @@ def test_needed_means_used_later_precision_before_and_after(judged):
     after = sum(item["label"] for item in flagged) / len(flagged)
     weighted = sum(item["rarity"] * item["label"] for item in flagged) / sum(item["rarity"] for item in flagged)
     recall = sum(item["label"] for item in flagged) / sum(labels)
-    print(f"\nneeded precision: before {before:.3f} (n={len(labels)}), after {after:.3f} (n={len(flagged)}), "
-          f"rarity-weighted {weighted:.3f}; labelled-needed items still flagged: {recall:.3f}")
+    print(
+        f"\nneeded precision: before {before:.3f} (n={len(labels)}), after {after:.3f} (n={len(flagged)}), "
+        f"rarity-weighted {weighted:.3f}; labelled-needed items still flagged: {recall:.3f}"
+    )
     assert after >= before + 0.2
     assert weighted >= after
     assert recall >= 0.95  # dropping noise must not drop what was really needed

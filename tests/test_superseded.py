@@ -21,7 +21,9 @@ def port_conversation() -> Conversation:
     messages = [
         SystemMessage(content="You are a coding agent."),  # 0
         UserMessage(content="The staging database listens on port 6543. Count the invoices."),  # 1
-        AssistantMessage(content="", tool_calls=(ToolCall("q1", "bash", {"command": "psql -c 'select count(*)'"}),)),  # 2
+        AssistantMessage(
+            content="", tool_calls=(ToolCall("q1", "bash", {"command": "psql -c 'select count(*)'"}),)
+        ),  # 2
         ToolMessage(tool_call_id="q1", name="bash", content="1284"),  # 3
         UserMessage(content="Heads-up: staging moved to port 6544 last night. Count again."),  # 4
         AssistantMessage(content="1284 invoices; staging is on port 6544."),  # 5
@@ -36,9 +38,22 @@ def trace_with(summary: str, summarizer: str) -> Trace:
     """One applied compaction of messages[1:6] (both port values), keeping messages[6:8]."""
     conversation = port_conversation()
     row = {
-        "compaction_id": 0, "conversation_id": conversation.id, "step": 3, "turn": 2, "trigger": "auto",
-        "span_start": 1, "span_end": 6, "n_recorded": 8, "older_messages": 5, "older_tokens": 120, "recent_messages": 2,
-        "recent_tokens": 20, "summary_tokens": 15, "applied": True, "skip_reason": None, "summary_text": summary,
+        "compaction_id": 0,
+        "conversation_id": conversation.id,
+        "step": 3,
+        "turn": 2,
+        "trigger": "auto",
+        "span_start": 1,
+        "span_end": 6,
+        "n_recorded": 8,
+        "older_messages": 5,
+        "older_tokens": 120,
+        "recent_messages": 2,
+        "recent_tokens": 20,
+        "summary_tokens": 15,
+        "applied": True,
+        "skip_reason": None,
+        "summary_text": summary,
         "summarizer": summarizer,
     }
     settings = {"summarizer": summarizer, "max_tokens": 100, "keep_recent_tokens": 20}
@@ -62,7 +77,12 @@ def test_superseded_columns_per_compaction_and_conversation(summary, status, rat
     assert (row["superseded_latest"], row["superseded_only"]) == (int(status == "latest"), int(status == "superseded"))
     assert list(losses.updates.columns) == list(UPDATE_COLUMNS)
     [update] = losses.updates.to_dict("records")
-    assert (update["kind"], update["superseded"], update["latest"], update["status"]) == ("port", "6543", "6544", status)
+    assert (update["kind"], update["superseded"], update["latest"], update["status"]) == (
+        "port",
+        "6543",
+        "6544",
+        status,
+    )
     assert (update["superseded_index"], update["latest_index"]) == (1, 4)
     conversation = losses.conversation.iloc[0]
     assert conversation["superseded_rate"] == pytest.approx(rate)
@@ -81,17 +101,38 @@ def test_update_probes_are_scored_in_the_next_steps_context():
     assert probe["in_context"] and probe["superseded_in_context"]  # the summary names both, the current one counts
     assert current.conversation.iloc[0]["superseded_probe_rate"] == 0.0
     silent = measure(trace_with(SILENT, "silent"))
-    assert silent.conversation.iloc[0]["superseded_probe_rate"] == 0.0 and silent.conversation.iloc[0]["probe_presence"] == 0.0
+    assert (
+        silent.conversation.iloc[0]["superseded_probe_rate"] == 0.0
+        and silent.conversation.iloc[0]["probe_presence"] == 0.0
+    )
 
 
 def test_an_update_probe_counts_only_when_the_span_holds_both_values():
     conversation = port_conversation()
     row = {
-        "compaction_id": 0, "conversation_id": conversation.id, "step": 1, "turn": 0, "trigger": "auto", "span_start": 1,
-        "span_end": 4, "n_recorded": 5, "older_messages": 3, "older_tokens": 60, "recent_messages": 1, "recent_tokens": 20,
-        "summary_tokens": 10, "applied": True, "skip_reason": None, "summary_text": STALE, "summarizer": "early",
+        "compaction_id": 0,
+        "conversation_id": conversation.id,
+        "step": 1,
+        "turn": 0,
+        "trigger": "auto",
+        "span_start": 1,
+        "span_end": 4,
+        "n_recorded": 5,
+        "older_messages": 3,
+        "older_tokens": 60,
+        "recent_messages": 1,
+        "recent_tokens": 20,
+        "summary_tokens": 10,
+        "applied": True,
+        "skip_reason": None,
+        "summary_text": STALE,
+        "summarizer": "early",
     }
-    losses = measure(Trace.from_rows(conversation, [], [row], {"summarizer": "early", "max_tokens": 100, "keep_recent_tokens": 20}, []))
+    losses = measure(
+        Trace.from_rows(
+            conversation, [], [row], {"summarizer": "early", "max_tokens": 100, "keep_recent_tokens": 20}, []
+        )
+    )
     assert len(losses.probes) == 0
     assert losses.compactions.iloc[0]["superseded_updates"] == 0  # the change comes after the span
 
@@ -109,7 +150,14 @@ def test_compare_pairs_superseded_rate_with_its_direction():
 
 
 def test_update_probes_parse_and_round_trip(tmp_path):
-    good = {"question": "Port?", "answer": "6544", "type": "update", "message_index": 4, "superseded_answer": "6543", "superseded_index": 1}
+    good = {
+        "question": "Port?",
+        "answer": "6544",
+        "type": "update",
+        "message_index": 4,
+        "superseded_answer": "6543",
+        "superseded_index": 1,
+    }
     [probe] = parse_probes([good], "p.json", 8)
     assert (probe.superseded_answer, probe.superseded_index) == ("6543", 1)
     assert probe.to_dict() == good
@@ -136,13 +184,18 @@ def test_detector_finds_every_gold_update_probe_of_the_fixtures(fixture_conversa
         updates = find_updates(observe(conversation.messages))
 
         def matches(update, probe):
-            return update.status_in(probe.answer) == "latest" and update.status_in(probe.superseded_answer) == "superseded"
+            return (
+                update.status_in(probe.answer) == "latest" and update.status_in(probe.superseded_answer) == "superseded"
+            )
 
         gold += len(probes)
         found += sum(any(matches(u, p) for u in updates) for p in probes)
         detections += len(updates)
         matching += sum(any(matches(u, p) for p in probes) for u in updates)
-    print(f"\nupdate detector on the fixtures: recall {found}/{gold}, precision against the gold probes {matching}/{detections}")
+    print(
+        f"\nupdate detector on the fixtures: recall {found}/{gold}, "
+        f"precision against the gold probes {matching}/{detections}"
+    )
     assert gold >= 15 and found == gold
     assert matching / detections >= 0.6
 
@@ -160,7 +213,9 @@ class LastPortAnswerer:
         transcript = request.messages[-1].content.rpartition("Question: ")[0]
         ports = re.findall(r"port \d+", transcript)
         text = ports[-1] if ports else "NOT IN CONTEXT"
-        yield ModelEvent.completed(ModelResponse(AssistantMessage(content=text), usage=ModelUsage(input_tokens=50, output_tokens=3)))
+        yield ModelEvent.completed(
+            ModelResponse(AssistantMessage(content=text), usage=ModelUsage(input_tokens=50, output_tokens=3))
+        )
 
 
 class StrictJudge:
@@ -189,7 +244,9 @@ def test_judged_qa_scores_update_probes_and_names_the_superseded_answer():
     assert (row["type"], row["superseded_answer"], row["post_answer"]) == ("update", "port 6543", "port 6543")
     assert (row["post"], row["ceiling"], row["floor"], row["nr"]) == (0.0, 1.0, 0.0, 0.0)
     assert row["post_superseded"] is True
-    assert all("Superseded answer (an earlier value that is no longer true" in p and "port 6543" in p for p in judge.prompts)
+    assert all(
+        "Superseded answer (an earlier value that is no longer true" in p and "port 6543" in p for p in judge.prompts
+    )
     current = run_judged(trace_with(CURRENT, "current"), answerer=LastPortAnswerer(), judge=StrictJudge(), cache=False)
     [row] = current.rows.to_dict("records")
     assert (row["post"], row["nr"], row["post_superseded"]) == (1.0, 1.0, False)
@@ -200,11 +257,17 @@ def test_superseded_rate_in_sweeps_and_plots(fixture_conversations):
     from zett_lab.study.sweep import recommend, sweep
 
     billing = [c for c in fixture_conversations if c.id == "billing-rounding"]
-    result = sweep(billing, max_tokens=[20_000], keep_recent_tokens=[6_000], summarizers=["truncate", "mask"], executor="serial")
+    result = sweep(
+        billing, max_tokens=[20_000], keep_recent_tokens=[6_000], summarizers=["truncate", "mask"], executor="serial"
+    )
     table = result.results
     assert {"superseded_rate", "superseded_updates", "superseded_only", "superseded_probe_rate"} <= set(table.columns)
     assert table["superseded_updates"].dtype == "Int64" and (table["superseded_updates"] > 0).all()
     assert recommend(result, "superseded_rate <= 1") is not None
-    comparison = compare({"truncate": trace_with(STALE, "t"), "mask": trace_with(CURRENT, "m")}, metrics=["superseded_rate"], resamples=200)
+    comparison = compare(
+        {"truncate": trace_with(STALE, "t"), "mask": trace_with(CURRENT, "m")},
+        metrics=["superseded_rate"],
+        resamples=200,
+    )
     figure = plots.summarizer_comparison(comparison)
     assert [t.get_text() for t in figure.axes[0].get_legend().get_texts()] == ["Superseded-only rate (lower is better)"]

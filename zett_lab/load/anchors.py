@@ -568,14 +568,13 @@ def message_keys(message: AnyMessage) -> frozenset[AnchorKey]:
     return _memo.get(message)[1]
 
 
-def action_keys(message: object) -> frozenset[AnchorKey]:
+def action_keys(message: AnyMessage) -> frozenset[AnchorKey]:
     """Keys of what a message's author said or did: a user's text; an assistant's text, the string
     arguments of its tool calls and its shell commands. Tool results and system text act on nothing
     (empty); numeric tool arguments (offsets, limits, timeouts) are parameters, not references."""
-    role = role_of(message)
-    if role == "user":
+    if role_of(message) == "user":
         return message_keys(message)
-    if role != "assistant":
+    if not isinstance(message, AssistantMessage):
         return frozenset()
     texts = [clean_text(message.content)]
     texts.extend(s for call in message.tool_calls or () for s in _argument_strings(call.arguments) if not _is_number(s))

@@ -228,9 +228,17 @@ def _superseded_fields(item: dict[str, Any], place: str, path: object, index: in
     """An update probe's superseded answer and its message index, which must come before the current one."""
     answer, earlier = item.get("superseded_answer"), item.get("superseded_index")
     if not isinstance(answer, str) or not answer.strip():
-        raise InputError(path, f"{place}, field 'superseded_answer'", "an update probe needs the superseded answer (a non-empty string)")
+        raise InputError(
+            path,
+            f"{place}, field 'superseded_answer'",
+            "an update probe needs the superseded answer (a non-empty string)",
+        )
     if isinstance(earlier, bool) or not isinstance(earlier, int) or not 0 <= earlier < index:
-        raise InputError(path, f"{place}, field 'superseded_index'", f"{earlier!r} must be a message index before message_index {index}")
+        raise InputError(
+            path,
+            f"{place}, field 'superseded_index'",
+            f"{earlier!r} must be a message index before message_index {index}",
+        )
     return answer, earlier
 
 
@@ -257,7 +265,11 @@ def parse_native_compactions(data: Any, path: object, n_messages: int) -> list[N
         position, start = item["position"], item.get("span_start", 0)
         for name, value, high in (("position", position, n_messages), ("span_start", start, position)):
             if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= high:
-                raise InputError(path, f"{place}, field {name!r}", f"{value!r} is not a message index of this conversation (0..{n_messages})")
+                raise InputError(
+                    path,
+                    f"{place}, field {name!r}",
+                    f"{value!r} is not a message index of this conversation (0..{n_messages})",
+                )
         tokens = item.get("tokens_before")
         if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int)):
             raise InputError(path, f"{place}, field 'tokens_before'", f"{tokens!r} is not a token count")

@@ -372,7 +372,10 @@ def write_sqlite(conversations: list[Conversation], path: str | Path, *, overwri
     inputs = [f for c in conversations for f in c.input_files()]
     path = check_output(path, inputs, overwrite=overwrite)
     sidecar = {
-        c.id: {"probes": [p.to_dict() for p in c.probes], "native_compactions": [asdict(n) for n in c.native_compactions]}
+        c.id: {
+            "probes": [p.to_dict() for p in c.probes],
+            "native_compactions": [asdict(n) for n in c.native_compactions],
+        }
         for c in conversations
         if c.probes or c.native_compactions
     }

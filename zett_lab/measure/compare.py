@@ -304,7 +304,9 @@ def _native_results(results: Mapping[str, Any], baselines: Iterable[str]) -> dic
     return out
 
 
-def compare_native_subjects(conversations: Iterable[Any], baselines: Iterable[str], **options: Any) -> dict[str, Comparison]:
+def compare_native_subjects(
+    conversations: Iterable[Any], baselines: Iterable[str], **options: Any
+) -> dict[str, Comparison]:
     """One :func:`compare` per native subject found in the conversations (``native:<agent>`` -> Comparison),
     each against the baselines summarizing that subject's spans; ``options`` go to :func:`compare`."""
     from .native import native_traces

@@ -96,7 +96,9 @@ JUDGED_COLUMNS: dict[str, str] = {
     "ceiling": "score seeing the uncompacted context messages[:n_recorded]",
     "floor": "score seeing only the kept tail (span dropped, no summary)",
     "nr": "(post - floor) / (ceiling - floor); NaN when ceiling == floor",
-    "post_superseded": "update probes: post_answer gives the superseded answer and not the current one (None for other types)",
+    "post_superseded": (
+        "update probes: post_answer gives the superseded answer and not the current one (None for other types)"
+    ),
     "status": '"ok", "budget" (not run: budget reached), or "error: ..."',
 }
 
@@ -478,7 +480,11 @@ def plan_judged(
                 _, answer = lookup("answer", answerer, answer_request(contexts[condition], probe.question))
                 if answer is not None and (is_abstention(answer) or not answer.strip()):
                     continue
-                lookup("score", judge, judge_request(probe.question, probe.answer, (answer or "x" * 40).strip(), probe.superseded_answer))
+                lookup(
+                    "score",
+                    judge,
+                    judge_request(probe.question, probe.answer, (answer or "x" * 40).strip(), probe.superseded_answer),
+                )
     if probes == "generate":
         notes.append("generated probes not yet cached: answer and score calls assume n_generated probes per compaction")
     rows = []
@@ -601,7 +607,9 @@ async def _score(
         return None, math.nan
     if is_abstention(answer) or not answer.strip():
         return answer, 0.0
-    verdict = await caller("score", judge, judge_request(probe.question, probe.answer, answer.strip(), probe.superseded_answer))
+    verdict = await caller(
+        "score", judge, judge_request(probe.question, probe.answer, answer.strip(), probe.superseded_answer)
+    )
     if verdict is None:
         return None, math.nan
     return answer, parse_score(verdict)
@@ -638,8 +646,14 @@ async def _run(
             chosen = chosen[:max_probes] if max_probes is not None else chosen
         contexts = contexts_for(trace, row)
         for n, probe in enumerate(chosen):
-            out = {**base, "probe": n, "type": probe.type, "question": probe.question, "answer": probe.answer,
-                   "superseded_answer": probe.superseded_answer}
+            out = {
+                **base,
+                "probe": n,
+                "type": probe.type,
+                "question": probe.question,
+                "answer": probe.answer,
+                "superseded_answer": probe.superseded_answer,
+            }
             if caller.stopped:
                 rows.append({**out, "status": "budget"})
                 continue
@@ -661,8 +675,16 @@ async def _run(
                 continue
             span = scores["ceiling"] - scores["floor"]
             nr = (scores["post"] - scores["floor"]) / span if span else math.nan
-            rows.append({**out, **scores, "post_answer": post_answer, "nr": nr, "status": "ok",
-                         "post_superseded": _gives_superseded(post_answer, probe)})
+            rows.append(
+                {
+                    **out,
+                    **scores,
+                    "post_answer": post_answer,
+                    "nr": nr,
+                    "status": "ok",
+                    "post_superseded": _gives_superseded(post_answer, probe),
+                }
+            )
     return rows
 
 

@@ -101,7 +101,9 @@ COMPACTION_COLUMNS: dict[str, str] = {
     "probes_covered": "gold probes whose message_index lies in the span",
     "probes_present": "of those, answers present (normalized substring) in the context the next step sees",
     "probe_presence": "probes_present / probes_covered (NaN when no probe is covered)",
-    "superseded_updates": "|U_k|: items of S_k whose value changed within S_k (zett_lab.measure.updates); NA without a summary",
+    "superseded_updates": (
+        "|U_k|: items of S_k whose value changed within S_k (zett_lab.measure.updates); NA without a summary"
+    ),
     "superseded_latest": "of those, Σ_k carries the latest value",
     "superseded_only": "of those, Σ_k carries only a superseded value (an error: worse than dropping it)",
     "superseded_rate": "superseded_only / superseded_updates (lower is better; NaN when U_k is empty)",
@@ -157,12 +159,16 @@ CONVERSATION_COLUMNS: dict[str, str] = {
     "lost_but_needed": "Σ lost_but_needed over applied compactions",
     "refetch_calls": "Σ refetch_calls over applied compactions",
     "probes": "gold probes of the conversation",
-    "probe_presence": "share of (probe, applied compaction covering it) pairs whose answer is in the next step's context",
+    "probe_presence": (
+        "share of (probe, applied compaction covering it) pairs whose answer is in the next step's context"
+    ),
     "superseded_updates": "Σ superseded_updates over applied compactions",
     "superseded_only": "Σ superseded_only over applied compactions",
     "superseded_rate": "pooled over applied compactions: Σ superseded_only / Σ superseded_updates (lower is better)",
-    "superseded_probe_rate": "share of (update probe, applied compaction covering it) pairs whose next step's context shows "
-    "only the superseded answer (lower is better)",
+    "superseded_probe_rate": (
+        "share of (update probe, applied compaction covering it) pairs whose next step's context shows only the "
+        "superseded answer (lower is better)"
+    ),
     "decay_survival_1": "mean share of anchors kept at an applied compaction still in the next applied summary (j=1)",
     "final_survival": "share of anchors kept at the first applied compaction still in the last applied summary",
 }
@@ -181,7 +187,9 @@ PROBE_COLUMNS: dict[str, str] = {
     "answer_in_source": "the gold answer occurs in that message (when False the offline check cannot succeed verbatim)",
     "in_summary": "answer present in Σ_k",
     "in_tail": "answer present in T_k",
-    "in_context": "answer present in the context the next model step sees ([checkpoint] + messages[kept_from:n_recorded])",
+    "in_context": (
+        "answer present in the context the next model step sees ([checkpoint] + messages[kept_from:n_recorded])"
+    ),
     "superseded_answer": "update probes: the earlier answer (None for other types)",
     "superseded_in_context": "update probes: the superseded answer is in that context (NA for other types)",
 }
@@ -374,11 +382,14 @@ def _frame(rows: list[dict[str, Any]] | dict[str, list[Any]], columns: dict[str,
             data[column] = _typed(values, "boolean", bool)
         elif column in _INT:
             data[column] = _typed(values, "Int64", int)
-        elif column in ("survival", "context_survival", "latency_s", "rarity", "needed_weight", "needed_retained_weight") or _is_ratio(column):
+        elif column in _FLOATS or _is_ratio(column):
             data[column] = pd.to_numeric(values, errors="coerce").astype("float64")
         else:
             data[column] = values.astype("object").where(values.notna(), None)
     return data
+
+
+_FLOATS = {"survival", "context_survival", "latency_s", "rarity", "needed_weight", "needed_retained_weight"}
 
 
 def _typed(values: pd.Series, dtype: Literal["boolean", "Int64"], cast: Callable[[Any], Any]) -> Any:
@@ -756,7 +767,8 @@ def _measure_one(trace: Any, counter: Callable[[Sequence[Any]], int]) -> Losses:
                 refetched_anchors=len(refetched),
                 **{f"retention_{t}": _ratio(per_type_kept[t], per_type_total[t]) for t in ANCHOR_TYPES},
             )
-            out.update(_superseded(observations, span_start, span_end, str(summary_text), {**base, "compaction_id": cid, "applied": applied}, update_rows))
+            where = {**base, "compaction_id": cid, "applied": applied}
+            out.update(_superseded(observations, span_start, span_end, str(summary_text), where, update_rows))
         else:
             out.update(span_anchors=len(span))
 
@@ -827,7 +839,12 @@ def _measure_one(trace: Any, counter: Callable[[Sequence[Any]], int]) -> Losses:
 
 
 def _superseded(
-    observations: Sequence[Sequence[Any]], span_start: int, span_end: int, summary: str, base: dict[str, Any], rows: list[dict[str, Any]]
+    observations: Sequence[Sequence[Any]],
+    span_start: int,
+    span_end: int,
+    summary: str,
+    base: dict[str, Any],
+    rows: list[dict[str, Any]],
 ) -> dict[str, Any]:
     """Superseded-value columns of one attempt; appends one row per updated item to ``rows``."""
     counts = {"latest": 0, "superseded": 0, "neither": 0}
@@ -836,8 +853,15 @@ def _superseded(
         status = update.status_in(summary)
         counts[status] += 1
         rows.append({
-            **base, "kind": update.kind, "key": update.key, "name": update.name, "superseded": " | ".join(update.superseded),
-            "latest": update.latest, "superseded_index": update.superseded_index, "latest_index": update.latest_index, "status": status,
+            **base,
+            "kind": update.kind,
+            "key": update.key,
+            "name": update.name,
+            "superseded": " | ".join(update.superseded),
+            "latest": update.latest,
+            "superseded_index": update.superseded_index,
+            "latest_index": update.latest_index,
+            "status": status,
         })
     return {
         "superseded_updates": len(found),
@@ -918,7 +942,8 @@ def _superseded_probe_rate(probes: pd.DataFrame) -> float:
     updates = probes[probes["type"] == "update"] if len(probes) else probes
     if not len(updates):
         return math.nan
-    wrong = updates["superseded_in_context"].fillna(False).astype(bool) & ~updates["in_context"].fillna(False).astype(bool)
+    stale = updates["superseded_in_context"].fillna(False).astype(bool)
+    wrong = stale & ~updates["in_context"].fillna(False).astype(bool)
     return float(wrong.mean())
 
 

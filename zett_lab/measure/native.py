@@ -364,7 +364,12 @@ def _metric_table(losses: Any, metrics: Sequence[str]) -> dict[int, dict[str, An
 
 #: Loss metrics shown for each production summary and each baseline on its span.
 PRODUCTION_METRICS: tuple[str, ...] = (
-    "compression_ratio", "needed_anchor_recall", "anchor_retention", "instruction_survival", "superseded_rate", "lost_but_needed",
+    "compression_ratio",
+    "needed_anchor_recall",
+    "anchor_retention",
+    "instruction_survival",
+    "superseded_rate",
+    "lost_but_needed",
 )
 
 #: Columns of :func:`production_summaries` (then one column per :data:`PRODUCTION_METRICS` entry, then ``lost``).
@@ -418,15 +423,31 @@ def production_summaries(
             for row in losses.compactions.to_dict("records"):
                 conversation, native = facts[(row["conversation_id"], int(row["compaction_id"]))]
                 missing = name == subject and not native.summary
-                dropped = lost[(lost["conversation_id"] == row["conversation_id"]) & (lost["compaction_id"] == row["compaction_id"])]
-                dropped = dropped.sort_values(["rarity", "message_index"], ascending=[False, True])["value"].head(lost_limit)
-                rows.append({
-                    "conversation_id": row["conversation_id"], "subject": subject, "native_id": int(row["compaction_id"]),
-                    "kind": native.kind, "trigger": native.metadata.get("trigger"), "position": native.position,
-                    "tokens_before": native.tokens_before,
-                    "estimate_before": _counter(None)(conversation.messages[: native.position]),
-                    "span_start": row["span_start"], "span_end": row["span_end"], "span_tokens": row["span_tokens"],
-                    "summarizer": name, "status": "summary missing from log" if missing else row["status"],
-                    "summary_tokens": row["summary_tokens"], **{m: row.get(m) for m in metrics}, "lost": list(dropped),
-                })
+                dropped = lost[
+                    (lost["conversation_id"] == row["conversation_id"])
+                    & (lost["compaction_id"] == row["compaction_id"])
+                ]
+                dropped = dropped.sort_values(["rarity", "message_index"], ascending=[False, True])["value"].head(
+                    lost_limit
+                )
+                rows.append(
+                    {
+                        "conversation_id": row["conversation_id"],
+                        "subject": subject,
+                        "native_id": int(row["compaction_id"]),
+                        "kind": native.kind,
+                        "trigger": native.metadata.get("trigger"),
+                        "position": native.position,
+                        "tokens_before": native.tokens_before,
+                        "estimate_before": _counter(None)(conversation.messages[: native.position]),
+                        "span_start": row["span_start"],
+                        "span_end": row["span_end"],
+                        "span_tokens": row["span_tokens"],
+                        "summarizer": name,
+                        "status": "summary missing from log" if missing else row["status"],
+                        "summary_tokens": row["summary_tokens"],
+                        **{m: row.get(m) for m in metrics},
+                        "lost": list(dropped),
+                    }
+                )
     return pd.DataFrame(rows, columns=[*PRODUCTION_COLUMNS, *metrics, "lost"])

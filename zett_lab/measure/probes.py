@@ -20,8 +20,11 @@ __all__ = ["PROBE_TYPES", "Probe", "check_probes", "covers_probe", "parse_probes
 
 
 def covers_probe(probe: Probe, span_start: int, span_end: int) -> bool:
-    """Whether ``messages[span_start:span_end]`` holds a probe's fact (an update probe: its old and its current value)."""
-    start = probe.superseded_index if probe.type == "update" and probe.superseded_index is not None else probe.message_index
+    """Whether ``messages[span_start:span_end]`` holds a probe's fact (an update probe: its old and its
+    current value)."""
+    start = (
+        probe.superseded_index if probe.type == "update" and probe.superseded_index is not None else probe.message_index
+    )
     return span_start <= start and probe.message_index < span_end
 
 
@@ -51,7 +54,9 @@ def check_probes(conversation: Conversation) -> list[Probe]:
             if not isinstance(probe.superseded_answer, str) or not probe.superseded_answer.strip():
                 raise InputError(where, place, "an update probe needs its superseded answer")
             if isinstance(earlier, bool) or not isinstance(earlier, int) or not 0 <= earlier < index:
-                raise InputError(where, place, f"superseded_index {earlier!r} must be a message before message_index {index}")
+                raise InputError(
+                    where, place, f"superseded_index {earlier!r} must be a message before message_index {index}"
+                )
     return list(conversation.probes)
 
 

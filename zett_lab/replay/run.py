@@ -356,7 +356,7 @@ async def _leave_compacting_phase(context: AgentRunContext) -> None:
 class _RecordingSummarizer:
     """Wraps the summary model: records text, usage, latency and errors; serves the cache."""
 
-    def __init__(self, model: AgentModel, identity: str, recorder: _Recorder, cache: Any) -> None:
+    def __init__(self, model: AgentModel, identity: str, recorder: _Recorder | _SpanRecorder, cache: Any) -> None:
         self._model = model
         self._identity = identity
         self._recorder = recorder
@@ -828,12 +828,10 @@ class _SpanContext:
         return None
 
 
-class _SpanPass:
-    summary_call: dict[str, Any] | None = None
-
-
 class _SpanRecorder:
-    current: _SpanPass | None = None
+    """Where the recording summary call leaves its record while one span is summarized."""
+
+    current: _Pass | None = None
 
 
 def summarize_spans(
@@ -862,17 +860,21 @@ def summarize_spans(
     identity = summarizer_identity(model)
     recorder = _SpanRecorder()
     recording = _RecordingSummarizer(model, f"{identity}|effort={effort.value}", recorder, resolve_cache(cache))
-    engine = CompactionExtension(model=recording, max_tokens=1, keep_recent_tokens=1, count_tokens=counter, reasoning_effort=effort)
+    engine = CompactionExtension(
+        model=recording, max_tokens=1, keep_recent_tokens=1, count_tokens=counter, reasoning_effort=effort
+    )
     messages = conversation.messages
     rows = []
     for k, (start, end, n_recorded) in enumerate(spans):
         older = [m for m in messages[start:end] if not isinstance(m, SystemMessage)]
         recent = [m for m in messages[end:n_recorded] if not isinstance(m, SystemMessage)]
-        recorder.current = _SpanPass()
+        recorder.current = _Pass(trigger="span", n_recorded=n_recorded)
         checkpoint, error = None, None
         try:
-            checkpoint = run_sync(engine._summarize_checkpoint(_SpanContext(conversation.id), older, model=recording, reasoning_effort=effort))
-        except Exception as exc:  # a failed summary is a recorded attempt, never a result
+            context = cast(AgentRunContext, _SpanContext(conversation.id))  # all the summary step reads of a context
+            summarizing = engine._summarize_checkpoint(context, older, model=recording, reasoning_effort=effort)
+            checkpoint = run_sync(summarizing)
+        except Exception as exc:  # noqa: BLE001 - a failed summary is a recorded attempt, never a result
             error = exc
         call = recorder.current.summary_call or {}
         older_tokens, summary_tokens = counter(older), counter([checkpoint]) if checkpoint is not None else None
@@ -882,7 +884,9 @@ def summarize_spans(
             "span_start": start, "span_end": end, "n_recorded": n_recorded, "older_messages": len(older),
             "older_tokens": older_tokens, "recent_messages": len(recent), "recent_tokens": counter(recent),
             "summary_tokens": summary_tokens,
-            "compression_ratio": 1 - summary_tokens / older_tokens if summary_tokens is not None and older_tokens else None,
+            "compression_ratio": (
+                1 - summary_tokens / older_tokens if summary_tokens is not None and older_tokens else None
+            ),
             "applied": applied,
             "skip_reason": None if applied else ("summary failed" if error is not None else "summary not smaller"),
             "summary_text": call.get("text"), "summarizer": identity, "latency_s": call.get("latency_s"),

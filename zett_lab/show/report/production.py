@@ -32,7 +32,8 @@ def native_document(rows: pd.DataFrame) -> list[dict[str, Any]]:
         entry = {name: plain(first[name], DIGITS) for name in _FACTS}
         entry["summary_missing"] = bool((group["status"] == "summary missing from log").any())
         entry["summarizers"] = {
-            str(row["summarizer"]): {name: plain(row[name], DIGITS) for name in _PER_SUMMARIZER} for _, row in group.iterrows()
+            str(row["summarizer"]): {name: plain(row[name], DIGITS) for name in _PER_SUMMARIZER}
+            for _, row in group.iterrows()
         }
         out.append(entry)
     return out
@@ -68,21 +69,29 @@ def section_html(entries: list[dict[str, Any]], escape: Callable[[str], str]) ->
     headers = ["summarizer", "status", "summary tokens", *(label(m) for m in PRODUCTION_METRICS)]
     for entry in entries:
         parts.append(
-            f"<h3><code>{esc(entry['subject'])}</code> · {esc(entry['conversation_id'])} · compaction #{esc(entry['native_id'])}</h3>"
-            f"<p class=\"note\">{esc(entry['trigger'] or entry['kind'])}, {esc(_when(entry))}; it replaced messages "
+            f"<h3><code>{esc(entry['subject'])}</code> · {esc(entry['conversation_id'])} · "
+            f"compaction #{esc(entry['native_id'])}</h3>"
+            f'<p class="note">{esc(entry["trigger"] or entry["kind"])}, {esc(_when(entry))}; it replaced messages '
             f"{esc(entry['span_start'])}–{esc(entry['span_end'])} ({int(entry['span_tokens']):,} tokens).</p>"
         )
         if entry["summary_missing"]:
-            parts.append("<p><strong>The log lost this summary's text</strong>: its own metrics cannot be measured; the "
-                         "baselines below summarize the same span.</p>")
+            parts.append(
+                "<p><strong>The log lost this summary's text</strong>: its own metrics cannot be measured; the "
+                "baselines below summarize the same span.</p>"
+            )
         rows = []
         for name, values in entry["summarizers"].items():
             cells = [_cell(values[m], m) for m in PRODUCTION_METRICS]
             tokens = "–" if values["summary_tokens"] is None else f"{int(values['summary_tokens']):,}"
-            rows.append(f"<tr><td><code>{esc(name)}</code></td><td>{esc(values['status'])}</td><td class=\"num\">{tokens}</td>"
-                        + "".join(f'<td class="num">{esc(c)}</td>' for c in cells) + "</tr>")
+            rows.append(
+                f'<tr><td><code>{esc(name)}</code></td><td>{esc(values["status"])}</td><td class="num">{tokens}</td>'
+                + "".join(f'<td class="num">{esc(c)}</td>' for c in cells)
+                + "</tr>"
+            )
         head = "".join(f"<th>{esc(h)}</th>" for h in headers)
-        parts.append(f"<div class=\"scroll\"><table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>")
+        parts.append(
+            f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
+        )
         lost = entry["summarizers"][entry["subject"]]["lost"] or []
         if lost:
             items = ", ".join(f"<code>{esc(value)}</code>" for value in lost)
@@ -97,15 +106,23 @@ def section_markdown(entries: list[dict[str, Any]], md: Callable[[Any], str]) ->
         return []
     out = ["## Production summaries", ""]
     for entry in entries:
-        out += [f"### {md(entry['subject'])} · {md(entry['conversation_id'])} · compaction #{entry['native_id']}", "",
-                f"{md(entry['trigger'] or entry['kind'])}, {md(_when(entry))}; it replaced messages {entry['span_start']}–"
-                f"{entry['span_end']} ({int(entry['span_tokens']):,} tokens).", ""]
+        out += [
+            f"### {md(entry['subject'])} · {md(entry['conversation_id'])} · compaction #{entry['native_id']}",
+            "",
+            f"{md(entry['trigger'] or entry['kind'])}, {md(_when(entry))}; it replaced messages {entry['span_start']}–"
+            f"{entry['span_end']} ({int(entry['span_tokens']):,} tokens).",
+            "",
+        ]
         if entry["summary_missing"]:
             out += ["**The log lost this summary's text**: its own metrics cannot be measured.", ""]
         out.append("| summarizer | status | " + " | ".join(md(label(m)) for m in PRODUCTION_METRICS) + " |")
         out.append("|" + "---|" * (len(PRODUCTION_METRICS) + 2))
         for name, values in entry["summarizers"].items():
-            out.append(f"| {md(name)} | {md(values['status'])} | " + " | ".join(_cell(values[m], m) for m in PRODUCTION_METRICS) + " |")
+            out.append(
+                f"| {md(name)} | {md(values['status'])} | "
+                + " | ".join(_cell(values[m], m) for m in PRODUCTION_METRICS)
+                + " |"
+            )
         lost = entry["summarizers"][entry["subject"]]["lost"] or []
         if lost:
             out += ["", "Used again later but dropped by the production summary: " + ", ".join(md(v) for v in lost)]
