@@ -199,3 +199,18 @@ def test_report_without_native_compactions_has_no_production_section(fixture_con
     )
     assert json.loads(report.to_json())["native"] == []
     assert 'id="production"' not in report.to_html() and "Production summaries" not in report.to_markdown()
+
+
+def test_report_from_traces_says_which_summarizers_could_not_summarize_the_spans(fixture_conversations):
+    from tests.helpers import CountingSummarizer
+
+    conversation = billing(fixture_conversations)
+    traces = [
+        zett_lab.replay(conversation, max_tokens=20_000, keep_recent_tokens=6_000, summarizer=model, cache=False)
+        for model in ("mask", CountingSummarizer())
+    ]
+    report = zett_lab.Report(traces=traces, date="2025-01-01")
+    usable, skipped = report.native_baseline_specs
+    assert usable == ["mask"] and skipped == ["counting-summarizer"]  # mask(budget=None) rebuilds as "mask"
+    assert set(report.native_rows["summarizer"]) == {"native:zett-agent", "mask"}
+    assert "Not summarized on these spans: counting-summarizer" in report.to_html()

@@ -34,6 +34,7 @@ from .providers import (
     ProviderSummarizer,
     SummarizerConnectionError,
     reset_endpoint_breakers,
+    spec_of,
     summarizer,
     summarizer_identity,
 )
@@ -69,6 +70,7 @@ __all__ = [
     "reset_endpoint_breakers",
     "segments",
     "span_of",
+    "spec_of",
     "summarizer",
     "summarizer_identity",
 ]

@@ -560,3 +560,28 @@ def summarizer(spec: str | AgentModel, **options: Any) -> AgentModel:
             raise SettingError(f"summarizer spec {spec!r}: missing model name")
         return _provider_summarizer(PROVIDERS[match.group("provider")], model, match.group("url"), options)
     raise SettingError(f"unknown summarizer spec {spec!r}; valid forms: {VALID_FORMS}")
+
+
+_OFFLINE_IDENTITY = re.compile(r"^(?P<name>[a-z]+)\(budget=(?P<budget>[^,()]+)\)$")
+
+
+def spec_of(identity: str) -> str | None:
+    """The spec that rebuilds the summarizer a trace names by ``identity``, or None when it cannot be rebuilt.
+
+    A spec is its own identity for provider models (``openai:gpt-5-mini``); an offline summarizer's identity
+    (``anchors(budget=0.1)``) maps back to ``anchors:0.1``. The spec counts only when the model it builds has
+    exactly that identity (a summarizer with extra options, or one given as an object, has none).
+    """
+    match = _OFFLINE_IDENTITY.match(identity)
+    candidates = [identity]
+    if match:
+        budget = match.group("budget")
+        candidates.insert(0, match.group("name") if budget == "None" else f"{match.group('name')}:{budget}")
+    for spec in candidates:
+        try:
+            model = summarizer(spec)
+        except SettingError:
+            continue
+        if summarizer_identity(model) == identity:
+            return spec
+    return None

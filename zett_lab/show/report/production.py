@@ -8,7 +8,7 @@ summary text stays listed, saying so.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pandas as pd
@@ -53,8 +53,18 @@ def _when(entry: dict[str, Any]) -> str:
     return f"before message {entry['position']}: {own}{int(entry['estimate_before']):,} by zett-agent's estimate"
 
 
-def section_html(entries: list[dict[str, Any]], escape: Callable[[str], str]) -> str:
-    """The section as HTML (``escape`` escapes a string, e.g. ``html.escape``); empty without native compactions."""
+def _skipped_note(skipped: Sequence[str]) -> str:
+    if not skipped:
+        return ""
+    return (
+        f"Not summarized on these spans: {', '.join(skipped)} (given as models, known here only by identity; "
+        "pass native_baselines= to include them)."
+    )
+
+
+def section_html(entries: list[dict[str, Any]], escape: Callable[[str], str], skipped: Sequence[str] = ()) -> str:
+    """The section as HTML (``escape`` escapes a string, e.g. ``html.escape``); empty without native compactions.
+    ``skipped`` names summarizers that could not summarize the spans (they are said to be missing)."""
     if not entries:
         return ""
 
@@ -66,6 +76,8 @@ def section_html(entries: list[dict[str, Any]], escape: Callable[[str], str]) ->
         "<p>Compactions the recording agent made itself, each beside the baselines summarizing the identical span "
         "through zett-agent's summary step. Lower is better for the superseded-only rate and for lost but needed.</p>",
     ]
+    if skipped:
+        parts.append(f'<p class="note">{esc(_skipped_note(skipped))}</p>')
     headers = ["summarizer", "status", "summary tokens", *(label(m) for m in PRODUCTION_METRICS)]
     for entry in entries:
         parts.append(
@@ -100,11 +112,13 @@ def section_html(entries: list[dict[str, Any]], escape: Callable[[str], str]) ->
     return "".join(parts)
 
 
-def section_markdown(entries: list[dict[str, Any]], md: Callable[[Any], str]) -> list[str]:
+def section_markdown(entries: list[dict[str, Any]], md: Callable[[Any], str], skipped: Sequence[str] = ()) -> list[str]:
     """The section as Markdown lines (``md`` escapes text); none when there are no native compactions."""
     if not entries:
         return []
     out = ["## Production summaries", ""]
+    if skipped:
+        out += [md(_skipped_note(skipped)), ""]
     for entry in entries:
         out += [
             f"### {md(entry['subject'])} · {md(entry['conversation_id'])} · compaction #{entry['native_id']}",
