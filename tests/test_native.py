@@ -210,7 +210,8 @@ def test_report_from_traces_says_which_summarizers_could_not_summarize_the_spans
         for model in ("mask", CountingSummarizer())
     ]
     report = zett_lab.Report(traces=traces, date="2025-01-01")
-    usable, skipped = report.native_baseline_specs
-    assert usable == ["mask"] and skipped == ["counting-summarizer"]  # mask(budget=None) rebuilds as "mask"
-    assert set(report.native_rows["summarizer"]) == {"native:zett-agent", "mask"}
+    assert report.data.native_skipped == ["counting-summarizer"]
+    [first, *_] = report.data.native
+    assert set(first["summarizers"]) == {"native:zett-agent", "mask(budget=None)"}  # rebuilt as "mask"
     assert "Not summarized on these spans: counting-summarizer" in report.to_html()
+    assert "Not summarized on these spans: counting-summarizer" in report.to_markdown()

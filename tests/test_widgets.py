@@ -378,6 +378,6 @@ def test_comparison_shows_production_summaries_of_a_recorded_log(fixture_convers
     assert set(comparison.production["subject"]) == {"native:claude-code"}
     native = comparison.production[comparison.production["summarizer"] == "native:claude-code"]
     assert native["tokens_before"].tolist() == [170251]
-    assert "170,251 tokens by the agent&#x27;s count" in comparison.production_area.value
+    assert "170,251 tokens by the agent's count" in comparison.production_area.value
     comparison.conversation.value = claude[1].id  # a sub-agent transcript: no native compaction
     assert comparison.production is None and comparison.production_area.value == ""

@@ -29,6 +29,7 @@ from ..records import plain
 from ..replay.trace import Trace, combine_failure_counts
 from ..tokens import count_tokens
 from .report_lost import DIGITS, cell_entries, lost_but_needed_items, trace_index
+from .report_native import report_production
 from .report_tables import compare_summarizers, cost_overview, costs_per_replay, metric_summary
 from .sweep import NoFeasibleSetting, Sweep, measured_cells, recommend, sweep
 
@@ -159,6 +160,9 @@ class ReportData:
         costs: Tokens and money per configuration and the prices used.
         conversation_tokens: Tokens of every conversation (the engine's counter).
         losses: Losses of the replays shown in detail, by ``id`` of their trace.
+        native: The conversations' recorded production summaries beside the baselines on the same
+            spans (:func:`~zett_lab.study.report_native.report_production`); empty without any.
+        native_skipped: Report summarizers that could not summarize those spans (named in the report).
     """
 
     entries: list[tuple[str, Trace]]
@@ -178,6 +182,8 @@ class ReportData:
     costs: dict[str, Any]
     conversation_tokens: dict[str, int]
     losses: dict[int, Losses] = field(repr=False)
+    native: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    native_skipped: list[str] = field(default_factory=list)
 
     @property
     def traces(self) -> list[Trace]:
@@ -231,6 +237,7 @@ def build_report_data(
     explore: str | None = None,
     primary_model: str = DEFAULT_PRIMARY_MODEL,
     top_lost: int = 30,
+    native_baselines: Sequence[str] | None = None,
 ) -> ReportData:
     """Compute everything a report shows from replays (see :class:`ReportData`).
 
@@ -248,6 +255,8 @@ def build_report_data(
             applied compactions).
         primary_model: Price-table model for the money columns.
         top_lost: How many lost-but-needed items to list.
+        native_baselines: Summarizer specs for the production summaries (default: the report's own,
+            rebuilt from their identities).
     """
     if isinstance(top_lost, bool) or not isinstance(top_lost, int) or top_lost < 0:
         raise SettingError(f"top_lost must be a non-negative int, got {top_lost!r}")
@@ -274,6 +283,10 @@ def build_report_data(
     _measure_shown(entries, explore_id, recommendation, measured)
     comparison = comparison if comparison is not None else compare_summarizers(results, summarizers)
     lost_items = lost_but_needed_items(entries, recommendation, summarizers, measured, top_lost)
+    identities = {
+        name: str(next(t for label, t in entries if label == name).settings.get("summarizer")) for name in summarizers
+    }
+    native, native_skipped = report_production(conversations, identities, native_baselines)
     return ReportData(
         entries=entries,
         summarizers=summarizers,
@@ -296,6 +309,8 @@ def build_report_data(
         costs=cost_overview(results, primary_model, unpriced),
         conversation_tokens={c.id: int(count_tokens(c.messages)) for c in conversations},
         losses=dict(measured.by_id),
+        native=native,
+        native_skipped=native_skipped,
     )
 
 

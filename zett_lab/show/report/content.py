@@ -117,11 +117,18 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     _metric("anchor_retention"),
     (
         "needed anchors N_k",
-        "Anchors of the span that the conversation used again later (they occur in F_k) and that are "
-        "not in the kept tail T_k: once the span is replaced, only the summary can still show them.",
+        "Anchors of the span that the user or the agent used again later (in its text, tool-call arguments or "
+        "commands; reappearing in a tool result does not count) and that are not in the kept tail T_k: once the span "
+        "is replaced, only the summary can still show them.",
     ),
     _metric("needed_anchor_recall"),
     _metric("lost_but_needed"),
+    _metric("superseded_rate"),
+    (
+        "production summaries",
+        "Compactions the recording agent made itself (Claude Code, OpenHands, a zett-agent session recorded with "
+        "compaction on, ...), measured on their own span beside the baselines summarizing the same span.",
+    ),
     (
         "re-fetched",
         "A later tool call's arguments mention a lost anchor: the agent had to fetch again what the summary "
@@ -275,6 +282,7 @@ def build_document(data: ReportData, *, title: str, date: str, notes: Sequence[s
         "metrics": data.metrics,
         "results": records(data.results, RESULT_COLUMNS, digits=DIGITS),
         "lost_but_needed": data.lost_items,
+        "native": data.native,
         "costs": data.costs,
         "explore": {"conversation_id": data.explore_id},
         "glossary": [{"term": term, "definition": text} for term, text in GLOSSARY],

@@ -68,6 +68,8 @@ class Report:
             ``"needed_anchor_recall >= 0.8"``, see :func:`zett_lab.study.sweep.recommend`);
             default: the knee of the Pareto front (the rule is printed in the report).
         notes: Extra sentences printed under "What was studied".
+        native_baselines: Summarizer specs that summarize each native compaction's span for the
+            "Production summaries" section (default: the report's summarizers).
 
     Example::
 
@@ -88,6 +90,7 @@ class Report:
     failures: Sequence[Failure] = ()
     constraints: str | Mapping[str, Any] | None = None
     notes: Sequence[str] = ()
+    native_baselines: Sequence[str] | None = None
     data: ReportData = field(init=False, repr=False)
     _cache: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
 
@@ -103,6 +106,7 @@ class Report:
             explore=self.explore,
             primary_model=self.primary_model,
             top_lost=self.top_lost,
+            native_baselines=self.native_baselines,
         )
         self.traces = self.data.traces
         self.failures = list(self.data.failures)

@@ -20,9 +20,10 @@ from ...measure import Losses
 from ...replay.trace import Trace
 from ...measure.native import production_summaries
 from ...study.pairing import PairedComparison, paired_comparison
+from ...study.report_native import production_entries
 from ...study.session import Session, SummarizerSpec
 from .. import plots
-from ..report.production import native_document, section_html
+from ..report.render import render_production
 from .base import WidgetBase, draw, new_figure, nice_step, round_to
 from .html import CSS, cell, frame_html
 
@@ -224,7 +225,7 @@ class Comparison(WidgetBase):
     def _production_html(self) -> str:
         if self.production is None:
             return ""
-        return CSS + section_html(native_document(self.production), html.escape)
+        return CSS + render_production(production_entries(self.production))
 
     def _table_html(self) -> str:
         table = self.table
