@@ -17,8 +17,8 @@ import pandas as pd
 from ...load.conversation import Conversation
 from ...measure import Comparison as PairedStatistics
 from ...measure import Losses
-from ...replay.trace import Trace
 from ...measure.native import production_summaries
+from ...replay.trace import Trace
 from ...study.pairing import PairedComparison, paired_comparison
 from ...study.report_native import production_entries
 from ...study.session import Session, SummarizerSpec
