@@ -230,7 +230,7 @@ def _accept_kernel_dialog(page) -> None:
         dialog.first.click()
 
 
-def _run_all_cells(page, attempts: int = 4) -> None:
+def _run_all_cells(page, attempts: int = 6) -> None:
     """Run > Run All Cells, as a user would.
 
     Retried while JupyterLab is still settling (the command starts disabled).
@@ -244,8 +244,8 @@ def _run_all_cells(page, attempts: int = 4) -> None:
         page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
         item = page.locator(".lm-Menu-item:not(.lm-mod-disabled) .lm-Menu-itemLabel", has_text="Run All Cells").first
         try:
-            item.click(timeout=5_000)
-            page.wait_for_function(started, timeout=15_000)
+            item.click(timeout=10_000)
+            page.wait_for_function(started, timeout=30_000)  # patient: the machine may be busy with other tests
             return
         except Exception:  # retried; re-raised on the last attempt
             page.keyboard.press("Escape")
