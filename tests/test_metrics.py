@@ -17,7 +17,7 @@ from zett_agent.model import ModelEvent, ModelResponse, ModelUsage, RetryOptions
 
 from zett_lab import Conversation, InputError, Probe
 from zett_lab.measure import Losses, measure
-from zett_lab.measure.losses import (
+from zett_lab.measure.columns import (
     ANCHOR_COLUMNS,
     COMPACTION_COLUMNS,
     CONVERSATION_COLUMNS,
