@@ -33,9 +33,9 @@ def test_the_api_reference_lists_every_public_name(extension):
 
 
 def test_column_tables_come_from_the_code(extension):
-    from zett_lab.measure.losses import COMPACTION_COLUMNS
+    from zett_lab.measure.columns import COMPACTION_COLUMNS
 
-    table = extension.columns_table("zett_lab.measure.losses.COMPACTION_COLUMNS")
+    table = extension.columns_table("zett_lab.measure.columns.COMPACTION_COLUMNS")
     assert table.count("\n| `") == len(COMPACTION_COLUMNS) and "`needed_anchor_recall`" in table
     assert r"\|N\_k\|" in table  # bars and underscores stay literal in Markdown
     with pytest.raises(Exception, match="columns zett_lab.nope"):

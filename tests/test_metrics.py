@@ -17,7 +17,7 @@ from zett_agent.model import ModelEvent, ModelResponse, ModelUsage, RetryOptions
 
 from zett_lab import Conversation, InputError, Probe
 from zett_lab.measure import Losses, measure
-from zett_lab.measure.losses import (
+from zett_lab.measure.columns import (
     ANCHOR_COLUMNS,
     COMPACTION_COLUMNS,
     CONVERSATION_COLUMNS,
@@ -528,7 +528,8 @@ def test_judged_probe_qa_between_floor_and_ceiling():
 
 
 def test_judged_uses_the_cache_and_plan_counts_calls():
-    from zett_lab.measure.judged import plan_judged, run_judged
+    from zett_lab.measure.judged import run_judged
+    from zett_lab.measure.judged_plan import plan_judged
     from zett_lab.summarizers.cache import SummaryCache
 
     cache = SummaryCache.memory()
@@ -565,7 +566,7 @@ def test_judged_stops_at_the_budget_and_keeps_what_it_finished():
 
 
 def test_generate_probes_keeps_only_verbatim_answers():
-    from zett_lab.measure.judged import generate_probes
+    from zett_lab.measure.judged_calls import generate_probes
 
     class ProbeWriter:
         retry = RetryOptions(max_retries=0)

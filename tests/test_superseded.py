@@ -12,7 +12,7 @@ from zett_lab import Conversation, InputError, Probe
 from zett_lab.load.conversation import parse_probes
 from zett_lab.measure import compare, measure
 from zett_lab.measure.catalogue import HEADLINE_METRICS, metric
-from zett_lab.measure.losses import UPDATE_COLUMNS
+from zett_lab.measure.columns import UPDATE_COLUMNS
 from zett_lab.measure.updates import find_updates, observe
 from zett_lab.replay.trace import Trace
 

@@ -23,14 +23,9 @@ Example::
 
 from ..load.anchors import ANCHOR_TYPES, Anchor, anchors_in_text, extract_anchors, message_anchors, normalize
 from .compare import Comparison, compare, compare_native_subjects
-from .judged import (
-    JudgedPlan,
-    JudgedResult,
-    agreement,
-    generate_probes,
-    plan_judged,
-    run_judged,
-)
+from .judged import JudgedResult, agreement, run_judged
+from .judged_calls import generate_probes
+from .judged_plan import JudgedPlan, plan_judged
 from .lookup import TextIndex, contains_normalized
 from .losses import Losses, measure
 from .probes import check_probes, parse_probes

@@ -58,7 +58,7 @@ import math
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -346,18 +346,57 @@ def compare(
         raise ValueError(f"level must be 'compaction' or 'conversation', got {level!r}")
     if not results:
         raise ValueError("compare needs at least one summarizer")
+    losses = _losses_with_baselines(results, baselines)
+    tables, duplicate_counts = _unit_tables(losses, metrics, level)
+    common = _common_units(tables)
+    bootstrap = _Bootstrap(confidence, resamples, seed)
+    matched_rows = [
+        {"summarizer": name, "units": len(table), "matched": len(common), "duplicates": duplicate_counts[name]}
+        for name, table in tables.items()
+    ]
+    return Comparison(
+        summary=pd.DataFrame(_summary_rows(tables, common, metrics, bootstrap), columns=list(SUMMARY_COLUMNS)),
+        pairwise=pd.DataFrame(_pair_rows(tables, metrics, bootstrap, tie_tolerance), columns=list(PAIRWISE_COLUMNS)),
+        matched=pd.DataFrame(matched_rows, columns=["summarizer", "units", "matched", "duplicates"]),
+        units=_matched_units(tables, common),
+        level=level,
+        losses=losses,
+        settings={"seed": seed, "confidence": confidence, "resamples": resamples, "metrics": list(metrics)},
+    )
+
+
+class _Bootstrap(NamedTuple):
+    """Bootstrap settings of a comparison (each interval gets its own seed derived from ``seed``)."""
+
+    confidence: float
+    resamples: int
+    seed: int
+
+    def ci(self, values: np.ndarray, seed_offset: int) -> tuple[float, float]:
+        return bootstrap_mean_ci(
+            values, confidence=self.confidence, resamples=self.resamples, seed=self.seed + seed_offset
+        )
+
+
+def _losses_with_baselines(results: Mapping[str, Any], baselines: Iterable[str]) -> dict[str, Losses]:
+    """Losses per summarizer name, native subjects resolved and missing baselines replayed."""
     results = dict(results)
     if any(name.startswith("native:") for name in results):
         results = _native_results(results, baselines)
     missing = [name for name in baselines if name not in results]
     if missing:
         results.update(_baseline_traces(results, missing))
-    losses = {name: _as_losses(value) for name, value in results.items()}
-    key = list(COMPACTION_KEY if level == "compaction" else CONVERSATION_KEY)
+    return {name: _as_losses(value) for name, value in results.items()}
 
+
+def _unit_tables(
+    losses: dict[str, Losses], metrics: Sequence[str], level: str
+) -> tuple[dict[str, pd.DataFrame], dict[str, int]]:
+    """Per summarizer: the metric columns indexed by the unit key (first row of a duplicated key kept),
+    and how many duplicate rows were dropped."""
+    key = list(COMPACTION_KEY if level == "compaction" else CONVERSATION_KEY)
     tables: dict[str, pd.DataFrame] = {}
     duplicate_counts: dict[str, int] = {}
-    matched_rows = []
     for name, item in losses.items():
         if level == "compaction":
             table = item.compactions
@@ -370,28 +409,26 @@ def compare(
         table = table[key + list(metrics)].copy()
         for column in key:
             table[column] = table[column].astype(object)
-        duplicates = int(table.duplicated(subset=key).sum())
-        table = table.drop_duplicates(subset=key, keep="first")
-        tables[name] = table.set_index(key)
-        duplicate_counts[name] = duplicates
+        duplicate_counts[name] = int(table.duplicated(subset=key).sum())
+        tables[name] = table.drop_duplicates(subset=key, keep="first").set_index(key)
+    return tables, duplicate_counts
+
+
+def _common_units(tables: dict[str, pd.DataFrame]) -> pd.Index:
+    """The units every summarizer has, sorted."""
     common: pd.Index | None = None
     for table in tables.values():
         common = table.index if common is None else common.intersection(table.index)
     if common is None:
-        common = pd.Index([])
-    elif len(common):
-        common = common.sort_values()
-    for name, table in tables.items():
-        matched_rows.append(
-            {
-                "summarizer": name,
-                "units": len(table),
-                "matched": len(common),
-                "duplicates": duplicate_counts[name],
-            }
-        )
+        return pd.Index([])
+    return common.sort_values() if len(common) else common
 
-    summary_rows = []
+
+def _summary_rows(
+    tables: dict[str, pd.DataFrame], common: pd.Index, metrics: Sequence[str], bootstrap: _Bootstrap
+) -> list[dict[str, Any]]:
+    """Mean and bootstrap CI per (summarizer, metric) over the common units."""
+    rows = []
     for m_index, metric in enumerate(metrics):
         for s_index, (name, table) in enumerate(tables.items()):
             values = (
@@ -400,10 +437,8 @@ def compare(
                 else np.array([])
             )
             values = values[~np.isnan(values)]
-            low, high = bootstrap_mean_ci(
-                values, confidence=confidence, resamples=resamples, seed=seed + 7919 * m_index + s_index
-            )
-            summary_rows.append(
+            low, high = bootstrap.ci(values, 7919 * m_index + s_index)
+            rows.append(
                 {
                     "summarizer": name,
                     "metric": metric,
@@ -413,8 +448,14 @@ def compare(
                     "ci_high": high,
                 }
             )
+    return rows
 
-    pair_rows = []
+
+def _pair_rows(
+    tables: dict[str, pd.DataFrame], metrics: Sequence[str], bootstrap: _Bootstrap, tie_tolerance: float
+) -> list[dict[str, Any]]:
+    """One row per (pair of summarizers, metric) over the units both have."""
+    rows = []
     names = list(tables)
     for i, a in enumerate(names):
         for b in names[i + 1 :]:
@@ -423,45 +464,42 @@ def compare(
                 va = pd.to_numeric(tables[a].loc[both, metric], errors="coerce").to_numpy(dtype=float)
                 vb = pd.to_numeric(tables[b].loc[both, metric], errors="coerce").to_numpy(dtype=float)
                 ok = ~(np.isnan(va) | np.isnan(vb))
-                va, vb = va[ok], vb[ok]
-                d = va - vb
-                low, high = bootstrap_mean_ci(
-                    d, confidence=confidence, resamples=resamples, seed=seed + 104729 + 7919 * m_index + 31 * i
-                )
-                stat, p = wilcoxon_test(d)
-                n = len(d)
-                better = d if metric_direction_higher(metric) else -d  # > 0 where a is better than b
-                pair_rows.append(
-                    {
-                        "a": a,
-                        "b": b,
-                        "metric": metric,
-                        "n": n,
-                        "mean_a": float(va.mean()) if n else math.nan,
-                        "mean_b": float(vb.mean()) if n else math.nan,
-                        "mean_diff": float(d.mean()) if n else math.nan,
-                        "ci_low": low,
-                        "ci_high": high,
-                        "win_rate": float((better > tie_tolerance).mean()) if n else math.nan,
-                        "tie_rate": float((np.abs(d) <= tie_tolerance).mean()) if n else math.nan,
-                        "loss_rate": float((better < -tie_tolerance).mean()) if n else math.nan,
-                        "wilcoxon_stat": stat,
-                        "p_value": p,
-                    }
-                )
+                ci = bootstrap.ci(va[ok] - vb[ok], 104729 + 7919 * m_index + 31 * i)
+                rows.append(_pair_row(a, b, metric, va[ok], vb[ok], ci, tie_tolerance))
+    return rows
 
+
+def _pair_row(
+    a: str, b: str, metric: str, va: np.ndarray, vb: np.ndarray, ci: tuple[float, float], tie_tolerance: float
+) -> dict[str, Any]:
+    """Paired difference a - b: means, CI, win/tie/loss rates (by the metric's direction), Wilcoxon test."""
+    d = va - vb
+    stat, p = wilcoxon_test(d)
+    n = len(d)
+    better = d if metric_direction_higher(metric) else -d  # > 0 where a is better than b
+    return {
+        "a": a,
+        "b": b,
+        "metric": metric,
+        "n": n,
+        "mean_a": float(va.mean()) if n else math.nan,
+        "mean_b": float(vb.mean()) if n else math.nan,
+        "mean_diff": float(d.mean()) if n else math.nan,
+        "ci_low": ci[0],
+        "ci_high": ci[1],
+        "win_rate": float((better > tie_tolerance).mean()) if n else math.nan,
+        "tie_rate": float((np.abs(d) <= tie_tolerance).mean()) if n else math.nan,
+        "loss_rate": float((better < -tie_tolerance).mean()) if n else math.nan,
+        "wilcoxon_stat": stat,
+        "p_value": p,
+    }
+
+
+def _matched_units(tables: dict[str, pd.DataFrame], common: pd.Index) -> pd.DataFrame:
+    """The common units' metric values, one block of rows per summarizer."""
     unit_frames = []
     for name, table in tables.items():
         part = table.loc[common].reset_index() if len(common) else table.iloc[0:0].reset_index()
         part.insert(0, "summarizer", name)
         unit_frames.append(part)
-    units = pd.concat(unit_frames, ignore_index=True) if unit_frames else pd.DataFrame()
-    return Comparison(
-        summary=pd.DataFrame(summary_rows, columns=list(SUMMARY_COLUMNS)),
-        pairwise=pd.DataFrame(pair_rows, columns=list(PAIRWISE_COLUMNS)),
-        matched=pd.DataFrame(matched_rows, columns=["summarizer", "units", "matched", "duplicates"]),
-        units=units,
-        level=level,
-        losses=losses,
-        settings={"seed": seed, "confidence": confidence, "resamples": resamples, "metrics": list(metrics)},
-    )
+    return pd.concat(unit_frames, ignore_index=True) if unit_frames else pd.DataFrame()

@@ -258,64 +258,84 @@ def compare_native(
     for k, (nc, row) in enumerate(
         zip(conversation.native_compactions, native.compactions.to_dict("records"), strict=True)
     ):
-        position, cut, start = int(row["n_recorded"]), int(row["span_end"]), int(row["span_start"])
-        summary_tokens = None if pd.isna(row["summary_tokens"]) else int(row["summary_tokens"])
-        native_span = int(row["older_tokens"])
-        out: dict[str, Any] = {
-            "conversation_id": conversation.id,
-            "native_id": k,
-            "native_kind": nc.kind,
-            "native_trigger": nc.metadata.get("trigger"),
-            "native_position": position,
-            "native_cut": cut,
-            "native_span_start": start,
-            "native_tokens_before": nc.tokens_before,
-            "native_estimate_before": count(messages[:position]),
-            "native_summary_chars": len(nc.summary or ""),
-            "native_summary_tokens": summary_tokens,
-            "native_span_tokens": native_span,
-            "native_compression_ratio": _ratio(summary_tokens, native_span),
-        }
+        out = _native_columns(conversation, k, nc, row, count)
+        position, summary_tokens = out["native_position"], out["native_summary_tokens"]
         nearest = _nearest(candidates, position)
-        if nearest is None:
-            out.update({name: None for name in COLUMNS if name.startswith("zett_") or name.endswith("_offset")})
-            out["summary_tokens_ratio"] = None
-        else:
-            z_start, z_cut = int(nearest["span_start"]), int(nearest["span_end"])
-            z_summary = None if pd.isna(nearest["summary_tokens"]) else int(nearest["summary_tokens"])
-            z_span = span_tokens(z_start, z_cut)
-            step = None if pd.isna(nearest["step"]) else int(nearest["step"])
-            estimate = None
-            if step is not None and len(steps) and "estimate" in steps:
-                match = steps[steps["step"] == step]
-                estimate = (
-                    None if not len(match) or pd.isna(match["estimate"].iloc[0]) else int(match["estimate"].iloc[0])
-                )
-            out.update(
-                {
-                    "zett_compaction_id": int(nearest["compaction_id"]),
-                    "zett_step": step,
-                    "zett_applied": bool(nearest["applied"]) if not pd.isna(nearest["applied"]) else None,
-                    "zett_position": int(nearest["n_recorded"]),
-                    "zett_cut": z_cut,
-                    "zett_span_start": z_start,
-                    "zett_estimate": estimate,
-                    "zett_summary_tokens": z_summary,
-                    "zett_span_tokens": z_span,
-                    "zett_compression_ratio": _ratio(z_summary, z_span),
-                    "position_offset": int(nearest["n_recorded"]) - position,
-                    "cut_offset": z_cut - cut,
-                    "summary_tokens_ratio": (z_summary / summary_tokens)
-                    if z_summary is not None and summary_tokens
-                    else None,
-                }
-            )
+        out.update(_zett_columns(nearest, position, out["native_cut"], summary_tokens, steps, span_tokens))
         for metric in metrics if measurer else ():
             out[f"native_{metric}"] = native_metrics.get(k, {}).get(metric)
             zid = out.get("zett_compaction_id")
             out[f"zett_{metric}"] = zett_metrics.get(zid, {}).get(metric) if zid is not None else None
         rows.append(out)
     columns = list(COLUMNS) + ([f"{side}_{m}" for m in metrics for side in ("native", "zett")] if measurer else [])
+    return _typed_table(rows, columns)
+
+
+def _native_columns(
+    conversation: Conversation, k: int, nc: Any, row: dict[Hashable, Any], count: Counter
+) -> dict[str, Any]:
+    """The native side of one native compaction's row."""
+    messages = conversation.messages
+    position, cut, start = int(row["n_recorded"]), int(row["span_end"]), int(row["span_start"])
+    summary_tokens = None if pd.isna(row["summary_tokens"]) else int(row["summary_tokens"])
+    native_span = int(row["older_tokens"])
+    return {
+        "conversation_id": conversation.id,
+        "native_id": k,
+        "native_kind": nc.kind,
+        "native_trigger": nc.metadata.get("trigger"),
+        "native_position": position,
+        "native_cut": cut,
+        "native_span_start": start,
+        "native_tokens_before": nc.tokens_before,
+        "native_estimate_before": count(messages[:position]),
+        "native_summary_chars": len(nc.summary or ""),
+        "native_summary_tokens": summary_tokens,
+        "native_span_tokens": native_span,
+        "native_compression_ratio": _ratio(summary_tokens, native_span),
+    }
+
+
+def _zett_columns(
+    nearest: dict[Hashable, Any] | None,
+    position: int,
+    cut: int,
+    summary_tokens: int | None,
+    steps: pd.DataFrame,
+    span_tokens: Callable[[int, int], int],
+) -> dict[str, Any]:
+    """The zett side of a row: the nearest zett compaction and its offsets from the native one (None without one)."""
+    if nearest is None:
+        out: dict[str, Any] = {name: None for name in COLUMNS if name.startswith("zett_") or name.endswith("_offset")}
+        out["summary_tokens_ratio"] = None
+        return out
+    z_start, z_cut = int(nearest["span_start"]), int(nearest["span_end"])
+    z_summary = None if pd.isna(nearest["summary_tokens"]) else int(nearest["summary_tokens"])
+    z_span = span_tokens(z_start, z_cut)
+    step = None if pd.isna(nearest["step"]) else int(nearest["step"])
+    estimate = None
+    if step is not None and len(steps) and "estimate" in steps:
+        match = steps[steps["step"] == step]
+        estimate = None if not len(match) or pd.isna(match["estimate"].iloc[0]) else int(match["estimate"].iloc[0])
+    return {
+        "zett_compaction_id": int(nearest["compaction_id"]),
+        "zett_step": step,
+        "zett_applied": bool(nearest["applied"]) if not pd.isna(nearest["applied"]) else None,
+        "zett_position": int(nearest["n_recorded"]),
+        "zett_cut": z_cut,
+        "zett_span_start": z_start,
+        "zett_estimate": estimate,
+        "zett_summary_tokens": z_summary,
+        "zett_span_tokens": z_span,
+        "zett_compression_ratio": _ratio(z_summary, z_span),
+        "position_offset": int(nearest["n_recorded"]) - position,
+        "cut_offset": z_cut - cut,
+        "summary_tokens_ratio": (z_summary / summary_tokens) if z_summary is not None and summary_tokens else None,
+    }
+
+
+def _typed_table(rows: list[dict[str, Any]], columns: list[str]) -> pd.DataFrame:
+    """The comparison table with nullable Int64 counts, float ratios and a nullable boolean zett_applied."""
     table = pd.DataFrame(rows, columns=columns)
     for column in _INT_COLUMNS:
         table[column] = pd.array([None if v is None or pd.isna(v) else int(v) for v in table[column]], dtype="Int64")
