@@ -90,6 +90,49 @@ def heatmap(
             ``max_tokens`` is a vertical line, only ``keep_recent_tokens`` a horizontal one.
         highlight: ``(max_tokens, keep_recent_tokens)`` of a cell to outline.
     """
+    xs, ys, grid, per_cell = _heatmap_grid(sweep_results, column, aggregate, where)
+    with drawing_style():
+        fig, ax = figure_and_axes(ax, (6.4, 4.6))
+        if not len(xs) or not len(ys):
+            ax.text(0.5, 0.5, "no results", transform=ax.transAxes, ha="center", va="center")
+            return fig
+        xlog, ylog = _use_log(xs), _use_log(ys)
+        xe, ye = _edges(xs, xlog), _edges(ys, ylog)
+        mesh = _cell_mesh(fig, ax, xe, ye, grid, cmap)
+        colorbar = fig.colorbar(mesh, ax=ax, pad=0.02)
+        colorbar.set_label(column if aggregate == "mean" or per_cell.max() <= 1 else f"{column} ({aggregate})")
+        _grid_axes(ax, xs, ys, xe, ye, xlog, ylog)
+        if annotate is None:
+            annotate = len(xs) * len(ys) <= 144
+        if annotate:
+            _print_values(ax, mesh, grid, xe, ye, xlog, ylog)
+        handles = []
+        for k, (label, points) in enumerate(boundary_frames(boundaries, column)):
+            linestyle, marker = BOUNDARY_STYLES[k % len(BOUNDARY_STYLES)]
+            handles.append(draw_boundary(ax, points, xs, ys, xe, ye, linestyle, marker, label))
+        if highlight is not None:
+            _outline_cell(ax, highlight, xs, ys, xe, ye)
+        if handles:
+            ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(0, -0.14), ncol=2, frameon=False)
+        ax.set_xlabel("max_tokens")
+        ax.set_ylabel("keep_recent_tokens")
+        if title is None:
+            filters = ", ".join(f"{k}={v}" for k, v in (where or {}).items())
+            many = per_cell.max() > 1
+            title = (
+                column
+                + (f" ({aggregate} of up to {per_cell.max()} rows per cell)" if many else "")
+                + (f"\n{filters}" if filters else "")
+            )
+        ax.set_title(title, loc="left")
+    return fig
+
+
+def _heatmap_grid(
+    sweep_results: Sweep | pd.DataFrame, column: str, aggregate: str, where: Mapping[str, Any] | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, pd.Series]:
+    """Checked and filtered results as grid values: max_tokens (x), keep_recent_tokens (y), the aggregated
+    column (one row per y, one column per x) and the number of rows per cell."""
     data = sweep_results
     if not isinstance(data, pd.DataFrame):
         data = getattr(data, "results", data)
@@ -128,72 +171,64 @@ def heatmap(
     xs = np.array(sorted(frame["max_tokens"].unique()))
     ys = np.array(sorted(frame["keep_recent_tokens"].unique()))
     table = table.reindex(index=ys, columns=xs)
-    grid = table.to_numpy(dtype=float)
-    with drawing_style():
-        fig, ax = figure_and_axes(ax, (6.4, 4.6))
-        if not len(xs) or not len(ys):
-            ax.text(0.5, 0.5, "no results", transform=ax.transAxes, ha="center", va="center")
-            return fig
-        xlog, ylog = _use_log(xs), _use_log(ys)
-        xe, ye = _edges(xs, xlog), _edges(ys, ylog)
-        ax.add_patch(Rectangle((xe[0], ye[0]), xe[-1] - xe[0], ye[-1] - ye[0], facecolor="white", edgecolor="#888888",
-                               hatch="xx", linewidth=0, zorder=0))
-        mesh = ax.pcolormesh(xe, ye, np.ma.masked_invalid(grid), cmap=cmap, edgecolors="white", linewidth=0.6, zorder=1)
-        mesh.set_gid(HEATMAP_GID)
-        colorbar = fig.colorbar(mesh, ax=ax, pad=0.02)
-        colorbar.set_label(column if aggregate == "mean" or per_cell.max() <= 1 else f"{column} ({aggregate})")
-        if xlog:
-            ax.set_xscale("log")
-        if ylog:
-            ax.set_yscale("log")
-        ax.set_xlim(xe[0], xe[-1])
-        ax.set_ylim(ye[0], ye[-1])
-        ax.set_xticks(xs, [token_label(v) for v in xs], minor=False)
-        ax.set_yticks(ys, [token_label(v) for v in ys], minor=False)
-        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
-        ax.yaxis.set_minor_locator(matplotlib.ticker.NullLocator())
-        if annotate is None:
-            annotate = len(xs) * len(ys) <= 144
-        if annotate:
-            finite = grid[np.isfinite(grid)]
-            norm = mesh.norm
-            for i in range(len(ys)):
-                for j in range(len(xs)):
-                    value = grid[i, j]
-                    if not np.isfinite(value):
-                        continue
-                    shade = mesh.cmap(norm(value)) if len(finite) else (1, 1, 1, 1)
-                    light = 0.299 * shade[0] + 0.587 * shade[1] + 0.114 * shade[2] > 0.5
-                    ax.text(math.sqrt(xe[j] * xe[j + 1]) if xlog else (xe[j] + xe[j + 1]) / 2,
-                            math.sqrt(ye[i] * ye[i + 1]) if ylog else (ye[i] + ye[i + 1]) / 2,
-                            _format_value(value), ha="center", va="center", fontsize=7,
-                            color="black" if light else "white", zorder=3)
-        handles = []
-        for k, (label, points) in enumerate(boundary_frames(boundaries, column)):
-            linestyle, marker = BOUNDARY_STYLES[k % len(BOUNDARY_STYLES)]
-            handles.append(draw_boundary(ax, points, xs, ys, xe, ye, linestyle, marker, label))
-        if highlight is not None:
-            hx, hy = (float(v) for v in highlight)
-            if hx in xs and hy in ys:
-                j, i = int(np.flatnonzero(xs == hx)[0]), int(np.flatnonzero(ys == hy)[0])
-                ax.add_patch(Rectangle((xe[j], ye[i]), xe[j + 1] - xe[j], ye[i + 1] - ye[i], facecolor="none",
-                                       edgecolor="black", linewidth=2.4, zorder=5))
-                ax.add_patch(Rectangle((xe[j], ye[i]), xe[j + 1] - xe[j], ye[i + 1] - ye[i], facecolor="none",
-                                       edgecolor="white", linewidth=1.0, linestyle="--", zorder=6))
-        if handles:
-            ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(0, -0.14), ncol=2, frameon=False)
-        ax.set_xlabel("max_tokens")
-        ax.set_ylabel("keep_recent_tokens")
-        if title is None:
-            filters = ", ".join(f"{k}={v}" for k, v in (where or {}).items())
-            many = per_cell.max() > 1
-            title = (
-                column
-                + (f" ({aggregate} of up to {per_cell.max()} rows per cell)" if many else "")
-                + (f"\n{filters}" if filters else "")
-            )
-        ax.set_title(title, loc="left")
-    return fig
+    return xs, ys, table.to_numpy(dtype=float), per_cell
+
+
+def _cell_mesh(fig: Figure, ax: Axes, xe: np.ndarray, ye: np.ndarray, grid: np.ndarray, cmap: str) -> QuadMesh:
+    """The coloured cells over a cross-hatched background (which shows through missing cells)."""
+    ax.add_patch(Rectangle((xe[0], ye[0]), xe[-1] - xe[0], ye[-1] - ye[0], facecolor="white", edgecolor="#888888",
+                           hatch="xx", linewidth=0, zorder=0))
+    mesh = ax.pcolormesh(xe, ye, np.ma.masked_invalid(grid), cmap=cmap, edgecolors="white", linewidth=0.6, zorder=1)
+    mesh.set_gid(HEATMAP_GID)
+    return mesh
+
+
+def _grid_axes(
+    ax: Axes, xs: np.ndarray, ys: np.ndarray, xe: np.ndarray, ye: np.ndarray, xlog: bool, ylog: bool
+) -> None:
+    """Scales, limits and one tick per grid value (token labels, no minor ticks)."""
+    if xlog:
+        ax.set_xscale("log")
+    if ylog:
+        ax.set_yscale("log")
+    ax.set_xlim(xe[0], xe[-1])
+    ax.set_ylim(ye[0], ye[-1])
+    ax.set_xticks(xs, [token_label(v) for v in xs], minor=False)
+    ax.set_yticks(ys, [token_label(v) for v in ys], minor=False)
+    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+    ax.yaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+
+
+def _print_values(
+    ax: Axes, mesh: QuadMesh, grid: np.ndarray, xe: np.ndarray, ye: np.ndarray, xlog: bool, ylog: bool
+) -> None:
+    """Each cell's value at its centre, black on light cells and white on dark ones."""
+    finite = grid[np.isfinite(grid)]
+    norm = mesh.norm
+    for i in range(grid.shape[0]):
+        for j in range(grid.shape[1]):
+            value = grid[i, j]
+            if not np.isfinite(value):
+                continue
+            shade = mesh.cmap(norm(value)) if len(finite) else (1, 1, 1, 1)
+            light = 0.299 * shade[0] + 0.587 * shade[1] + 0.114 * shade[2] > 0.5
+            ax.text(math.sqrt(xe[j] * xe[j + 1]) if xlog else (xe[j] + xe[j + 1]) / 2,
+                    math.sqrt(ye[i] * ye[i + 1]) if ylog else (ye[i] + ye[i + 1]) / 2,
+                    _format_value(value), ha="center", va="center", fontsize=7,
+                    color="black" if light else "white", zorder=3)
+
+
+def _outline_cell(
+    ax: Axes, highlight: tuple[int, int], xs: np.ndarray, ys: np.ndarray, xe: np.ndarray, ye: np.ndarray
+) -> None:
+    """A black and white dashed outline around the ``(max_tokens, keep_recent_tokens)`` cell, when on the grid."""
+    hx, hy = (float(v) for v in highlight)
+    if hx in xs and hy in ys:
+        j, i = int(np.flatnonzero(xs == hx)[0]), int(np.flatnonzero(ys == hy)[0])
+        ax.add_patch(Rectangle((xe[j], ye[i]), xe[j + 1] - xe[j], ye[i + 1] - ye[i], facecolor="none",
+                               edgecolor="black", linewidth=2.4, zorder=5))
+        ax.add_patch(Rectangle((xe[j], ye[i]), xe[j + 1] - xe[j], ye[i + 1] - ye[i], facecolor="none",
+                               edgecolor="white", linewidth=1.0, linestyle="--", zorder=6))
 
 
 #: The ``gid`` of a heatmap's cell mesh, so :func:`heatmap_cells` finds the cells of a drawn heatmap.
