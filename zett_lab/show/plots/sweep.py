@@ -306,78 +306,19 @@ def pareto(
         if column not in data.columns:
             raise SettingError(f"pareto: no {role} column {column!r}; numeric columns: {numeric_columns(data)}")
     higher = bool(maximize) if maximize is not None else higher_is_better(loss)
-    table = data.copy()
-    if "error" in table.columns:
-        table = table[table["error"].isna()]
-    table[loss] = pd.to_numeric(table[loss], errors="coerce").fillna(1.0 if higher else 0.0)
-    table[cost] = pd.to_numeric(table[cost], errors="coerce")
-    keys = [c for c in (by or ()) if c in table.columns]
-    points = (
-        table.groupby(keys, dropna=False, sort=True).agg(**{cost: (cost, "sum"), loss: (loss, "mean")}).reset_index()
-        if keys
-        else table
-    )
-    points = points.dropna(subset=[cost, loss])
+    points, keys = _setting_points(data, cost, loss, higher, by)
     if front is None:
         try:
-            from ..study.sweep import pareto_front
+            from ...study.sweep import pareto_front
 
             front = pareto_front(data, cost=cost, loss=loss, maximize=higher, by=tuple(keys) if keys else None)
         except ImportError:
             front = pareto_points(points, cost, loss, maximize=higher)
     with drawing_style():
         fig, ax = figure_and_axes(ax, (6.6, 4.4))
-        groups = (
-            [(None, points)] if not group or group not in points.columns else list(points.groupby(group, sort=True))
-        )
-        for k, (name, part) in enumerate(groups):
-            ax.plot(
-                part[cost],
-                part[loss],
-                linestyle="none",
-                marker=SERIES_MARKERS[k % len(SERIES_MARKERS)],
-                markersize=6,
-                markerfacecolor=SERIES_COLORS[k % len(SERIES_COLORS)],
-                markeredgecolor="#333333",
-                markeredgewidth=0.5,
-                alpha=0.85,
-                zorder=2,
-                label=str(name) if name is not None else "setting",
-            )
+        _setting_marks(ax, points, cost, loss, group)
         if front is not None and len(front):
-            ordered = front.sort_values([cost, loss], ascending=[True, not higher])
-            fx, fy = ordered[cost].to_numpy(float), ordered[loss].to_numpy(float)
-            ax.plot(
-                fx,
-                fy,
-                drawstyle="steps-post",
-                color="black",
-                linestyle="--",
-                linewidth=1.2,
-                zorder=3,
-                label="Pareto front",
-            )
-            ax.plot(
-                fx,
-                fy,
-                linestyle="none",
-                marker="o",
-                markersize=11,
-                markerfacecolor="none",
-                markeredgecolor="black",
-                markeredgewidth=1.2,
-                zorder=3,
-                label=f"on the front ({len(ordered)})",
-            )
-            if label_front and len(ordered) <= 15 and {"max_tokens", "keep_recent_tokens"} <= set(ordered.columns):
-                for _, row in ordered.iterrows():
-                    ax.annotate(
-                        f"{token_label(row['max_tokens'])}/{token_label(row['keep_recent_tokens'])}",
-                        (row[cost], row[loss]),
-                        xytext=(5, -9 if higher else 5),
-                        textcoords="offset points",
-                        fontsize=7,
-                    )
+            _front_staircase(ax, front, cost, loss, higher, label_front)
         ax.set_xlabel(f"{cost}" + (" (summed over conversations)" if keys else "") + " — lower is better")
         ax.set_ylabel(f"{loss} — {'higher' if higher else 'lower'} is better")
         if any(token in cost for token in ("token",)):
@@ -389,6 +330,63 @@ def pareto(
             loc="left",
         )
     return fig
+
+
+def _setting_points(
+    data: pd.DataFrame, cost: str, loss: str, higher: bool, by: Sequence[str] | None
+) -> tuple[pd.DataFrame, list[str]]:
+    """One point per setting (cost summed, loss averaged; failed rows left out, missing loss the best value),
+    and the setting columns found."""
+    table = data.copy()
+    if "error" in table.columns:
+        table = table[table["error"].isna()]
+    table[loss] = pd.to_numeric(table[loss], errors="coerce").fillna(1.0 if higher else 0.0)
+    table[cost] = pd.to_numeric(table[cost], errors="coerce")
+    keys = [c for c in (by or ()) if c in table.columns]
+    points = (
+        table.groupby(keys, dropna=False, sort=True).agg(**{cost: (cost, "sum"), loss: (loss, "mean")}).reset_index()
+        if keys
+        else table
+    )
+    return points.dropna(subset=[cost, loss]), keys
+
+
+def _setting_marks(ax: Axes, points: pd.DataFrame, cost: str, loss: str, group: str | None) -> None:
+    """Every setting as a point, one marker shape and colour per ``group`` value."""
+    groups = [(None, points)] if not group or group not in points.columns else list(points.groupby(group, sort=True))
+    for k, (name, part) in enumerate(groups):
+        ax.plot(
+            part[cost],
+            part[loss],
+            linestyle="none",
+            marker=SERIES_MARKERS[k % len(SERIES_MARKERS)],
+            markersize=6,
+            markerfacecolor=SERIES_COLORS[k % len(SERIES_COLORS)],
+            markeredgecolor="#333333",
+            markeredgewidth=0.5,
+            alpha=0.85,
+            zorder=2,
+            label=str(name) if name is not None else "setting",
+        )
+
+
+def _front_staircase(ax: Axes, front: pd.DataFrame, cost: str, loss: str, higher: bool, label_front: bool) -> None:
+    """The front as a dashed staircase through outlined points, labelled ``max_tokens/keep_recent_tokens``."""
+    ordered = front.sort_values([cost, loss], ascending=[True, not higher])
+    fx, fy = ordered[cost].to_numpy(float), ordered[loss].to_numpy(float)
+    ax.plot(fx, fy, drawstyle="steps-post", color="black", linestyle="--", linewidth=1.2, zorder=3,
+            label="Pareto front")
+    ax.plot(fx, fy, linestyle="none", marker="o", markersize=11, markerfacecolor="none", markeredgecolor="black",
+            markeredgewidth=1.2, zorder=3, label=f"on the front ({len(ordered)})")
+    if label_front and len(ordered) <= 15 and {"max_tokens", "keep_recent_tokens"} <= set(ordered.columns):
+        for _, row in ordered.iterrows():
+            ax.annotate(
+                f"{token_label(row['max_tokens'])}/{token_label(row['keep_recent_tokens'])}",
+                (row[cost], row[loss]),
+                xytext=(5, -9 if higher else 5),
+                textcoords="offset points",
+                fontsize=7,
+            )
 
 
 def pareto_points(points: pd.DataFrame, cost: str, loss: str, *, maximize: bool = False) -> pd.DataFrame:
