@@ -157,7 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _add_import_command(commands: argparse._SubParsersAction[_Parser], parents: list[argparse.ArgumentParser]) -> None:
+def _add_import_command(commands: argparse._SubParsersAction[_Parser], parents: list[_Parser]) -> None:
     """The ``import`` command: recorded sessions to a zett-agent database or neutral JSON."""
     p = commands.add_parser(
         "import",
@@ -181,7 +181,7 @@ def _add_import_command(commands: argparse._SubParsersAction[_Parser], parents: 
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="new .sqlite/.db or .json file")
 
 
-def _add_replay_command(commands: argparse._SubParsersAction[_Parser], parents: list[argparse.ArgumentParser]) -> None:
+def _add_replay_command(commands: argparse._SubParsersAction[_Parser], parents: list[_Parser]) -> None:
     """The ``replay`` command: one conversation at one setting."""
     p = commands.add_parser(
         "replay",
@@ -215,7 +215,7 @@ def _add_replay_command(commands: argparse._SubParsersAction[_Parser], parents: 
     p.add_argument("--all-steps", action="store_true", help="print every step (default: at most 60 rows)")
 
 
-def _add_sweep_command(commands: argparse._SubParsersAction[_Parser], parents: list[argparse.ArgumentParser]) -> None:
+def _add_sweep_command(commands: argparse._SubParsersAction[_Parser], parents: list[_Parser]) -> None:
     """The ``sweep`` command: conversations over a grid of settings and summarizers."""
     p = commands.add_parser(
         "sweep",
@@ -253,7 +253,7 @@ def _add_sweep_command(commands: argparse._SubParsersAction[_Parser], parents: l
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
-def _add_report_command(commands: argparse._SubParsersAction[_Parser], parents: list[argparse.ArgumentParser]) -> None:
+def _add_report_command(commands: argparse._SubParsersAction[_Parser], parents: list[_Parser]) -> None:
     """The ``report`` command: one self-contained report of saved sweeps or conversations."""
     p = commands.add_parser(
         "report",
@@ -323,7 +323,7 @@ def _add_report_command(commands: argparse._SubParsersAction[_Parser], parents: 
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
-def _add_demo_command(commands: argparse._SubParsersAction[_Parser], parents: list[argparse.ArgumentParser]) -> None:
+def _add_demo_command(commands: argparse._SubParsersAction[_Parser], parents: list[_Parser]) -> None:
     """The ``demo`` command: the notebooks and sample sessions written into a folder."""
     p = commands.add_parser(
         "demo",
@@ -341,7 +341,7 @@ def _add_demo_command(commands: argparse._SubParsersAction[_Parser], parents: li
     p.add_argument("folder", metavar="DIR", help="folder to write into (created when missing)")
 
 
-def _add_lab_command(commands: argparse._SubParsersAction[_Parser], parents: list[argparse.ArgumentParser]) -> None:
+def _add_lab_command(commands: argparse._SubParsersAction[_Parser], parents: list[_Parser]) -> None:
     """The ``lab`` command: JupyterLab on the notebooks."""
     p = commands.add_parser(
         "lab",
