@@ -148,10 +148,20 @@ def build_parser() -> argparse.ArgumentParser:
     summarizes.add_argument("--strict", action="store_true", help="stop at the first failed summary (exit 1)")
     summarizes.add_argument("--no-cache", action="store_true", help="do not use the persistent summary cache")
 
-    # import
+    _add_import_command(commands, [common, writes])
+    _add_replay_command(commands, [common, writes, summarizes])
+    _add_sweep_command(commands, [common, writes, summarizes])
+    _add_report_command(commands, [common, writes, summarizes])
+    _add_demo_command(commands, [common])
+    _add_lab_command(commands, [common])
+    return parser
+
+
+def _add_import_command(commands: argparse._SubParsersAction[_Parser], parents: list[_Parser]) -> None:
+    """The ``import`` command: recorded sessions to a zett-agent database or neutral JSON."""
     p = commands.add_parser(
         "import",
-        parents=[common, writes],
+        parents=parents,
         formatter_class=_formatter,
         help="convert recorded sessions to a zett-agent SQLite database or neutral JSON",
         description="Convert recorded sessions (any format zett_lab reads) to a new zett-agent SQLite database "
@@ -170,10 +180,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="+", metavar="PATH", help="recorded session files or directories")
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="new .sqlite/.db or .json file")
 
-    # replay
+
+def _add_replay_command(commands: argparse._SubParsersAction[_Parser], parents: list[_Parser]) -> None:
+    """The ``replay`` command: one conversation at one setting."""
     p = commands.add_parser(
         "replay",
-        parents=[common, writes, summarizes],
+        parents=parents,
         formatter_class=_formatter,
         help="replay one conversation and print its steps and compactions",
         description="Replay one recorded conversation through zett-agent's real CompactionExtension and print a "
@@ -202,10 +214,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", metavar="TRACE", help="also save the trace (.parquet or .json)")
     p.add_argument("--all-steps", action="store_true", help="print every step (default: at most 60 rows)")
 
-    # sweep
+
+def _add_sweep_command(commands: argparse._SubParsersAction[_Parser], parents: list[_Parser]) -> None:
+    """The ``sweep`` command: conversations over a grid of settings and summarizers."""
     p = commands.add_parser(
         "sweep",
-        parents=[common, writes, summarizes],
+        parents=parents,
         formatter_class=_formatter,
         help="replay conversations over a grid of settings and summarizers",
         description="Replay every conversation under every (max_tokens, keep_recent_tokens, summarizer) of a grid "
@@ -238,10 +252,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
-    # report
+
+def _add_report_command(commands: argparse._SubParsersAction[_Parser], parents: list[_Parser]) -> None:
+    """The ``report`` command: one self-contained report of saved sweeps or conversations."""
     p = commands.add_parser(
         "report",
-        parents=[common, writes, summarizes],
+        parents=parents,
         formatter_class=_formatter,
         help="write one self-contained HTML (or Markdown/JSON) report",
         description="Write a report: what was studied, loss metrics per summarizer with confidence intervals, "
@@ -306,10 +322,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
-    # demo
+
+def _add_demo_command(commands: argparse._SubParsersAction[_Parser], parents: list[_Parser]) -> None:
+    """The ``demo`` command: the notebooks and sample sessions written into a folder."""
     p = commands.add_parser(
         "demo",
-        parents=[common],
+        parents=parents,
         formatter_class=_formatter,
         help="write the notebooks and the sample sessions into a folder",
         description="Write the notebooks and the sample sessions (recorded through zett-agent, with gold probes) "
@@ -322,10 +340,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("folder", metavar="DIR", help="folder to write into (created when missing)")
 
-    # lab
+
+def _add_lab_command(commands: argparse._SubParsersAction[_Parser], parents: list[_Parser]) -> None:
+    """The ``lab`` command: JupyterLab on the notebooks."""
     p = commands.add_parser(
         "lab",
-        parents=[common],
+        parents=parents,
         formatter_class=_formatter,
         help="open JupyterLab on the notebooks",
         description="Start JupyterLab on the notebooks of DIR (a folder written by 'zett-lab demo', or any folder "
@@ -339,7 +359,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("folder", nargs="?", metavar="DIR", help="a folder written by 'zett-lab demo', or of notebooks")
     p.add_argument("--dry-run", action="store_true", help="print the command instead of running it")
     p.set_defaults(jupyter_args=[])
-    return parser
 
 
 def _version() -> str:

@@ -82,35 +82,7 @@ class Comparison(WidgetBase):
         self.measure = measure
         self.text_chars = text_chars
         self.paired: PairedComparison | None = None
-        first = next(iter(self.conversations))
-        total = max(self.session.size(first), 100)
-        step = nice_step(total)
-        max_tokens = int(max_tokens) if max_tokens is not None else round_to(total / 3, step)
-        keep_recent_tokens = (
-            int(keep_recent_tokens) if keep_recent_tokens is not None else round_to(max_tokens / 4, max(1, step // 2))
-        )
-        self.conversation = widgets.Dropdown(
-            options=list(self.conversations),
-            description="conversation",
-            style={"description_width": "initial"},
-            layout=widgets.Layout(width="380px"),
-        )
-        self.max_tokens = widgets.BoundedIntText(
-            value=max_tokens,
-            min=1,
-            max=10**9,
-            description="max_tokens",
-            style={"description_width": "initial"},
-            layout=widgets.Layout(width="230px"),
-        )
-        self.keep_recent_tokens = widgets.BoundedIntText(
-            value=keep_recent_tokens,
-            min=1,
-            max=10**9,
-            description="keep_recent_tokens",
-            style={"description_width": "initial"},
-            layout=widgets.Layout(width="260px"),
-        )
+        self._build_settings_controls(*self._initial_settings(max_tokens, keep_recent_tokens))
         self.plot_metrics = tuple(plot_metrics)
         self.figure = new_figure((8.0, 1.6 + 0.55 * len(self.session.summarizers)))
         self.plot = widgets.Image(format="png", layout=widgets.Layout(max_width="100%"))
@@ -134,6 +106,42 @@ class Comparison(WidgetBase):
         ]
         self.add_class("zl-comparison")
         self.render()
+
+    def _initial_settings(self, max_tokens: int | None, keep_recent_tokens: int | None) -> tuple[int, int]:
+        """The given thresholds, else a third of the first conversation's tokens and a quarter of that."""
+        first = next(iter(self.conversations))
+        total = max(self.session.size(first), 100)
+        step = nice_step(total)
+        max_tokens = int(max_tokens) if max_tokens is not None else round_to(total / 3, step)
+        keep_recent_tokens = (
+            int(keep_recent_tokens) if keep_recent_tokens is not None else round_to(max_tokens / 4, max(1, step // 2))
+        )
+        return max_tokens, keep_recent_tokens
+
+    def _build_settings_controls(self, max_tokens: int, keep_recent_tokens: int) -> None:
+        """The conversation dropdown and the two threshold fields."""
+        self.conversation = widgets.Dropdown(
+            options=list(self.conversations),
+            description="conversation",
+            style={"description_width": "initial"},
+            layout=widgets.Layout(width="380px"),
+        )
+        self.max_tokens = widgets.BoundedIntText(
+            value=max_tokens,
+            min=1,
+            max=10**9,
+            description="max_tokens",
+            style={"description_width": "initial"},
+            layout=widgets.Layout(width="230px"),
+        )
+        self.keep_recent_tokens = widgets.BoundedIntText(
+            value=keep_recent_tokens,
+            min=1,
+            max=10**9,
+            description="keep_recent_tokens",
+            style={"description_width": "initial"},
+            layout=widgets.Layout(width="260px"),
+        )
 
     @property
     def summarizers(self) -> list[str]:

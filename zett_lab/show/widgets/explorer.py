@@ -86,6 +86,17 @@ class Explorer(WidgetBase):
         self.figure = new_figure(figsize)
         self.manual_figure = new_figure((figsize[0], figsize[1] * 1.7))
 
+        self._build_settings_controls(initial_usage)
+        self._build_step_views()
+        self._build_compaction_views()
+        self._apply_ranges(self.conversation.value, max_tokens, keep_recent_tokens)
+        self._connect_controls()
+        self.children = self._layout()
+        self.add_class("zl-explorer")
+        self.render()
+
+    def _build_settings_controls(self, initial_usage: str) -> None:
+        """The conversation, summarizer and usage dropdowns and the two threshold sliders."""
         self.conversation = widgets.Dropdown(
             options=list(self.conversations),
             description="conversation",
@@ -126,6 +137,9 @@ class Explorer(WidgetBase):
         )
         self.max_tokens.add_class("zl-max-tokens")
         self.keep_recent_tokens.add_class("zl-keep-recent-tokens")
+
+    def _build_step_views(self) -> None:
+        """The clickable timeline, the step picker and the step, summary and step-table areas."""
         self.plot = ClickableImage(alt="timeline: click a step")
         self.plot.add_class("zl-timeline")
         self.plot.on_click(self._on_plot_click)
@@ -142,6 +156,9 @@ class Explorer(WidgetBase):
         self.summary_area = widgets.HTML()
         self.steps_area = widgets.HTML()
         self.steps_area.add_class("zl-steps-area")
+
+    def _build_compaction_views(self) -> None:
+        """The compaction picker and viewer, and the "compact here" controls and their results."""
         self.compaction = widgets.Dropdown(
             options=[],
             description="compaction",
@@ -167,13 +184,17 @@ class Explorer(WidgetBase):
         self.manual_plot = widgets.Image(format="png", layout=widgets.Layout(max_width="100%"))
         self.manual_area = widgets.HTML()
 
-        self._apply_ranges(self.conversation.value, max_tokens, keep_recent_tokens)
+
+    def _connect_controls(self) -> None:
+        """Re-render on a setting change; show the picked compaction or step; compact on the button."""
         for control in (self.conversation, self.summarizer, self.usage, self.max_tokens, self.keep_recent_tokens):
             control.observe(self._on_change, names="value")
         self.compaction.observe(self._on_compaction, names="value")
         self.step.observe(self._on_step, names="value")
         self.compact_button.on_click(lambda _: self.compact_here())
 
+    def _layout(self) -> list[widgets.Widget]:
+        """Settings, status, timeline, step views, and the compaction / compact-here tabs."""
         tabs = widgets.Tab(
             children=[
                 widgets.VBox([self.compaction, self.compaction_area]),
@@ -189,7 +210,7 @@ class Explorer(WidgetBase):
         )
         tabs.set_title(0, "Compactions")
         tabs.set_title(1, "Compact here")
-        self.children = [
+        return [
             widgets.HBox([self.conversation, self.summarizer, self.usage], layout=widgets.Layout(flex_flow="row wrap")),
             widgets.HBox([self.max_tokens, self.keep_recent_tokens], layout=widgets.Layout(flex_flow="row wrap")),
             self.status,
@@ -206,8 +227,6 @@ class Explorer(WidgetBase):
             self.steps_area,
             tabs,
         ]
-        self.add_class("zl-explorer")
-        self.render()
 
     # --- settings ------------------------------------------------------------------------
 

@@ -195,7 +195,24 @@ def compaction_html(trace: Trace, compaction_id: int, losses: Losses | None = No
     if not len(rows):
         return f'{CSS}<p class="zl-muted">No compaction #{compaction_id}.</p>'
     row = rows.iloc[0]
-    messages = trace.conversation.messages
+    parts = [CSS, _compaction_facts_html(row, compaction_id)]
+    anchors = _anchors_for(losses, compaction_id)
+    lost_values: list[str] = []
+    if anchors is not None and len(anchors):
+        lost_html, lost_values = _lost_anchors_html(anchors)
+        parts.append(lost_html)
+    elif losses is None:
+        parts.append('<p class="zl-muted">Loss metrics unavailable (zett_lab.measure.measure not installed).</p>')
+    summary = row["summary_text"]
+    if isinstance(summary, str):
+        parts.append(f'<h4>Summary</h4><div class="zl-pre zl-summary">{html.escape(summary)}</div>')
+    if pd.notna(row["span_start"]):
+        parts.append(_span_html(trace.conversation.messages, row, lost_values, max_messages))
+    return "".join(parts)
+
+
+def _compaction_facts_html(row: pd.Series, compaction_id: int) -> str:
+    """The table of one compaction's facts: step, trigger, outcome, span, tokens, summarizer, error."""
     outcome = "applied" if bool(row["applied"]) else f"not applied: {row['skip_reason']}"
     facts = {
         "step": row["step"],
@@ -220,69 +237,64 @@ def compaction_html(trace: Trace, compaction_id: int, losses: Losses | None = No
         for k, v in facts.items()
         if v is not None and v != ""
     )
-    parts = [CSS, f'<table class="zl-table zl-compaction" data-compaction="{compaction_id}">{head}</table>']
+    return f'<table class="zl-table zl-compaction" data-compaction="{compaction_id}">{head}</table>'
 
-    anchors = _anchors_for(losses, compaction_id)
-    lost_values: list[str] = []
-    if anchors is not None and len(anchors):
-        flags = {
-            c: anchors[c].astype("boolean").fillna(False).to_numpy(bool)
-            if c in anchors
-            else np.zeros(len(anchors), bool)
-            for c in ("in_summary", "in_tail", "lost_but_needed")
-        }
-        lost = anchors[~flags["in_summary"] & ~flags["in_tail"]]
-        needed = anchors[flags["lost_but_needed"]]
-        lost_values = [str(v) for v in needed["value"]] if "value" in needed else []
-        kept = int(flags["in_summary"].sum())
-        parts.append(
-            f"<h4>What was lost</h4><p>{len(anchors)} anchors in the span: {kept} in the summary, "
-            f"{int(flags['in_tail'].sum())} also in the kept tail, {len(lost)} no longer visible, "
-            f"<span class='zl-lost'>{len(needed)} lost but needed later</span>.</p>"
+
+def _lost_anchors_html(anchors: pd.DataFrame) -> tuple[str, list[str]]:
+    """What the span's anchors became (counts, lost-but-needed chips, other lost chips), and the values
+    lost but needed, to highlight in the span."""
+    flags = {
+        c: anchors[c].astype("boolean").fillna(False).to_numpy(bool) if c in anchors else np.zeros(len(anchors), bool)
+        for c in ("in_summary", "in_tail", "lost_but_needed")
+    }
+    lost = anchors[~flags["in_summary"] & ~flags["in_tail"]]
+    needed = anchors[flags["lost_but_needed"]]
+    lost_values = [str(v) for v in needed["value"]] if "value" in needed else []
+    kept = int(flags["in_summary"].sum())
+    parts = [
+        f"<h4>What was lost</h4><p>{len(anchors)} anchors in the span: {kept} in the summary, "
+        f"{int(flags['in_tail'].sum())} also in the kept tail, {len(lost)} no longer visible, "
+        f"<span class='zl-lost'>{len(needed)} lost but needed later</span>.</p>"
+    ]
+    if len(needed):
+        chips = " ".join(
+            f'<span class="zl-chip zl-lost" title="{html.escape(str(r.get("type", "")))}">'
+            f"{html.escape(str(r.get('type', '')))}: {html.escape(str(r.get('value', '')))}</span>"
+            for r in needed.to_dict("records")[:200]
         )
-        if len(needed):
-            chips = " ".join(
-                f'<span class="zl-chip zl-lost" title="{html.escape(str(r.get("type", "")))}">'
-                f"{html.escape(str(r.get('type', '')))}: {html.escape(str(r.get('value', '')))}</span>"
-                for r in needed.to_dict("records")[:200]
-            )
-            parts.append(f"<p><b>Lost but needed:</b> {chips}</p>")
-        other = lost[~lost.index.isin(needed.index)]
-        if len(other):
-            chips = " ".join(
-                f'<span class="zl-chip">{html.escape(str(r.get("type", "")))}: '
-                f'{html.escape(str(r.get("value", "")))}</span>'
-                for r in other.to_dict("records")[:200]
-            )
-            parts.append(f"<details><summary>Lost, not needed later ({len(other)})</summary>{chips}</details>")
-    elif losses is None:
-        parts.append('<p class="zl-muted">Loss metrics unavailable (zett_lab.measure.measure not installed).</p>')
-    summary = row["summary_text"]
-    if isinstance(summary, str):
-        parts.append(f'<h4>Summary</h4><div class="zl-pre zl-summary">{html.escape(summary)}</div>')
-    if pd.notna(row["span_start"]):
-        start, end, seen = int(row["span_start"]), int(row["span_end"]), int(row["n_recorded"])
-        listing = []
-        for index in range(start, min(end, start + max_messages)):
-            text = html.escape(short_text(messages[index]))
-            for value in lost_values:
-                escaped = html.escape(value)
-                if escaped and escaped in text:
-                    text = text.replace(escaped, f'<span class="zl-lost">{escaped}</span>')
-            listing.append(
-                f"<tr><td>{index}</td><td>{html.escape(role_of(messages[index]))}</td>"
-                f"<td style='text-align:left;white-space:normal'>{text}</td></tr>"
-            )
-        more = f"<p class='zl-muted'>… {end - start - max_messages} more</p>" if end - start > max_messages else ""
-        parts.append(
-            f"<details><summary>Span: {end - start} summarized messages (lost-but-needed anchors highlighted)</summary>"
-            f"<div class='zl-scroll'><table class='zl-table'>{''.join(listing)}</table></div>{more}</details>"
+        parts.append(f"<p><b>Lost but needed:</b> {chips}</p>")
+    other = lost[~lost.index.isin(needed.index)]
+    if len(other):
+        chips = " ".join(
+            f'<span class="zl-chip">{html.escape(str(r.get("type", "")))}: '
+            f'{html.escape(str(r.get("value", "")))}</span>'
+            for r in other.to_dict("records")[:200]
         )
-        parts.append(
-            f"<p class='zl-muted'>Kept verbatim: {seen - end} messages [{end}:{seen}]; "
-            f"future: {len(messages) - seen} messages.</p>"
+        parts.append(f"<details><summary>Lost, not needed later ({len(other)})</summary>{chips}</details>")
+    return "".join(parts), lost_values
+
+
+def _span_html(messages: Sequence[Any], row: pd.Series, lost_values: list[str], max_messages: int) -> str:
+    """The summarized messages (lost-but-needed values highlighted, at most ``max_messages``), then the kept tail."""
+    start, end, seen = int(row["span_start"]), int(row["span_end"]), int(row["n_recorded"])
+    listing = []
+    for index in range(start, min(end, start + max_messages)):
+        text = html.escape(short_text(messages[index]))
+        for value in lost_values:
+            escaped = html.escape(value)
+            if escaped and escaped in text:
+                text = text.replace(escaped, f'<span class="zl-lost">{escaped}</span>')
+        listing.append(
+            f"<tr><td>{index}</td><td>{html.escape(role_of(messages[index]))}</td>"
+            f"<td style='text-align:left;white-space:normal'>{text}</td></tr>"
         )
-    return "".join(parts)
+    more = f"<p class='zl-muted'>… {end - start - max_messages} more</p>" if end - start > max_messages else ""
+    return (
+        f"<details><summary>Span: {end - start} summarized messages (lost-but-needed anchors highlighted)</summary>"
+        f"<div class='zl-scroll'><table class='zl-table'>{''.join(listing)}</table></div>{more}</details>"
+        f"<p class='zl-muted'>Kept verbatim: {seen - end} messages [{end}:{seen}]; "
+        f"future: {len(messages) - seen} messages.</p>"
+    )
 
 
 def manual_diff_html(

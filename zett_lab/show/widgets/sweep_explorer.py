@@ -7,7 +7,7 @@ boundaries come from :class:`~zett_lab.study.session.SweepWalks` (replays, so of
 from __future__ import annotations
 
 import html
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import ipywidgets as widgets
@@ -64,13 +64,7 @@ class SweepExplorer(WidgetBase):
         figsize: tuple[float, float] = (7.2, 4.9),
     ) -> None:
         super().__init__()
-        results = sweep if isinstance(sweep, pd.DataFrame) else getattr(sweep, "results", None)
-        if not isinstance(results, pd.DataFrame):
-            raise SettingError(
-                f"SweepExplorer needs a Sweep (with .results) or a results DataFrame, got {type(sweep).__name__}"
-            )
-        if "error" in results.columns and results["error"].notna().all():
-            raise SettingError(f"every cell of this sweep failed; first error: {results['error'].dropna().iloc[0]}")
+        results = _results_table(sweep)
         self.sweep = sweep
         self.results = results
         self._trace_fn = trace if trace is not None else getattr(sweep, "trace", None)
@@ -81,14 +75,33 @@ class SweepExplorer(WidgetBase):
         self.trace: Trace | None = None
         self.boundaries: Any = None
 
-        exclude = {*self.SETTINGS, "step", "compaction_id", "context_window", "max_tokens_share", "keep_recent_share"}
-        numeric = [c for c in plots.numeric_columns(results, exclude) if results[c].notna().any()]
-        if not numeric:
-            raise SettingError(f"sweep results have no numeric column to show; columns: {list(results.columns)}")
-        if metric is None:
-            metric = "compactions_applied" if "compactions_applied" in numeric else numeric[0]
-        if metric not in numeric:
-            raise SettingError(f"no numeric column {metric!r}; choose one of {numeric}")
+        numeric, metric = _numeric_and_metric(results, self.SETTINGS, metric)
+        self._build_filters(results, numeric, metric)
+        self._build_cell_controls(results)
+        self._build_views()
+        for control in (
+            self.metric,
+            self.conversation,
+            self.summarizer,
+            self.cell_max_tokens,
+            self.cell_keep_recent_tokens,
+            self.show_boundaries,
+        ):
+            control.observe(self._on_change, names="value")
+        rows = [
+            widgets.HBox(
+                [self.metric, self.summarizer, self.conversation], layout=widgets.Layout(flex_flow="row wrap")
+            ),
+            widgets.HBox([self.cell_max_tokens, self.cell_keep_recent_tokens]),
+        ]
+        if isinstance(boundaries, str) and boundaries == "auto":
+            rows.append(self.show_boundaries)
+        self.children = [*rows, self.status, self.error_area, self.plot, self.trace_summary, self.trace_plot]
+        self.add_class("zl-sweep-explorer")
+        self.render()
+
+    def _build_filters(self, results: pd.DataFrame, numeric: list[str], metric: str) -> None:
+        """The metric, conversation and summarizer dropdowns."""
         self.metric = widgets.Dropdown(
             options=numeric,
             value=metric,
@@ -111,6 +124,9 @@ class SweepExplorer(WidgetBase):
             description="summarizer",
             style={"description_width": "initial"},
         )
+
+    def _build_cell_controls(self, results: pd.DataFrame) -> None:
+        """The chosen cell's max_tokens and keep_recent_tokens, and the exact-boundaries switch."""
         xs = sorted(int(v) for v in results["max_tokens"].unique())
         ys = sorted(int(v) for v in results["keep_recent_tokens"].unique())
         self.cell_max_tokens = widgets.Dropdown(
@@ -131,6 +147,9 @@ class SweepExplorer(WidgetBase):
             indent=False,
             layout=widgets.Layout(width="auto"),
         )
+
+    def _build_views(self) -> None:
+        """The clickable heatmap and the chosen cell's timeline and summary."""
         self.plot = ClickableImage(alt="heatmap: click a cell")
         self.plot.add_class("zl-heatmap")
         self.plot.on_click(self._on_plot_click)
@@ -138,26 +157,6 @@ class SweepExplorer(WidgetBase):
         self.trace_plot.add_class("zl-cell-timeline")
         self.trace_summary = widgets.HTML()
         self.trace_summary.add_class("zl-cell-summary")
-        for control in (
-            self.metric,
-            self.conversation,
-            self.summarizer,
-            self.cell_max_tokens,
-            self.cell_keep_recent_tokens,
-            self.show_boundaries,
-        ):
-            control.observe(self._on_change, names="value")
-        rows = [
-            widgets.HBox(
-                [self.metric, self.summarizer, self.conversation], layout=widgets.Layout(flex_flow="row wrap")
-            ),
-            widgets.HBox([self.cell_max_tokens, self.cell_keep_recent_tokens]),
-        ]
-        if isinstance(boundaries, str) and boundaries == "auto":
-            rows.append(self.show_boundaries)
-        self.children = [*rows, self.status, self.error_area, self.plot, self.trace_summary, self.trace_plot]
-        self.add_class("zl-sweep-explorer")
-        self.render()
 
     def select(self, max_tokens: int, keep_recent_tokens: int) -> SweepExplorer:
         """Choose a cell (one render): what a click on the heatmap does."""
@@ -285,3 +284,28 @@ class SweepExplorer(WidgetBase):
             self.error = error
             self.error_area.value += error_html(error, "cell trace")
             self.status.value = ""
+
+
+def _results_table(sweep: Sweep | pd.DataFrame) -> pd.DataFrame:
+    """The sweep's results table; a clear error when it is missing or when every cell failed."""
+    results = sweep if isinstance(sweep, pd.DataFrame) else getattr(sweep, "results", None)
+    if not isinstance(results, pd.DataFrame):
+        raise SettingError(
+            f"SweepExplorer needs a Sweep (with .results) or a results DataFrame, got {type(sweep).__name__}"
+        )
+    if "error" in results.columns and results["error"].notna().all():
+        raise SettingError(f"every cell of this sweep failed; first error: {results['error'].dropna().iloc[0]}")
+    return results
+
+
+def _numeric_and_metric(results: pd.DataFrame, settings: Sequence[str], metric: str | None) -> tuple[list[str], str]:
+    """The numeric columns worth showing, and the metric shown first (checked against them)."""
+    exclude = {*settings, "step", "compaction_id", "context_window", "max_tokens_share", "keep_recent_share"}
+    numeric = [c for c in plots.numeric_columns(results, exclude) if results[c].notna().any()]
+    if not numeric:
+        raise SettingError(f"sweep results have no numeric column to show; columns: {list(results.columns)}")
+    if metric is None:
+        metric = "compactions_applied" if "compactions_applied" in numeric else numeric[0]
+    if metric not in numeric:
+        raise SettingError(f"no numeric column {metric!r}; choose one of {numeric}")
+    return numeric, metric
