@@ -381,3 +381,23 @@ def test_comparison_shows_production_summaries_of_a_recorded_log(fixture_convers
     assert "170,251 tokens by the agent's count" in comparison.production_area.value
     comparison.conversation.value = claude[1].id  # a sub-agent transcript: no native compaction
     assert comparison.production is None and comparison.production_area.value == ""
+
+
+def test_compaction_viewer_shows_a_failed_summary():
+    """A failed attempt has missing facts (no summary size, no cache hit): the viewer says what failed."""
+    import warnings
+
+    from zett_lab.replay import replay
+    from zett_lab.show.widgets.html import compaction_html
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trace = replay(
+            coding_conversation(turns=6), max_tokens=900, keep_recent_tokens=400,
+            summarizer=BadSummarizer("raise"), cache=False,
+        )
+    failed = trace.compactions[trace.compactions["error"].notna()]
+    assert len(failed), "the bad summarizer makes every attempt fail"
+    page = compaction_html(trace, int(failed["compaction_id"].iloc[0]))
+    assert "provider exploded" in page
+    assert 'data-compaction="' in page

@@ -235,7 +235,7 @@ def _compaction_facts_html(row: pd.Series, compaction_id: int) -> str:
     head = "".join(
         f"<tr><th style='text-align:left'>{html.escape(k)}</th><td style='text-align:left'>{cell(v)}</td></tr>"
         for k, v in facts.items()
-        if v is not None and v != ""
+        if not is_missing(v) and v != ""
     )
     return f'<table class="zl-table zl-compaction" data-compaction="{compaction_id}">{head}</table>'
 
