@@ -15,7 +15,7 @@ from zett_lab.replay import ReplayError, SummaryError, replay
 from zett_lab.replay.trace import Trace
 from zett_lab.tokens import MemoizingCounter, engine_payload
 
-replay_module = importlib.import_module("zett_lab.replay.run")
+engine_module = importlib.import_module("zett_lab.replay.engine")
 
 SETTINGS = [(2_000, 500), (4_000, 1_000), (8_000, 2_000), (16_000, 4_000), (30_000, 12_000)]
 
@@ -24,13 +24,13 @@ SETTINGS = [(2_000, 500), (4_000, 1_000), (8_000, 2_000), (16_000, 4_000), (30_0
 def sent_contexts(monkeypatch):
     """Capture the context every replayed model step actually received from the runtime."""
     captured: list[list] = []
-    original = replay_module._ReplayModel.stream
+    original = engine_module.ReplayModel.stream
 
     def stream(self, request):
         captured.append(list(request.messages))
         return original(self, request)
 
-    monkeypatch.setattr(replay_module._ReplayModel, "stream", stream)
+    monkeypatch.setattr(engine_module.ReplayModel, "stream", stream)
     return captured
 
 

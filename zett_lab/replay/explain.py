@@ -14,14 +14,7 @@ from zett_agent.messages import AnyMessage, SystemMessage
 
 from ..load.conversation import starts_turn
 from ..tokens import TokenCounter
-
-#: Why a model step was sent without a compaction (the ``skip_reason`` values of a trace).
-BELOW_THRESHOLD = "below threshold"
-RECENT_COVERS_ALL = "recent budget covers everything"
-NO_TURN_BOUNDARY = "no whole-turn boundary"
-ONLY_CHECKPOINTS = "only earlier checkpoints"
-NOT_SMALLER = "summary not smaller"
-SUMMARY_FAILED = "summary failed"
+from .recorder import NO_TURN_BOUNDARY, ONLY_CHECKPOINTS, RECENT_COVERS_ALL
 
 
 def walk_cutoff(

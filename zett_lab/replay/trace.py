@@ -28,33 +28,21 @@ from ..errors import InputError, OutputError
 from ..files import atomic_path, check_output, write_atomic
 from ..load.conversation import CHECKPOINT_PREFIX, Conversation, NativeCompaction, Probe
 from ..records import is_missing, records
-from .explain import NOT_SMALLER, SUMMARY_FAILED
+from .recorder import (
+    BOOLEAN_COLUMNS,
+    COMPACTION_COLUMNS,
+    ENGINE_FAILED,
+    FAILURE_REASONS,
+    FLOAT_COLUMNS,
+    INTEGER_COLUMNS,
+    NOT_SMALLER,
+    STEP_COLUMNS,
+    SUMMARY_FAILED,
+)
 
 TRACE_FORMAT = "zett-lab-trace"
 TRACE_VERSION = 1
 _PARQUET_KEY = b"zett_lab.trace"
-
-STEP_COLUMNS = [
-    "conversation_id", "turn", "step", "turn_step", "n_recorded", "n_messages", "estimate", "estimator_tokens",
-    "estimate_source", "max_tokens", "keep_recent_tokens", "triggered", "trigger", "skip_reason", "older_messages",
-    "older_tokens", "recent_messages", "recent_tokens", "cutoff_index", "compaction_id", "summary_tokens", "applied",
-    "context_tokens_after", "over_budget_after", "checkpoint_id", "kept_from", "responded", "output_tokens",
-    "zett_agent_version",
-]
-COMPACTION_COLUMNS = [
-    "compaction_id", "conversation_id", "step", "turn", "trigger", "span_start", "span_end", "n_recorded",
-    "older_messages", "older_tokens", "recent_messages", "recent_tokens", "summary_tokens", "compression_ratio",
-    "applied", "skip_reason", "summary_text", "summarizer", "latency_s", "cache_hit", "summary_input_tokens",
-    "summary_output_tokens", "error", "error_kind",
-]
-_INTEGER_COLUMNS = {
-    "turn", "step", "turn_step", "n_recorded", "n_messages", "estimate", "estimator_tokens", "max_tokens",
-    "keep_recent_tokens", "older_messages", "older_tokens", "recent_messages", "recent_tokens", "cutoff_index",
-    "compaction_id", "summary_tokens", "context_tokens_after", "checkpoint_id", "kept_from", "output_tokens",
-    "span_start", "span_end", "summary_input_tokens", "summary_output_tokens", "snapshot_version",
-    "compacted_through_sequence",
-}
-_BOOLEAN_COLUMNS = {"triggered", "applied", "over_budget_after", "responded", "cache_hit"}
 
 #: Columns of a failure count (``failure_counts`` of a Trace, Sweep or Report): one row per distinct
 #: cause, i.e. per failed thing (``what``: "summary call" or "sweep cell"), summarizer and kind of
@@ -69,11 +57,18 @@ def one_line(text: object, limit: int = 400) -> str:
 
 
 def failure_counts(compactions: pd.DataFrame) -> pd.DataFrame:
-    """Failed summary attempts per distinct cause (:data:`FAILURE_COLUMNS`), most frequent first."""
+    """Failed attempts per distinct cause (:data:`FAILURE_COLUMNS`), most frequent first.
+
+    A failed summary call counts as ``"summary call"``, an engine that raised during its pass
+    (outside the summary call) as ``"engine pass"``.
+    """
     if not len(compactions):
         return pd.DataFrame(columns=FAILURE_COLUMNS)
-    failed = compactions[compactions["skip_reason"] == SUMMARY_FAILED]
-    return count_causes("summary call", failed["summarizer"], failed["error_kind"], failed["error"])
+    parts = []
+    for what, reason in (("summary call", SUMMARY_FAILED), ("engine pass", ENGINE_FAILED)):
+        failed = compactions[compactions["skip_reason"] == reason]
+        parts.append(count_causes(what, failed["summarizer"], failed["error_kind"], failed["error"]))
+    return combine_failure_counts(parts)
 
 
 def combine_failure_counts(tables: list[pd.DataFrame]) -> pd.DataFrame:
@@ -110,11 +105,11 @@ def frame(rows: list[dict[str, Any]], columns: list[str]) -> pd.DataFrame:
     columns = [*columns, *extra]
     data = pd.DataFrame(rows, columns=columns)
     for column in columns:
-        if column in _INTEGER_COLUMNS:
+        if column in INTEGER_COLUMNS:
             data[column] = pd.array(data[column].tolist(), dtype="Int64")
-        elif column in _BOOLEAN_COLUMNS:
+        elif column in BOOLEAN_COLUMNS:
             data[column] = pd.array(data[column].tolist(), dtype="boolean")
-        elif column in ("compression_ratio", "latency_s"):
+        elif column in FLOAT_COLUMNS:
             data[column] = pd.to_numeric(data[column], errors="coerce").astype("float64")
         else:
             data[column] = data[column].astype("object").where(data[column].notna(), None)
@@ -178,9 +173,9 @@ class Trace:
             "summarizer": self.settings.get("summarizer"),
             "compactions_applied": int(compactions["applied"].sum()) if len(compactions) else 0,
             "rejected_not_smaller": int((reasons == NOT_SMALLER).sum()),
-            "failed": int((reasons == SUMMARY_FAILED).sum()),
-            "summary_error": one_line(compactions.loc[reasons == SUMMARY_FAILED, "error"].iloc[0])
-            if (reasons == SUMMARY_FAILED).any() else None,
+            "failed": int(reasons.isin(FAILURE_REASONS).sum()),
+            "summary_error": one_line(compactions.loc[reasons.isin(FAILURE_REASONS), "error"].iloc[0])
+            if reasons.isin(FAILURE_REASONS).any() else None,
             "peak_context": int(steps["context_tokens_after"].max()) if len(steps) else 0,
             "total_input_tokens": int(steps["context_tokens_after"].sum()) if len(steps) else 0,
             "steps_over_budget": int(steps["over_budget_after"].sum()) if len(steps) else 0,

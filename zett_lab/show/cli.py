@@ -170,7 +170,7 @@ def _table(frame: Any, columns: list[str], limit: int | None = None) -> str:
 
 def _no_compaction_line(steps: Any) -> str:
     """What the steps' own skip reasons say about a replay that made no compaction attempt."""
-    from ..replay.explain import BELOW_THRESHOLD
+    from ..replay.recorder import BELOW_THRESHOLD
 
     reasons = steps["skip_reason"].dropna()
     over = reasons[reasons != BELOW_THRESHOLD].value_counts()
