@@ -194,9 +194,10 @@ class MemoizingCounter(_PayloadCounter):
     recent window for every candidate cutoff) stops re-tokenizing.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, max_texts: int | None = None) -> None:
+        """``max_texts`` bounds the text memo (None: unbounded, right for a replay; a live agent sets it)."""
         encoding = _encoding()
-        super().__init__(lru_cache(maxsize=None)(lambda text: len(encoding.encode_ordinary(text))))
+        super().__init__(lru_cache(maxsize=max_texts)(lambda text: len(encoding.encode_ordinary(text))))
 
 
 class ApproxCounter(_PayloadCounter):

@@ -570,7 +570,9 @@ class LiveProbe(EngineProbe):
     async def on_event(self, context: AgentRunContext, event: ExtensionEvent) -> None:
         await super().on_event(context, event)
         if isinstance(event, MessageAppendedEvent):
-            self._live.message(context, event.message)
+            self._live.message(context, event.message, event.usage)
+        elif isinstance(event, CompactionEvent):
+            self._live.event(context, event)
 
 
 def storage_sequences(context: AgentRunContext) -> list[int | None] | None:

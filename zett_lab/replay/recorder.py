@@ -67,9 +67,9 @@ COMPACTION_COLUMNS = [
     "applied", "skip_reason", "summary_text", "summarizer", "latency_s", "cache_hit", "summary_input_tokens",
     "summary_output_tokens", "error", "error_kind",
 ]
-#: Added to the step table of a live trace: the request, the provider's real usage, the model call's latency
-#: and the raw-log sequence of the reply when a session storage gave it one.
-LIVE_STEP_COLUMNS = ["session_id", "request_id", "input_tokens", "output_tokens", "model_latency_s", "sequence"]
+#: Added to the step table of a live trace: the request, the provider's real usage of the step, the model
+#: call's latency and the raw-log sequence of the reply when a session storage gave it one.
+LIVE_STEP_COLUMNS = ["session_id", "request_id", "usage_input_tokens", "usage_output_tokens", "model_latency_s", "sequence"]
 #: Added to the compaction table of a live trace (``compacted_through_sequence``: the storage's snapshot boundary).
 LIVE_COMPACTION_COLUMNS = ["session_id", "request_id", "compacted_through_sequence"]
 #: Added to the compaction table of a replay written through zett-agent's storage (``store=``).
@@ -80,7 +80,7 @@ INTEGER_COLUMNS = {
     "keep_recent_tokens", "older_messages", "older_tokens", "recent_messages", "recent_tokens", "cutoff_index",
     "compaction_id", "summary_tokens", "context_tokens_after", "checkpoint_id", "kept_from", "output_tokens",
     "span_start", "span_end", "summary_input_tokens", "summary_output_tokens", "snapshot_version",
-    "compacted_through_sequence", "input_tokens", "sequence",
+    "compacted_through_sequence", "usage_input_tokens", "usage_output_tokens", "sequence",
 }
 BOOLEAN_COLUMNS = {"triggered", "applied", "over_budget_after", "responded", "cache_hit"}
 FLOAT_COLUMNS = {"compression_ratio", "latency_s", "model_latency_s"}

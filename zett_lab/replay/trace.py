@@ -28,6 +28,7 @@ from ..errors import InputError, OutputError
 from ..files import atomic_path, check_output, write_atomic
 from ..load.conversation import CHECKPOINT_PREFIX, Conversation, NativeCompaction, Probe
 from ..records import is_missing, records
+from .live import is_live_trace, read_live_session
 from .recorder import (
     BOOLEAN_COLUMNS,
     COMPACTION_COLUMNS,
@@ -35,6 +36,8 @@ from .recorder import (
     FAILURE_REASONS,
     FLOAT_COLUMNS,
     INTEGER_COLUMNS,
+    LIVE_COMPACTION_COLUMNS,
+    LIVE_STEP_COLUMNS,
     NOT_SMALLER,
     STEP_COLUMNS,
     SUMMARY_FAILED,
@@ -135,11 +138,21 @@ class Trace:
     engine_events: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
-    def from_rows(cls, conversation, step_rows, compaction_rows, settings, engine_events) -> Trace:
+    def from_rows(
+        cls,
+        conversation: Conversation,
+        step_rows: list[dict[str, Any]],
+        compaction_rows: list[dict[str, Any]],
+        settings: dict[str, Any],
+        engine_events: list[dict[str, Any]],
+        *,
+        live: bool = False,
+    ) -> Trace:
+        """A trace from recorder rows (``live``: with the columns a live recording adds)."""
         return cls(
             conversation=conversation,
-            steps=frame(step_rows, STEP_COLUMNS),
-            compactions=frame(compaction_rows, COMPACTION_COLUMNS),
+            steps=frame(step_rows, STEP_COLUMNS + (LIVE_STEP_COLUMNS if live else [])),
+            compactions=frame(compaction_rows, COMPACTION_COLUMNS + (LIVE_COMPACTION_COLUMNS if live else [])),
             settings=settings,
             engine_events=engine_events,
         )
@@ -280,9 +293,18 @@ class Trace:
         return path
 
     @classmethod
-    def load(cls, path: str | Path) -> Trace:
-        """Read a trace written by :meth:`save`."""
+    def load(cls, path: str | Path, session: str | None = None) -> Trace:
+        """Read a trace written by :meth:`save`, or one session of a live trace (:func:`zett_lab.instrument`).
+
+        A live trace may still be growing: what has been written so far is read, and a
+        record not yet finished is left out (``settings["in_flight"]``). ``session`` names
+        the session of a live trace that holds several.
+        """
         path = Path(path)
+        if is_live_trace(path):
+            live = read_live_session(path, session)
+            return cls.from_rows(live.conversation, live.step_rows, live.compaction_rows, live.settings,
+                                 live.engine_events, live=True)
         try:
             if path.suffix == ".parquet":
                 import pyarrow.parquet as pq
