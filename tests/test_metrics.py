@@ -273,7 +273,7 @@ def test_rejected_and_failed_attempts():
     steps[3].update(skip_reason="summary not smaller", compaction_id=0)
     steps[4].update(skip_reason="summary failed", compaction_id=1)
     losses = measure(hand_trace(compactions=compactions, steps=steps))
-    assert list(losses.compactions["status"]) == ["not smaller", "failed"]
+    assert list(losses.compactions["status"]) == ["summary not smaller", "failed"]
     failed = losses.compactions.iloc[1]
     assert math.isnan(failed["compression_ratio"]) and math.isnan(failed["anchor_retention"])
     assert pd.isna(failed["needed_anchors"])

@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 
 from ..load.anchors import AnchorKey
+from ..replay.recorder import NO_TURN_BOUNDARY, NOT_SMALLER, ONLY_CHECKPOINTS
 from .columns import ratio
 from .lookup import TextIndex
 from .message_index import ConversationIndex
@@ -116,11 +117,11 @@ def conversation_row(
         "steps": len(steps),
         "compactions": len(applied),
         "attempts": int((compactions["status"] != "no window").sum()) if len(compactions) else 0,
-        "rejected_not_smaller": int((compactions["status"] == "not smaller").sum()) if len(compactions) else 0,
+        "rejected_not_smaller": int((compactions["status"] == NOT_SMALLER).sum()) if len(compactions) else 0,
         "failed": int((compactions["status"] == "failed").sum()) if len(compactions) else 0,
         "steps_over_budget": int(over_budget.fillna(False).astype(bool).sum()),
-        "steps_no_boundary": int((reasons == "no whole-turn boundary").sum()),
-        "steps_only_checkpoints": int((reasons == "only earlier checkpoints").sum()),
+        "steps_no_boundary": int((reasons == NO_TURN_BOUNDARY).sum()),
+        "steps_only_checkpoints": int((reasons == ONLY_CHECKPOINTS).sum()),
         "peak_context_tokens": int(steps["context_tokens_after"].max()) if len(steps) else 0,
         "primary_input_tokens": _sum_int(steps["context_tokens_after"]) if len(steps) else 0,
         "summary_input_tokens": _sum_int(compactions["summary_input_tokens"]) if len(compactions) else 0,

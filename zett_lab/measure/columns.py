@@ -14,6 +14,7 @@ import pandas as pd
 
 from ..load.anchors import ANCHOR_TYPES
 from ..records import is_missing
+from ..replay.recorder import NOT_SMALLER
 
 COMPACTION_COLUMNS: dict[str, str] = {
     "conversation_id": "Conversation.id",
@@ -25,7 +26,7 @@ COMPACTION_COLUMNS: dict[str, str] = {
     "turn": "user turn of the attempt",
     "trigger": '"auto" or "manual"',
     "status": (
-        '"applied", "not smaller" (summary discarded by the engine), "failed" (no usable summary), or "no window"'
+        f'"applied", "{NOT_SMALLER}" (summary discarded by the engine), "failed" (no usable summary), or "no window"'
     ),
     "applied": "the checkpoint replaced the span in the context",
     "span_start": "first original message the summary stands for (S_k = messages[span_start:span_end])",

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 from ..load.anchors import ANCHOR_TYPES, ARTIFACT_TYPES, AnchorKey, loose
 from ..load.conversation import CHECKPOINT_PREFIX, Probe
 from ..records import is_missing
+from ..replay.recorder import FAILURE_REASONS, NOT_SMALLER
 from .columns import ANCHOR_COLUMNS, int_or_none, ratio
 from .lookup import TextIndex, contains_loose
 from .message_index import ConversationIndex
@@ -117,9 +118,9 @@ def _status(row: dict[Hashable, Any], applied: bool) -> str:
         return "applied"
     if int_or_none(row.get("span_start")) is None or int_or_none(row.get("span_end")) is None:
         return "no window"
-    if not has_summary or not is_missing(row.get("error")) or row.get("skip_reason") == "summary failed":
+    if not has_summary or not is_missing(row.get("error")) or row.get("skip_reason") in FAILURE_REASONS:
         return "failed"
-    return "not smaller"
+    return NOT_SMALLER
 
 
 def _attempt_columns(view: TraceView, row: dict[Hashable, Any], cid: int, applied: bool) -> dict[str, Any]:

@@ -64,6 +64,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import SettingError
+from ..replay.recorder import NOT_SMALLER
 from .catalogue import CATALOGUE, HEADLINE_METRICS
 from .losses import Losses, measure
 
@@ -400,7 +401,7 @@ def _unit_tables(
     for name, item in losses.items():
         if level == "compaction":
             table = item.compactions
-            table = table[table["status"].isin(["applied", "not smaller"])] if len(table) else table
+            table = table[table["status"].isin(["applied", NOT_SMALLER])] if len(table) else table
         else:
             table = item.conversation
         unknown = [m for m in metrics if m not in table.columns]

@@ -47,6 +47,22 @@ SKIP_REASONS = (
     BELOW_THRESHOLD, RECENT_COVERS_ALL, NO_TURN_BOUNDARY, ONLY_CHECKPOINTS, NO_GROUP_BOUNDARY, NO_WINDOW,
     NOT_SMALLER, NOT_APPLIED, SUMMARY_FAILED, ENGINE_FAILED,
 )
+#: Each skip reason in words (what a person reading a step table is told).
+SKIP_REASON_MEANINGS = {
+    BELOW_THRESHOLD: "the estimate was not above max_tokens, so the engine did not try",
+    RECENT_COVERS_ALL: "the threshold was crossed, but the whole dialogue fits in keep_recent_tokens: nothing is old "
+    "enough to summarize",
+    NO_TURN_BOUNDARY: "the threshold was crossed, but the cut walked back to the start of the current user turn "
+    "and found nothing older to summarize: the step was sent as it was",
+    ONLY_CHECKPOINTS: "the threshold was crossed, but everything older than the cut was already a checkpoint",
+    NO_GROUP_BOUNDARY: "the threshold was crossed, but no cut between complete tool groups was found",
+    NO_WINDOW: "the threshold was crossed, but the engine's own window rule found nothing to summarize",
+    NOT_SMALLER: "a summary was made but was not smaller than what it would replace, so the engine discarded it "
+    "(it tries again at the next step)",
+    NOT_APPLIED: "the engine found a window but made no checkpoint and changed nothing",
+    SUMMARY_FAILED: "the summary model failed; the step was sent without a compaction",
+    ENGINE_FAILED: "the engine raised during its pass; the step was sent without a compaction",
+}
 #: Reasons that mean the engine found no window at all (no summary was asked for).
 NO_WINDOW_REASONS = (RECENT_COVERS_ALL, NO_TURN_BOUNDARY, ONLY_CHECKPOINTS, NO_GROUP_BOUNDARY, NO_WINDOW)
 #: Reasons that mean something failed: never a result, never averaged into a metric.
@@ -66,6 +82,15 @@ COMPACTION_COLUMNS = [
     "older_messages", "older_tokens", "recent_messages", "recent_tokens", "summary_tokens", "compression_ratio",
     "applied", "skip_reason", "summary_text", "summarizer", "latency_s", "cache_hit", "summary_input_tokens",
     "summary_output_tokens", "error", "error_kind",
+]
+#: The short view of a trace (what ``Trace._repr_html_`` and ``zett-lab replay`` print).
+STEP_SUMMARY_COLUMNS = [
+    "step", "turn", "n_recorded", "estimate", "estimate_source", "triggered", "skip_reason", "applied",
+    "context_tokens_after", "over_budget_after",
+]
+COMPACTION_SUMMARY_COLUMNS = [
+    "compaction_id", "step", "turn", "trigger", "span_start", "span_end", "older_tokens", "summary_tokens",
+    "compression_ratio", "applied", "skip_reason", "error_kind",
 ]
 #: Added to the step table of a live trace: the request, the provider's real usage of the step, the model
 #: call's latency and the raw-log sequence of the reply when a session storage gave it one.

@@ -33,6 +33,7 @@ from .recorder import (
     BOOLEAN_COLUMNS,
     COMPACTION_COLUMNS,
     ENGINE_FAILED,
+    COMPACTION_SUMMARY_COLUMNS,
     FAILURE_REASONS,
     FLOAT_COLUMNS,
     INTEGER_COLUMNS,
@@ -41,6 +42,7 @@ from .recorder import (
     NOT_SMALLER,
     STEP_COLUMNS,
     SUMMARY_FAILED,
+    STEP_SUMMARY_COLUMNS,
 )
 
 TRACE_FORMAT = "zett-lab-trace"
@@ -210,36 +212,10 @@ class Trace:
 
     def _repr_html_(self) -> str:
         summary = self.summary()
-        head = "".join(
-            f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(str(v))}</td></tr>" for k, v in summary.items()
-        )
-        columns = [
-            "step",
-            "turn",
-            "estimate",
-            "estimate_source",
-            "triggered",
-            "skip_reason",
-            "applied",
-            "context_tokens_after",
-            "over_budget_after",
-        ]
-        steps = self.steps[columns].to_html(max_rows=30, index=False, na_rep="")
+        head = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(str(v))}</td></tr>" for k, v in summary.items())
+        steps = self.steps[STEP_SUMMARY_COLUMNS].to_html(max_rows=30, index=False, na_rep="")
         compactions = (
-            self.compactions[
-                [
-                    "compaction_id",
-                    "step",
-                    "trigger",
-                    "span_start",
-                    "span_end",
-                    "older_tokens",
-                    "summary_tokens",
-                    "applied",
-                    "skip_reason",
-                    "error_kind",
-                ]
-            ].to_html(index=False, na_rep="")
+            self.compactions[COMPACTION_SUMMARY_COLUMNS].to_html(index=False, na_rep="")
             if len(self.compactions)
             else "<p>No compaction attempts.</p>"
         )

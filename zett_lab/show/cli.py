@@ -43,6 +43,7 @@ from .arguments import (
     parse_grid,
     parse_tokens,
 )
+from ..replay.recorder import COMPACTION_SUMMARY_COLUMNS, STEP_SUMMARY_COLUMNS
 
 __all__ = [
     "EXIT_CODES",
@@ -144,16 +145,6 @@ def cmd_import(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-_STEP_COLUMNS = [
-    "step", "turn", "n_recorded", "estimate", "estimate_source", "triggered", "skip_reason", "applied",
-    "context_tokens_after", "over_budget_after",
-]
-_COMPACTION_COLUMNS = [
-    "compaction_id", "step", "turn", "span_start", "span_end", "older_tokens", "summary_tokens", "compression_ratio",
-    "applied", "skip_reason",
-]
-
-
 def _table(frame: Any, columns: list[str], limit: int | None = None) -> str:
     import pandas as pd
 
@@ -215,11 +206,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
     )
     print()
     print("steps:")
-    print(_table(trace.steps, _STEP_COLUMNS, None if args.all_steps else 60))
+    print(_table(trace.steps, STEP_SUMMARY_COLUMNS, None if args.all_steps else 60))
     print()
     if len(trace.compactions):
         print("compactions:")
-        print(_table(trace.compactions, _COMPACTION_COLUMNS))
+        print(_table(trace.compactions, COMPACTION_SUMMARY_COLUMNS))
     else:
         print(_no_compaction_line(trace.steps))
     print()

@@ -78,14 +78,13 @@ from ..measure.catalogue import CATALOGUE, higher_is_better
 from ..measure.catalogue import label as metric_label
 from ..records import is_missing
 from ..replay.trace import (
-    COMPACTION_COLUMNS,
-    STEP_COLUMNS,
     Trace,
     combine_failure_counts,
     count_causes,
     failure_counts,
     frame,
 )
+from ..replay.recorder import COMPACTION_COLUMNS, STEP_COLUMNS
 from .boundaries import (
     Boundaries,
     Region,

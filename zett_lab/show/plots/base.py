@@ -14,6 +14,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from ...errors import SettingError
+from ...replay.recorder import NOT_SMALLER, SUMMARY_FAILED
 
 if TYPE_CHECKING:
     from matplotlib.typing import RcKeyType
@@ -41,8 +42,8 @@ STYLE: dict[RcKeyType, Any] = {
 #: How each compaction outcome is drawn on the timeline: marker, colour, label.
 OUTCOME_STYLES: dict[str, dict[str, Any]] = {
     "applied": {"marker": "v", "color": "#228833", "label": "compaction applied", "size": 9},
-    "summary not smaller": {"marker": "X", "color": "#EE7733", "label": "rejected: summary not smaller", "size": 9},
-    "summary failed": {"marker": "s", "color": "#CC3311", "label": "summary failed", "size": 8},
+    NOT_SMALLER: {"marker": "X", "color": "#EE7733", "label": f"rejected: {NOT_SMALLER}", "size": 9},
+    SUMMARY_FAILED: {"marker": "s", "color": "#CC3311", "label": "failed (summary or engine)", "size": 8},
     "no window": {"marker": "|", "color": "#AA3377", "label": "threshold crossed, no window", "size": 11},
 }
 
@@ -57,7 +58,6 @@ KIND_STYLES: dict[str, dict[str, str]] = {
 }
 
 LINE_COLOR = "#1F3A68"
-NO_WINDOW_REASONS = ("no whole-turn boundary", "only earlier checkpoints")
 
 
 @contextmanager

@@ -16,10 +16,10 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from ...records import flags
+from ...replay.recorder import FAILURE_REASONS, NO_WINDOW_REASONS, NOT_SMALLER, SUMMARY_FAILED
 from .base import (
     KIND_STYLES,
     LINE_COLOR,
-    NO_WINDOW_REASONS,
     OUTCOME_STYLES,
     drawing_style,
     figure_and_axes,
@@ -176,11 +176,10 @@ def _outcome_steps(trace: Trace, x: np.ndarray) -> tuple[dict[str, np.ndarray], 
         reason = compactions["skip_reason"].astype("object").to_numpy()
         has_window = ~np.isnan(floats(compactions["span_start"]))
         outcomes["applied"] = cstep[applied]
-        outcomes["summary not smaller"] = cstep[reason == "summary not smaller"]
-        outcomes["summary failed"] = cstep[reason == "summary failed"]
-        manual_no_window = cstep[
-            (compactions["trigger"].to_numpy() == "manual") & ~applied & ~has_window & (reason != "summary failed")
-        ]
+        failed = np.isin(reason, FAILURE_REASONS)
+        outcomes[NOT_SMALLER] = cstep[reason == NOT_SMALLER]
+        outcomes[SUMMARY_FAILED] = cstep[failed]
+        manual_no_window = cstep[(compactions["trigger"].to_numpy() == "manual") & ~applied & ~has_window & ~failed]
         manual = cstep[compactions["trigger"].to_numpy() == "manual"]
     if len(steps):
         reason = steps["skip_reason"].astype("object").to_numpy()

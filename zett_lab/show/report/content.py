@@ -18,6 +18,7 @@ from ...replay.trace import FAILURE_COLUMNS
 from ...study.report_lost import DIGITS
 from ...study.report_study import ReportData
 from ...study.report_tables import REPORT_METRICS
+from ...replay.recorder import NO_TURN_BOUNDARY, NOT_SMALLER, ONLY_CHECKPOINTS
 
 FORMAT = "zett-lab-report"
 VERSION = 1
@@ -89,12 +90,12 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
         "The summary replaced the older messages: the context became [system, checkpoint, recent messages].",
     ),
     (
-        "summary not smaller",
+        NOT_SMALLER,
         "The engine discarded the summary because its checkpoint was not smaller than the span it "
         "would replace; it tries again at the next step, so these attempts cost a summary call each.",
     ),
     (
-        "no whole-turn boundary / only earlier checkpoints",
+        f"{NO_TURN_BOUNDARY} / {ONLY_CHECKPOINTS}",
         "The estimate was over max_tokens but the engine found nothing to summarize: the cut point snapped back to "
         "the start of the conversation (one oversized turn), or only earlier checkpoints were older than it. "
         "The step is sent over budget and no event is published.",

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...records import is_missing, plain
+from ...replay.recorder import BELOW_THRESHOLD
 from ...replay.trace import Trace
 from ...study.report_lost import DIGITS, excerpt
 from ...study.report_study import ReportData
@@ -47,7 +48,7 @@ def _step_rows(trace: Trace) -> list[list[Any]]:
     rows = []
     for row in trace.steps.itertuples(index=False):
         decision = (
-            "applied" if row.applied else ("" if row.skip_reason == "below threshold" else (row.skip_reason or ""))
+            "applied" if row.applied else ("" if row.skip_reason == BELOW_THRESHOLD else (row.skip_reason or ""))
         )
         rows.append(
             [

@@ -19,6 +19,8 @@ from matplotlib.ticker import MaxNLocator
 
 from ...records import is_missing
 
+from ...replay.recorder import FAILURE_REASONS, NO_WINDOW_REASONS, NOT_SMALLER
+
 WIDTH, HEIGHT = 760, 230
 _LEFT, _RIGHT, _TOP, _BOTTOM = 52, 12, 12, 30
 
@@ -179,11 +181,11 @@ def _markers(scale: _Scale, steps: pd.DataFrame, before: list[float | None]) -> 
         cx, cy = scale.x(i), scale.y(estimate)
         if applied[i]:
             shapes["applied"].append(f"M{_fmt(cx - 5)},{_fmt(cy - 9)}h10l-5,8z")
-        elif triggered[i] and reason == "summary not smaller":
+        elif triggered[i] and reason == NOT_SMALLER:
             shapes["rejected"].append(f"M{_fmt(cx - 4)},{_fmt(cy - 4)}l8,8m0,-8l-8,8")
-        elif triggered[i] and reason == "summary failed":
+        elif triggered[i] and reason in FAILURE_REASONS:
             shapes["failed"].append(f"M{_fmt(cx - 4)},{_fmt(cy - 4)}h8v8h-8z")
-        elif reason in ("no whole-turn boundary", "only earlier checkpoints"):
+        elif reason in NO_WINDOW_REASONS:
             shapes["nowindow"].append(f"M{_fmt(cx)},{_fmt(cy - 6)}v12")
     out = []
     for name, paths in shapes.items():

@@ -18,6 +18,7 @@ from ...load.conversation import role_of
 from ...load.text import message_text
 from ...measure import Losses
 from ...records import flags, is_missing
+from ...replay.recorder import FAILURE_REASONS, NO_WINDOW_REASONS, NOT_SMALLER, SKIP_REASON_MEANINGS
 from ...replay.trace import Trace
 
 #: Step-table columns shown in the Explorer.
@@ -39,17 +40,7 @@ STEP_TABLE_COLUMNS = [
     "kept_from",
 ]
 #: Why the engine replaced nothing at a step, in words (the keys are the trace's skip reasons).
-SKIP_REASON_TEXT = {
-    "below threshold": "the estimate was not above max_tokens, so the engine did not try",
-    "no whole-turn boundary": "the threshold was crossed, but the cut walked back to the start of the current user "
-    "turn "
-    "and found nothing older to summarize: the step was sent as it was",
-    "only earlier checkpoints": "the threshold was crossed, but everything older than the cut was already a checkpoint",
-    "summary not smaller": "a summary was made but was not smaller than what it would replace, so the engine "
-    "discarded it "
-    "(it tries again at the next step)",
-    "summary failed": "the summary model failed; the step was sent without a compaction",
-}
+SKIP_REASON_TEXT = SKIP_REASON_MEANINGS
 
 CSS = """
 <style>
@@ -106,9 +97,9 @@ def steps_table_html(trace: Trace, columns: Sequence[str] = STEP_TABLE_COLUMNS, 
     for i, record in enumerate(records):
         if applied[i]:
             css = "zl-applied"
-        elif reason[i] in ("summary not smaller", "summary failed"):
+        elif reason[i] == NOT_SMALLER or reason[i] in FAILURE_REASONS:
             css = "zl-rejected"
-        elif reason[i] in ("no whole-turn boundary", "only earlier checkpoints"):
+        elif reason[i] in NO_WINDOW_REASONS:
             css = "zl-nowindow"
         elif over[i]:
             css = "zl-over"
