@@ -98,3 +98,75 @@ def test_engine_names_and_declared_reuse():
     assert engine_reuse(functools.partial(SplitTurnCompaction)) == ("max_tokens",)
     assert engine_reuse(ObservationMaskingCompaction) == () and engine_reuse(lambda **o: SplitTurnCompaction(**o)) == ()
     assert engine_reuse(BrokenWindow) == ()
+
+
+# --- the engine as a dimension of a sweep, and proven reuse only where it was proven ----------------
+
+
+def test_a_sweep_compares_engines_cell_by_cell_with_no_unproven_reuse(fixture_conversations):
+    from zett_lab.study.sweep import sweep
+
+    conversations = [c for c in fixture_conversations if c.id in ("swe-httpq-4821", "billing-rounding")]
+    engines = {"stock": None, "split": SplitTurnCompaction, "mask": ObservationMaskingCompaction}
+    result = sweep(conversations, max_tokens=[12_000, 30_000, 200_000], keep_recent_tokens=[3_000, 8_000],
+                   summarizers=["anchors:0.1"], engines=engines, executor="serial", metrics=False, progress=False)
+    table = result.results
+    assert list(table.columns[:3]) == ["conversation_id", "engine", "summarizer"] and table["error"].isna().all()
+    assert sorted(set(table["engine"])) == ["mask", "split", "stock"] and len(table) == 2 * 3 * 3 * 2
+    assert result.config["engine_reuse"] == {"stock": ["max_tokens", "keep_recent_tokens"], "split": ["max_tokens"], "mask": []}
+    assert table.loc[table["engine"] == "mask", "replayed"].all()  # never reused: the masking policy declares nothing
+    assert not table.loc[table["engine"] == "stock", "replayed"].all()
+    for (cid, label, m, k, engine), trace in result.traces():
+        fresh = zett_lab.replay(result.conversations[cid], max_tokens=m, keep_recent_tokens=k, summarizer="anchors:0.1",
+                                engine=engines[engine])
+        assert same_replay(trace, fresh) == [], (cid, engine, m, k)
+    split = table[table["engine"] == "split"]
+    for _, row in split[~split["replayed"]].iterrows():  # a reused split cell stands on a replay with the same keep
+        source = result._sources[result._cells[(row["conversation_id"], row["summarizer"], row["max_tokens"], row["keep_recent_tokens"], "split")]]
+        assert source["settings"]["keep_recent_tokens"] == row["keep_recent_tokens"]
+    swe = table[table["conversation_id"] == "swe-httpq-4821"].set_index(["engine", "max_tokens", "keep_recent_tokens"])
+    assert swe.loc[("split", 30_000, 8_000), "steps_over_budget"] == 0 < swe.loc[("stock", 30_000, 8_000), "steps_over_budget"]
+
+
+def test_a_declared_reuse_is_a_proof_derived_traces_equal_fresh_replays(fixture_conversations):
+    from zett_lab.study.boundaries import derive, region
+
+    conversation = next(c for c in fixture_conversations if c.id == "billing-rounding")
+    options = {"keep_recent_tokens": 3_000, "summarizer": "anchors:0.1", "engine": SplitTurnCompaction}
+    trace = zett_lab.replay(conversation, max_tokens=12_000, **options)
+    where = region(trace, limits=engine_reuse(SplitTurnCompaction))
+    assert where.k_lo == where.k_hi == 3_000 and where.m_lo < 12_000 and where.m_hi is not None
+    for edge in (where.m_lo, where.m_hi):
+        assert same_replay(derive(trace, edge, 3_000, where), zett_lab.replay(conversation, max_tokens=edge, **options)) == []
+    outside = zett_lab.replay(conversation, max_tokens=where.m_hi + 1, **options)
+    assert same_replay(derive(trace, where.m_hi + 1, 3_000), outside) != []  # the region is tight
+    assert region(trace).reason and region(trace).m_lo == region(trace).m_hi == 12_000  # no declaration passed: none assumed
+
+
+def test_decision_boundaries_walk_an_engine_only_along_what_it_declares(fixture_conversations):
+    from zett_lab.study.boundaries import decision_boundaries
+
+    conversation = next(c for c in fixture_conversations if c.id == "billing-rounding")
+    walk = decision_boundaries(conversation, "anchors:0.1", keep_recent_tokens=3_000, max_tokens_range=(8_000, 20_000),
+                               engine=SplitTurnCompaction, progress=False)
+    assert walk.values and all(t.settings["engine"].endswith("SplitTurnCompaction") for t in walk.traces.values())
+    with pytest.raises(zett_lab.SettingError, match="declares no proven reuse along keep_recent_tokens"):
+        decision_boundaries(conversation, "anchors:0.1", max_tokens=12_000, keep_recent_tokens_range=(1_000, 5_000),
+                            engine=SplitTurnCompaction, progress=False)
+    with pytest.raises(zett_lab.SettingError, match="declares no proven reuse along max_tokens"):
+        decision_boundaries(conversation, "anchors:0.1", keep_recent_tokens=3_000, max_tokens_range=(8_000, 20_000),
+                            engine=ObservationMaskingCompaction, progress=False)
+
+
+def test_an_engine_that_cannot_reach_worker_processes_is_refused_before_the_sweep_starts(fixture_conversations):
+    import concurrent.futures as cf
+
+    from zett_lab.study.sweep import sweep
+
+    class LocalPolicy(CompactionExtension):
+        pass
+
+    with cf.ProcessPoolExecutor(max_workers=1) as pool, pytest.raises(zett_lab.SettingError, match="cannot be sent to worker processes"):
+        sweep(fixture_conversations[:1], max_tokens=[10_000], keep_recent_tokens=[2_000], engines={"local": LocalPolicy}, executor=pool)
+    with pytest.raises(EngineError, match="not a subclass"):
+        sweep(fixture_conversations[:1], max_tokens=[10_000], keep_recent_tokens=[2_000], engines={"bad": NotAnEngine}, executor="serial")

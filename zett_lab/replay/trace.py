@@ -186,6 +186,7 @@ class Trace:
             "max_tokens": self.settings.get("max_tokens"),
             "keep_recent_tokens": self.settings.get("keep_recent_tokens"),
             "summarizer": self.settings.get("summarizer"),
+            "engine": self.settings.get("engine", "CompactionExtension"),
             "compactions_applied": int(compactions["applied"].sum()) if len(compactions) else 0,
             "rejected_not_smaller": int((reasons == NOT_SMALLER).sum()),
             "failed": int(reasons.isin(FAILURE_REASONS).sum()),

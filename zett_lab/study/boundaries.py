@@ -61,6 +61,7 @@ from zett_agent.messages import AnyMessage, SystemMessage
 from ..errors import SettingError
 from ..load.conversation import Conversation, starts_turn
 from ..records import is_missing
+from ..replay.engine import STOCK_REUSE, EngineSpec, check_engine, engine_name, engine_reuse
 from ..replay.explain import walk_cutoff
 from ..replay.trace import Trace, checkpoint_message
 from ..tokens import TokenCounter
@@ -118,17 +119,27 @@ def _keep_interval(dialogue: Sequence[AnyMessage], b: int, sums: list[int]) -> t
     return sums[nb], (None if b == 0 else sums[b])
 
 
-def region(trace: Trace, *, count_tokens: TokenCounter | None = None, verify: bool = False) -> Region:
+def region(
+    trace: Trace, *, count_tokens: TokenCounter | None = None, verify: bool = False, limits: Sequence[str] | None = None
+) -> Region:
     """The rectangle of settings proven to give exactly ``trace`` (see the module docstring).
 
     ``count_tokens`` must be the counter the replay used (None: zett_lab's exact counter).
     Runs in O(steps + messages) using prefix sums of per-message counts (the counter is
     additive per message). ``verify=True`` also rebuilds every context that found no
     window and re-runs the engine's own walk on it, checking the arithmetic (slow; tests).
+
+    The proof holds for the stock engine. ``limits`` says along which limits it may be used
+    for the engine that made the trace (``engine_reuse(engine)``: what a user engine declares);
+    None reads it from the trace: both for the stock engine, none for any other.
     """
     counter = count_tokens or default_counter
     settings = trace.settings
     max_tokens, keep = int(settings["max_tokens"]), int(settings["keep_recent_tokens"])
+    if limits is None:
+        limits = STOCK_REUSE if settings.get("engine", engine_name(None)) == engine_name(None) and not settings.get("live") else ()
+    if not limits:
+        return Region.point(max_tokens, keep, f"engine {settings.get('engine')} declares no proven reuse")
     if settings.get("compact_at"):
         return Region.point(max_tokens, keep, "manual compaction passes")
     if trace.compactions is not None and len(trace.compactions) and (trace.compactions["trigger"] != "auto").any():
@@ -170,6 +181,8 @@ def region(trace: Trace, *, count_tokens: TokenCounter | None = None, verify: bo
             m_lo = max(m_lo, estimate)
             continue
         m_hi = estimate - 1 if m_hi is None else min(m_hi, estimate - 1)
+        if "keep_recent_tokens" not in limits:
+            continue  # the window walk is the engine's own: nothing is proven along keep_recent_tokens
         n = int(row.n_recorded)
         if not is_missing(row.cutoff_index):
             # A window was found: the dialogue ends with messages[cutoff:n] verbatim, starting a turn.
@@ -221,6 +234,10 @@ def region(trace: Trace, *, count_tokens: TokenCounter | None = None, verify: bo
         k_lo = max(k_lo, lo + 1)
         if hi is not None:
             k_hi = hi if k_hi is None else min(k_hi, hi)
+    if "keep_recent_tokens" not in limits:
+        k_lo = k_hi = keep
+    if "max_tokens" not in limits:
+        m_lo = m_hi = max_tokens
     result = Region(max_tokens, keep, m_lo, m_hi, k_lo, k_hi)
     if not result.contains(max_tokens, keep):  # cannot happen unless the trace is inconsistent
         return Region.point(max_tokens, keep, "inconsistent trace")
@@ -337,6 +354,7 @@ def decision_boundaries(
     max_tokens: int | None = None,
     max_tokens_range: tuple[int, int | None] | None = None,
     keep_recent_tokens_range: tuple[int, int | None] | None = None,
+    engine: EngineSpec = None,
     cache: Any = None,
     progress: bool = True,
     max_replays: int = 5_000,
@@ -350,9 +368,13 @@ def decision_boundaries(
     takes the same decisions (:func:`region`); the next replay starts one past its end, so
     no change can be missed and each reported value has a replay on both sides.
 
+    ``engine`` is walked only along a limit it declares proven reuse for (the stock engine:
+    both); without that proof every value would need its own replay.
+
     Raises:
-        SettingError: both or neither ranges, a bad range, or more than ``max_replays``
-            replays (regions shrink to points with manual passes: ``compact_at``).
+        SettingError: both or neither ranges, a bad range, an engine with no proven reuse
+            along the walked limit, or more than ``max_replays`` replays (regions shrink to
+            points with manual passes: ``compact_at``).
     """
     from ..replay.run import check_limits, replay, resolve_cache, resolve_summarizer
 
@@ -366,6 +388,13 @@ def decision_boundaries(
         raise SettingError("give exactly one of max_tokens_range= or keep_recent_tokens_range=")
     if fixed is None:
         raise SettingError(f"walking {parameter} needs a fixed {other}=")
+    check_engine(engine)
+    limits = engine_reuse(engine)
+    if parameter not in limits:
+        raise SettingError(
+            f"engine {engine_name(engine)} declares no proven reuse along {parameter} (zett_lab_reuse = {limits}); "
+            "its decision boundaries cannot be walked exactly: sweep a grid of values instead"
+        )
     check_limits(lo, fixed)
     if hi is not None:
         check_limits(hi, fixed)
@@ -387,8 +416,8 @@ def decision_boundaries(
                 raise SettingError(f"decision_boundaries stopped after {max_replays} replays at {parameter}={x}")
             max_tokens_x, keep_x = (x, fixed) if parameter == "max_tokens" else (fixed, x)
             trace = replay(conversation, summarizer=model, cache=summary_cache if summary_cache is not None else False,
-                           max_tokens=max_tokens_x, keep_recent_tokens=keep_x, **replay_options)
-            where = region(trace, count_tokens=counter)
+                           engine=engine, max_tokens=max_tokens_x, keep_recent_tokens=keep_x, **replay_options)
+            where = region(trace, count_tokens=counter, limits=limits)
             end = where.m_hi if parameter == "max_tokens" else where.k_hi
             traces[x] = trace
             summary = trace.summary()

@@ -41,8 +41,10 @@ from __future__ import annotations
 import atexit
 import concurrent.futures as cf
 import contextlib
+import functools
 import hashlib
 import html
+import itertools
 import json
 import math
 import multiprocessing
@@ -84,6 +86,7 @@ from ..replay.trace import (
     failure_counts,
     frame,
 )
+from ..replay.engine import EngineSpec, check_engine, engine_name, engine_reuse
 from ..replay.recorder import COMPACTION_COLUMNS, STEP_COLUMNS
 from .boundaries import (
     Boundaries,
@@ -143,7 +146,9 @@ CONTEXT_WINDOWS: dict[str, int] = {
 }
 
 #: The setting columns that identify a cell (with ``conversation_id``).
-SETTING_COLUMNS = ("summarizer", "max_tokens", "keep_recent_tokens")
+SETTING_COLUMNS = ("engine", "summarizer", "max_tokens", "keep_recent_tokens")
+#: The ``engine`` label of the stock ``CompactionExtension`` when a sweep is given no ``engines``.
+STOCK_ENGINE = "stock"
 #: Replay options a sweep passes through to :func:`zett_lab.replay`.
 REPLAY_OPTIONS = (
     "reasoning_effort",
@@ -300,6 +305,8 @@ class _Unit:
     prices: Any
     concurrency: int
     reuse: bool
+    engine: EngineSpec = None
+    engine_label: str = STOCK_ENGINE
 
 
 @dataclass
@@ -365,7 +372,7 @@ def _store_key(unit: _Unit, identity: str) -> tuple:
     cache = unit.cache
     cache_key = "off" if cache is False else str(getattr(cache, "path", None))
     row_options = json.dumps([unit.metrics, unit.primary_model, unit.prices], sort_keys=True, default=repr)
-    return (unit.fingerprint, identity, rest, counter_name, cache_key, row_options)
+    return (unit.fingerprint, identity, engine_name(unit.engine), rest, counter_name, cache_key, row_options)
 
 
 def _identity_key(identity: str, unit: _Unit) -> str:
@@ -492,13 +499,14 @@ def _run_unit(unit: _Unit) -> dict[str, Any]:
         try:
             trace = replay(
                 unit.conversation, max_tokens=max_tokens, keep_recent_tokens=keep, summarizer=model,
-                cache=unit.cache, warn=False, **unit.replay_options,
+                engine=unit.engine, cache=unit.cache, warn=False, **unit.replay_options,
             )
         except Exception as exc:  # noqa: BLE001 - a cell records its own failure
             with lock:
                 failed[max_tokens] = (f"{type(exc).__name__}: {exc}", time.perf_counter() - began)
             return
-        where = region(trace, count_tokens=counter) if unit.reuse else Region.point(max_tokens, keep, "reuse off")
+        where = (region(trace, count_tokens=counter, limits=engine_reuse(unit.engine)) if unit.reuse
+                 else Region.point(max_tokens, keep, "reuse off"))
         proven = _Proven(f"{os.getpid()}-{uuid.uuid4().hex[:12]}", where, trace)
         if unit.reuse:
             _STORE.add(key, proven)
@@ -679,13 +687,13 @@ class Sweep:
     """The result of :func:`sweep`: a tidy results table and the trace of every cell.
 
     Attributes:
-        results: one row per conversation × summarizer × max_tokens × keep_recent_tokens.
-            Setting columns (``conversation_id``, ``summarizer`` (the label given),
+        results: one row per conversation × engine × summarizer × max_tokens × keep_recent_tokens.
+            Setting columns (``conversation_id``, ``engine`` and ``summarizer`` (the labels given),
             ``max_tokens``, ``keep_recent_tokens`` (tokens), and with ``context_window``:
             ``context_window``, ``max_tokens_share``, ``keep_recent_share``); budget figures
             of :meth:`Trace.summary`; cost columns of :func:`zett_lab.measure.cost.cost_summary`
             (``*_usd`` only with ``primary_model``); loss metrics of
-            :func:`zett_lab.measure.measure`; then ``summarizer_identity``, ``replayed``
+            :func:`zett_lab.measure.measure`; then ``engine_identity``, ``summarizer_identity``, ``replayed``
             (False: the cell is proven identical to another replay and shares it),
             ``model_calls`` / ``cache_hits`` (summary calls this cell made / got from the
             cache), ``seconds`` and ``error`` (None when the cell is complete). A cell whose
@@ -699,7 +707,8 @@ class Sweep:
     config: dict[str, Any]
     _conversations: dict[str, Conversation] = field(default_factory=dict, repr=False)
     _sources: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
-    _cells: dict[tuple[str, str, int, int], str] = field(default_factory=dict, repr=False)
+    #: ``(conversation_id, summarizer, max_tokens, keep_recent_tokens, engine)`` -> the replay that answers the cell.
+    _cells: dict[tuple[str, str, int, int, str], str] = field(default_factory=dict, repr=False)
     source: Path | None = field(default=None, repr=False)
 
     # --- traces -------------------------------------------------------------------
@@ -710,14 +719,20 @@ class Sweep:
         return tokens
 
     def trace(
-        self, conversation_id: str, max_tokens: float, keep_recent_tokens: float, summarizer: Any = None
+        self, conversation_id: str, max_tokens: float, keep_recent_tokens: float, summarizer: Any = None, engine: str | None = None
     ) -> Trace:
         """The trace of one cell (fractions are resolved against the sweep's context window).
 
-        ``summarizer`` is the label given to the sweep (or its identity); it may be left out
-        when the sweep has one summarizer. Raises ``KeyError`` for a cell not in the grid
-        and :class:`~zett_lab.errors.ZettLabError` for a cell that failed.
+        ``summarizer`` is the label given to the sweep (or its identity) and ``engine`` the
+        engine's label; either may be left out when the sweep has only one. Raises
+        ``KeyError`` for a cell not in the grid and :class:`~zett_lab.errors.ZettLabError`
+        for a cell that failed.
         """
+        engines = self.config.get("engines", [STOCK_ENGINE])
+        if engine is None:
+            if len(engines) != 1:
+                raise SettingError(f"this sweep has several engines; name one of {engines}")
+            engine = engines[0]
         labels = self.config["summarizers"]
         if summarizer is None:
             if len(labels) != 1:
@@ -727,12 +742,7 @@ class Sweep:
             label = summarizer if isinstance(summarizer, str) else _label(summarizer)
             identities = dict(zip(self.config["summarizer_identities"], labels, strict=True))
             label = label if label in labels else identities.get(label, label)
-        key = (
-            conversation_id,
-            label,
-            self._resolve("max_tokens", max_tokens),
-            self._resolve("keep_recent_tokens", keep_recent_tokens),
-        )
+        key = (conversation_id, label, self._resolve("max_tokens", max_tokens), self._resolve("keep_recent_tokens", keep_recent_tokens), engine)
         if key not in self._cells:
             row = self._row(key)
             if row is not None and isinstance(row.get("error"), str):
@@ -742,15 +752,11 @@ class Sweep:
 
     def _row(self, key: tuple) -> dict[str, Any] | None:
         r = self.results
-        match = r[
-            (r["conversation_id"] == key[0])
-            & (r["summarizer"] == key[1])
-            & (r["max_tokens"] == key[2])
-            & (r["keep_recent_tokens"] == key[3])
-        ]
+        match = r[(r["conversation_id"] == key[0]) & (r["summarizer"] == key[1]) & (r["max_tokens"] == key[2])
+                  & (r["keep_recent_tokens"] == key[3]) & (r["engine"] == key[4])]
         return match.iloc[0].to_dict() if len(match) else None
 
-    def _trace(self, key: tuple[str, str, int, int]) -> Trace:
+    def _trace(self, key: tuple[str, str, int, int, str]) -> Trace:
         source = self._sources[self._cells[key]]
         trace = source.get("trace")
         if trace is None:
@@ -758,7 +764,7 @@ class Sweep:
                 conversation=self._conversations[key[0]], steps=source["steps"], compactions=source["compactions"],
                 settings=source["settings"], engine_events=source["engine_events"],
             )
-        if (trace.settings["max_tokens"], trace.settings["keep_recent_tokens"]) == key[2:]:
+        if (trace.settings["max_tokens"], trace.settings["keep_recent_tokens"]) == key[2:4]:
             # A copy: the tables are shared with the replays this process remembers for reuse.
             return Trace(
                 conversation=trace.conversation,
@@ -769,8 +775,8 @@ class Sweep:
             )
         return derive(trace, key[2], key[3], source["region"])
 
-    def traces(self) -> Iterable[tuple[tuple[str, str, int, int], Trace]]:
-        """``((conversation_id, summarizer, max_tokens, keep_recent_tokens), Trace)`` for every complete cell."""
+    def traces(self) -> Iterable[tuple[tuple[str, str, int, int, str], Trace]]:
+        """``((conversation_id, summarizer, max_tokens, keep_recent_tokens, engine), Trace)`` for every complete cell."""
         for key in self._cells:
             yield key, self._trace(key)
 
@@ -813,7 +819,8 @@ class Sweep:
         c = self.config
         return (
             f"Sweep({len(c['conversations'])} conversations × {len(c['max_tokens'])} max_tokens × "
-            f"{len(c['keep_recent_tokens'])} keep_recent_tokens × {len(c['summarizers'])} summarizers = "
+            f"{len(c['keep_recent_tokens'])} keep_recent_tokens × {len(c['summarizers'])} summarizers × "
+            f"{len(c.get('engines', [STOCK_ENGINE]))} engines = "
             f"{len(self.results)} cells; {c.get('replays', 0)} replays, {c.get('reused', 0)} reused, "
             f"{c.get('errors', 0)} errors, {c.get('cells_with_failed_summaries', 0)} with failed summaries; "
             f"{c.get('elapsed_s', 0):.1f}s)"
@@ -826,6 +833,7 @@ class Sweep:
             "max_tokens": c["max_tokens"],
             "keep_recent_tokens": c["keep_recent_tokens"],
             "summarizers": ", ".join(c["summarizers"]),
+            "engines": ", ".join(c.get("engines", [STOCK_ENGINE])),
             "context_window": c.get("context_window"),
             "cells": len(self.results),
             "replays / reused / errors": f"{c.get('replays', 0)} / {c.get('reused', 0)} / {c.get('errors', 0)}",
@@ -839,7 +847,7 @@ class Sweep:
             for k, v in facts.items()
         )
         preferred = [
-            "conversation_id", "summarizer", "max_tokens", "keep_recent_tokens", "compactions_applied",
+            "conversation_id", "engine", "summarizer", "max_tokens", "keep_recent_tokens", "compactions_applied",
             "steps_over_budget", "peak_context", "total_input_tokens", "total_cost_usd", "needed_anchor_recall",
             "instruction_survival", "replayed", "failed", "summary_error", "error",
         ]
@@ -872,7 +880,7 @@ class Sweep:
             )
             cells = pd.DataFrame(
                 [(*key, source) for key, source in self._cells.items()],
-                columns=["conversation_id", "summarizer", "max_tokens", "keep_recent_tokens", "source_id"],
+                columns=["conversation_id", "summarizer", "max_tokens", "keep_recent_tokens", "engine", "source_id"],
             )
             pq.write_table(pa.Table.from_pandas(cells, preserve_index=False), staging / "cells.parquet")
             for name, columns in (("steps", STEP_COLUMNS), ("compactions", COMPACTION_COLUMNS)):
@@ -936,7 +944,7 @@ class Sweep:
             }
         cell_rows: Iterable[Any] = cells.itertuples(index=False)  # rows of the saved cells table
         cell_map = {
-            (r.conversation_id, r.summarizer, int(r.max_tokens), int(r.keep_recent_tokens)): r.source_id
+            (r.conversation_id, r.summarizer, int(r.max_tokens), int(r.keep_recent_tokens), getattr(r, "engine", STOCK_ENGINE)): r.source_id
             for r in cell_rows
         }
         return cls(results=_restore(results), config=document["config"], _conversations=conversations,
@@ -987,12 +995,49 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
+def _engines(engines: Mapping[str, EngineSpec] | None, in_process: bool) -> list[tuple[str, EngineSpec]]:
+    """``[(label, engine)]`` checked up front: each a valid engine a worker process can receive."""
+    if engines is None:
+        return [(STOCK_ENGINE, None)]
+    if not isinstance(engines, Mapping) or not engines:
+        raise SettingError("engines must be a non-empty dict {label: engine}, e.g. {'stock': None, 'mine': MyCompaction}")
+    items = []
+    for label, engine in engines.items():
+        if not isinstance(label, str) or not label.strip():
+            raise SettingError(f"engine labels must be non-empty strings, got {label!r}")
+        check_engine(engine)
+        if not in_process and engine is not None:
+            _check_shippable(label, engine)
+        items.append((label.strip(), engine))
+    return items
+
+
+def _check_shippable(label: str, engine: Any) -> None:
+    """A process executor re-imports an engine by name: refuse one that only exists in this interpreter."""
+    import sys
+
+    target = engine.func if isinstance(engine, functools.partial) else engine
+    module = sys.modules.get(getattr(target, "__module__", "") or "")
+    interactive = module is not None and module.__name__ == "__main__" and not hasattr(module, "__file__")
+    try:
+        pickle.loads(pickle.dumps(engine))
+        problem = "it is defined in this notebook or interactive session" if interactive else None
+    except Exception as error:  # noqa: BLE001 - reported as a setting error
+        problem = f"{type(error).__name__}: {error}"
+    if problem:
+        raise SettingError(
+            f"engine {label!r} ({engine_name(engine)}) cannot be sent to worker processes ({problem}); "
+            "define it in an importable module or use executor='serial'"
+        )
+
+
 def sweep(
     conversations: Conversation | Iterable[Conversation] | str | os.PathLike[str],
     *,
     max_tokens: Sequence[int | float] | float,
     keep_recent_tokens: Sequence[int | float] | float,
     summarizers: Sequence[Any] | None = None,
+    engines: Mapping[str, EngineSpec] | None = None,
     executor: cf.Executor | str | None = None,
     progress: bool = True,
     cache: Any = None,
@@ -1012,6 +1057,10 @@ def sweep(
             allowed (the engine allows it) and simply reported.
         summarizers: specs for :func:`zett_lab.summarizer` and/or AgentModel instances
             (picklable ones for a process executor); None: the default offline summarizer.
+        engines: ``{label: engine}``: compaction engines to compare (None: the stock engine,
+            a ``CompactionExtension`` subclass, or a factory, as for :func:`zett_lab.replay`);
+            the labels fill the ``engine`` column. None: ``{"stock": None}``. Proven reuse is
+            applied to an engine only along the limits it declares (``zett_lab_reuse``).
         executor: None (the session's process pool, one worker per core), ``"serial"``, or any
             :class:`concurrent.futures.Executor` (e.g. ``distributed.Client.get_executor()``).
         progress: show a progress bar (tqdm.auto) when the sweep takes more than a second.
@@ -1069,6 +1118,7 @@ def sweep(
     summary_cache = resolve_cache(cache)
     runner, runner_name = _executor(executor)
     in_process = _in_process(runner)
+    engine_items = _engines(engines, in_process)
     shipped = []
     for spec, model in zip(specs, models, strict=True):
         if isinstance(spec, str) or in_process:
@@ -1089,16 +1139,15 @@ def sweep(
     fingerprints = {c.id: _fingerprint(c) for c in items}
     units: list[_Unit] = []
     for conversation in items:
-        for spec, model, label in zip(shipped, models, labels, strict=True):
-            concurrency = (
-                1 if _is_offline(model) else (getattr(model, "max_concurrency", None) or DEFAULT_PROVIDER_CONCURRENCY)
-            )
+        for (engine_label, engine), (spec, model, label) in itertools.product(engine_items, zip(shipped, models, labels, strict=True)):
+            concurrency = 1 if _is_offline(model) else (getattr(model, "max_concurrency", None) or DEFAULT_PROVIDER_CONCURRENCY)
             for keep, _ in keep_values:
                 units.append(_Unit(
                     index=len(units), conversation=conversation, fingerprint=fingerprints[conversation.id],
                     summarizer=spec, label=label, keep_recent_tokens=keep, max_tokens=[m for m, _ in max_values],
                     cache=summary_cache if summary_cache is not None else False, replay_options=dict(replay_options),
                     metrics=metrics, primary_model=primary_model, prices=prices, concurrency=concurrency, reuse=reuse,
+                    engine=engine, engine_label=engine_label,
                 ))
     order = deque(sorted(units, key=lambda u: -len(u.conversation.messages)))  # longest first: load balance
     conversations_by_id = {c.id: c for c in items}
@@ -1184,25 +1233,26 @@ def sweep(
                 sources[known["source_id"]] = dict(known["payload"], conversation_id=unit.conversation.id)
         for m, _ in max_values:
             cell = cells.get(m)
-            base = {"conversation_id": unit.conversation.id, "summarizer": unit.label,
+            base = {"conversation_id": unit.conversation.id, "engine": unit.engine_label, "summarizer": unit.label,
                     "max_tokens": m, "keep_recent_tokens": unit.keep_recent_tokens}
             if window is not None:
                 base.update(context_window=window, max_tokens_share=share_of["max"][m],
                             keep_recent_share=share_of["keep"][unit.keep_recent_tokens])
             if cell is None:
                 reason = failures.get(unit.index) or "not run"
-                rows.append({**base, "summarizer_identity": identities[labels.index(unit.label)], "error": reason})
+                rows.append({**base, "engine_identity": engine_name(unit.engine),
+                             "summarizer_identity": identities[labels.index(unit.label)], "error": reason})
                 continue
             row = dict(cell["row"] or {})
             row.pop("summarizer", None)
             rows.append({
                 **base, **{k: v for k, v in row.items() if k not in base},
-                "summarizer_identity": identities[labels.index(unit.label)],
+                "engine_identity": engine_name(unit.engine), "summarizer_identity": identities[labels.index(unit.label)],
                 "replayed": cell["replayed"], "model_calls": cell["model_calls"], "cache_hits": cell["cache_hits"],
                 "seconds": cell["seconds"], "error": cell["error"],
             })
             if cell["source_id"] is not None:
-                cell_map[(unit.conversation.id, unit.label, m, unit.keep_recent_tokens)] = cell["source_id"]
+                cell_map[(unit.conversation.id, unit.label, m, unit.keep_recent_tokens, unit.engine_label)] = cell["source_id"]
     results = _results_frame(rows, window is not None)
     complete = results["error"].isna()
     config = {
@@ -1211,6 +1261,9 @@ def sweep(
         "keep_recent_tokens": [k for k, _ in keep_values],
         "summarizers": labels,
         "summarizer_identities": identities,
+        "engines": [label for label, _ in engine_items],
+        "engine_identities": [engine_name(engine) for _, engine in engine_items],
+        "engine_reuse": {label: list(engine_reuse(engine)) for label, engine in engine_items},
         "context_window": window,
         "context_window_name": context_window if isinstance(context_window, str) else None,
         "primary_model": primary_model,
@@ -1261,16 +1314,8 @@ def _stop_at_first_failure(unit: _Unit, result: dict[str, Any] | None, lost: str
         )
 
 
-_LEADING = [
-    "conversation_id",
-    "summarizer",
-    "max_tokens",
-    "keep_recent_tokens",
-    "context_window",
-    "max_tokens_share",
-    "keep_recent_share",
-]
-_TRAILING = ["summarizer_identity", "replayed", "model_calls", "cache_hits", "seconds", "error"]
+_LEADING = ["conversation_id", "engine", "summarizer", "max_tokens", "keep_recent_tokens", "context_window", "max_tokens_share", "keep_recent_share"]
+_TRAILING = ["engine_identity", "summarizer_identity", "replayed", "model_calls", "cache_hits", "seconds", "error"]
 _INT_RESULT_COLUMNS = {
     "max_tokens", "keep_recent_tokens", "context_window", "messages", "steps", "compactions_applied",
     "rejected_not_smaller", "failed", "peak_context", "total_input_tokens", "steps_over_budget", "model_calls",
@@ -1296,7 +1341,9 @@ def _results_frame(rows: list[dict[str, Any]], relative: bool) -> pd.DataFrame:
             table[column] = pd.array([None if is_missing(v) else int(v) for v in table[column]], dtype="Int64")
         elif column == "replayed":
             table[column] = pd.array([None if is_missing(v) else bool(v) for v in table[column]], dtype="boolean")
-        elif column in ("error", "summary_error", "summarizer", "summarizer_identity", "conversation_id"):
+        elif column in (
+            "error", "summary_error", "engine", "engine_identity", "summarizer", "summarizer_identity", "conversation_id"
+        ):
             table[column] = table[column].astype(object).where(table[column].notna(), None)
         elif table[column].dtype == object:
             converted = pd.to_numeric(table[column], errors="coerce")
@@ -1484,7 +1531,7 @@ class Recommendation:
     """The recommended setting and the rule that chose it.
 
     Attributes:
-        summarizer, max_tokens, keep_recent_tokens: the setting.
+        summarizer, max_tokens, keep_recent_tokens, engine: the setting.
         cost: its cost (summed over conversations), in the ``cost_column``.
         values: the constrained metrics for it (worst conversation, or mean with ``over="mean"``);
             with no constraints, its mean loss.
@@ -1501,11 +1548,13 @@ class Recommendation:
     candidates: pd.DataFrame
     constraints: list[tuple[str, str, float]]
     rule: str = ""
+    engine: str = STOCK_ENGINE
 
     def __repr__(self) -> str:
         values = ", ".join(f"{k}={v:.3g}" for k, v in self.values.items())
+        engine = f"engine={self.engine!r}, " if self.engine != STOCK_ENGINE else ""
         return (
-            f"Recommendation(summarizer={self.summarizer!r}, max_tokens={self.max_tokens}, "
+            f"Recommendation({engine}summarizer={self.summarizer!r}, max_tokens={self.max_tokens}, "
             f"keep_recent_tokens={self.keep_recent_tokens}, {self.cost_column}={self.cost:.6g}; {values}; "
             f"{len(self.candidates)} feasible settings)"
         )
@@ -1595,7 +1644,7 @@ def recommend(
         summarizer=setting.get("summarizer"), max_tokens=int(setting["max_tokens"]),
         keep_recent_tokens=int(setting["keep_recent_tokens"]), cost=float(best[cost]), cost_column=cost,
         values={c: float(shown[c].loc[feasible.index[0]]) for c in columns},
-        candidates=feasible.reset_index(), constraints=parsed,
+        candidates=feasible.reset_index(), constraints=parsed, engine=setting.get("engine", STOCK_ENGINE),
         rule=_constrained_rule(cost, constraints, over, len(feasible)),
     )
 
@@ -1631,7 +1680,7 @@ def _knee(table: pd.DataFrame, cost: str, loss: str, nan: str) -> Recommendation
     return Recommendation(
         summarizer=chosen.get("summarizer"), max_tokens=int(chosen["max_tokens"]),
         keep_recent_tokens=int(chosen["keep_recent_tokens"]), cost=float(chosen[cost]), cost_column=cost,
-        values={loss: float(chosen[loss])}, candidates=front, constraints=[],
+        values={loss: float(chosen[loss])}, candidates=front, constraints=[], engine=chosen.get("engine", STOCK_ENGINE),
         rule=f"Per setting ({', '.join(keys)}), {_named(cost)} is summed and {_named(loss)} averaged over conversations; "
         f"the Pareto front holds the settings no other setting beats on both; the recommended one is the front point "
         f"closest to the ideal corner (lowest {cost}, {'highest' if higher else 'lowest'} {loss}) once both axes are "
