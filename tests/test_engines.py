@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 from zett_agent.extensions.compaction import CompactionExtension
 
@@ -170,3 +171,47 @@ def test_an_engine_that_cannot_reach_worker_processes_is_refused_before_the_swee
         sweep(fixture_conversations[:1], max_tokens=[10_000], keep_recent_tokens=[2_000], engines={"local": LocalPolicy}, executor=pool)
     with pytest.raises(EngineError, match="not a subclass"):
         sweep(fixture_conversations[:1], max_tokens=[10_000], keep_recent_tokens=[2_000], engines={"bad": NotAnEngine}, executor="serial")
+
+
+# --- engines side by side: compare, plots ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def engine_sweep(fixture_conversations):
+    from zett_lab.study.sweep import sweep
+
+    conversations = [c for c in fixture_conversations if c.id in ("swe-httpq-4821", "billing-rounding", "ci-flaky-kafka")]
+    return sweep(conversations, max_tokens=[9_000, 14_000, 30_000], keep_recent_tokens=[3_000], summarizers=["anchors:0.1"],
+                 engines={"stock": None, "split": SplitTurnCompaction, "mask": ObservationMaskingCompaction},
+                 executor="serial", progress=False)
+
+
+def test_compare_pairs_engines_per_conversation_and_setting(engine_sweep):
+    from zett_lab.measure.compare import ENGINE_METRICS
+
+    traces: dict[str, list] = {}
+    for (cid, summarizer, m, k, engine), trace in engine_sweep.traces():
+        traces.setdefault(engine, []).append(trace)
+    result = zett_lab.compare(traces, by="engine", seed=1)
+    assert result.by == "engine" and result.level == "conversation" and result.settings["metrics"] == list(ENGINE_METRICS)
+    assert set(result.summary["engine"]) == {"stock", "split", "mask"}
+    assert (result.matched["matched"] == 3 * 3).all()  # every conversation × setting, paired
+    over = result.pairwise[(result.pairwise["a"] == "stock") & (result.pairwise["b"] == "split") & (result.pairwise["metric"] == "steps_over_budget")].iloc[0]
+    assert over["mean_diff"] > 0 and over["loss_rate"] > 0 and over["win_rate"] == 0  # fewer steps over budget is better
+    assert over["ci_low"] <= over["mean_diff"] <= over["ci_high"]
+    from_sweep = zett_lab.compare(engine_sweep, by="engine", seed=1)
+    columns = ["engine", "metric", "n", "mean"]
+    pd.testing.assert_frame_equal(from_sweep.summary[columns], result.summary[columns], check_dtype=False)
+
+
+def test_plots_draw_engines_side_by_side(engine_sweep):
+    from zett_lab.show import plots
+
+    comparison = zett_lab.compare(engine_sweep, by="engine")
+    figure = plots.summarizer_comparison(comparison)
+    axis = figure.axes[0]
+    assert axis.get_title(loc="left").startswith("Engines compared")
+    assert [t.get_text() for t in axis.get_yticklabels()] == ["stock", "split", "mask"]
+    front = plots.pareto(engine_sweep, cost="total_input_tokens", loss="needed_anchor_recall")
+    labels = front.axes[0].get_legend_handles_labels()[1]
+    assert {"stock", "split", "mask"} <= set(labels)

@@ -1,4 +1,4 @@
-"""Comparing summarizers over the same spans: paired means, bootstrap CIs, win rates, Wilcoxon.
+"""Comparing summarizers (or engines) over the same units: paired means, bootstrap CIs, win rates, Wilcoxon.
 
 ``compare({"anchors": traces_a, "mask": traces_b, ...})`` measures every trace
 (or takes :class:`~zett_lab.measure.losses.Losses` as given) and compares the
@@ -43,6 +43,14 @@ set) summarizes each native compaction's identical span through the engine's sum
 per native compaction::
 
     >>> compare({"native:claude-code": conversations}, baselines=("anchors", "mask"))  # doctest: +SKIP
+
+Engines compare the same way: ``compare({"stock": stock_traces, "split": split_traces},
+by="engine")`` pairs them per conversation on the same setting and summarizer (``level``
+defaults to ``"conversation"``: two engines rarely cut the same spans) on
+:data:`ENGINE_METRICS` (steps over budget, context reduction, needed-anchor recall). A
+``Sweep`` (or its results table) can be passed instead of a mapping: ``compare(sweep,
+by="engine")`` groups its complete cells by that column and pairs them on the per-conversation
+metrics it computed.
 
 Example::
 
@@ -111,6 +119,8 @@ PAIRWISE_COLUMNS = {
 class Comparison:
     """Result of :func:`compare`.
 
+    The name column of every table is ``by`` (``summarizer`` or ``engine``).
+
     Attributes:
         summary: per (summarizer, metric): n, mean, bootstrap CI (columns in ``SUMMARY_COLUMNS``).
         pairwise: per (a, b, metric): paired difference, CI, win/tie/loss rates, Wilcoxon
@@ -132,19 +142,19 @@ class Comparison:
     level: str
     losses: dict[str, Losses] = field(default_factory=dict)
     settings: dict[str, Any] = field(default_factory=dict)
+    #: What the compared names are: ``"summarizer"`` or ``"engine"`` (the name column of every table).
+    by: str = "summarizer"
 
     def __repr__(self) -> str:
-        names = ", ".join(self.losses)
+        names = ", ".join(map(str, self.matched[self.by])) if len(self.matched) else ""
         common = int(self.matched["matched"].min()) if len(self.matched) else 0
-        return f"Comparison(level={self.level!r}, summarizers=[{names}], matched units={common})"
+        return f"Comparison(level={self.level!r}, {self.by}s=[{names}], matched units={common})"
 
     def table(self, metric: str | None = None) -> pd.DataFrame:
-        """Summary as a wide table: rows summarizers, columns ``metric`` means (or one metric's mean and CI)."""
+        """Summary as a wide table: rows the compared names, columns ``metric`` means (or one metric's mean and CI)."""
         if metric is not None:
-            return self.summary[self.summary["metric"] == metric].set_index("summarizer")[
-                ["n", "mean", "ci_low", "ci_high"]
-            ]
-        return self.summary.pivot(index="summarizer", columns="metric", values="mean")
+            return self.summary[self.summary["metric"] == metric].set_index(self.by)[["n", "mean", "ci_low", "ci_high"]]
+        return self.summary.pivot(index=self.by, columns="metric", values="mean")
 
     def _repr_html_(self) -> str:
         fmt = lambda v: f"{v:.3f}"  # noqa: E731
@@ -320,50 +330,75 @@ def compare_native_subjects(
 
 
 def compare(
-    results: Mapping[str, Any],
+    results: Mapping[str, Any] | Any,
     *,
-    metrics: Sequence[str] = DEFAULT_METRICS,
-    level: str = "compaction",
+    by: str = "summarizer",
+    metrics: Sequence[str] | None = None,
+    level: str | None = None,
     baselines: Iterable[str] = (),
     confidence: float = 0.95,
     resamples: int = 2000,
     seed: int = 0,
     tie_tolerance: float = 1e-9,
 ) -> Comparison:
-    """Compare summarizers paired over the same spans (see the module docstring).
+    """Compare summarizers, or engines, paired over the same units (see the module docstring).
 
     Args:
-        results: name -> list of Traces, a Trace, Losses, or a list of Losses.
+        results: name -> list of Traces, a Trace, Losses, or a list of Losses; or a ``Sweep``
+            or its results table (grouped by its ``by`` column, paired on its per-conversation metrics).
+        by: what the names stand for: ``"summarizer"`` or ``"engine"``. Engines are paired on
+            the same conversation, setting and summarizer.
         metrics: columns of ``losses.compactions`` (level "compaction") or
-            ``losses.conversation`` (level "conversation"); higher is better.
-        level: ``"compaction"`` (matched spans) or ``"conversation"`` (per-conversation aggregates).
+            ``losses.conversation`` (level "conversation"); the catalogue says which way is better.
+            None: :data:`DEFAULT_METRICS`, or :data:`ENGINE_METRICS` when ``by="engine"``.
+        level: ``"compaction"`` (matched spans) or ``"conversation"`` (per-conversation
+            aggregates). None: compaction for summarizers, conversation for engines (two
+            engines rarely cut the same spans).
         baselines: summarizer specs (``"mask"``, ``"truncate"``, a provider spec...) to replay and
             add under their own names when not already present; with ``native:<agent>`` subjects,
-            summarized on the native spans instead.
+            summarized on the native spans instead (``by="summarizer"`` only).
         confidence, resamples, seed: bootstrap settings (deterministic for a seed).
         tie_tolerance: differences within it count as ties for win rates.
     """
+    if by not in GROUPINGS:
+        raise ValueError(f"by must be one of {', '.join(GROUPINGS)}, got {by!r}")
+    level = level or ("conversation" if by == "engine" else "compaction")
     if level not in ("compaction", "conversation"):
         raise ValueError(f"level must be 'compaction' or 'conversation', got {level!r}")
-    if not results:
-        raise ValueError("compare needs at least one summarizer")
-    losses = _losses_with_baselines(results, baselines)
-    tables, duplicate_counts = _unit_tables(losses, metrics, level)
+    metrics = list(metrics if metrics is not None else (ENGINE_METRICS if by == "engine" else DEFAULT_METRICS))
+    losses: dict[str, Losses] = {}
+    sweep_table = results if isinstance(results, pd.DataFrame) else getattr(results, "results", None)
+    if isinstance(sweep_table, pd.DataFrame):
+        tables, duplicate_counts = _sweep_tables(sweep_table, by, level, metrics)
+    else:
+        if not results:
+            raise ValueError(f"compare needs at least one {by}")
+        losses = _losses_with_baselines(results, baselines if by == "summarizer" else ())
+        tables, duplicate_counts = _unit_tables(losses, metrics, level, by)
     common = _common_units(tables)
     bootstrap = _Bootstrap(confidence, resamples, seed)
     matched_rows = [
-        {"summarizer": name, "units": len(table), "matched": len(common), "duplicates": duplicate_counts[name]}
+        {by: name, "units": len(table), "matched": len(common), "duplicates": duplicate_counts[name]}
         for name, table in tables.items()
     ]
     return Comparison(
-        summary=pd.DataFrame(_summary_rows(tables, common, metrics, bootstrap), columns=list(SUMMARY_COLUMNS)),
+        summary=pd.DataFrame(
+            _summary_rows(tables, common, metrics, bootstrap, by), columns=[by, *list(SUMMARY_COLUMNS)[1:]]
+        ),
         pairwise=pd.DataFrame(_pair_rows(tables, metrics, bootstrap, tie_tolerance), columns=list(PAIRWISE_COLUMNS)),
-        matched=pd.DataFrame(matched_rows, columns=["summarizer", "units", "matched", "duplicates"]),
-        units=_matched_units(tables, common),
+        matched=pd.DataFrame(matched_rows, columns=[by, "units", "matched", "duplicates"]),
+        units=_matched_units(tables, common, by),
         level=level,
         losses=losses,
         settings={"seed": seed, "confidence": confidence, "resamples": resamples, "metrics": list(metrics)},
+        by=by,
     )
+
+
+#: What the names of a comparison can stand for; the other dimension is part of the unit key.
+GROUPINGS = ("summarizer", "engine")
+#: Metrics compared by default between engines: what a policy spends, cuts and loses.
+ENGINE_METRICS: tuple[str, ...] = ("steps_over_budget", "context_reduction", "needed_anchor_recall")
 
 
 class _Bootstrap(NamedTuple):
@@ -391,11 +426,11 @@ def _losses_with_baselines(results: Mapping[str, Any], baselines: Iterable[str])
 
 
 def _unit_tables(
-    losses: dict[str, Losses], metrics: Sequence[str], level: str
+    losses: dict[str, Losses], metrics: Sequence[str], level: str, by: str
 ) -> tuple[dict[str, pd.DataFrame], dict[str, int]]:
-    """Per summarizer: the metric columns indexed by the unit key (first row of a duplicated key kept),
-    and how many duplicate rows were dropped."""
-    key = list(COMPACTION_KEY if level == "compaction" else CONVERSATION_KEY)
+    """Per name: the metric columns indexed by the unit key (first row of a duplicated key kept),
+    and how many duplicate rows were dropped. Engines pair within one summarizer."""
+    key = list(COMPACTION_KEY if level == "compaction" else CONVERSATION_KEY) + (["summarizer"] if by == "engine" else [])
     tables: dict[str, pd.DataFrame] = {}
     duplicate_counts: dict[str, int] = {}
     for name, item in losses.items():
@@ -404,14 +439,38 @@ def _unit_tables(
             table = table[table["status"].isin(["applied", NOT_SMALLER])] if len(table) else table
         else:
             table = item.conversation
-        unknown = [m for m in metrics if m not in table.columns]
-        if unknown:
-            raise ValueError(f"unknown metric(s) {unknown} for level {level!r}")
-        table = table[key + list(metrics)].copy()
-        for column in key:
-            table[column] = table[column].astype(object)
-        duplicate_counts[name] = int(table.duplicated(subset=key).sum())
-        tables[name] = table.drop_duplicates(subset=key, keep="first").set_index(key)
+        tables[name], duplicate_counts[name] = _keyed(table, key, metrics, level)
+    return tables, duplicate_counts
+
+
+def _keyed(table: pd.DataFrame, key: list[str], metrics: Sequence[str], level: str) -> tuple[pd.DataFrame, int]:
+    """The metric columns indexed by ``key`` (first row of a duplicated key kept), and the duplicates dropped."""
+    unknown = [m for m in metrics if m not in table.columns]
+    if unknown:
+        raise ValueError(f"unknown metric(s) {unknown} for level {level!r}")
+    table = table[key + list(metrics)].copy()
+    for column in key:
+        table[column] = table[column].astype(object)
+    duplicates = int(table.duplicated(subset=key).sum())
+    return table.drop_duplicates(subset=key, keep="first").set_index(key), duplicates
+
+
+def _sweep_tables(
+    results: pd.DataFrame, by: str, level: str, metrics: Sequence[str]
+) -> tuple[dict[str, pd.DataFrame], dict[str, int]]:
+    """A sweep's complete cells grouped by ``by``, keyed on conversation, setting and the other dimension."""
+    if level != "conversation":
+        raise ValueError(
+            "a Sweep is compared per conversation (level='conversation'); pass traces for level='compaction'"
+        )
+    if by not in results.columns:
+        raise ValueError(f"this sweep has no {by!r} column")
+    other = "engine" if by == "summarizer" else "summarizer"
+    complete = results[results["error"].isna()] if "error" in results.columns else results
+    key = list(CONVERSATION_KEY) + ([other] if other in complete.columns else [])
+    tables, duplicate_counts = {}, {}
+    for name, part in complete.groupby(by, sort=False):
+        tables[str(name)], duplicate_counts[str(name)] = _keyed(part, key, metrics, level)
     return tables, duplicate_counts
 
 
@@ -426,9 +485,9 @@ def _common_units(tables: dict[str, pd.DataFrame]) -> pd.Index:
 
 
 def _summary_rows(
-    tables: dict[str, pd.DataFrame], common: pd.Index, metrics: Sequence[str], bootstrap: _Bootstrap
+    tables: dict[str, pd.DataFrame], common: pd.Index, metrics: Sequence[str], bootstrap: _Bootstrap, by: str
 ) -> list[dict[str, Any]]:
-    """Mean and bootstrap CI per (summarizer, metric) over the common units."""
+    """Mean and bootstrap CI per (name, metric) over the common units."""
     rows = []
     for m_index, metric in enumerate(metrics):
         for s_index, (name, table) in enumerate(tables.items()):
@@ -441,7 +500,7 @@ def _summary_rows(
             low, high = bootstrap.ci(values, 7919 * m_index + s_index)
             rows.append(
                 {
-                    "summarizer": name,
+                    by: name,
                     "metric": metric,
                     "n": len(values),
                     "mean": float(values.mean()) if len(values) else math.nan,
@@ -496,11 +555,11 @@ def _pair_row(
     }
 
 
-def _matched_units(tables: dict[str, pd.DataFrame], common: pd.Index) -> pd.DataFrame:
-    """The common units' metric values, one block of rows per summarizer."""
+def _matched_units(tables: dict[str, pd.DataFrame], common: pd.Index, by: str) -> pd.DataFrame:
+    """The common units' metric values, one block of rows per name."""
     unit_frames = []
     for name, table in tables.items():
         part = table.loc[common].reset_index() if len(common) else table.iloc[0:0].reset_index()
-        part.insert(0, "summarizer", name)
+        part.insert(0, by, name)
         unit_frames.append(part)
     return pd.concat(unit_frames, ignore_index=True) if unit_frames else pd.DataFrame()

@@ -42,8 +42,9 @@ def comparison_frame(compare_result: Comparison | pd.DataFrame) -> pd.DataFrame:
         raise SettingError(
             f"summarizer_comparison needs a DataFrame (or a result holding one), got {type(compare_result).__name__}"
         )
-    data = data.reset_index() if not _find(data.columns, "summarizer", "model", "name") else data
-    name = _find(data.columns, "summarizer", "model", "name")
+    names = ("summarizer", "engine", "model", "name")
+    data = data.reset_index() if not _find(data.columns, *names) else data
+    name = _find(data.columns, *names)
     estimate = _find(data.columns, "estimate", "mean", "value", "point", "median")
     low = _find(data.columns, "ci_low", "low", "lower", "ci_lower", "lo")
     high = _find(data.columns, "ci_high", "high", "upper", "ci_upper", "hi")
@@ -54,6 +55,7 @@ def comparison_frame(compare_result: Comparison | pd.DataFrame) -> pd.DataFrame:
         )
     out = pd.DataFrame({
         "summarizer": data[name].astype(str),
+        "by": name,
         "metric": data[metric].astype(str) if metric else "value",
         "estimate": pd.to_numeric(data[estimate], errors="coerce"),
         "ci_low": pd.to_numeric(data[low], errors="coerce") if low else np.nan,
@@ -77,10 +79,10 @@ def summarizer_comparison(
     metrics: Sequence[str] | None = None,
     title: str | None = None,
 ) -> Figure:
-    """Summarizers side by side: point estimates with confidence intervals, per metric.
+    """Summarizers (or engines) side by side: point estimates with confidence intervals, per metric.
 
     Accepts a DataFrame (or an object with one, e.g. the result of
-    :func:`zett_lab.measure.compare`) with a summarizer column, an estimate/mean column,
+    :func:`zett_lab.measure.compare`) with a summarizer (or engine) column, an estimate/mean column,
     ``ci_low``/``ci_high`` and optionally a ``metric`` column. One row per summarizer,
     one marker shape per metric (offset within the row), horizontal whiskers for the
     intervals.
@@ -122,7 +124,8 @@ def summarizer_comparison(
         ax.set_xlabel("estimate with confidence interval")
         if len(metric_names) > 1 or metric_names != ["value"]:
             ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=min(len(metric_names), 4), frameon=False)
-        ax.set_title(title or "Summarizers compared (bars: confidence intervals)", loc="left")
+        compared = "Engines" if len(frame) and frame["by"].iloc[0] == "engine" else "Summarizers"
+        ax.set_title(title or f"{compared} compared (bars: confidence intervals)", loc="left")
     return fig
 
 

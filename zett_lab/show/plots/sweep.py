@@ -283,8 +283,8 @@ def pareto(
     ax: Axes | None = None,
     *,
     maximize: bool | None = None,
-    by: Sequence[str] | None = ("summarizer", "max_tokens", "keep_recent_tokens"),
-    group: str | None = "summarizer",
+    by: Sequence[str] | None = ("engine", "summarizer", "max_tokens", "keep_recent_tokens"),
+    group: str | None = "auto",
     front: pd.DataFrame | None = None,
     label_front: bool = True,
     title: str | None = None,
@@ -296,7 +296,8 @@ def pareto(
     guessed from its name (``recall``, ``retention``, ``survival``... are higher-is-better)
     unless ``maximize=`` is given. The front is :func:`zett_lab.study.sweep.pareto_front`'s (or
     ``front=``), drawn as a dashed staircase through outlined points labelled
-    ``max_tokens/keep_recent_tokens``. One marker shape (and colour) per ``group`` value.
+    ``max_tokens/keep_recent_tokens``. One marker shape (and colour) per ``group`` value
+    (``"auto"``: per engine when the sweep compares engines, else per summarizer).
     Missing loss values (nothing compacted) count as the best value, as in the sweep.
     """
     data = sweep_results if isinstance(sweep_results, pd.DataFrame) else getattr(sweep_results, "results", None)
@@ -353,6 +354,8 @@ def _setting_points(
 
 def _setting_marks(ax: Axes, points: pd.DataFrame, cost: str, loss: str, group: str | None) -> None:
     """Every setting as a point, one marker shape and colour per ``group`` value."""
+    if group == "auto":
+        group = "engine" if "engine" in points.columns and points["engine"].nunique() > 1 else "summarizer"
     groups = [(None, points)] if not group or group not in points.columns else list(points.groupby(group, sort=True))
     for k, (name, part) in enumerate(groups):
         ax.plot(
