@@ -179,7 +179,8 @@ class EngineProbe(CompactionExtension):
         if state is not None:
             state.window, state.window_checked = window, True
             if window is None:
-                state.window_skip = self._explain_no_window(messages, keep_recent_tokens, count_tokens)
+                # The probe's counter gives the engine's integers, memoized (the walk is quadratic in the engine's).
+                state.window_skip = self._explain_no_window(messages, keep_recent_tokens, self._probe_counter or count_tokens)
         return window
 
     def _explain_no_window(self, messages: Sequence[AnyMessage], keep: int, count: Callable[[Sequence[AnyMessage]], int]) -> str:

@@ -13,8 +13,9 @@ class. The copy decides exactly as the original would; it appends to ``path`` (J
   the request id, the provider's real usage and latency, and the raw-log sequence numbers
   ``SQLiteSessionExtension`` gave the messages (when the agent has one).
 
-Each record is one ``write`` of a whole line to a file opened for appending, so a killed
-process loses at most the step in flight; step records are also flushed to disk (``fsync``).
+The records of one step are written together, in whole lines, to a file opened for appending,
+when the step ends (and flushed to disk with ``fsync``), so a killed process loses at most the
+step in flight.
 Requests are kept apart by their run context, sessions by their id, so one shared Agent
 serving concurrent requests writes one trace per session. ``Trace.load(path, session=...)``
 reads the file (:func:`read_live_session`), also while an agent is still writing it: a line
@@ -90,7 +91,12 @@ def instrument(extension: CompactionExtension, path: str | Path, *, fsync: bool 
 
 
 class TraceLog:
-    """An append-only JSON-lines file: one ``os.write`` of a whole line per record."""
+    """An append-only JSON-lines file written in whole lines.
+
+    Records of a step (its new messages, its compaction attempt, the step itself) are
+    collected and written with one ``os.write`` when the step ends, then flushed to disk;
+    so a killed process loses at most the step in flight, and a step costs one write.
+    """
 
     def __init__(self, path: str | Path, *, fsync: bool = True) -> None:
         self.path = Path(path)
@@ -109,23 +115,35 @@ class TraceLog:
                 handle.seek(-1, os.SEEK_END)
                 torn = handle.read(1) != b"\n"
         self._lock = threading.Lock()
+        self._pending: list[bytes] = []
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
-        weakref.finalize(self, os.close, self._fd)
+        weakref.finalize(self, _close, self._fd, self._pending)
         if torn:  # a process was killed mid-record: end that line so the next record starts clean
-            self._write(b"\n", sync=True)
+            self._pending.append(b"\n")
 
-    def write(self, record: dict[str, Any], *, sync: bool = False) -> None:
-        line = json.dumps(record, ensure_ascii=False, default=_json_default, separators=(",", ":")) + "\n"
-        self._write(line.encode("utf-8"), sync=sync and self.fsync)
-
-    def _write(self, data: bytes, *, sync: bool) -> None:
+    def write(self, record: dict[str, Any], *, flush: bool = False) -> None:
+        """Add a record; with ``flush``, write everything pending (and fsync when configured)."""
+        line = (json.dumps(record, ensure_ascii=False, default=_json_default, separators=(",", ":")) + "\n").encode("utf-8")
         with self._lock:
-            view = memoryview(data)
+            self._pending.append(line)
+            if not flush:
+                return
+            view = memoryview(b"".join(self._pending))
+            self._pending.clear()
             while view:
                 written = os.write(self._fd, view)
                 view = view[written:]
-            if sync:
+            if self.fsync:
                 os.fsync(self._fd)
+
+
+def _close(fd: int, pending: list[bytes]) -> None:
+    """Write what is still pending (a clean exit loses nothing), then close the file."""
+    try:
+        if pending:
+            os.write(fd, b"".join(pending))
+    finally:
+        os.close(fd)
 
 
 def _json_default(value: Any) -> Any:
@@ -180,7 +198,7 @@ class LiveRecorder:
         self._lock = threading.Lock()
         self._resumed = _session_states(log.path) if log.path.stat().st_size else {}
         log.write({"record": "start", "format": LIVE_FORMAT, "version": LIVE_VERSION, "run": self.run, "pid": os.getpid(),
-                   "started_at": datetime.now(timezone.utc).isoformat(), "settings": self.settings}, sync=True)
+                   "started_at": datetime.now(timezone.utc).isoformat(), "settings": self.settings}, flush=True)
 
     # --- sessions and requests -------------------------------------------------------------------------
 
@@ -207,7 +225,9 @@ class LiveRecorder:
         return request
 
     def _write_row(self, session_id: str, kind: str, row: dict[str, Any]) -> None:
-        self.log.write({"record": kind, "run": self.run, "session_id": session_id, "row": row}, sync=kind == "step")
+        # A step ends the unit a crash may lose; so does a failed or manual pass (no step follows it).
+        flush = kind == "step" or row.get("error") is not None or row.get("trigger") == "manual"
+        self.log.write({"record": kind, "run": self.run, "session_id": session_id, "row": row}, flush=flush)
 
     # --- what the probe reports ------------------------------------------------------------------------
 
@@ -272,8 +292,9 @@ class LiveRecorder:
                    model_latency_s=latency, sequence=known.get(request.appended.get(id(response.message), -1)))
         request.step_pass = request.step_compaction = None
         request.model_started = 0.0
-        self.log.write({"record": "sequences", "run": self.run, "session_id": context.session_id,
-                        "sequences": {str(k): v for k, v in known.items()}})
+        if known:
+            self.log.write({"record": "sequences", "run": self.run, "session_id": context.session_id,
+                            "sequences": {str(k): v for k, v in known.items()}})
         recording.add_step(row)
 
     def event(self, context: AgentRunContext, event: Any) -> None:
