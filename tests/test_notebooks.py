@@ -15,7 +15,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
-EXPECTED = ["01-explore.ipynb", "02-tune-thresholds.ipynb", "03-compare-summary-models.ipynb", "04-loss-report.ipynb"]
+EXPECTED = [
+    "01-explore.ipynb",
+    "02-tune-thresholds.ipynb",
+    "03-compare-summary-models.ipynb",
+    "04-loss-report.ipynb",
+    "05-policy-lab.ipynb",
+]
 CELL_TIMEOUT_S = 900  # a hang guard, not a speed test: benchmarks live in bench/
 
 
@@ -67,3 +73,7 @@ def test_notebook_runs_offline(path, tmp_path, monkeypatch):
     if path.name == "03-compare-summary-models.ipynb":
         texts = "".join(o.get("text", "") for c in notebook.cells if c.cell_type == "code" for o in c.outputs)
         assert "skipping the provider-backed summarizer" in texts
+    if path.name == "05-policy-lab.ipynb":
+        texts = "".join(o.get("text", "") for c in notebook.cells if c.cell_type == "code" for o in c.outputs)
+        assert "CompactionExtension 98 of 125 steps over budget" in texts  # the stock engine on the autonomous run
+        assert "'split': ['max_tokens'], 'mask': [], 'headroom': []" in texts  # reuse only where declared
