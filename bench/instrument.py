@@ -63,14 +63,26 @@ def recorded_tools(conversation: zett_lab.Conversation) -> list[AgentTool]:
     async def answer(**_):
         return copy.deepcopy(results[current_tool_call_id()].popleft().content)
 
-    return [AgentTool(name=n, description=n, parameters={"type": "object"}, handler=answer, guidelines=()) for n in sorted(names)]
+    return [
+        AgentTool(name=n, description=n, parameters={"type": "object"}, handler=answer, guidelines=())
+        for n in sorted(names)
+    ]
 
 
-async def run(conversation: zett_lab.Conversation, extension: CompactionExtension) -> tuple[float, float, RecordedPlayer]:
+async def run(
+    conversation: zett_lab.Conversation, extension: CompactionExtension
+) -> tuple[float, float, RecordedPlayer]:
     player = RecordedPlayer(conversation)
     config = AgentRunConfig(session_id=conversation.id)
-    agent = await Agent.create(player, config=config, system_prompt=conversation.system_prompt or "", tools=recorded_tools(conversation),
-                               extensions=[InMemoryMessageAccumulator(), extension], parallel_tool_call=False, max_iterations=10_000)
+    agent = await Agent.create(
+        player,
+        config=config,
+        system_prompt=conversation.system_prompt or "",
+        tools=recorded_tools(conversation),
+        extensions=[InMemoryMessageAccumulator(), extension],
+        parallel_tool_call=False,
+        max_iterations=10_000,
+    )
     started, cpu = time.perf_counter(), time.process_time()
     for turn in conversation.turns:
         async for _ in agent.stream(copy.deepcopy(conversation.messages[turn.start]), config=config):
@@ -98,7 +110,9 @@ def main() -> None:
             cpu["uninstrumented"].append(cpu_seconds)
             for name, fsync in (("instrumented", True), ("instrumented, no fsync", False)):
                 path = Path(folder) / f"trace-{n}-{fsync}.jsonl"
-                seconds, cpu_seconds, live = asyncio.run(run(conversation, zett_lab.instrument(engine(), path, fsync=fsync)))
+                seconds, cpu_seconds, live = asyncio.run(
+                    run(conversation, zett_lab.instrument(engine(), path, fsync=fsync))
+                )
                 times[name].append(seconds)
                 cpu[name].append(cpu_seconds)
                 assert live.contexts == plain.contexts, "the instrumented run sent other contexts"
@@ -107,16 +121,25 @@ def main() -> None:
     medians = {name: statistics.median(values) for name, values in times.items()}
     cpu_medians = {name: statistics.median(values) for name, values in cpu.items()}
     base, cpu_base = medians["uninstrumented"], cpu_medians["uninstrumented"]
-    print(f"conversation: {conversation.id} ({len(conversation.messages)} messages), max_tokens={max_tokens} keep_recent_tokens={keep}")
-    print(f"steps per run: {steps}; compactions applied: {int(trace.compactions['applied'].sum())}; runs: {runs} each, alternating")
+    applied = int(trace.compactions["applied"].sum())
+    print(f"conversation: {conversation.id} ({len(conversation.messages)} messages), ", end="")
+    print(f"max_tokens={max_tokens} keep_recent_tokens={keep}")
+    print(f"steps per run: {steps}; compactions applied: {applied}; runs: {runs} each, alternating")
     print("identical contexts sent: true")
     for name, median in medians.items():
-        extra = "" if name == "uninstrumented" else (
-            f"; overhead {100 * (median / base - 1):+.1f}% of the step time ({1000 * (median - base) / steps:+.2f} ms per step)")
+        share, per_step = 100 * (median / base - 1), 1000 * (median - base) / steps
+        extra = (
+            ""
+            if name == "uninstrumented"
+            else (f"; overhead {share:+.1f}% of the step time ({per_step:+.2f} ms per step)")
+        )
         print(f"{name}: median {median:.3f} s ({1000 * median / steps:.2f} ms per step){extra}")
     for name in names[1:]:
-        print(f"{name}, CPU time: overhead {100 * (cpu_medians[name] / cpu_base - 1):+.1f}% "
-              f"({1000 * (cpu_medians[name] - cpu_base) / steps:+.2f} ms per step)")
+        print(
+            f"{name}, CPU time: overhead {100 * (cpu_medians[name] / cpu_base - 1):+.1f}% "
+            f"({1000 * (cpu_medians[name] - cpu_base) / steps:+.2f} ms per step)"
+        )
+
 
 if __name__ == "__main__":
     main()

@@ -31,16 +31,23 @@ def study(name: str, folder: Path) -> None:
         conversations = zett_lab.load_all(folder)
     rows = []
     for max_tokens in MAX_TOKENS:
-        grid = zett_lab.sweep(conversations, max_tokens=[max_tokens], keep_recent_tokens=[max_tokens // 4],
-                              engines=ENGINES, progress=False)
+        grid = zett_lab.sweep(
+            conversations,
+            max_tokens=[max_tokens],
+            keep_recent_tokens=[max_tokens // 4],
+            engines=ENGINES,
+            progress=False,
+        )
         rows.append(grid.results)
     import pandas as pd
 
     results = pd.concat(rows, ignore_index=True)
     failed = results[results["error"].notna()]
     steps = results[results["engine"] == "stock"]["steps"].sum()
-    print(f"\n## {name}: {len(conversations)} conversations × {len(MAX_TOKENS)} settings "
-          f"({steps} model steps per engine), {len(failed)} failed cells")
+    print(
+        f"\n## {name}: {len(conversations)} conversations × {len(MAX_TOKENS)} settings "
+        f"({steps} model steps per engine), {len(failed)} failed cells"
+    )
     for _, row in failed.iterrows():
         print(f"   failed: {row['conversation_id']} {row['engine']} {row['max_tokens']}: {row['error']}")
     totals = results.groupby("engine")[["steps_over_budget", "compactions_applied"]].sum()
@@ -50,8 +57,10 @@ def study(name: str, folder: Path) -> None:
     print(f"{'policy':>6} {'metric':>22} {'n':>4} {'stock':>9} {'policy':>9} {'policy - stock [95% CI]':>32}")
     for _, row in pairs.iterrows():
         low, high = -row["ci_high"], -row["ci_low"]  # pairwise is stock - policy
-        print(f"{row['b']:>6} {row['metric']:>22} {row['n']:>4} {row['mean_a']:>9.3f} {row['mean_b']:>9.3f} "
-              f"{-row['mean_diff']:>+10.3f} [{low:+.3f}, {high:+.3f}]")
+        print(
+            f"{row['b']:>6} {row['metric']:>22} {row['n']:>4} {row['mean_a']:>9.3f} {row['mean_b']:>9.3f} "
+            f"{-row['mean_diff']:>+10.3f} [{low:+.3f}, {high:+.3f}]"
+        )
 
 
 def main() -> None:

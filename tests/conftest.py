@@ -36,6 +36,22 @@ def fixture_conversations():
     return zett_lab.load_all(FIXTURES)
 
 
+@pytest.fixture
+def sent_contexts(monkeypatch):
+    """Capture the context every replayed model step actually received from the runtime."""
+    from zett_lab.replay.engine import ReplayModel
+
+    captured: list[list] = []
+    original = ReplayModel.stream
+
+    def stream(self, request):
+        captured.append(list(request.messages))
+        return original(self, request)
+
+    monkeypatch.setattr(ReplayModel, "stream", stream)
+    return captured
+
+
 @pytest.fixture(scope="session")
 def agent_logs() -> Path:
     """The shared real agent logs; skipped where absent, but never when CI=true."""

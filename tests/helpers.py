@@ -114,12 +114,16 @@ class ScriptedAgentModel:
         previous_user = [m for m in request.messages if type(m) is UserMessage]
         turn = previous_user[-1].content if previous_user else ""
         if self.calls % (self.steps + 1):
-            message = AssistantMessage(content="", tool_calls=(ToolCall(id=f"call-{self.calls}", name="read", arguments={"path": f"src/file_{self.calls}.py"}),))
+            call = ToolCall(id=f"call-{self.calls}", name="read", arguments={"path": f"src/file_{self.calls}.py"})
+            message = AssistantMessage(content="", tool_calls=(call,))
         else:
             message = AssistantMessage(content=f"Done with: {turn[:40]}")
         usage = ModelUsage()
         if self.usage:
-            usage = ModelUsage(input_tokens=CompactionExtension._count_tokens(request.messages) + self.overhead, output_tokens=CompactionExtension._count_tokens([message]))
+            usage = ModelUsage(
+                input_tokens=CompactionExtension._count_tokens(request.messages) + self.overhead,
+                output_tokens=CompactionExtension._count_tokens([message]),
+            )
         yield ModelEvent.completed(ModelResponse(message, usage=usage))
 
 
@@ -131,5 +135,5 @@ async def read_tool(path: str = "") -> str:
 def read_agent_tool():
     from zett_agent.tools.base import AgentTool
 
-    return AgentTool(name="read", description="Read a file.", parameters={"type": "object", "properties": {"path": {"type": "string"}}},
-                     handler=read_tool, guidelines=())
+    parameters = {"type": "object", "properties": {"path": {"type": "string"}}}
+    return AgentTool(name="read", description="Read a file.", parameters=parameters, handler=read_tool, guidelines=())

@@ -38,7 +38,9 @@ class NeverCompacts(CompactionExtension):
 
 
 def _replay(engine, **options):
-    return zett_lab.replay(coding_conversation(turns=6), **LIMITS, summarizer=CountingSummarizer(), cache=False, engine=engine, **options)
+    return zett_lab.replay(
+        coding_conversation(turns=6), **LIMITS, summarizer=CountingSummarizer(), cache=False, engine=engine, **options
+    )
 
 
 def test_the_stock_engine_by_class_is_the_default_engine():
@@ -56,7 +58,10 @@ def test_the_stock_engine_by_class_is_the_default_engine():
         (42, "must be a CompactionExtension subclass or a factory"),
         (lambda **options: "not an engine", "returned str, not a CompactionExtension"),
         (lambda **options: 1 / 0, "could not be built .* ZeroDivisionError"),
-        (lambda **options: CompactionExtension(options["model"], max_tokens=999, keep_recent_tokens=200), "has max_tokens=999 but was asked for 600"),
+        (
+            lambda **options: CompactionExtension(options["model"], max_tokens=999, keep_recent_tokens=200),
+            "has max_tokens=999 but was asked for 600",
+        ),
     ],
 )
 def test_a_bad_engine_is_one_clear_error_before_anything_runs(engine, message):
@@ -76,9 +81,14 @@ def test_an_engine_failing_inside_its_pass_is_a_recorded_failed_attempt():
 
 
 def test_strict_mode_and_errors_outside_the_pass_stop_the_replay_naming_the_engine_and_step():
-    with pytest.raises(ReplayError, match=r"engine tests\.test_engines\.BrokenWindow, turn \d+, step \d+: RuntimeError: window bug"):
+    with pytest.raises(
+        ReplayError, match=r"engine tests\.test_engines\.BrokenWindow, turn \d+, step \d+: RuntimeError: window bug"
+    ):
         _replay(BrokenWindow, strict=True)
-    with pytest.raises(ReplayError, match=r"engine tests\.test_engines\.BrokenAfterModel, turn 0, step 0: RuntimeError: after_model bug"):
+    with pytest.raises(
+        ReplayError,
+        match=r"engine tests\.test_engines\.BrokenAfterModel, turn 0, step 0: RuntimeError: after_model bug",
+    ):
         _replay(BrokenAfterModel)
 
 
@@ -109,24 +119,49 @@ def test_a_sweep_compares_engines_cell_by_cell_with_no_unproven_reuse(fixture_co
 
     conversations = [c for c in fixture_conversations if c.id in ("swe-httpq-4821", "billing-rounding")]
     engines = {"stock": None, "split": SplitTurnCompaction, "mask": ObservationMaskingCompaction}
-    result = sweep(conversations, max_tokens=[12_000, 30_000, 200_000], keep_recent_tokens=[3_000, 8_000],
-                   summarizers=["anchors:0.1"], engines=engines, executor="serial", metrics=False, progress=False)
+    result = sweep(
+        conversations,
+        max_tokens=[12_000, 30_000, 200_000],
+        keep_recent_tokens=[3_000, 8_000],
+        summarizers=["anchors:0.1"],
+        engines=engines,
+        executor="serial",
+        metrics=False,
+        progress=False,
+    )
     table = result.results
     assert list(table.columns[:3]) == ["conversation_id", "engine", "summarizer"] and table["error"].isna().all()
     assert sorted(set(table["engine"])) == ["mask", "split", "stock"] and len(table) == 2 * 3 * 3 * 2
-    assert result.config["engine_reuse"] == {"stock": ["max_tokens", "keep_recent_tokens"], "split": ["max_tokens"], "mask": []}
+    assert result.config["engine_reuse"] == {
+        "stock": ["max_tokens", "keep_recent_tokens"],
+        "split": ["max_tokens"],
+        "mask": [],
+    }
     assert table.loc[table["engine"] == "mask", "replayed"].all()  # never reused: the masking policy declares nothing
     assert not table.loc[table["engine"] == "stock", "replayed"].all()
-    for (cid, label, m, k, engine), trace in result.traces():
-        fresh = zett_lab.replay(result.conversations[cid], max_tokens=m, keep_recent_tokens=k, summarizer="anchors:0.1",
-                                engine=engines[engine])
+    for (cid, _summarizer, m, k, engine), trace in result.traces():
+        fresh = zett_lab.replay(
+            result.conversations[cid],
+            max_tokens=m,
+            keep_recent_tokens=k,
+            summarizer="anchors:0.1",
+            engine=engines[engine],
+        )
         assert same_replay(trace, fresh) == [], (cid, engine, m, k)
     split = table[table["engine"] == "split"]
     for _, row in split[~split["replayed"]].iterrows():  # a reused split cell stands on a replay with the same keep
-        source = result._sources[result._cells[(row["conversation_id"], row["summarizer"], row["max_tokens"], row["keep_recent_tokens"], "split")]]
+        source = result._sources[
+            result._cells[
+                (row["conversation_id"], row["summarizer"], row["max_tokens"], row["keep_recent_tokens"], "split")
+            ]
+        ]
         assert source["settings"]["keep_recent_tokens"] == row["keep_recent_tokens"]
     swe = table[table["conversation_id"] == "swe-httpq-4821"].set_index(["engine", "max_tokens", "keep_recent_tokens"])
-    assert swe.loc[("split", 30_000, 8_000), "steps_over_budget"] == 0 < swe.loc[("stock", 30_000, 8_000), "steps_over_budget"]
+    assert (
+        swe.loc[("split", 30_000, 8_000), "steps_over_budget"]
+        == 0
+        < swe.loc[("stock", 30_000, 8_000), "steps_over_budget"]
+    )
 
 
 def test_a_declared_reuse_is_a_proof_derived_traces_equal_fresh_replays(fixture_conversations):
@@ -138,25 +173,48 @@ def test_a_declared_reuse_is_a_proof_derived_traces_equal_fresh_replays(fixture_
     where = region(trace, limits=engine_reuse(SplitTurnCompaction))
     assert where.k_lo == where.k_hi == 3_000 and where.m_lo < 12_000 and where.m_hi is not None
     for edge in (where.m_lo, where.m_hi):
-        assert same_replay(derive(trace, edge, 3_000, where), zett_lab.replay(conversation, max_tokens=edge, **options)) == []
+        assert (
+            same_replay(derive(trace, edge, 3_000, where), zett_lab.replay(conversation, max_tokens=edge, **options))
+            == []
+        )
     outside = zett_lab.replay(conversation, max_tokens=where.m_hi + 1, **options)
     assert same_replay(derive(trace, where.m_hi + 1, 3_000), outside) != []  # the region is tight
-    assert region(trace).reason and region(trace).m_lo == region(trace).m_hi == 12_000  # no declaration passed: none assumed
+    assert (
+        region(trace).reason and region(trace).m_lo == region(trace).m_hi == 12_000
+    )  # no declaration passed: none assumed
 
 
 def test_decision_boundaries_walk_an_engine_only_along_what_it_declares(fixture_conversations):
     from zett_lab.study.boundaries import decision_boundaries
 
     conversation = next(c for c in fixture_conversations if c.id == "billing-rounding")
-    walk = decision_boundaries(conversation, "anchors:0.1", keep_recent_tokens=3_000, max_tokens_range=(8_000, 20_000),
-                               engine=SplitTurnCompaction, progress=False)
+    walk = decision_boundaries(
+        conversation,
+        "anchors:0.1",
+        keep_recent_tokens=3_000,
+        max_tokens_range=(8_000, 20_000),
+        engine=SplitTurnCompaction,
+        progress=False,
+    )
     assert walk.values and all(t.settings["engine"].endswith("SplitTurnCompaction") for t in walk.traces.values())
     with pytest.raises(zett_lab.SettingError, match="declares no proven reuse along keep_recent_tokens"):
-        decision_boundaries(conversation, "anchors:0.1", max_tokens=12_000, keep_recent_tokens_range=(1_000, 5_000),
-                            engine=SplitTurnCompaction, progress=False)
+        decision_boundaries(
+            conversation,
+            "anchors:0.1",
+            max_tokens=12_000,
+            keep_recent_tokens_range=(1_000, 5_000),
+            engine=SplitTurnCompaction,
+            progress=False,
+        )
     with pytest.raises(zett_lab.SettingError, match="declares no proven reuse along max_tokens"):
-        decision_boundaries(conversation, "anchors:0.1", keep_recent_tokens=3_000, max_tokens_range=(8_000, 20_000),
-                            engine=ObservationMaskingCompaction, progress=False)
+        decision_boundaries(
+            conversation,
+            "anchors:0.1",
+            keep_recent_tokens=3_000,
+            max_tokens_range=(8_000, 20_000),
+            engine=ObservationMaskingCompaction,
+            progress=False,
+        )
 
 
 def test_an_engine_that_cannot_reach_worker_processes_is_refused_before_the_sweep_starts(fixture_conversations):
@@ -167,10 +225,25 @@ def test_an_engine_that_cannot_reach_worker_processes_is_refused_before_the_swee
     class LocalPolicy(CompactionExtension):
         pass
 
-    with cf.ProcessPoolExecutor(max_workers=1) as pool, pytest.raises(zett_lab.SettingError, match="cannot be sent to worker processes"):
-        sweep(fixture_conversations[:1], max_tokens=[10_000], keep_recent_tokens=[2_000], engines={"local": LocalPolicy}, executor=pool)
+    with (
+        cf.ProcessPoolExecutor(max_workers=1) as pool,
+        pytest.raises(zett_lab.SettingError, match="cannot be sent to worker processes"),
+    ):
+        sweep(
+            fixture_conversations[:1],
+            max_tokens=[10_000],
+            keep_recent_tokens=[2_000],
+            engines={"local": LocalPolicy},
+            executor=pool,
+        )
     with pytest.raises(EngineError, match="not a subclass"):
-        sweep(fixture_conversations[:1], max_tokens=[10_000], keep_recent_tokens=[2_000], engines={"bad": NotAnEngine}, executor="serial")
+        sweep(
+            fixture_conversations[:1],
+            max_tokens=[10_000],
+            keep_recent_tokens=[2_000],
+            engines={"bad": NotAnEngine},
+            executor="serial",
+        )
 
 
 # --- engines side by side: compare, plots ------------------------------------------------------------------
@@ -180,24 +253,40 @@ def test_an_engine_that_cannot_reach_worker_processes_is_refused_before_the_swee
 def engine_sweep(fixture_conversations):
     from zett_lab.study.sweep import sweep
 
-    conversations = [c for c in fixture_conversations if c.id in ("swe-httpq-4821", "billing-rounding", "ci-flaky-kafka")]
-    return sweep(conversations, max_tokens=[9_000, 14_000, 30_000], keep_recent_tokens=[3_000], summarizers=["anchors:0.1"],
-                 engines={"stock": None, "split": SplitTurnCompaction, "mask": ObservationMaskingCompaction},
-                 executor="serial", progress=False)
+    conversations = [
+        c for c in fixture_conversations if c.id in ("swe-httpq-4821", "billing-rounding", "ci-flaky-kafka")
+    ]
+    return sweep(
+        conversations,
+        max_tokens=[9_000, 14_000, 30_000],
+        keep_recent_tokens=[3_000],
+        summarizers=["anchors:0.1"],
+        engines={"stock": None, "split": SplitTurnCompaction, "mask": ObservationMaskingCompaction},
+        executor="serial",
+        progress=False,
+    )
 
 
 def test_compare_pairs_engines_per_conversation_and_setting(engine_sweep):
     from zett_lab.measure.compare import ENGINE_METRICS
 
     traces: dict[str, list] = {}
-    for (cid, summarizer, m, k, engine), trace in engine_sweep.traces():
+    for (*_, engine), trace in engine_sweep.traces():
         traces.setdefault(engine, []).append(trace)
     result = zett_lab.compare(traces, by="engine", seed=1)
-    assert result.by == "engine" and result.level == "conversation" and result.settings["metrics"] == list(ENGINE_METRICS)
+    assert (
+        result.by == "engine" and result.level == "conversation" and result.settings["metrics"] == list(ENGINE_METRICS)
+    )
     assert set(result.summary["engine"]) == {"stock", "split", "mask"}
     assert (result.matched["matched"] == 3 * 3).all()  # every conversation × setting, paired
-    over = result.pairwise[(result.pairwise["a"] == "stock") & (result.pairwise["b"] == "split") & (result.pairwise["metric"] == "steps_over_budget")].iloc[0]
-    assert over["mean_diff"] > 0 and over["loss_rate"] > 0 and over["win_rate"] == 0  # fewer steps over budget is better
+    over = result.pairwise[
+        (result.pairwise["a"] == "stock")
+        & (result.pairwise["b"] == "split")
+        & (result.pairwise["metric"] == "steps_over_budget")
+    ].iloc[0]
+    assert (
+        over["mean_diff"] > 0 and over["loss_rate"] > 0 and over["win_rate"] == 0
+    )  # fewer steps over budget is better
     assert over["ci_low"] <= over["mean_diff"] <= over["ci_high"]
     from_sweep = zett_lab.compare(engine_sweep, by="engine", seed=1)
     columns = ["engine", "metric", "n", "mean"]

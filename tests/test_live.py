@@ -31,17 +31,34 @@ from .loopback import LoopbackServer
 ROOT = Path(__file__).resolve().parent.parent
 LIMITS = {"max_tokens": 2_500, "keep_recent_tokens": 700}
 #: What the engine decided at each step: equal between a live run and its replay.
-DECISIONS = ["step", "turn", "n_recorded", "estimate", "estimate_source", "triggered", "skip_reason", "cutoff_index",
-             "applied", "context_tokens_after", "over_budget_after", "kept_from", "checkpoint_id"]
+DECISIONS = [
+    "step",
+    "turn",
+    "n_recorded",
+    "estimate",
+    "estimate_source",
+    "triggered",
+    "skip_reason",
+    "cutoff_index",
+    "applied",
+    "context_tokens_after",
+    "over_budget_after",
+    "kept_from",
+    "checkpoint_id",
+]
 
 
 async def run_agent(extension, *, sessions=("live",), turns=3, steps=4, history=None, concurrent=False, model=None):
     """Drive a shared Agent with a deterministic primary model; return its model, events per session and errors."""
     model = model or ScriptedAgentModel(steps)
     agent = await Agent.create(
-        model, config=AgentRunConfig(session_id=sessions[0]), system_prompt="You read files and report.",
-        tools=[read_agent_tool()], extensions=[history or InMemoryMessageAccumulator(), extension],
-        parallel_tool_call=False, max_iterations=1_000,
+        model,
+        config=AgentRunConfig(session_id=sessions[0]),
+        system_prompt="You read files and report.",
+        tools=[read_agent_tool()],
+        extensions=[history or InMemoryMessageAccumulator(), extension],
+        parallel_tool_call=False,
+        max_iterations=1_000,
     )
     events: dict[str, list] = {s: [] for s in sessions}
     errors: list[BaseException] = []
@@ -50,7 +67,9 @@ async def run_agent(extension, *, sessions=("live",), turns=3, steps=4, history=
         config = AgentRunConfig(session_id=session_id)
         for turn in range(turns):
             try:
-                async for event in agent.stream(UserMessage(content=f"{session_id} turn {turn}: read the files."), config=config):
+                async for event in agent.stream(
+                    UserMessage(content=f"{session_id} turn {turn}: read the files."), config=config
+                ):
                     events[session_id].append(event)
             except Exception as error:  # noqa: BLE001 - compared between runs
                 errors.append(error)
@@ -73,7 +92,13 @@ def _observable(events: list) -> list:
     for event in events:
         if event.type.value.startswith("compaction"):
             compaction = event.compaction
-            out.append((event.type, event.applied, compaction and (compaction.compressed_to, compaction.kept_to, compaction.summary)))
+            out.append(
+                (
+                    event.type,
+                    event.applied,
+                    compaction and (compaction.compressed_to, compaction.kept_to, compaction.summary),
+                )
+            )
     return out
 
 
@@ -85,7 +110,9 @@ def test_an_instrumented_extension_decides_exactly_as_the_original(tmp_path, eng
     assert type(original) is engine  # the user's extension is left as it was
     assert any(e.applied for e in plain_events["live"] if e.type is AgentEventType.COMPACTION_COMPLETED)
     assert _observable(live_events["live"]) == _observable(plain_events["live"])
-    assert [[engine_payload(m) for m in c] for c in live_model.contexts] == [[engine_payload(m) for m in c] for c in plain_model.contexts]
+    assert [[engine_payload(m) for m in c] for c in live_model.contexts] == [
+        [engine_payload(m) for m in c] for c in plain_model.contexts
+    ]
     trace = zett_lab.Trace.load(tmp_path / "trace.jsonl")
     assert len(trace.steps) == len(live_model.contexts)
     assert trace.settings["engine"].endswith(engine.__name__) and trace.settings["live"] is True
@@ -93,7 +120,11 @@ def test_an_instrumented_extension_decides_exactly_as_the_original(tmp_path, eng
 
 def test_a_failing_summary_fails_the_request_as_it_would_uninstrumented_and_is_recorded(tmp_path):
     _, _, plain_errors = asyncio.run(run_agent(CompactionExtension(BadSummarizer("empty"), **LIMITS), turns=2))
-    _, _, live_errors = asyncio.run(run_agent(zett_lab.instrument(CompactionExtension(BadSummarizer("empty"), **LIMITS), tmp_path / "t.jsonl"), turns=2))
+    _, _, live_errors = asyncio.run(
+        run_agent(
+            zett_lab.instrument(CompactionExtension(BadSummarizer("empty"), **LIMITS), tmp_path / "t.jsonl"), turns=2
+        )
+    )
     assert plain_errors and [repr(e) for e in live_errors] == [repr(e) for e in plain_errors]
     trace = zett_lab.Trace.load(tmp_path / "t.jsonl")
     failed = trace.compactions[trace.compactions["skip_reason"] == "summary failed"]
@@ -101,7 +132,9 @@ def test_a_failing_summary_fails_the_request_as_it_would_uninstrumented_and_is_r
 
 
 def test_a_live_trace_has_the_replay_columns_real_usage_and_summary_calls(tmp_path):
-    model, _, _ = asyncio.run(run_agent(zett_lab.instrument(CompactionExtension(CountingSummarizer(), **LIMITS), tmp_path / "t.jsonl")))
+    model, _, _ = asyncio.run(
+        run_agent(zett_lab.instrument(CompactionExtension(CountingSummarizer(), **LIMITS), tmp_path / "t.jsonl"))
+    )
     trace = zett_lab.Trace.load(tmp_path / "t.jsonl", session="live")
     assert list(trace.steps.columns) == STEP_COLUMNS + LIVE_STEP_COLUMNS
     assert list(trace.compactions.columns) == COMPACTION_COLUMNS + LIVE_COMPACTION_COLUMNS
@@ -119,12 +152,23 @@ def test_a_live_trace_has_the_replay_columns_real_usage_and_summary_calls(tmp_pa
 def test_sessions_and_concurrent_requests_on_one_agent_are_kept_apart(tmp_path):
     sessions = ("alpha", "beta", "gamma")
     path = tmp_path / "shared.jsonl"
-    asyncio.run(run_agent(zett_lab.instrument(CompactionExtension(CountingSummarizer(), **LIMITS), path),
-                          sessions=sessions, concurrent=True, model=_PerSessionModel(4)))
+    asyncio.run(
+        run_agent(
+            zett_lab.instrument(CompactionExtension(CountingSummarizer(), **LIMITS), path),
+            sessions=sessions,
+            concurrent=True,
+            model=_PerSessionModel(4),
+        )
+    )
     assert sorted(live_sessions(path)) == sorted(sessions)
     alone = tmp_path / "alone.jsonl"
-    asyncio.run(run_agent(zett_lab.instrument(CompactionExtension(CountingSummarizer(), **LIMITS), alone),
-                          sessions=("beta",), model=_PerSessionModel(4)))
+    asyncio.run(
+        run_agent(
+            zett_lab.instrument(CompactionExtension(CountingSummarizer(), **LIMITS), alone),
+            sessions=("beta",),
+            model=_PerSessionModel(4),
+        )
+    )
     reference = zett_lab.Trace.load(alone)
     for session in sessions:
         trace = zett_lab.Trace.load(path, session=session)
@@ -164,7 +208,16 @@ def test_a_live_run_with_zett_storage_replays_to_identical_decisions(tmp_path):
     assert calls == len(live.compactions) >= 2
     assert [engine_payload(m) for m in live.conversation.messages] == [engine_payload(m) for m in conversation.messages]
     assert replayed.steps[DECISIONS].equals(live.steps[DECISIONS])
-    columns = ["step", "span_start", "span_end", "older_tokens", "summary_tokens", "applied", "skip_reason", "summary_text"]
+    columns = [
+        "step",
+        "span_start",
+        "span_end",
+        "older_tokens",
+        "summary_tokens",
+        "applied",
+        "skip_reason",
+        "summary_text",
+    ]
     assert replayed.compactions[columns].equals(live.compactions[columns])
     assert (live.compactions["summary_input_tokens"] > 0).all()  # the provider's real usage of each summary call
     stored = conversation.metadata["sequences"]
@@ -203,7 +256,8 @@ WRITER = textwrap.dedent(
                 yield event
 
     extension = zett_lab.instrument(CompactionExtension(CountingSummarizer(), **LIMITS), sys.argv[1])
-    asyncio.run(run_agent(extension, turns=int(sys.argv[3]), steps=4, model=Slow(4), history=SQLiteSessionExtension(sys.argv[2])))
+    history = SQLiteSessionExtension(sys.argv[2])
+    asyncio.run(run_agent(extension, turns=int(sys.argv[3]), steps=4, model=Slow(4), history=history))
     """
 )
 

@@ -20,7 +20,7 @@ from zett_lab.replay.recorder import NO_TURN_BOUNDARY
 from zett_lab.tokens import engine_payload
 
 from .helpers import CountingSummarizer, ScriptedAgentModel, coding_conversation, read_agent_tool
-from .test_replay import check_fidelity, sent_contexts  # noqa: F401 - the fixture is used by name
+from .test_replay import check_fidelity
 
 
 class MaskedAndSplit(ObservationMaskingCompaction, SplitTurnCompaction):
@@ -46,13 +46,20 @@ async def _run(engine: CompactionExtension, *, turns: int, steps: int, history=N
     model = ScriptedAgentModel(steps)
     config = AgentRunConfig(session_id="policy-session")
     agent = await Agent.create(
-        model, config=config, system_prompt="You read files.", tools=[read_agent_tool()],
-        extensions=[history or InMemoryMessageAccumulator(), engine], parallel_tool_call=False, max_iterations=1_000,
+        model,
+        config=config,
+        system_prompt="You read files.",
+        tools=[read_agent_tool()],
+        extensions=[history or InMemoryMessageAccumulator(), engine],
+        parallel_tool_call=False,
+        max_iterations=1_000,
     )
     events = []
     try:
         for turn in range(turns):
-            async for event in agent.stream(UserMessage(content=f"Turn {turn}: read every file and report."), config=config):
+            async for event in agent.stream(
+                UserMessage(content=f"Turn {turn}: read every file and report."), config=config
+            ):
                 events.append(event)
     finally:
         if history is not None:
@@ -68,13 +75,20 @@ def test_tool_group_starts_never_cut_between_a_call_and_its_result():
     conversation = coding_conversation(turns=2, tools_per_turn=2, output_lines=3)
     dialogue = [m for m in conversation.messages if not isinstance(m, SystemMessage)]
     starts = tool_group_starts(dialogue)
-    assert [type(m).__name__ for m, s in zip(dialogue, starts) if s] == ["UserMessage", "AssistantMessage", "AssistantMessage", "AssistantMessage"] * 2
-    assert not any(isinstance(m, ToolMessage) and s for m, s in zip(dialogue, starts))
+    assert [type(m).__name__ for m, s in zip(dialogue, starts, strict=True) if s] == [
+        "UserMessage",
+        "AssistantMessage",
+        "AssistantMessage",
+        "AssistantMessage",
+    ] * 2
+    assert not any(isinstance(m, ToolMessage) and s for m, s in zip(dialogue, starts, strict=True))
 
 
 def test_split_turn_compacts_inside_one_oversized_turn_where_the_stock_engine_cannot():
     limits = {"max_tokens": 4_000, "keep_recent_tokens": 1_000}
-    stock_model, stock_events = asyncio.run(_run(CompactionExtension(CountingSummarizer(), **limits), turns=1, steps=30))
+    stock_model, stock_events = asyncio.run(
+        _run(CompactionExtension(CountingSummarizer(), **limits), turns=1, steps=30)
+    )
     assert _completed(stock_events) == []
     assert max(CompactionExtension._count_tokens(c) for c in stock_model.contexts) > 4 * limits["max_tokens"]
 
@@ -128,8 +142,14 @@ def test_split_turn_replays_the_autonomous_fixture_with_no_step_over_budget(fixt
 def test_masking_policy_masks_old_tool_outputs_first_and_calls_no_model_when_that_is_enough(sent_contexts):
     conversation = coding_conversation(turns=6, output_lines=100)
     summarizer = CountingSummarizer()
-    trace = zett_lab.replay(conversation, max_tokens=3_000, keep_recent_tokens=900, summarizer=summarizer, cache=False,
-                            engine=ObservationMaskingCompaction)
+    trace = zett_lab.replay(
+        conversation,
+        max_tokens=3_000,
+        keep_recent_tokens=900,
+        summarizer=summarizer,
+        cache=False,
+        engine=ObservationMaskingCompaction,
+    )
     check_fidelity(trace, sent_contexts)
     applied = trace.compactions[trace.compactions["applied"]]
     assert len(applied) >= 2 and summarizer.calls == 0
@@ -150,7 +170,9 @@ def test_masking_policy_summarizes_the_masked_history_when_masking_is_not_enough
 
     conversation = coding_conversation(turns=6, output_lines=100)
     engine = functools.partial(ObservationMaskingCompaction, masking_target=0.05)
-    trace = zett_lab.replay(conversation, max_tokens=3_000, keep_recent_tokens=900, summarizer=Capturing(), cache=False, engine=engine)
+    trace = zett_lab.replay(
+        conversation, max_tokens=3_000, keep_recent_tokens=900, summarizer=Capturing(), cache=False, engine=engine
+    )
     assert trace.settings["engine"] == "zett_lab.replay.policies.ObservationMaskingCompaction(masking_target=0.05)"
     applied = trace.compactions[trace.compactions["applied"]]
     assert len(seen) == len(trace.compactions) >= 2 and applied["summary_text"].str.startswith("Summary of").all()
@@ -166,8 +188,14 @@ def test_masking_rejects_a_bad_target():
 
 def test_the_policies_compose_and_both_hooks_run(fixture_conversations, sent_contexts):
     conversation = next(c for c in fixture_conversations if c.id == "swe-httpq-4821")
-    trace = zett_lab.replay(conversation, max_tokens=30_000, keep_recent_tokens=8_000, summarizer="anchors:0.1", cache=False,
-                            engine=MaskedAndSplit)
+    trace = zett_lab.replay(
+        conversation,
+        max_tokens=30_000,
+        keep_recent_tokens=8_000,
+        summarizer="anchors:0.1",
+        cache=False,
+        engine=MaskedAndSplit,
+    )
     check_fidelity(trace, sent_contexts)
     applied = trace.compactions[trace.compactions["applied"]]
     assert trace.summary()["steps_over_budget"] == 0

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
-
 import pytest
 from zett_agent.extensions.compaction import CompactionExtension
 from zett_agent.messages import AssistantMessage, ToolMessage
@@ -15,23 +13,7 @@ from zett_lab.replay import ReplayError, SummaryError, replay
 from zett_lab.replay.trace import Trace
 from zett_lab.tokens import MemoizingCounter, engine_payload
 
-engine_module = importlib.import_module("zett_lab.replay.engine")
-
 SETTINGS = [(2_000, 500), (4_000, 1_000), (8_000, 2_000), (16_000, 4_000), (30_000, 12_000)]
-
-
-@pytest.fixture
-def sent_contexts(monkeypatch):
-    """Capture the context every replayed model step actually received from the runtime."""
-    captured: list[list] = []
-    original = engine_module.ReplayModel.stream
-
-    def stream(self, request):
-        captured.append(list(request.messages))
-        return original(self, request)
-
-    monkeypatch.setattr(engine_module.ReplayModel, "stream", stream)
-    return captured
 
 
 def _same_messages(left, right) -> bool:

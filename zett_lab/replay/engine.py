@@ -21,7 +21,6 @@ import functools
 import time
 from collections import defaultdict, deque
 from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -31,10 +30,18 @@ from zett_agent.extensions.compaction import CompactionExtension
 from zett_agent.extensions.events import CompactionEvent, ExtensionEvent, MessageAppendedEvent
 from zett_agent.extensions.persistence import BaseSessionPersistenceExtension
 from zett_agent.messages import AnyMessage, AssistantMessage, SystemMessage, ToolMessage
-from zett_agent.model import AgentModel, ModelEvent, ModelRequest, ModelResponse, ModelUsage, ReasoningEffort, RetryOptions
+from zett_agent.model import (
+    AgentModel,
+    ModelEvent,
+    ModelRequest,
+    ModelResponse,
+    ModelUsage,
+    ReasoningEffort,
+    RetryOptions,
+)
 from zett_agent.tools.base import AgentTool, current_tool_call_id
 
-from ..asyncrun import run_sync
+from ..asyncrun import closing_stream, run_sync
 from ..errors import SettingError
 from ..load.conversation import Conversation
 from .explain import window_skip_reason
@@ -94,22 +101,34 @@ class _BoundChannel:
         key = cache.key(channel.cache_identity, request) if cache is not None else None
         cached = cache.get(key) if key is not None else None
         if cached is not None:
-            call.update(cache_hit=True, text=cached.text.strip(), latency_s=cached.latency_s,
-                        input_tokens=cached.input_tokens, output_tokens=cached.output_tokens)
+            call.update(
+                cache_hit=True,
+                text=cached.text.strip(),
+                latency_s=cached.latency_s,
+                input_tokens=cached.input_tokens,
+                output_tokens=cached.output_tokens,
+            )
             yield ModelEvent.text(cached.text)
             usage = ModelUsage(input_tokens=cached.input_tokens or 0, output_tokens=cached.output_tokens or 0)
             yield ModelEvent.completed(ModelResponse(AssistantMessage(content=cached.text), usage=usage))
             return
         started = time.perf_counter()
-        async with aclosing(channel.model.stream(request)) as events:
+        async with closing_stream(channel.model.stream(request)) as events:
             async for event in events:
                 if event.response is not None:
                     self._record(event.response, time.perf_counter() - started)
                     if key is not None and call["text"] and not call["tool_calls"]:
                         from ..summarizers.cache import CachedSummary
 
-                        cache.put(key, CachedSummary(text=event.response.message.content, latency_s=call["latency_s"],
-                                                     input_tokens=call["input_tokens"], output_tokens=call["output_tokens"]))
+                        cache.put(
+                            key,
+                            CachedSummary(
+                                text=event.response.message.content,
+                                latency_s=call["latency_s"],
+                                input_tokens=call["input_tokens"],
+                                output_tokens=call["output_tokens"],
+                            ),
+                        )
                 elif event.tool_call_delta is not None:
                     call["tool_calls"] = True
                 yield event
@@ -118,8 +137,11 @@ class _BoundChannel:
         usage = response.usage
         reported = usage.input_tokens > 0 or usage.output_tokens > 0
         self.call.update(
-            text=response.message.content.strip(), tool_calls=bool(response.message.tool_calls), latency_s=latency,
-            input_tokens=usage.input_tokens if reported else None, output_tokens=usage.output_tokens if reported else None,
+            text=response.message.content.strip(),
+            tool_calls=bool(response.message.tool_calls),
+            latency_s=latency,
+            input_tokens=usage.input_tokens if reported else None,
+            output_tokens=usage.output_tokens if reported else None,
         )
 
 
@@ -131,7 +153,7 @@ def _channel(model: AgentModel, state: PassRecord) -> AgentModel:
         from ..summarizers import summarizer_identity
 
         model = SummaryChannel(model, summarizer_identity(model))
-    return model.bound(call)  # type: ignore[return-value]
+    return model.bound(call)
 
 
 # --- the probe ----------------------------------------------------------------------------------------
@@ -172,18 +194,28 @@ class EngineProbe(CompactionExtension):
         return estimate
 
     def _select_compaction_window(  # type: ignore[override]
-        self, messages: Sequence[AnyMessage], *, keep_recent_tokens: int, count_tokens: Callable[[Sequence[AnyMessage]], int]
+        self,
+        messages: Sequence[AnyMessage],
+        *,
+        keep_recent_tokens: int,
+        count_tokens: Callable[[Sequence[AnyMessage]], int],
     ) -> Window | None:
-        window = super()._select_compaction_window(messages, keep_recent_tokens=keep_recent_tokens, count_tokens=count_tokens)
+        window = super()._select_compaction_window(
+            messages, keep_recent_tokens=keep_recent_tokens, count_tokens=count_tokens
+        )
         state = _COMPACTING.get()
         if state is not None:
             state.window, state.window_checked = window, True
             if window is None:
                 # The probe's counter gives the engine's integers, memoized (the walk is quadratic in the engine's).
-                state.window_skip = self._explain_no_window(messages, keep_recent_tokens, self._probe_counter or count_tokens)
+                state.window_skip = self._explain_no_window(
+                    messages, keep_recent_tokens, self._probe_counter or count_tokens
+                )
         return window
 
-    def _explain_no_window(self, messages: Sequence[AnyMessage], keep: int, count: Callable[[Sequence[AnyMessage]], int]) -> str:
+    def _explain_no_window(
+        self, messages: Sequence[AnyMessage], keep: int, count: Callable[[Sequence[AnyMessage]], int]
+    ) -> str:
         """The engine's own reason (``explain_no_window``), the stock walk's, or a generic one."""
         explain = getattr(self, "explain_no_window", None)
         if callable(explain):
@@ -192,14 +224,21 @@ class EngineProbe(CompactionExtension):
             return window_skip_reason(messages, keep_recent_tokens=keep, count_tokens=count) or NO_WINDOW
         return NO_WINDOW
 
-    async def _summarize_checkpoint(  # type: ignore[override]
-        self, context: AgentRunContext, older: Sequence[AnyMessage], *, model: AgentModel, reasoning_effort: ReasoningEffort
+    async def _summarize_checkpoint(
+        self,
+        context: AgentRunContext,
+        older: Sequence[AnyMessage],
+        *,
+        model: AgentModel,
+        reasoning_effort: ReasoningEffort,
     ):
         state = self._probe_pass(context)
         if state is not None:
             model = _channel(model, state)
         try:
-            checkpoint = await super()._summarize_checkpoint(context, older, model=model, reasoning_effort=reasoning_effort)
+            checkpoint = await super()._summarize_checkpoint(
+                context, older, model=model, reasoning_effort=reasoning_effort
+            )
         except BaseException:
             if state is not None:
                 state.error_in_summary = True
@@ -246,7 +285,7 @@ def uses_stock_window(engine_class: type) -> bool:
 def window_of_event(before: Sequence[AnyMessage], event: CompactionEvent) -> Window:
     """The window an applied compaction replaced, read from its event (for engines that skip the window hook)."""
     instructions = [m for m in before if isinstance(m, SystemMessage)]
-    dialogue = [m for m in before if not isinstance(m, SystemMessage)]
+    dialogue: list[AnyMessage] = [m for m in before if not isinstance(m, SystemMessage)]
     return instructions, dialogue[: event.compressed_to], dialogue[event.kept_from - 1 : event.kept_to]
 
 
@@ -263,12 +302,19 @@ async def leave_compacting_phase(context: AgentRunContext) -> None:
 # --- building an instrumented engine --------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=256)
+#: Instrumented classes already built, so each (engine class, probe) pair is built once.
+_INSTRUMENTED: dict[tuple[type, type], type[CompactionExtension]] = {}
+
+
 def instrumented_class(engine_class: type[CompactionExtension], probe: type[EngineProbe]) -> type[CompactionExtension]:
     """``probe`` placed in front of ``engine_class`` (the user's class runs unchanged behind it)."""
     if issubclass(engine_class, probe):
         return engine_class
-    return type(f"{probe.__name__}[{engine_class.__name__}]", (probe, engine_class), {"__module__": __name__})
+    built = _INSTRUMENTED.get((engine_class, probe))
+    if built is None:
+        name = f"{probe.__name__}[{engine_class.__name__}]"
+        built = _INSTRUMENTED[(engine_class, probe)] = type(name, (probe, engine_class), {"__module__": __name__})
+    return built
 
 
 def engine_name(engine: EngineSpec) -> str:
@@ -305,7 +351,8 @@ def check_engine(engine: EngineSpec) -> None:
         return
     if isinstance(engine, type):
         if not issubclass(engine, CompactionExtension):
-            raise EngineError(f"engine {engine_name(engine)} is not a subclass of zett_agent's CompactionExtension")
+            name = f"{engine.__module__}.{engine.__qualname__}"
+            raise EngineError(f"engine {name} is not a subclass of zett_agent's CompactionExtension")
         return
     if isinstance(engine, CompactionExtension):
         raise EngineError(
@@ -332,7 +379,9 @@ def build_engine(engine: EngineSpec, probe: type[EngineProbe], **options: Any) -
     except EngineError:
         raise
     except Exception as error:
-        raise EngineError(f"engine {name} could not be built with {sorted(options)}: {type(error).__name__}: {error}") from error
+        raise EngineError(
+            f"engine {name} could not be built with {sorted(options)}: {type(error).__name__}: {error}"
+        ) from error
     for limit in ("max_tokens", "keep_recent_tokens"):
         if getattr(built, limit, None) != options[limit]:
             raise EngineError(
@@ -400,7 +449,9 @@ class ReplayCursor:
         """The runtime wants another step, but the recorded turn ended on a tool result before a new user message."""
         indices = self.assistant_indices
         next_assistant = indices[self.cursor] if self.cursor < len(indices) else None
-        return self.turn_end < len(self.conversation.messages) and (next_assistant is None or next_assistant >= self.turn_end)
+        return self.turn_end < len(self.conversation.messages) and (
+            next_assistant is None or next_assistant >= self.turn_end
+        )
 
     def begin_pass(self, trigger: str | None, n_recorded: int) -> PassRecord:
         self.current = PassRecord(trigger=trigger, n_recorded=n_recorded)
@@ -424,7 +475,8 @@ class ReplayProbe(EngineProbe):
     async def before_model(self, context: AgentRunContext, request: ModelRequest) -> None:
         replay = self._replay
         if replay.turn_was_interrupted():
-            # No model step happened here in the recording (the user interrupted): end the request before the engine acts.
+            # No model step happened here in the recording (the user interrupted):
+            # end the request before the engine acts.
             replay.interrupted_turns.append(replay.recording.turn)
             raise TurnInterrupted
         step = replay.recording.steps
@@ -448,7 +500,9 @@ class ReplayModel:
 
     retry = RetryOptions(max_retries=0)
 
-    def __init__(self, replay: ReplayCursor, usage_for: Callable[[int, ModelRequest, AssistantMessage], ModelUsage]) -> None:
+    def __init__(
+        self, replay: ReplayCursor, usage_for: Callable[[int, ModelRequest, AssistantMessage], ModelUsage]
+    ) -> None:
         self._replay = replay
         self._usage_for = usage_for
 
@@ -458,7 +512,12 @@ class ReplayModel:
         compaction = replay.finish_pass(step)
         state, replay.current = replay.current, None
         indices = replay.assistant_indices
-        message = replay.conversation.messages[indices[replay.cursor]] if replay.cursor < len(indices) else None
+        # assistant_indices holds the indices of AssistantMessage only (see replay()).
+        message = (
+            cast(AssistantMessage, replay.conversation.messages[indices[replay.cursor]])
+            if replay.cursor < len(indices)
+            else None
+        )
         recording.add_step(recording.step_row(step, replay.n_recorded, state, compaction, request.messages, message))
         if message is None:
             replay.ended = True
@@ -482,8 +541,13 @@ class RecordedTools:
             elif isinstance(message, AssistantMessage):
                 names.update(call.name for call in message.tool_calls)
         self.tools = [
-            AgentTool(name=name, description=f"Replays the recorded results of {name}.", parameters={"type": "object"},
-                      handler=self._answer, guidelines=())
+            AgentTool(
+                name=name,
+                description=f"Replays the recorded results of {name}.",
+                parameters={"type": "object"},
+                handler=self._answer,
+                guidelines=(),
+            )
             for name in sorted(names)
         ]
 

@@ -31,6 +31,7 @@ Example::
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import threading
@@ -123,7 +124,9 @@ class TraceLog:
 
     def write(self, record: dict[str, Any], *, flush: bool = False) -> None:
         """Add a record; with ``flush``, write everything pending (and fsync when configured)."""
-        line = (json.dumps(record, ensure_ascii=False, default=_json_default, separators=(",", ":")) + "\n").encode("utf-8")
+        line = (json.dumps(record, ensure_ascii=False, default=_json_default, separators=(",", ":")) + "\n").encode(
+            "utf-8"
+        )
         with self._lock:
             self._pending.append(line)
             if not flush:
@@ -197,8 +200,18 @@ class LiveRecorder:
         self._requests: weakref.WeakKeyDictionary[AgentRunContext, _Request] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
         self._resumed = _session_states(log.path) if log.path.stat().st_size else {}
-        log.write({"record": "start", "format": LIVE_FORMAT, "version": LIVE_VERSION, "run": self.run, "pid": os.getpid(),
-                   "started_at": datetime.now(timezone.utc).isoformat(), "settings": self.settings}, flush=True)
+        log.write(
+            {
+                "record": "start",
+                "format": LIVE_FORMAT,
+                "version": LIVE_VERSION,
+                "run": self.run,
+                "pid": os.getpid(),
+                "started_at": datetime.now(timezone.utc).isoformat(),
+                "settings": self.settings,
+            },
+            flush=True,
+        )
 
     # --- sessions and requests -------------------------------------------------------------------------
 
@@ -207,9 +220,13 @@ class LiveRecorder:
             session = self._sessions.get(session_id)
             if session is None:
                 recording = Recording(
-                    conversation_id=session_id, counter=self.counter, max_tokens=self.settings["max_tokens"],
-                    keep_recent_tokens=self.settings["keep_recent_tokens"], summarizer_identity=self.settings["summarizer"],
-                    keep_rows=False, write=lambda kind, row, sid=session_id: self._write_row(sid, kind, row),
+                    conversation_id=session_id,
+                    counter=self.counter,
+                    max_tokens=self.settings["max_tokens"],
+                    keep_recent_tokens=self.settings["keep_recent_tokens"],
+                    summarizer_identity=self.settings["summarizer"],
+                    keep_rows=False,
+                    write=functools.partial(self._write_row, session_id),
                 )
                 session = self._sessions[session_id] = _Session(recording)
                 state = self._resumed.pop(session_id, None)
@@ -253,8 +270,16 @@ class LiveRecorder:
             session.recording.turn, session.recording.turn_step = session.turns - 1, 0
         if not isinstance(message, SystemMessage) and index == (1 if session.has_system else 0):
             session.recording.span_start = index  # summaries stand for everything from the first dialogue message
-        self.log.write({"record": "message", "run": self.run, "session_id": context.session_id, "index": index,
-                        "message": encode_messages([message]), "usage": asdict(usage) if usage is not None else None})
+        self.log.write(
+            {
+                "record": "message",
+                "run": self.run,
+                "session_id": context.session_id,
+                "index": index,
+                "message": encode_messages([message]),
+                "usage": asdict(usage) if usage is not None else None,
+            }
+        )
 
     def begin_pass(self, context: AgentRunContext, trigger: str | None) -> None:
         request = self._request(context)
@@ -266,8 +291,13 @@ class LiveRecorder:
         recording = request.session.recording
         sequences = storage_sequences(context)
         through = sequences[0] if sequences and state is not None and state.applied else None
-        compaction = recording.finish_pass(state, recording.steps, session_id=context.session_id,
-                                           request_id=request.request_id, compacted_through_sequence=through)
+        compaction = recording.finish_pass(
+            state,
+            recording.steps,
+            session_id=context.session_id,
+            request_id=request.request_id,
+            compacted_through_sequence=through,
+        )
         if not manual:
             request.step_pass, request.step_compaction = state, compaction
             request.model_started = time.perf_counter()
@@ -285,24 +315,50 @@ class LiveRecorder:
         row = recording.step_row(recording.steps, n_recorded, state, request.step_compaction, sent, response.message)
         sequences = storage_sequences(context) or []
         dialogue = [m for m in messages if not isinstance(m, SystemMessage)]
-        known = {request.appended[id(m)]: s for m, s in zip(dialogue, sequences) if id(m) in request.appended and s is not None}
+        known = {
+            request.appended[id(m)]: s
+            for m, s in zip(dialogue, sequences, strict=False)  # the storage may map fewer positions
+            if id(m) in request.appended and s is not None
+        }
         usage = response.usage
-        row.update(session_id=context.session_id, request_id=request.request_id,
-                   usage_input_tokens=usage.input_tokens or None, usage_output_tokens=usage.output_tokens or None,
-                   model_latency_s=latency, sequence=known.get(request.appended.get(id(response.message), -1)))
+        row.update(
+            session_id=context.session_id,
+            request_id=request.request_id,
+            usage_input_tokens=usage.input_tokens or None,
+            usage_output_tokens=usage.output_tokens or None,
+            model_latency_s=latency,
+            sequence=known.get(request.appended.get(id(response.message), -1)),
+        )
         request.step_pass = request.step_compaction = None
         request.model_started = 0.0
         if known:
-            self.log.write({"record": "sequences", "run": self.run, "session_id": context.session_id,
-                            "sequences": {str(k): v for k, v in known.items()}})
+            self.log.write(
+                {
+                    "record": "sequences",
+                    "run": self.run,
+                    "session_id": context.session_id,
+                    "sequences": {str(k): v for k, v in known.items()},
+                }
+            )
         recording.add_step(row)
 
     def event(self, context: AgentRunContext, event: Any) -> None:
         """An applied compaction as the engine published it (the cross-check of its compaction row)."""
         recording = self._request(context).session.recording
-        self.log.write({"record": "event", "run": self.run, "session_id": context.session_id,
-                        "event": {"step": recording.steps, "applied": True, "compressed_to": event.compressed_to,
-                                  "kept_to": event.kept_to, "summary": event.summary}})
+        self.log.write(
+            {
+                "record": "event",
+                "run": self.run,
+                "session_id": context.session_id,
+                "event": {
+                    "step": recording.steps,
+                    "applied": True,
+                    "compressed_to": event.compressed_to,
+                    "kept_to": event.kept_to,
+                    "summary": event.summary,
+                },
+            }
+        )
 
 
 def live_settings(extension: CompactionExtension, custom_counter: bool) -> dict[str, Any]:
@@ -317,7 +373,9 @@ def live_settings(extension: CompactionExtension, custom_counter: bool) -> dict[
         "summarizer": summarizer_identity(model) if model is not None else "request model",
         "engine": engine_name(type(extension)),
         "reasoning_effort": getattr(extension.reasoning_effort, "value", str(extension.reasoning_effort)),
-        "counter": getattr(counter, "__qualname__", type(counter).__name__) if custom_counter else "CompactionExtension._count_tokens",
+        "counter": getattr(counter, "__qualname__", type(counter).__name__)
+        if custom_counter
+        else "CompactionExtension._count_tokens",
         "usage": "live",
         "zett_agent_version": zett_agent.__version__,
     }
@@ -399,15 +457,25 @@ def read_live_session(path: str | Path, session: str | None = None) -> LiveSessi
         raise InputError(path, None, "the live trace holds no session yet")
     if session is None:
         if len(parsed.sessions) > 1:
-            raise InputError(path, None, f"the live trace holds {len(parsed.sessions)} sessions; pass session= one of {sorted(parsed.sessions)}")
+            raise InputError(
+                path,
+                None,
+                f"the live trace holds {len(parsed.sessions)} sessions; pass session= one of {sorted(parsed.sessions)}",
+            )
         session = next(iter(parsed.sessions))
     if session not in parsed.sessions:
         raise InputError(path, f"session {session!r}", f"not in this trace (sessions: {sorted(parsed.sessions)})")
     records = parsed.sessions[session]
     runs = list(dict.fromkeys(r["run"] for kind in records.values() for r in kind))
     settings = dict(parsed.runs[runs[-1]]["settings"]) if runs and runs[-1] in parsed.runs else {}
-    settings.update(live=True, source=str(path), runs=runs, in_flight=parsed.in_flight, torn_records=parsed.torn,
-                    interrupted_turns=[])
+    settings.update(
+        live=True,
+        source=str(path),
+        runs=runs,
+        in_flight=parsed.in_flight,
+        torn_records=parsed.torn,
+        interrupted_turns=[],
+    )
     return LiveSession(
         conversation=_conversation(path, session, records),
         step_rows=[r["row"] for r in records.get("step", [])],
@@ -422,7 +490,9 @@ def _conversation(path: Path, session: str, records: dict[str, list]) -> Convers
     usage: dict[int, ModelUsage] = {}
     for n, record in enumerate(records.get("message", [])):
         if record["index"] != n:
-            raise InputError(path, f"session {session!r}, message {n}", f"the trace skips to message index {record['index']}")
+            raise InputError(
+                path, f"session {session!r}, message {n}", f"the trace skips to message index {record['index']}"
+            )
         messages.extend(decode_messages(record["message"]))
         if record.get("usage"):
             usage[n] = ModelUsage(**record["usage"])
@@ -430,7 +500,11 @@ def _conversation(path: Path, session: str, records: dict[str, list]) -> Convers
     for record in records.get("sequences", []):
         sequences.update({int(k): v for k, v in record["sequences"].items()})
     return Conversation(
-        id=session, messages=messages, source=str(path), format="zett-lab-live", usage=usage,
+        id=session,
+        messages=messages,
+        source=str(path),
+        format="zett-lab-live",
+        usage=usage,
         metadata={"sequences": [sequences.get(i) for i in range(len(messages))], "live": True},
     )
 
@@ -444,9 +518,12 @@ def _session_states(path: Path) -> dict[str, dict[str, Any]]:
         applied = [row["compaction_id"] for row in compactions if row.get("applied")]
         kinds = [decode_messages(r["message"])[0] for r in messages]
         states[session_id] = {
-            "n_messages": len(messages), "turns": sum(1 for m in kinds if starts_turn(m)),
-            "has_system": bool(kinds) and isinstance(kinds[0], SystemMessage), "steps": len(records.get("step", [])),
-            "compactions": len(compactions), "checkpoint_id": applied[-1] if applied else None,
+            "n_messages": len(messages),
+            "turns": sum(1 for m in kinds if starts_turn(m)),
+            "has_system": bool(kinds) and isinstance(kinds[0], SystemMessage),
+            "steps": len(records.get("step", [])),
+            "compactions": len(compactions),
+            "checkpoint_id": applied[-1] if applied else None,
         }
     return states
 
@@ -454,6 +531,10 @@ def _session_states(path: Path) -> dict[str, dict[str, Any]]:
 def _resume(session: _Session, state: dict[str, Any]) -> None:
     session.n_messages, session.turns, session.has_system = state["n_messages"], state["turns"], state["has_system"]
     recording = session.recording
-    recording.steps, recording.compactions, recording.checkpoint_id = state["steps"], state["compactions"], state["checkpoint_id"]
+    recording.steps, recording.compactions, recording.checkpoint_id = (
+        state["steps"],
+        state["compactions"],
+        state["checkpoint_id"],
+    )
     recording.turn = max(0, state["turns"] - 1)
     recording.span_start = 1 if state["has_system"] else 0

@@ -77,20 +77,28 @@ class SplitTurnCompaction(CompactionExtension):
     zett_lab_reuse = ("max_tokens",)
 
     def _select_compaction_window(  # type: ignore[override]
-        self, messages: Sequence[AnyMessage], *, keep_recent_tokens: int, count_tokens: Callable[[Sequence[AnyMessage]], int]
+        self,
+        messages: Sequence[AnyMessage],
+        *,
+        keep_recent_tokens: int,
+        count_tokens: Callable[[Sequence[AnyMessage]], int],
     ) -> Window | None:
-        window = super()._select_compaction_window(messages, keep_recent_tokens=keep_recent_tokens, count_tokens=count_tokens)
+        window = super()._select_compaction_window(
+            messages, keep_recent_tokens=keep_recent_tokens, count_tokens=count_tokens
+        )
         if window is not None:
             return window
         instructions = [m for m in messages if isinstance(m, SystemMessage)]
-        dialogue = [m for m in messages if not isinstance(m, SystemMessage)]
+        dialogue: list[AnyMessage] = [m for m in messages if not isinstance(m, SystemMessage)]
         cutoff = self._group_cutoff(dialogue, keep_recent_tokens, count_tokens)
         if cutoff <= 0 or all(isinstance(m, CompactedMessage) for m in dialogue[:cutoff]):
             return None
         return instructions, dialogue[:cutoff], dialogue[cutoff:]
 
     @staticmethod
-    def _group_cutoff(dialogue: Sequence[AnyMessage], keep_recent_tokens: int, count_tokens: Callable[[Sequence[AnyMessage]], int]) -> int:
+    def _group_cutoff(
+        dialogue: Sequence[AnyMessage], keep_recent_tokens: int, count_tokens: Callable[[Sequence[AnyMessage]], int]
+    ) -> int:
         walked, _ = walk_cutoff(dialogue, keep_recent_tokens=keep_recent_tokens, count_tokens=count_tokens)
         starts = tool_group_starts(dialogue)
         cutoff = walked
@@ -99,7 +107,11 @@ class SplitTurnCompaction(CompactionExtension):
         return cutoff
 
     def explain_no_window(
-        self, messages: Sequence[AnyMessage], *, keep_recent_tokens: int, count_tokens: Callable[[Sequence[AnyMessage]], int]
+        self,
+        messages: Sequence[AnyMessage],
+        *,
+        keep_recent_tokens: int,
+        count_tokens: Callable[[Sequence[AnyMessage]], int],
     ) -> str:
         """Why :meth:`_select_compaction_window` found nothing (zett_lab records it as ``skip_reason``)."""
         dialogue = [m for m in messages if not isinstance(m, SystemMessage)]
@@ -128,7 +140,12 @@ class ObservationMaskingCompaction(CompactionExtension):
     """
 
     def __init__(
-        self, model: AgentModel | None = None, *, masking_target: float = 0.8, keep_output_tokens: int = 0, **options: object
+        self,
+        model: AgentModel | None = None,
+        *,
+        masking_target: float = 0.8,
+        keep_output_tokens: int = 0,
+        **options: object,
     ) -> None:
         super().__init__(model, **options)  # type: ignore[arg-type]
         if not 0 < masking_target <= 1:
@@ -137,16 +154,25 @@ class ObservationMaskingCompaction(CompactionExtension):
         self.keep_output_tokens = keep_output_tokens
         self._mask = Mask(keep_output_tokens=keep_output_tokens)
 
-    async def _summarize_checkpoint(  # type: ignore[override]
-        self, context: AgentRunContext, older: Sequence[AnyMessage], *, model: AgentModel, reasoning_effort: ReasoningEffort
+    async def _summarize_checkpoint(
+        self,
+        context: AgentRunContext,
+        older: Sequence[AnyMessage],
+        *,
+        model: AgentModel,
+        reasoning_effort: ReasoningEffort,
     ) -> CompactedMessage:
         masked = CompactedMessage(content=CHECKPOINT_PREFIX + self._mask.summarize(older))
         messages = context.state.messages
         dialogue = [m for m in messages if not isinstance(m, SystemMessage)]
         after = [*(m for m in messages if isinstance(m, SystemMessage)), masked, *dialogue[len(older) :]]
-        if self.count_tokens(after) <= self.masking_target * self.max_tokens and self.count_tokens([masked]) < self.count_tokens(older):
+        if self.count_tokens(after) <= self.masking_target * self.max_tokens and self.count_tokens(
+            [masked]
+        ) < self.count_tokens(older):
             return masked
-        return await super()._summarize_checkpoint(context, self._masked(older), model=model, reasoning_effort=reasoning_effort)
+        return await super()._summarize_checkpoint(
+            context, self._masked(older), model=model, reasoning_effort=reasoning_effort
+        )
 
     def _masked(self, older: Sequence[AnyMessage]) -> list[AnyMessage]:
         """The older messages as the summary model gets them: long tool outputs replaced by a placeholder."""

@@ -44,8 +44,16 @@ ENGINE_FAILED = "engine failed"
 
 #: Every skip reason zett_lab records (a user engine's ``explain_no_window`` may add its own).
 SKIP_REASONS = (
-    BELOW_THRESHOLD, RECENT_COVERS_ALL, NO_TURN_BOUNDARY, ONLY_CHECKPOINTS, NO_GROUP_BOUNDARY, NO_WINDOW,
-    NOT_SMALLER, NOT_APPLIED, SUMMARY_FAILED, ENGINE_FAILED,
+    BELOW_THRESHOLD,
+    RECENT_COVERS_ALL,
+    NO_TURN_BOUNDARY,
+    ONLY_CHECKPOINTS,
+    NO_GROUP_BOUNDARY,
+    NO_WINDOW,
+    NOT_SMALLER,
+    NOT_APPLIED,
+    SUMMARY_FAILED,
+    ENGINE_FAILED,
 )
 #: Each skip reason in words (what a person reading a step table is told).
 SKIP_REASON_MEANINGS = {
@@ -71,41 +79,134 @@ FAILURE_REASONS = (SUMMARY_FAILED, ENGINE_FAILED)
 # --- columns ------------------------------------------------------------------------------------
 
 STEP_COLUMNS = [
-    "conversation_id", "turn", "step", "turn_step", "n_recorded", "n_messages", "estimate", "estimator_tokens",
-    "estimate_source", "max_tokens", "keep_recent_tokens", "triggered", "trigger", "skip_reason", "older_messages",
-    "older_tokens", "recent_messages", "recent_tokens", "cutoff_index", "compaction_id", "summary_tokens", "applied",
-    "context_tokens_after", "over_budget_after", "checkpoint_id", "kept_from", "responded", "output_tokens",
+    "conversation_id",
+    "turn",
+    "step",
+    "turn_step",
+    "n_recorded",
+    "n_messages",
+    "estimate",
+    "estimator_tokens",
+    "estimate_source",
+    "max_tokens",
+    "keep_recent_tokens",
+    "triggered",
+    "trigger",
+    "skip_reason",
+    "older_messages",
+    "older_tokens",
+    "recent_messages",
+    "recent_tokens",
+    "cutoff_index",
+    "compaction_id",
+    "summary_tokens",
+    "applied",
+    "context_tokens_after",
+    "over_budget_after",
+    "checkpoint_id",
+    "kept_from",
+    "responded",
+    "output_tokens",
     "zett_agent_version",
 ]
 COMPACTION_COLUMNS = [
-    "compaction_id", "conversation_id", "step", "turn", "trigger", "span_start", "span_end", "n_recorded",
-    "older_messages", "older_tokens", "recent_messages", "recent_tokens", "summary_tokens", "compression_ratio",
-    "applied", "skip_reason", "summary_text", "summarizer", "latency_s", "cache_hit", "summary_input_tokens",
-    "summary_output_tokens", "error", "error_kind",
+    "compaction_id",
+    "conversation_id",
+    "step",
+    "turn",
+    "trigger",
+    "span_start",
+    "span_end",
+    "n_recorded",
+    "older_messages",
+    "older_tokens",
+    "recent_messages",
+    "recent_tokens",
+    "summary_tokens",
+    "compression_ratio",
+    "applied",
+    "skip_reason",
+    "summary_text",
+    "summarizer",
+    "latency_s",
+    "cache_hit",
+    "summary_input_tokens",
+    "summary_output_tokens",
+    "error",
+    "error_kind",
 ]
 #: The short view of a trace (what ``Trace._repr_html_`` and ``zett-lab replay`` print).
 STEP_SUMMARY_COLUMNS = [
-    "step", "turn", "n_recorded", "estimate", "estimate_source", "triggered", "skip_reason", "applied",
-    "context_tokens_after", "over_budget_after",
+    "step",
+    "turn",
+    "n_recorded",
+    "estimate",
+    "estimate_source",
+    "triggered",
+    "skip_reason",
+    "applied",
+    "context_tokens_after",
+    "over_budget_after",
 ]
 COMPACTION_SUMMARY_COLUMNS = [
-    "compaction_id", "step", "turn", "trigger", "span_start", "span_end", "older_tokens", "summary_tokens",
-    "compression_ratio", "applied", "skip_reason", "error_kind",
+    "compaction_id",
+    "step",
+    "turn",
+    "trigger",
+    "span_start",
+    "span_end",
+    "older_tokens",
+    "summary_tokens",
+    "compression_ratio",
+    "applied",
+    "skip_reason",
+    "error_kind",
 ]
 #: Added to the step table of a live trace: the request, the provider's real usage of the step, the model
 #: call's latency and the raw-log sequence of the reply when a session storage gave it one.
-LIVE_STEP_COLUMNS = ["session_id", "request_id", "usage_input_tokens", "usage_output_tokens", "model_latency_s", "sequence"]
+LIVE_STEP_COLUMNS = [
+    "session_id",
+    "request_id",
+    "usage_input_tokens",
+    "usage_output_tokens",
+    "model_latency_s",
+    "sequence",
+]
 #: Added to the compaction table of a live trace (``compacted_through_sequence``: the storage's snapshot boundary).
 LIVE_COMPACTION_COLUMNS = ["session_id", "request_id", "compacted_through_sequence"]
 #: Added to the compaction table of a replay written through zett-agent's storage (``store=``).
 STORED_COLUMNS = ["snapshot_version", "compacted_through_sequence"]
 
 INTEGER_COLUMNS = {
-    "turn", "step", "turn_step", "n_recorded", "n_messages", "estimate", "estimator_tokens", "max_tokens",
-    "keep_recent_tokens", "older_messages", "older_tokens", "recent_messages", "recent_tokens", "cutoff_index",
-    "compaction_id", "summary_tokens", "context_tokens_after", "checkpoint_id", "kept_from", "output_tokens",
-    "span_start", "span_end", "summary_input_tokens", "summary_output_tokens", "snapshot_version",
-    "compacted_through_sequence", "usage_input_tokens", "usage_output_tokens", "sequence",
+    "turn",
+    "step",
+    "turn_step",
+    "n_recorded",
+    "n_messages",
+    "estimate",
+    "estimator_tokens",
+    "max_tokens",
+    "keep_recent_tokens",
+    "older_messages",
+    "older_tokens",
+    "recent_messages",
+    "recent_tokens",
+    "cutoff_index",
+    "compaction_id",
+    "summary_tokens",
+    "context_tokens_after",
+    "checkpoint_id",
+    "kept_from",
+    "output_tokens",
+    "span_start",
+    "span_end",
+    "summary_input_tokens",
+    "summary_output_tokens",
+    "snapshot_version",
+    "compacted_through_sequence",
+    "usage_input_tokens",
+    "usage_output_tokens",
+    "sequence",
 }
 BOOLEAN_COLUMNS = {"triggered", "applied", "over_budget_after", "responded", "cache_hit"}
 FLOAT_COLUMNS = {"compression_ratio", "latency_s", "model_latency_s"}
@@ -243,7 +344,9 @@ class Recording:
             "recent_messages": len(recent) if window else None,
             "recent_tokens": counter(recent) if window else None,
             "summary_tokens": summary_tokens,
-            "compression_ratio": 1 - summary_tokens / older_tokens if summary_tokens is not None and older_tokens else None,
+            "compression_ratio": 1 - summary_tokens / older_tokens
+            if summary_tokens is not None and older_tokens
+            else None,
             "applied": state.applied,
             "skip_reason": state.skip_reason(),
             "summary_text": text,

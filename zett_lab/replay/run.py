@@ -23,7 +23,7 @@ import warnings
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import aclosing
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import zett_agent
 from zett_agent.agent import Agent, AgentRunConfig
@@ -104,20 +104,35 @@ def _check_replayable(conversation: Conversation) -> None:
     messages = conversation.messages
     for turn in conversation.turns:
         if not isinstance(messages[turn.start], UserMessage):
-            raise InputError(where, f"message {turn.start}", "replay feeds each turn as a user request; an internal agent message cannot start a turn")
+            raise InputError(
+                where,
+                f"message {turn.start}",
+                "replay feeds each turn as a user request; an internal agent message cannot start a turn",
+            )
     for index, message in enumerate(messages[:-1]):
         if isinstance(message, AssistantMessage) and not message.tool_calls and not starts_turn(messages[index + 1]):
             raise InputError(
-                where, f"message {index + 1}",
-                "an assistant answer is followed by another message in the same turn; the runtime ends a request at an answer",
+                where,
+                f"message {index + 1}",
+                "an assistant answer is followed by another message in the same turn; the runtime ends a request at "
+                "an answer",
             )
 
 
-def _parse_compact_at(compact_at: CompactAt | None, conversation: Conversation, n_steps: int) -> tuple[set[int], set[int]]:
-    turns, steps = set(), set()
+def _parse_compact_at(
+    compact_at: CompactAt | None, conversation: Conversation, n_steps: int
+) -> tuple[set[int], set[int]]:
+    turns: set[int] = set()
+    steps: set[int] = set()
     n_turns = len(conversation.turns)
     for item in compact_at or ():
-        kind, value = ("turn", item) if isinstance(item, int) else tuple(str(item).split(":", 1)) if ":" in str(item) else ("?", item)
+        kind, value = (
+            ("turn", item)
+            if isinstance(item, int)
+            else tuple(str(item).split(":", 1))
+            if ":" in str(item)
+            else ("?", item)
+        )
         try:
             number = int(value)
         except (TypeError, ValueError):
@@ -149,11 +164,14 @@ def _usage_function(
     if not conversation.usage:
         if on_missing_usage == "error":
             raise SettingError(
-                f"conversation {conversation.id!r} has no recorded usage; use usage='none' or on_missing_usage='estimate'"
+                f"conversation {conversation.id!r} has no recorded usage; use usage='none' or "
+                "on_missing_usage='estimate'"
             )
         import warnings
 
-        warnings.warn(f"conversation {conversation.id!r} has no recorded usage; the estimator decides every step", stacklevel=3)
+        warnings.warn(
+            f"conversation {conversation.id!r} has no recorded usage; the estimator decides every step", stacklevel=3
+        )
     return lambda index, request, reply: conversation.usage.get(index, ModelUsage())
 
 
@@ -167,7 +185,9 @@ def resolve_summarizer(summarizer: AgentModel | str | None) -> AgentModel:
     if isinstance(summarizer, str):
         return build(summarizer)
     if not callable(getattr(summarizer, "stream", None)):
-        raise SettingError(f"summarizer must be a zett-agent AgentModel or a spec string, got {type(summarizer).__name__}")
+        raise SettingError(
+            f"summarizer must be a zett-agent AgentModel or a spec string, got {type(summarizer).__name__}"
+        )
     return summarizer
 
 
@@ -260,15 +280,23 @@ def replay(
     assistant_indices = [i for i, m in enumerate(messages) if isinstance(m, AssistantMessage)]
     manual_turns, manual_steps = _parse_compact_at(compact_at, conversation, len(assistant_indices) + 1)
     recording = Recording(
-        conversation_id=conversation.id, counter=counter, max_tokens=max_tokens, keep_recent_tokens=keep_recent_tokens,
-        summarizer_identity=identity, span_start=next((i for i, m in enumerate(messages) if not isinstance(m, SystemMessage)), 0),
+        conversation_id=conversation.id,
+        counter=counter,
+        max_tokens=max_tokens,
+        keep_recent_tokens=keep_recent_tokens,
+        summarizer_identity=identity,
+        span_start=next((i for i, m in enumerate(messages) if not isinstance(m, SystemMessage)), 0),
     )
     cursor = ReplayCursor(conversation, recording, assistant_indices, manual_steps)
     usage_for = _usage_function(usage, conversation, counter, usage_overhead, on_missing_usage)
     compaction = build_engine(
-        engine, ReplayProbe,
+        engine,
+        ReplayProbe,
         model=SummaryChannel(model, identity, summary_cache, f"{identity}|effort={effort.value}"),
-        max_tokens=max_tokens, keep_recent_tokens=keep_recent_tokens, count_tokens=counter, reasoning_effort=effort,
+        max_tokens=max_tokens,
+        keep_recent_tokens=keep_recent_tokens,
+        count_tokens=counter,
+        reasoning_effort=effort,
     )
     compaction._replay, compaction._probe_strict, compaction._probe_counter = cursor, strict, counter  # type: ignore[attr-defined]
     if store is None:
@@ -296,7 +324,9 @@ def replay(
         "store": str(store) if store is not None else None,
         "interrupted_turns": cursor.interrupted_turns,
     }
-    trace = Trace.from_rows(conversation, recording.step_rows, recording.compaction_rows, settings, recording.engine_events)
+    trace = Trace.from_rows(
+        conversation, recording.step_rows, recording.compaction_rows, settings, recording.engine_events
+    )
     if store is not None:
         from .stored import link_snapshots, stored_view
 
@@ -336,7 +366,8 @@ async def _drive(
             cursor.turn_start, cursor.turn_end = turn.start, turn.end
             if turn.index in manual_turns:
                 await _consume(agent.compact(config=config), recording)
-            user = copy.deepcopy(conversation.messages[turn.start])
+            # _check_replayable proved that every turn starts with a UserMessage.
+            user = cast(UserMessage, copy.deepcopy(conversation.messages[turn.start]))
             try:
                 await _consume(agent.stream(user, config=config), recording)
             except (Exception, EndOfRecording, TurnInterrupted) as error:

@@ -213,7 +213,9 @@ class Trace:
 
     def _repr_html_(self) -> str:
         summary = self.summary()
-        head = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(str(v))}</td></tr>" for k, v in summary.items())
+        head = "".join(
+            f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(str(v))}</td></tr>" for k, v in summary.items()
+        )
         steps = self.steps[STEP_SUMMARY_COLUMNS].to_html(max_rows=30, index=False, na_rep="")
         compactions = (
             self.compactions[COMPACTION_SUMMARY_COLUMNS].to_html(index=False, na_rep="")
@@ -296,10 +298,12 @@ class Trace:
             raise InputError(path, None, f"not a zett_lab trace ({type(error).__name__}: {error})") from error
         if document.get("format") != TRACE_FORMAT:
             raise InputError(path, "field 'format'", f"expected {TRACE_FORMAT!r}")
-        steps = [{k: (None if is_missing(v) else v) for k, v in row.items()} for row in steps]
+        step_rows: list[dict[str, Any]] = [
+            {str(k): (None if is_missing(v) else v) for k, v in row.items()} for row in steps
+        ]
         return cls.from_rows(
             conversation_from_document(document["conversation"]),
-            steps,
+            step_rows,
             document["compactions"],
             document["settings"],
             document["engine_events"],

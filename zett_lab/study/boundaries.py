@@ -137,7 +137,8 @@ def region(
     settings = trace.settings
     max_tokens, keep = int(settings["max_tokens"]), int(settings["keep_recent_tokens"])
     if limits is None:
-        limits = STOCK_REUSE if settings.get("engine", engine_name(None)) == engine_name(None) and not settings.get("live") else ()
+        stock = settings.get("engine", engine_name(None)) == engine_name(None) and not settings.get("live")
+        limits = STOCK_REUSE if stock else ()
     if not limits:
         return Region.point(max_tokens, keep, f"engine {settings.get('engine')} declares no proven reuse")
     if settings.get("compact_at"):

@@ -719,7 +719,12 @@ class Sweep:
         return tokens
 
     def trace(
-        self, conversation_id: str, max_tokens: float, keep_recent_tokens: float, summarizer: Any = None, engine: str | None = None
+        self,
+        conversation_id: str,
+        max_tokens: float,
+        keep_recent_tokens: float,
+        summarizer: Any = None,
+        engine: str | None = None,
     ) -> Trace:
         """The trace of one cell (fractions are resolved against the sweep's context window).
 
@@ -742,7 +747,13 @@ class Sweep:
             label = summarizer if isinstance(summarizer, str) else _label(summarizer)
             identities = dict(zip(self.config["summarizer_identities"], labels, strict=True))
             label = label if label in labels else identities.get(label, label)
-        key = (conversation_id, label, self._resolve("max_tokens", max_tokens), self._resolve("keep_recent_tokens", keep_recent_tokens), engine)
+        key = (
+            conversation_id,
+            label,
+            self._resolve("max_tokens", max_tokens),
+            self._resolve("keep_recent_tokens", keep_recent_tokens),
+            engine,
+        )
         if key not in self._cells:
             row = self._row(key)
             if row is not None and isinstance(row.get("error"), str):
@@ -776,7 +787,7 @@ class Sweep:
         return derive(trace, key[2], key[3], source["region"])
 
     def traces(self) -> Iterable[tuple[tuple[str, str, int, int, str], Trace]]:
-        """``((conversation_id, summarizer, max_tokens, keep_recent_tokens, engine), Trace)`` for every complete cell."""
+        """``((conversation_id, summarizer, max_tokens, keep_recent_tokens, engine), Trace)`` for each complete cell."""
         for key in self._cells:
             yield key, self._trace(key)
 
@@ -944,7 +955,13 @@ class Sweep:
             }
         cell_rows: Iterable[Any] = cells.itertuples(index=False)  # rows of the saved cells table
         cell_map = {
-            (r.conversation_id, r.summarizer, int(r.max_tokens), int(r.keep_recent_tokens), getattr(r, "engine", STOCK_ENGINE)): r.source_id
+            (
+                r.conversation_id,
+                r.summarizer,
+                int(r.max_tokens),
+                int(r.keep_recent_tokens),
+                getattr(r, "engine", STOCK_ENGINE),  # sweeps saved before engines were a dimension
+            ): r.source_id
             for r in cell_rows
         }
         return cls(results=_restore(results), config=document["config"], _conversations=conversations,
@@ -1000,7 +1017,9 @@ def _engines(engines: Mapping[str, EngineSpec] | None, in_process: bool) -> list
     if engines is None:
         return [(STOCK_ENGINE, None)]
     if not isinstance(engines, Mapping) or not engines:
-        raise SettingError("engines must be a non-empty dict {label: engine}, e.g. {'stock': None, 'mine': MyCompaction}")
+        raise SettingError(
+            "engines must be a non-empty dict {label: engine}, e.g. {'stock': None, 'mine': MyCompaction}"
+        )
     items = []
     for label, engine in engines.items():
         if not isinstance(label, str) or not label.strip():
@@ -1139,8 +1158,11 @@ def sweep(
     fingerprints = {c.id: _fingerprint(c) for c in items}
     units: list[_Unit] = []
     for conversation in items:
-        for (engine_label, engine), (spec, model, label) in itertools.product(engine_items, zip(shipped, models, labels, strict=True)):
-            concurrency = 1 if _is_offline(model) else (getattr(model, "max_concurrency", None) or DEFAULT_PROVIDER_CONCURRENCY)
+        summarizer_items = zip(shipped, models, labels, strict=True)
+        for (engine_label, engine), (spec, model, label) in itertools.product(engine_items, summarizer_items):
+            concurrency = (
+                1 if _is_offline(model) else (getattr(model, "max_concurrency", None) or DEFAULT_PROVIDER_CONCURRENCY)
+            )
             for keep, _ in keep_values:
                 units.append(_Unit(
                     index=len(units), conversation=conversation, fingerprint=fingerprints[conversation.id],
@@ -1218,7 +1240,7 @@ def sweep(
         bar.close()
 
     sources: dict[str, dict[str, Any]] = {}
-    cell_map: dict[tuple[str, str, int, int], str] = {}
+    cell_map: dict[tuple[str, str, int, int, str], str] = {}
     rows: list[dict[str, Any]] = []
     share_of = {name: dict(values) for name, values in (("max", max_values), ("keep", keep_values))}
     for unit in units:
@@ -1247,12 +1269,14 @@ def sweep(
             row.pop("summarizer", None)
             rows.append({
                 **base, **{k: v for k, v in row.items() if k not in base},
-                "engine_identity": engine_name(unit.engine), "summarizer_identity": identities[labels.index(unit.label)],
+                "engine_identity": engine_name(unit.engine),
+                "summarizer_identity": identities[labels.index(unit.label)],
                 "replayed": cell["replayed"], "model_calls": cell["model_calls"], "cache_hits": cell["cache_hits"],
                 "seconds": cell["seconds"], "error": cell["error"],
             })
             if cell["source_id"] is not None:
-                cell_map[(unit.conversation.id, unit.label, m, unit.keep_recent_tokens, unit.engine_label)] = cell["source_id"]
+                key = (unit.conversation.id, unit.label, m, unit.keep_recent_tokens, unit.engine_label)
+                cell_map[key] = cell["source_id"]
     results = _results_frame(rows, window is not None)
     complete = results["error"].isna()
     config = {
@@ -1314,7 +1338,16 @@ def _stop_at_first_failure(unit: _Unit, result: dict[str, Any] | None, lost: str
         )
 
 
-_LEADING = ["conversation_id", "engine", "summarizer", "max_tokens", "keep_recent_tokens", "context_window", "max_tokens_share", "keep_recent_share"]
+_LEADING = [
+    "conversation_id",
+    "engine",
+    "summarizer",
+    "max_tokens",
+    "keep_recent_tokens",
+    "context_window",
+    "max_tokens_share",
+    "keep_recent_share",
+]
 _TRAILING = ["engine_identity", "summarizer_identity", "replayed", "model_calls", "cache_hits", "seconds", "error"]
 _INT_RESULT_COLUMNS = {
     "max_tokens", "keep_recent_tokens", "context_window", "messages", "steps", "compactions_applied",
