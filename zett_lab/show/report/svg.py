@@ -18,7 +18,6 @@ import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
 from ...records import is_missing
-
 from ...replay.recorder import FAILURE_REASONS, NO_WINDOW_REASONS, NOT_SMALLER
 
 WIDTH, HEIGHT = 760, 230
