@@ -304,3 +304,22 @@ def test_plots_draw_engines_side_by_side(engine_sweep):
     front = plots.pareto(engine_sweep, cost="total_input_tokens", loss="needed_anchor_recall")
     labels = front.axes[0].get_legend_handles_labels()[1]
     assert {"stock", "split", "mask"} <= set(labels)
+
+
+def test_the_comparison_widget_pairs_engines_like_summarizers(fixture_conversations):
+    from zett_lab.show.widgets import Comparison
+
+    conversations = [c for c in fixture_conversations if c.id in ("swe-httpq-4821", "billing-rounding", "ci-flaky-kafka")]
+    engines = {"stock": None, "split": SplitTurnCompaction}
+    widget = Comparison(conversations, ["anchors:0.1"], 14_000, 3_000, engines=engines)
+    pairing = widget.engine_pairing
+    assert widget.error is None and pairing is not None and pairing.comparison.by == "engine"
+    assert set(pairing.comparison.summary["engine"]) == {"stock", "split"} and len(pairing.metrics) == 6
+    assert pairing.traces[("swe-httpq-4821", "split")].settings["engine"].endswith("SplitTurnCompaction")
+    titles = [axis.get_title(loc="left") for axis in widget.figure.axes]
+    assert titles[0].startswith("stock: ") and titles[1].startswith("split: ") and titles[-1].startswith("Engines paired")
+    swe = next(c for c in conversations if c.id == "swe-httpq-4821")
+    fresh = zett_lab.replay(swe, max_tokens=14_000, keep_recent_tokens=3_000, summarizer="anchors:0.1", engine=SplitTurnCompaction)
+    shown = pairing.metrics.set_index(["conversation_id", "engine"]).loc[("swe-httpq-4821", "split")]
+    assert shown["steps_over_budget"] == fresh.summary()["steps_over_budget"]
+    assert "Paired differences" in widget.metrics_area.value

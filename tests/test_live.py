@@ -291,3 +291,23 @@ def test_a_killed_agent_loses_at_most_the_step_in_flight_and_a_restart_continues
     assert len(resumed.settings["runs"]) == 2 and not resumed.settings["in_flight"]
     assert resumed.steps["step"].tolist() == list(range(len(resumed.steps))) and len(resumed.steps) > len(after.steps)
     assert resumed.steps["turn"].iloc[-1] == after.steps["turn"].iloc[-1] + 1
+
+
+def test_the_explorer_draws_the_live_decisions_beside_the_what_if_replay(tmp_path):
+    from zett_lab.show.widgets import Explorer
+
+    path = tmp_path / "live.jsonl"
+    asyncio.run(run_agent(zett_lab.instrument(CompactionExtension(CountingSummarizer(), **LIMITS), path), turns=3))
+    live = zett_lab.Trace.load(path)
+    explorer = Explorer(None, summarizers=[CountingSummarizer()], live=[live])
+    assert explorer.live_trace is live and explorer.settings()["usage"] == "recorded"
+    assert (explorer.max_tokens.value, explorer.keep_recent_tokens.value) == (LIMITS["max_tokens"], LIMITS["keep_recent_tokens"])
+    assert explorer.trace.steps[DECISIONS].equals(live.steps[DECISIONS])  # at the live setting: the live decisions
+    titles = [axis.get_title(loc="left") for axis in explorer.figure.axes]
+    assert titles[0].startswith("live: CompactionExtension, max_tokens=2,500") and titles[1].startswith("what-if")
+    assert "<b>live</b>" in explorer.summary_area.value
+    explorer.set(max_tokens=6_000)
+    assert explorer.live_trace is live and explorer.trace.settings["max_tokens"] == 6_000
+    assert explorer.trace.summary()["compactions_applied"] < live.summary()["compactions_applied"]
+    with pytest.raises(zett_lab.SettingError, match="live= takes traces a live agent recorded"):
+        Explorer(None, live=[zett_lab.replay(live.conversation, **LIMITS)])

@@ -21,8 +21,10 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ..measure import Comparison, Losses, compare
+from ..measure import Comparison, Losses, compare, measure
+from ..measure.compare import ENGINE_METRICS
 from ..records import flags
+from ..replay.engine import EngineSpec
 from ..replay.trace import Trace
 from .session import Session
 
@@ -137,3 +139,40 @@ def summarizer_metrics(traces: Mapping[str, Trace], losses: Mapping[str, Losses 
             row.update({name: conversation[name] for name in LOSS_COLUMNS if name in conversation.index})
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+@dataclass(frozen=True, slots=True)
+class EnginePairing:
+    """The result of :func:`paired_engines`: every conversation under every engine at one setting.
+
+    Attributes:
+        traces: ``(conversation_id, engine label) -> Trace``.
+        metrics: One row per conversation and engine: :data:`~zett_lab.measure.compare.ENGINE_METRICS`
+            from ``Losses.conversation``.
+        comparison: ``compare(..., by="engine")``: paired per conversation, means with bootstrap intervals.
+    """
+
+    traces: dict[tuple[str, str], Trace]
+    metrics: pd.DataFrame
+    comparison: Comparison
+
+
+def paired_engines(
+    session: Session, engines: Mapping[str, EngineSpec], summarizer: str, max_tokens: int, keep_recent_tokens: int
+) -> EnginePairing:
+    """Replay every conversation of ``session`` with each engine (and one summarizer) at one setting, paired.
+
+    Two engines rarely cut the same spans, so the unit of the pairing is the conversation at the setting.
+    """
+    traces: dict[tuple[str, str], Trace] = {}
+    by_engine: dict[str, list[Losses]] = {label: [] for label in engines}
+    rows = []
+    for conversation_id in session.conversations:
+        for label, engine in engines.items():
+            result = session.run(conversation_id, summarizer, max_tokens, keep_recent_tokens, options={"engine": engine})
+            losses = result.losses if result.losses is not None else measure(result.trace)
+            traces[(conversation_id, label)] = result.trace
+            by_engine[label].append(losses)
+            figures = losses.conversation.iloc[0]
+            rows.append({"conversation_id": conversation_id, "engine": label, **{m: figures.get(m) for m in ENGINE_METRICS}})
+    return EnginePairing(traces=traces, metrics=pd.DataFrame(rows), comparison=compare(by_engine, by="engine", seed=0))

@@ -216,6 +216,43 @@ class Session:
         return SessionResult(trace, losses, False)
 
 
+def live_map(live: Trace | Sequence[Trace] | None) -> dict[str, Trace]:
+    """Traces a live agent recorded, by conversation id (one per session); a :class:`SettingError` for others."""
+    items = [] if live is None else [live] if isinstance(live, Trace) else list(live)
+    out: dict[str, Trace] = {}
+    for trace in items:
+        if not isinstance(trace, Trace) or not trace.settings.get("live"):
+            raise SettingError("live= takes traces a live agent recorded (zett_lab.Trace.load(path, session=...))")
+        out[trace.conversation.id] = trace
+    return out
+
+
+def with_live_conversations(
+    conversations: Conversation | Iterable[Conversation] | Mapping[str, Conversation] | None, live: Mapping[str, Trace]
+) -> list[Conversation]:
+    """The conversations given, then those of the live traces (a live trace's own conversation wins)."""
+    given = [] if conversations is None else list(conversation_map(conversations).values())
+    if not given and not live:
+        raise SettingError("no conversations given (pass conversations, or live= traces)")
+    return [*given, *(trace.conversation for trace in live.values())]
+
+
+def live_setting(trace: Trace | None) -> tuple[int | None, int | None]:
+    """The limits a live trace was recorded with ((None, None) without one)."""
+    if trace is None:
+        return None, None
+    return int(trace.settings["max_tokens"]), int(trace.settings["keep_recent_tokens"])
+
+
+def live_description(trace: Trace) -> str:
+    """A live trace's engine, limits and summarizer, in one line."""
+    settings = trace.settings
+    return (
+        f"{settings.get('engine')}, max_tokens={settings.get('max_tokens'):,}, "
+        f"keep={settings.get('keep_recent_tokens'):,}, summarizer {settings.get('summarizer')}"
+    )
+
+
 def usage_options(usage: str) -> dict[str, str]:
     """Replay options for a usage-baseline mode; a recording without usage falls back to the estimator."""
     return {"usage": usage, "on_missing_usage": "estimate"} if usage == "recorded" else {"usage": usage}

@@ -19,7 +19,8 @@ from ...measure import Comparison as PairedStatistics
 from ...measure import Losses
 from ...measure.native import production_summaries
 from ...replay.trace import Trace
-from ...study.pairing import PairedComparison, paired_comparison
+from ...replay.engine import EngineSpec
+from ...study.pairing import EnginePairing, PairedComparison, paired_comparison, paired_engines
 from ...study.report_native import production_entries
 from ...study.session import Session, SummarizerSpec
 from .. import plots
@@ -41,6 +42,13 @@ class Comparison(WidgetBase):
     OpenHands or zett-agent log), ``production`` lists each beside every summarizer on its
     identical span (:func:`zett_lab.measure.native.production_summaries`), shown as in the
     report's "Production summaries" section.
+
+    With ``engines={label: engine}`` it compares compaction engines instead
+    (:func:`zett_lab.study.pairing.paired_engines`): every conversation is replayed at the setting
+    with each engine and the first summarizer, paired per conversation; ``engine_pairing`` holds the
+    result, the figure shows the selected conversation's timeline under each engine above the
+    engines' paired means with bootstrap intervals, and the tables the paired differences and the
+    figures per conversation.
 
     State: ``paired`` (the :class:`~zett_lab.study.pairing.PairedComparison`), and from it
     ``reference`` (the engine-decided trace), ``traces`` and ``losses`` (by summarizer),
@@ -68,8 +76,11 @@ class Comparison(WidgetBase):
             "needed_anchor_recall",
             "instruction_survival",
         ),
+        engines: Mapping[str, EngineSpec] | None = None,
     ) -> None:
         super().__init__()
+        self.engines = dict(engines or {})
+        self.engine_pairing: EnginePairing | None = None
         self.session = Session(
             conversations,
             summarizers,
@@ -84,7 +95,8 @@ class Comparison(WidgetBase):
         self.paired: PairedComparison | None = None
         self._build_settings_controls(*self._initial_settings(max_tokens, keep_recent_tokens))
         self.plot_metrics = tuple(plot_metrics)
-        self.figure = new_figure((8.0, 1.6 + 0.55 * len(self.session.summarizers)))
+        height = 2.2 * (len(self.engines) + 1) if self.engines else 1.6 + 0.55 * len(self.session.summarizers)
+        self.figure = new_figure((10.5 if self.engines else 8.0, height))
         self.plot = widgets.Image(format="png", layout=widgets.Layout(max_width="100%"))
         self.metrics_area = widgets.HTML()
         self.table_area = widgets.HTML()
@@ -179,6 +191,9 @@ class Comparison(WidgetBase):
         """Replay the reference, then every summarizer on its compaction steps; rebuild the tables."""
         started = time.perf_counter()
         self.renders += 1
+        if self.engines:
+            self._render_engines(started)
+            return
         try:
             paired = paired_comparison(
                 self.session,
@@ -220,6 +235,43 @@ class Comparison(WidgetBase):
             self.metrics_area.value = self.table_area.value = self.production_area.value = ""
             self.plot.value = b""
             self._fail(error, "comparison failed")
+
+    def _render_engines(self, started: float) -> None:
+        """Every conversation under every engine at the setting, paired; the selected one's timelines."""
+        try:
+            pairing = paired_engines(
+                self.session, self.engines, self.summarizers[0], int(self.max_tokens.value), int(self.keep_recent_tokens.value)
+            )
+            self.engine_pairing = pairing
+            self.plot.value = draw(self.figure, lambda axes: self._draw_engines(axes, pairing), nrows=len(self.engines) + 1)
+            self.error, self.error_area.value = None, ""
+            first = next(iter(self.engines))
+            pairs = pairing.comparison.pairwise[pairing.comparison.pairwise["a"] == first]
+            columns = ["b", "metric", "n", "mean_a", "mean_b", "mean_diff", "ci_low", "ci_high"]
+            self.metrics_area.value = (
+                f"{CSS}<h4>Paired differences (each engine against {html.escape(first)})</h4>{frame_html(pairs[columns])}"
+                f"<h4>Per conversation</h4>{frame_html(pairing.metrics)}"
+            )
+            self.table_area.value = self.production_area.value = ""
+            self.status.value = (
+                f'<span class="zl-muted">{len(self.engines)} engines × {len(self.conversations)} conversations with '
+                f"{html.escape(self.summarizers[0])} in {time.perf_counter() - started:.2f} s</span>"
+            )
+        except Exception as error:  # noqa: BLE001 - shown in place, kept on .error
+            self.engine_pairing = None
+            self.metrics_area.value = self.table_area.value = self.production_area.value = ""
+            self.plot.value = b""
+            self._fail(error, "engine comparison failed")
+
+    def _draw_engines(self, axes: Any, pairing: EnginePairing) -> None:
+        conversation_id = self.conversation.value
+        for axis, label in zip(axes, self.engines, strict=False):
+            trace = pairing.traces[(conversation_id, label)]
+            plots.timeline(trace, ax=axis, title=f"{label}: {conversation_id}", legend=axis is axes[0])
+        plots.summarizer_comparison(
+            pairing.comparison, ax=axes[-1], metrics=["context_reduction", "needed_anchor_recall"],
+            title="Engines paired over the conversations: means with 95% bootstrap CIs",
+        )
 
     def _production(self, conversation_id: str) -> pd.DataFrame | None:
         """The conversation's own (native) compactions beside every summarizer on the same spans; None without any."""

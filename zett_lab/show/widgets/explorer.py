@@ -19,11 +19,30 @@ from ...errors import SettingError
 from ...load.conversation import Conversation
 from ...measure import Losses
 from ...replay.trace import Trace
-from ...study.session import ResultCache, Session, SummarizerSpec, usage_options
+from ...replay.engine import EngineSpec
+from ...study.session import (
+    ResultCache,
+    Session,
+    SummarizerSpec,
+    live_description,
+    live_map,
+    live_setting,
+    usage_options,
+    with_live_conversations,
+)
 from .. import plots
 from .base import WidgetBase, draw, new_figure, nice_step, round_to, set_range, step_regions
 from .clickable import ClickableImage
-from .html import CSS, compaction_html, lost_count, manual_diff_html, step_html, steps_table_html, summary_html
+from .html import (
+    CSS,
+    compaction_html,
+    live_summary_html,
+    lost_count,
+    manual_diff_html,
+    step_html,
+    steps_table_html,
+    summary_html,
+)
 
 
 class Explorer(WidgetBase):
@@ -40,8 +59,13 @@ class Explorer(WidgetBase):
         lru_size: Traces kept in memory, keyed by settings.
         replay_options: More keyword arguments for :func:`zett_lab.replay` (``usage=...``).
         measure: Compute loss metrics (``zett_lab.measure.measure``) for each trace.
+        engine: The compaction engine of the what-if replays (see :func:`zett_lab.replay`).
+        live: Traces a live agent recorded (``zett_lab.instrument``; ``zett_lab.Trace.load(path,
+            session=...)``): their conversations are explored too (``conversations`` may be None),
+            the sliders start at the live setting with the recorded usage, and the live decisions
+            are drawn above the what-if replay at the sliders' setting.
 
-    State (read it in code and tests): ``trace``, ``losses``, ``figure``, ``error``,
+    State (read it in code and tests): ``trace``, ``losses``, ``figure``, ``error``, ``live_trace``,
     ``selected_step`` (the step shown in ``step_area``), ``manual_trace``, ``manual_losses``,
     ``manual_figure``, ``renders``, ``replays``, ``last_render_seconds``, ``session`` (the
     :class:`~zett_lab.study.session.Session` behind it); controls ``conversation``, ``summarizer``,
@@ -52,7 +76,7 @@ class Explorer(WidgetBase):
 
     def __init__(
         self,
-        conversations: Conversation | Iterable[Conversation] | Mapping[str, Conversation],
+        conversations: Conversation | Iterable[Conversation] | Mapping[str, Conversation] | None,
         summarizers: SummarizerSpec | Sequence[SummarizerSpec] | None = None,
         *,
         max_tokens: int | None = None,
@@ -63,12 +87,16 @@ class Explorer(WidgetBase):
         replay_options: Mapping[str, Any] | None = None,
         measure: bool = True,
         figsize: tuple[float, float] = (10.5, 4.2),
+        engine: EngineSpec = None,
+        live: Trace | Sequence[Trace] | None = None,
     ) -> None:
         super().__init__()
-        options = dict(replay_options or {})
-        initial_usage = options.pop("usage", "none")
+        self.live = live_map(live)
+        options = {**(replay_options or {}), **({"engine": engine} if engine is not None else {})}
+        # With live traces the what-if follows the live run's usage path: at the live setting, the live decisions.
+        initial_usage = options.pop("usage", "recorded" if self.live else "none")
         self.session = Session(
-            conversations,
+            with_live_conversations(conversations, self.live),
             summarizers,
             cache=cache,
             count_tokens=count_tokens,
@@ -78,17 +106,20 @@ class Explorer(WidgetBase):
         self.conversations = self.session.conversations
         self.measure = measure
         self.trace: Trace | None = None
+        self.live_trace: Trace | None = None
         self.losses: Losses | None = None
         self.selected_step: int | None = None
         self.manual_trace: Trace | None = None
         self.manual_losses: Losses | None = None
         self.last_render_seconds: float | None = None
-        self.figure = new_figure(figsize)
+        self.figure = new_figure((figsize[0], figsize[1] * (1.8 if self.live else 1)))
         self.manual_figure = new_figure((figsize[0], figsize[1] * 1.7))
 
         self._build_settings_controls(initial_usage)
         self._build_step_views()
         self._build_compaction_views()
+        if max_tokens is None and keep_recent_tokens is None:
+            max_tokens, keep_recent_tokens = live_setting(self.live.get(self.conversation.value))
         self._apply_ranges(self.conversation.value, max_tokens, keep_recent_tokens)
         self._connect_controls()
         self.children = self._layout()
@@ -305,7 +336,7 @@ class Explorer(WidgetBase):
         if self._suspended:
             return
         if change["owner"] is self.conversation:
-            self._apply_ranges(change["new"])
+            self._apply_ranges(change["new"], *live_setting(self.live.get(change["new"])))
         self.render()
 
     # --- rendering -----------------------------------------------------------------------
@@ -333,10 +364,11 @@ class Explorer(WidgetBase):
             )
             trace, losses = result.trace, result.losses
             self.trace, self.losses, self.error = trace, losses, None
+            self.live_trace = self.live.get(settings["conversation_id"])
             self._draw_timeline(trace)
             lost = lost_count(losses)
             extra = f' <span class="zl-chip">lost but needed anchors: {lost}</span>' if lost is not None else ""
-            self.summary_area.value = summary_html(trace, extra)
+            self.summary_area.value = live_summary_html(self.live_trace) + summary_html(trace, extra)
             self.steps_area.value = steps_table_html(trace)
             with self._suspend():
                 last_step = max(len(trace.steps), 1) - 1
@@ -369,14 +401,21 @@ class Explorer(WidgetBase):
             self.last_render_seconds = time.perf_counter() - started
 
     def _draw_timeline(self, trace: Trace) -> None:
-        """The timeline as PNG, with one clickable band per model step."""
+        """The timeline as PNG, with one clickable band per model step; a live trace's decisions above it."""
         axes: list[Any] = []
+        live = self.live_trace
 
         def paint(ax: Any) -> None:
             axes.append(ax)
             plots.timeline(trace, ax=ax)
 
-        png = draw(self.figure, paint)
+        def paint_both(ax: Any) -> None:
+            plots.timeline(live, ax=ax[0], title=f"live: {live_description(live)}")
+            axes.append(ax[1])
+            what_if = f"what-if at max_tokens={trace.settings['max_tokens']:,}, keep={trace.settings['keep_recent_tokens']:,}"
+            plots.timeline(trace, ax=ax[1], title=f"{what_if} ({trace.settings.get('engine')})")
+
+        png = draw(self.figure, paint) if live is None else draw(self.figure, paint_both, nrows=2)
         steps = [int(s) for s in trace.steps["step"]]
         selected = f"step:{self.selected_step}" if self.selected_step is not None else ""
         self.plot.show(png, step_regions(axes[0], steps), selected)

@@ -20,6 +20,7 @@ from ...measure import Losses
 from ...records import flags, is_missing
 from ...replay.recorder import FAILURE_REASONS, NO_WINDOW_REASONS, NOT_SMALLER, SKIP_REASON_MEANINGS
 from ...replay.trace import Trace
+from ...study.session import live_description
 
 #: Step-table columns shown in the Explorer.
 STEP_TABLE_COLUMNS = [
@@ -136,6 +137,17 @@ def frame_html(frame: pd.DataFrame, *, scroll: bool = False) -> str:
     )
     table = f'<table class="zl-table"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
     return f'<div class="zl-scroll">{table}</div>' if scroll else table
+
+
+def live_summary_html(trace: Trace | None) -> str:
+    """One line of a live run's figures, shown above the what-if replay's ('' without a live trace)."""
+    if trace is None:
+        return ""
+    summary = trace.summary()
+    keys = ("steps", "compactions_applied", "peak_context", "steps_over_budget")
+    chips = " ".join(f'<span class="zl-chip">{html.escape(k)}: {cell(summary.get(k))}</span>' for k in keys)
+    described = html.escape(live_description(trace))
+    return f"{CSS}<div><b>live</b> ({described}): {chips}</div><div><b>what-if</b>:</div>"
 
 
 def summary_html(trace: Trace, extra: str = "") -> str:
