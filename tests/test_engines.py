@@ -323,3 +323,21 @@ def test_the_comparison_widget_pairs_engines_like_summarizers(fixture_conversati
     shown = pairing.metrics.set_index(["conversation_id", "engine"]).loc[("swe-httpq-4821", "split")]
     assert shown["steps_over_budget"] == fresh.summary()["steps_over_budget"]
     assert "Paired differences" in widget.metrics_area.value
+
+
+def test_the_report_shows_engines_where_it_shows_summarizers(fixture_conversations):
+    from zett_lab.show.report import Report
+
+    conversations = [c for c in fixture_conversations if c.id in ("swe-httpq-4821", "billing-rounding")]
+    grid = {"max_tokens": [14_000, 30_000], "keep_recent_tokens": [3_000]}
+    engines = {"stock": None, "split": SplitTurnCompaction}
+    report = Report.build(conversations, ["anchors:0.1"], grid, executor="serial", engines=engines, date="2025-02-03")
+    assert report.summarizers == ["stock", "split"] and not report.failures
+    comparison = report.data.comparison
+    assert comparison is not None and set(comparison.summary["summarizer"]) == {"stock", "split"}
+    over = report.data.results.groupby("summarizer")["steps_over_budget"].sum()
+    assert over["split"] < over["stock"]
+    page = report.to_html()
+    assert "split" in page and "stock" in page
+    trace = report.data.trace_for("swe-httpq-4821", "split", 30_000, 3_000)
+    assert trace is not None and trace.settings["engine"].endswith("SplitTurnCompaction")

@@ -14,7 +14,7 @@ never averaged into a metric, and a setting with such a replay is never recommen
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -26,12 +26,13 @@ from ..errors import ResultFailure, SettingError
 from ..load.conversation import Conversation
 from ..measure import Comparison, Losses, measure
 from ..records import plain
+from ..replay.engine import EngineSpec
 from ..replay.trace import Trace, combine_failure_counts
 from ..tokens import count_tokens
 from .report_lost import DIGITS, cell_entries, lost_but_needed_items, trace_index
 from .report_native import report_production
 from .report_tables import compare_summarizers, cost_overview, costs_per_replay, metric_summary
-from .sweep import NoFeasibleSetting, Sweep, measured_cells, recommend, sweep
+from .sweep import STOCK_ENGINE, NoFeasibleSetting, Sweep, measured_cells, recommend, sweep
 
 #: Summarizers a report over recorded conversations runs: the built-in offline ones, the
 #: default first (no network, no key, deterministic).
@@ -90,6 +91,7 @@ def report_sweep(
     executor: Any = None,
     primary_model: str = DEFAULT_PRIMARY_MODEL,
     strict: bool = False,
+    engines: Mapping[str, EngineSpec] | None = None,
 ) -> Sweep:
     """The sweep a report over recorded conversations shows.
 
@@ -102,6 +104,8 @@ def report_sweep(
         executor: Passed to :func:`zett_lab.sweep` (None: a process pool).
         primary_model: Price-table model for the money columns.
         strict: Stop at the first failed summary or replay (:class:`~zett_lab.errors.ResultFailure`).
+        engines: ``{label: engine}`` to compare (see :func:`zett_lab.sweep`); the report then
+            shows each engine (or engine · summarizer) where it shows a summarizer.
 
     Raises:
         SettingError: no conversation.
@@ -127,6 +131,7 @@ def report_sweep(
         executor=executor,
         primary_model=primary_model,
         strict=strict,
+        engines=engines,
     )
     errors = result.results["error"].dropna()
     if not len(result.results) or len(errors) == len(result.results):
@@ -319,7 +324,18 @@ def _sweep_entries(sweep: Sweep) -> list[tuple[str, Trace]]:
     traces = getattr(sweep, "traces", None)
     if not callable(traces):
         raise SettingError(f"sweep= must be a zett_lab.sweep.Sweep, got {type(sweep).__name__}")
-    return [(str(key[1]), trace) for key, trace in traces()]
+    label = compared_label(sweep)
+    return [(label(key[4], key[1]), trace) for key, trace in traces()]
+
+
+def compared_label(sweep: Sweep) -> Callable[[str, str], str]:
+    """How a report names what it compares: the summarizer, the engine, or both when a sweep varies both."""
+    engines, summarizers = sweep.config.get("engines", [STOCK_ENGINE]), sweep.config.get("summarizers", [])
+    if len(engines) <= 1:
+        return lambda engine, summarizer: str(summarizer)
+    if len(summarizers) <= 1:
+        return lambda engine, summarizer: str(engine)
+    return lambda engine, summarizer: f"{engine} · {summarizer}"
 
 
 def _sweep_failures(sweep: Sweep) -> list[Failure]:
@@ -327,10 +343,11 @@ def _sweep_failures(sweep: Sweep) -> list[Failure]:
     if "error" not in table.columns:
         return []
     failed = table[table["error"].notna()]
+    label = compared_label(sweep)
     return [
         Failure(
             str(r.conversation_id),
-            str(r.summarizer),
+            label(getattr(r, "engine", STOCK_ENGINE), str(r.summarizer)),
             int(r.max_tokens),
             int(r.keep_recent_tokens),
             " ".join(str(r.error).split())[:400],
@@ -344,7 +361,9 @@ def _summarizer_order(entries: list[tuple[str, Trace]], sweep: Sweep | None) -> 
     names = list(dict.fromkeys(label for label, _ in entries))
     if sweep is None:
         return names
-    labels = [str(label) for label in sweep.config.get("summarizers", [])]
+    label = compared_label(sweep)
+    engines = sweep.config.get("engines", [STOCK_ENGINE])
+    labels = [label(e, s) for e in engines for s in sweep.config.get("summarizers", [])]
     return [n for n in labels if n in names] + [n for n in names if n not in labels]
 
 
@@ -379,7 +398,7 @@ def _direct_row(label: str, trace: Trace, losses: Losses | None, measured: _Meas
 
 def _results(sweep: Sweep | None, direct_rows: list[dict[str, Any]], costs: pd.DataFrame) -> pd.DataFrame:
     """One row per attempted replay (a sweep's failed cells included, ``error`` set), with costs."""
-    parts = [sweep.results.copy()] if sweep is not None else []
+    parts = [_compared(sweep)] if sweep is not None else []
     if direct_rows:
         parts.append(pd.DataFrame(direct_rows))
     table = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
@@ -392,6 +411,15 @@ def _results(sweep: Sweep | None, direct_rows: list[dict[str, Any]], costs: pd.D
     return table.sort_values(
         ["summarizer", "max_tokens", "keep_recent_tokens", "conversation_id"], kind="stable"
     ).reset_index(drop=True)
+
+
+def _compared(sweep: Sweep) -> pd.DataFrame:
+    """A sweep's results with ``summarizer`` naming what the report compares (see :func:`compared_label`)."""
+    table = sweep.results.copy()
+    if "engine" in table.columns:
+        label = compared_label(sweep)
+        table["summarizer"] = [label(e, s) for e, s in zip(table["engine"], table["summarizer"], strict=True)]
+    return table
 
 
 def _complete(results: pd.DataFrame) -> pd.DataFrame:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import SettingError
 from ...files import check_output, write_atomic
+from ...replay.engine import EngineSpec
 from ...study.report_study import DEFAULT_PRIMARY_MODEL, Failure, ReportData, build_report_data, report_sweep
 
 if TYPE_CHECKING:
@@ -122,13 +123,15 @@ class Report:
         progress: bool = False,
         executor: Any = None,
         strict: bool = False,
+        engines: Mapping[str, EngineSpec] | None = None,
         **options: Any,
     ) -> Report:
         """Sweep ``conversations`` over ``grid`` with ``summarizers`` and report the result.
 
         The sweep is :func:`zett_lab.study.report_study.report_sweep` (defaults: the built-in
         offline summarizers and a grid scaled to the conversations; ``strict`` stops it at the
-        first failure); ``options`` go to :class:`Report` (title, date, explore, primary_model, ...).
+        first failure); ``engines`` compares compaction engines (each shown where a summarizer
+        would be); ``options`` go to :class:`Report` (title, date, explore, primary_model, ...).
         """
         result = report_sweep(
             conversations,
@@ -139,6 +142,7 @@ class Report:
             executor=executor,
             primary_model=options.get("primary_model", DEFAULT_PRIMARY_MODEL),
             strict=strict,
+            engines=engines,
         )
         return cls(sweep=result, **options)
 
