@@ -244,6 +244,14 @@ def test_an_engine_that_cannot_reach_worker_processes_is_refused_before_the_swee
             engines={"bad": NotAnEngine},
             executor="serial",
         )
+    with pytest.raises(EngineError, match="has max_tokens=999 but was asked for 10000"):
+        sweep(
+            fixture_conversations[:1],
+            max_tokens=[10_000],
+            keep_recent_tokens=[2_000],
+            engines={"ignores": lambda **o: CompactionExtension(o["model"], max_tokens=999, keep_recent_tokens=2_000)},
+            executor="serial",
+        )
 
 
 # --- engines side by side: compare, plots ------------------------------------------------------------------

@@ -147,6 +147,12 @@ def test_a_live_trace_has_the_replay_columns_real_usage_and_summary_calls(tmp_pa
     assert (applied["summary_input_tokens"] == 50).all() and applied["latency_s"].notna().all()
     assert (trace.steps["estimate_source"] == "usage").any()
     assert zett_lab.measure(trace).conversation["compactions"].iloc[0] == len(applied)
+    from zett_lab.measure.cost import add_costs
+
+    _, priced = add_costs(trace.steps, trace.compactions, primary_model="gpt-4o-mini", summary_model="gpt-4o-mini")
+    calls = priced[priced["applied"]]
+    assert (calls["summary_call_input_tokens"] == 50).all() and not calls["summary_tokens_estimated"].any()
+    assert (calls["summary_cost_usd"] > 0).all()  # money from the provider's real usage of each summary call
 
 
 def test_sessions_and_concurrent_requests_on_one_agent_are_kept_apart(tmp_path):

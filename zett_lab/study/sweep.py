@@ -64,6 +64,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from zett_agent.model import ReasoningEffort
 
 from ..errors import (
     InputError,
@@ -79,6 +80,8 @@ from ..load.conversation import Conversation
 from ..measure.catalogue import CATALOGUE, higher_is_better
 from ..measure.catalogue import label as metric_label
 from ..records import is_missing
+from ..replay.engine import EngineSpec, ReplayProbe, build_engine, check_engine, engine_name, engine_reuse
+from ..replay.recorder import COMPACTION_COLUMNS, STEP_COLUMNS
 from ..replay.trace import (
     Trace,
     combine_failure_counts,
@@ -86,8 +89,7 @@ from ..replay.trace import (
     failure_counts,
     frame,
 )
-from ..replay.engine import EngineSpec, check_engine, engine_name, engine_reuse
-from ..replay.recorder import COMPACTION_COLUMNS, STEP_COLUMNS
+from ..tokens import count_tokens as default_counter
 from .boundaries import (
     Boundaries,
     Region,
@@ -1138,6 +1140,10 @@ def sweep(
     runner, runner_name = _executor(executor)
     in_process = _in_process(runner)
     engine_items = _engines(engines, in_process)
+    for _, engine in engine_items:  # a factory that fails or ignores the limits: one error before anything runs
+        build_engine(engine, ReplayProbe, model=models[0], max_tokens=max_values[0][0],
+                     keep_recent_tokens=keep_values[0][0], count_tokens=replay_options.get("count_tokens") or default_counter,
+                     reasoning_effort=ReasoningEffort(replay_options.get("reasoning_effort", ReasoningEffort.LOW)))
     shipped = []
     for spec, model in zip(specs, models, strict=True):
         if isinstance(spec, str) or in_process:
