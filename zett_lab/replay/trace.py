@@ -32,8 +32,8 @@ from .live import is_live_trace, read_live_session
 from .recorder import (
     BOOLEAN_COLUMNS,
     COMPACTION_COLUMNS,
-    ENGINE_FAILED,
     COMPACTION_SUMMARY_COLUMNS,
+    ENGINE_FAILED,
     FAILURE_REASONS,
     FLOAT_COLUMNS,
     INTEGER_COLUMNS,
@@ -41,8 +41,8 @@ from .recorder import (
     LIVE_STEP_COLUMNS,
     NOT_SMALLER,
     STEP_COLUMNS,
-    SUMMARY_FAILED,
     STEP_SUMMARY_COLUMNS,
+    SUMMARY_FAILED,
 )
 
 TRACE_FORMAT = "zett-lab-trace"

@@ -30,6 +30,7 @@ from typing import Any
 
 from ..errors import InputError, ResultFailure, SettingError, SummaryFailureWarning, ZettLabError
 from ..files import check_output
+from ..replay.recorder import COMPACTION_SUMMARY_COLUMNS, STEP_SUMMARY_COLUMNS
 from .arguments import (
     EXIT_CODES,
     EXIT_ERROR,
@@ -43,7 +44,6 @@ from .arguments import (
     parse_grid,
     parse_tokens,
 )
-from ..replay.recorder import COMPACTION_SUMMARY_COLUMNS, STEP_SUMMARY_COLUMNS
 
 __all__ = [
     "EXIT_CODES",

@@ -14,11 +14,11 @@ from typing import Any
 
 from ...measure.catalogue import metric
 from ...records import plain, records
+from ...replay.recorder import NO_TURN_BOUNDARY, NOT_SMALLER, ONLY_CHECKPOINTS
 from ...replay.trace import FAILURE_COLUMNS
 from ...study.report_lost import DIGITS
 from ...study.report_study import ReportData
 from ...study.report_tables import REPORT_METRICS
-from ...replay.recorder import NO_TURN_BOUNDARY, NOT_SMALLER, ONLY_CHECKPOINTS
 
 FORMAT = "zett-lab-report"
 VERSION = 1

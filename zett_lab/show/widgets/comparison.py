@@ -18,8 +18,8 @@ from ...load.conversation import Conversation
 from ...measure import Comparison as PairedStatistics
 from ...measure import Losses
 from ...measure.native import production_summaries
-from ...replay.trace import Trace
 from ...replay.engine import EngineSpec
+from ...replay.trace import Trace
 from ...study.pairing import EnginePairing, PairedComparison, paired_comparison, paired_engines
 from ...study.report_native import production_entries
 from ...study.session import Session, SummarizerSpec

@@ -18,8 +18,8 @@ import pandas as pd
 from ...errors import SettingError
 from ...load.conversation import Conversation
 from ...measure import Losses
-from ...replay.trace import Trace
 from ...replay.engine import EngineSpec
+from ...replay.trace import Trace
 from ...study.session import (
     ResultCache,
     Session,
@@ -409,13 +409,13 @@ class Explorer(WidgetBase):
             axes.append(ax)
             plots.timeline(trace, ax=ax)
 
-        def paint_both(ax: Any) -> None:
+        def paint_both(ax: Any, live: Trace) -> None:
             plots.timeline(live, ax=ax[0], title=f"live: {live_description(live)}")
             axes.append(ax[1])
             what_if = f"what-if at max_tokens={trace.settings['max_tokens']:,}, keep={trace.settings['keep_recent_tokens']:,}"
             plots.timeline(trace, ax=ax[1], title=f"{what_if} ({trace.settings.get('engine')})")
 
-        png = draw(self.figure, paint) if live is None else draw(self.figure, paint_both, nrows=2)
+        png = draw(self.figure, paint) if live is None else draw(self.figure, lambda ax: paint_both(ax, live), nrows=2)
         steps = [int(s) for s in trace.steps["step"]]
         selected = f"step:{self.selected_step}" if self.selected_step is not None else ""
         self.plot.show(png, step_regions(axes[0], steps), selected)
