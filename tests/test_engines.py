@@ -7,13 +7,13 @@ import pytest
 from zett_agent.extensions.compaction import CompactionExtension
 
 import zett_lab
-from zett_lab.replay import ReplayError
+from zett_lab.replay import ReplayError, SummaryError
 from zett_lab.replay.engine import EngineError, engine_name, engine_reuse
 from zett_lab.replay.policies import ObservationMaskingCompaction, SplitTurnCompaction
 from zett_lab.replay.recorder import ENGINE_FAILED, NO_WINDOW, SKIP_REASONS
 from zett_lab.study.boundaries import same_replay
 
-from .helpers import CountingSummarizer, coding_conversation
+from .helpers import BadSummarizer, CountingSummarizer, coding_conversation
 
 LIMITS = {"max_tokens": 600, "keep_recent_tokens": 200}
 
@@ -81,10 +81,12 @@ def test_an_engine_failing_inside_its_pass_is_a_recorded_failed_attempt():
 
 
 def test_strict_mode_and_errors_outside_the_pass_stop_the_replay_naming_the_engine_and_step():
-    with pytest.raises(
-        ReplayError, match=r"engine tests\.test_engines\.BrokenWindow, turn \d+, step \d+: RuntimeError: window bug"
-    ):
+    with pytest.raises(ReplayError, match=r"BrokenWindow, turn \d+, step \d+: engine failed \(strict\): RuntimeError: window bug") as raised:
         _replay(BrokenWindow, strict=True)
+    assert not isinstance(raised.value, SummaryError)  # the engine failed, not its summary
+    with pytest.raises(SummaryError, match=r"step \d+: summary failed \(strict\): AgentProtocolError"):
+        zett_lab.replay(coding_conversation(turns=6), **LIMITS, summarizer=BadSummarizer("empty"), cache=False,
+                        engine=SplitTurnCompaction, strict=True)
     with pytest.raises(
         ReplayError,
         match=r"engine tests\.test_engines\.BrokenAfterModel, turn 0, step 0: RuntimeError: after_model bug",

@@ -238,10 +238,10 @@ def test_bad_targets_are_refused_and_never_touched(tmp_path):
         zett_lab.instrument(CountingSummarizer(), tmp_path / "t.jsonl")
     notes = tmp_path / "notes.jsonl"
     notes.write_text('{"mine": 1}\n')
-    with pytest.raises(zett_lab.SettingError, match="not a zett_lab live trace"):
+    with pytest.raises(zett_lab.InputError, match="not a zett_lab live trace"):
         zett_lab.instrument(CompactionExtension(CountingSummarizer(), **LIMITS), notes)
     assert notes.read_text() == '{"mine": 1}\n'
-    with pytest.raises(zett_lab.SettingError, match="does not exist"):
+    with pytest.raises(zett_lab.InputError, match="does not exist"):
         zett_lab.instrument(CompactionExtension(CountingSummarizer(), **LIMITS), tmp_path / "missing" / "t.jsonl")
 
 

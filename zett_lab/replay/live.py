@@ -50,7 +50,7 @@ from zett_agent.messages import AnyMessage, SystemMessage
 from zett_agent.model import ModelResponse, ModelUsage
 from zett_agent.storage import decode_messages, encode_messages
 
-from ..errors import InputError, SettingError
+from ..errors import InputError, OutputError, SettingError
 from ..load.conversation import Conversation, starts_turn
 from ..tokens import MemoizingCounter, TokenCounter
 from .engine import LiveProbe, engine_name, graft, storage_sequences
@@ -77,7 +77,8 @@ def instrument(extension: CompactionExtension, path: str | Path, *, fsync: bool 
             written, but a machine crash may lose the last records).
 
     Raises:
-        SettingError: ``extension`` is not a CompactionExtension, or ``path`` is not a live trace.
+        SettingError: ``extension`` is not a CompactionExtension.
+        OutputError: ``path`` exists and is not a live trace, or its folder does not exist.
     """
     if not isinstance(extension, CompactionExtension):
         raise SettingError(f"instrument() takes a configured CompactionExtension, got {type(extension).__name__}")
@@ -103,14 +104,14 @@ class TraceLog:
         self.path = Path(path)
         self.fsync = fsync
         if not self.path.parent.is_dir():
-            raise SettingError(f"trace path {str(self.path)!r}: folder {str(self.path.parent)!r} does not exist")
+            raise OutputError(self.path, None, f"folder {str(self.path.parent)!r} does not exist")
         torn = False
         if self.path.exists() and self.path.stat().st_size:
             head = _first_line(self.path)
             if not (isinstance(head, dict) and head.get("format") == LIVE_FORMAT):
-                raise SettingError(
-                    f"trace path {str(self.path)!r} exists and is not a zett_lab live trace; "
-                    "zett_lab appends only to its own trace files (choose a new path)"
+                raise OutputError(
+                    self.path, None, "exists and is not a zett_lab live trace; zett_lab appends only to its own "
+                    "trace files (choose a new path)"
                 )
             with self.path.open("rb") as handle:
                 handle.seek(-1, os.SEEK_END)
