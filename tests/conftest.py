@@ -39,7 +39,7 @@ def fixture_conversations():
 @pytest.fixture
 def sent_contexts(monkeypatch):
     """Capture the context every replayed model step actually received from the runtime."""
-    from zett_lab.replay.engine import ReplayModel
+    from zett_lab.replay.playback import ReplayModel
 
     captured: list[list] = []
     original = ReplayModel.stream

@@ -45,19 +45,15 @@ from ..load.conversation import Conversation, starts_turn
 from ..tokens import MAX_TOKEN_SETTING, TokenCounter
 from ..tokens import count_tokens as default_counter
 from .engine import (
-    EndOfRecording,
     EngineSpec,
-    RecordedTools,
-    ReplayCursor,
-    ReplayModel,
     ReplayProbe,
     SummaryChannel,
-    TurnInterrupted,
     build_engine,
     check_engine,
     engine_name,
     summarize_span,
 )
+from .playback import EndOfRecording, RecordedTools, ReplayCursor, ReplayModel, TurnInterrupted
 from .recorder import NOT_SMALLER, SUMMARY_FAILED, Recording, error_kind
 from .trace import Trace
 
@@ -275,19 +271,8 @@ def replay(
     model = resolve_summarizer(summarizer)
     identity = summarizer_identity(model)
     summary_cache = resolve_cache(cache)
-    messages = conversation.messages
     _check_replayable(conversation)
-    assistant_indices = [i for i, m in enumerate(messages) if isinstance(m, AssistantMessage)]
-    manual_turns, manual_steps = _parse_compact_at(compact_at, conversation, len(assistant_indices) + 1)
-    recording = Recording(
-        conversation_id=conversation.id,
-        counter=counter,
-        max_tokens=max_tokens,
-        keep_recent_tokens=keep_recent_tokens,
-        summarizer_identity=identity,
-        span_start=next((i for i, m in enumerate(messages) if not isinstance(m, SystemMessage)), 0),
-    )
-    cursor = ReplayCursor(conversation, recording, assistant_indices, manual_steps)
+    cursor, manual_turns = _cursor(conversation, counter, max_tokens, keep_recent_tokens, identity, compact_at)
     usage_for = _usage_function(usage, conversation, counter, usage_overhead, on_missing_usage)
     compaction = build_engine(
         engine,
@@ -299,14 +284,8 @@ def replay(
         reasoning_effort=effort,
     )
     compaction._replay, compaction._probe_strict, compaction._probe_counter = cursor, strict, counter  # type: ignore[attr-defined]
-    if store is None:
-        history: Any = InMemoryMessageAccumulator()
-    else:
-        from .stored import storage_extension
-
-        history = storage_extension(store, conversation.id)
     started = time.perf_counter()
-    run_sync(_drive(cursor, [history, compaction], usage_for, manual_turns, engine_name(engine)))
+    run_sync(_drive(cursor, [_history(store, conversation.id), compaction], usage_for, manual_turns, engine_name(engine)))
     settings = {
         "max_tokens": max_tokens,
         "keep_recent_tokens": keep_recent_tokens,
@@ -324,6 +303,7 @@ def replay(
         "store": str(store) if store is not None else None,
         "interrupted_turns": cursor.interrupted_turns,
     }
+    recording = cursor.recording
     trace = Trace.from_rows(
         conversation, recording.step_rows, recording.compaction_rows, settings, recording.engine_events
     )
@@ -332,13 +312,50 @@ def replay(
 
         trace.compactions = link_snapshots(trace.compactions, stored_view(store, conversation.id))
     if warn:
-        for failure in trace.failure_counts.itertuples(index=False):
-            warnings.warn(
-                f"conversation {conversation.id!r}: {failure.count} {failure.what}(s) failed: {failure.cause}",
-                SummaryFailureWarning,
-                stacklevel=2,
-            )
+        _warn_failures(trace)
     return trace
+
+
+def _cursor(
+    conversation: Conversation,
+    counter: TokenCounter,
+    max_tokens: int,
+    keep_recent_tokens: int,
+    identity: str,
+    compact_at: CompactAt | None,
+) -> tuple[ReplayCursor, set[int]]:
+    """Where the replay starts: an empty recording, the recorded replies, the manual passes (turns returned)."""
+    messages = conversation.messages
+    assistant_indices = [i for i, m in enumerate(messages) if isinstance(m, AssistantMessage)]
+    manual_turns, manual_steps = _parse_compact_at(compact_at, conversation, len(assistant_indices) + 1)
+    recording = Recording(
+        conversation_id=conversation.id,
+        counter=counter,
+        max_tokens=max_tokens,
+        keep_recent_tokens=keep_recent_tokens,
+        summarizer_identity=identity,
+        span_start=next((i for i, m in enumerate(messages) if not isinstance(m, SystemMessage)), 0),
+    )
+    return ReplayCursor(conversation, recording, assistant_indices, manual_steps), manual_turns
+
+
+def _history(store: str | Path | None, session_id: str) -> Any:
+    """The history extension: in memory, or zett-agent's SQLite session storage on a new file (``store=``)."""
+    if store is None:
+        return InMemoryMessageAccumulator()
+    from .stored import storage_extension
+
+    return storage_extension(store, session_id)
+
+
+def _warn_failures(trace: Trace) -> None:
+    """One :class:`~zett_lab.errors.SummaryFailureWarning` per distinct cause of failed attempts."""
+    for failure in trace.failure_counts.itertuples(index=False):
+        warnings.warn(
+            f"conversation {trace.conversation.id!r}: {failure.count} {failure.what}(s) failed: {failure.cause}",
+            SummaryFailureWarning,
+            stacklevel=3,
+        )
 
 
 async def _drive(
