@@ -7,6 +7,7 @@ outputs directed to a temporary directory. The stored notebooks carry no outputs
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -75,5 +76,6 @@ def test_notebook_runs_offline(path, tmp_path, monkeypatch):
         assert "skipping the provider-backed summarizer" in texts
     if path.name == "05-policy-lab.ipynb":
         texts = "".join(o.get("text", "") for c in notebook.cells if c.cell_type == "code" for o in c.outputs)
-        assert "CompactionExtension 98 of 125 steps over budget" in texts  # the stock engine on the autonomous run
+        over, steps = map(int, re.search(r"CompactionExtension (\d+) of (\d+) steps over budget", texts).groups())
+        assert over > steps / 2  # the stock engine sends most of the autonomous run over budget
         assert "'split': ['max_tokens'], 'mask': [], 'headroom': []" in texts  # reuse only where declared
