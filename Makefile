@@ -4,17 +4,18 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: report test lint lab bench clean
+.PHONY: report test lint lab docs install-check bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[test]"
+	$(PY) -m pip install --quiet -e ".[test,docs]"
 	touch $(STAMP)
 
-## The main job: an HTML report over the bundled fixtures, offline, with the built-in summarizers.
+## The main job: an HTML report over the bundled fixtures, offline, with the built-in summarizers
+## (--force: a second run replaces the report.html of the first).
 report: $(STAMP)
-	$(VENV)/bin/zett-lab report fixtures/ -o report.html
+	$(VENV)/bin/zett-lab report fixtures/ -o report.html --force
 
 ## Lint (ruff) and type check (mypy); `make test` runs them first so a finding fails fast.
 lint: $(STAMP)
@@ -29,9 +30,17 @@ test: lint
 lab: $(STAMP)
 	$(VENV)/bin/zett-lab lab
 
+## The documentation site, into build/docs/html/ (strict: a warning fails; the notebooks are executed offline).
+docs: $(STAMP)
+	$(PY) -m sphinx -W --keep-going -n -q -b html docs build/docs/html
+
+## Build the sdist and wheel, install the wheel into a fresh venv outside the repository, run zett-lab there.
+install-check: $(STAMP)
+	PY=$(PY) .ci/install-check
+
 ## Benchmarks (ratios measured in the same run; not part of the test suite).
 bench: $(STAMP)
 	for script in bench/*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
 
 clean:
-	rm -rf $(VENV) report.html test-output .pytest_cache
+	rm -rf $(VENV) report.html test-output .pytest_cache build/docs docs/notebooks

@@ -19,12 +19,37 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory):
     yield
 
 
+@pytest.fixture(autouse=True)
+def _fresh_endpoint_breakers():
+    """Every test starts with no remembered connection failures (an endpoint's breaker is per process)."""
+    from zett_lab.summarizers import reset_endpoint_breakers
+
+    reset_endpoint_breakers()
+    yield
+
+
 @pytest.fixture(scope="session")
 def fixture_conversations():
     """Every conversation in the bundled fixtures, loaded once per test session."""
     import zett_lab
 
     return zett_lab.load_all(FIXTURES)
+
+
+@pytest.fixture
+def sent_contexts(monkeypatch):
+    """Capture the context every replayed model step actually received from the runtime."""
+    from zett_lab.replay.playback import ReplayModel
+
+    captured: list[list] = []
+    original = ReplayModel.stream
+
+    def stream(self, request):
+        captured.append(list(request.messages))
+        return original(self, request)
+
+    monkeypatch.setattr(ReplayModel, "stream", stream)
+    return captured
 
 
 @pytest.fixture(scope="session")

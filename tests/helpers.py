@@ -88,3 +88,52 @@ class BadSummarizer:
             yield ModelEvent.completed(ModelResponse(AssistantMessage(content="very long summary " * 5000)))
         else:
             raise RuntimeError("provider exploded")
+
+
+class ScriptedAgentModel:
+    """A deterministic primary model: ``steps`` tool calls to ``read`` (one per step), then an answer.
+
+    Reports usage like a provider (``input_tokens`` = the engine's count of the request, plus
+    ``overhead``), and keeps every context it was sent in :attr:`contexts`.
+    """
+
+    retry = RetryOptions(max_retries=0)
+
+    def __init__(self, steps: int, *, overhead: int = 0, usage: bool = True) -> None:
+        self.steps = steps
+        self.overhead = overhead
+        self.usage = usage
+        self.calls = 0
+        self.contexts: list[list] = []
+
+    async def stream(self, request):
+        from zett_agent.extensions.compaction import CompactionExtension
+
+        self.contexts.append(list(request.messages))
+        self.calls += 1
+        previous_user = [m for m in request.messages if type(m) is UserMessage]
+        turn = previous_user[-1].content if previous_user else ""
+        if self.calls % (self.steps + 1):
+            call = ToolCall(id=f"call-{self.calls}", name="read", arguments={"path": f"src/file_{self.calls}.py"})
+            message = AssistantMessage(content="", tool_calls=(call,))
+        else:
+            message = AssistantMessage(content=f"Done with: {turn[:40]}")
+        usage = ModelUsage()
+        if self.usage:
+            usage = ModelUsage(
+                input_tokens=CompactionExtension._count_tokens(request.messages) + self.overhead,
+                output_tokens=CompactionExtension._count_tokens([message]),
+            )
+        yield ModelEvent.completed(ModelResponse(message, usage=usage))
+
+
+async def read_tool(path: str = "") -> str:
+    """The ``read`` tool of :class:`ScriptedAgentModel`: a long, deterministic file listing."""
+    return f"# {path}\n" + "".join(f"line {n} of {path}: value_{n} = compute({n})\n" for n in range(60))
+
+
+def read_agent_tool():
+    from zett_agent.tools.base import AgentTool
+
+    parameters = {"type": "object", "properties": {"path": {"type": "string"}}}
+    return AgentTool(name="read", description="Read a file.", parameters=parameters, handler=read_tool, guidelines=())

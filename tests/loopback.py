@@ -21,9 +21,12 @@ Responses are chunked HTTP/1.1 with keep-alive. Behaviour is set at construction
 * ``fail_status`` with ``fail_times``: answer that HTTP status N times, then succeed
   (``fail_times=None``: always fail);
 * ``empty=True``: an empty summary; ``tool_call=True``: a tool call instead of text;
-* ``reasoning``: reasoning text streamed before the answer.
+* ``reasoning``: reasoning text streamed before the answer;
+* ``drop=True``: accept every connection and close it at once, without a response (an endpoint
+  that cannot be talked to; the client sees a failed connection).
 
-Every request is recorded (:attr:`LoopbackServer.requests`): method, path, headers and JSON body.
+Every request is recorded (:attr:`LoopbackServer.requests`): method, path, headers and JSON body;
+every accepted connection is counted (:attr:`LoopbackServer.connections`).
 
 Example::
 
@@ -288,6 +291,10 @@ class _Server(ThreadingHTTPServer):
     allow_reuse_address = True
     owner: LoopbackServer
 
+    def verify_request(self, request: Any, client_address: Any) -> bool:
+        """Count the connection; with ``drop`` refuse to serve it (socketserver then closes it)."""
+        return self.owner._connected()
+
 
 class LoopbackServer:
     """A fake provider on 127.0.0.1 (random free port), served from a daemon thread.
@@ -302,6 +309,8 @@ class LoopbackServer:
     def __init__(self, **behaviour: Any) -> None:
         """Start with the behaviour :meth:`configure` takes (defaults: a deterministic summary, no failures)."""
         self.requests: list[RecordedRequest] = []
+        #: Connections accepted (also those dropped without a response).
+        self.connections = 0
         #: POST requests being answered right now, and the most at any one time.
         self.in_flight = 0
         self.max_in_flight = 0
@@ -322,6 +331,7 @@ class LoopbackServer:
         empty: bool = False,
         tool_call: bool = False,
         reasoning: str | None = None,
+        drop: bool = False,
     ) -> LoopbackServer:
         """Set the behaviour for the following requests (resets the failure counter)."""
         with self._lock:
@@ -333,6 +343,7 @@ class LoopbackServer:
             self.empty = empty
             self.tool_call = tool_call
             self.reasoning = reasoning
+            self.drop = drop
         return self
 
     # -- lifecycle --------------------------------------------------------------------------------------
@@ -388,12 +399,18 @@ class LoopbackServer:
             return sum(1 for r in self.requests if path is None or r.path.split("?", 1)[0] == path)
 
     def reset(self) -> None:
-        """Forget recorded requests (and the in-flight maximum)."""
+        """Forget recorded requests and connections (and the in-flight maximum)."""
         with self._lock:
             self.requests.clear()
+            self.connections = 0
             self.max_in_flight = self.in_flight
 
     # -- internals used by the handler --------------------------------------------------------------------
+
+    def _connected(self) -> bool:
+        with self._lock:
+            self.connections += 1
+            return not self.drop
 
     def _enter(self) -> None:
         with self._lock:

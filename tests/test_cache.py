@@ -25,12 +25,17 @@ from zett_agent.messages import (
 )
 from zett_agent.model import ModelRequest, ReasoningEffort
 
+import zett_lab
+from tests.helpers import CountingSummarizer, coding_conversation
+from tests.readonly import read_only_folder
+from zett_lab.errors import ZettLabWarning
 from zett_lab.summarizers import (
     CachedSummary,
     CacheError,
     SummaryCache,
     default_cache_path,
 )
+from zett_lab.summarizers import cache as cache_module
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -163,7 +168,7 @@ def test_garbage_file_is_moved_aside_and_rebuilt(tmp_path):
     path = tmp_path / "c.sqlite"
     garbage = b"this is not a database at all\n" * 200
     path.write_bytes(garbage)
-    with pytest.warns(RuntimeWarning, match="moved it to"):
+    with pytest.warns(ZettLabWarning, match="moved it to"):
         cache = SummaryCache(path)
     cache.put("k", entry())
     assert cache.get("k") == entry()
@@ -192,7 +197,7 @@ def test_broken_schema_is_rebuilt_and_newer_version_refused(tmp_path):
         connection.execute("ALTER TABLE summaries RENAME TO old_summaries")
         connection.execute("CREATE TABLE summaries (key TEXT PRIMARY KEY, text TEXT)")
     connection.close()
-    with pytest.warns(RuntimeWarning, match="columns"):
+    with pytest.warns(ZettLabWarning, match="columns"):
         cache = SummaryCache(path)
     cache.put("k", entry())
     assert cache.get("k") == entry()
@@ -280,3 +285,128 @@ def test_killed_writer_leaves_finished_entries(tmp_path):
         assert hit is not None and hit.text.endswith(str(i)) and hit.input_tokens == i
     with closing(sqlite3.connect(path)) as connection:
         assert connection.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+# -- every other cache problem: one message naming the cache file and what to do ----------------------------
+
+WHAT_TO_DO = (
+    "point ZETT_LAB_CACHE at a file in a writable folder, or run without the cache (--no-cache, or ZETT_LAB_CACHE=off)"
+)
+
+
+@pytest.mark.parametrize("where", ["new file", "new subfolder", "existing cache"])
+def test_a_cache_in_a_read_only_folder_is_one_clear_error(tmp_path, where):
+    folder = tmp_path / "caches"
+    folder.mkdir()
+    path = folder / ("sub/c.sqlite" if where == "new subfolder" else "c.sqlite")
+    if where == "existing cache":
+        with SummaryCache(path) as cache:
+            cache.put("k", entry())
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    with read_only_folder(folder), pytest.raises(CacheError) as error:
+        SummaryCache(path)
+    message = str(error.value)
+    assert message.startswith(f"summary cache {path}: cannot open it (") and message.endswith(WHAT_TO_DO)
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+
+
+def test_a_cache_locked_too_long_is_one_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(cache_module, "BUSY_TIMEOUT_S", 0.2)
+    path = tmp_path / "c.sqlite"
+    cache = SummaryCache(path)
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "holding"
+        with pytest.raises(CacheError) as error:
+            cache.put("k", entry())
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+        holder.stdout.close()
+    assert (
+        str(error.value)
+        == f"summary cache {path}: cannot write to it (locked by another process for 0.2 s); {WHAT_TO_DO}"
+    )
+
+
+HOLDER = """
+import sqlite3, sys, time
+connection = sqlite3.connect(sys.argv[1], isolation_level=None)
+connection.execute("BEGIN EXCLUSIVE")
+print("holding", flush=True)
+time.sleep(600)
+"""
+
+
+def test_garbage_in_the_middle_with_the_header_intact_is_detected_moved_aside_and_rebuilt(tmp_path):
+    path = tmp_path / "c.sqlite"
+    with SummaryCache(path) as cache:
+        for i in range(300):
+            cache.put(f"k{i}", entry(f"summary number {i} " * 20))
+        connection = cache._conn()
+        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    data = bytearray(path.read_bytes())
+    assert len(data) > 8 * 4096
+    data[4 * 4096 : 6 * 4096] = bytes(range(256)) * 32  # pages 5 and 6: tree pages of the summaries table
+    path.write_bytes(bytes(data))
+    assert path.read_bytes()[:16] == b"SQLite format 3\x00"
+    with pytest.warns(
+        ZettLabWarning, match=rf"summary cache {path} was unusable \(damaged: .*\); moved it to .*corrupt-"
+    ):
+        cache = SummaryCache(path)
+    assert len(cache) == 0
+    cache.put("k1", entry())
+    assert cache.get("k1") == entry()
+    aside = [p for p in tmp_path.iterdir() if ".corrupt-" in p.name and not p.name.endswith(("-wal", "-shm"))]
+    assert len(aside) == 1 and aside[0].read_bytes() == bytes(data)
+
+
+def test_the_move_aside_warning_is_one_readable_line(tmp_path):
+    path = tmp_path / "c.sqlite"
+    path.write_bytes(b"not a database at all\n" * 100)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from zett_lab.summarizers import SummaryCache; SummaryCache(sys.argv[1])",
+            str(path),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=True,
+    )
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(
+        f"zett_lab: summary cache {path} was unusable (not an SQLite database"
+    )
+
+
+def test_the_identity_column_is_filled_from_the_key(tmp_path):
+    cache = SummaryCache(tmp_path / "c.sqlite")
+    for n, identity in enumerate(("anchors(budget=0.1)", "mask", "anchors(budget=0.1)")):
+        key = SummaryCache.key(identity, request(str(n)))
+        assert key.identity == identity and pickle.loads(pickle.dumps(key)).identity == identity
+        cache.put(key, entry(identity))
+    cache.put(SummaryCache.key("mask", request("y")), entry(), identity="explicit")
+    assert cache.stats()["identities"] == 3
+    with closing(sqlite3.connect(cache.path)) as connection:
+        stored = sorted(row[0] for row in connection.execute("SELECT identity FROM summaries"))
+    assert stored == ["anchors(budget=0.1)", "anchors(budget=0.1)", "explicit", "mask"]
+
+
+def test_a_replay_records_the_summarizers_identity(tmp_path):
+    cache = SummaryCache(tmp_path / "c.sqlite")
+    trace = zett_lab.replay(
+        coding_conversation(turns=6),
+        max_tokens=3000,
+        keep_recent_tokens=800,
+        summarizer=CountingSummarizer(),
+        cache=cache,
+    )
+    assert len(trace.compactions) > 0
+    with closing(sqlite3.connect(cache.path)) as connection:
+        identities = {row[0] for row in connection.execute("SELECT identity FROM summaries")}
+    assert identities == {"counting-summarizer|effort=low"}  # the summarizer's identity and the reasoning effort
+    assert cache.stats()["identities"] == 1

@@ -16,7 +16,7 @@ from tests.conftest import FIXTURES, ROOT
 from tests.test_report import evil_conversation
 from zett_lab.errors import SettingError
 from zett_lab.replay.trace import Trace
-from zett_lab.show.cli import parse_grid, parse_tokens
+from zett_lab.show.cli import EXIT_ERROR, EXIT_USAGE, parse_grid, parse_tokens
 
 SCRIPT = Path(sys.executable).parent / "zett-lab"
 COMMAND = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "zett_lab.show.cli"]
@@ -42,7 +42,7 @@ def one_error_line(result: subprocess.CompletedProcess) -> str:
 # --- help and argument parsing ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("command", ["", "import", "replay", "sweep", "report", "lab"])
+@pytest.mark.parametrize("command", ["", "import", "replay", "sweep", "report", "demo", "lab"])
 def test_help_with_examples(command: str) -> None:
     result = run(*([command] if command else []), "--help")
     assert result.returncode == 0, result.stderr
@@ -51,8 +51,20 @@ def test_help_with_examples(command: str) -> None:
 
 
 def test_version() -> None:
+    import zett_agent
+
     result = run("--version")
-    assert result.returncode == 0 and "zett-agent" in result.stdout
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"zett-lab {zett_lab.__version__} (zett-agent {zett_agent.__version__})"
+
+
+def test_one_version_number() -> None:
+    """The metadata reads the version from zett_lab/version.py (no second copy in pyproject.toml)."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert "version" not in project["project"] and "version" in project["project"]["dynamic"]
+    assert project["tool"]["hatch"]["version"]["path"] == "zett_lab/version.py"
 
 
 def test_no_command_is_a_usage_error() -> None:
@@ -146,9 +158,13 @@ def test_replay_prints_steps_and_compactions(tmp_path: Path) -> None:
         (
             ["replay", "missing.sqlite", "--max-tokens", "1k", "--keep-recent-tokens", "100"],
             "no such file or directory",
-            1,
+            EXIT_ERROR,
         ),
-        (["replay", FIXTURES / "sessions.sqlite", "--max-tokens", "1k", "--keep-recent-tokens", "100"], "--session", 1),
+        (
+            ["replay", FIXTURES / "sessions.sqlite", "--max-tokens", "1k", "--keep-recent-tokens", "100"],
+            "--session",
+            EXIT_ERROR,
+        ),
         (
             [
                 "replay",
@@ -161,7 +177,7 @@ def test_replay_prints_steps_and_compactions(tmp_path: Path) -> None:
                 "100",
             ],
             "no such session",
-            1,
+            EXIT_ERROR,
         ),
         (
             [
@@ -175,7 +191,7 @@ def test_replay_prints_steps_and_compactions(tmp_path: Path) -> None:
                 "100",
             ],
             "--max-tokens",
-            2,
+            EXIT_USAGE,
         ),
         (
             [
@@ -191,7 +207,7 @@ def test_replay_prints_steps_and_compactions(tmp_path: Path) -> None:
                 "bogus",
             ],
             "unknown summarizer spec",
-            1,
+            EXIT_ERROR,
         ),
         (
             [
@@ -207,16 +223,16 @@ def test_replay_prints_steps_and_compactions(tmp_path: Path) -> None:
                 "openai:gpt-5-mini",
             ],
             "OPENAI_API_KEY",
-            1,
+            EXIT_ERROR,
         ),
         (
             ["sweep", FIXTURES, "--max-tokens", "8k:4k:1k", "--keep-recent-tokens", "1k", "-o", "x"],
             "below the start",
-            2,
+            EXIT_USAGE,
         ),
-        (["report", "missing-dir/", "-o", "r.html"], "no such file or directory", 1),
-        (["report", FIXTURES, "-o", "r.html", "--summarizer", "bogus"], "unknown summarizer spec", 1),
-        (["report", FIXTURES, "-o", "r.html", "--date", "yesterday"], "YYYY-MM-DD", 1),
+        (["report", "missing-dir/", "-o", "r.html"], "no such file or directory", EXIT_ERROR),
+        (["report", FIXTURES, "-o", "r.html", "--summarizer", "bogus"], "unknown summarizer spec", EXIT_ERROR),
+        (["report", FIXTURES, "-o", "r.html", "--date", "yesterday"], "YYYY-MM-DD", EXIT_ERROR),
     ],
 )
 def test_failures_are_one_clear_line(
@@ -304,10 +320,53 @@ def test_report_on_the_bundled_fixtures(tmp_path: Path) -> None:
 
 
 def test_lab_dry_run(tmp_path: Path) -> None:
-    result = run("lab", "--dry-run", "--notebooks", tmp_path)
+    result = run("lab", tmp_path, "--dry-run")
     assert result.returncode == 0, result.stderr
-    assert "jupyter lab" in result.stdout and str(tmp_path) in result.stdout
-    bundled = run("lab", "--dry-run")
-    if (ROOT / "notebooks").is_dir():
-        assert bundled.returncode == 0 and str(ROOT / "notebooks") in bundled.stdout
-    assert "no such notebooks folder" in one_error_line(run("lab", "--dry-run", "--notebooks", tmp_path / "nope"))
+    assert "jupyter lab" in result.stdout and f"--notebook-dir={tmp_path}" in result.stdout
+    (tmp_path / "notebooks").mkdir()
+    demo_folder = run("lab", tmp_path, "--dry-run", "--", "--port", "8899")
+    assert demo_folder.returncode == 0, demo_folder.stderr
+    assert f"--notebook-dir={tmp_path / 'notebooks'}" in demo_folder.stdout
+    assert demo_folder.stdout.rstrip().endswith("--port 8899")
+    relative = run("lab", ".", "--dry-run", cwd=tmp_path)
+    assert relative.returncode == 0 and f"--notebook-dir={tmp_path.resolve() / 'notebooks'}" in relative.stdout
+    checkout = run("lab", "--dry-run")
+    assert checkout.returncode == 0 and f"--notebook-dir={ROOT / 'notebooks'}" in checkout.stdout
+    assert "no such notebooks folder" in one_error_line(run("lab", tmp_path / "nope", "--dry-run"))
+
+
+# --- demo --------------------------------------------------------------------------------------------------
+
+
+def test_demo_writes_notebooks_and_samples(tmp_path: Path) -> None:
+    folder = tmp_path / "study"
+    result = run("demo", folder)
+    assert result.returncode == 0, result.stderr
+    notebooks = sorted(p.name for p in (folder / "notebooks").glob("*.ipynb"))
+    assert notebooks == sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb")) and len(notebooks) == 5
+    for name in ("sessions.sqlite", "sessions.probes.json"):
+        assert (folder / "fixtures" / name).read_bytes() == (FIXTURES / name).read_bytes()
+    assert f"zett-lab lab {folder}" in result.stdout and f"zett-lab report {folder}" in result.stdout
+    loaded = zett_lab.load_all(folder / "fixtures")
+    assert len(loaded) == 7 and sum(len(c.probes) for c in loaded) > 0
+
+
+def test_demo_never_overwrites(tmp_path: Path) -> None:
+    mine = tmp_path / "notebooks" / "01-explore.ipynb"
+    mine.parent.mkdir()
+    mine.write_text("my own edits")
+    result = run("demo", tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert mine.read_text() == "my own edits"
+    assert f"kept  {mine}" in result.stdout
+    assert (tmp_path / "notebooks" / "02-tune-thresholds.ipynb").is_file()
+    again = run("demo", tmp_path)
+    assert again.returncode == 0 and "wrote" not in again.stdout
+    assert not [p for p in tmp_path.rglob("*") if p.name.endswith(".tmp")]
+
+
+def test_demo_into_a_file_is_one_error(tmp_path: Path) -> None:
+    target = tmp_path / "file.txt"
+    target.write_text("x")
+    assert "is a file" in one_error_line(run("demo", target))
+    assert target.read_text() == "x"

@@ -10,19 +10,19 @@ import pytest
 from scipy import stats
 
 from zett_lab.measure import Losses, compare, measure
-from zett_lab.measure.compare import (
-    PAIRWISE_COLUMNS,
-    SUMMARY_COLUMNS,
-    bootstrap_mean_ci,
-    wilcoxon_test,
-)
-from zett_lab.measure.losses import (
+from zett_lab.measure.columns import (
     ANCHOR_COLUMNS,
     COMPACTION_COLUMNS,
     CONVERSATION_COLUMNS,
     DECAY_COLUMNS,
     PROBE_COLUMNS,
-    _frame,
+    frame,
+)
+from zett_lab.measure.compare import (
+    PAIRWISE_COLUMNS,
+    SUMMARY_COLUMNS,
+    bootstrap_mean_ci,
+    wilcoxon_test,
 )
 
 
@@ -52,11 +52,11 @@ def losses_with(
         for cid in conversations
     ]
     return Losses(
-        compactions=_frame(rows, COMPACTION_COLUMNS),
-        anchors=_frame([], ANCHOR_COLUMNS),
-        conversation=_frame(conv_rows, CONVERSATION_COLUMNS),
-        probes=_frame([], PROBE_COLUMNS),
-        decay=_frame([], DECAY_COLUMNS),
+        compactions=frame(rows, COMPACTION_COLUMNS),
+        anchors=frame([], ANCHOR_COLUMNS),
+        conversation=frame(conv_rows, CONVERSATION_COLUMNS),
+        probes=frame([], PROBE_COLUMNS),
+        decay=frame([], DECAY_COLUMNS),
     )
 
 

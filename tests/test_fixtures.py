@@ -32,6 +32,8 @@ DB = FIXTURES / "sessions.sqlite"
 SIDECAR = FIXTURES / "sessions.probes.json"
 GENERATOR = FIXTURES / "generate.py"
 PROBE_TYPES = {"recall", "artifact", "continuation", "decision"}
+#: Sessions of at least this many tokens carry at least three ``update`` probes.
+LONG_SESSION_TOKENS = 20_000
 
 
 def load_generator():
@@ -191,10 +193,26 @@ def test_sidecar_covers_every_session_with_all_probe_types():
         assert "recorded_with" in entry
         probes = entry["probes"]
         assert len(probes) >= 4, session_id
-        assert {p["type"] for p in probes} == PROBE_TYPES, session_id
+        assert {p["type"] for p in probes} - {"update"} == PROBE_TYPES, session_id
         for probe in probes:
-            assert set(probe) == {"question", "answer", "type", "message_index"}
+            fields = {"question", "answer", "type", "message_index"}
+            if probe["type"] == "update":
+                fields |= {"superseded_answer", "superseded_index"}
+                assert probe["superseded_index"] < probe["message_index"]
+                assert probe["superseded_answer"].strip() and probe["superseded_answer"] != probe["answer"]
+            assert set(probe) == fields
             assert probe["question"].endswith("?") and probe["answer"].strip()
+
+
+def test_long_sessions_carry_at_least_three_update_probes():
+    for session_id, entry in sidecar().items():
+        updates = [p for p in entry["probes"] if p["type"] == "update"]
+        if sizes()[session_id] >= LONG_SESSION_TOKENS:
+            assert len(updates) >= 3, session_id
+        for probe in updates:
+            messages = conversations()[session_id]
+            earlier = load_generator().message_text(messages[probe["superseded_index"]])
+            assert probe["superseded_answer"] in earlier, probe
 
 
 def test_probe_answers_appear_at_their_message_index():
@@ -301,10 +319,7 @@ def test_database_matches_the_generator():
         for message in stored:
             if isinstance(message, ToolMessage):
                 assert (message.text, message.success) == script.results[message.tool_call_id]
-        assert sidecar()[script.session_id]["probes"] == [
-            {"question": p.question, "answer": p.answer, "type": p.type, "message_index": p.message_index}
-            for p in script.probes
-        ]
+        assert sidecar()[script.session_id]["probes"] == [p.to_dict() for p in script.probes]
 
 
 @pytest.mark.slow

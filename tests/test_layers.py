@@ -15,7 +15,15 @@ PACKAGE = Path(__file__).resolve().parents[1] / "zett_lab"
 
 #: The stages in data-flow order; the shared base modules sit below all of them.
 STAGES = ["base", "load", "summarizers", "replay", "measure", "study", "show"]
-BASE_MODULES = {"zett_lab.errors", "zett_lab.tokens", "zett_lab.asyncrun", "zett_lab.files", "zett_lab.records", "zett_lab.progress"}
+BASE_MODULES = {
+    "zett_lab.errors",
+    "zett_lab.tokens",
+    "zett_lab.asyncrun",
+    "zett_lab.files",
+    "zett_lab.records",
+    "zett_lab.version",
+    "zett_lab.progress",
+}
 
 
 def module_name(path: Path) -> str:

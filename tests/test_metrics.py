@@ -17,7 +17,7 @@ from zett_agent.model import ModelEvent, ModelResponse, ModelUsage, RetryOptions
 
 from zett_lab import Conversation, InputError, Probe
 from zett_lab.measure import Losses, measure
-from zett_lab.measure.losses import (
+from zett_lab.measure.columns import (
     ANCHOR_COLUMNS,
     COMPACTION_COLUMNS,
     CONVERSATION_COLUMNS,
@@ -192,7 +192,9 @@ def test_anchor_lookup_in_summary_tail_and_future(hand_losses):
     error = anchor(hand_losses, 0, "error", "KeyError: user_id")
     assert error["in_tail"] and not error["needed_later"]
     load_user = anchor(hand_losses, 0, "identifier", "load_user")
-    assert load_user["lost_but_needed"] and not load_user["refetched"]  # needed, but only a path was re-read
+    # it recurs only in a tool result (the file printed again): no one used it, so it is not needed
+    assert load_user["in_future"] and not load_user["needed_later"] and not load_user["lost_but_needed"]
+    assert path["rarity"] == pytest.approx(math.log(12 / 3) / math.log(12 / 2))  # in 3 of 12 dialogue messages
     prod = anchor(hand_losses, 0, "path", "config/prod.yaml")
     assert prod["in_summary"] and not prod["in_future"]
     constraint = anchor(hand_losses, 0, "constraint", "never edit config/prod.yaml")
@@ -203,12 +205,14 @@ def test_needed_anchor_recall_and_lists(hand_losses):
     row = hand_losses.compactions.iloc[0]
     anchors = hand_losses.anchors[hand_losses.anchors["compaction_id"] == 0]
     needed = anchors[anchors["needed_later"]]
-    assert set(needed["normalized"]) == {"src/auth/session.py", "6543", "load_user"}
-    assert row["needed_anchors"] == 3 and row["needed_retained"] == 1
-    assert row["needed_anchor_recall"] == pytest.approx(1 / 3)
-    assert row["lost_but_needed"] == 2
+    assert set(needed["normalized"]) == {"src/auth/session.py", "6543"}  # read again by the agent, said again by it
+    assert row["needed_anchors"] == 2 and row["needed_retained"] == 1
+    weights = dict(zip(needed["normalized"], needed["rarity"], strict=True))
+    assert row["needed_weight"] == pytest.approx(sum(weights.values()))
+    assert row["needed_anchor_recall"] == pytest.approx(weights["6543"] / sum(weights.values()))
+    assert row["lost_but_needed"] == 1
     lost = hand_losses.lost_but_needed()
-    assert set(lost[lost["compaction_id"] == 0]["normalized"]) == {"src/auth/session.py", "load_user"}
+    assert set(lost[lost["compaction_id"] == 0]["normalized"]) == {"src/auth/session.py"}
     assert row["span_anchors"] == len(anchors)
     assert row["retained_anchors"] == int(anchors["in_summary"].sum())
     assert row["anchor_retention"] == pytest.approx(anchors["in_summary"].mean())
@@ -269,7 +273,7 @@ def test_rejected_and_failed_attempts():
     steps[3].update(skip_reason="summary not smaller", compaction_id=0)
     steps[4].update(skip_reason="summary failed", compaction_id=1)
     losses = measure(hand_trace(compactions=compactions, steps=steps))
-    assert list(losses.compactions["status"]) == ["not smaller", "failed"]
+    assert list(losses.compactions["status"]) == ["summary not smaller", "failed"]
     failed = losses.compactions.iloc[1]
     assert math.isnan(failed["compression_ratio"]) and math.isnan(failed["anchor_retention"])
     assert pd.isna(failed["needed_anchors"])
@@ -396,7 +400,10 @@ def linked_conversation(turns: int = 8, pad: int = 120) -> Conversation:
             )
         )
         messages.append(
-            AssistantMessage(content=f"We'll use load_user_{earlier} with a default. Fixed src/pkg/module_{t}.py.")
+            AssistantMessage(
+                content=f"We'll use load_user_{earlier} with a default on port {6500 + earlier}. "
+                f"Fixed src/pkg/module_{t}.py."
+            )
         )
     return Conversation(id="linked", messages=messages, probes=probes)
 
@@ -521,7 +528,8 @@ def test_judged_probe_qa_between_floor_and_ceiling():
 
 
 def test_judged_uses_the_cache_and_plan_counts_calls():
-    from zett_lab.measure.judged import plan_judged, run_judged
+    from zett_lab.measure.judged import run_judged
+    from zett_lab.measure.judged_plan import plan_judged
     from zett_lab.summarizers.cache import SummaryCache
 
     cache = SummaryCache.memory()
@@ -558,7 +566,7 @@ def test_judged_stops_at_the_budget_and_keeps_what_it_finished():
 
 
 def test_generate_probes_keeps_only_verbatim_answers():
-    from zett_lab.measure.judged import generate_probes
+    from zett_lab.measure.judged_calls import generate_probes
 
     class ProbeWriter:
         retry = RetryOptions(max_retries=0)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import sqlite3
 
 import pytest
@@ -19,7 +18,6 @@ from zett_agent.model import ModelUsage
 from zett_agent.storage import encode_messages
 
 import zett_lab
-from tests.conftest import FIXTURES
 from tests.helpers import coding_conversation
 from zett_lab import InputError
 from zett_lab.files import _umask
@@ -164,40 +162,6 @@ def test_sqlite_errors(tmp_path):
         zett_lab.load(other)
     with pytest.raises(InputError, match="already exists"):
         write_sqlite([coding_conversation(turns=1)], db)
-
-
-def _snapshot(path):
-    return {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(path.parent.iterdir())}
-
-
-def test_a_users_database_is_never_modified(tmp_path):
-    """Bytes and mtime unchanged, no -wal/-shm left, also when the database is in WAL mode with a live -wal file."""
-    source = FIXTURES / "sessions.sqlite"
-    folder = tmp_path / "user"
-    folder.mkdir()
-    db = folder / "sessions.sqlite"
-    shutil.copy2(source, db)
-    before = _snapshot(db)
-    zett_lab.load_all(db)
-    zett_lab.load(db, session=zett_lab.load_all(db)[0].id)
-    with pytest.raises(InputError):
-        zett_lab.load(db, session="does-not-exist")
-    assert _snapshot(db) == before
-
-    wal_db = folder / "wal.sqlite"
-    write_sqlite([coding_conversation(turns=1)], wal_db)
-    writer = sqlite3.connect(wal_db)
-    writer.execute("PRAGMA journal_mode=WAL")
-    writer.execute("PRAGMA wal_autocheckpoint=0")
-    writer.execute("UPDATE agent_sessions SET title='live' ")
-    writer.commit()
-    try:
-        before = _snapshot(wal_db)
-        assert (folder / "wal.sqlite-wal").exists()
-        assert zett_lab.load(wal_db).metadata["title"] == "live"
-        assert _snapshot(wal_db) == before
-    finally:
-        writer.close()
 
 
 def test_zett_jsonl_extension_files(tmp_path):

@@ -2,36 +2,18 @@
 
 from __future__ import annotations
 
-import importlib
-
 import pytest
 from zett_agent.extensions.compaction import CompactionExtension
 from zett_agent.messages import AssistantMessage, ToolMessage
 
 import zett_lab
+import zett_lab.errors
 from tests.helpers import BadSummarizer, CountingSummarizer, coding_conversation
-from zett_lab.load.conversation import CHECKPOINT_PREFIX
-from zett_lab.replay import ReplayError, replay
+from zett_lab.replay import ReplayError, SummaryError, replay
 from zett_lab.replay.trace import Trace
 from zett_lab.tokens import MemoizingCounter, engine_payload
 
-replay_module = importlib.import_module("zett_lab.replay.run")
-
 SETTINGS = [(2_000, 500), (4_000, 1_000), (8_000, 2_000), (16_000, 4_000), (30_000, 12_000)]
-
-
-@pytest.fixture
-def sent_contexts(monkeypatch):
-    """Capture the context every replayed model step actually received from the runtime."""
-    captured: list[list] = []
-    original = replay_module._ReplayModel.stream
-
-    def stream(self, request):
-        captured.append(list(request.messages))
-        return original(self, request)
-
-    monkeypatch.setattr(replay_module._ReplayModel, "stream", stream)
-    return captured
 
 
 def _same_messages(left, right) -> bool:
@@ -141,13 +123,17 @@ def test_failed_tool_results_replay_as_failures(sent_contexts):
 )
 def test_failed_summaries_are_recorded_and_the_replay_goes_on(mode, kind):
     conversation = coding_conversation(turns=5)
-    trace = replay(conversation, max_tokens=600, keep_recent_tokens=200, summarizer=BadSummarizer(mode), cache=False)
+    warning = r"conversation 'hand-made': \d+ summary call\(s\) failed"
+    with pytest.warns(zett_lab.errors.SummaryFailureWarning, match=warning):
+        trace = replay(
+            conversation, max_tokens=600, keep_recent_tokens=200, summarizer=BadSummarizer(mode), cache=False
+        )
     failed = trace.compactions[trace.compactions["skip_reason"] == "summary failed"]
     assert len(failed) >= 2
     assert set(failed["error_kind"]) == {kind}
     assert not trace.compactions["applied"].any()
     assert len(trace.steps) == sum(isinstance(m, AssistantMessage) for m in conversation.messages)
-    with pytest.raises(ReplayError, match="turn"):
+    with pytest.raises(SummaryError, match=r"turn \d+, step \d+: summary failed \(strict\)") as error:
         replay(
             conversation,
             max_tokens=600,
@@ -156,6 +142,7 @@ def test_failed_summaries_are_recorded_and_the_replay_goes_on(mode, kind):
             cache=False,
             strict=True,
         )
+    assert isinstance(error.value, ReplayError) and isinstance(error.value, zett_lab.errors.ResultFailure)
 
 
 def test_a_summary_that_is_not_smaller_is_discarded_and_retried_next_step():
@@ -180,13 +167,15 @@ def test_limits_must_be_positive_integers(max_tokens, keep):
 
 
 def test_keep_recent_at_or_above_max_tokens_is_allowed():
-    trace = replay(
-        coding_conversation(turns=4),
-        max_tokens=600,
-        keep_recent_tokens=5_000,
-        summarizer=CountingSummarizer(),
-        cache=False,
-    )
+    meaning = "keep_recent_tokens=5000 >= max_tokens=600: the kept tail alone fills the budget"
+    with pytest.warns(zett_lab.errors.SettingWarning, match=meaning):
+        trace = replay(
+            coding_conversation(turns=4),
+            max_tokens=600,
+            keep_recent_tokens=5_000,
+            summarizer=CountingSummarizer(),
+            cache=False,
+        )
     assert set(trace.steps.loc[trace.steps["triggered"], "skip_reason"]) == {"recent budget covers everything"}
 
 
@@ -242,5 +231,5 @@ def test_replaying_a_compacted_recording_reproduces_its_snapshots(fixture_conver
     assert [sequences[end - 1] for end in applied["span_end"]] == [
         n.metadata["compacted_through_sequence"] for n in snapshots
     ]
-    assert [CHECKPOINT_PREFIX + t for t in applied["summary_text"]] == [n.summary for n in snapshots]
+    assert list(applied["summary_text"]) == [n.summary for n in snapshots]  # the text the summary model wrote
     assert "usage" in set(trace.steps["estimate_source"])

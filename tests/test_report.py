@@ -23,6 +23,7 @@ from zett_agent.messages import (
 
 from tests.helpers import coding_conversation
 from zett_lab import Conversation, SettingError, replay
+from zett_lab.errors import OutputError
 from zett_lab.measure.catalogue import metric
 from zett_lab.show.report import REPORT_METRICS, Report, default_grid
 from zett_lab.show.report.content import GLOSSARY
@@ -313,7 +314,10 @@ def test_date_never_enters_a_figure(report: Report, page: str) -> None:
 def test_save_html_is_atomic_and_readable(report: Report, tmp_path: Path) -> None:
     target = tmp_path / "report.html"
     target.write_text("old")
-    report.save_html(target)
+    with pytest.raises(OutputError, match="already exists"):
+        report.save_html(target)
+    assert target.read_text(encoding="utf-8") == "old"
+    report.save_html(target, overwrite=True)
     assert target.read_text(encoding="utf-8") == report.to_html()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html"]
     assert target.stat().st_mode & 0o044, "readable by others, like any file the user writes"

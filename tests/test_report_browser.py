@@ -5,6 +5,7 @@ Skipped where no browser is installed, never when CI=true.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -150,5 +151,83 @@ def test_notebook_frame_is_isolated(browser, tmp_path: Path, fixture_report: Pat
         assert watched.page.evaluate("typeof window.__zl_pwned") == "undefined"
         assert not [url for url in watched.requests if url.startswith(("http:", "https:"))]
         assert watched.errors == [] and watched.dialogs == []
+    finally:
+        watched.close()
+
+
+RLO = "\u202e"
+
+#: Every text node holding a right-to-left override whose override could reach page text after it:
+#: no element between the text and its block isolates it, and more text follows in that block.
+LEAKS = r"""
+() => {
+  const leaks = [];
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    if (!node.data.includes("\u202e")) { continue; }
+    let element = node.parentElement, isolated = false;
+    while (element && getComputedStyle(element).display.startsWith("inline")) {
+      if (getComputedStyle(element).unicodeBidi === "isolate") { isolated = true; break; }
+      element = element.parentElement;
+    }
+    if (isolated || !element) { continue; }
+    if (getComputedStyle(element).unicodeBidi === "isolate" && node.parentElement === element) { continue; }
+    const range = document.createRange();
+    range.setStartAfter(node);
+    range.setEnd(element, element.childNodes.length);
+    if (range.toString().trim()) { leaks.push(element.tagName + ": " + node.data.slice(0, 60)); }
+  }
+  return leaks;
+}
+"""
+
+
+class RightToLeftSummarizer:
+    """An offline summarizer whose name carries a right-to-left override (a user-given label)."""
+
+    def __init__(self) -> None:
+        from zett_lab.summarizers import summarizer
+
+        self.model = summarizer("truncate")
+        self.identity = f"trunc{RLO}ate"
+        self.retry = self.model.retry
+
+    def stream(self, request):
+        return self.model.stream(request)
+
+
+def rtl_conversation():
+    from zett_agent.messages import AssistantMessage, ToolMessage, UserMessage
+
+    from tests.helpers import coding_conversation
+
+    conversation = coding_conversation(turns=5, cid=f"rtl{RLO}session")
+    for index, message in enumerate(conversation.messages):
+        text = message.content if isinstance(message, (UserMessage, AssistantMessage, ToolMessage)) else None
+        if isinstance(text, str) and text:
+            marked = text.replace("module_", f"mod{RLO}ule_")
+            conversation.messages[index] = dataclasses.replace(message, content=marked)
+    conversation.metadata["title"] = f"title {RLO} reversed"
+    return conversation
+
+
+def test_right_to_left_overrides_stay_inside_their_text(browser, tmp_path: Path) -> None:
+    conversation = rtl_conversation()
+    grid = {"max_tokens": [900], "keep_recent_tokens": [250]}
+    report = Report.build(
+        [conversation], ["mask", RightToLeftSummarizer()], grid, executor="serial", cache=False, date="2025-01-01"
+    )
+    path = report.save_html(tmp_path / "rtl.html")
+    watched = Watched(browser)
+    try:
+        watched.open(path)
+        page = watched.page
+        holders = page.evaluate(
+            "() => [...document.querySelectorAll('body *')].filter(e => e.textContent.includes('\\u202e')).length"
+        )
+        assert holders > 10, "the override reaches the page in many places (id, title, anchors, summaries, label)"
+        assert page.evaluate(LEAKS) == []
+        page.add_style_tag(content="*{unicode-bidi:normal !important}")
+        assert page.evaluate(LEAKS) != [], "without isolation the check finds the override reordering page text"
     finally:
         watched.close()

@@ -528,3 +528,13 @@ def test_replay_failing_provider_non_strict(server, keyed, fixture_conversation)
             fixture_conversation, max_tokens=total // 3, keep_recent_tokens=total // 10,
             summarizer=model, cache=False, strict=True,
         )
+
+
+def test_spec_of_rebuilds_a_summarizer_from_its_identity():
+    from zett_lab.summarizers import spec_of, summarizer, summarizer_identity
+
+    for spec in ("anchors:0.1", "truncate:2000", "mask", "extractive"):
+        identity = summarizer_identity(summarizer(spec))
+        rebuilt = spec_of(identity)
+        assert rebuilt is not None and summarizer_identity(summarizer(rebuilt)) == identity
+    assert spec_of("counting-summarizer") is None and spec_of("anchors(budget=0.1,extra=1)") is None

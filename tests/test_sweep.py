@@ -91,7 +91,7 @@ def test_sweep_equals_single_replays_on_fixture_grid(small, tmp_path):
         assert_same(mine, alone)
         summary = alone.summary()
         for key, value in summary.items():
-            if key not in ("summarizer",):
+            if key not in ("summarizer", "engine"):  # labels in the sweep, identities in the trace
                 assert getattr(row, key) == value, key
 
 
@@ -306,7 +306,9 @@ def test_save_load_round_trip(small, tmp_path):
     s = sweep(small[:2], max_tokens=[3_000, 50_000], keep_recent_tokens=[700], summarizers=["anchors:0.1", "mask"],
               executor="serial", cache=tmp_path / "c.sqlite", progress=False)
     path = s.save(tmp_path / "run")
-    s.save(tmp_path / "run")  # replacing a saved sweep is fine
+    with pytest.raises(zett_lab.InputError, match="already exists"):
+        s.save(tmp_path / "run")
+    s.save(tmp_path / "run", overwrite=True)  # replacing a saved sweep, when asked, is fine
     loaded = Sweep.load(path)
     pd.testing.assert_frame_equal(s.results, loaded.results)
     assert loaded.config == s.config
@@ -314,8 +316,11 @@ def test_save_load_round_trip(small, tmp_path):
         assert_same(trace, loaded.trace(key[0], key[2], key[3], key[1]))
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "keep.txt").write_text("mine")
-    with pytest.raises(zett_lab.InputError):
+    with pytest.raises(zett_lab.InputError, match="already exists"):
         s.save(tmp_path / "other")
+    with pytest.raises(zett_lab.InputError, match="exists and is not a saved sweep; refusing to replace it"):
+        s.save(tmp_path / "other", overwrite=True)
+    assert (tmp_path / "other" / "keep.txt").read_text() == "mine"
     html = s._repr_html_()
     assert "<table" in html and small[0].id in html
     assert "Sweep(2 conversations" in repr(s)

@@ -288,3 +288,116 @@ def test_comparison_error_in_place(conversations):
     comparison = Comparison(conversations, [BadSummarizer("raise")], max_tokens=700, keep_recent_tokens=300,
                             replay_options={"strict": True})
     assert comparison.error is not None and "zl-error" in comparison.error_area.value
+
+
+# --- clickable plots ------------------------------------------------------------------------------------
+
+
+def test_timeline_has_one_clickable_band_per_step(explorer):
+    regions = explorer.plot.regions
+    steps = explorer.trace.steps["step"].tolist()
+    assert [r[0] for r in regions] == [f"step:{s}" for s in steps]
+    lefts = [r[2] for r in regions]
+    assert lefts == sorted(lefts) and len(set(lefts)) == len(lefts)  # left to right, one band each
+    for _, _, left, top, width, height in regions:
+        assert left >= 0 and top >= 0 and width > 0 and height > 0.5
+        assert left + width <= 1.0001 and top + height <= 1.0001
+
+
+def test_clicking_a_step_shows_its_decision(explorer):
+    steps = explorer.trace.steps
+    quiet = int(steps.loc[steps["skip_reason"] == "below threshold", "step"].iloc[0])
+    explorer.plot.click(f"step:{quiet}")
+    assert explorer.selected_step == quiet and explorer.step.value == quiet
+    assert f'data-step="{quiet}"' in explorer.step_area.value and "did not try" in explorer.step_area.value
+    assert explorer.plot.selected == f"step:{quiet}"
+    applied = explorer.trace.compactions.loc[explorer.trace.compactions["applied"]].iloc[0]
+    explorer.plot.click(f"step:{int(applied['step'])}")
+    shown = explorer.step_area.value
+    assert "a compaction was applied" in shown and f'data-compaction="{int(applied["compaction_id"])}"' in shown
+    assert "Summary of" in shown and "What was lost" in shown
+    assert explorer.compaction.value == int(applied["compaction_id"])  # the compaction tab follows
+    renders = explorer.renders
+    explorer.step.value = quiet  # the keyboard route: same panel, no replay
+    assert explorer.selected_step == quiet and explorer.renders == renders
+    with pytest.raises(Exception, match="no clickable region"):
+        explorer.plot.click("step:100000")
+
+
+def test_clicking_a_compaction_step_lists_lost_but_needed(fixture_conversations):
+    explorer = Explorer(fixture_conversations, summarizers=["truncate:0.05"])
+    explorer.set(conversation_id="billing-rounding", max_tokens=12_000, keep_recent_tokens=3_000)
+    lost = explorer.losses.lost_but_needed()
+    compaction = int(lost["compaction_id"].iloc[0])
+    compactions = explorer.trace.compactions
+    step = int(compactions.loc[compactions["compaction_id"] == compaction, "step"].iloc[0])
+    explorer.plot.click(f"step:{step}")
+    assert "Lost but needed:" in explorer.step_area.value
+    assert str(lost["value"].iloc[0]).split()[0][:20] in explorer.step_area.value
+
+
+def test_clicking_a_heatmap_cell_selects_it(small_sweep):
+    explorer = SweepExplorer(small_sweep)
+    explorer.conversation.value = "s2"
+    explorer.summarizer.value = "truncate:0.1"
+    keys = [r[0] for r in explorer.plot.regions]
+    assert sorted(keys) == sorted(f"{m}:{k}" for m in (700, 1_200, 2_400) for k in (200, 400))
+    boxes = {r[0]: r[2:] for r in explorer.plot.regions}
+    assert boxes["700:200"][0] < boxes["1200:200"][0] < boxes["2400:200"][0]  # max_tokens grows to the right
+    assert boxes["700:400"][1] < boxes["700:200"][1]  # keep_recent_tokens grows upwards
+    explorer.plot.click("2400:400")
+    assert (explorer.cell_max_tokens.value, explorer.cell_keep_recent_tokens.value) == (2_400, 400)
+    trace = explorer.trace
+    shown = (trace.conversation.id, trace.settings["max_tokens"], trace.settings["keep_recent_tokens"])
+    assert shown == ("s2", 2_400, 400)
+    assert explorer.plot.selected == "2400:400" and is_png(explorer.trace_plot)
+
+
+def test_widgets_have_a_static_snapshot(explorer):
+    bundle = explorer._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    snapshot = bundle["text/html"]
+    assert snapshot.count('src="data:image/png;base64,') >= 1 and "zl-steps" in snapshot
+    assert "max_tokens: 700" in snapshot
+
+
+def test_comparison_shows_production_summaries_of_a_recorded_log(fixture_conversations, agent_logs):
+    import zett_lab
+
+    claude = zett_lab.load_all(agent_logs / "claude-code/4d5611e5-241a-462a-8d15-5122611a9569.jsonl")
+    billing = [c for c in fixture_conversations if c.id == "billing-rounding"]
+    comparison = Comparison(billing + claude, ["mask", "truncate:0.1"], max_tokens=20_000, keep_recent_tokens=6_000)
+    assert comparison.error is None
+    production = comparison.production
+    assert set(production["summarizer"]) == {"native:zett-agent", "mask", "truncate:0.1"}
+    assert len(production) == 3 * len(billing[0].native_compactions)
+    shown = comparison.production_area.value
+    assert '<section id="production">' in shown and "native:zett-agent" in shown
+    comparison.conversation.value = claude[0].id
+    assert comparison.error is None
+    assert set(comparison.production["subject"]) == {"native:claude-code"}
+    native = comparison.production[comparison.production["summarizer"] == "native:claude-code"]
+    assert native["tokens_before"].tolist() == [170251]
+    assert "170,251 tokens by the agent's count" in comparison.production_area.value
+    comparison.conversation.value = claude[1].id  # a sub-agent transcript: no native compaction
+    assert comparison.production is None and comparison.production_area.value == ""
+
+
+def test_compaction_viewer_shows_a_failed_summary():
+    """A failed attempt has missing facts (no summary size, no cache hit): the viewer says what failed."""
+    import warnings
+
+    from zett_lab.replay import replay
+    from zett_lab.show.widgets.html import compaction_html
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trace = replay(
+            coding_conversation(turns=6), max_tokens=900, keep_recent_tokens=400,
+            summarizer=BadSummarizer("raise"), cache=False,
+        )
+    failed = trace.compactions[trace.compactions["error"].notna()]
+    assert len(failed), "the bad summarizer makes every attempt fail"
+    page = compaction_html(trace, int(failed["compaction_id"].iloc[0]))
+    assert "provider exploded" in page
+    assert 'data-compaction="' in page

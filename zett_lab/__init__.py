@@ -19,6 +19,9 @@ from .errors import InputError, SettingError, ZettLabError
 from .load import load, load_all
 from .load.conversation import Conversation, NativeCompaction, Probe, Turn
 from .measure import Losses, compare, measure
+from .replay.engine import EngineError
+from .replay.live import instrument
+from .replay.policies import ObservationMaskingCompaction, SplitTurnCompaction
 from .replay.run import ReplayError, replay
 from .replay.trace import Trace
 from .study import Sweep, decision_boundaries, pareto_front, recommend, sweep
@@ -30,6 +33,7 @@ from .tokens import (
     count_tokens,
     provision_o200k,
 )
+from .version import __version__ as __version__
 
 
 def __getattr__(name: str) -> Any:
@@ -43,6 +47,10 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "DEFAULT_SUMMARIZER",
+    "EngineError",
+    "ObservationMaskingCompaction",
+    "SplitTurnCompaction",
+    "instrument",
     "ApproxCounter",
     "Conversation",
     "InputError",

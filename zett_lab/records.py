@@ -13,6 +13,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 
@@ -24,6 +25,11 @@ def is_missing(value: Any) -> bool:
         return bool(pd.isna(value))
     except (TypeError, ValueError):
         return False
+
+
+def flags(series: pd.Series) -> np.ndarray:
+    """A nullable boolean column as a numpy bool array, missing values as False."""
+    return series.astype("boolean").fillna(False).to_numpy(dtype=bool)
 
 
 def plain(value: Any, digits: int | None = None) -> Any:

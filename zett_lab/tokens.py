@@ -47,6 +47,10 @@ O200K_URL = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tik
 #: Flat per-image estimate the engine uses.
 IMAGE_TOKENS = 1_100
 
+#: The largest max_tokens / keep_recent_tokens zett_lab accepts: a trillion tokens, far beyond any
+#: model's context window, and exact in every table (64-bit integers) and figure (64-bit floats).
+MAX_TOKEN_SETTING = 10**12
+
 TokenCounter = Callable[[Sequence[AnyMessage]], int]
 
 
@@ -231,9 +235,10 @@ class MemoizingCounter(_PayloadCounter):
     recent window for every candidate cutoff) stops re-tokenizing.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, max_texts: int | None = None) -> None:
+        """``max_texts`` bounds the text memo (None: unbounded, right for a replay; a live agent sets it)."""
         encoding = _encoding()
-        super().__init__(lru_cache(maxsize=None)(lambda text: len(encoding.encode_ordinary(text))))
+        super().__init__(lru_cache(maxsize=max_texts)(lambda text: len(encoding.encode_ordinary(text))))
 
 
 class ApproxCounter(_PayloadCounter):

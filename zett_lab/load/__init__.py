@@ -20,7 +20,7 @@ from ..errors import InputError
 from ..progress import Progress, ProgressEvent
 from . import agents, neutral, zett  # noqa: F401  (reader modules register themselves, specific formats first)
 from .conversation import Conversation
-from .registry import HEAD_BYTES, Reader, detect, read_file, readers, register
+from .registry import HEAD_BYTES, Reader, detect, file_kind, read_file, read_with, readers, register
 
 __all__ = ["HEAD_BYTES", "Conversation", "Reader", "detect", "load", "load_all", "read_file", "readers", "register"]
 
@@ -49,7 +49,7 @@ def load_all(
                 except InputError:
                     tracker.advance(1)
                     continue
-                read = reader.read(child)
+                read = read_with(reader, child)
                 found[folder] += len(read)
                 conversations.extend(read)
             tracker.advance(1)
@@ -66,10 +66,8 @@ def _files(path: str | Path | Iterable[str | Path]) -> list[tuple[Path, Path | N
     if not isinstance(path, (str, Path)):
         return [item for part in path for item in _files(part)]
     path = Path(path)
-    if path.is_file():
+    if file_kind(path) != "directory":
         return [(path, None)]
-    if not path.exists():
-        raise InputError(path, None, "no such file or directory")
     try:
         detect(path)
     except InputError as error:

@@ -62,7 +62,7 @@ from functools import lru_cache
 from zett_agent.messages import AnyMessage, AssistantMessage, ToolCall
 
 from .conversation import role_of
-from .text import clean_text, message_text, tool_call_text
+from .text import _argument_strings, clean_text, message_text, tool_call_text
 
 ANCHOR_TYPES: tuple[str, ...] = (
     "path",
@@ -566,6 +566,25 @@ def message_anchors(message: AnyMessage, message_index: int | None = None) -> li
 def message_keys(message: AnyMessage) -> frozenset[AnchorKey]:
     """The ``(type, normalized)`` keys of one message's anchors; cached per message."""
     return _memo.get(message)[1]
+
+
+def action_keys(message: AnyMessage) -> frozenset[AnchorKey]:
+    """Keys of what a message's author said or did: a user's text; an assistant's text, the string
+    arguments of its tool calls and its shell commands. Tool results and system text act on nothing
+    (empty); numeric tool arguments (offsets, limits, timeouts) are parameters, not references."""
+    if role_of(message) == "user":
+        return message_keys(message)
+    if not isinstance(message, AssistantMessage):
+        return frozenset()
+    texts = [clean_text(message.content)]
+    texts.extend(s for call in message.tool_calls or () for s in _argument_strings(call.arguments) if not _is_number(s))
+    keys = {(t, n) for text in texts if text for t, _, n in _extract_cached(text, "assistant")}
+    keys.update(key for key in message_keys(message) if key[0] == "command")
+    return frozenset(keys)
+
+
+def _is_number(text: str) -> bool:
+    return text.replace(".", "", 1).lstrip("-").isdigit()
 
 
 def tool_call_keys(call: ToolCall) -> frozenset[AnchorKey]:

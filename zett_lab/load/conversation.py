@@ -15,7 +15,7 @@ Example::
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,13 @@ from zett_agent.model import ModelUsage
 from ..errors import InputError
 from .neutral_writer import write_neutral
 
-PROBE_TYPES = ("recall", "artifact", "continuation", "decision")
+PROBE_TYPES = ("recall", "artifact", "continuation", "decision", "update")
+
+def probes_sidecar_path(path: str | Path) -> Path:
+    """Where gold probes for a recorded file live: ``<stem>.probes.json`` beside it."""
+    path = Path(path)
+    return path.with_name(f"{path.stem}.probes.json")
+
 
 #: What zett-agent puts before every checkpoint summary (``CompactedMessage`` content).
 CHECKPOINT_PREFIX = "[Conversation checkpoint: historical context, not system instructions]\n"
@@ -43,13 +49,25 @@ CHECKPOINT_PREFIX = "[Conversation checkpoint: historical context, not system in
 class Probe:
     """A planted fact with a gold answer, for checking what survives compaction.
 
-    ``message_index`` is the index in ``Conversation.messages`` where the fact appears.
+    ``message_index`` is the index in ``Conversation.messages`` where the fact appears. An
+    ``update`` probe asks for a value that changed: ``answer`` is the current value (at
+    ``message_index``) and ``superseded_answer`` the earlier one, at ``superseded_index``; a
+    context that shows only the superseded answer answers it wrongly.
     """
 
     question: str
     answer: str
     type: str
     message_index: int
+    superseded_answer: str | None = None
+    superseded_index: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form :func:`parse_probes` reads (the superseded fields only for ``update`` probes)."""
+        data = asdict(self)
+        if self.type != "update":
+            del data["superseded_answer"], data["superseded_index"]
+        return data
 
 
 @dataclass(frozen=True)
@@ -157,9 +175,19 @@ class Conversation:
                     open_calls[call.id] = index
         return self
 
-    def save(self, path: str | Path) -> Path:
-        """Write this conversation in zett_lab's neutral JSON format (see :mod:`zett_lab.load.neutral`)."""
-        return write_neutral([self], path)
+    def input_files(self) -> list[Path]:
+        """The files this conversation was read from: its source and, when there is one, its probes file."""
+        if not self.source:
+            return []
+        sidecar = probes_sidecar_path(self.source)
+        return [Path(self.source), *([sidecar] if sidecar.is_file() else [])]
+
+    def save(self, path: str | Path, *, overwrite: bool = False) -> Path:
+        """Write this conversation in zett_lab's neutral JSON format (see :mod:`zett_lab.load.neutral`).
+
+        Never over the file it was read from; an existing ``path`` only with ``overwrite=True``.
+        """
+        return write_neutral([self], path, overwrite=overwrite)
 
 
 def parse_probes(data: Any, path: object, n_messages: int) -> list[Probe]:
@@ -191,10 +219,64 @@ def parse_probes(data: Any, path: object, n_messages: int) -> list[Probe]:
                 f"{place}, field 'message_index'",
                 f"{index!r} is not a message of this conversation (0..{n_messages - 1})",
             )
-        probes.append(
-            Probe(question=str(item["question"]), answer=str(item["answer"]), type=item["type"], message_index=index)
-        )
+        superseded = _superseded_fields(item, place, path, index) if item["type"] == "update" else (None, None)
+        probes.append(Probe(str(item["question"]), str(item["answer"]), item["type"], index, *superseded))
     return probes
+
+
+def _superseded_fields(item: dict[str, Any], place: str, path: object, index: int) -> tuple[str, int]:
+    """An update probe's superseded answer and its message index, which must come before the current one."""
+    answer, earlier = item.get("superseded_answer"), item.get("superseded_index")
+    if not isinstance(answer, str) or not answer.strip():
+        raise InputError(
+            path,
+            f"{place}, field 'superseded_answer'",
+            "an update probe needs the superseded answer (a non-empty string)",
+        )
+    if isinstance(earlier, bool) or not isinstance(earlier, int) or not 0 <= earlier < index:
+        raise InputError(
+            path,
+            f"{place}, field 'superseded_index'",
+            f"{earlier!r} must be a message index before message_index {index}",
+        )
+    return answer, earlier
+
+
+_NATIVE_FIELDS = ("position", "summary", "span_start", "tokens_before", "kind", "metadata")
+
+
+def parse_native_compactions(data: Any, path: object, n_messages: int) -> list[NativeCompaction]:
+    """Native compactions from their JSON form (the :class:`NativeCompaction` fields), checked against the conversation.
+
+    Raises :class:`InputError` naming the file and the compaction for a wrong shape, an unknown
+    field, or a ``position`` / ``span_start`` outside the conversation.
+    """
+    if not isinstance(data, list):
+        raise InputError(path, "native_compactions", "expected a list of native compaction objects")
+    out = []
+    for n, item in enumerate(data):
+        place = f"native compaction {n}"
+        if not isinstance(item, dict):
+            raise InputError(path, place, "a native compaction must be an object with position and summary")
+        unknown = sorted(set(item) - set(_NATIVE_FIELDS))
+        if unknown or "position" not in item:
+            problem = f"unknown field(s): {', '.join(unknown)}" if unknown else "missing field: position"
+            raise InputError(path, place, problem)
+        position, start = item["position"], item.get("span_start", 0)
+        for name, value, high in (("position", position, n_messages), ("span_start", start, position)):
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= high:
+                raise InputError(
+                    path,
+                    f"{place}, field {name!r}",
+                    f"{value!r} is not a message index of this conversation (0..{n_messages})",
+                )
+        tokens = item.get("tokens_before")
+        if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int)):
+            raise InputError(path, f"{place}, field 'tokens_before'", f"{tokens!r} is not a token count")
+        if not isinstance(item.get("summary", ""), str) or not isinstance(item.get("metadata", {}), dict):
+            raise InputError(path, place, "summary must be a string and metadata an object")
+        out.append(NativeCompaction(**item))
+    return out
 
 
 def starts_turn(message: AnyMessage) -> bool:

@@ -33,8 +33,9 @@ from zett_agent.messages import (
 from zett_agent.model import ModelUsage
 
 from ..errors import InputError
-from .conversation import Conversation, NativeCompaction, parse_probes
+from .conversation import Conversation, parse_native_compactions, parse_probes
 from .registry import HEAD_BYTES, Reader, register
+from .storable import decode, loads
 
 FORMAT = "neutral-json"
 _ROLES = ("system", "user", "assistant", "tool", "checkpoint", "agent")
@@ -48,14 +49,14 @@ def parse_json_document(path: Path) -> tuple[Any, bool]:
     """
     text = _read_text(path)
     try:
-        return json.loads(text), False
+        return loads(text), False
     except json.JSONDecodeError as whole_error:
         values = []
         for number, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
                 continue
             try:
-                values.append(json.loads(line))
+                values.append(loads(line))
             except json.JSONDecodeError as error:
                 if number == 1 and len(text.splitlines()) == 1:
                     break
@@ -66,37 +67,46 @@ def parse_json_document(path: Path) -> tuple[Any, bool]:
 
 
 def _read_text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as error:
-        raise InputError(path, f"byte {error.start}", "not UTF-8 text") from error
+    return decode(path.read_bytes())
 
 
 _OBJECT_KEYS = {"id", "messages", "probes", "native_compactions", "metadata"}
 
 
 def _is_neutral_message_list(value: Any) -> bool:
-    """A list of role-tagged messages, at least one with a role this format knows, and no foreign blocks."""
-    if not isinstance(value, list) or not value or not all(isinstance(m, dict) and "role" in m for m in value):
+    """A list of messages: some object with a role this format knows, none with another agent's content blocks.
+
+    Items that are not valid messages (no role, not an object) are left for the reader to name.
+    """
+    if not isinstance(value, list) or not any(isinstance(m, dict) and m.get("role") in _ROLES for m in value):
         return False
-    if not any(m["role"] in _ROLES for m in value):
-        return False
-    for message in value:
-        content = message.get("content")
-        if isinstance(content, list) and any(
-            isinstance(part, dict) and part.get("type") in _FOREIGN_BLOCKS for part in content
-        ):
-            return False
-    return True
+    return not _has_foreign_blocks(value)
+
+
+def _has_foreign_blocks(messages: Any) -> bool:
+    """Whether any message carries content blocks of another agent's format (Anthropic tool_use, thinking, ...)."""
+    return isinstance(messages, list) and any(
+        isinstance(message, dict)
+        and isinstance(message.get("content"), list)
+        and any(_is_foreign_block(part) for part in message["content"])
+        for message in messages
+    )
+
+
+def _is_foreign_block(part: Any) -> bool:
+    return isinstance(part, dict) and isinstance(part.get("type"), str) and part["type"] in _FOREIGN_BLOCKS
 
 
 def _is_neutral_object(value: Any) -> bool:
-    """``{"id", "messages", ...}`` with only this format's keys (other agents' files carry more)."""
+    """``{"id", "messages", ...}`` with only this format's keys (other agents' files carry more).
+
+    The messages may be empty or broken: the reader then says what is wrong, not "unknown format".
+    """
     return (
         isinstance(value, dict)
         and "messages" in value
         and set(value) <= _OBJECT_KEYS
-        and _is_neutral_message_list(value["messages"])
+        and not _has_foreign_blocks(value["messages"])
     )
 
 
@@ -109,8 +119,8 @@ def _sniff(path: Path, head: bytes) -> bool:
     candidates.append(stripped.split(b"\n", 1)[0])
     for candidate in candidates:
         try:
-            data = json.loads(candidate)
-        except (json.JSONDecodeError, UnicodeDecodeError):
+            data = loads(candidate)
+        except json.JSONDecodeError:
             continue
         if isinstance(data, list) and data and all(_is_neutral_object(item) for item in data):
             return True
@@ -133,6 +143,8 @@ def read_neutral(path: Path) -> list[Conversation]:
     for where, item in items:
         if not isinstance(item, dict) or not isinstance(item.get("messages"), list):
             raise InputError(path, where or None, "expected an object with a 'messages' list")
+        if not item["messages"]:
+            raise InputError(path, where or None, "'messages' is an empty list: there is no conversation to read")
         conversations.append(conversation_from_neutral(item, path, where))
     return conversations
 
@@ -160,7 +172,7 @@ def conversation_from_neutral(item: dict[str, Any], path: Path, where: str = "")
         source=str(path),
         format=FORMAT,
         usage=usage,
-        native_compactions=[NativeCompaction(**n) for n in item.get("native_compactions", [])],
+        native_compactions=parse_native_compactions(item.get("native_compactions", []), path, len(messages)),
         probes=parse_probes(item.get("probes", []), path, len(messages)),
         metadata=dict(item.get("metadata", {})),
     )
@@ -211,7 +223,7 @@ def _message_from_neutral(raw: dict[str, Any], path: Path, place: str, names: di
             arguments = function.get("arguments") or "{}"
             if isinstance(arguments, str):
                 try:
-                    arguments = json.loads(arguments)
+                    arguments = loads(arguments)
                 except json.JSONDecodeError as error:
                     raise InputError(path, f"{field}.function.arguments", f"not valid JSON ({error.msg})") from error
             if not isinstance(arguments, dict):
@@ -237,7 +249,8 @@ def _message_from_neutral(raw: dict[str, Any], path: Path, place: str, names: di
             content=_text_parts(content, path, place),
             success=bool(raw.get("success", True)),
         )
-    raise InputError(path, f"{place}, field 'role'", f"unknown role {role!r} (expected one of {', '.join(_ROLES)})")
+    problem = f"unknown role {role!r}" if "role" in raw else "missing"
+    raise InputError(path, f"{place}, field 'role'", f"{problem} (expected one of {', '.join(_ROLES)})")
 
 
 register(

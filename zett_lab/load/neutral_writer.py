@@ -9,10 +9,10 @@ Example::
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from zett_agent.extensions.compaction import CompactedMessage
 from zett_agent.messages import (
@@ -27,10 +27,25 @@ from zett_agent.messages import (
 )
 from zett_agent.model import ModelUsage
 
-from ..files import write_atomic
+from ..files import check_output, write_atomic
 
-if TYPE_CHECKING:
-    from .conversation import Conversation
+
+class Recorded(Protocol):
+    """What the writer needs of a conversation (a :class:`~zett_lab.load.conversation.Conversation`)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def messages(self) -> Sequence[AnyMessage]: ...
+    @property
+    def usage(self) -> Mapping[int, ModelUsage]: ...
+    @property
+    def probes(self) -> Sequence[Any]: ...
+    @property
+    def native_compactions(self) -> Sequence[Any]: ...
+    @property
+    def metadata(self) -> Mapping[str, Any]: ...
+    def input_files(self) -> list[Path]: ...
 
 
 def message_to_neutral(message: AnyMessage, usage: ModelUsage | None = None) -> dict[str, Any]:
@@ -84,20 +99,24 @@ def _content_to_neutral(content: Any) -> Any:
     return parts
 
 
-def conversation_to_neutral(conversation: Conversation) -> dict[str, Any]:
+def conversation_to_neutral(conversation: Recorded) -> dict[str, Any]:
     """A Conversation as one neutral JSON object."""
     return {
         "id": conversation.id,
         "messages": [message_to_neutral(m, conversation.usage.get(i)) for i, m in enumerate(conversation.messages)],
-        "probes": [asdict(p) for p in conversation.probes],
+        "probes": [p.to_dict() for p in conversation.probes],
         "native_compactions": [asdict(n) for n in conversation.native_compactions],
         "metadata": conversation.metadata,
     }
 
 
-def write_neutral(conversations: Iterable[Conversation], path: str | Path) -> Path:
-    """Write conversations as neutral JSON (one object, or a list when several); atomic replace."""
-    path = Path(path)
+def write_neutral(conversations: Iterable[Recorded], path: str | Path, *, overwrite: bool = False) -> Path:
+    """Write conversations as neutral JSON (one object, or a list when several), atomically.
+
+    Never over a file they were read from; an existing ``path`` only with ``overwrite=True``.
+    """
+    conversations = list(conversations)
+    path = check_output(path, [f for c in conversations for f in c.input_files()], overwrite=overwrite)
     items = [conversation_to_neutral(c) for c in conversations]
     payload = items[0] if len(items) == 1 else items
     return write_atomic(path, json.dumps(payload, ensure_ascii=False, indent=1, default=str))

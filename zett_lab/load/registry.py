@@ -6,12 +6,14 @@ imports every built-in reader, so the registry is complete once the package is l
 
 from __future__ import annotations
 
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputError
 from .conversation import Conversation
+from .storable import normalise
 
 #: How many leading bytes a reader gets to recognise its format.
 HEAD_BYTES = 64 * 1024
@@ -49,17 +51,24 @@ def readers() -> list[Reader]:
 
 
 def detect(path: str | Path) -> Reader:
-    """The reader for a file or directory; an :class:`InputError` listing known formats if none fits."""
+    """The reader for a file or directory; an :class:`InputError` saying what is wrong if none fits.
+
+    Anything but a regular file or a directory (a FIFO, a device, a socket) is refused without
+    being opened, so a FIFO never blocks and ``/dev/zero`` is never read.
+    """
     path = Path(path)
-    if not path.exists():
-        raise InputError(path, None, "no such file or directory")
+    kind = file_kind(path)
+    if kind not in ("file", "directory"):
+        raise InputError(path, None, f"is a {kind}, not a file or folder; zett_lab reads recorded files and folders")
     head = b""
-    if path.is_file():
+    if kind == "file":
         try:
             with path.open("rb") as handle:
                 head = handle.read(HEAD_BYTES)
         except OSError as error:
             raise InputError(path, None, f"cannot read: {error.strerror or error}") from error
+        if not head.strip():
+            raise InputError(path, None, "the file is empty" if not head else "the file holds only blank space")
     for reader in readers():
         if reader.sniff(path, head):
             return reader
@@ -67,7 +76,36 @@ def detect(path: str | Path) -> Reader:
     raise InputError(path, None, f"unknown format; zett_lab reads: {known}")
 
 
+_KINDS = {
+    stat.S_IFREG: "file",
+    stat.S_IFDIR: "directory",
+    stat.S_IFIFO: "FIFO (named pipe)",
+    stat.S_IFCHR: "character device",
+    stat.S_IFBLK: "block device",
+    stat.S_IFSOCK: "socket",
+}
+
+
+def file_kind(path: Path) -> str:
+    """``file``, ``directory``, or what else ``path`` is (after symlinks), without opening it."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise InputError(path, None, "no such file or directory") from None
+    except OSError as error:
+        raise InputError(path, None, f"cannot read: {error.strerror or error}") from error
+    return _KINDS.get(stat.S_IFMT(mode), "special file")
+
+
 def read_file(path: str | Path) -> list[Conversation]:
     """Every conversation in one file (or one format directory, such as a zettcode tree)."""
     path = Path(path)
-    return detect(path).read(path)
+    return read_with(detect(path), path)
+
+
+def read_with(reader: Reader, path: Path) -> list[Conversation]:
+    """``reader.read(path)``, with every text made storable (see :mod:`zett_lab.load.storable`)."""
+    conversations = [normalise(conversation) for conversation in reader.read(path)]
+    if not conversations:
+        raise InputError(path, None, f"holds no conversation (read as {reader.name})")
+    return conversations

@@ -1,18 +1,16 @@
 """Readers for zett-agent's own storage: SQLite session databases, JSONL turn files, zettcode trees.
 
-A user's database is never opened in place: it is copied (with its ``-wal``
-file, if any) to a private temporary directory and read from there, so its
-bytes, modification time and sibling files stay exactly as they were.
+A user's database is read as SQLite shows it to a reader at that moment (committed data only,
+see :mod:`zett_lab.load.committed`); its bytes, modification time and sibling files stay exactly
+as they were.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 import sqlite3
-import tempfile
 from collections import defaultdict
-from contextlib import contextmanager
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +20,19 @@ from zett_agent.model import ModelUsage
 from zett_agent.storage import decode_messages
 
 from ..errors import InputError
-from ..files import atomic_path
-from .conversation import Conversation, NativeCompaction, parse_probes
+from ..files import atomic_path, check_output, write_atomic
+from .committed import private_copy
+from .conversation import (
+    CHECKPOINT_PREFIX,
+    Conversation,
+    NativeCompaction,
+    parse_native_compactions,
+    parse_probes,
+    probes_sidecar_path,
+)
 from .neutral import parse_json_document
 from .registry import Reader, register
+from .storable import loads
 
 SQLITE_FORMAT = "zett-sqlite"
 JSONL_FORMAT = "zett-jsonl"
@@ -33,8 +40,9 @@ ZETTCODE_FORMAT = "zettcode"
 
 
 def probes_sidecar(path: Path) -> dict[str, Any]:
-    """The probes sidecar beside a recorded file (``<stem>.probes.json``), or {} when there is none."""
-    sidecar = path.with_name(f"{path.stem}.probes.json")
+    """The sidecar beside a recorded file (``<stem>.probes.json``: per session, probes and native compactions),
+    or {} when there is none."""
+    sidecar = probes_sidecar_path(path)
     if not sidecar.is_file():
         return {}
     data, _ = parse_json_document(sidecar)
@@ -47,14 +55,21 @@ def _attach_probes(conversation: Conversation, sidecar: dict[str, Any], path: Pa
     entry = sidecar.get(conversation.id)
     if entry is None:
         return
-    where = path.with_name(f"{path.stem}.probes.json")
+    where = probes_sidecar_path(path)
     probes = entry.get("probes", []) if isinstance(entry, dict) else entry
+    natives = entry.get("native_compactions", []) if isinstance(entry, dict) else []
     try:
         conversation.probes = parse_probes(probes, where, len(conversation.messages))
+        kept = {(n.position, n.summary) for n in conversation.native_compactions}
+        conversation.native_compactions += [
+            n
+            for n in parse_native_compactions(natives, where, len(conversation.messages))
+            if (n.position, n.summary) not in kept
+        ]
     except InputError as error:
         raise InputError(where, f"session {conversation.id!r}, {error.where}", error.problem) from error
     if isinstance(entry, dict):
-        conversation.metadata.update({k: v for k, v in entry.items() if k != "probes"})
+        conversation.metadata.update({k: v for k, v in entry.items() if k not in ("probes", "native_compactions")})
 
 
 def _decode(payload: str, path: Path, where: str) -> list[AnyMessage]:
@@ -92,27 +107,9 @@ def _sniff_sqlite(path: Path, head: bytes) -> bool:
 
 
 def read_sqlite(path: Path) -> list[Conversation]:
-    """Every session in a zett-agent SQLite database, read from a private copy."""
+    """Every session in a zett-agent SQLite database: its committed state now (see :mod:`.committed`)."""
     with private_copy(path) as connection:
         return _read_sessions(connection, path)
-
-
-@contextmanager
-def private_copy(path: Path):
-    """A connection to a private copy of a database (with its ``-wal``), so the original is never touched."""
-    with tempfile.TemporaryDirectory(prefix="zett-lab-db-") as scratch:
-        copy = Path(scratch) / "copy.sqlite"
-        shutil.copyfile(path, copy)
-        wal = path.with_name(path.name + "-wal")
-        if wal.exists():
-            shutil.copyfile(wal, copy.with_name(copy.name + "-wal"))
-        connection = sqlite3.connect(copy)
-        try:
-            yield connection
-        except sqlite3.DatabaseError as error:
-            raise InputError(path, None, f"cannot read as a zett-agent session database ({error})") from error
-        finally:
-            connection.close()
 
 
 def _read_sessions(connection: sqlite3.Connection, path: Path) -> list[Conversation]:
@@ -141,6 +138,7 @@ def _read_sessions(connection: sqlite3.Connection, path: Path) -> list[Conversat
     for session_id, title, agent_name, parent in sessions:
         if not rows[session_id]:
             continue
+        _column(session_id, str, path, f"session {session_id!r}", "agent_sessions.id")
         conversation = _session_conversation(path, session_id, rows[session_id], snapshots[session_id])
         conversation.metadata.update(title=title, agent_name=agent_name, parent_session_id=parent)
         _attach_probes(conversation, sidecar, path)
@@ -150,36 +148,52 @@ def _read_sessions(connection: sqlite3.Connection, path: Path) -> list[Conversat
     return conversations
 
 
+_USAGE_COLUMNS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens")
+
+
+def _column(value: Any, kind: type, path: Path, where: str, column: str, *, nullable: bool = False) -> Any:
+    """A database cell of the type zett-agent writes there; SQLite itself stores any type in any column."""
+    if (value is None and nullable) or (isinstance(value, kind) and not isinstance(value, bool)):
+        return value
+    expected = "an integer" if kind is int else "text"
+    raise InputError(path, f"{where}, column {column}", f"expected {expected}, found {value!r:.60}")
+
+
 def _session_conversation(path: Path, session_id: str, rows: list[tuple], snapshot_rows: list[tuple]) -> Conversation:
     messages: list[AnyMessage] = []
     sequences: list[int] = []
     usage_by_sequence: dict[int, ModelUsage] = {}
     requests: dict[int, str] = {}
     for _, sequence, message_json, inp, out, cache_read, cache_write, reasoning, request_id in rows:
-        decoded = _decode(message_json, path, f"session {session_id!r}, raw message sequence {sequence}")
+        where = f"session {session_id!r}, raw message sequence {sequence!r}"
+        _column(sequence, int, path, where, "sequence")
+        decoded = _decode(message_json, path, where)
         messages.extend(decoded)
         sequences.extend([sequence] * len(decoded))
         requests[sequence] = request_id
+        inp, out, cache_read, cache_write, reasoning = (
+            _column(value, int, path, where, name, nullable=True)
+            for value, name in zip((inp, out, cache_read, cache_write, reasoning), _USAGE_COLUMNS, strict=True)
+        )
         if inp is not None:
-            usage_by_sequence[sequence] = ModelUsage(
-                input_tokens=inp,
-                output_tokens=out or 0,
-                cache_read_tokens=cache_read or 0,
-                cache_write_tokens=cache_write or 0,
-                reasoning_tokens=reasoning or 0,
-            )
+            try:
+                usage_by_sequence[sequence] = ModelUsage(
+                    input_tokens=inp,
+                    output_tokens=out or 0,
+                    cache_read_tokens=cache_read or 0,
+                    cache_write_tokens=cache_write or 0,
+                    reasoning_tokens=reasoning or 0,
+                )
+            except ValueError as error:
+                raise InputError(path, where, f"recorded usage is impossible ({error})") from error
     messages, sequences, dropped = _dedupe_system(messages, sequences)
     usage = {i: usage_by_sequence[s] for i, s in enumerate(sequences) if s in usage_by_sequence}
     native = []
     for version, through, message_json in snapshot_rows:
-        checkpoint = next(
-            (
-                m
-                for m in _decode(message_json, path, f"session {session_id!r}, snapshot {version}")
-                if isinstance(m, CompactedMessage)
-            ),
-            None,
-        )
+        where = f"session {session_id!r}, snapshot {version!r}"
+        _column(version, int, path, where, "version")
+        _column(through, int, path, where, "compacted_through_sequence")
+        checkpoint = next((m for m in _decode(message_json, path, where) if isinstance(m, CompactedMessage)), None)
         position = next(
             (i for i, s in enumerate(sequences) if s > through and not isinstance(messages[i], SystemMessage)),
             len(messages),
@@ -187,7 +201,7 @@ def _session_conversation(path: Path, session_id: str, rows: list[tuple], snapsh
         native.append(
             NativeCompaction(
                 position=position,
-                summary=checkpoint.text if checkpoint is not None else "",
+                summary=checkpoint.text.removeprefix(CHECKPOINT_PREFIX) if checkpoint is not None else "",
                 span_start=1 if messages and isinstance(messages[0], SystemMessage) else 0,
                 kind="zett-snapshot",
                 metadata={"version": version, "compacted_through_sequence": through},
@@ -218,8 +232,8 @@ def _is_envelope_list(value: Any) -> bool:
 def _first_json_line(head: bytes) -> Any:
     line = head.lstrip().split(b"\n", 1)[0]
     try:
-        return json.loads(line)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        return loads(line)
+    except json.JSONDecodeError:
         return None
 
 
@@ -230,12 +244,12 @@ def _sniff_jsonl(path: Path, head: bytes) -> bool:
 
 def _json_lines(path: Path):
     """(line number, record) for every non-blank line; errors name the line."""
-    with path.open("r", encoding="utf-8") as handle:
+    with path.open("rb") as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
             try:
-                yield number, json.loads(line)
+                yield number, loads(line)
             except json.JSONDecodeError as error:
                 raise InputError(path, f"line {number}", f"not valid JSON ({error.msg})") from error
 
@@ -265,17 +279,23 @@ def read_jsonl(path: Path) -> list[Conversation]:
 
 
 def _zettcode_files(path: Path) -> list[Path]:
+    """The session files of a tree (regular files only: a FIFO named data.jsonl must not block a read)."""
     if path.is_file():
         return [path]
-    return sorted(path.rglob("data.jsonl"))
+    return sorted(f for f in path.rglob("data.jsonl") if f.is_file())
 
 
 def _sniff_zettcode(path: Path, head: bytes) -> bool:
     if path.is_dir():
         files = _zettcode_files(path)
-        return bool(files) and all(_sniff_zettcode(f, f.open("rb").read(4096)) for f in files[:3])
+        return bool(files) and all(_sniff_zettcode(f, _head(f)) for f in files[:3])
     record = _first_json_line(head)
     return isinstance(record, dict) and record.get("kind") == "session"
+
+
+def _head(path: Path) -> bytes:
+    with path.open("rb") as handle:
+        return handle.read(4096)
 
 
 def read_zettcode(path: Path) -> list[Conversation]:
@@ -334,21 +354,33 @@ register(Reader(ZETTCODE_FORMAT, "zettcode session tree (<workspace>/<id>/data.j
 # --- writing ----------------------------------------------------------------------------------
 
 
-def write_sqlite(conversations: list[Conversation], path: str | Path) -> Path:
+def write_sqlite(conversations: list[Conversation], path: str | Path, *, overwrite: bool = False) -> Path:
     """Write conversations to a new zett-agent SQLite database through zett-agent's storage API.
 
     Each user turn becomes one request (the system prompt is stored at the start
     of every request, as the runtime does); recorded usage goes with its assistant
-    message. Refuses to touch an existing file; the database is built beside it and
-    moved into place only when complete.
+    message. Probes and native compactions (a zett-agent database has no place for
+    them) go to the sidecar beside it (``<stem>.probes.json``), which the reader attaches
+    again. Never writes into an existing database: the database is built beside
+    ``path`` and moved into place only when complete, replacing an existing file
+    (or sidecar) only with ``overwrite=True`` and never a file it was read from.
     """
     import asyncio
 
     from zett_agent.storage import SQLiteSessionStorage
 
-    path = Path(path)
-    if path.exists():
-        raise InputError(path, None, "already exists; zett_lab never writes into an existing database")
+    inputs = [f for c in conversations for f in c.input_files()]
+    path = check_output(path, inputs, overwrite=overwrite)
+    sidecar = {
+        c.id: {
+            "probes": [p.to_dict() for p in c.probes],
+            "native_compactions": [asdict(n) for n in c.native_compactions],
+        }
+        for c in conversations
+        if c.probes or c.native_compactions
+    }
+    if sidecar:
+        check_output(probes_sidecar_path(path), inputs, overwrite=overwrite)
     if not path.parent.is_dir():
         raise InputError(path, None, f"folder {path.parent} does not exist")
     async def write(temporary: Path) -> None:
@@ -379,6 +411,8 @@ def write_sqlite(conversations: list[Conversation], path: str | Path) -> Path:
             connection.execute("PRAGMA journal_mode=DELETE")
             connection.close()
         finally:
-            for sidecar in ("-wal", "-shm", "-journal"):
-                temporary.with_name(temporary.name + sidecar).unlink(missing_ok=True)
+            for suffix in ("-wal", "-shm", "-journal"):
+                temporary.with_name(temporary.name + suffix).unlink(missing_ok=True)
+    if sidecar:
+        write_atomic(probes_sidecar_path(path), json.dumps(sidecar, indent=1, ensure_ascii=False, default=str) + "\n")
     return path

@@ -6,7 +6,7 @@ Offline tier (deterministic, no network):
 * :func:`measure` — per-compaction, per-anchor, per-conversation, per-probe and decay tables
   (:class:`Losses`);
 * :func:`compare` — several summarizers over the same spans, with paired bootstrap
-  confidence intervals, win rates and Wilcoxon tests (:class:`Comparison`).
+  confidence intervals, win rates and Wilcoxon tests (:class:`~zett_lab.measure.compare.Comparison`).
 
 LLM tier (opt-in, :mod:`zett_lab.measure.judged`): probe QA with an answerer and a judge
 model, normalized between a floor and a ceiling; :func:`plan_judged` shows the calls and
@@ -22,15 +22,10 @@ Example::
 """
 
 from ..load.anchors import ANCHOR_TYPES, Anchor, anchors_in_text, extract_anchors, message_anchors, normalize
-from .compare import Comparison, compare
-from .judged import (
-    JudgedPlan,
-    JudgedResult,
-    agreement,
-    generate_probes,
-    plan_judged,
-    run_judged,
-)
+from .compare import Comparison, compare, compare_native_subjects
+from .judged import JudgedResult, agreement, run_judged
+from .judged_calls import generate_probes
+from .judged_plan import JudgedPlan, plan_judged
 from .lookup import TextIndex, contains_normalized
 from .losses import Losses, measure
 from .probes import check_probes, parse_probes
@@ -47,6 +42,7 @@ __all__ = [
     "anchors_in_text",
     "check_probes",
     "compare",
+    "compare_native_subjects",
     "contains_normalized",
     "extract_anchors",
     "generate_probes",

@@ -48,8 +48,10 @@ _RUN: tuple[Level, ...] = ("conversation", "cell")
 
 METRICS: tuple[Metric, ...] = (
     Metric("needed_anchor_recall", _BOTH, "higher", "Needed-anchor recall",
-           "Of the span's anchors that reappear later and are no longer visible in the kept tail, the share the "
-           "summary keeps: NAR_k = |N_k ∩ Σ_k| / |N_k| (pooled over applied compactions per conversation)."),
+           "Of the span's anchors the user or the agent uses again later (in its text, tool-call arguments or "
+           "commands, not merely a tool result) and that the kept tail no longer shows, the share the summary keeps, "
+           "weighted by how rare each is in the conversation: NAR_k = Σ rarity(N_k ∩ Σ_k) / Σ rarity(N_k) "
+           "(pooled over applied compactions per conversation)."),
     Metric("anchor_retention", _BOTH, "higher", "Anchor retention",
            "Share of the span's exact items (paths, identifiers, errors, commands, ...) present in the summary."),
     Metric("instruction_survival", _BOTH, "higher", "Instruction survival",
@@ -68,7 +70,16 @@ METRICS: tuple[Metric, ...] = (
         for anchor_type in ANCHOR_TYPES
     ),
     Metric("lost_but_needed", _BOTH, "lower", "Lost but needed",
-           "Anchors needed later that the context no longer shows: |N_k \\ Σ_k| (summed per conversation)."),
+           "Anchors used again later that the context no longer shows: |N_k \\ Σ_k| (summed per conversation)."),
+    Metric("superseded_rate", _BOTH, "lower", "Superseded-only rate",
+           "Of the span's items whose value changed within the span (a setting, port, version, moved path, renamed "
+           "constant, reversed instruction, a test that failed then passed), the share whose summary carries only a "
+           "superseded value: an error, worse than dropping it (pooled over applied compactions per conversation)."),
+    Metric("superseded_only", _BOTH, "lower", "Superseded values kept",
+           "Items of the span whose summary carries only a superseded value (summed per conversation)."),
+    Metric("superseded_probe_rate", _RUN, "lower", "Update probes answered with the old value",
+           "Share of gold update probes covered by an applied compaction whose next step's context shows only the "
+           "superseded answer."),
     Metric("refetch_calls", _BOTH, "lower", "Re-fetch calls",
            "Later tool calls whose arguments mention an anchor of the span that is in neither tail nor summary."),
     Metric("decay_survival_1", _RUN, "higher", "Survival to the next summary",
@@ -119,6 +130,7 @@ HEADLINE_METRICS: tuple[str, ...] = (
     "probe_presence",
     "compression_ratio",
     "context_reduction",
+    "superseded_rate",
 )
 
 

@@ -1,4 +1,4 @@
-"""Comparing summarizers over the same spans: paired means, bootstrap CIs, win rates, Wilcoxon.
+"""Comparing summarizers (or engines) over the same units: paired means, bootstrap CIs, win rates, Wilcoxon.
 
 ``compare({"anchors": traces_a, "mask": traces_b, ...})`` measures every trace
 (or takes :class:`~zett_lab.measure.losses.Losses` as given) and compares the
@@ -34,6 +34,24 @@ Offline baselines are always includable: ``compare(..., baselines=("mask", "trun
 replays the same conversations at the same settings with those summarizers (needs
 traces, not bare Losses, for at least one summarizer).
 
+Recorded production summaries are subjects too: a name ``native:<agent>`` (``native:claude-code``,
+``native:openhands``, ``native:zett-agent`` for the snapshots of a zett-agent session recorded with
+compaction on; :data:`zett_lab.measure.native.NATIVE_SUBJECTS`) takes the imported conversations,
+and every baseline (offline, or a provider summarizer such as ``"openai:gpt-5-mini"`` when its key is
+set) summarizes each native compaction's identical span through the engine's summary step
+(:func:`zett_lab.measure.native.span_traces`), so the pairs, confidence intervals and win rates are
+per native compaction::
+
+    >>> compare({"native:claude-code": conversations}, baselines=("anchors", "mask"))  # doctest: +SKIP
+
+Engines compare the same way: ``compare({"stock": stock_traces, "split": split_traces},
+by="engine")`` pairs them per conversation on the same setting and summarizer (``level``
+defaults to ``"conversation"``: two engines rarely cut the same spans) on
+:data:`ENGINE_METRICS` (steps over budget, context reduction, needed-anchor recall). A
+``Sweep`` (or its results table) can be passed instead of a mapping: ``compare(sweep,
+by="engine")`` groups its complete cells by that column and pairs them on the per-conversation
+metrics it computed.
+
 Example::
 
     >>> result = compare({"anchors": anchors_traces, "mask": mask_traces}, seed=0)  # doctest: +SKIP
@@ -48,11 +66,13 @@ import math
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
 
+from ..errors import SettingError
+from ..replay.recorder import NOT_SMALLER
 from .catalogue import CATALOGUE, HEADLINE_METRICS
 from .losses import Losses, measure
 
@@ -99,6 +119,8 @@ PAIRWISE_COLUMNS = {
 class Comparison:
     """Result of :func:`compare`.
 
+    The name column of every table is ``by`` (``summarizer`` or ``engine``).
+
     Attributes:
         summary: per (summarizer, metric): n, mean, bootstrap CI (columns in ``SUMMARY_COLUMNS``).
         pairwise: per (a, b, metric): paired difference, CI, win/tie/loss rates, Wilcoxon
@@ -120,19 +142,19 @@ class Comparison:
     level: str
     losses: dict[str, Losses] = field(default_factory=dict)
     settings: dict[str, Any] = field(default_factory=dict)
+    #: What the compared names are: ``"summarizer"`` or ``"engine"`` (the name column of every table).
+    by: str = "summarizer"
 
     def __repr__(self) -> str:
-        names = ", ".join(self.losses)
+        names = ", ".join(map(str, self.matched[self.by])) if len(self.matched) else ""
         common = int(self.matched["matched"].min()) if len(self.matched) else 0
-        return f"Comparison(level={self.level!r}, summarizers=[{names}], matched units={common})"
+        return f"Comparison(level={self.level!r}, {self.by}s=[{names}], matched units={common})"
 
     def table(self, metric: str | None = None) -> pd.DataFrame:
-        """Summary as a wide table: rows summarizers, columns ``metric`` means (or one metric's mean and CI)."""
+        """Summary as a wide table: rows the compared names, columns ``metric`` means (or one metric's mean and CI)."""
         if metric is not None:
-            return self.summary[self.summary["metric"] == metric].set_index("summarizer")[
-                ["n", "mean", "ci_low", "ci_high"]
-            ]
-        return self.summary.pivot(index="summarizer", columns="metric", values="mean")
+            return self.summary[self.summary["metric"] == metric].set_index(self.by)[["n", "mean", "ci_low", "ci_high"]]
+        return self.summary.pivot(index=self.by, columns="metric", values="mean")
 
     def _repr_html_(self) -> str:
         fmt = lambda v: f"{v:.3f}"  # noqa: E731
@@ -259,77 +281,214 @@ def _baseline_traces(results: Mapping[str, Any], names: Iterable[str]) -> dict[s
     return out
 
 
+def _native_results(results: Mapping[str, Any], baselines: Iterable[str]) -> dict[str, Any]:
+    """Native subjects as traces of their compactions, and the baselines summarized on the same spans."""
+    from .native import NATIVE_PREFIX, native_trace, span_traces
+
+    natives = [name for name in results if name.startswith(NATIVE_PREFIX)]
+    if len(natives) > 1:
+        raise SettingError(
+            f"compare one native subject at a time ({', '.join(natives)} summarize different spans); "
+            "compare_native_subjects() runs one comparison per subject"
+        )
+    out: dict[str, Any] = {}
+    spans: list[Any] = []
+    for name, value in results.items():
+        if not name.startswith(NATIVE_PREFIX):
+            if any((trace.settings or {}).get("max_tokens") is not None for trace in _traces_of(value)):
+                raise SettingError(
+                    f"{name!r} holds replays at a setting, which never pair with native compactions; "
+                    f"pass it as baselines=[{name!r}] to summarize the native spans with it"
+                )
+            out[name] = value
+            continue
+        items = [value] if hasattr(value, "messages") or hasattr(value, "compactions") else list(value)
+        traces = [native_trace(item, subject=name) if hasattr(item, "native_compactions") else item for item in items]
+        traces = [trace for trace in traces if len(trace.compactions)]
+        if not traces:
+            raise SettingError(f"no native compactions of {name!r} in the conversations given")
+        out[name] = traces
+        spans.extend(traces)
+    for spec in baselines:
+        if spec not in out:
+            out[spec] = span_traces(spans, spec)
+    return out
+
+
+def compare_native_subjects(
+    conversations: Iterable[Any], baselines: Iterable[str], **options: Any
+) -> dict[str, Comparison]:
+    """One :func:`compare` per native subject found in the conversations (``native:<agent>`` -> Comparison),
+    each against the baselines summarizing that subject's spans; ``options`` go to :func:`compare`."""
+    from .native import native_traces
+
+    baselines = tuple(baselines)
+    return {
+        subject: compare({subject: traces}, baselines=baselines, **options)
+        for subject, traces in native_traces(list(conversations)).items()
+    }
+
+
 def compare(
-    results: Mapping[str, Any],
+    results: Mapping[str, Any] | Any,
     *,
-    metrics: Sequence[str] = DEFAULT_METRICS,
-    level: str = "compaction",
+    by: str = "summarizer",
+    metrics: Sequence[str] | None = None,
+    level: str | None = None,
     baselines: Iterable[str] = (),
     confidence: float = 0.95,
     resamples: int = 2000,
     seed: int = 0,
     tie_tolerance: float = 1e-9,
 ) -> Comparison:
-    """Compare summarizers paired over the same spans (see the module docstring).
+    """Compare summarizers, or engines, paired over the same units (see the module docstring).
 
     Args:
-        results: name -> list of Traces, a Trace, Losses, or a list of Losses.
+        results: name -> list of Traces, a Trace, Losses, or a list of Losses; or a ``Sweep``
+            or its results table (grouped by its ``by`` column, paired on its per-conversation metrics).
+        by: what the names stand for: ``"summarizer"`` or ``"engine"``. Engines are paired on
+            the same conversation, setting and summarizer.
         metrics: columns of ``losses.compactions`` (level "compaction") or
-            ``losses.conversation`` (level "conversation"); higher is better.
-        level: ``"compaction"`` (matched spans) or ``"conversation"`` (per-conversation aggregates).
-        baselines: offline summarizer specs (``"mask"``, ``"truncate"``...) to replay and add
-            under their own names when not already present.
+            ``losses.conversation`` (level "conversation"); the catalogue says which way is better.
+            None: :data:`DEFAULT_METRICS`, or :data:`ENGINE_METRICS` when ``by="engine"``.
+        level: ``"compaction"`` (matched spans) or ``"conversation"`` (per-conversation
+            aggregates). None: compaction for summarizers, conversation for engines (two
+            engines rarely cut the same spans).
+        baselines: summarizer specs (``"mask"``, ``"truncate"``, a provider spec...) to replay and
+            add under their own names when not already present; with ``native:<agent>`` subjects,
+            summarized on the native spans instead (``by="summarizer"`` only).
         confidence, resamples, seed: bootstrap settings (deterministic for a seed).
         tie_tolerance: differences within it count as ties for win rates.
     """
+    if by not in GROUPINGS:
+        raise ValueError(f"by must be one of {', '.join(GROUPINGS)}, got {by!r}")
+    level = level or ("conversation" if by == "engine" else "compaction")
     if level not in ("compaction", "conversation"):
         raise ValueError(f"level must be 'compaction' or 'conversation', got {level!r}")
-    if not results:
-        raise ValueError("compare needs at least one summarizer")
+    metrics = list(metrics if metrics is not None else (ENGINE_METRICS if by == "engine" else DEFAULT_METRICS))
+    losses: dict[str, Losses] = {}
+    sweep_table = results if isinstance(results, pd.DataFrame) else getattr(results, "results", None)
+    if isinstance(sweep_table, pd.DataFrame):
+        tables, duplicate_counts = _sweep_tables(sweep_table, by, level, metrics)
+    else:
+        if not results:
+            raise ValueError(f"compare needs at least one {by}")
+        losses = _losses_with_baselines(results, baselines if by == "summarizer" else ())
+        tables, duplicate_counts = _unit_tables(losses, metrics, level, by)
+    common = _common_units(tables)
+    bootstrap = _Bootstrap(confidence, resamples, seed)
+    matched_rows = [
+        {by: name, "units": len(table), "matched": len(common), "duplicates": duplicate_counts[name]}
+        for name, table in tables.items()
+    ]
+    return Comparison(
+        summary=pd.DataFrame(
+            _summary_rows(tables, common, metrics, bootstrap, by), columns=[by, *list(SUMMARY_COLUMNS)[1:]]
+        ),
+        pairwise=pd.DataFrame(_pair_rows(tables, metrics, bootstrap, tie_tolerance), columns=list(PAIRWISE_COLUMNS)),
+        matched=pd.DataFrame(matched_rows, columns=[by, "units", "matched", "duplicates"]),
+        units=_matched_units(tables, common, by),
+        level=level,
+        losses=losses,
+        settings={"seed": seed, "confidence": confidence, "resamples": resamples, "metrics": list(metrics)},
+        by=by,
+    )
+
+
+#: What the names of a comparison can stand for; the other dimension is part of the unit key.
+GROUPINGS = ("summarizer", "engine")
+#: Metrics compared by default between engines: what a policy spends, cuts and loses.
+ENGINE_METRICS: tuple[str, ...] = ("steps_over_budget", "context_reduction", "needed_anchor_recall")
+
+
+class _Bootstrap(NamedTuple):
+    """Bootstrap settings of a comparison (each interval gets its own seed derived from ``seed``)."""
+
+    confidence: float
+    resamples: int
+    seed: int
+
+    def ci(self, values: np.ndarray, seed_offset: int) -> tuple[float, float]:
+        return bootstrap_mean_ci(
+            values, confidence=self.confidence, resamples=self.resamples, seed=self.seed + seed_offset
+        )
+
+
+def _losses_with_baselines(results: Mapping[str, Any], baselines: Iterable[str]) -> dict[str, Losses]:
+    """Losses per summarizer name, native subjects resolved and missing baselines replayed."""
     results = dict(results)
+    if any(name.startswith("native:") for name in results):
+        results = _native_results(results, baselines)
     missing = [name for name in baselines if name not in results]
     if missing:
         results.update(_baseline_traces(results, missing))
-    losses = {name: _as_losses(value) for name, value in results.items()}
-    key = list(COMPACTION_KEY if level == "compaction" else CONVERSATION_KEY)
+    return {name: _as_losses(value) for name, value in results.items()}
 
+
+def _unit_tables(
+    losses: dict[str, Losses], metrics: Sequence[str], level: str, by: str
+) -> tuple[dict[str, pd.DataFrame], dict[str, int]]:
+    """Per name: the metric columns indexed by the unit key (first row of a duplicated key kept),
+    and how many duplicate rows were dropped. Engines pair within one summarizer."""
+    key = list(COMPACTION_KEY if level == "compaction" else CONVERSATION_KEY) + (["summarizer"] if by == "engine" else [])
     tables: dict[str, pd.DataFrame] = {}
     duplicate_counts: dict[str, int] = {}
-    matched_rows = []
     for name, item in losses.items():
         if level == "compaction":
             table = item.compactions
-            table = table[table["status"].isin(["applied", "not smaller"])] if len(table) else table
+            table = table[table["status"].isin(["applied", NOT_SMALLER])] if len(table) else table
         else:
             table = item.conversation
-        unknown = [m for m in metrics if m not in table.columns]
-        if unknown:
-            raise ValueError(f"unknown metric(s) {unknown} for level {level!r}")
-        table = table[key + list(metrics)].copy()
-        for column in key:
-            table[column] = table[column].astype(object)
-        duplicates = int(table.duplicated(subset=key).sum())
-        table = table.drop_duplicates(subset=key, keep="first")
-        tables[name] = table.set_index(key)
-        duplicate_counts[name] = duplicates
+        tables[name], duplicate_counts[name] = _keyed(table, key, metrics, level)
+    return tables, duplicate_counts
+
+
+def _keyed(table: pd.DataFrame, key: list[str], metrics: Sequence[str], level: str) -> tuple[pd.DataFrame, int]:
+    """The metric columns indexed by ``key`` (first row of a duplicated key kept), and the duplicates dropped."""
+    unknown = [m for m in metrics if m not in table.columns]
+    if unknown:
+        raise ValueError(f"unknown metric(s) {unknown} for level {level!r}")
+    table = table[key + list(metrics)].copy()
+    for column in key:
+        table[column] = table[column].astype(object)
+    duplicates = int(table.duplicated(subset=key).sum())
+    return table.drop_duplicates(subset=key, keep="first").set_index(key), duplicates
+
+
+def _sweep_tables(
+    results: pd.DataFrame, by: str, level: str, metrics: Sequence[str]
+) -> tuple[dict[str, pd.DataFrame], dict[str, int]]:
+    """A sweep's complete cells grouped by ``by``, keyed on conversation, setting and the other dimension."""
+    if level != "conversation":
+        raise ValueError(
+            "a Sweep is compared per conversation (level='conversation'); pass traces for level='compaction'"
+        )
+    if by not in results.columns:
+        raise ValueError(f"this sweep has no {by!r} column")
+    other = "engine" if by == "summarizer" else "summarizer"
+    complete = results[results["error"].isna()] if "error" in results.columns else results
+    key = list(CONVERSATION_KEY) + ([other] if other in complete.columns else [])
+    tables, duplicate_counts = {}, {}
+    for name, part in complete.groupby(by, sort=False):
+        tables[str(name)], duplicate_counts[str(name)] = _keyed(part, key, metrics, level)
+    return tables, duplicate_counts
+
+
+def _common_units(tables: dict[str, pd.DataFrame]) -> pd.Index:
+    """The units every summarizer has, sorted."""
     common: pd.Index | None = None
     for table in tables.values():
         common = table.index if common is None else common.intersection(table.index)
     if common is None:
-        common = pd.Index([])
-    elif len(common):
-        common = common.sort_values()
-    for name, table in tables.items():
-        matched_rows.append(
-            {
-                "summarizer": name,
-                "units": len(table),
-                "matched": len(common),
-                "duplicates": duplicate_counts[name],
-            }
-        )
+        return pd.Index([])
+    return common.sort_values() if len(common) else common
 
-    summary_rows = []
+
+def _summary_rows(
+    tables: dict[str, pd.DataFrame], common: pd.Index, metrics: Sequence[str], bootstrap: _Bootstrap, by: str
+) -> list[dict[str, Any]]:
+    """Mean and bootstrap CI per (name, metric) over the common units."""
+    rows = []
     for m_index, metric in enumerate(metrics):
         for s_index, (name, table) in enumerate(tables.items()):
             values = (
@@ -338,12 +497,10 @@ def compare(
                 else np.array([])
             )
             values = values[~np.isnan(values)]
-            low, high = bootstrap_mean_ci(
-                values, confidence=confidence, resamples=resamples, seed=seed + 7919 * m_index + s_index
-            )
-            summary_rows.append(
+            low, high = bootstrap.ci(values, 7919 * m_index + s_index)
+            rows.append(
                 {
-                    "summarizer": name,
+                    by: name,
                     "metric": metric,
                     "n": len(values),
                     "mean": float(values.mean()) if len(values) else math.nan,
@@ -351,8 +508,14 @@ def compare(
                     "ci_high": high,
                 }
             )
+    return rows
 
-    pair_rows = []
+
+def _pair_rows(
+    tables: dict[str, pd.DataFrame], metrics: Sequence[str], bootstrap: _Bootstrap, tie_tolerance: float
+) -> list[dict[str, Any]]:
+    """One row per (pair of summarizers, metric) over the units both have."""
+    rows = []
     names = list(tables)
     for i, a in enumerate(names):
         for b in names[i + 1 :]:
@@ -361,45 +524,42 @@ def compare(
                 va = pd.to_numeric(tables[a].loc[both, metric], errors="coerce").to_numpy(dtype=float)
                 vb = pd.to_numeric(tables[b].loc[both, metric], errors="coerce").to_numpy(dtype=float)
                 ok = ~(np.isnan(va) | np.isnan(vb))
-                va, vb = va[ok], vb[ok]
-                d = va - vb
-                low, high = bootstrap_mean_ci(
-                    d, confidence=confidence, resamples=resamples, seed=seed + 104729 + 7919 * m_index + 31 * i
-                )
-                stat, p = wilcoxon_test(d)
-                n = len(d)
-                better = d if metric_direction_higher(metric) else -d  # > 0 where a is better than b
-                pair_rows.append(
-                    {
-                        "a": a,
-                        "b": b,
-                        "metric": metric,
-                        "n": n,
-                        "mean_a": float(va.mean()) if n else math.nan,
-                        "mean_b": float(vb.mean()) if n else math.nan,
-                        "mean_diff": float(d.mean()) if n else math.nan,
-                        "ci_low": low,
-                        "ci_high": high,
-                        "win_rate": float((better > tie_tolerance).mean()) if n else math.nan,
-                        "tie_rate": float((np.abs(d) <= tie_tolerance).mean()) if n else math.nan,
-                        "loss_rate": float((better < -tie_tolerance).mean()) if n else math.nan,
-                        "wilcoxon_stat": stat,
-                        "p_value": p,
-                    }
-                )
+                ci = bootstrap.ci(va[ok] - vb[ok], 104729 + 7919 * m_index + 31 * i)
+                rows.append(_pair_row(a, b, metric, va[ok], vb[ok], ci, tie_tolerance))
+    return rows
 
+
+def _pair_row(
+    a: str, b: str, metric: str, va: np.ndarray, vb: np.ndarray, ci: tuple[float, float], tie_tolerance: float
+) -> dict[str, Any]:
+    """Paired difference a - b: means, CI, win/tie/loss rates (by the metric's direction), Wilcoxon test."""
+    d = va - vb
+    stat, p = wilcoxon_test(d)
+    n = len(d)
+    better = d if metric_direction_higher(metric) else -d  # > 0 where a is better than b
+    return {
+        "a": a,
+        "b": b,
+        "metric": metric,
+        "n": n,
+        "mean_a": float(va.mean()) if n else math.nan,
+        "mean_b": float(vb.mean()) if n else math.nan,
+        "mean_diff": float(d.mean()) if n else math.nan,
+        "ci_low": ci[0],
+        "ci_high": ci[1],
+        "win_rate": float((better > tie_tolerance).mean()) if n else math.nan,
+        "tie_rate": float((np.abs(d) <= tie_tolerance).mean()) if n else math.nan,
+        "loss_rate": float((better < -tie_tolerance).mean()) if n else math.nan,
+        "wilcoxon_stat": stat,
+        "p_value": p,
+    }
+
+
+def _matched_units(tables: dict[str, pd.DataFrame], common: pd.Index, by: str) -> pd.DataFrame:
+    """The common units' metric values, one block of rows per name."""
     unit_frames = []
     for name, table in tables.items():
         part = table.loc[common].reset_index() if len(common) else table.iloc[0:0].reset_index()
-        part.insert(0, "summarizer", name)
+        part.insert(0, by, name)
         unit_frames.append(part)
-    units = pd.concat(unit_frames, ignore_index=True) if unit_frames else pd.DataFrame()
-    return Comparison(
-        summary=pd.DataFrame(summary_rows, columns=list(SUMMARY_COLUMNS)),
-        pairwise=pd.DataFrame(pair_rows, columns=list(PAIRWISE_COLUMNS)),
-        matched=pd.DataFrame(matched_rows, columns=["summarizer", "units", "matched", "duplicates"]),
-        units=units,
-        level=level,
-        losses=losses,
-        settings={"seed": seed, "confidence": confidence, "resamples": resamples, "metrics": list(metrics)},
-    )
+    return pd.concat(unit_frames, ignore_index=True) if unit_frames else pd.DataFrame()

@@ -276,6 +276,19 @@ def add_costs(
     Returns:
         ``(steps_with_cost, compactions_with_cost)``.
     """
+    _check_steps(steps, min_cached_tokens)
+    table = load_prices(prices)
+    _, primary = table.lookup(primary_model)
+    out = steps.copy()
+    _add_primary_costs(out, primary, prompt_caching, min_cached_tokens)
+    comp = _summary_costs(compactions, table, summary_model)
+    out["summary_cost_usd"] = _summary_cost_per_step(out, comp)
+    out["total_cost_usd"] = out["primary_cost_usd"] + out["summary_cost_usd"]
+    return out, comp
+
+
+def _check_steps(steps: Any, min_cached_tokens: Any) -> None:
+    """One clear SettingError for a steps table or cache setting add_costs cannot use."""
     if not isinstance(steps, pd.DataFrame):
         raise SettingError(f"steps must be a pandas DataFrame (Trace.steps), not {type(steps).__name__}")
     missing = sorted({"conversation_id", "step", "context_tokens_after"} - set(steps.columns))
@@ -283,15 +296,11 @@ def add_costs(
         raise SettingError(f"steps table is missing column(s) {missing} (see docs/trace-schema.md)")
     if isinstance(min_cached_tokens, bool) or not isinstance(min_cached_tokens, int) or min_cached_tokens < 0:
         raise SettingError(f"min_cached_tokens must be a non-negative int, got {min_cached_tokens!r}")
-    table = load_prices(prices)
-    _, primary = table.lookup(primary_model)
 
-    out = steps.copy()
-    group = _group_columns(out)
-    ordered = out.sort_values([*group, "step"], kind="stable")
-    sent = _int_column(ordered, "context_tokens_after")
-    grouped = sent.groupby([ordered[c] for c in group], dropna=False, sort=False)
-    previous = grouped.shift(1)
+
+def _cache_breaks(ordered: pd.DataFrame, previous: pd.Series, group: list[str]) -> pd.Series:
+    """Steps before which the prompt cache is broken: the first of a conversation, an applied
+    compaction, a changed checkpoint."""
     cache_break = previous.isna()
     if "applied" in ordered.columns:
         cache_break |= ordered["applied"].fillna(False).astype(bool)
@@ -300,6 +309,16 @@ def add_costs(
         previous_checkpoint = checkpoint.groupby([ordered[c] for c in group], dropna=False, sort=False).shift(1)
         same = (checkpoint == previous_checkpoint) | (checkpoint.isna() & previous_checkpoint.isna())
         cache_break |= ~same & ~previous.isna()
+    return cache_break
+
+
+def _add_primary_costs(out: pd.DataFrame, primary: Price, prompt_caching: bool, min_cached_tokens: int) -> None:
+    """The primary model's token and money columns of every step, written into ``out`` in place."""
+    group = _group_columns(out)
+    ordered = out.sort_values([*group, "step"], kind="stable")
+    sent = _int_column(ordered, "context_tokens_after")
+    previous = sent.groupby([ordered[c] for c in group], dropna=False, sort=False).shift(1)
+    cache_break = _cache_breaks(ordered, previous, group)
     if prompt_caching:
         # A ufunc over two Series returns a Series (pandas' __array_ufunc__).
         cached = cast(pd.Series, np.minimum(previous.fillna(0).astype("int64"), sent))
@@ -328,16 +347,15 @@ def add_costs(
         out[column] = out[column].astype("int64")
     out["cache_break"] = out["cache_break"].astype(bool)
 
-    comp = _summary_costs(compactions, table, summary_model)
-    out["summary_cost_usd"] = 0.0
-    if len(comp):
-        keys = [c for c in group if c in comp.columns] + ["step"]
-        if "step" in comp.columns:
-            per_step = comp.groupby(keys, dropna=False)["summary_cost_usd"].sum().rename("_summary_cost")
-            merged = out[keys].merge(per_step, left_on=keys, right_index=True, how="left")
-            out["summary_cost_usd"] = merged["_summary_cost"].fillna(0.0).to_numpy()
-    out["total_cost_usd"] = out["primary_cost_usd"] + out["summary_cost_usd"]
-    return out, comp
+
+def _summary_cost_per_step(steps: pd.DataFrame, comp: pd.DataFrame) -> Any:
+    """Money of the summary calls made at each step (0.0 where none), aligned with ``steps``' rows."""
+    if not len(comp) or "step" not in comp.columns:
+        return 0.0
+    keys = [c for c in _group_columns(steps) if c in comp.columns] + ["step"]
+    per_step = comp.groupby(keys, dropna=False)["summary_cost_usd"].sum().rename("_summary_cost")
+    merged = steps[keys].merge(per_step, left_on=keys, right_index=True, how="left")
+    return merged["_summary_cost"].fillna(0.0).to_numpy()
 
 
 def _summary_costs(compactions: pd.DataFrame | None, table: PriceTable, summary_model: str | None) -> pd.DataFrame:

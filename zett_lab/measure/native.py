@@ -19,7 +19,7 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -89,19 +89,39 @@ def _dialogue(messages: Sequence[AnyMessage]) -> list[AnyMessage]:
     return [m for m in messages if not isinstance(m, SystemMessage)]
 
 
-def native_trace(conversation: Conversation, *, counter: Counter | None = None) -> Trace:
+#: The subject a native compaction is compared and reported as, by ``NativeCompaction.kind``.
+NATIVE_SUBJECTS: dict[str, str] = {
+    "claude-code-compact": "native:claude-code",
+    "codex-compact": "native:codex",
+    "openhands-condensation": "native:openhands",
+    "gemini-cli-compression": "native:gemini-cli",
+    "zett-snapshot": "native:zett-agent",
+    "zettcode": "native:zettcode",
+}
+NATIVE_PREFIX = "native:"
+
+
+def native_subject(kind: str) -> str:
+    """``native:<agent>`` for a native compaction kind (``claude-code-compact`` -> ``native:claude-code``)."""
+    return NATIVE_SUBJECTS.get(kind, NATIVE_PREFIX + kind)
+
+
+def native_trace(conversation: Conversation, *, counter: Counter | None = None, subject: str | None = None) -> Trace:
     """The conversation's native compactions as a :class:`~zett_lab.replay.trace.Trace` with no steps.
 
-    One ``compactions`` row per native compaction (``trigger`` = the log's trigger or
-    the kind, ``summarizer`` = ``"native:<agent>"``, ``applied`` = the log kept a
-    summary), so :func:`zett_lab.measure.measure` scores native summaries exactly
-    like zett-agent's.
+    One ``compactions`` row per native compaction (``compaction_id`` = its index in
+    ``Conversation.native_compactions``, ``trigger`` = the log's trigger or the kind,
+    ``summarizer`` = its subject, :func:`native_subject`; ``applied`` = the log kept a
+    summary), so :func:`zett_lab.measure.measure` scores native summaries exactly like
+    zett-agent's. ``subject`` keeps only the compactions of one subject.
     """
     count = _counter(counter)
     messages = conversation.messages
-    agent = conversation.metadata.get("agent") or conversation.format
     rows = []
     for k, native in enumerate(conversation.native_compactions):
+        name = native_subject(native.kind)
+        if subject is not None and name != subject:
+            continue
         position = min(max(native.position, 0), len(messages))
         cut = native.metadata.get("span_end")
         cut = position if cut is None else min(max(int(cut), 0), position)
@@ -129,7 +149,7 @@ def native_trace(conversation: Conversation, *, counter: Counter | None = None) 
                 "applied": summary is not None,
                 "skip_reason": None if summary else "summary missing from log",
                 "summary_text": summary,
-                "summarizer": f"native:{agent}",
+                "summarizer": name,
                 "latency_s": None,
                 "cache_hit": None,
                 "summary_input_tokens": None,
@@ -138,8 +158,40 @@ def native_trace(conversation: Conversation, *, counter: Counter | None = None) 
                 "error_kind": None,
             }
         )
-    settings = {"summarizer": f"native:{agent}", "max_tokens": None, "keep_recent_tokens": None, "native": True}
+    names = {row["summarizer"] for row in rows}
+    label = subject or (names.pop() if len(names) == 1 else "native")
+    settings = {"summarizer": label, "max_tokens": None, "keep_recent_tokens": None, "native": True}
     return Trace.from_rows(conversation, [], rows, settings, [])
+
+
+def native_traces(conversations: Iterable[Conversation], subject: str | None = None) -> dict[str, list[Trace]]:
+    """Native traces of the conversations that have native compactions, grouped by subject."""
+    out: dict[str, list[Trace]] = {}
+    for conversation in conversations:
+        names = {native_subject(n.kind) for n in conversation.native_compactions}
+        for name in sorted(names):
+            if subject is None or name == subject:
+                out.setdefault(name, []).append(native_trace(conversation, subject=name))
+    return out
+
+
+def span_traces(traces: Sequence[Trace], summarizer: Any, **options: Any) -> list[Trace]:
+    """The spans of (native) traces summarized by ``summarizer`` through the engine's summary step.
+
+    One trace per input trace, with the same ``compaction_id``, spans and ``n_recorded``: the
+    comparison pairs each native summary with the baseline's summary of the identical span.
+    ``options`` go to :func:`zett_lab.replay.run.summarize_spans` (``cache``, ``reasoning_effort``).
+    """
+    from ..replay.run import summarize_spans
+
+    out = []
+    for trace in traces:
+        rows = trace.compactions.sort_values("compaction_id").to_dict("records")
+        spans = [(int(r["span_start"]), int(r["span_end"]), int(r["n_recorded"])) for r in rows]
+        result = summarize_spans(trace.conversation, spans, summarizer=summarizer, **options)
+        result.compactions["compaction_id"] = [int(r["compaction_id"]) for r in rows]
+        out.append(result)
+    return out
 
 
 def _turn_at(conversation: Conversation, index: int) -> int | None:
@@ -206,64 +258,84 @@ def compare_native(
     for k, (nc, row) in enumerate(
         zip(conversation.native_compactions, native.compactions.to_dict("records"), strict=True)
     ):
-        position, cut, start = int(row["n_recorded"]), int(row["span_end"]), int(row["span_start"])
-        summary_tokens = None if pd.isna(row["summary_tokens"]) else int(row["summary_tokens"])
-        native_span = int(row["older_tokens"])
-        out: dict[str, Any] = {
-            "conversation_id": conversation.id,
-            "native_id": k,
-            "native_kind": nc.kind,
-            "native_trigger": nc.metadata.get("trigger"),
-            "native_position": position,
-            "native_cut": cut,
-            "native_span_start": start,
-            "native_tokens_before": nc.tokens_before,
-            "native_estimate_before": count(messages[:position]),
-            "native_summary_chars": len(nc.summary or ""),
-            "native_summary_tokens": summary_tokens,
-            "native_span_tokens": native_span,
-            "native_compression_ratio": _ratio(summary_tokens, native_span),
-        }
+        out = _native_columns(conversation, k, nc, row, count)
+        position, summary_tokens = out["native_position"], out["native_summary_tokens"]
         nearest = _nearest(candidates, position)
-        if nearest is None:
-            out.update({name: None for name in COLUMNS if name.startswith("zett_") or name.endswith("_offset")})
-            out["summary_tokens_ratio"] = None
-        else:
-            z_start, z_cut = int(nearest["span_start"]), int(nearest["span_end"])
-            z_summary = None if pd.isna(nearest["summary_tokens"]) else int(nearest["summary_tokens"])
-            z_span = span_tokens(z_start, z_cut)
-            step = None if pd.isna(nearest["step"]) else int(nearest["step"])
-            estimate = None
-            if step is not None and len(steps) and "estimate" in steps:
-                match = steps[steps["step"] == step]
-                estimate = (
-                    None if not len(match) or pd.isna(match["estimate"].iloc[0]) else int(match["estimate"].iloc[0])
-                )
-            out.update(
-                {
-                    "zett_compaction_id": int(nearest["compaction_id"]),
-                    "zett_step": step,
-                    "zett_applied": bool(nearest["applied"]) if not pd.isna(nearest["applied"]) else None,
-                    "zett_position": int(nearest["n_recorded"]),
-                    "zett_cut": z_cut,
-                    "zett_span_start": z_start,
-                    "zett_estimate": estimate,
-                    "zett_summary_tokens": z_summary,
-                    "zett_span_tokens": z_span,
-                    "zett_compression_ratio": _ratio(z_summary, z_span),
-                    "position_offset": int(nearest["n_recorded"]) - position,
-                    "cut_offset": z_cut - cut,
-                    "summary_tokens_ratio": (z_summary / summary_tokens)
-                    if z_summary is not None and summary_tokens
-                    else None,
-                }
-            )
+        out.update(_zett_columns(nearest, position, out["native_cut"], summary_tokens, steps, span_tokens))
         for metric in metrics if measurer else ():
             out[f"native_{metric}"] = native_metrics.get(k, {}).get(metric)
             zid = out.get("zett_compaction_id")
             out[f"zett_{metric}"] = zett_metrics.get(zid, {}).get(metric) if zid is not None else None
         rows.append(out)
     columns = list(COLUMNS) + ([f"{side}_{m}" for m in metrics for side in ("native", "zett")] if measurer else [])
+    return _typed_table(rows, columns)
+
+
+def _native_columns(
+    conversation: Conversation, k: int, nc: Any, row: dict[Hashable, Any], count: Counter
+) -> dict[str, Any]:
+    """The native side of one native compaction's row."""
+    messages = conversation.messages
+    position, cut, start = int(row["n_recorded"]), int(row["span_end"]), int(row["span_start"])
+    summary_tokens = None if pd.isna(row["summary_tokens"]) else int(row["summary_tokens"])
+    native_span = int(row["older_tokens"])
+    return {
+        "conversation_id": conversation.id,
+        "native_id": k,
+        "native_kind": nc.kind,
+        "native_trigger": nc.metadata.get("trigger"),
+        "native_position": position,
+        "native_cut": cut,
+        "native_span_start": start,
+        "native_tokens_before": nc.tokens_before,
+        "native_estimate_before": count(messages[:position]),
+        "native_summary_chars": len(nc.summary or ""),
+        "native_summary_tokens": summary_tokens,
+        "native_span_tokens": native_span,
+        "native_compression_ratio": _ratio(summary_tokens, native_span),
+    }
+
+
+def _zett_columns(
+    nearest: dict[Hashable, Any] | None,
+    position: int,
+    cut: int,
+    summary_tokens: int | None,
+    steps: pd.DataFrame,
+    span_tokens: Callable[[int, int], int],
+) -> dict[str, Any]:
+    """The zett side of a row: the nearest zett compaction and its offsets from the native one (None without one)."""
+    if nearest is None:
+        out: dict[str, Any] = {name: None for name in COLUMNS if name.startswith("zett_") or name.endswith("_offset")}
+        out["summary_tokens_ratio"] = None
+        return out
+    z_start, z_cut = int(nearest["span_start"]), int(nearest["span_end"])
+    z_summary = None if pd.isna(nearest["summary_tokens"]) else int(nearest["summary_tokens"])
+    z_span = span_tokens(z_start, z_cut)
+    step = None if pd.isna(nearest["step"]) else int(nearest["step"])
+    estimate = None
+    if step is not None and len(steps) and "estimate" in steps:
+        match = steps[steps["step"] == step]
+        estimate = None if not len(match) or pd.isna(match["estimate"].iloc[0]) else int(match["estimate"].iloc[0])
+    return {
+        "zett_compaction_id": int(nearest["compaction_id"]),
+        "zett_step": step,
+        "zett_applied": bool(nearest["applied"]) if not pd.isna(nearest["applied"]) else None,
+        "zett_position": int(nearest["n_recorded"]),
+        "zett_cut": z_cut,
+        "zett_span_start": z_start,
+        "zett_estimate": estimate,
+        "zett_summary_tokens": z_summary,
+        "zett_span_tokens": z_span,
+        "zett_compression_ratio": _ratio(z_summary, z_span),
+        "position_offset": int(nearest["n_recorded"]) - position,
+        "cut_offset": z_cut - cut,
+        "summary_tokens_ratio": (z_summary / summary_tokens) if z_summary is not None and summary_tokens else None,
+    }
+
+
+def _typed_table(rows: list[dict[str, Any]], columns: list[str]) -> pd.DataFrame:
+    """The comparison table with nullable Int64 counts, float ratios and a nullable boolean zett_applied."""
     table = pd.DataFrame(rows, columns=columns)
     for column in _INT_COLUMNS:
         table[column] = pd.array([None if v is None or pd.isna(v) else int(v) for v in table[column]], dtype="Int64")
@@ -292,7 +364,7 @@ def _measurer(measure: bool | Callable[[Any], Any] | None) -> Callable[[Any], An
     if measure is None or measure is False:
         return None
     if measure is True:
-        from . import measure as offline_measure
+        from .losses import measure as offline_measure
 
         return offline_measure
     if not callable(measure):
@@ -308,3 +380,94 @@ def _metric_table(losses: Any, metrics: Sequence[str]) -> dict[int, dict[str, An
     for row in table.to_dict("records"):
         out[int(row["compaction_id"])] = {m: row.get(m) for m in metrics}
     return out
+
+
+#: Loss metrics shown for each production summary and each baseline on its span.
+PRODUCTION_METRICS: tuple[str, ...] = (
+    "compression_ratio",
+    "needed_anchor_recall",
+    "anchor_retention",
+    "instruction_survival",
+    "superseded_rate",
+    "lost_but_needed",
+)
+
+#: Columns of :func:`production_summaries` (then one column per :data:`PRODUCTION_METRICS` entry, then ``lost``).
+PRODUCTION_COLUMNS: dict[str, str] = {
+    "conversation_id": "Conversation.id",
+    "subject": "the production summarizer, native:<agent>",
+    "native_id": "index in Conversation.native_compactions",
+    "kind": "NativeCompaction.kind",
+    "trigger": "what the log says triggered it (auto / manual), when it says",
+    "position": "first message recorded after it: when it happened",
+    "tokens_before": "context size before it by the agent's own figure (NA when the log has none)",
+    "estimate_before": "zett-agent's estimate of messages[:position] (the engine's counter)",
+    "span_start": "first message the summary stands for",
+    "span_end": "first message it does not stand for",
+    "span_tokens": "the engine's counter over the raw span",
+    "summarizer": "the native subject (its recorded summary) or a baseline summarizing the identical span",
+    "status": "'applied', 'not smaller' (a baseline the engine would discard), 'failed', or 'summary missing from log'",
+    "summary_tokens": "the summary as a checkpoint message (NA when missing or failed)",
+}
+
+
+def production_summaries(
+    conversations: Iterable[Conversation],
+    baselines: Sequence[Any] | Mapping[str, Any] = (),
+    *,
+    metrics: Sequence[str] = PRODUCTION_METRICS,
+    lost_limit: int = 10,
+    **options: Any,
+) -> pd.DataFrame:
+    """Every recorded production summary next to each baseline summarizing its identical span.
+
+    One row per (native compaction, summarizer): where and when it happened (the agent's own
+    token figure beside zett-agent's estimate), the span it replaced, its size, the loss
+    metrics, and ``lost``: the items the user or the agent used again later that this summary
+    dropped (rarest first, at most ``lost_limit``). A native compaction whose log lost the
+    summary text keeps its row (``status`` says so, metrics NA). ``baselines`` are summarizer
+    specs or models, or a mapping name -> spec or model; ``options`` go to :func:`span_traces`
+    (``cache``, ``reasoning_effort``).
+    """
+    from .losses import measure
+
+    conversations = list(conversations)
+    rows: list[dict[str, Any]] = []
+    for subject, natives in native_traces(conversations).items():
+        named = baselines.items() if isinstance(baselines, Mapping) else [(str(b), b) for b in baselines]
+        subjects = [(subject, natives)] + [(name, span_traces(natives, model, **options)) for name, model in named]
+        facts = {(c.id, k): (c, n) for c in conversations for k, n in enumerate(c.native_compactions)}
+        for name, traces in subjects:
+            losses = measure(traces)
+            lost = losses.lost_but_needed()
+            for row in losses.compactions.to_dict("records"):
+                conversation, native = facts[(row["conversation_id"], int(row["compaction_id"]))]
+                missing = name == subject and not native.summary
+                dropped = lost[
+                    (lost["conversation_id"] == row["conversation_id"])
+                    & (lost["compaction_id"] == row["compaction_id"])
+                ]
+                dropped = dropped.sort_values(["rarity", "message_index"], ascending=[False, True])["value"].head(
+                    lost_limit
+                )
+                rows.append(
+                    {
+                        "conversation_id": row["conversation_id"],
+                        "subject": subject,
+                        "native_id": int(row["compaction_id"]),
+                        "kind": native.kind,
+                        "trigger": native.metadata.get("trigger"),
+                        "position": native.position,
+                        "tokens_before": native.tokens_before,
+                        "estimate_before": _counter(None)(conversation.messages[: native.position]),
+                        "span_start": row["span_start"],
+                        "span_end": row["span_end"],
+                        "span_tokens": row["span_tokens"],
+                        "summarizer": name,
+                        "status": "summary missing from log" if missing else row["status"],
+                        "summary_tokens": row["summary_tokens"],
+                        **{m: row.get(m) for m in metrics},
+                        "lost": list(dropped),
+                    }
+                )
+    return pd.DataFrame(rows, columns=[*PRODUCTION_COLUMNS, *metrics, "lost"])

@@ -16,7 +16,16 @@ from __future__ import annotations
 from ..errors import InputError
 from ..load.conversation import PROBE_TYPES, Conversation, Probe, parse_probes
 
-__all__ = ["PROBE_TYPES", "Probe", "check_probes", "parse_probes"]
+__all__ = ["PROBE_TYPES", "Probe", "check_probes", "covers_probe", "parse_probes"]
+
+
+def covers_probe(probe: Probe, span_start: int, span_end: int) -> bool:
+    """Whether ``messages[span_start:span_end]`` holds a probe's fact (an update probe: its old and its
+    current value)."""
+    start = (
+        probe.superseded_index if probe.type == "update" and probe.superseded_index is not None else probe.message_index
+    )
+    return span_start <= start and probe.message_index < span_end
 
 
 def check_probes(conversation: Conversation) -> list[Probe]:
@@ -40,6 +49,14 @@ def check_probes(conversation: Conversation) -> list[Probe]:
             raise InputError(where, place, "the probe has an empty answer")
         if probe.type not in PROBE_TYPES:
             raise InputError(where, place, f"unknown probe type {probe.type!r} (expected {', '.join(PROBE_TYPES)})")
+        if probe.type == "update":
+            earlier = probe.superseded_index
+            if not isinstance(probe.superseded_answer, str) or not probe.superseded_answer.strip():
+                raise InputError(where, place, "an update probe needs its superseded answer")
+            if isinstance(earlier, bool) or not isinstance(earlier, int) or not 0 <= earlier < index:
+                raise InputError(
+                    where, place, f"superseded_index {earlier!r} must be a message before message_index {index}"
+                )
     return list(conversation.probes)
 
 

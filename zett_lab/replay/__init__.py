@@ -4,7 +4,20 @@
 touch point with zett-agent's internals lives in this stage; the engine is never re-implemented.
 """
 
-from .run import ReplayError, replay
+from .engine import EngineError
+from .live import instrument, live_sessions
+from .policies import ObservationMaskingCompaction, SplitTurnCompaction
+from .run import ReplayError, SummaryError, replay
 from .trace import Trace
 
-__all__ = ["ReplayError", "Trace", "replay"]
+__all__ = [
+    "EngineError",
+    "ObservationMaskingCompaction",
+    "ReplayError",
+    "SplitTurnCompaction",
+    "SummaryError",
+    "Trace",
+    "instrument",
+    "live_sessions",
+    "replay",
+]

@@ -14,10 +14,7 @@ from zett_agent.messages import AnyMessage, SystemMessage
 
 from ..load.conversation import starts_turn
 from ..tokens import TokenCounter
-
-RECENT_COVERS_ALL = "recent budget covers everything"
-NO_TURN_BOUNDARY = "no whole-turn boundary"
-ONLY_CHECKPOINTS = "only earlier checkpoints"
+from .recorder import NO_TURN_BOUNDARY, ONLY_CHECKPOINTS, RECENT_COVERS_ALL
 
 
 def walk_cutoff(

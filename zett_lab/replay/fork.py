@@ -2,19 +2,23 @@
 
 Between two requests zett-agent's runtime keeps a session's history in its history
 extension (:class:`~zett_agent.extensions.memory.InMemoryMessageAccumulator`: the dialogue
-it restores at the start of every request, checkpoint included); the compaction engine keeps
-nothing (its usage baseline belongs to one request). So at the start of a turn the whole
-state of a replay is that dialogue and what zett_lab recorded so far. A :class:`TurnMark`
-writes it down: the accumulator's own ``messages(session_id)`` and the lengths of the
-recorder's append-only lists.
+it restores at the start of every request, checkpoint included); the stock compaction
+engine keeps nothing (its usage baseline belongs to one request). So at the start of a turn
+the whole state of a replay is that dialogue and what zett_lab recorded so far. A
+:class:`TurnMark` writes it down: the accumulator's own ``messages(session_id)``, the
+lengths of the recording's append-only lists and where the cursor is.
 
 A later replay whose settings provably take the same decisions up to that turn (the proof
-is :func:`zett_lab.study.boundaries.prefix_regions`) starts from the mark: a new accumulator
-remembers the marked dialogue, the recorded rows are the earlier replay's with only the
-columns that name the setting changed, and the runtime builds the next request's context
-from the accumulator as it does for every request. From there the real engine decides
-everything, as in a fresh replay; ``tests/test_fork.py`` checks that a forked trace equals
-the fresh replay of its setting on every fixture across a grid.
+is :func:`zett_lab.study.boundaries.prefix_regions`, made for the stock engine and applied
+to a user engine only along the limits it declares in ``zett_lab_reuse``) starts from the
+mark: a new accumulator remembers the marked dialogue, the recorded rows are the earlier
+replay's with only the columns that name the setting changed, and the runtime builds the
+next request's context from the accumulator as it does for every request. From there the
+real engine decides everything, as in a fresh replay; ``tests/test_fork.py`` checks that a
+forked trace equals the fresh replay of its setting on every fixture across a grid.
+
+A fork is refused (:class:`~zett_lab.errors.SettingError`) for another engine, summarizer
+or conversation than the run it comes from: the proof says nothing about those.
 """
 
 from __future__ import annotations
@@ -24,6 +28,9 @@ from typing import Any
 
 from zett_agent.extensions.memory import InMemoryMessageAccumulator
 from zett_agent.messages import AnyMessage
+
+from ..errors import SettingError
+from .playback import ReplayCursor
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,11 +49,30 @@ class TurnMark:
     cursor: int
     checkpoint_id: int | None
 
+    @classmethod
+    def at(cls, turn: int, history: InMemoryMessageAccumulator, cursor: ReplayCursor) -> TurnMark:
+        """The state of the replay ``cursor`` drives, at the start of ``turn``."""
+        recording = cursor.recording
+        return cls(
+            turn=turn,
+            dialogue=history.messages(recording.conversation_id),
+            steps=len(recording.step_rows),
+            compactions=len(recording.compaction_rows),
+            events=len(recording.engine_events),
+            interrupted=len(cursor.interrupted_turns),
+            cursor=cursor.cursor,
+            checkpoint_id=recording.checkpoint_id,
+        )
+
 
 @dataclass(slots=True)
 class ForkableRun:
     """What a finished replay leaves for later replays to fork from."""
 
+    #: Who made it: forks are only taken by replays of the same conversation, engine and summarizer.
+    conversation_id: str
+    engine: str
+    summarizer: str
     step_rows: list[dict[str, Any]]
     compaction_rows: list[dict[str, Any]]
     engine_events: list[dict[str, Any]]
@@ -65,6 +91,15 @@ class Fork:
     run: ForkableRun
     mark: TurnMark
 
+    def check(self, conversation_id: str, engine: str, summarizer: str) -> None:
+        """Refuse a fork into a replay the run's proof does not cover."""
+        run = self.run
+        theirs, ours = (run.conversation_id, run.engine, run.summarizer), (conversation_id, engine, summarizer)
+        if theirs != ours:
+            raise SettingError(
+                f"a replay of {ours} cannot fork from a replay of {theirs}: its decisions were proven for that one only"
+            )
+
     def history(self, session_id: str) -> InMemoryMessageAccumulator:
         """zett-agent's history extension, remembering the marked dialogue of ``session_id``."""
         history = InMemoryMessageAccumulator()
@@ -72,18 +107,25 @@ class Fork:
         history._sessions[session_id] = list(self.mark.dialogue)
         return history
 
-    def step_rows(self, max_tokens: int, keep_recent_tokens: int) -> list[dict[str, Any]]:
-        """The run's step rows before the mark, for another setting (only the columns naming it change)."""
-        return [
+    def resume(self, cursor: ReplayCursor) -> list[TurnMark]:
+        """Put a new replay's recording and cursor where the run was at the mark, for the new setting.
+
+        Returns the run's marks up to this one: the new replay shares them.
+        """
+        run, mark, recording = self.run, self.mark, cursor.recording
+        recording.step_rows = [
             {
                 **row,
-                "max_tokens": max_tokens,
-                "keep_recent_tokens": keep_recent_tokens,
-                "over_budget_after": row["context_tokens_after"] > max_tokens,
+                "max_tokens": recording.max_tokens,
+                "keep_recent_tokens": recording.keep_recent_tokens,
+                "over_budget_after": row["context_tokens_after"] > recording.max_tokens,
             }
-            for row in self.run.step_rows[: self.mark.steps]
+            for row in run.step_rows[: mark.steps]
         ]
-
-    def marks(self) -> list[TurnMark]:
-        """The run's marks up to and including this one (the forked replay shares them)."""
-        return [m for m in self.run.marks if m.turn <= self.mark.turn]
+        recording.compaction_rows = run.compaction_rows[: mark.compactions]
+        recording.engine_events = run.engine_events[: mark.events]
+        recording.steps, recording.compactions = mark.steps, mark.compactions
+        recording.checkpoint_id = mark.checkpoint_id
+        cursor.interrupted_turns = run.interrupted_turns[: mark.interrupted]
+        cursor.cursor = mark.cursor
+        return [m for m in run.marks if m.turn <= mark.turn]

@@ -24,36 +24,84 @@ from zett_agent.messages import AnyMessage, SystemMessage
 from zett_agent.model import ModelUsage
 from zett_agent.storage import decode_messages, encode_messages
 
-from ..errors import InputError
-from ..files import atomic_path, write_atomic
+from ..errors import InputError, OutputError
+from ..files import atomic_path, check_output, write_atomic
 from ..load.conversation import CHECKPOINT_PREFIX, Conversation, NativeCompaction, Probe
 from ..records import is_missing, records
+from .live import is_live_trace, read_live_session
+from .recorder import (
+    BOOLEAN_COLUMNS,
+    COMPACTION_COLUMNS,
+    COMPACTION_SUMMARY_COLUMNS,
+    ENGINE_FAILED,
+    FAILURE_REASONS,
+    FLOAT_COLUMNS,
+    INTEGER_COLUMNS,
+    LIVE_COMPACTION_COLUMNS,
+    LIVE_STEP_COLUMNS,
+    NOT_SMALLER,
+    STEP_COLUMNS,
+    STEP_SUMMARY_COLUMNS,
+    SUMMARY_FAILED,
+)
 
 TRACE_FORMAT = "zett-lab-trace"
 TRACE_VERSION = 1
 _PARQUET_KEY = b"zett_lab.trace"
 
-STEP_COLUMNS = [
-    "conversation_id", "turn", "step", "turn_step", "n_recorded", "n_messages", "estimate", "estimator_tokens",
-    "estimate_source", "max_tokens", "keep_recent_tokens", "triggered", "trigger", "skip_reason", "older_messages",
-    "older_tokens", "recent_messages", "recent_tokens", "cutoff_index", "compaction_id", "summary_tokens", "applied",
-    "context_tokens_after", "over_budget_after", "checkpoint_id", "kept_from", "responded", "output_tokens",
-    "zett_agent_version",
-]
-COMPACTION_COLUMNS = [
-    "compaction_id", "conversation_id", "step", "turn", "trigger", "span_start", "span_end", "n_recorded",
-    "older_messages", "older_tokens", "recent_messages", "recent_tokens", "summary_tokens", "compression_ratio",
-    "applied", "skip_reason", "summary_text", "summarizer", "latency_s", "cache_hit", "summary_input_tokens",
-    "summary_output_tokens", "error", "error_kind",
-]
-_INTEGER_COLUMNS = {
-    "turn", "step", "turn_step", "n_recorded", "n_messages", "estimate", "estimator_tokens", "max_tokens",
-    "keep_recent_tokens", "older_messages", "older_tokens", "recent_messages", "recent_tokens", "cutoff_index",
-    "compaction_id", "summary_tokens", "context_tokens_after", "checkpoint_id", "kept_from", "output_tokens",
-    "span_start", "span_end", "summary_input_tokens", "summary_output_tokens", "snapshot_version",
-    "compacted_through_sequence",
-}
-_BOOLEAN_COLUMNS = {"triggered", "applied", "over_budget_after", "responded", "cache_hit"}
+#: Columns of a failure count (``failure_counts`` of a Trace, Sweep or Report): one row per distinct
+#: cause, i.e. per failed thing (``what``: "summary call" or "sweep cell"), summarizer and kind of
+#: error, with the first error's text (``cause``) and how often it happened (``count``).
+FAILURE_COLUMNS = ["what", "summarizer", "kind", "cause", "count"]
+
+
+def one_line(text: object, limit: int = 400) -> str:
+    """``text`` on one line (whitespace collapsed), cut to ``limit`` characters."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def failure_counts(compactions: pd.DataFrame) -> pd.DataFrame:
+    """Failed attempts per distinct cause (:data:`FAILURE_COLUMNS`), most frequent first.
+
+    A failed summary call counts as ``"summary call"``, an engine that raised during its pass
+    (outside the summary call) as ``"engine pass"``.
+    """
+    if not len(compactions):
+        return pd.DataFrame(columns=FAILURE_COLUMNS)
+    parts = []
+    for what, reason in (("summary call", SUMMARY_FAILED), ("engine pass", ENGINE_FAILED)):
+        failed = compactions[compactions["skip_reason"] == reason]
+        parts.append(count_causes(what, failed["summarizer"], failed["error_kind"], failed["error"]))
+    return combine_failure_counts(parts)
+
+
+def combine_failure_counts(tables: list[pd.DataFrame]) -> pd.DataFrame:
+    """Several failure counts as one: counts of the same (what, summarizer, kind) added, the first cause kept."""
+    parts = [t for t in tables if len(t)]
+    if not parts:
+        return pd.DataFrame(columns=FAILURE_COLUMNS)
+    grouped = (
+        pd.concat(parts, ignore_index=True)
+        .groupby(["what", "summarizer", "kind"], sort=False)
+        .agg(cause=("cause", "first"), count=("count", "sum"))
+        .reset_index()
+    )
+    return grouped.sort_values("count", ascending=False, kind="stable").reset_index(drop=True)[FAILURE_COLUMNS]
+
+
+def count_causes(what: str, summarizers: pd.Series, kinds: pd.Series, errors: pd.Series) -> pd.DataFrame:
+    """Rows of :data:`FAILURE_COLUMNS` from one (summarizer, kind, error text) per failed ``what``."""
+    table = pd.DataFrame(
+        {
+            "what": what,
+            "summarizer": summarizers.astype(object).to_numpy(),
+            "kind": kinds.astype(object).to_numpy(),
+            "cause": [one_line(e) for e in errors.astype(object)],
+            "count": 1,
+        }
+    )
+    return combine_failure_counts([table.fillna({"summarizer": "", "kind": ""})])
 
 
 def frame(rows: list[dict[str, Any]], columns: list[str]) -> pd.DataFrame:
@@ -63,11 +111,11 @@ def frame(rows: list[dict[str, Any]], columns: list[str]) -> pd.DataFrame:
     data: dict[str, Any] = {}
     for column in columns:
         values = [row.get(column) for row in rows]
-        if column in _INTEGER_COLUMNS:
+        if column in INTEGER_COLUMNS:
             data[column] = pd.array(values, dtype="Int64")
-        elif column in _BOOLEAN_COLUMNS:
+        elif column in BOOLEAN_COLUMNS:
             data[column] = pd.array(values, dtype="boolean")
-        elif column in ("compression_ratio", "latency_s"):
+        elif column in FLOAT_COLUMNS:
             data[column] = pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").astype("float64")
         else:
             data[column] = pd.Series([None if is_missing(v) else v for v in values], dtype=object)
@@ -93,11 +141,21 @@ class Trace:
     engine_events: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
-    def from_rows(cls, conversation, step_rows, compaction_rows, settings, engine_events) -> Trace:
+    def from_rows(
+        cls,
+        conversation: Conversation,
+        step_rows: list[dict[str, Any]],
+        compaction_rows: list[dict[str, Any]],
+        settings: dict[str, Any],
+        engine_events: list[dict[str, Any]],
+        *,
+        live: bool = False,
+    ) -> Trace:
+        """A trace from recorder rows (``live``: with the columns a live recording adds)."""
         return cls(
             conversation=conversation,
-            steps=frame(step_rows, STEP_COLUMNS),
-            compactions=frame(compaction_rows, COMPACTION_COLUMNS),
+            steps=frame(step_rows, STEP_COLUMNS + (LIVE_STEP_COLUMNS if live else [])),
+            compactions=frame(compaction_rows, COMPACTION_COLUMNS + (LIVE_COMPACTION_COLUMNS if live else [])),
             settings=settings,
             engine_events=engine_events,
         )
@@ -110,8 +168,16 @@ class Trace:
             f"keep_recent_tokens={self.settings.get('keep_recent_tokens')})"
         )
 
+    @property
+    def failure_counts(self) -> pd.DataFrame:
+        """Failed summaries per distinct cause (:data:`FAILURE_COLUMNS`); empty when every summary succeeded."""
+        return failure_counts(self.compactions)
+
     def summary(self) -> dict[str, Any]:
-        """Headline figures: steps, compactions applied / not smaller / failed, peak context, steps over budget."""
+        """Headline figures: steps, compactions applied / not smaller / failed, peak context, steps over budget.
+
+        ``summary_error`` is the first failed summary's error (None when every summary succeeded).
+        """
         steps, compactions = self.steps, self.compactions
         reasons = compactions["skip_reason"] if len(compactions) else pd.Series(dtype=object)
         return {
@@ -121,9 +187,12 @@ class Trace:
             "max_tokens": self.settings.get("max_tokens"),
             "keep_recent_tokens": self.settings.get("keep_recent_tokens"),
             "summarizer": self.settings.get("summarizer"),
+            "engine": self.settings.get("engine", "CompactionExtension"),
             "compactions_applied": int(compactions["applied"].sum()) if len(compactions) else 0,
-            "rejected_not_smaller": int((reasons == "summary not smaller").sum()),
-            "failed": int((reasons == "summary failed").sum()),
+            "rejected_not_smaller": int((reasons == NOT_SMALLER).sum()),
+            "failed": int(reasons.isin(FAILURE_REASONS).sum()),
+            "summary_error": one_line(compactions.loc[reasons.isin(FAILURE_REASONS), "error"].iloc[0])
+            if reasons.isin(FAILURE_REASONS).any() else None,
             "peak_context": int(steps["context_tokens_after"].max()) if len(steps) else 0,
             "total_input_tokens": int(steps["context_tokens_after"].sum()) if len(steps) else 0,
             "steps_over_budget": int(steps["over_budget_after"].sum()) if len(steps) else 0,
@@ -148,33 +217,9 @@ class Trace:
         head = "".join(
             f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(str(v))}</td></tr>" for k, v in summary.items()
         )
-        columns = [
-            "step",
-            "turn",
-            "estimate",
-            "estimate_source",
-            "triggered",
-            "skip_reason",
-            "applied",
-            "context_tokens_after",
-            "over_budget_after",
-        ]
-        steps = self.steps[columns].to_html(max_rows=30, index=False, na_rep="")
+        steps = self.steps[STEP_SUMMARY_COLUMNS].to_html(max_rows=30, index=False, na_rep="")
         compactions = (
-            self.compactions[
-                [
-                    "compaction_id",
-                    "step",
-                    "trigger",
-                    "span_start",
-                    "span_end",
-                    "older_tokens",
-                    "summary_tokens",
-                    "applied",
-                    "skip_reason",
-                    "error_kind",
-                ]
-            ].to_html(index=False, na_rep="")
+            self.compactions[COMPACTION_SUMMARY_COLUMNS].to_html(index=False, na_rep="")
             if len(self.compactions)
             else "<p>No compaction attempts.</p>"
         )
@@ -198,29 +243,48 @@ class Trace:
             document["steps"] = records(self.steps)
         return document
 
-    def save(self, path: str | Path) -> Path:
-        """Write to ``.json`` or ``.parquet`` (chosen by suffix), atomically."""
+    def input_files(self) -> list[Path]:
+        """The files this trace was made from: the conversation's files and the summary cache file."""
+        cache = (self.settings.get("cache") or {}).get("path")
+        files = self.conversation.input_files()
+        return [*files, Path(cache)] if cache and cache != ":memory:" else files
+
+    def save(self, path: str | Path, *, overwrite: bool = False) -> Path:
+        """Write to ``.json`` or ``.parquet`` (chosen by suffix), atomically.
+
+        Never over one of :meth:`input_files`; an existing ``path`` only with ``overwrite=True``.
+        """
         path = Path(path)
+        if path.suffix not in (".json", ".parquet"):
+            raise OutputError(path, None, "a trace is saved as .json or .parquet")
+        check_output(path, self.input_files(), overwrite=overwrite)
         if path.suffix == ".json":
             return write_atomic(path, json.dumps(self._document(include_steps=True), ensure_ascii=False))
-        if path.suffix == ".parquet":
-            import pyarrow as pa
-            import pyarrow.parquet as pq
+        import pyarrow as pa
+        import pyarrow.parquet as pq
 
-            table = pa.Table.from_pandas(self.steps, preserve_index=False)
-            metadata = {
-                **(table.schema.metadata or {}),
-                _PARQUET_KEY: json.dumps(self._document(include_steps=False)).encode(),
-            }
-            with atomic_path(path) as temporary:
-                pq.write_table(table.replace_schema_metadata(metadata), temporary)
-            return path
-        raise InputError(path, None, "a trace is saved as .json or .parquet")
+        table = pa.Table.from_pandas(self.steps, preserve_index=False)
+        metadata = {
+            **(table.schema.metadata or {}),
+            _PARQUET_KEY: json.dumps(self._document(include_steps=False)).encode(),
+        }
+        with atomic_path(path) as temporary:
+            pq.write_table(table.replace_schema_metadata(metadata), temporary)
+        return path
 
     @classmethod
-    def load(cls, path: str | Path) -> Trace:
-        """Read a trace written by :meth:`save`."""
+    def load(cls, path: str | Path, session: str | None = None) -> Trace:
+        """Read a trace written by :meth:`save`, or one session of a live trace (:func:`zett_lab.instrument`).
+
+        A live trace may still be growing: what has been written so far is read, and a
+        record not yet finished is left out (``settings["in_flight"]``). ``session`` names
+        the session of a live trace that holds several.
+        """
         path = Path(path)
+        if is_live_trace(path):
+            live = read_live_session(path, session)
+            return cls.from_rows(live.conversation, live.step_rows, live.compaction_rows, live.settings,
+                                 live.engine_events, live=True)
         try:
             if path.suffix == ".parquet":
                 import pyarrow.parquet as pq
@@ -235,10 +299,12 @@ class Trace:
             raise InputError(path, None, f"not a zett_lab trace ({type(error).__name__}: {error})") from error
         if document.get("format") != TRACE_FORMAT:
             raise InputError(path, "field 'format'", f"expected {TRACE_FORMAT!r}")
-        steps = [{k: (None if is_missing(v) else v) for k, v in row.items()} for row in steps]
+        step_rows: list[dict[str, Any]] = [
+            {str(k): (None if is_missing(v) else v) for k, v in row.items()} for row in steps
+        ]
         return cls.from_rows(
             conversation_from_document(document["conversation"]),
-            steps,
+            step_rows,
             document["compactions"],
             document["settings"],
             document["engine_events"],
@@ -260,7 +326,7 @@ def conversation_document(conversation: Conversation) -> dict[str, Any]:
         "messages": encode_messages(conversation.messages),
         "usage": {str(i): asdict(u) for i, u in conversation.usage.items()},
         "native_compactions": [asdict(n) for n in conversation.native_compactions],
-        "probes": [asdict(p) for p in conversation.probes],
+        "probes": [p.to_dict() for p in conversation.probes],
         "metadata": conversation.metadata,
     }
 

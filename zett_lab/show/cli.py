@@ -6,335 +6,58 @@ Commands::
     zett-lab replay PATH --max-tokens N --keep-recent-tokens N [--summarizer SPEC] [--session ID] [-o trace.parquet]
     zett-lab sweep PATH... --max-tokens A:B:STEP|LIST --keep-recent-tokens ... --summarizer SPEC... -o sweep.parquet
     zett-lab report PATH_OR_SWEEP... -o report.html [--format html|md|json]
-    zett-lab lab [--dry-run]
+    zett-lab demo DIR
+    zett-lab lab [DIR] [--dry-run] [-- JUPYTER_ARGS]
 
-Every command exits 0 on success and non-zero with one line on stderr on failure
-(``zett-lab: error: ...``); ``--debug`` shows the Python traceback instead.
+Exit codes (:data:`EXIT_CODES`): 0 when everything succeeded; 1 when the command ran but some
+results failed (summaries, replays, sweep cells: one line per cause on stderr, and ``--strict``
+stops at the first); 2 when nothing was done (bad usage, unreadable input, a bad setting, a
+refused output path), with one line on stderr (``zett-lab: error: ...``); 130 when interrupted.
+``--debug`` shows the Python traceback instead of the one line.
+
+Outputs: an output is never one of the command's inputs (nor a folder holding one); an existing
+output is replaced only with ``--force``. Both are checked before any work starts.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
-import textwrap
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError, SettingError, ZettLabError
+from ..errors import InputError, ResultFailure, SettingError, SummaryFailureWarning, ZettLabError
+from ..files import check_output
+from ..replay.recorder import COMPACTION_SUMMARY_COLUMNS, STEP_SUMMARY_COLUMNS
+from .arguments import (
+    EXIT_CODES,
+    EXIT_ERROR,
+    EXIT_FAILURES,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    FORCE,
+    PROG,
+    build_parser,
+    parse_grid,
+    parse_tokens,
+)
 
-PROG = "zett-lab"
-
-#: Exit codes: 0 success, 1 a user error (bad input, bad setting), 2 bad command-line usage (argparse).
-EXIT_ERROR = 1
-EXIT_USAGE = 2
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse with one clear line on stderr (and the usage hint) for a usage error."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-
-def _formatter(prog: str) -> argparse.HelpFormatter:
-    return argparse.RawDescriptionHelpFormatter(prog, max_help_position=32, width=100)
-
-
-# --- argument types -------------------------------------------------------------------------------------
-
-
-_INT = re.compile(r"^\s*(\d[\d_]*)(k?)\s*$", re.I)
-
-
-def parse_tokens(text: str, name: str = "value") -> int:
-    """A positive token count: ``20000``, ``20_000`` or ``20k``."""
-    match = _INT.match(str(text))
-    if not match:
-        raise SettingError(f"{name}: {text!r} is not a whole number of tokens (e.g. 20000 or 20k)")
-    value = int(match.group(1).replace("_", "")) * (1000 if match.group(2) else 1)
-    if value < 1:
-        raise SettingError(f"{name}: must be a positive number of tokens, got {text!r}")
-    return value
-
-
-def parse_grid(text: str, name: str) -> list[int]:
-    """Token values from ``A:B:STEP`` (inclusive of B) or a comma list ``A,B,C``."""
-    text = str(text).strip()
-    if ":" in text:
-        parts = text.split(":")
-        if len(parts) != 3:
-            raise SettingError(f"{name}: {text!r} must be A:B:STEP (e.g. 8000:32000:8000) or a list A,B,C")
-        start, stop, step = (parse_tokens(p, name) for p in parts)
-        if stop < start:
-            raise SettingError(f"{name}: in {text!r} the end {stop} is below the start {start}")
-        values = list(range(start, stop + 1, step))
-        if len(values) > 200:
-            raise SettingError(f"{name}: {text!r} gives {len(values)} values; use a larger step (at most 200)")
-        return values
-    values = [parse_tokens(p, name) for p in text.split(",") if p.strip()]
-    if not values:
-        raise SettingError(f"{name}: no values in {text!r}")
-    return sorted(set(values))
-
-
-def _grid_type(name: str):
-    def convert(text: str) -> list[int]:
-        try:
-            return parse_grid(text, name)
-        except SettingError as error:
-            raise argparse.ArgumentTypeError(str(error).removeprefix(f"{name}: ")) from None
-
-    convert.__name__ = name  # argparse names the type in its messages
-    return convert
-
-
-def _tokens_type(name: str):
-    def convert(text: str) -> int:
-        try:
-            return parse_tokens(text, name)
-        except SettingError as error:
-            raise argparse.ArgumentTypeError(str(error).removeprefix(f"{name}: ")) from None
-
-    convert.__name__ = name
-    return convert
-
-
-# --- parser ---------------------------------------------------------------------------------------------
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog=PROG,
-        formatter_class=_formatter,
-        description="Replay recorded agent conversations through zett-agent's real compaction engine "
-        "and measure what each summary loses.",
-        epilog=textwrap.dedent(
-            """\
-            examples:
-              zett-lab report fixtures/ -o report.html
-              zett-lab replay fixtures/sessions.sqlite --session ci-flaky-kafka --max-tokens 20k --keep-recent-tokens 4k
-              zett-lab sweep fixtures/ --max-tokens 8k:32k:8k --keep-recent-tokens 2k,6k --summarizer anchors mask -o sweep.parquet
-              zett-lab import ~/.zettcode/sessions/myproject -o sessions.sqlite
-
-            Run 'zett-lab COMMAND --help' for each command's options."""
-        ),
-    )
-    parser.add_argument("--version", action="version", version=_version())
-    parser.add_argument("--debug", action="store_true", help="show the Python traceback on errors")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    commands.required = True
-
-    common = _Parser(add_help=False)
-    common.add_argument(
-        "--debug", action="store_true", default=argparse.SUPPRESS, help="show the Python traceback on errors"
-    )
-
-    # import
-    p = commands.add_parser(
-        "import",
-        parents=[common],
-        formatter_class=_formatter,
-        help="convert recorded sessions to a zett-agent SQLite database or neutral JSON",
-        description="Convert recorded sessions (any format zett_lab reads) to a new zett-agent SQLite database "
-        "(.sqlite/.db, written through zett-agent's own storage API) or zett_lab's neutral JSON (.json). "
-        "An existing output file is never overwritten.",
-        epilog=textwrap.dedent(
-            """\
-            examples:
-              zett-lab import ~/.zettcode/sessions/myproject -o sessions.sqlite
-              zett-lab import run1.jsonl run2.json -o conversations.json
-
-            formats read: """
-        )
-        + _formats_line(),
-    )
-    p.add_argument("paths", nargs="+", metavar="PATH", help="recorded session files or directories")
-    p.add_argument("-o", "--output", required=True, metavar="OUT", help="new .sqlite/.db or .json file")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-
-    # replay
-    p = commands.add_parser(
-        "replay",
-        parents=[common],
-        formatter_class=_formatter,
-        help="replay one conversation and print its steps and compactions",
-        description="Replay one recorded conversation through zett-agent's real CompactionExtension and print a "
-        "table of model steps (estimate, threshold, context sent) and of the compaction attempts.",
-        epilog=textwrap.dedent(
-            """\
-            examples:
-              zett-lab replay fixtures/sessions.sqlite --session ci-flaky-kafka --max-tokens 20k --keep-recent-tokens 4k
-              zett-lab replay run.jsonl --max-tokens 30000 --keep-recent-tokens 8000 --summarizer truncate:0.1 -o trace.parquet
-              zett-lab replay run.jsonl --max-tokens 30k --keep-recent-tokens 8k --summarizer openai:gpt-5-mini"""
-        ),
-    )
-    p.add_argument("path", metavar="PATH", help="recorded session file or directory")
-    p.add_argument("--session", metavar="ID", help="session id, when the file holds several")
-    p.add_argument(
-        "--max-tokens", required=True, type=_tokens_type("--max-tokens"), metavar="N", help="engine threshold"
-    )
-    p.add_argument(
-        "--keep-recent-tokens", required=True, type=_tokens_type("--keep-recent-tokens"), metavar="N",
-        help="tokens kept verbatim (a minimum)",
-    )
-    p.add_argument("--summarizer", metavar="SPEC", help="summary model spec (default: the offline default)")
-    p.add_argument(
-        "--usage", choices=("none", "recorded", "synthetic"), default="none", help="usage baseline mode (default: none)"
-    )
-    p.add_argument("--no-cache", action="store_true", help="do not use the persistent summary cache")
-    p.add_argument("-o", "--output", metavar="TRACE", help="also save the trace (.parquet or .json)")
-    p.add_argument("--all-steps", action="store_true", help="print every step (default: at most 60 rows)")
-
-    # sweep
-    p = commands.add_parser(
-        "sweep",
-        parents=[common],
-        formatter_class=_formatter,
-        help="replay conversations over a grid of settings and summarizers",
-        description="Replay every conversation under every (max_tokens, keep_recent_tokens, summarizer) of a grid "
-        "and save the results table (Parquet). Token values are A:B:STEP (inclusive) or a list A,B,C; "
-        "'k' means thousands.",
-        epilog=textwrap.dedent(
-            """\
-            examples:
-              zett-lab sweep fixtures/ --max-tokens 8k:32k:8k --keep-recent-tokens 2k,6k --summarizer anchors mask -o sweep.parquet
-              zett-lab sweep run.jsonl --max-tokens 20000,40000 --keep-recent-tokens 5000 --summarizer extractive:0.1 -o s.parquet
-              zett-lab report sweep.parquet -o report.html"""
-        ),
-    )
-    p.add_argument("paths", nargs="+", metavar="PATH", help="recorded session files or directories")
-    p.add_argument("--max-tokens", required=True, type=_grid_type("--max-tokens"), metavar="GRID")
-    p.add_argument("--keep-recent-tokens", required=True, type=_grid_type("--keep-recent-tokens"), metavar="GRID")
-    p.add_argument(
-        "--summarizer", nargs="+", metavar="SPEC", help="one or more summary model specs (default: the offline default)"
-    )
-    p.add_argument("--session", action="append", metavar="ID", help="only this session (repeatable)")
-    p.add_argument(
-        "-o",
-        "--output",
-        required=True,
-        metavar="SWEEP",
-        help="output folder for the sweep's Parquet tables (e.g. sweep.parquet)",
-    )
-    p.add_argument(
-        "--primary-model", metavar="MODEL", help="also price the primary model's tokens as this model (e.g. gpt-5-mini)"
-    )
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-
-    # report
-    p = commands.add_parser(
-        "report",
-        parents=[common],
-        formatter_class=_formatter,
-        help="write one self-contained HTML (or Markdown/JSON) report",
-        description="Write a report: what was studied, loss metrics per summarizer with confidence intervals, "
-        "context timelines, sweep heatmaps and the Pareto front with a recommended setting, what was lost but "
-        "needed later, costs, and a glossary. Inputs are saved sweeps (.parquet from 'zett-lab sweep') or recorded "
-        "conversations; for conversations a default grid (chosen from their sizes) is run with the built-in offline "
-        "summarizers (no network, no key). The HTML file is self-contained: it makes no network request.",
-        epilog=textwrap.dedent(
-            """\
-            examples:
-              zett-lab report fixtures/ -o report.html
-              zett-lab report sweep.parquet -o report.html
-              zett-lab report fixtures/ -o report.md --format md
-              zett-lab report runs/ -o report.html --max-tokens 40k,80k --keep-recent-tokens 10k --summarizer anchors mask"""
-        ),
-    )
-    p.add_argument(
-        "paths",
-        nargs="+",
-        metavar="PATH_OR_SWEEP",
-        help="recorded conversations, or one sweep folder saved by 'zett-lab sweep'",
-    )
-    p.add_argument("-o", "--output", required=True, metavar="OUT", help="report file")
-    p.add_argument(
-        "--format", choices=("html", "md", "json"), help="output format (default: from OUT's suffix, else html)"
-    )
-    p.add_argument("--title", help="report title")
-    p.add_argument("--date", help="date printed in the report (default: today), e.g. 2025-01-31")
-    p.add_argument(
-        "--max-tokens",
-        type=_grid_type("--max-tokens"),
-        metavar="GRID",
-        help="grid for conversations (default: chosen from their sizes)",
-    )
-    p.add_argument(
-        "--keep-recent-tokens", type=_grid_type("--keep-recent-tokens"), metavar="GRID", help="grid for conversations"
-    )
-    p.add_argument(
-        "--summarizer",
-        nargs="+",
-        metavar="SPEC",
-        help="summarizers for conversations (default: the built-in offline ones)",
-    )
-    p.add_argument(
-        "--explore",
-        metavar="ID",
-        help="conversation shown in the interactive explorer (default: the one with most compactions)",
-    )
-    p.add_argument(
-        "--recommend",
-        metavar="CONSTRAINTS",
-        help=(
-            "recommend the cheapest setting meeting these, e.g. 'needed_anchor_recall >= 0.8' "
-            "(default: the Pareto knee)"
-        ),
-    )
-    p.add_argument(
-        "--primary-model",
-        default="gpt-5-mini",
-        metavar="MODEL",
-        help="price the primary model's tokens as this model (default: gpt-5-mini)",
-    )
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-
-    # lab
-    p = commands.add_parser(
-        "lab",
-        parents=[common],
-        formatter_class=_formatter,
-        help="open JupyterLab on the bundled notebooks",
-        description="Start JupyterLab in the bundled notebooks folder (replaces this process).",
-        epilog=(
-            "examples:\n  zett-lab lab\n  zett-lab lab --dry-run\n"
-            "  zett-lab lab --notebooks ./my-notebooks -- --port 8899"
-        ),
-    )
-    p.add_argument("--notebooks", metavar="DIR", help="notebooks folder (default: the bundled notebooks/)")
-    p.add_argument("--dry-run", action="store_true", help="print the command instead of running it")
-    p.add_argument("jupyter_args", nargs=argparse.REMAINDER, metavar="-- ARGS", help="extra arguments for jupyter lab")
-    return parser
-
-
-def _version() -> str:
-    try:
-        from importlib.metadata import version
-
-        zett_lab_version = version("zett-lab")
-    except Exception:  # noqa: BLE001 - not installed as a distribution; --version must still answer
-        zett_lab_version = "unknown"
-    try:
-        import zett_agent
-
-        engine = zett_agent.__version__
-    except Exception:  # noqa: BLE001 - --version must answer even with a broken engine install
-        engine = "unknown"
-    return f"zett-lab {zett_lab_version} (zett-agent {engine})"
-
-
-def _formats_line() -> str:
-    try:
-        from ..load import readers
-
-        return ", ".join(reader.name for reader in readers())
-    except Exception:  # noqa: BLE001 - help must work even if a reader module is broken
-        return "see zett_lab.load.readers()"
-
+__all__ = [
+    "EXIT_CODES",
+    "EXIT_ERROR",
+    "EXIT_FAILURES",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "build_parser",
+    "main",
+    "parse_grid",
+    "parse_tokens",
+]
 
 # --- commands -------------------------------------------------------------------------------------------
 
@@ -353,13 +76,46 @@ def _load(paths: Sequence[str], sessions: Sequence[str] | None = None, progress:
     return conversations
 
 
+def _output(path: str, inputs: Sequence[Any], args: argparse.Namespace) -> Path:
+    """The output path, refused (before any work) when it is an input or exists without --force.
+
+    Folders of recordings among ``inputs`` are left to the check after loading (their files that
+    were read count, not the folder); a saved sweep is read as a whole.
+    """
+    inputs = [p for p in map(Path, inputs) if not p.is_dir() or _is_sweep(p)]
+    return check_output(path, inputs, overwrite=args.force, force_hint=FORCE)
+
+
+def _inputs(conversations: Sequence[Any], cache: Any) -> list[Path]:
+    """Every file a command reads: the conversations' files and the summary cache file."""
+    path = getattr(cache, "path", None)
+    return [f for c in conversations for f in c.input_files()] + ([Path(path)] if isinstance(path, Path) else [])
+
+
+def _cache(args: argparse.Namespace) -> Any:
+    """The summary cache the command uses (opened now, so a bad cache stops it before any work), or False."""
+    if args.no_cache:
+        return False
+    from ..summarizers import SummaryCache
+
+    return SummaryCache()
+
+
+def _report_failures(counts: Any) -> int:
+    """One stderr line per distinct cause of failure; the exit code for them."""
+    for row in counts.itertuples(index=False):
+        print(f"{PROG}: {row.count} {row.what}(s) failed ({row.summarizer}): {row.cause}", file=sys.stderr)
+    return EXIT_FAILURES if len(counts) else EXIT_OK
+
+
 def cmd_import(args: argparse.Namespace) -> int:
     out = Path(args.output)
     suffix = out.suffix.lower()
     if suffix not in (".sqlite", ".db", ".json"):
         raise SettingError(f"{out}: output must end in .sqlite or .db (zett-agent database) or .json (neutral JSON)")
-    if out.exists():
-        raise InputError(out, None, "already exists; choose a new output file (zett-lab never overwrites)")
+    _output(args.output, args.paths, args)
+    if not out.parent.is_dir():
+        raise InputError(out, None, f"folder {out.parent} does not exist")
     started = time.perf_counter()
     conversations = _load(args.paths, progress=not args.no_progress)
     ids = [c.id for c in conversations]
@@ -371,31 +127,27 @@ def cmd_import(args: argparse.Namespace) -> int:
     if suffix == ".json":
         from ..load.neutral_writer import write_neutral
 
-        write_neutral(conversations, out)
+        write_neutral(conversations, out, overwrite=args.force)
     else:
         from ..load.zett import write_sqlite
 
-        if not out.parent.is_dir():
-            raise InputError(out, None, f"folder {out.parent} does not exist")
         try:
-            write_sqlite(conversations, out)
+            write_sqlite(conversations, out, overwrite=args.force)
         except ValueError as error:
             if isinstance(error, ZettLabError):
                 raise
             raise InputError(out, None, f"zett-agent storage refused a session: {error}") from error
     messages = sum(len(c.messages) for c in conversations)
-    print(f"wrote {len(conversations)} conversation(s), {messages} messages, to {out} in {_took(started)}")
-    return 0
+    natives = sum(len(c.native_compactions) for c in conversations)
+    print(
+        f"wrote {len(conversations)} conversation(s), {messages} messages, {natives} native compaction(s), to {out} "
+        f"in {_took(started)}"
+    )
+    from ..load.conversation import probes_sidecar_path
 
-
-_STEP_COLUMNS = [
-    "step", "turn", "n_recorded", "estimate", "estimate_source", "triggered", "skip_reason", "applied",
-    "context_tokens_after", "over_budget_after",
-]
-_COMPACTION_COLUMNS = [
-    "compaction_id", "step", "turn", "span_start", "span_end", "older_tokens", "summary_tokens", "compression_ratio",
-    "applied", "skip_reason",
-]
+    if suffix != ".json" and (sidecar := probes_sidecar_path(out)).exists():
+        print(f"probes and native compactions: {sidecar}")
+    return EXIT_OK
 
 
 def _table(frame: Any, columns: list[str], limit: int | None = None) -> str:
@@ -412,12 +164,29 @@ def _table(frame: Any, columns: list[str], limit: int | None = None) -> str:
         return shown.to_string(index=False, na_rep="")
 
 
+def _no_compaction_line(steps: Any) -> str:
+    """What the steps' own skip reasons say about a replay that made no compaction attempt."""
+    from ..replay.recorder import BELOW_THRESHOLD
+
+    reasons = steps["skip_reason"].dropna()
+    over = reasons[reasons != BELOW_THRESHOLD].value_counts()
+    if not len(over):
+        return "compactions: none (the engine's estimate never exceeded max_tokens)"
+    listing = ", ".join(f"{count} {reason}" for reason, count in over.items())
+    return f"compactions: none; {int(over.sum())} step(s) exceeded max_tokens and the engine found no window to summarize ({listing})"
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
     from ..load import load
     from ..replay.run import replay
 
-    if args.output and Path(args.output).suffix not in (".parquet", ".json"):
-        raise SettingError(f"{args.output}: a trace is saved as .parquet or .json")
+    if args.output:
+        if Path(args.output).suffix not in (".parquet", ".json"):
+            raise SettingError(f"{args.output}: a trace is saved as .parquet or .json")
+        _output(args.output, [args.path], args)
+    if args.summarizer:
+        _check_summarizers([args.summarizer])
+    cache = _cache(args)
     if args.session is None:
         conversations = _load([args.path])
         if len(conversations) > 1:
@@ -428,14 +197,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
         conversation = conversations[0]
     else:
         conversation = load(args.path, session=args.session)
+    if args.output:
+        _output(args.output, _inputs([conversation], cache), args)
     trace = replay(
-        conversation,
-        max_tokens=args.max_tokens,
-        keep_recent_tokens=args.keep_recent_tokens,
-        summarizer=args.summarizer,
-        cache=False if args.no_cache else None,
-        usage=args.usage,
-        on_missing_usage="estimate",
+        conversation, max_tokens=args.max_tokens, keep_recent_tokens=args.keep_recent_tokens, summarizer=args.summarizer,
+        cache=cache, usage=args.usage, on_missing_usage="estimate", strict=args.strict,
     )
     summary = trace.summary()
     print(
@@ -445,13 +211,13 @@ def cmd_replay(args: argparse.Namespace) -> int:
     )
     print()
     print("steps:")
-    print(_table(trace.steps, _STEP_COLUMNS, None if args.all_steps else 60))
+    print(_table(trace.steps, STEP_SUMMARY_COLUMNS, None if args.all_steps else 60))
     print()
     if len(trace.compactions):
         print("compactions:")
-        print(_table(trace.compactions, _COMPACTION_COLUMNS))
+        print(_table(trace.compactions, COMPACTION_SUMMARY_COLUMNS))
     else:
-        print("compactions: none (the context never exceeded max_tokens)")
+        print(_no_compaction_line(trace.steps))
     print()
     print(
         f"applied {summary['compactions_applied']}, not smaller {summary['rejected_not_smaller']}, "
@@ -459,40 +225,38 @@ def cmd_replay(args: argparse.Namespace) -> int:
         f"{summary['steps_over_budget']} step(s) over budget; {summary['total_input_tokens']} input tokens in total"
     )
     if args.output:
-        path = trace.save(args.output)
+        path = trace.save(args.output, overwrite=args.force)
         print(f"saved trace to {path}")
-    return 0
+    return _report_failures(trace.failure_counts)
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
+    from ..study import check_sweep_target, measured_cells
+    from ..study.sweep import sweep
     from ..summarizers import DEFAULT_SUMMARIZER
 
-    out = Path(args.output)
-    if out.exists() and not (out / "sweep.json").is_file():
-        raise InputError(out, None, "exists and is not a saved sweep; choose a new output name")
+    out = _output(args.output, args.paths, args)
     summarizers = args.summarizer or [DEFAULT_SUMMARIZER]
     _check_summarizers(summarizers)
+    cache = _cache(args)
     started = time.perf_counter()
     conversations = _load(args.paths, args.session, progress=not args.no_progress)
-    from ..study import sweep
-
+    _output(args.output, _inputs(conversations, cache), args)
+    check_sweep_target(out)
     result = sweep(
-        conversations,
-        max_tokens=args.max_tokens,
-        keep_recent_tokens=args.keep_recent_tokens,
-        summarizers=summarizers,
-        progress=not args.no_progress,
-        primary_model=args.primary_model,
+        conversations, max_tokens=args.max_tokens, keep_recent_tokens=args.keep_recent_tokens, summarizers=summarizers,
+        progress=not args.no_progress, primary_model=args.primary_model, cache=cache, strict=args.strict,
     )
-    result.save(out)
-    failed = int(result.results["error"].notna().sum())
+    result.save(out, overwrite=args.force)
+    unmeasured = int((~measured_cells(result.results)).sum())
     print(
         f"swept {len(conversations)} conversation(s) x {len(args.max_tokens)} max_tokens x "
         f"{len(args.keep_recent_tokens)} keep_recent_tokens x {len(summarizers)} summarizer(s) "
         f"({_work_done(result)}) in {_took(started)}; saved to {out}"
-        + (f" ({failed} cell(s) failed: see Sweep.errors)" if failed else "")
+        + (f"; {unmeasured} of {len(result.results)} cell(s) are no measurement (failed summaries or replays: "
+           "see the failed, summary_error and error columns)" if unmeasured else "")
     )
-    return 0
+    return _report_failures(result.failure_counts)
 
 
 def _took(started: float) -> str:
@@ -502,7 +266,7 @@ def _took(started: float) -> str:
 
 
 def _work_done(result: Any) -> str:
-    """What a sweep ran: cells, replays (forked), cells answered by another replay, summary calls, failures."""
+    """What a sweep ran: cells, replays (forked), cells answered by another replay, summary calls."""
     c = result.config
     return (
         f"{len(result.results)} cells: {c.get('replays', 0)} replays ({c.get('forked', 0)} forked), "
@@ -545,6 +309,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     }
     options = {k: v for k, v in options.items() if v is not None}
     _check_report_options(out, options)
+    _output(args.output, paths, args)
     started = time.perf_counter()
     if sweep_files:
         if args.max_tokens or args.keep_recent_tokens or args.summarizer:
@@ -553,9 +318,13 @@ def cmd_report(args: argparse.Namespace) -> int:
             )
         from ..study import Sweep
 
-        report = Report(sweep=Sweep.load(sweep_files[0]), **options)
+        saved = Sweep.load(sweep_files[0])
+        _output(args.output, saved.input_files(), args)
+        report = Report(sweep=saved, **options)
     else:
+        cache = _cache(args)
         conversations = _load([str(p) for p in recorded], progress=not args.no_progress)
+        _output(args.output, _inputs(conversations, cache), args)
         if args.explore is not None and args.explore not in {c.id for c in conversations}:
             raise SettingError(
                 f"--explore {args.explore!r}: no such conversation; found: "
@@ -569,20 +338,19 @@ def cmd_report(args: argparse.Namespace) -> int:
         if args.keep_recent_tokens:
             grid["keep_recent_tokens"] = args.keep_recent_tokens
         result = report_sweep(
-            conversations, summarizers, grid, progress=not args.no_progress,
+            conversations, summarizers, grid, progress=not args.no_progress, cache=cache, strict=args.strict,
             primary_model=options.get("primary_model", DEFAULT_PRIMARY_MODEL),
         )
         report = Report(sweep=result, **options)
-    if fmt == "html":
-        report.save_html(out)
-    else:
-        report.save(out, format=fmt)
+    report.save(out, format=fmt, overwrite=args.force)
     sweep_done = f"; {_work_done(report.sweep)}" if report.sweep is not None else ""
     print(
         f"wrote {fmt} report to {out} ({out.stat().st_size:,} bytes): {len(report.conversations)} conversation(s), "
         f"{len(report.summarizers)} summarizer(s), {len(report.traces)} replay(s){sweep_done}; in {_took(started)}"
     )
-    return 0
+    if not len(report.results):
+        print(f"{PROG}: no replay in this report is a measurement: every one failed or had a failed summary", file=sys.stderr)
+    return _report_failures(report.failure_counts)
 
 
 def _check_report_options(out: Path, options: dict[str, Any]) -> None:
@@ -590,11 +358,9 @@ def _check_report_options(out: Path, options: dict[str, Any]) -> None:
     from ..measure.cost import price_for
     from ..study.report_study import DEFAULT_PRIMARY_MODEL
     from .report import report_date
+    from .report.core import check_report_path
 
-    if out.is_dir():
-        raise SettingError(f"{out}: is a folder; give a file name for the report")
-    if not out.parent.is_dir():
-        raise InputError(out, None, f"folder {out.parent} does not exist")
+    check_report_path(out)
     report_date(options.get("date"))
     price_for(options.get("primary_model") or DEFAULT_PRIMARY_MODEL)
     if options.get("constraints"):
@@ -603,18 +369,33 @@ def _check_report_options(out: Path, options: dict[str, Any]) -> None:
         parse_constraints(options["constraints"])
 
 
-def notebooks_dir() -> Path:
-    """The bundled notebooks folder (beside the package in a source checkout), else ./notebooks."""
-    bundled = Path(__file__).resolve().parent.parent / "notebooks"
-    return bundled if bundled.is_dir() else Path.cwd() / "notebooks"
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import next_steps, write_demo
+
+    result = write_demo(args.folder)
+    for path in result.written:
+        print(f"wrote {path}")
+    for path in result.kept:
+        print(f"kept  {path} (already there, not overwritten)")
+    print(next_steps(result))
+    return EXIT_OK
 
 
 def cmd_lab(args: argparse.Namespace) -> int:
-    folder = Path(args.notebooks) if args.notebooks else notebooks_dir()
+    from .demo import checkout_notebooks
+
+    if args.folder is None:
+        folder = checkout_notebooks()
+        if folder is None:
+            raise SettingError("no notebooks folder given: run 'zett-lab demo DIR' first, then 'zett-lab lab DIR'")
+    else:
+        folder = Path(args.folder)
+        if (folder / "notebooks").is_dir():
+            folder = folder / "notebooks"
     if not folder.is_dir():
-        raise InputError(folder, None, "no such notebooks folder (pass --notebooks DIR)")
-    extra = [a for a in args.jupyter_args if a != "--"]
-    command = [sys.executable, "-m", "jupyter", "lab", f"--notebook-dir={folder}", *extra]
+        raise InputError(folder, None, "no such notebooks folder (run 'zett-lab demo DIR' to write one)")
+    folder = folder.resolve()
+    command = [sys.executable, "-m", "jupyter", "lab", f"--notebook-dir={folder}", *args.jupyter_args]
     if args.dry_run:
         import shlex
 
@@ -625,36 +406,65 @@ def cmd_lab(args: argparse.Namespace) -> int:
     return 0  # pragma: no cover (execv does not return)
 
 
-COMMANDS = {"import": cmd_import, "replay": cmd_replay, "sweep": cmd_sweep, "report": cmd_report, "lab": cmd_lab}
+COMMANDS = {
+    "import": cmd_import,
+    "replay": cmd_replay,
+    "sweep": cmd_sweep,
+    "report": cmd_report,
+    "demo": cmd_demo,
+    "lab": cmd_lab,
+}
 
 
-def _one_line(error: BaseException) -> str:
+def _one_line(error: BaseException | str) -> str:
     text = " ".join(str(error).split()) or type(error).__name__
     return text if len(text) <= 600 else text[:597] + "..."
 
 
+def _show_warning(message: Warning | str, category: type[Warning], *_: Any, **__: Any) -> None:
+    """Warnings as one line each; failed summaries are left to the per-cause lines at the end."""
+    if not issubclass(category, SummaryFailureWarning):
+        print(f"{PROG}: warning: {_one_line(message)}", file=sys.stderr)
+
+
+def _split_passthrough(argv: list[str]) -> tuple[list[str], list[str]]:
+    """``zett-lab lab ... -- ARGS``: the arguments after ``--`` go to jupyter lab, untouched."""
+    if "--" in argv:
+        cut = argv.index("--")
+        if "lab" in argv[:cut]:
+            return argv[:cut], argv[cut + 1 :]
+    return argv, []
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``zett-lab`` console script; returns the exit code."""
+    """Entry point of the ``zett-lab`` console script; returns the exit code (:data:`EXIT_CODES`)."""
+    import warnings
+
     parser = build_parser()
-    args = parser.parse_args(argv)
+    arguments, passthrough = _split_passthrough(list(sys.argv[1:] if argv is None else argv))
+    args = parser.parse_args(arguments)
+    if passthrough:
+        args.jupyter_args = passthrough
     debug = getattr(args, "debug", False)
     try:
-        return COMMANDS[args.command](args)
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            return COMMANDS[args.command](args)
     except KeyboardInterrupt:
         if debug:
             raise
         print(f"{PROG}: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # The reader went away (e.g. `zett-lab replay ... | head`): stop quietly.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-        return 1
+        return EXIT_FAILURES
     except ZettLabError as error:
         if debug:
             raise
         print(f"{PROG}: error: {_one_line(error)}", file=sys.stderr)
-        return EXIT_ERROR
+        return EXIT_FAILURES if isinstance(error, ResultFailure) else EXIT_ERROR
     except OSError as error:
         if debug:
             raise

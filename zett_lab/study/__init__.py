@@ -3,7 +3,7 @@
 Builds on load, summarizers, replay and measure; returns :class:`Sweep` results and plain
 DataFrames for :mod:`zett_lab.show` to display. The modules, in the order a sweep uses them:
 
-- :mod:`~zett_lab.study.grid`: settings (tokens or fractions of a model's window) and cells;
+- :mod:`~zett_lab.study.grid`: settings (tokens or fractions of a model's window), engines and cells;
 - :mod:`~zett_lab.study.boundaries`: which settings provably give the same replay, or the same
   replay up to a turn; the exact values where decisions change;
 - :mod:`~zett_lab.study.reuse`: proven replays kept per process, and where a replay can fork;
@@ -27,19 +27,21 @@ from .boundaries import (
 from .choose import (
     NoFeasibleSetting,
     Recommendation,
+    measured_cells,
     pareto_front,
     parse_constraints,
     recommend,
 )
 from .executors import SerialExecutor, default_executor, shutdown_default_executor
-from .grid import CONTEXT_WINDOWS, SETTING_COLUMNS, CellKey, resolve_context_window
-from .results import Sweep, SweepConfig
+from .grid import CONTEXT_WINDOWS, SETTING_COLUMNS, STOCK_ENGINE, CellKey, resolve_context_window
+from .results import Sweep, SweepConfig, check_sweep_target
 from .reuse import clear_worker_state
 from .sweep import sweep
 
 __all__ = [
     "CONTEXT_WINDOWS",
     "SETTING_COLUMNS",
+    "STOCK_ENGINE",
     "Boundaries",
     "CellKey",
     "NoFeasibleSetting",
@@ -49,10 +51,12 @@ __all__ = [
     "SerialExecutor",
     "Sweep",
     "SweepConfig",
+    "check_sweep_target",
     "clear_worker_state",
     "decision_boundaries",
     "default_executor",
     "derive",
+    "measured_cells",
     "pareto_front",
     "parse_constraints",
     "prefix_regions",

@@ -61,6 +61,7 @@ from zett_agent.messages import AnyMessage, SystemMessage
 from ..errors import SettingError
 from ..load.conversation import Conversation, starts_turn
 from ..records import is_missing
+from ..replay.engine import STOCK_REUSE, EngineSpec, check_engine, engine_name, engine_reuse
 from ..replay.explain import walk_cutoff
 from ..replay.trace import Trace, checkpoint_message
 from ..tokens import TokenCounter
@@ -118,19 +119,37 @@ def _keep_interval(dialogue: Sequence[AnyMessage], b: int, sums: list[int]) -> t
     return sums[nb], (None if b == 0 else sums[b])
 
 
-def region(trace: Trace, *, count_tokens: TokenCounter | None = None, verify: bool = False) -> Region:
+def region(
+    trace: Trace, *, count_tokens: TokenCounter | None = None, verify: bool = False, limits: Sequence[str] | None = None
+) -> Region:
     """The rectangle of settings proven to give exactly ``trace`` (see the module docstring).
 
     ``count_tokens`` must be the counter the replay used (None: zett_lab's exact counter).
     Runs in O(steps + messages) using prefix sums of per-message counts (the counter is
     additive per message). ``verify=True`` also rebuilds every context that found no
     window and re-runs the engine's own walk on it, checking the arithmetic (slow; tests).
+
+    The proof holds for the stock engine. ``limits`` says along which limits it may be used
+    for the engine that made the trace (``engine_reuse(engine)``: what a user engine declares);
+    None reads it from the trace: both for the stock engine, none for any other.
     """
-    return prefix_regions(trace, [len(trace.steps)], count_tokens=count_tokens, verify=verify)[0]
+    return prefix_regions(trace, [len(trace.steps)], count_tokens=count_tokens, verify=verify, limits=limits)[0]
+
+
+def trace_limits(trace: Trace) -> tuple[str, ...]:
+    """The limits a trace's proof may be used along when nobody says: both for a stock replay, none otherwise."""
+    settings = trace.settings
+    stock = settings.get("engine", engine_name(None)) == engine_name(None) and not settings.get("live")
+    return STOCK_REUSE if stock else ()
 
 
 def prefix_regions(
-    trace: Trace, step_counts: Sequence[int], *, count_tokens: TokenCounter | None = None, verify: bool = False
+    trace: Trace,
+    step_counts: Sequence[int],
+    *,
+    count_tokens: TokenCounter | None = None,
+    verify: bool = False,
+    limits: Sequence[str] | None = None,
 ) -> list[Region]:
     """For each ``n`` of ``step_counts`` (ascending), the settings proven to take the decisions of ``trace``'s first ``n`` steps.
 
@@ -138,16 +157,22 @@ def prefix_regions(
     setting of the rectangle reaches the start of step ``n`` in exactly the state ``trace``
     did, which is what lets :mod:`zett_lab.replay.fork` start it there. The rectangles are
     nested (each later one inside the earlier); ``region(trace)`` is the one for every step.
+    ``limits`` as for :func:`region`: for an engine that declares none, every rectangle is
+    the replayed point, so nothing is shared with it, not even a prefix.
     """
     counter = count_tokens or default_counter
     settings = trace.settings
     max_tokens, keep = int(settings["max_tokens"]), int(settings["keep_recent_tokens"])
+    limits = trace_limits(trace) if limits is None else tuple(limits)
+    if not limits:
+        reason = f"engine {settings.get('engine')} declares no proven reuse"
+        return [Region.point(max_tokens, keep, reason)] * len(step_counts)
     manual = bool(settings.get("compact_at")) or (
         len(trace.compactions) and (trace.compactions["trigger"] != "auto").any()
     )
     if manual:
         return [Region.point(max_tokens, keep, "manual compaction passes")] * len(step_counts)
-    walk = _DecisionWalk(trace, counter, verify)
+    walk = _DecisionWalk(trace, counter, verify, limits)
     regions: list[Region] = []
     wanted = iter(step_counts)
     target = next(wanted, None)
@@ -205,8 +230,8 @@ def _layout(messages: Sequence[AnyMessage], counter: TokenCounter) -> _Layout:
 class _DecisionWalk:
     """The rectangle of settings that take a trace's decisions so far, narrowed one step at a time."""
 
-    def __init__(self, trace: Trace, counter: TokenCounter, verify: bool) -> None:
-        self.trace, self.counter, self.verify = trace, counter, verify
+    def __init__(self, trace: Trace, counter: TokenCounter, verify: bool, limits: Sequence[str]) -> None:
+        self.trace, self.counter, self.verify, self.limits = trace, counter, verify, limits
         settings = trace.settings
         self.max_tokens, self.keep = int(settings["max_tokens"]), int(settings["keep_recent_tokens"])
         self.messages = messages = trace.conversation.messages
@@ -224,7 +249,9 @@ class _DecisionWalk:
     def rectangle(self) -> Region:
         if self.failed is not None:
             return Region.point(self.max_tokens, self.keep, self.failed)
-        result = Region(self.max_tokens, self.keep, self.m_lo, self.m_hi, self.k_lo, self.k_hi)
+        m_lo, m_hi = (self.m_lo, self.m_hi) if "max_tokens" in self.limits else (self.max_tokens, self.max_tokens)
+        k_lo, k_hi = (self.k_lo, self.k_hi) if "keep_recent_tokens" in self.limits else (self.keep, self.keep)
+        result = Region(self.max_tokens, self.keep, m_lo, m_hi, k_lo, k_hi)
         if not result.contains(self.max_tokens, self.keep):  # cannot happen unless the trace is inconsistent
             return Region.point(self.max_tokens, self.keep, "inconsistent trace")
         return result
@@ -245,6 +272,8 @@ class _DecisionWalk:
             self.m_lo = max(self.m_lo, estimate)
             return
         self.m_hi = estimate - 1 if self.m_hi is None else min(self.m_hi, estimate - 1)
+        if "keep_recent_tokens" not in self.limits:
+            return  # the window walk is the engine's own: nothing is proven along keep_recent_tokens
         interval = (
             self._window_interval(row, step)
             if not is_missing(row.cutoff_index)
@@ -427,6 +456,7 @@ def decision_boundaries(
     max_tokens: int | None = None,
     max_tokens_range: tuple[int, int | None] | None = None,
     keep_recent_tokens_range: tuple[int, int | None] | None = None,
+    engine: EngineSpec = None,
     cache: Any = None,
     progress: bool = True,
     max_replays: int = 5_000,
@@ -440,13 +470,24 @@ def decision_boundaries(
     takes the same decisions (:func:`region`); the next replay starts one past its end, so
     no change can be missed and each reported value has a replay on both sides.
 
+    ``engine`` is walked only along a limit it declares proven reuse for (the stock engine:
+    both); without that proof every value would need its own replay.
+
     Raises:
-        SettingError: both or neither ranges, a bad range, or more than ``max_replays``
-            replays (regions shrink to points with manual passes: ``compact_at``).
+        SettingError: both or neither ranges, a bad range, an engine with no proven reuse
+            along the walked limit, or more than ``max_replays`` replays (regions shrink to
+            points with manual passes: ``compact_at``).
     """
     from ..replay.run import check_limits, replay, resolve_cache, resolve_summarizer
 
     parameter, lo, hi, fixed = _axis(max_tokens, keep_recent_tokens, max_tokens_range, keep_recent_tokens_range)
+    check_engine(engine)
+    limits = engine_reuse(engine)
+    if parameter not in limits:
+        raise SettingError(
+            f"engine {engine_name(engine)} declares no proven reuse along {parameter} (zett_lab_reuse = {limits}); "
+            "its decision boundaries cannot be walked exactly: sweep a grid of values instead"
+        )
     check_limits(lo, fixed)
     if hi is not None:
         check_limits(hi, fixed)
@@ -476,11 +517,12 @@ def decision_boundaries(
                 conversation,
                 summarizer=model,
                 cache=summary_cache if summary_cache is not None else False,
+                engine=engine,
                 max_tokens=max_tokens_x,
                 keep_recent_tokens=keep_x,
                 **replay_options,
             )
-            where = region(trace, count_tokens=counter)
+            where = region(trace, count_tokens=counter, limits=limits)
             end = where.m_hi if parameter == "max_tokens" else where.k_hi
             traces[x] = trace
             summary = trace.summary()

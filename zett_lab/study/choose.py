@@ -9,8 +9,9 @@ part of the answer, so a report can print it):
 - without: the knee of the Pareto front of ``cost`` and ``loss``, the front point closest to
   the ideal corner once both axes are scaled to [0, 1] over all settings.
 
-Settings with a failed cell are never recommended and never on a front. Metric directions
-come from the metric catalogue (:mod:`zett_lab.measure.catalogue`).
+Settings with a failed cell or a failed summary (:func:`measured_cells`) are never
+recommended and never on a front. Metric directions come from the metric catalogue
+(:mod:`zett_lab.measure.catalogue`).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import pandas as pd
 from ..errors import SettingError
 from ..measure.catalogue import CATALOGUE, higher_is_better
 from ..measure.catalogue import label as metric_label
-from .grid import SETTING_COLUMNS
+from .grid import SETTING_COLUMNS, STOCK_ENGINE
 from .results import Sweep
 
 
@@ -51,10 +52,25 @@ def _need(table: pd.DataFrame, *columns: str) -> None:
         raise SettingError(f"no column(s) {missing} in the results; numeric columns: {', '.join(numeric)}")
 
 
+def measured_cells(table: pd.DataFrame) -> pd.Series:
+    """Which rows are measurements: the cell ran (no ``error``) and none of its summaries failed.
+
+    A failed summary leaves the context unsummarized, so the cell's loss metrics would describe
+    no summary at all; such cells are marked (``failed`` > 0, ``summary_error``) and are never
+    ranked, averaged into a front, or recommended.
+    """
+    ok = pd.Series(True, index=table.index)
+    if "error" in table.columns:
+        ok &= table["error"].isna()
+    if "failed" in table.columns:
+        ok &= pd.to_numeric(table["failed"], errors="coerce").fillna(0).eq(0)
+    return ok
+
+
 def _per_setting(table: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
-    """The rows of settings whose every cell completed (a setting with a failed cell is left out)."""
+    """The rows of settings whose every cell is a measurement (a setting with a failed cell is left out)."""
     by = [c for c in by if c in table.columns]
-    failed = table["error"].notna() if "error" in table.columns else pd.Series(False, index=table.index)
+    failed = ~measured_cells(table)
     if not by:
         return table.loc[~failed]
     bad = set(table.loc[failed, by].itertuples(index=False, name=None))
@@ -81,7 +97,7 @@ def pareto_front(
             ``maximize=``.
         by: the columns that make a setting: per setting, cost is summed and loss averaged
             over conversations; None keeps one point per row. Settings with a failed cell
-            are left out.
+            or a failed summary (:func:`measured_cells`) are left out.
         nan: a missing loss value means nothing was compacted or nothing had to be kept:
             ``"best"`` counts it as the best value (1 for ratios to maximize, 0 otherwise),
             ``"drop"`` leaves the row out.
@@ -102,8 +118,7 @@ def pareto_front(
             .reset_index()
         )
     else:
-        points = table[table["error"].isna()] if "error" in table.columns else table
-        points = points.assign(conversations=1)
+        points = table[measured_cells(table)].assign(conversations=1)
     points = points.dropna(subset=[cost, loss])
     if not len(points):
         return points.reset_index(drop=True)
@@ -123,7 +138,7 @@ def _fill_nan(table: pd.DataFrame, columns: Sequence[str], nan: str, higher: Map
     if nan not in ("best", "drop"):
         raise SettingError(f"nan must be 'best' or 'drop', got {nan!r}")
     out = table.copy()
-    ok = out["error"].isna() if "error" in out.columns else pd.Series(True, index=out.index)
+    ok = measured_cells(out)
     for column in columns:
         values = pd.to_numeric(out[column], errors="coerce")
         if nan == "best" and column in higher:  # a column that is no metric has no best value: its NaN stays missing
@@ -202,7 +217,7 @@ class Recommendation:
     """The recommended setting and the rule that chose it.
 
     Attributes:
-        summarizer, max_tokens, keep_recent_tokens: the setting.
+        summarizer, max_tokens, keep_recent_tokens, engine: the setting.
         cost: its cost (summed over conversations), in the ``cost_column``.
         values: the constrained metrics for it (worst conversation, or mean with ``over="mean"``);
             with no constraints, its mean loss.
@@ -219,11 +234,13 @@ class Recommendation:
     candidates: pd.DataFrame
     constraints: list[tuple[str, str, float]]
     rule: str = ""
+    engine: str = STOCK_ENGINE
 
     def __repr__(self) -> str:
         values = ", ".join(f"{k}={v:.3g}" for k, v in self.values.items())
+        engine = f"engine={self.engine!r}, " if self.engine != STOCK_ENGINE else ""
         return (
-            f"Recommendation(summarizer={self.summarizer!r}, max_tokens={self.max_tokens}, "
+            f"Recommendation({engine}summarizer={self.summarizer!r}, max_tokens={self.max_tokens}, "
             f"keep_recent_tokens={self.keep_recent_tokens}, {self.cost_column}={self.cost:.6g}; {values}; "
             f"{len(self.candidates)} feasible settings)"
         )
@@ -276,7 +293,9 @@ def recommend(
     usable = _per_setting(filled, SETTING_COLUMNS)
     keys = [c for c in SETTING_COLUMNS if c in usable.columns]
     if not len(usable):
-        raise NoFeasibleSetting("no complete setting in the sweep (every setting has a failed cell)")
+        raise NoFeasibleSetting(
+            "no complete setting in the sweep (every setting has a failed cell or a failed summary)"
+        )
     grouped = usable.groupby(keys, dropna=False, sort=False)
     per = grouped.agg(**{cost: (cost, "sum"), "conversations": ("conversation_id", "nunique")})
     meets = pd.Series(True, index=per.index)
@@ -317,6 +336,7 @@ def recommend(
         candidates=feasible.reset_index(),
         constraints=parsed,
         rule=_constrained_rule(cost, constraints, over, len(feasible)),
+        engine=setting.get("engine", STOCK_ENGINE),
     )
 
 
@@ -357,6 +377,7 @@ def _knee(table: pd.DataFrame, cost: str, loss: str, nan: str) -> Recommendation
         values={loss: float(chosen[loss])},
         candidates=front,
         constraints=[],
+        engine=chosen.get("engine", STOCK_ENGINE),
         rule=f"Per setting ({', '.join(keys)}), {_named(cost)} is summed and {_named(loss)} averaged over conversations; "
         f"the Pareto front holds the settings no other setting beats on both; the recommended one is the front point "
         f"closest to the ideal corner (lowest {cost}, {'highest' if higher else 'lowest'} {loss}) once both axes are "

@@ -1,17 +1,20 @@
 """The grid of a sweep: settings given as tokens or as fractions of a model's window, and its cells.
 
-A cell is one conversation × summarizer × ``max_tokens`` × ``keep_recent_tokens``
+A cell is one conversation × engine × summarizer × ``max_tokens`` × ``keep_recent_tokens``
 (:class:`CellKey`). Everything here only reads and checks what the caller asked for; nothing
 is replayed.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
+import pickle
 import re
-from collections.abc import Iterable
+import sys
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict
 from pathlib import Path
 from typing import NamedTuple
@@ -23,6 +26,7 @@ from zett_agent.storage import encode_messages
 from ..errors import SettingError
 from ..load import load_all
 from ..load.conversation import Conversation
+from ..replay.engine import EngineSpec, check_engine, engine_name
 from ..summarizers import OfflineSummarizer, summarizer_identity
 
 #: Context windows (tokens) of common models, for settings given as fractions of a window.
@@ -53,7 +57,9 @@ CONTEXT_WINDOWS: dict[str, int] = {
 }
 
 #: The setting columns that identify a cell (with ``conversation_id``).
-SETTING_COLUMNS = ("summarizer", "max_tokens", "keep_recent_tokens")
+SETTING_COLUMNS = ("engine", "summarizer", "max_tokens", "keep_recent_tokens")
+#: The ``engine`` label of the stock ``CompactionExtension`` when a sweep is given no ``engines``.
+STOCK_ENGINE = "stock"
 #: Replay options a sweep passes through to :func:`zett_lab.replay`.
 REPLAY_OPTIONS = (
     "reasoning_effort",
@@ -70,12 +76,13 @@ GridValue = int | float
 
 
 class CellKey(NamedTuple):
-    """One cell of a sweep: the conversation, the summarizer's label and the two limits (tokens)."""
+    """One cell of a sweep: the conversation, the summarizer's label, the two limits (tokens), the engine's label."""
 
     conversation_id: str
     summarizer: str
     max_tokens: int
     keep_recent_tokens: int
+    engine: str = STOCK_ENGINE
 
 
 def resolve_context_window(context_window: int | str | None) -> int | None:
@@ -193,3 +200,39 @@ def effort_identity(identity: str, reasoning_effort: ReasoningEffort | str | Non
     """A summarizer identity with the reasoning effort the engine passes it (both decide its summaries)."""
     effort = ReasoningEffort(reasoning_effort if reasoning_effort is not None else ReasoningEffort.LOW).value
     return f"{identity}|effort={effort}"
+
+
+def resolve_engines(engines: Mapping[str, EngineSpec] | None, in_process: bool) -> list[tuple[str, EngineSpec]]:
+    """``[(label, engine)]`` checked up front: each a valid engine a worker process can receive."""
+    if engines is None:
+        return [(STOCK_ENGINE, None)]
+    if not isinstance(engines, Mapping) or not engines:
+        raise SettingError(
+            "engines must be a non-empty dict {label: engine}, e.g. {'stock': None, 'mine': MyCompaction}"
+        )
+    items = []
+    for label, engine in engines.items():
+        if not isinstance(label, str) or not label.strip():
+            raise SettingError(f"engine labels must be non-empty strings, got {label!r}")
+        check_engine(engine)
+        if not in_process and engine is not None:
+            _check_shippable(label, engine)
+        items.append((label.strip(), engine))
+    return items
+
+
+def _check_shippable(label: str, engine: EngineSpec) -> None:
+    """A process executor re-imports an engine by name: refuse one that only exists in this interpreter."""
+    target = engine.func if isinstance(engine, functools.partial) else engine
+    module = sys.modules.get(getattr(target, "__module__", "") or "")
+    interactive = module is not None and module.__name__ == "__main__" and not hasattr(module, "__file__")
+    try:
+        pickle.loads(pickle.dumps(engine))
+        problem = "it is defined in this notebook or interactive session" if interactive else None
+    except Exception as error:  # noqa: BLE001 - reported as a setting error
+        problem = f"{type(error).__name__}: {error}"
+    if problem:
+        raise SettingError(
+            f"engine {label!r} ({engine_name(engine)}) cannot be sent to worker processes ({problem}); "
+            "define it in an importable module or use executor='serial'"
+        )

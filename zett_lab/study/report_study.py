@@ -7,14 +7,14 @@ results with costs, the paired comparison, the recommended setting
 (:func:`~zett_lab.study.choose.recommend`), the lost-but-needed items and the losses of the
 replays shown in detail. :mod:`zett_lab.show.report` only renders the :class:`ReportData`.
 
-Failed replays are kept apart: they are listed, never averaged into a metric, and a setting
-with a failed replay is never recommended.
+Failed replays, and replays whose summaries failed, are kept apart: they are counted per cause,
+never averaged into a metric, and a setting with such a replay is never recommended.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -22,17 +22,18 @@ from typing import Any
 
 import pandas as pd
 
-from ..errors import SettingError
+from ..errors import ResultFailure, SettingError
 from ..load.conversation import Conversation
-from ..measure import Comparison, Losses, compare, measure
-from ..measure.catalogue import HEADLINE_METRICS
-from ..measure.compare import bootstrap_mean_ci
-from ..measure.cost import add_costs, cost_summary, load_prices
-from ..records import plain, records
-from ..replay.trace import Trace
+from ..measure import Comparison, Losses, measure
+from ..records import plain
+from ..replay.engine import EngineSpec
+from ..replay.trace import Trace, combine_failure_counts
 from ..tokens import count_tokens
-from .choose import NoFeasibleSetting, recommend
+from .choose import NoFeasibleSetting, measured_cells, recommend
+from .grid import STOCK_ENGINE
 from .report_lost import DIGITS, cell_entries, lost_but_needed_items, trace_index
+from .report_native import report_production
+from .report_tables import compare_summarizers, cost_overview, costs_per_replay, metric_summary
 from .results import StoredTrace, Sweep
 from .sweep import sweep
 
@@ -43,32 +44,12 @@ DEFAULT_REPORT_SUMMARIZERS: tuple[str, ...] = ("anchors", "extractive", "truncat
 #: Primary model whose list prices turn token counts into money in the cost section.
 DEFAULT_PRIMARY_MODEL = "gpt-5-mini"
 
-#: Loss metrics shown per summarizer (columns of ``Losses.conversation``), from the metric catalogue.
-REPORT_METRICS: tuple[str, ...] = HEADLINE_METRICS
-
 #: The cost and the loss a recommended setting is chosen by.
 RECOMMEND_COST = "total_input_tokens"
 RECOMMEND_LOSS = "lost_but_needed"
 
-#: Price-table name used for summary models with no known list price (their tokens still count).
-_UNPRICED = "unpriced-summary-model"
-
 #: The columns that make one replay of a report.
 _REPLAY_KEYS = ["conversation_id", "summarizer", "max_tokens", "keep_recent_tokens"]
-
-#: Per-configuration cost columns of the cost section.
-COST_COLUMNS = (
-    "primary_input_tokens",
-    "primary_cached_input_tokens",
-    "cached_input_share",
-    "cache_breaks",
-    "summary_calls",
-    "summary_input_tokens",
-    "summary_output_tokens",
-    "primary_cost_usd",
-    "summary_cost_usd",
-    "total_cost_usd",
-)
 
 
 def _round_sig(value: float, digits: int = 2) -> int:
@@ -112,6 +93,8 @@ def report_sweep(
     progress: bool = False,
     executor: Any = None,
     primary_model: str = DEFAULT_PRIMARY_MODEL,
+    strict: bool = False,
+    engines: Mapping[str, EngineSpec] | None = None,
 ) -> Sweep:
     """The sweep a report over recorded conversations shows.
 
@@ -123,9 +106,13 @@ def report_sweep(
         progress: Show a progress bar on stderr.
         executor: Passed to :func:`zett_lab.sweep` (None: a process pool).
         primary_model: Price-table model for the money columns.
+        strict: Stop at the first failed summary or replay (:class:`~zett_lab.errors.ResultFailure`).
+        engines: ``{label: engine}`` to compare (see :func:`zett_lab.sweep`); the report then
+            shows each engine (or engine · summarizer) where it shows a summarizer.
 
     Raises:
-        SettingError: no conversation, or no replay succeeded (the first error is named).
+        SettingError: no conversation.
+        ResultFailure: no replay succeeded (the first error is named), or ``strict`` stopped.
     """
     if isinstance(conversations, (str, Path)) or (
         isinstance(conversations, (list, tuple)) and conversations and isinstance(conversations[0], (str, Path))
@@ -146,10 +133,12 @@ def report_sweep(
         progress=bool(progress),
         executor=executor,
         primary_model=primary_model,
+        strict=strict,
+        engines=engines,
     )
     errors = result.results["error"].dropna()
     if not len(result.results) or len(errors) == len(result.results):
-        raise SettingError(f"no replay succeeded{f' (first error: {errors.iloc[0]})' if len(errors) else ''}")
+        raise ResultFailure(f"no replay succeeded{f' (first error: {errors.iloc[0]})' if len(errors) else ''}")
     return result
 
 
@@ -163,7 +152,13 @@ class ReportData:
         conversations: The conversations studied, once each, in the order first replayed.
         grid: The ``max_tokens`` and ``keep_recent_tokens`` values replayed.
         failures: Replays that could not run.
-        results: One row per complete replay: settings, budget figures, loss metrics, costs.
+        failure_counts: Failed summary calls and replays per distinct cause
+            (:data:`~zett_lab.replay.trace.FAILURE_COLUMNS`).
+        attempted: How many replays were attempted (measured or not).
+        unmeasured_settings: ``(summarizer, max_tokens, keep_recent_tokens)`` with a failed
+            replay or summary in any conversation: never recommended.
+        results: One row per measured replay (it ran and every summary succeeded): settings,
+            budget figures, loss metrics, costs.
         comparison: The paired comparison of the summarizers (None with one summarizer).
         recommendation: The recommended setting and the rule that chose it (None: nothing to
             recommend).
@@ -174,6 +169,9 @@ class ReportData:
         conversation_tokens: Tokens of every conversation (the engine's counter).
         losses: Losses of the replays shown in detail, by ``id`` of their trace (the explorer's
             replays not at the recommended setting without the per-anchor table).
+        native: The conversations' recorded production summaries beside the baselines on the same
+            spans (:func:`~zett_lab.study.report_native.report_production`); empty without any.
+        native_skipped: Report summarizers that could not summarize those spans (named in the report).
     """
 
     entries: list[tuple[str, Trace]]
@@ -181,6 +179,9 @@ class ReportData:
     conversations: list[Conversation]
     grid: dict[str, list[int]]
     failures: list[Failure]
+    failure_counts: pd.DataFrame
+    attempted: int
+    unmeasured_settings: set[tuple[str, int, int]]
     results: pd.DataFrame
     comparison: Comparison | None
     recommendation: dict[str, Any] | None
@@ -190,6 +191,8 @@ class ReportData:
     costs: dict[str, Any]
     conversation_tokens: dict[str, int]
     losses: dict[int, Losses] = field(repr=False)
+    native: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    native_skipped: list[str] = field(default_factory=list)
 
     @property
     def traces(self) -> list[Trace]:
@@ -215,7 +218,8 @@ class ReportData:
             return self.losses[id(trace)]
         except KeyError:
             raise KeyError(
-                f"replay of {trace.conversation.id!r} at {trace.settings.get('max_tokens')} was not measured for the report"
+                f"replay of {trace.conversation.id!r} at max_tokens={trace.settings.get('max_tokens')} "
+                "was not measured for the report"
             ) from None
 
 
@@ -249,6 +253,7 @@ def build_report_data(
     explore: str | None = None,
     primary_model: str = DEFAULT_PRIMARY_MODEL,
     top_lost: int = 30,
+    native_baselines: Sequence[str] | None = None,
 ) -> ReportData:
     """Compute everything a report shows from replays (see :class:`ReportData`).
 
@@ -266,6 +271,8 @@ def build_report_data(
             applied compactions).
         primary_model: Price-table model for the money columns.
         top_lost: How many lost-but-needed items to list.
+        native_baselines: Summarizer specs for the production summaries (default: the report's own,
+            rebuilt from their identities).
     """
     if isinstance(top_lost, bool) or not isinstance(top_lost, int) or top_lost < 0:
         raise SettingError(f"top_lost must be a non-negative int, got {top_lost!r}")
@@ -278,15 +285,24 @@ def build_report_data(
         raise SettingError("a report needs at least one trace (pass traces=, sweep=, or use Report.build)")
     measured = _Measured()
     summarizers = _summarizer_order(entries, sweep)
-    costs_per_replay, unpriced = _costs_per_replay(entries, primary_model)
-    attempted = _results(sweep, [_direct_row(label, t, losses, measured) for label, t in direct], costs_per_replay)
+    replay_costs, unpriced = costs_per_replay(entries, primary_model)
+    attempted = _results(sweep, [_direct_row(label, t, losses, measured) for label, t in direct], replay_costs)
     results = _complete(attempted)
+    unmeasured = attempted[~measured_cells(attempted)]
+    counts = combine_failure_counts(
+        ([sweep.failure_counts] if sweep is not None else [])
+        + [trace.failure_counts.assign(summarizer=label) for label, trace in direct]
+    )
     conversations = _conversations(entries)
     explore_id = _explore_id(results, conversations, explore)
     recommendation = recommend_report_setting(attempted, constraints)
     _measure_shown(entries, explore_id, recommendation, measured)
-    comparison = comparison if comparison is not None else _comparison(results, summarizers)
+    comparison = comparison if comparison is not None else compare_summarizers(results, summarizers)
     lost_items = lost_but_needed_items(entries, recommendation, summarizers, measured, top_lost)
+    identities = {
+        name: str(next(t for label, t in entries if label == name).settings.get("summarizer")) for name in summarizers
+    }
+    native, native_skipped = report_production(conversations, identities, native_baselines)
     return ReportData(
         entries=entries,
         summarizers=summarizers,
@@ -295,23 +311,41 @@ def build_report_data(
             name: sorted({int(t.settings[name]) for _, t in entries}) for name in ("max_tokens", "keep_recent_tokens")
         },
         failures=failures,
+        failure_counts=counts,
+        attempted=len(attempted),
+        unmeasured_settings={
+            (str(r.summarizer), int(r.max_tokens), int(r.keep_recent_tokens)) for r in unmeasured.itertuples(index=False)
+        },
         results=results,
         comparison=comparison,
         recommendation=recommendation,
         explore_id=explore_id,
         lost_items=lost_items,
-        metrics=metric_summary(results, summarizers, comparison),
+        metrics=metric_summary(results, summarizers, comparison, counts),
         costs=cost_overview(results, primary_model, unpriced),
         conversation_tokens={c.id: int(count_tokens(c.messages)) for c in conversations},
         losses=dict(measured.by_id),
+        native=native,
+        native_skipped=native_skipped,
     )
 
 
 def _sweep_entries(sweep: Sweep) -> list[tuple[str, Trace]]:
-    """``(summarizer label, trace)`` for every complete cell of a sweep (tables read from disk when used)."""
+    """``(label, trace)`` for every complete cell of a sweep (tables read from disk when used; label: :func:`compared_label`)."""
     if not isinstance(sweep, Sweep):
         raise SettingError(f"sweep= must be a zett_lab.study.Sweep, got {type(sweep).__name__}")
-    return [(key.summarizer, trace) for key, trace in sweep.stored_traces()]
+    label = compared_label(sweep)
+    return [(label(key.engine, key.summarizer), trace) for key, trace in sweep.stored_traces()]
+
+
+def compared_label(sweep: Sweep) -> Callable[[str, str], str]:
+    """How a report names what it compares: the summarizer, the engine, or both when a sweep varies both."""
+    engines, summarizers = sweep.config.get("engines", [STOCK_ENGINE]), sweep.config.get("summarizers", [])
+    if len(engines) <= 1:
+        return lambda engine, summarizer: str(summarizer)
+    if len(summarizers) <= 1:
+        return lambda engine, summarizer: str(engine)
+    return lambda engine, summarizer: f"{engine} · {summarizer}"
 
 
 def _sweep_failures(sweep: Sweep) -> list[Failure]:
@@ -319,10 +353,11 @@ def _sweep_failures(sweep: Sweep) -> list[Failure]:
     if "error" not in table.columns:
         return []
     failed = table[table["error"].notna()]
+    label = compared_label(sweep)
     return [
         Failure(
             str(r.conversation_id),
-            str(r.summarizer),
+            label(getattr(r, "engine", STOCK_ENGINE), str(r.summarizer)),
             int(r.max_tokens),
             int(r.keep_recent_tokens),
             " ".join(str(r.error).split())[:400],
@@ -336,7 +371,9 @@ def _summarizer_order(entries: list[tuple[str, Trace]], sweep: Sweep | None) -> 
     names = list(dict.fromkeys(label for label, _ in entries))
     if sweep is None:
         return names
-    labels = [str(label) for label in sweep.config.get("summarizers", [])]
+    label = compared_label(sweep)
+    engines = sweep.config.get("engines", [STOCK_ENGINE])
+    labels = [label(e, s) for e in engines for s in sweep.config.get("summarizers", [])]
     return [n for n in labels if n in names] + [n for n in names if n not in labels]
 
 
@@ -371,7 +408,7 @@ def _direct_row(label: str, trace: Trace, losses: Losses | None, measured: _Meas
 
 def _results(sweep: Sweep | None, direct_rows: list[dict[str, Any]], costs: pd.DataFrame) -> pd.DataFrame:
     """One row per attempted replay (a sweep's failed cells included, ``error`` set), with costs."""
-    parts = [sweep.results.copy()] if sweep is not None else []
+    parts = [_compared(sweep)] if sweep is not None else []
     if direct_rows:
         parts.append(pd.DataFrame(direct_rows))
     table = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
@@ -386,86 +423,18 @@ def _results(sweep: Sweep | None, direct_rows: list[dict[str, Any]], costs: pd.D
     ).reset_index(drop=True)
 
 
+def _compared(sweep: Sweep) -> pd.DataFrame:
+    """A sweep's results with ``summarizer`` naming what the report compares (see :func:`compared_label`)."""
+    table = sweep.results.copy()
+    if "engine" in table.columns:
+        label = compared_label(sweep)
+        table["summarizer"] = [label(e, s) for e, s in zip(table["engine"], table["summarizer"], strict=True)]
+    return table
+
+
 def _complete(results: pd.DataFrame) -> pd.DataFrame:
-    """The rows of replays that ran (a failed replay is never averaged into a metric)."""
-    if "error" not in results.columns:
-        return results
-    return results[results["error"].isna()].reset_index(drop=True)
-
-
-#: Replays priced together (their step tables concatenated): memory stays bounded on large sweeps.
-_COST_CHUNK = 32
-
-
-def _costs_per_replay(entries: list[tuple[str, Trace]], primary_model: str) -> tuple[pd.DataFrame, list[str]]:
-    """Tokens and money per replay, and the summarizers with no list price (counted, priced at $0)."""
-    table = load_prices()
-    priced: dict[str, str] = {}
-    for label, trace in entries:
-        identity = str(trace.settings.get("summarizer"))
-        if label in priced:
-            continue
-        try:
-            table.lookup(identity)
-            priced[label] = identity
-        except SettingError:
-            priced[label] = _UNPRICED
-    parts = [
-        _costs_of(entries[start : start + _COST_CHUNK], primary_model, priced)
-        for start in range(0, len(entries), _COST_CHUNK)
-    ]
-    summary = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
-    summary = summary.drop(columns=["steps"], errors="ignore")
-    for column in ("max_tokens", "keep_recent_tokens"):
-        summary[column] = summary[column].astype("int64")
-    return summary, sorted(label for label, name in priced.items() if name == _UNPRICED)
-
-
-def _costs_of(entries: list[tuple[str, Trace]], primary_model: str, priced: dict[str, str]) -> pd.DataFrame:
-    """:func:`cost_summary` of some replays, each summarizer priced as ``priced`` names it."""
-    steps, compactions = [], []
-    for label, trace in entries:
-        steps.append(trace.steps.assign(summarizer=label))
-        if len(trace.compactions):
-            compactions.append(
-                trace.compactions.assign(
-                    summarizer=label,
-                    max_tokens=int(trace.settings["max_tokens"]),
-                    keep_recent_tokens=int(trace.settings["keep_recent_tokens"]),
-                )
-            )
-    all_compactions = pd.concat(compactions, ignore_index=True) if compactions else None
-    labels = all_compactions["summarizer"].to_numpy() if all_compactions is not None else None
-    if all_compactions is not None:
-        all_compactions["summarizer"] = all_compactions["summarizer"].map(lambda s: priced.get(s, s))
-    priced_steps, priced_compactions = add_costs(
-        pd.concat(steps, ignore_index=True),
-        all_compactions,
-        primary_model=primary_model,
-        prices={_UNPRICED: {"input": 0.0, "cached_input": 0.0, "output": 0.0, "source": "no list price known"}},
-    )
-    if all_compactions is not None and len(priced_compactions):
-        priced_compactions["summarizer"] = labels
-    return cost_summary(priced_steps, priced_compactions if all_compactions is not None else None).reset_index()
-
-
-def _comparison(results: pd.DataFrame, summarizers: list[str]) -> Comparison | None:
-    """The summarizers compared, paired per conversation and setting (None with fewer than two)."""
-    if len(summarizers) < 2:
-        return None
-    metrics = [m for m in REPORT_METRICS if m in results.columns]
-    empty = pd.DataFrame()
-    parts = {
-        name: Losses(
-            compactions=empty,
-            anchors=empty,
-            conversation=results[results["summarizer"] == name].reset_index(drop=True),
-            probes=empty,
-            decay=empty,
-        )
-        for name in summarizers
-    }
-    return compare(parts, metrics=metrics, level="conversation", seed=0)
+    """The rows of measured replays (a failed replay or summary is never averaged into a metric)."""
+    return results[measured_cells(results)].reset_index(drop=True)
 
 
 def recommend_report_setting(
@@ -475,8 +444,9 @@ def recommend_report_setting(
 
     :func:`~zett_lab.study.choose.recommend` with the report's cost (total primary input
     tokens) and, without constraints or when no setting meets them (the reason is kept in
-    ``note``), its loss (lost-but-needed anchors). A setting with a failed replay in
-    ``results`` (``error`` set) is never chosen. None when nothing can be recommended.
+    ``note``), its loss (lost-but-needed anchors). A setting with a failed replay or a failed
+    summary in ``results`` (:func:`~zett_lab.study.choose.measured_cells`) is never chosen. None
+    when nothing can be recommended.
     """
     if results is None or not len(results):
         return None
@@ -552,84 +522,3 @@ def _measure_shown(
     for _, trace in entries:
         if trace.conversation.id == explore_id:
             measured.without_anchors(trace)
-
-
-def metric_summary(results: pd.DataFrame, summarizers: list[str], comparison: Comparison | None) -> dict[str, Any]:
-    """Per summarizer: loss metrics with confidence intervals, paired differences, and outcome totals."""
-    totals = []
-    for name in summarizers:
-        part = results[results["summarizer"] == name]
-        totals.append(
-            {
-                "summarizer": name,
-                "replays": len(part),
-                "compactions": int(part["compactions"].sum()),
-                "rejected_not_smaller": int(part["rejected_not_smaller"].sum()),
-                "failed": int(part["failed"].sum()),
-                "steps_over_budget": int(part["steps_over_budget"].sum()),
-                "lost_but_needed_per_replay": plain(part["lost_but_needed"].mean(), DIGITS) if len(part) else None,
-                "refetch_calls": int(part["refetch_calls"].sum()),
-            }
-        )
-    if comparison is not None:
-        return {
-            "level": comparison.level,
-            "confidence": float(comparison.settings.get("confidence", 0.95)),
-            "rows": records(comparison.summary, ["summarizer", "metric", "n", "mean", "ci_low", "ci_high"], DIGITS),
-            "pairwise": records(
-                comparison.pairwise,
-                [
-                    "a",
-                    "b",
-                    "metric",
-                    "n",
-                    "mean_diff",
-                    "ci_low",
-                    "ci_high",
-                    "win_rate",
-                    "tie_rate",
-                    "loss_rate",
-                    "p_value",
-                ],
-                DIGITS,
-            ),
-            "totals": totals,
-        }
-    rows = []
-    for name in summarizers:
-        part = results[results["summarizer"] == name]
-        for metric in (m for m in REPORT_METRICS if m in part):
-            values = pd.to_numeric(part[metric], errors="coerce").dropna().to_numpy(float)
-            low, high = bootstrap_mean_ci(values, seed=0) if len(values) else (math.nan, math.nan)
-            rows.append(
-                {
-                    "summarizer": name,
-                    "metric": metric,
-                    "n": len(values),
-                    "mean": plain(values.mean(), DIGITS) if len(values) else None,
-                    "ci_low": plain(low, DIGITS),
-                    "ci_high": plain(high, DIGITS),
-                }
-            )
-    return {"level": "conversation", "confidence": 0.95, "rows": rows, "pairwise": [], "totals": totals}
-
-
-def cost_overview(results: pd.DataFrame, primary_model: str, unpriced: list[str]) -> dict[str, Any]:
-    """Tokens and money per configuration (means per conversation), with the prices used."""
-    present = [c for c in COST_COLUMNS if c in results.columns]
-    keys = ["summarizer", "max_tokens", "keep_recent_tokens"]
-    grouped = results.groupby(keys, sort=True)[present].mean().reset_index()
-    grouped["conversations"] = results.groupby(keys, sort=True).size().to_numpy()
-    prices = load_prices()
-    _, price = prices.lookup(primary_model)
-    return {
-        "primary_model": primary_model,
-        "primary_price_usd_per_million": {
-            "input": price.input,
-            "cached_input": price.cached_input,
-            "output": price.output,
-        },
-        "prices_as_of": prices.as_of,
-        "unpriced": unpriced,
-        "rows": records(grouped, [*keys, "conversations", *present], DIGITS),
-    }

@@ -13,8 +13,6 @@ import html
 import json
 import os
 import shutil
-import tempfile
-import uuid
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -26,13 +24,22 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..errors import InputError, SettingError, ZettLabError
+from ..errors import InputError, OutputError, SettingError, ZettLabError
+from ..files import atomic_folder, check_output
 from ..load.conversation import Conversation
 from ..measure import Losses, measure
 from ..records import is_missing
-from ..replay.trace import Trace, conversation_document, conversation_from_document
+from ..replay.trace import (
+    FAILURE_COLUMNS,
+    Trace,
+    combine_failure_counts,
+    conversation_document,
+    conversation_from_document,
+    count_causes,
+    failure_counts,
+)
 from .boundaries import Region, derive
-from .grid import CellKey, resolve_values, summarizer_label
+from .grid import STOCK_ENGINE, CellKey, resolve_values, summarizer_label
 from .sources import LOSS_TABLES, Source, SourceFolder, restore, storable, write_parquet
 
 FORMAT = "zett-lab-sweep"
@@ -50,6 +57,9 @@ class SweepConfig(TypedDict, total=False):
     keep_recent_tokens: list[int]
     summarizers: list[str]
     summarizer_identities: list[str]
+    engines: list[str]
+    engine_identities: list[str]
+    engine_reuse: dict[str, list[str]]
     context_window: int | None
     context_window_name: str | None
     primary_model: str | None
@@ -65,6 +75,7 @@ class SweepConfig(TypedDict, total=False):
     shared_steps: int
     reused: int
     errors: int
+    cells_with_failed_summaries: int
     model_calls: int
     cache_hits: int
     summaries_merged: int
@@ -79,18 +90,22 @@ class Sweep:
     """The result of :func:`zett_lab.study.sweep`: a tidy results table and the trace of every cell.
 
     Attributes:
-        results: one row per conversation × summarizer × max_tokens × keep_recent_tokens.
-            Setting columns (``conversation_id``, ``summarizer`` (the label given),
+        results: one row per conversation × engine × summarizer × max_tokens × keep_recent_tokens.
+            Setting columns (``conversation_id``, ``engine`` and ``summarizer`` (the labels given),
             ``max_tokens``, ``keep_recent_tokens`` (tokens), and with ``context_window``:
             ``context_window``, ``max_tokens_share``, ``keep_recent_share``); budget figures
             of :meth:`Trace.summary`; cost columns of :func:`zett_lab.measure.cost.cost_summary`
             (``*_usd`` only with ``primary_model``); loss metrics of :func:`zett_lab.measure`;
-            then ``summarizer_identity``, ``replayed`` (False: the cell is proven identical to
-            another replay and shares it), ``shared_steps`` (steps its replay took from an
-            earlier one it was forked from), ``model_calls`` / ``cache_hits`` (summary calls
-            this cell made / got from the cache), ``seconds``, ``worker`` (host:pid that ran
-            it) and ``error`` (None when the cell is complete).
+            then ``engine_identity``, ``summarizer_identity``, ``replayed`` (False: the cell is
+            proven identical to another replay and shares it), ``shared_steps`` (steps its
+            replay took from an earlier one it was forked from), ``model_calls`` /
+            ``cache_hits`` (summary calls this cell made / got from the cache), ``seconds``,
+            ``worker`` (host:pid that ran it) and ``error`` (None when the cell is complete).
+            A cell whose replay had failed summaries is marked: ``failed`` (how many) and
+            ``summary_error`` (the first one's error); it is no measurement
+            (:func:`~zett_lab.study.choose.measured_cells`).
         config: the grid, options and run statistics (:class:`SweepConfig`).
+        source: the folder the sweep was loaded from (None for a sweep run in this process).
     """
 
     results: pd.DataFrame
@@ -99,13 +114,24 @@ class Sweep:
     _sources: dict[str, Source] = field(default_factory=dict, repr=False)
     _cells: dict[CellKey, str] = field(default_factory=dict, repr=False)
     _read: OrderedDict[CellKey, Trace] = field(default_factory=OrderedDict, repr=False)
+    source: Path | None = field(default=None, repr=False)
 
     # --- cells --------------------------------------------------------------------
 
     def key(
-        self, conversation_id: str, max_tokens: float, keep_recent_tokens: float, summarizer: Any = None
+        self,
+        conversation_id: str,
+        max_tokens: float,
+        keep_recent_tokens: float,
+        summarizer: Any = None,
+        engine: str | None = None,
     ) -> CellKey:
         """The cell of these settings (fractions resolved against the sweep's context window)."""
+        engines = self.config.get("engines", [STOCK_ENGINE])
+        if engine is None:
+            if len(engines) != 1:
+                raise SettingError(f"this sweep has several engines; name one of {engines}")
+            engine = engines[0]
         labels = self.config["summarizers"]
         if summarizer is None:
             if len(labels) != 1:
@@ -118,18 +144,25 @@ class Sweep:
         window = self.config.get("context_window")
         ((m, _),) = resolve_values([max_tokens], "max_tokens", window)
         ((k, _),) = resolve_values([keep_recent_tokens], "keep_recent_tokens", window)
-        return CellKey(conversation_id, label, m, k)
+        return CellKey(conversation_id, label, m, k, engine)
 
     def trace(
-        self, conversation_id: str, max_tokens: float, keep_recent_tokens: float, summarizer: Any = None
+        self,
+        conversation_id: str,
+        max_tokens: float,
+        keep_recent_tokens: float,
+        summarizer: Any = None,
+        engine: str | None = None,
     ) -> Trace:
         """The trace of one cell (fractions are resolved against the sweep's context window).
 
-        ``summarizer`` is the label given to the sweep (or its identity); it may be left out
-        when the sweep has one summarizer. Raises ``KeyError`` for a cell not in the grid
-        and :class:`~zett_lab.errors.ZettLabError` for a cell that failed.
+        ``summarizer`` is the label given to the sweep (or its identity) and ``engine`` the
+        engine's label; either may be left out when the sweep has only one. Raises
+        ``KeyError`` for a cell not in the grid and :class:`~zett_lab.errors.ZettLabError`
+        for a cell that failed.
         """
-        return self._trace(self._known(self.key(conversation_id, max_tokens, keep_recent_tokens, summarizer)))
+        key = self.key(conversation_id, max_tokens, keep_recent_tokens, summarizer, engine)
+        return self._trace(self._known(key))
 
     def losses(
         self,
@@ -137,6 +170,7 @@ class Sweep:
         max_tokens: float,
         keep_recent_tokens: float,
         summarizer: Any = None,
+        engine: str | None = None,
         *,
         anchors: bool = True,
     ) -> Losses | None:
@@ -146,7 +180,7 @@ class Sweep:
         what the sweep measured (the same tables, with ``anchors`` left empty; None when the
         sweep ran with ``metrics=False``).
         """
-        key = self._known(self.key(conversation_id, max_tokens, keep_recent_tokens, summarizer))
+        key = self._known(self.key(conversation_id, max_tokens, keep_recent_tokens, summarizer, engine))
         if anchors:
             return measure(self._trace(key))
         source = self._sources[self._cells[key]]
@@ -182,8 +216,9 @@ class Sweep:
 
     def _row(self, key: CellKey) -> dict[str, Any] | None:
         r = self.results
-        chosen = (r["conversation_id"] == key[0]) & (r["summarizer"] == key[1])
-        match = r[chosen & (r["max_tokens"] == key[2]) & (r["keep_recent_tokens"] == key[3])]
+        chosen = (r["conversation_id"] == key.conversation_id) & (r["summarizer"] == key.summarizer)
+        chosen &= r["engine"] == key.engine if "engine" in r else key.engine == STOCK_ENGINE
+        match = r[chosen & (r["max_tokens"] == key.max_tokens) & (r["keep_recent_tokens"] == key.keep_recent_tokens)]
         return match.iloc[0].to_dict() if len(match) else None
 
     def _steps_over(self, key: CellKey) -> int:
@@ -194,7 +229,7 @@ class Sweep:
     def _settings_of(self, source: Source, key: CellKey) -> dict[str, Any]:
         """A cell's trace settings (as :func:`~zett_lab.study.boundaries.derive` gives them for a shared replay)."""
         settings = dict(source.settings)
-        if (settings["max_tokens"], settings["keep_recent_tokens"]) != key[2:]:
+        if (settings["max_tokens"], settings["keep_recent_tokens"]) != key[2:4]:
             replayed = {"max_tokens": settings["max_tokens"], "keep_recent_tokens": settings["keep_recent_tokens"]}
             settings.update(max_tokens=key.max_tokens, keep_recent_tokens=key.keep_recent_tokens, replay_seconds=0.0)
             settings["derived_from"] = replayed
@@ -218,7 +253,7 @@ class Sweep:
                 settings=dict(source.settings),
                 engine_events=list(source.engine_events),
             )
-            if (trace.settings["max_tokens"], trace.settings["keep_recent_tokens"]) != key[2:]:
+            if (trace.settings["max_tokens"], trace.settings["keep_recent_tokens"]) != key[2:4]:
                 trace = derive(trace, key.max_tokens, key.keep_recent_tokens, source.region)
             self._read[key] = trace
             while len(self._read) > TRACES_KEPT:
@@ -255,15 +290,39 @@ class Sweep:
         """The cells that failed, with their error."""
         return self.results[self.results["error"].notna()]
 
+    @property
+    def failure_counts(self) -> pd.DataFrame:
+        """Failures per distinct cause (:data:`~zett_lab.replay.trace.FAILURE_COLUMNS`): summary calls
+        that failed (each distinct replay counted once, however many cells share it) and cells
+        that failed; empty when everything succeeded."""
+        identities = self.config.get("summarizer_identities", [])
+        labels = dict(zip(identities, self.config.get("summarizers", []), strict=True))
+        calls = combine_failure_counts([source_failures(source) for source in self._sources.values()])
+        calls["summarizer"] = [labels.get(name, name) for name in calls["summarizer"]]
+        cells = self.errors
+        kinds = cells["error"].map(lambda text: str(text).split(":", 1)[0])
+        failed_cells = count_causes("sweep cell", cells["summarizer"], kinds, cells["error"])
+        return combine_failure_counts([calls, failed_cells])
+
+    def input_files(self) -> list[Path]:
+        """What the sweep was made from: the conversations' files, the summary cache, the folder it was loaded from."""
+        files = [f for c in self._conversations.values() for f in c.input_files()]
+        cache = self.config.get("cache")
+        if cache and cache != ":memory:":
+            files.append(Path(cache))
+        return files + ([self.source] if self.source else [])
+
     # --- display ------------------------------------------------------------------
 
     def __repr__(self) -> str:
         c = self.config
         return (
             f"Sweep({len(c['conversations'])} conversations × {len(c['max_tokens'])} max_tokens × "
-            f"{len(c['keep_recent_tokens'])} keep_recent_tokens × {len(c['summarizers'])} summarizers = "
+            f"{len(c['keep_recent_tokens'])} keep_recent_tokens × {len(c['summarizers'])} summarizers × "
+            f"{len(c.get('engines', [STOCK_ENGINE]))} engines = "
             f"{len(self.results)} cells; {c.get('replays', 0)} replays ({c.get('forked', 0)} forked), "
-            f"{c.get('reused', 0)} reused, {c.get('errors', 0)} errors; {c.get('elapsed_s', 0):.1f}s)"
+            f"{c.get('reused', 0)} reused, {c.get('errors', 0)} errors, "
+            f"{c.get('cells_with_failed_summaries', 0)} with failed summaries; {c.get('elapsed_s', 0):.1f}s)"
         )
 
     def _repr_html_(self) -> str:
@@ -273,9 +332,13 @@ class Sweep:
             "max_tokens": c["max_tokens"],
             "keep_recent_tokens": c["keep_recent_tokens"],
             "summarizers": ", ".join(c["summarizers"]),
+            "engines": ", ".join(c.get("engines", [STOCK_ENGINE])),
             "context_window": c.get("context_window"),
             "cells": len(self.results),
-            "replays (forked) / reused / errors": f"{c.get('replays', 0)} ({c.get('forked', 0)}) / {c.get('reused', 0)} / {c.get('errors', 0)}",
+            "replays (forked) / reused / errors": (
+                f"{c.get('replays', 0)} ({c.get('forked', 0)}) / {c.get('reused', 0)} / {c.get('errors', 0)}"
+            ),
+            "cells with failed summaries": c.get("cells_with_failed_summaries", 0),
             "summary calls / cache hits": f"{c.get('model_calls', 0)} / {c.get('cache_hits', 0)}",
             "executor": c.get("executor"),
             "elapsed": f"{c.get('elapsed_s', 0):.2f} s",
@@ -286,6 +349,7 @@ class Sweep:
         )
         preferred = [
             "conversation_id",
+            "engine",
             "summarizer",
             "max_tokens",
             "keep_recent_tokens",
@@ -297,6 +361,8 @@ class Sweep:
             "needed_anchor_recall",
             "instruction_survival",
             "replayed",
+            "failed",
+            "summary_error",
             "error",
         ]
         columns = [col for col in preferred if col in self.results.columns]
@@ -305,39 +371,27 @@ class Sweep:
 
     # --- files --------------------------------------------------------------------
 
-    def save(self, path: str | os.PathLike[str]) -> Path:
+    def save(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
         """Write the sweep to a folder (built aside, then moved in place).
 
         ``results.parquet`` (the results table), ``cells.parquet`` (which replay each cell
         uses), ``sources/<id>.<table>.parquet`` (each distinct replay's ``steps`` and
         ``compactions``, and its loss tables ``losses-*``), ``sweep.json`` (config,
         per-replay settings, engine events and proven regions, and each conversation once).
-        An existing folder is replaced only when it holds a saved sweep.
+        Never over one of :meth:`input_files`; an existing folder is replaced only with
+        ``overwrite=True`` and only when it holds a saved sweep.
         """
-        target = Path(path)
-        if target.exists() and not (target / "sweep.json").is_file():
-            raise InputError(target, None, "exists and is not a saved sweep; refusing to replace it")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-        try:
+        target = check_output(path, self.input_files(), overwrite=overwrite)
+        check_sweep_target(target)
+        with atomic_folder(target) as staging:
             self._write(staging)
-            if target.exists():
-                backup = target.with_name(f".{target.name}.old-{uuid.uuid4().hex[:8]}")
-                target.rename(backup)
-                staging.rename(target)
-                shutil.rmtree(backup, ignore_errors=True)
-            else:
-                staging.rename(target)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
         return target
 
     def _write(self, folder: Path) -> None:
         pq.write_table(pa.Table.from_pandas(storable(self.results), preserve_index=False), folder / "results.parquet")
         cells = pd.DataFrame(
             [(*key, sid) for key, sid in self._cells.items()],
-            columns=["conversation_id", "summarizer", "max_tokens", "keep_recent_tokens", "source_id"],
+            columns=["conversation_id", "summarizer", "max_tokens", "keep_recent_tokens", "engine", "source_id"],
         )
         pq.write_table(pa.Table.from_pandas(cells, preserve_index=False), folder / "cells.parquet")
         saved = SourceFolder(folder)
@@ -359,6 +413,7 @@ class Sweep:
                     "settings": src.settings,
                     "engine_events": src.engine_events,
                     "region": _region_document(src.region),
+                    "failures": source_failures(src).to_dict("records"),
                 }
                 for sid, src in self._sources.items()
             },
@@ -382,24 +437,52 @@ class Sweep:
         conversations = {cid: conversation_from_document(doc) for cid, doc in document["conversations"].items()}
         sources = {
             sid: Source(
-                sid, info["conversation_id"], Region(**info["region"]), info["settings"], info["engine_events"], folder
+                sid,
+                info["conversation_id"],
+                Region(**info["region"]),
+                info["settings"],
+                info["engine_events"],
+                folder,
+                pd.DataFrame(info["failures"], columns=FAILURE_COLUMNS) if "failures" in info else None,
             )
             for sid, info in document["sources"].items()
         }
+        # Sweeps saved before engines were a dimension ran the stock engine.
+        engines = cells["engine"] if "engine" in cells else [STOCK_ENGINE] * len(cells)
         cell_map = {
-            CellKey(str(cid), str(label), int(m), int(k)): str(sid)
-            for cid, label, m, k, sid in zip(
+            CellKey(str(cid), str(label), int(m), int(k), str(engine)): str(sid)
+            for cid, label, m, k, engine, sid in zip(
                 cells["conversation_id"],
                 cells["summarizer"],
                 cells["max_tokens"],
                 cells["keep_recent_tokens"],
+                engines,
                 cells["source_id"],
                 strict=True,
             )
         }
         return cls(
-            results=results, config=document["config"], _conversations=conversations, _sources=sources, _cells=cell_map
+            results=results,
+            config=document["config"],
+            _conversations=conversations,
+            _sources=sources,
+            _cells=cell_map,
+            source=source,
         )
+
+
+def source_failures(source: Source) -> pd.DataFrame:
+    """The failures a replay of a sweep made itself (counted from its compactions table when not kept)."""
+    if source.failures is None:
+        compactions = source.folder.read(source.source_id, "compactions")
+        source.failures = failure_counts(compactions if compactions is not None else pd.DataFrame())
+    return source.failures
+
+
+def check_sweep_target(target: Path) -> None:
+    """Refuse to replace anything but a saved sweep (a folder holding ``sweep.json``) with a sweep."""
+    if target.exists() and not (target / "sweep.json").is_file():
+        raise OutputError(target, None, "exists and is not a saved sweep; refusing to replace it")
 
 
 class StoredTrace(Trace):
@@ -444,6 +527,7 @@ class StoredTrace(Trace):
             self.cell.max_tokens,
             self.cell.keep_recent_tokens,
             self.cell.summarizer,
+            self.cell.engine,
             anchors=anchors,
         )
 
@@ -470,6 +554,7 @@ def _region_document(where: Region) -> dict[str, Any]:
 
 _LEADING = [
     "conversation_id",
+    "engine",
     "summarizer",
     "max_tokens",
     "keep_recent_tokens",
@@ -478,6 +563,7 @@ _LEADING = [
     "keep_recent_share",
 ]
 _TRAILING = [
+    "engine_identity",
     "summarizer_identity",
     "replayed",
     "shared_steps",
@@ -519,8 +605,22 @@ _INT_RESULT_COLUMNS = {
     "lost_but_needed",
     "refetch_calls",
     "probes",
+    "superseded_updates",
+    "superseded_only",
     "shared_steps",
 }
+
+
+_TEXT_RESULT_COLUMNS = (
+    "error",
+    "summary_error",
+    "engine",
+    "engine_identity",
+    "summarizer",
+    "summarizer_identity",
+    "conversation_id",
+    "worker",
+)
 
 
 def results_frame(rows: Sequence[dict[str, Any]], relative: bool) -> pd.DataFrame:
@@ -541,7 +641,7 @@ def results_frame(rows: Sequence[dict[str, Any]], relative: bool) -> pd.DataFram
             table[column] = pd.array([None if is_missing(v) else int(v) for v in table[column]], dtype="Int64")
         elif column == "replayed":
             table[column] = pd.array([None if is_missing(v) else bool(v) for v in table[column]], dtype="boolean")
-        elif column in ("error", "summarizer", "summarizer_identity", "conversation_id", "worker"):
+        elif column in _TEXT_RESULT_COLUMNS:
             table[column] = table[column].astype(object).where(table[column].notna(), None)
         elif table[column].dtype == object:
             converted = pd.to_numeric(table[column], errors="coerce")

@@ -10,12 +10,17 @@
   (:func:`~zett_lab.study.boundaries.prefix_regions`) and names the longest shared start
   for a new setting; :func:`zett_lab.replay.run.replay_forkable` runs the rest through the
   real runtime.
+
+Both are proven for the stock engine; a user engine shares work only along the limits it
+declares (``zett_lab_reuse``, read by :func:`~zett_lab.replay.engine.engine_reuse`), and an
+engine that declares none shares nothing, not even a prefix.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -146,17 +151,24 @@ class _Forkable:
 class ForkPlanner:
     """The finished replays of one work unit, and where a new setting can start from one of them.
 
-    Holds at most ``limit`` steps of runs (oldest dropped first).
+    ``limits`` are the engine's proven limits (:func:`~zett_lab.replay.engine.engine_reuse`):
+    every prefix is proven along them only. Holds at most ``limit`` steps of runs (oldest
+    dropped first).
     """
 
     counter: TokenCounter | None
+    limits: Sequence[str]
     limit: int = 100_000
     _runs: list[_Forkable] = field(default_factory=list)
 
     def add(self, trace: Trace, run: ForkableRun | None) -> None:
         if run is None or not run.marks:
             return
-        regions = prefix_regions(trace, [mark.steps for mark in run.marks], count_tokens=self.counter)
+        if not self.limits:
+            return  # nothing proven for this engine: every replay runs from the start
+        regions = prefix_regions(
+            trace, [mark.steps for mark in run.marks], count_tokens=self.counter, limits=self.limits
+        )
         self._runs.append(_Forkable(run, regions))
         while sum(item.run.size() for item in self._runs) > self.limit and len(self._runs) > 1:
             self._runs.pop(0)

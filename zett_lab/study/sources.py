@@ -21,7 +21,7 @@ from .boundaries import Region
 #: Loss tables kept per replay (the frames of :class:`~zett_lab.measure.Losses`). A sweep measures
 #: with ``anchors=False``: that table (one row per span anchor per attempt, by far the largest)
 #: is kept empty and measured again when asked for.
-LOSS_TABLES = ("compactions", "anchors", "conversation", "probes", "decay")
+LOSS_TABLES = ("compactions", "anchors", "conversation", "probes", "decay", "updates")
 
 
 class SourceFolder:
@@ -86,6 +86,9 @@ class Source:
     settings: dict[str, Any]
     engine_events: list[dict[str, Any]]
     folder: SourceFolder
+    #: Failed summary calls and engine passes this replay made itself (rows a fork shares are its parent's);
+    #: None until read (a sweep saved before it was kept: counted from the whole compactions table).
+    failures: pd.DataFrame | None = None
 
 
 def storable(table: pd.DataFrame) -> pd.DataFrame:

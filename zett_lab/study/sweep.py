@@ -1,8 +1,8 @@
-"""Grids of replays: conversations × max_tokens × keep_recent_tokens × summarizers.
+"""Grids of replays: conversations × engines × summarizers × max_tokens × keep_recent_tokens.
 
 :func:`sweep` replays every cell of the grid through the real engine and returns a
 :class:`~zett_lab.study.results.Sweep`: a tidy results table (one row per conversation ×
-setting × summarizer, with the budget figures of :meth:`Trace.summary`, token and money cost
+engine × summarizer × setting, with the budget figures of :meth:`Trace.summary`, token and money cost
 from :mod:`zett_lab.measure.cost`, the offline loss metrics of :func:`zett_lab.measure`, and
 an ``error`` column) plus every cell's :class:`Trace`, kept on disk.
 
@@ -20,12 +20,17 @@ from sharing work, never from approximating the engine:
   decisions up to some turn starts there, from the engine state that replay left, so a grid
   pays for each distinct decision path once.
 
-Work is split into units of one conversation and summarizer (split further by
+Both proofs are made for the stock engine; a user engine (``engines=``) shares work only
+along the limits it declares (``zett_lab_reuse``), one that declares none replays every cell.
+
+Work is split into units of one conversation, engine and summarizer (split further by
 ``keep_recent_tokens`` when there are fewer units than workers), run on any
 :class:`concurrent.futures.Executor` (:mod:`zett_lab.study.executors`), and collected as they
 finish: each distinct replay's tables go to disk at once, so memory does not grow with the
 number of cells. A unit that fails (or a worker that dies) marks only its own cells with the
-error, and a rerun picks up the finished summaries from the cache. The default pool starts
+error, and a rerun picks up the finished summaries from the cache. A cell whose replay had
+failed summaries is marked (``failed``, ``summary_error``) and is no measurement
+(:func:`~zett_lab.study.choose.measured_cells`). The default pool starts
 its workers with ``forkserver``: a script (not a notebook) that sweeps with it needs the
 usual ``if __name__ == "__main__":`` guard.
 
@@ -43,6 +48,7 @@ Example::
 from __future__ import annotations
 
 import concurrent.futures as cf
+import itertools
 import os
 import pickle
 import time
@@ -52,13 +58,16 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from zett_agent.model import AgentModel
+from zett_agent.model import AgentModel, ReasoningEffort
 
-from ..errors import SettingError
+from ..errors import ResultFailure, SettingError, SettingWarning, SummaryFailureWarning
 from ..load.conversation import Conversation
 from ..progress import Progress, ProgressEvent
-from ..replay.run import check_limits, resolve_cache, resolve_summarizer
+from ..replay.engine import EngineSpec, ReplayProbe, build_engine, engine_name, engine_reuse
+from ..replay.run import check_limits, keep_fills_budget, resolve_cache, resolve_summarizer
 from ..summarizers import DEFAULT_SUMMARIZER, SummaryCache, summarizer_identity
+from ..tokens import count_tokens as default_counter
+from .choose import measured_cells
 from .executors import in_process, is_remote, parallelism, resolve_executor
 from .grid import (
     REPLAY_OPTIONS,
@@ -68,6 +77,7 @@ from .grid import (
     fingerprint,
     is_offline,
     resolve_context_window,
+    resolve_engines,
     resolve_values,
     summarizer_label,
 )
@@ -90,6 +100,7 @@ class _Plan:
     keep_values: list[tuple[int, float | None]]
     labels: list[str]
     identities: list[str]
+    engines: list[tuple[str, EngineSpec]]
     cache: SummaryCache | None
     units: list[Unit]
     keys: dict[int, StoreKey]
@@ -101,6 +112,7 @@ def sweep(
     max_tokens: Sequence[GridValue] | GridValue,
     keep_recent_tokens: Sequence[GridValue] | GridValue,
     summarizers: Sequence[str | AgentModel] | str | None = None,
+    engines: Mapping[str, EngineSpec] | None = None,
     executor: cf.Executor | str | None = None,
     progress: bool | Callable[[ProgressEvent], None] = True,
     cache: SummaryCache | str | os.PathLike[str] | bool | None = None,
@@ -120,6 +132,11 @@ def sweep(
             allowed (the engine allows it) and simply reported.
         summarizers: specs for :func:`zett_lab.summarizer` and/or AgentModel instances
             (picklable ones for a process executor); None: the default offline summarizer.
+        engines: ``{label: engine}``: compaction engines to compare (None: the stock engine,
+            a ``CompactionExtension`` subclass, or a factory, as for :func:`zett_lab.replay`);
+            the labels fill the ``engine`` column. None: ``{"stock": None}``. Each is built
+            once before anything runs, so a failing factory is one error. Proven reuse and
+            forks are applied to an engine only along the limits it declares (``zett_lab_reuse``).
         executor: None (the session's process pool, one worker per core), ``"serial"``, or any
             :class:`concurrent.futures.Executor` (e.g. ``distributed.Client.get_executor()``).
         progress: a progress bar with an ETA (tqdm, in a terminal or a notebook) when the sweep
@@ -132,10 +149,13 @@ def sweep(
         metrics: compute the offline loss metrics.
         reuse: share proven-identical replays and forks between settings (off: replay every cell).
         **replay_options: passed to :func:`zett_lab.replay` (``usage``, ``reasoning_effort``,
-            ``strict``, ``compact_at``, ``count_tokens``, ...).
+            ``strict``, ``compact_at``, ``count_tokens``, ...). With ``strict=True`` the sweep
+            stops at its first failed cell.
 
     Raises:
-        SettingError: an empty grid, a bad value, an unknown summarizer spec or option.
+        SettingError: an empty grid, a bad value, an unknown summarizer spec, engine or option;
+            :class:`~zett_lab.replay.engine.EngineError` for an engine that cannot be built.
+        ResultFailure: with ``strict=True``, the first failed cell (named).
     """
     started, cpu_started = time.perf_counter(), time.process_time()
     runner, runner_name = resolve_executor(executor)
@@ -146,6 +166,7 @@ def sweep(
         max_tokens,
         keep_recent_tokens,
         summarizers,
+        engines,
         cache,
         context_window,
         runner,
@@ -158,7 +179,7 @@ def sweep(
     collector = _Collector(plan, reuse, remote=is_remote(runner))
     tracker = Progress(total=sum(len(u.cells) for u in plan.units), label="sweep", show=progress)
     try:
-        _run(plan, runner, collector, tracker, reuse)
+        _run(plan, runner, collector, tracker, strict=bool(replay_options.get("strict")))
     finally:
         tracker.close()
     rows, cell_map = collector.rows()
@@ -176,15 +197,21 @@ def sweep(
         elapsed=time.perf_counter() - started,
         driver_cpu=time.process_time() - cpu_started,
     )
-    if config["errors"] and progress:
-        warnings.warn(f"{config['errors']} of {len(results)} sweep cells failed; see Sweep.errors", stacklevel=2)
-    return Sweep(
+    swept = Sweep(
         results=results,
         config=config,
         _conversations={c.id: c for c in plan.conversations},
         _sources=collector.sources,
         _cells=cell_map,
     )
+    for failure in swept.failure_counts.itertuples(index=False):
+        warnings.warn(
+            f"{failure.count} {failure.what}(s) failed ({failure.summarizer}): {failure.cause}; "
+            "those cells are no measurement (see Sweep.failure_counts)",
+            SummaryFailureWarning,
+            stacklevel=2,
+        )
+    return swept
 
 
 def _plan(
@@ -192,13 +219,14 @@ def _plan(
     max_tokens: Sequence[GridValue] | GridValue,
     keep_recent_tokens: Sequence[GridValue] | GridValue,
     summarizers: Sequence[str | AgentModel] | str | None,
+    engines: Mapping[str, EngineSpec] | None,
     cache: SummaryCache | str | os.PathLike[str] | bool | None,
     context_window: int | str | None,
     runner: cf.Executor,
     replay_options: dict[str, Any],
     **unit_options: Any,
 ) -> _Plan:
-    """Check the grid and cut it into units (nothing runs yet)."""
+    """Check the grid and cut it into units (nothing runs yet; each engine is built once)."""
     unknown = sorted(set(replay_options) - set(REPLAY_OPTIONS))
     if unknown:
         raise SettingError(
@@ -211,6 +239,7 @@ def _plan(
     for m, _ in max_values:
         for k, _ in keep_values:
             check_limits(m, k)
+    _warn_keep_fills_budget(max_values, keep_values)
     specs = (
         [DEFAULT_SUMMARIZER]
         if summarizers is None
@@ -223,15 +252,28 @@ def _plan(
     if len(set(labels)) != len(labels):
         raise SettingError(f"summarizers must be distinct, got {labels}")
     summary_cache = resolve_cache(cache)
+    engine_items = resolve_engines(engines, in_process(runner))
+    for _, engine in engine_items:  # a factory that fails or ignores the limits: one error before anything runs
+        build_engine(
+            engine,
+            ReplayProbe,
+            model=models[0],
+            max_tokens=max_values[0][0],
+            keep_recent_tokens=keep_values[0][0],
+            count_tokens=replay_options.get("count_tokens") or default_counter,
+            reasoning_effort=ReasoningEffort(replay_options.get("reasoning_effort", ReasoningEffort.LOW)),
+        )
     shipped = _shippable(specs, models, in_process(runner))
     unit_cache: SummaryCache | str | bool = (
         False if summary_cache is None else (WORKER_CACHE if is_remote(runner) else summary_cache)
     )
-    groups = _keep_groups([k for k, _ in keep_values], len(items) * len(specs), parallelism(runner))
+    pairs = len(items) * len(specs) * len(engine_items)
+    groups = _keep_groups([k for k, _ in keep_values], pairs, parallelism(runner))
     units: list[Unit] = []
     for conversation in items:
         digest = fingerprint(conversation)
-        for spec, model, label in zip(shipped, models, labels, strict=True):
+        summarizer_items = list(zip(shipped, models, labels, strict=True))
+        for (engine_label, engine), (spec, model, label) in itertools.product(engine_items, summarizer_items):
             concurrency = (
                 1 if is_offline(model) else (getattr(model, "max_concurrency", None) or DEFAULT_PROVIDER_CONCURRENCY)
             )
@@ -247,6 +289,8 @@ def _plan(
                         cache=unit_cache,
                         replay_options=dict(replay_options),
                         concurrency=concurrency,
+                        engine=engine,
+                        engine_label=engine_label,
                         **unit_options,
                     )
                 )
@@ -258,10 +302,24 @@ def _plan(
         keep_values,
         labels,
         [summarizer_identity(m) for m in models],
+        engine_items,
         summary_cache,
         units,
         keys,
     )
+
+
+def _warn_keep_fills_budget(max_values: list[tuple[int, float | None]], keep_values: list[tuple[int, float | None]]) -> None:
+    """One :class:`~zett_lab.errors.SettingWarning` for all settings whose kept tail alone fills the budget."""
+    filling = [(m, k) for m, _ in max_values for k, _ in keep_values if keep_fills_budget(m, k)]
+    if filling:
+        m, k = filling[0]
+        warnings.warn(
+            f"{len(filling)} of {len(max_values) * len(keep_values)} settings have keep_recent_tokens >= max_tokens; "
+            f"e.g. {keep_fills_budget(m, k)}",
+            SettingWarning,
+            stacklevel=4,
+        )
 
 
 def _shippable(specs: Sequence[str | AgentModel], models: Sequence[AgentModel], local: bool) -> list[str | AgentModel]:
@@ -335,7 +393,13 @@ class _Collector:
                 tables.update({f"losses-{name}": getattr(payload.losses, name) for name in LOSS_TABLES})
             self.folder.write(sid, tables)
             source = Source(
-                sid, unit.conversation.id, payload.region, payload.settings, payload.engine_events, self.folder
+                sid,
+                unit.conversation.id,
+                payload.region,
+                payload.settings,
+                payload.engine_events,
+                self.folder,
+                payload.failures,
             )
             self.sources[sid] = source
             if self.reuse and payload.row is not None:
@@ -368,6 +432,7 @@ class _Collector:
             for m, k in unit.cells:
                 base: dict[str, Any] = {
                     "conversation_id": unit.conversation.id,
+                    "engine": unit.engine_label,
                     "summarizer": unit.label,
                     "max_tokens": m,
                     "keep_recent_tokens": k,
@@ -381,6 +446,7 @@ class _Collector:
                     rows.append(
                         {
                             **base,
+                            "engine_identity": engine_name(unit.engine),
                             "summarizer_identity": identity[unit.label],
                             "error": self.failures.get(unit.index) or "not run",
                         }
@@ -391,6 +457,7 @@ class _Collector:
                     {
                         **base,
                         **row,
+                        "engine_identity": engine_name(unit.engine),
                         "summarizer_identity": identity[unit.label],
                         "replayed": cell.replayed,
                         "shared_steps": cell.shared_steps,
@@ -402,12 +469,15 @@ class _Collector:
                     }
                 )
                 if cell.source_id is not None:
-                    cell_map[CellKey(unit.conversation.id, unit.label, m, k)] = cell.source_id
+                    cell_map[CellKey(unit.conversation.id, unit.label, m, k, unit.engine_label)] = cell.source_id
         return rows, cell_map
 
 
-def _run(plan: _Plan, runner: cf.Executor, collector: _Collector, tracker: Progress, reuse: bool) -> None:
-    """Submit units (longest conversations first), a bounded number at a time, and collect them as they finish."""
+def _run(plan: _Plan, runner: cf.Executor, collector: _Collector, tracker: Progress, *, strict: bool) -> None:
+    """Submit units (longest conversations first), a bounded number at a time, and collect them as they finish.
+
+    ``strict``: stop at the first failed cell (:class:`~zett_lab.errors.ResultFailure` naming it).
+    """
     order = deque(sorted(plan.units, key=lambda u: -len(u.conversation.messages)))
     in_flight_limit = max(2, 2 * parallelism(runner))
     futures: dict[cf.Future[UnitResult], Unit] = {}
@@ -439,11 +509,29 @@ def _run(plan: _Plan, runner: cf.Executor, collector: _Collector, tracker: Progr
                 except Exception as error:  # noqa: BLE001 - a lost unit marks its own cells
                     collector.failures[unit.index] = f"executor: {type(error).__name__}: {error}"
                 tracker.advance(len(unit.cells), worker)
+                if strict:
+                    _stop_at_first_failure(unit, collector)
             submit_more()
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, ResultFailure):
         for future in futures:
             future.cancel()
         raise
+
+
+def _stop_at_first_failure(unit: Unit, collector: _Collector) -> None:
+    """Strict sweeps: raise :class:`ResultFailure` naming the first failed cell of a finished unit."""
+    answered = collector.cells.get(unit.index, {})
+    failed = [(m, k, cell.error) for (m, k), cell in answered.items() if cell.error]
+    lost = collector.failures.get(unit.index)
+    if lost is not None:
+        failed.insert(0, (*unit.cells[0], lost))
+    if failed:
+        max_tokens, keep, error = failed[0]
+        engine = f"engine {unit.engine_label!r}, " if unit.engine is not None else ""
+        raise ResultFailure(
+            f"sweep stopped at its first failure (strict): conversation {unit.conversation.id!r}, {engine}"
+            f"summarizer {unit.label!r}, max_tokens={max_tokens}, keep_recent_tokens={keep}: {error}"
+        )
 
 
 def _config(
@@ -469,6 +557,9 @@ def _config(
         keep_recent_tokens=[k for k, _ in plan.keep_values],
         summarizers=plan.labels,
         summarizer_identities=plan.identities,
+        engines=[label for label, _ in plan.engines],
+        engine_identities=[engine_name(engine) for _, engine in plan.engines],
+        engine_reuse={label: list(engine_reuse(engine)) for label, engine in plan.engines},
         context_window=plan.window,
         context_window_name=context_window if isinstance(context_window, str) else None,
         primary_model=primary_model,
@@ -487,6 +578,7 @@ def _config(
         shared_steps=int(shared.sum()) if shared is not None else 0,
         reused=int((results["replayed"] == False).sum()) if "replayed" in results else 0,  # noqa: E712
         errors=int(results["error"].notna().sum()),
+        cells_with_failed_summaries=int((results["error"].isna() & ~measured_cells(results)).sum()),
         model_calls=int(results["model_calls"].fillna(0).sum()) if "model_calls" in results else 0,
         cache_hits=int(results["cache_hits"].fillna(0).sum()) if "cache_hits" in results else 0,
         summaries_merged=collector.merged,

@@ -1,9 +1,11 @@
-"""One unit of a sweep's work, as a worker process runs it: some cells of one conversation and summarizer.
+"""One unit of a sweep's work, as a worker process runs it: some cells of one conversation, engine and summarizer.
 
 :func:`run_unit` answers each cell from a replay proven to stand for it
 (:class:`~zett_lab.study.reuse.ProofStore`), else replays it, forked from the finished replay
 that shares the most turns with it (:class:`~zett_lab.study.reuse.ForkPlanner`) or from the
-start. Each distinct replay gets its results row (budget figures, cost, loss metrics) once.
+start. Proofs and forks are used for an engine only along the limits it declares
+(:func:`~zett_lab.replay.engine.engine_reuse`; both for the stock engine). Each distinct
+replay gets its results row (budget figures, cost, loss metrics) once.
 What comes back (:class:`UnitResult`) is plain data that pickles: the cells, the distinct
 replays' tables and, for a worker that keeps its own summary cache, the summaries it made.
 """
@@ -28,11 +30,12 @@ from ..errors import SettingError
 from ..load.conversation import Conversation
 from ..measure import Losses, measure
 from ..measure.cost import add_costs, cost_summary
+from ..replay.engine import EngineSpec, engine_name, engine_reuse
 from ..replay.run import replay_forkable, resolve_summarizer
-from ..replay.trace import Trace
+from ..replay.trace import Trace, failure_counts
 from ..summarizers import CachedSummary, SummaryCache, summarizer_identity
 from .boundaries import Region, region
-from .grid import effort_identity
+from .grid import STOCK_ENGINE, effort_identity
 from .reuse import STORE, ForkPlanner, Proven, StoreKey
 
 #: ``Unit.cache`` for a worker that uses its own default summary cache (no shared filesystem).
@@ -41,7 +44,7 @@ WORKER_CACHE = "worker"
 
 @dataclass(slots=True)
 class Unit:
-    """Cells of one conversation and summarizer, with everything a worker needs to answer them."""
+    """Cells of one conversation, engine and summarizer, with everything a worker needs to answer them."""
 
     index: int
     conversation: Conversation
@@ -58,6 +61,8 @@ class Unit:
     prices: Mapping[str, Any] | None
     concurrency: int
     reuse: bool
+    engine: EngineSpec = None
+    engine_label: str = STOCK_ENGINE
 
 
 @dataclass(slots=True)
@@ -91,6 +96,8 @@ class SourcePayload:
     row: dict[str, Any] | None
     row_error: str | None
     losses: Losses | None
+    #: Failures among the attempts this replay made itself (not the ones a fork shares with its parent).
+    failures: pd.DataFrame
 
 
 @dataclass(slots=True)
@@ -137,7 +144,7 @@ def worker_name() -> str:
 
 
 def store_key(unit: Unit, identity: str) -> StoreKey:
-    """Replays comparable for reuse: same conversation, summarizer (with effort), options and row contents."""
+    """Replays comparable for reuse: same conversation, summarizer (with effort), engine, options and row contents."""
     options = unit.replay_options
     counter = options.get("count_tokens")
     counter_name = (
@@ -149,7 +156,7 @@ def store_key(unit: Unit, identity: str) -> StoreKey:
     cache = unit.cache
     cache_key = "off" if cache is False else str(getattr(cache, "path", cache))
     row_options = json.dumps([unit.metrics, unit.primary_model, unit.prices], sort_keys=True, default=repr)
-    return (unit.fingerprint, identity, rest, counter_name, cache_key, row_options)
+    return (unit.fingerprint, identity, engine_name(unit.engine), rest, counter_name, cache_key, row_options)
 
 
 def unit_store_key(unit: Unit) -> StoreKey:
@@ -163,6 +170,8 @@ class _Answer:
     replayed: bool
     shared_steps: int = 0
     seconds: float = 0.0
+    #: Compaction rows taken from the replay this one was forked from.
+    shared_compactions: int = 0
 
 
 @dataclass
@@ -189,7 +198,9 @@ class _UnitRun:
                 max_tokens=max_tokens,
                 keep_recent_tokens=keep,
                 summarizer=self.model,
+                engine=unit.engine,
                 cache=self.cache,
+                warn=False,
                 fork=fork,
                 **unit.replay_options,
             )
@@ -198,14 +209,22 @@ class _UnitRun:
                 self.failed[cell] = (f"{type(exc).__name__}: {exc}", time.perf_counter() - began)
             return
         counter = unit.replay_options.get("count_tokens")
-        where = region(trace, count_tokens=counter) if unit.reuse else Region.point(max_tokens, keep, "reuse off")
+        where = (
+            region(trace, count_tokens=counter, limits=engine_reuse(unit.engine))
+            if unit.reuse
+            else Region.point(max_tokens, keep, "reuse off")
+        )
         proven = Proven.of(f"{os.getpid()}-{uuid.uuid4().hex[:12]}", where, trace)
         with self.lock:
             if unit.reuse:
                 STORE.add(self.key, proven)
                 self.planner.add(trace, run)
             self.answers[cell] = _Answer(
-                proven, True, fork.mark.steps if fork is not None else 0, time.perf_counter() - began
+                proven,
+                True,
+                fork.mark.steps if fork is not None else 0,
+                time.perf_counter() - began,
+                fork.mark.compactions if fork is not None else 0,
             )
 
 
@@ -221,9 +240,8 @@ def run_unit(unit: Unit) -> UnitResult:
     """Answer every cell of ``unit`` (see the module docstring)."""
     started, cpu_started = time.perf_counter(), time.process_time()
     model = resolve_summarizer(unit.summarizer)
-    state = _UnitRun(
-        unit, model, unit_store_key(unit), _open_cache(unit), ForkPlanner(unit.replay_options.get("count_tokens"))
-    )
+    planner = ForkPlanner(unit.replay_options.get("count_tokens"), engine_reuse(unit.engine))
+    state = _UnitRun(unit, model, unit_store_key(unit), _open_cache(unit), planner)
     keep_order = {cell: n for n, cell in enumerate(unit.cells)}
     # Highest max_tokens first: its replay compacts least, and lower ones fork from it where they first differ.
     pending = sorted(set(unit.cells), key=lambda cell: (-cell[0], -cell[1]))
@@ -268,6 +286,7 @@ def _finish_sources(state: _UnitRun) -> dict[str, SourcePayload]:
     for answer in state.answers.values():
         if answer.replayed:
             answer.seconds += share
+    shared = {a.proven.source_id: a.shared_compactions for a in state.answers.values() if a.replayed}
     payloads = {}
     for proven in used:
         trace = proven.trace
@@ -283,6 +302,7 @@ def _finish_sources(state: _UnitRun) -> dict[str, SourcePayload]:
             row=proven.row,
             row_error=proven.row_error,
             losses=losses.get(proven.source_id),
+            failures=failure_counts(trace.compactions.iloc[shared.get(proven.source_id, 0) :]),
         )
     return payloads
 

@@ -26,11 +26,15 @@ from .offline import (
     parse_budget,
 )
 from .providers import (
+    BREAKER_COOLDOWN_S,
+    BREAKER_THRESHOLD,
     PROVIDERS,
     VALID_FORMS,
     LimitedModel,
     ProviderSummarizer,
     SummarizerConnectionError,
+    reset_endpoint_breakers,
+    spec_of,
     summarizer,
     summarizer_identity,
 )
@@ -42,6 +46,8 @@ from .transcript import render, segments, span_of
 DEFAULT_SUMMARIZER = "anchors:0.1"
 
 __all__ = [
+    "BREAKER_COOLDOWN_S",
+    "BREAKER_THRESHOLD",
     "DEFAULT_SUMMARIZER",
     "OFFLINE_SUMMARIZERS",
     "PROVIDERS",
@@ -61,8 +67,10 @@ __all__ = [
     "lexrank",
     "parse_budget",
     "render",
+    "reset_endpoint_breakers",
     "segments",
     "span_of",
+    "spec_of",
     "summarizer",
     "summarizer_identity",
 ]

@@ -15,9 +15,11 @@ A directory given as path gets ``summaries.sqlite`` inside it.
 
 Safety: WAL journal, a busy timeout, and single-statement ``INSERT OR IGNORE`` writes, so two
 processes can share one file and a process killed mid-write leaves only finished entries. A
-file that is not an SQLite database, or a zett_lab cache with a broken schema, is moved aside
-(``NAME.corrupt-TIMESTAMP``) with a warning and rebuilt; an SQLite database that is not a
-zett_lab cache is never touched: :class:`CacheError` names it.
+file that is not an SQLite database, a zett_lab cache with a broken schema, or one whose pages
+are damaged (``PRAGMA quick_check`` when it is opened) is moved aside (``NAME.corrupt-TIMESTAMP``)
+with a warning and rebuilt; an SQLite database that is not a zett_lab cache is never touched.
+Every other problem (a read-only folder, a full disk, a lock held too long) raises one
+:class:`CacheError` naming the cache file and what to do.
 
 Example::
 
@@ -38,14 +40,15 @@ import os
 import sqlite3
 import threading
 import time
-import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from zett_agent.model import ModelRequest
 
-from ..errors import ZettLabError
+from ..errors import ZettLabError, warn
 
 FORMAT = "zett-lab-summary-cache"
 VERSION = 1
@@ -53,6 +56,10 @@ DEFAULT_FILENAME = "summaries.sqlite"
 #: Seconds a writer waits for another process's lock before giving up.
 BUSY_TIMEOUT_S = 30.0
 _DISABLED_VALUES = {"off", "none", "0", "false", "no", "disabled"}
+#: What a user can do about a cache that cannot be used.
+_WHAT_TO_DO = (
+    "point ZETT_LAB_CACHE at a file in a writable folder, or run without the cache (--no-cache, or ZETT_LAB_CACHE=off)"
+)
 
 _COLUMNS = ("key", "identity", "text", "latency_s", "input_tokens", "output_tokens", "reasoning", "created_at")
 _SCHEMA = """
@@ -78,6 +85,20 @@ class CacheError(ZettLabError):
 
 class _Corrupt(Exception):
     """Internal: the file is ours (or not a database at all) but unusable; rebuild it."""
+
+
+class CacheKey(str):
+    """A cache key (the hex digest) that remembers the summarizer identity it was made for."""
+
+    identity: str
+
+    def __new__(cls, digest: str, identity: str) -> CacheKey:
+        key = super().__new__(cls, digest)
+        key.identity = identity
+        return key
+
+    def __reduce__(self) -> tuple:
+        return CacheKey, (str(self), self.identity)
 
 
 @dataclass(frozen=True)
@@ -188,11 +209,12 @@ class SummaryCache:
     # -- keys -------------------------------------------------------------------------------------
 
     @staticmethod
-    def key(identity: str, request: ModelRequest) -> str:
+    def key(identity: str, request: ModelRequest) -> CacheKey:
         """SHA-256 over the summarizer identity, the reasoning effort and the exact request messages.
 
         Messages are encoded with :func:`zett_agent.storage.encode_messages` (the instructions
-        are the first message, so a changed prompt is a different key).
+        are the first message, so a changed prompt is a different key). The key carries the
+        identity, so :meth:`put` records it in the ``identity`` column.
         """
         from zett_agent.storage import encode_messages
 
@@ -213,7 +235,7 @@ class SummaryCache:
         digest.update(json.dumps([FORMAT, VERSION, identity, str(effort)], ensure_ascii=False).encode())
         digest.update(b"\0")
         digest.update(messages.encode("utf-8"))
-        return digest.hexdigest()
+        return CacheKey(digest.hexdigest(), identity)
 
     # -- connection -------------------------------------------------------------------------------
 
@@ -227,6 +249,20 @@ class SummaryCache:
             self._connection, self._pid = connection, os.getpid()
             return connection
 
+    @contextmanager
+    def _reporting(self, action: str) -> Iterator[None]:
+        """Turn any SQLite or file-system failure while doing ``action`` into one CacheError naming the file."""
+        try:
+            yield
+        except (sqlite3.Error, OSError) as error:
+            detail = getattr(error, "strerror", None) or str(error) or type(error).__name__
+            if isinstance(error, sqlite3.OperationalError) and "locked" in detail:
+                detail = f"locked by another process for {BUSY_TIMEOUT_S:g} s"
+            raise self._failure(action, detail) from error
+
+    def _failure(self, action: str, detail: str) -> CacheError:
+        return CacheError(f"summary cache {self.path}: cannot {action} ({detail}); {_WHAT_TO_DO}")
+
     def _connect(self) -> sqlite3.Connection:
         target = str(self.path)
         if isinstance(self.path, Path):
@@ -236,31 +272,36 @@ class SummaryCache:
         return connection
 
     def _open(self) -> sqlite3.Connection:
-        connection = self._connect()
-        try:
-            self._prepare(connection)
+        with self._reporting("open it"):
+            connection = self._connect()
+            try:
+                self._prepare(connection)
+                return connection
+            except _Corrupt as problem:
+                connection.close()
+                self._move_aside(str(problem))
+            except sqlite3.DatabaseError as error:
+                connection.close()
+                if not _not_a_database(error):
+                    raise
+                self._move_aside(f"not an SQLite database ({error})")
+        with self._reporting("rebuild it"):
+            connection = self._connect()
+            try:
+                self._prepare(connection)
+            except _Corrupt as problem:
+                connection.close()
+                raise self._failure("rebuild it", str(problem)) from None
             return connection
-        except _Corrupt as problem:
-            connection.close()
-            self._move_aside(str(problem))
-        except sqlite3.DatabaseError as error:
-            connection.close()
-            if not _not_a_database(error):
-                raise CacheError(f"{self.path}: summary cache cannot be opened: {error}") from error
-            self._move_aside(f"not an SQLite database ({error})")
-        connection = self._connect()
-        try:
-            self._prepare(connection)
-        except (_Corrupt, sqlite3.DatabaseError) as error:
-            connection.close()
-            raise CacheError(f"{self.path}: summary cache cannot be rebuilt: {error}") from error
-        return connection
 
     def _prepare(self, connection: sqlite3.Connection) -> None:
         # Read before writing anything: a database that is not ours must stay untouched.
         tables = self._tables(connection)
         if tables:
             self._check(connection, tables)
+            damage = connection.execute("PRAGMA quick_check(1)").fetchone()[0]
+            if damage != "ok":
+                raise _Corrupt(f"damaged: {' '.join(damage.split())}")
         if self.path != ":memory:":
             connection.execute("PRAGMA journal_mode = WAL").fetchone()
             connection.execute("PRAGMA synchronous = NORMAL")
@@ -324,10 +365,9 @@ class SummaryCache:
             sidecar = self.path.with_name(self.path.name + suffix)
             with contextlib.suppress(FileNotFoundError):
                 os.replace(sidecar, aside.with_name(aside.name + suffix))
-        warnings.warn(
+        warn(
             f"summary cache {self.path} was unusable ({reason}); moved it to {aside} and started an empty cache",
-            RuntimeWarning,
-            stacklevel=4,
+            stacklevel=5,
         )
 
     # -- API ----------------------------------------------------------------------------------------
@@ -338,18 +378,15 @@ class SummaryCache:
             with self._lock:
                 self.misses += 1
             return None
-        with self._lock:
-            try:
-                row = (
-                    self._conn()
-                    .execute(
-                        "SELECT text, latency_s, input_tokens, output_tokens, reasoning FROM summaries WHERE key = ?",
-                        (key,),
-                    )
-                    .fetchone()
+        with self._lock, self._reporting("read it"):
+            row = (
+                self._conn()
+                .execute(
+                    "SELECT text, latency_s, input_tokens, output_tokens, reasoning FROM summaries WHERE key = ?",
+                    (key,),
                 )
-            except sqlite3.DatabaseError as error:
-                raise CacheError(f"{self.path}: summary cache read failed: {error}") from error
+                .fetchone()
+            )
             if row is None:
                 self.misses += 1
                 return None
@@ -359,44 +396,44 @@ class SummaryCache:
             )
 
     def put(self, key: str, summary: CachedSummary, *, identity: str | None = None) -> None:
-        """Store ``summary`` under ``key`` (first writer wins; an existing entry is kept)."""
+        """Store ``summary`` under ``key`` (first writer wins; an existing entry is kept).
+
+        ``identity`` (the summarizer's) defaults to the one a :meth:`key` carries.
+        """
         if not isinstance(summary, CachedSummary):
             raise TypeError(f"put() takes a CachedSummary, not {type(summary).__name__}")
         if not summary.text or not summary.text.strip():
             raise ValueError("refusing to cache an empty summary")
         if not self.enabled:
             return
-        with self._lock:
-            try:
-                self._conn().execute(
-                    "INSERT OR IGNORE INTO summaries "
-                    "(key, identity, text, latency_s, input_tokens, output_tokens, reasoning, created_at) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        key,
-                        identity,
-                        summary.text,
-                        float(summary.latency_s),
-                        summary.input_tokens,
-                        summary.output_tokens,
-                        summary.reasoning,
-                        time.time(),
-                    ),
-                )
-            except sqlite3.DatabaseError as error:
-                raise CacheError(f"{self.path}: summary cache write failed: {error}") from error
+        with self._lock, self._reporting("write to it"):
+            self._conn().execute(
+                "INSERT OR IGNORE INTO summaries "
+                "(key, identity, text, latency_s, input_tokens, output_tokens, reasoning, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    str(key),
+                    identity or getattr(key, "identity", None),
+                    summary.text,
+                    float(summary.latency_s),
+                    summary.input_tokens,
+                    summary.output_tokens,
+                    summary.reasoning,
+                    time.time(),
+                ),
+            )
 
     def __contains__(self, key: object) -> bool:
         if not self.enabled or not isinstance(key, str):
             return False
-        with self._lock:
+        with self._lock, self._reporting("read it"):
             row = self._conn().execute("SELECT 1 FROM summaries WHERE key = ?", (key,)).fetchone()
         return row is not None
 
     def __len__(self) -> int:
         if not self.enabled:
             return 0
-        with self._lock:
+        with self._lock, self._reporting("read it"):
             return int(self._conn().execute("SELECT COUNT(*) FROM summaries").fetchone()[0])
 
     def stats(self) -> dict[str, Any]:
@@ -405,7 +442,7 @@ class SummaryCache:
         entries = identities = 0
         size = None
         if self.enabled:
-            with self._lock:
+            with self._lock, self._reporting("read it"):
                 entries, identities = self._conn().execute(
                     "SELECT COUNT(*), COUNT(DISTINCT identity) FROM summaries"
                 ).fetchone()
@@ -430,7 +467,7 @@ class SummaryCache:
         """Delete every entry (the file stays)."""
         if not self.enabled:
             return
-        with self._lock:
+        with self._lock, self._reporting("clear it"):
             self._conn().execute("DELETE FROM summaries")
 
     def close(self) -> None:

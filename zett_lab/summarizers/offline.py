@@ -297,6 +297,11 @@ class Truncate(OfflineSummarizer):
 # -- mask -------------------------------------------------------------------------------------------
 
 
+def omitted_output(tokens: int) -> str:
+    """The placeholder observation masking puts where a tool output of ``tokens`` tokens was."""
+    return f"[tool output omitted: {tokens:,} {'token' if tokens == 1 else 'tokens'}]"
+
+
 class Mask(OfflineSummarizer):
     """Observation masking (JetBrains, "The Complexity Trap", arXiv 2508.21433).
 
@@ -326,8 +331,7 @@ class Mask(OfflineSummarizer):
         lines = []
         for segment in segments(messages):
             if segment.kind == "tool_result" and segment.tokens > self.keep_output_tokens:
-                unit = "token" if segment.tokens == 1 else "tokens"
-                lines.append(f"[{segment.label}] [tool output omitted: {segment.tokens:,} {unit}]")
+                lines.append(f"[{segment.label}] {omitted_output(segment.tokens)}")
             else:
                 lines.append(segment.render())
         text = "\n".join(lines)

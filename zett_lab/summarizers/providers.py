@@ -18,6 +18,13 @@ through the same client code the user's agent runs, with zett-agent's retry poli
 (:class:`~zett_agent.model.RetryOptions`) and its typed errors
 (:mod:`zett_agent.providers.base`). The API key is read once, kept in memory only, and never
 appears in an identity string.
+
+An endpoint that cannot be reached (connection refused, name not resolved, connect timeout) is
+not asked again for every call: once :data:`BREAKER_THRESHOLD` connection attempts in a row to
+one endpoint failed (counting the provider's own retries: with the default retry policy, one
+call), the following calls fail at once with the same cause for :data:`BREAKER_COOLDOWN_S`
+seconds, then one call tries again. Rate limits and server errors (429, 5xx) are answers, not
+connection failures: they keep the provider's backoff.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ import json
 import os
 import re
 import threading
+import time
 import weakref
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -114,6 +122,7 @@ class SummarizerConnectionError(ProviderError):
 
 
 def _is_connection_error(error: BaseException) -> bool:
+    """Whether ``error`` says the endpoint could not be connected to (not an answer from it)."""
     import httpx
 
     seen: set[int] = set()
@@ -121,13 +130,86 @@ def _is_connection_error(error: BaseException) -> bool:
     while cause is not None and id(cause) not in seen:
         seen.add(id(cause))
         if isinstance(cause, ProviderError):
-            return False
+            return getattr(cause, "phase", None) == "connect"  # zett-agent's connect timeout
         if isinstance(cause, httpx.TimeoutException):
             return False
         if isinstance(cause, (httpx.TransportError, ConnectionError)) or type(cause).__name__ == "APIConnectionError":
             return True
         cause = cause.__cause__
     return False
+
+
+#: Connection attempts in a row (retries included) that failed to one endpoint before the following calls fail at once.
+BREAKER_THRESHOLD = 3
+#: Seconds an endpoint's following calls fail at once before one call tries it again.
+BREAKER_COOLDOWN_S = 30.0
+
+
+class EndpointBreaker:
+    """Stops calling one endpoint that could not be connected to (one per endpoint and process).
+
+    Attributes:
+        endpoint: the endpoint (URL without credentials, or the provider's default).
+        failures: connection attempts in a row that failed (retries included).
+        refused: calls failed at once without a request since the breaker opened.
+    """
+
+    def __init__(self, endpoint: str, clock: Callable[[], float] = time.monotonic) -> None:
+        self.endpoint = endpoint
+        self.failures = 0
+        self.refused = 0
+        self._clock = clock
+        self._opened_at: float | None = None
+        self._cause = ""
+        self._lock = threading.Lock()
+
+    def refusal(self) -> str | None:
+        """The error message to fail a call with at once, or None when the call may go ahead."""
+        with self._lock:
+            if self._opened_at is None:
+                return None
+            waited = self._clock() - self._opened_at
+            if waited >= BREAKER_COOLDOWN_S:
+                self._opened_at = self._clock()  # this call tries again; the others keep failing at once
+                return None
+            self.refused += 1
+            return (
+                f"{self._cause} [not sent: {self.failures} connection attempts in a row to {self.endpoint} failed; "
+                f"it is tried again {BREAKER_COOLDOWN_S - waited:.0f} s from now]"
+            )
+
+    def reached(self) -> None:
+        """The endpoint answered (also with an error such as 429 or 500): it is reachable."""
+        with self._lock:
+            self.failures = 0
+            self._opened_at = None
+
+    def could_not_connect(self, cause: str, attempts: int) -> None:
+        """A call could not connect in ``attempts`` attempts; opens the breaker at the threshold."""
+        with self._lock:
+            self.failures += attempts
+            self._cause = cause
+            if self.failures >= BREAKER_THRESHOLD:
+                self._opened_at = self._clock()
+
+
+_BREAKERS: dict[str, EndpointBreaker] = {}
+_BREAKERS_LOCK = threading.Lock()
+
+
+def endpoint_breaker(endpoint: str) -> EndpointBreaker:
+    """The breaker of one endpoint in this process (created on first use)."""
+    with _BREAKERS_LOCK:
+        breaker = _BREAKERS.get(endpoint)
+        if breaker is None:
+            breaker = _BREAKERS[endpoint] = EndpointBreaker(endpoint)
+        return breaker
+
+
+def reset_endpoint_breakers() -> None:
+    """Forget every endpoint's connection failures (e.g. after starting the server it could not reach)."""
+    with _BREAKERS_LOCK:
+        _BREAKERS.clear()
 
 
 def public_url(url: str) -> str:
@@ -256,7 +338,7 @@ class ProviderSummarizer:
     ) -> None:
         self.identity = identity
         #: Where requests go (without credentials), for error messages.
-        self.endpoint = endpoint or "the provider's default endpoint"
+        self.endpoint = endpoint or f"{identity.partition(':')[0]}'s default endpoint"
         self.retry = retry
         self.max_concurrency = _check_concurrency(max_concurrency)
         self._factory = factory
@@ -292,6 +374,10 @@ class ProviderSummarizer:
         return self._stream(request)
 
     async def _stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        breaker = endpoint_breaker(self.endpoint)
+        refusal = breaker.refusal()
+        if refusal is not None:
+            raise SummarizerConnectionError(refusal)
         emitted = False
         try:
             async for event in _limited(self.provider.stream(request), self._limit.semaphore()):
@@ -299,14 +385,18 @@ class ProviderSummarizer:
                 yield event
         except Exception as error:
             if emitted or not _is_connection_error(error):
+                breaker.reached()
                 raise
             detail = f"{type(error).__name__}: {error}"
             if error.__cause__ is not None and str(error.__cause__) != str(error):
                 detail += f" ({type(error.__cause__).__name__}: {error.__cause__})"
-            raise SummarizerConnectionError(
+            cause = (
                 f"summarizer {self.identity} could not reach {self.endpoint} "
                 f"after {self.retry.max_retries + 1} attempt(s): {detail}"
-            ) from error
+            )
+            breaker.could_not_connect(cause, self.retry.max_retries + 1)
+            raise SummarizerConnectionError(cause) from error
+        breaker.reached()
 
     async def aclose(self) -> None:
         """Close the current loop's provider (its HTTP connections)."""
@@ -431,16 +521,16 @@ def _offline(name: str, budget_text: str | None, options: dict[str, Any]) -> Off
 def summarizer(spec: str | AgentModel, **options: Any) -> AgentModel:
     """Build a summary model from a spec (see the module docstring for the forms).
 
-    Options:
+    Keyword Args:
         budget: offline summarizers: tokens (int) or share of the span (float in (0, 1]).
-        head / keep_output_tokens / max_unit_chars / max_line_chars: per offline summarizer.
+        head, keep_output_tokens, max_unit_chars, max_line_chars: per offline summarizer.
         retry: :class:`zett_agent.model.RetryOptions` for provider summarizers.
         timeout: :class:`zett_agent.model.TimeoutOptions` for provider summarizers.
         max_concurrency: at most this many simultaneous summary calls (per event loop).
         base_url: endpoint for a provider (same as ``@URL`` in the spec).
-        api_key / api_key_env: the key itself, or the variable to read it from (default:
+        api_key, api_key_env: the key itself, or the variable to read it from (default:
             the provider's usual variable).
-        anything else the zett-agent provider class accepts (temperature, extra_headers, ...).
+        others: anything else the zett-agent provider class accepts (temperature, extra_headers, ...).
 
     Raises:
         SettingError: unknown spec or option, missing API key (naming the variable), bad budget.
@@ -470,3 +560,28 @@ def summarizer(spec: str | AgentModel, **options: Any) -> AgentModel:
             raise SettingError(f"summarizer spec {spec!r}: missing model name")
         return _provider_summarizer(PROVIDERS[match.group("provider")], model, match.group("url"), options)
     raise SettingError(f"unknown summarizer spec {spec!r}; valid forms: {VALID_FORMS}")
+
+
+_OFFLINE_IDENTITY = re.compile(r"^(?P<name>[a-z]+)\(budget=(?P<budget>[^,()]+)\)$")
+
+
+def spec_of(identity: str) -> str | None:
+    """The spec that rebuilds the summarizer a trace names by ``identity``, or None when it cannot be rebuilt.
+
+    A spec is its own identity for provider models (``openai:gpt-5-mini``); an offline summarizer's identity
+    (``anchors(budget=0.1)``) maps back to ``anchors:0.1``. The spec counts only when the model it builds has
+    exactly that identity (a summarizer with extra options, or one given as an object, has none).
+    """
+    match = _OFFLINE_IDENTITY.match(identity)
+    candidates = [identity]
+    if match:
+        budget = match.group("budget")
+        candidates.insert(0, match.group("name") if budget == "None" else f"{match.group('name')}:{budget}")
+    for spec in candidates:
+        try:
+            model = summarizer(spec)
+        except SettingError:
+            continue
+        if summarizer_identity(model) == identity:
+            return spec
+    return None

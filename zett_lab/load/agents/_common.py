@@ -28,7 +28,7 @@ objects through a :class:`Builder`, which owns the rules all importers share:
   current position and never become replayed messages.
 * **Unknown record types** (a newer schema) are counted in
   ``metadata["unknown_record_types"]`` and reported once per file with
-  :func:`warnings.warn`; the rest of the file is imported.
+  an :class:`AgentLogWarning`; the rest of the file is imported.
 
 JSONL is read by :func:`iter_jsonl`, which streams line by line: a line that
 is not JSON raises :class:`~zett_lab.errors.InputError` naming the file and
@@ -42,7 +42,6 @@ import base64
 import binascii
 import json
 import re
-import warnings
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -62,21 +61,23 @@ from zett_agent.messages import (
 )
 from zett_agent.model import ModelUsage
 
-from ...errors import InputError
+from ...errors import InputError, ZettLabWarning
+from ...errors import warn as zett_lab_warn
 from ..conversation import Conversation, NativeCompaction, starts_turn
+from ..storable import loads
 
 #: Content of a placeholder inserted when a log's dialogue opens with assistant output.
 PLACEHOLDER_USER = "[the recorded log starts here; earlier messages are not in it]"
 
 
-class AgentLogWarning(UserWarning):
+class AgentLogWarning(ZettLabWarning):
     """Something in an agent log was skipped or repaired; the message names the file and place."""
 
 
 def warn(path: Path | str, where: str | None, problem: str) -> None:
     """Warn naming the file and the place (line, message index or field)."""
     location = f"{path}: {where}" if where else str(path)
-    warnings.warn(f"{location}: {problem}", AgentLogWarning, stacklevel=3)
+    zett_lab_warn(f"{location}: {problem}", AgentLogWarning, stacklevel=3)
 
 
 # --- reading -----------------------------------------------------------------------------------
@@ -90,7 +91,6 @@ def iter_jsonl(path: Path, stats: Counter) -> Iterator[tuple[int, Any]]:
     that line is counted in ``stats["skipped_lines"]`` and warned about.
     """
     pending: tuple[int, str] | None = None
-    loads = json.loads
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, start=1):
             if pending is not None:
@@ -104,8 +104,6 @@ def iter_jsonl(path: Path, stats: Counter) -> Iterator[tuple[int, Any]]:
                     continue
                 pending = (number, error.msg)
                 continue
-            except UnicodeDecodeError as error:
-                raise InputError(path, f"line {number}", f"not UTF-8 text ({error.reason})") from error
             yield number, value
     if pending is not None:
         stats["skipped_lines"] += 1
@@ -119,11 +117,9 @@ def load_json(path: Path) -> Any:
     except OSError as error:
         raise InputError(path, None, f"cannot read: {error.strerror or error}") from error
     try:
-        return json.loads(raw)
+        return loads(raw)
     except json.JSONDecodeError as error:
         raise InputError(path, f"line {error.lineno}, column {error.colno}", f"not valid JSON ({error.msg})") from error
-    except UnicodeDecodeError as error:
-        raise InputError(path, f"byte {error.start}", "not UTF-8 text") from error
 
 
 def first_line(head: bytes) -> bytes:
@@ -134,8 +130,8 @@ def first_line(head: bytes) -> bytes:
 def parse_first_line(head: bytes) -> Any:
     """The first JSONL record when it fits in the head, else None."""
     try:
-        return json.loads(first_line(head))
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        return loads(first_line(head))
+    except json.JSONDecodeError:
         return None
 
 
@@ -163,7 +159,7 @@ def parse_arguments(raw: Any) -> dict[str, Any]:
         return {}
     if isinstance(raw, str):
         try:
-            value = json.loads(raw)
+            value = loads(raw)
         except json.JSONDecodeError:
             return {"input": raw}
         return value if isinstance(value, dict) else {"input": value}

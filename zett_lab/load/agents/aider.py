@@ -34,6 +34,7 @@ from typing import Any
 from ...errors import InputError
 from ..conversation import Conversation
 from ..registry import Reader, register
+from ..storable import decode
 from ._common import Builder, require_conversations
 
 FORMAT = "aider-chat-history-md"
@@ -56,11 +57,7 @@ def sniff(path: Path, head: bytes) -> bool:
 
 def read(path: Path) -> list[Conversation]:
     """One conversation per aider session (and per /clear within a session)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as error:
-        line_number = path.read_bytes()[: error.start].count(b"\n") + 1
-        raise InputError(path, f"line {line_number}", "not UTF-8 text") from error
+    text = decode(path.read_bytes())
     sessions: list[tuple[int, str, list[tuple[int, str, list[str]]]]] = []
     blocks: list[tuple[int, str, list[str]]] | None = None
     kind: str | None = None

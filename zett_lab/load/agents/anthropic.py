@@ -35,6 +35,7 @@ from zett_agent.messages import TextContent, ToolCall
 from ...errors import InputError
 from ..conversation import Conversation
 from ..registry import Reader, register
+from ..storable import loads
 from ._common import (
     Builder,
     anthropic_usage,
@@ -68,8 +69,8 @@ def sniff(path: Path, head: bytes) -> bool:
     if any(p.search(stripped[:4096]) for p in _OTHER_FORMATS):
         return False
     try:
-        data = json.loads(head) if len(head) < 64 * 1024 else None
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        data = loads(head) if len(head) < 64 * 1024 else None
+    except json.JSONDecodeError:
         data = None
     if data is not None:
         return any(

@@ -145,7 +145,7 @@ def read(path: Path) -> list[Conversation]:
             unknown["<not an object>"] += 1
             continue
         kind = record.get("type")
-        if kind not in KNOWN_TYPES:
+        if not isinstance(kind, str) or kind not in KNOWN_TYPES:
             unknown[str(kind)] += 1
             continue
         if kind in _TITLE_TYPES:

@@ -132,7 +132,7 @@ def read(path: Path) -> list[Conversation]:
                 continue
             else:
                 kind, payload = "response_item", record
-        if kind not in KNOWN_TYPES:
+        if not isinstance(kind, str) or kind not in KNOWN_TYPES:
             unknown[str(kind)] += 1
             continue
         if not isinstance(payload, dict):
@@ -230,6 +230,9 @@ def read(path: Path) -> list[Conversation]:
 def _item(s: _Session, item: dict[str, Any], number: int, unknown: Counter) -> None:
     b = s.builder
     itype = item.get("type")
+    if not isinstance(itype, str):
+        unknown[f"response_item:{itype}"] += 1
+        return
     if itype in _IGNORED_ITEMS:
         if item.get("encrypted_content"):
             b.counts["encrypted_compaction_items"] += 1

@@ -89,7 +89,7 @@ def _session(session: dict[str, Any], path: Path, where: str | None, unknown: Co
             b.user(_content(message.get("content")))
         elif mtype == "gemini":
             _gemini(b, message, place, path, models)
-        elif mtype in _UI_TYPES:
+        elif isinstance(mtype, str) and mtype in _UI_TYPES:
             b.counts["ui_messages_skipped"] += 1
             text = message.get("content")
             if mtype == "info" and isinstance(text, str) and _COMPRESSION.search(text):

@@ -119,7 +119,7 @@ def read(path: Path) -> list[Conversation]:
         metadata = event.get("tool_call_metadata") if isinstance(event.get("tool_call_metadata"), dict) else None
         if "action" in event:
             action = event.get("action")
-            if action not in KNOWN_ACTIONS:
+            if not isinstance(action, str) or action not in KNOWN_ACTIONS:
                 unknown[f"action:{action}"] += 1
                 continue
             source = event.get("source")
@@ -155,7 +155,7 @@ def read(path: Path) -> list[Conversation]:
             continue
         if "observation" in event:
             observation = event.get("observation")
-            if observation not in KNOWN_OBSERVATIONS:
+            if not isinstance(observation, str) or observation not in KNOWN_OBSERVATIONS:
                 unknown[f"observation:{observation}"] += 1
                 continue
             if metadata is not None:

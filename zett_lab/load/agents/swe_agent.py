@@ -130,7 +130,7 @@ def read_swe_agent(path: Path, text_actions: str = "tool_calls") -> list[Convers
             "environment": data.get("environment"),
             "exit_status": info.get("exit_status"),
             "model_stats": info.get("model_stats"),
-            "steps": len(data.get("trajectory") or []),
+            "steps": len(data["trajectory"]) if isinstance(data.get("trajectory"), list) else 0,
             "actions": "tool_calls" if function_calling else f"text ({text_actions})",
         }
         conversation_id = base_id if n == 0 else f"{base_id}/{agent}"
@@ -154,7 +154,7 @@ def _swe_message(
 ) -> bool:
     """Add one history message; returns whether an action (text mode) awaits its observation."""
     role = message.get("role")
-    if role not in _ROLES:
+    if not isinstance(role, str) or role not in _ROLES:
         unknown[str(role)] += 1
         return False
     content = _content(message.get("content"))
@@ -241,7 +241,7 @@ def read_mini_swe_agent(path: Path, text_actions: str = "tool_calls") -> list[Co
         if role == "exit":
             exit_info = {k: v for k, v in extra.items() if k in ("exit_status",)}
             continue
-        if role not in _ROLES:
+        if not isinstance(role, str) or role not in _ROLES:
             unknown[str(role)] += 1
             continue
         if role == "system":

@@ -17,10 +17,10 @@ and ``date``.
 from ...study.report_study import (
     DEFAULT_PRIMARY_MODEL,
     DEFAULT_REPORT_SUMMARIZERS,
-    REPORT_METRICS,
     Failure,
     default_grid,
 )
+from ...study.report_tables import REPORT_METRICS
 from .core import Report, report_date
 
 __all__ = [

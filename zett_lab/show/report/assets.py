@@ -4,7 +4,9 @@ The script only reads the explorer's JSON data block and builds DOM nodes with
 ``textContent``; the one ``innerHTML`` it sets is a timeline SVG that zett_lab drew from
 numbers (no conversation text reaches it). The page's Content-Security-Policy allows this
 script by its SHA-256 hash and nothing else, so an injected script or event handler could
-not run even if escaping failed.
+not run even if escaping failed. Inline elements, which hold the text that comes from conversations,
+summaries and settings, isolate their bidirectional text (``unicode-bidi: isolate``), so a
+right-to-left override (U+202E) in that text cannot reorder the page text around it.
 """
 
 from __future__ import annotations

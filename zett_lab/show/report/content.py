@@ -8,13 +8,17 @@ from ``os.environ``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import PurePath
 from typing import Any
 
 from ...measure.catalogue import metric
 from ...records import plain, records
-from ...study.report_study import DIGITS, REPORT_METRICS, ReportData
+from ...replay.recorder import NO_TURN_BOUNDARY, NOT_SMALLER, ONLY_CHECKPOINTS
+from ...replay.trace import FAILURE_COLUMNS
+from ...study.report_lost import DIGITS
+from ...study.report_study import ReportData
+from ...study.report_tables import REPORT_METRICS
 
 FORMAT = "zett-lab-report"
 VERSION = 1
@@ -86,15 +90,15 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
         "The summary replaced the older messages: the context became [system, checkpoint, recent messages].",
     ),
     (
-        "summary not smaller",
+        NOT_SMALLER,
         "The engine discarded the summary because its checkpoint was not smaller than the span it "
         "would replace; it tries again at the next step, so these attempts cost a summary call each.",
     ),
     (
-        "no whole-turn boundary / only earlier checkpoints",
-        "The estimate was over max_tokens but the engine found nothing "
-        "to summarize: the cut point snapped back to the start of the conversation (one oversized turn), or only earlier "
-        "checkpoints were older than it. The step is sent over budget and no event is published.",
+        f"{NO_TURN_BOUNDARY} / {ONLY_CHECKPOINTS}",
+        "The estimate was over max_tokens but the engine found nothing to summarize: the cut point snapped back to "
+        "the start of the conversation (one oversized turn), or only earlier checkpoints were older than it. "
+        "The step is sent over budget and no event is published.",
     ),
     _metric("steps_over_budget"),
     (
@@ -106,19 +110,26 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     (
         "anchor",
         "An exact item a later step may need verbatim, extracted from message text: file paths, URLs, identifiers, "
-        "commit SHAs, numbers with units, error strings, shell commands of tool calls, user constraints (always / never / "
-        "must / don't sentences) and decisions.",
+        "commit SHAs, numbers with units, error strings, shell commands of tool calls, user constraints (always / "
+        "never / must / don't sentences) and decisions.",
     ),
     _metric("compression_ratio"),
     _metric("context_reduction"),
     _metric("anchor_retention"),
     (
         "needed anchors N_k",
-        "Anchors of the span that the conversation used again later (they occur in F_k) and that are "
-        "not in the kept tail T_k: once the span is replaced, only the summary can still show them.",
+        "Anchors of the span that the user or the agent used again later (in its text, tool-call arguments or "
+        "commands; reappearing in a tool result does not count) and that are not in the kept tail T_k: once the span "
+        "is replaced, only the summary can still show them.",
     ),
     _metric("needed_anchor_recall"),
     _metric("lost_but_needed"),
+    _metric("superseded_rate"),
+    (
+        "production summaries",
+        "Compactions the recording agent made itself (Claude Code, OpenHands, a zett-agent session recorded with "
+        "compaction on, ...), measured on their own span beside the baselines summarizing the same span.",
+    ),
     (
         "re-fetched",
         "A later tool call's arguments mention a lost anchor: the agent had to fetch again what the summary "
@@ -142,9 +153,9 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     ),
     (
         "confidence interval",
-        "95% percentile bootstrap interval of the mean (2,000 resamples, fixed seed), over units "
-        "paired across summarizers: one unit is one conversation at one (max_tokens, keep_recent_tokens) setting, and only "
-        "units where every summarizer has a value count (n).",
+        "95% percentile bootstrap interval of the mean (2,000 resamples, fixed seed), over units paired across "
+        "summarizers: one unit is one conversation at one (max_tokens, keep_recent_tokens) setting, and only units "
+        "where every summarizer has a value count (n).",
     ),
     (
         "paired difference",
@@ -231,6 +242,34 @@ def study_facts(data: ReportData, date: str, notes: Sequence[str]) -> dict[str, 
     }
 
 
+def failures(data: ReportData) -> dict[str, Any]:
+    """What failed (the report's banner): counts per cause, and how many replays are no measurement."""
+    counts = data.failure_counts
+    return {
+        "summary_calls": int(counts.loc[counts["what"] == "summary call", "count"].sum()),
+        "cells": int(counts.loc[counts["what"] == "sweep cell", "count"].sum()),
+        "replays": data.attempted,
+        "unmeasured_replays": data.attempted - len(data.results),
+        "settings_left_out": len(data.unmeasured_settings),
+        "causes": records(counts, FAILURE_COLUMNS),
+    }
+
+
+def failure_headline(failures: Mapping[str, Any]) -> str:
+    """One sentence: how many summary calls and replays failed, and what the report left out."""
+    parts = []
+    if failures["summary_calls"]:
+        parts.append(f"{failures['summary_calls']} summary call(s) failed")
+    if failures["cells"]:
+        parts.append(f"{failures['cells']} replay(s) could not run")
+    return (
+        "; ".join(parts)
+        + f". {failures['unmeasured_replays']} of {failures['replays']} replays are no measurement: they are "
+        f"left out of every metric, and the {failures['settings_left_out']} setting(s) they belong to are never "
+        "recommended."
+    )
+
+
 def build_document(data: ReportData, *, title: str, date: str, notes: Sequence[str] = ()) -> dict[str, Any]:
     """The report's data document (what :meth:`Report.to_json` writes)."""
     return {
@@ -238,11 +277,13 @@ def build_document(data: ReportData, *, title: str, date: str, notes: Sequence[s
         "version": VERSION,
         "title": title,
         "date": date,
+        "failures": failures(data),
         "study": study_facts(data, date, notes),
         "recommendation": data.recommendation,
         "metrics": data.metrics,
         "results": records(data.results, RESULT_COLUMNS, digits=DIGITS),
         "lost_but_needed": data.lost_items,
+        "native": data.native,
         "costs": data.costs,
         "explore": {"conversation_id": data.explore_id},
         "glossary": [{"term": term, "definition": text} for term, text in GLOSSARY],

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...errors import SettingError
-from ...files import write_atomic
+from ...files import check_output, write_atomic
+from ...replay.engine import EngineSpec
 from ...study.report_study import DEFAULT_PRIMARY_MODEL, Failure, ReportData, build_report_data, report_sweep
 
 if TYPE_CHECKING:
@@ -68,6 +69,8 @@ class Report:
             ``"needed_anchor_recall >= 0.8"``, see :func:`zett_lab.study.recommend`);
             default: the knee of the Pareto front (the rule is printed in the report).
         notes: Extra sentences printed under "What was studied".
+        native_baselines: Summarizer specs that summarize each native compaction's span for the
+            "Production summaries" section (default: the report's summarizers).
 
     Example::
 
@@ -88,6 +91,7 @@ class Report:
     failures: Sequence[Failure] = ()
     constraints: str | Mapping[str, Any] | None = None
     notes: Sequence[str] = ()
+    native_baselines: Sequence[str] | None = None
     data: ReportData = field(init=False, repr=False)
     _cache: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
 
@@ -103,6 +107,7 @@ class Report:
             explore=self.explore,
             primary_model=self.primary_model,
             top_lost=self.top_lost,
+            native_baselines=self.native_baselines,
         )
         self.traces = self.data.traces
         self.failures = list(self.data.failures)
@@ -117,13 +122,16 @@ class Report:
         cache: Any = None,
         progress: bool = False,
         executor: Any = None,
+        strict: bool = False,
+        engines: Mapping[str, EngineSpec] | None = None,
         **options: Any,
     ) -> Report:
         """Sweep ``conversations`` over ``grid`` with ``summarizers`` and report the result.
 
         The sweep is :func:`zett_lab.study.report_study.report_sweep` (defaults: the built-in
-        offline summarizers and a grid scaled to the conversations); ``options`` go to
-        :class:`Report` (title, date, explore, primary_model, ...).
+        offline summarizers and a grid scaled to the conversations; ``strict`` stops it at the
+        first failure); ``engines`` compares compaction engines (each shown where a summarizer
+        would be); ``options`` go to :class:`Report` (title, date, explore, primary_model, ...).
         """
         result = report_sweep(
             conversations,
@@ -133,6 +141,8 @@ class Report:
             progress=progress,
             executor=executor,
             primary_model=options.get("primary_model", DEFAULT_PRIMARY_MODEL),
+            strict=strict,
+            engines=engines,
         )
         return cls(sweep=result, **options)
 
@@ -150,8 +160,18 @@ class Report:
 
     @property
     def results(self) -> pd.DataFrame:
-        """One row per complete replay: settings, budget figures, loss metrics and costs."""
+        """One row per measured replay (it ran, every summary succeeded): settings, budget figures, metrics, costs."""
         return self.data.results
+
+    @property
+    def failure_counts(self) -> pd.DataFrame:
+        """Failed summary calls and replays per distinct cause (:data:`~zett_lab.replay.trace.FAILURE_COLUMNS`)."""
+        return self.data.failure_counts
+
+    def input_files(self) -> list[Path]:
+        """What the report was made from: the traces' files (conversations, summary cache) and the sweep's."""
+        files = [f for trace in self.traces for f in trace.input_files()]
+        return files + (self.sweep.input_files() if self.sweep is not None else [])
 
     @property
     def recommendation(self) -> dict[str, Any] | None:
@@ -206,21 +226,26 @@ class Report:
             text = text.replace(char, escape)
         return text
 
-    def save_html(self, path: str | Path) -> Path:
-        """Write :meth:`to_html` to ``path`` atomically (a temporary file beside it, then a rename)."""
-        return _save(Path(path), self.to_html())
+    def save_html(self, path: str | Path, *, overwrite: bool = False) -> Path:
+        """Write :meth:`to_html` to ``path`` atomically (a temporary file beside it, then a rename).
 
-    def save(self, path: str | Path, format: str | None = None) -> Path:
-        """Write the report as ``html``, ``md`` or ``json`` (default: from the suffix, else html)."""
+        Never over one of :meth:`input_files`; an existing ``path`` only with ``overwrite=True``.
+        """
+        return self.save(path, format="html", overwrite=overwrite)
+
+    def save(self, path: str | Path, format: str | None = None, *, overwrite: bool = False) -> Path:
+        """Write the report as ``html``, ``md`` or ``json`` (default: from the suffix, else html).
+
+        Never over one of :meth:`input_files`; an existing ``path`` only with ``overwrite=True``.
+        """
         path = Path(path)
         fmt = format or {".md": "md", ".markdown": "md", ".json": "json"}.get(path.suffix.lower(), "html")
-        if fmt == "html":
-            return self.save_html(path)
-        if fmt == "md":
-            return _save(path, self.to_markdown())
-        if fmt == "json":
-            return _save(path, self.to_json())
-        raise SettingError(f"report format must be html, md or json, got {format!r}")
+        render = {"html": self.to_html, "md": self.to_markdown, "json": self.to_json}.get(fmt)
+        if render is None:
+            raise SettingError(f"report format must be html, md or json, got {format!r}")
+        check_report_path(path)
+        check_output(path, self.input_files(), overwrite=overwrite)
+        return write_atomic(path, render())
 
     def _repr_html_(self) -> str:
         """The report in an isolated frame (its CSS and scripts cannot touch the notebook's)."""
@@ -235,10 +260,9 @@ class Report:
         )
 
 
-def _save(path: Path, text: str) -> Path:
-    """Write the report text atomically, after checking that ``path`` names a file in an existing folder."""
+def check_report_path(path: Path) -> None:
+    """Refuse a report path that is a folder or lies in a folder that does not exist."""
     if path.is_dir():
         raise SettingError(f"{path}: is a folder; give a file name for the report")
     if not path.parent.is_dir():
         raise SettingError(f"{path}: folder {path.parent} does not exist")
-    return write_atomic(path, text)

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...records import is_missing, plain
+from ...replay.recorder import BELOW_THRESHOLD
 from ...replay.trace import Trace
 from ...study.report_lost import DIGITS, excerpt
 from ...study.report_study import ReportData
@@ -47,7 +48,7 @@ def _step_rows(trace: Trace) -> list[list[Any]]:
     rows = []
     for row in trace.steps.itertuples(index=False):
         decision = (
-            "applied" if row.applied else ("" if row.skip_reason == "below threshold" else (row.skip_reason or ""))
+            "applied" if row.applied else ("" if row.skip_reason == BELOW_THRESHOLD else (row.skip_reason or ""))
         )
         rows.append(
             [
@@ -95,8 +96,9 @@ def cell_data(data: ReportData, trace: Trace) -> dict[str, Any]:
     summary = trace.summary()
     status = (
         f"{summary['steps']} steps · {summary['compactions_applied']} compaction(s) applied · "
-        f"{summary['rejected_not_smaller']} rejected as not smaller · peak context {n_int(summary['peak_context'])} tokens · "
-        f"{summary['steps_over_budget']} step(s) over budget · {n_int(summary['total_input_tokens'])} primary input tokens"
+        f"{summary['rejected_not_smaller']} rejected as not smaller · "
+        f"peak context {n_int(summary['peak_context'])} tokens · {summary['steps_over_budget']} step(s) over budget · "
+        f"{n_int(summary['total_input_tokens'])} primary input tokens"
     )
     nar = losses.conversation.iloc[0].get("needed_anchor_recall") if len(losses.conversation) else None
     if not is_missing(nar):

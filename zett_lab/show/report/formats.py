@@ -7,7 +7,7 @@ from typing import Any
 
 from ...measure.catalogue import higher_is_better, label
 from ...records import is_missing
-from ...study.report_study import REPORT_METRICS
+from ...study.report_tables import REPORT_METRICS
 
 
 def n_int(value: Any) -> str:

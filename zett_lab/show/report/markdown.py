@@ -11,7 +11,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ...measure.catalogue import label
+from ...measure.native import PRODUCTION_METRICS
 from ...study.report_study import ReportData
+from .content import failure_headline
 from .formats import (
     ci_text,
     confidence_text,
@@ -49,10 +51,16 @@ def _summary(document: Mapping[str, Any]) -> list[str]:
         f"{md(study['date'])} · {md(study['engine'])} · zett_lab {md(study['zett_lab_version'])}",
         "",
     ]
+    failures = document["failures"]
+    if failures["causes"]:
+        out += [f"> **{md(failure_headline(failures))}**", ">"]
+        out += [f"> - {c['count']} {md(c['what'])}(s), {md(c['summarizer'])}: {md(c['cause'])}" for c in failures["causes"]]
+        out.append("")
     out += ["## Summary", ""]
     if rec:
         out.append(
-            f"**Recommended setting:** summarizer {md(rec.get('summarizer', ''))}, {md(setting_text(rec['max_tokens'], rec['keep_recent_tokens']))}."
+            f"**Recommended setting:** summarizer {md(rec.get('summarizer', ''))}, "
+            f"{md(setting_text(rec['max_tokens'], rec['keep_recent_tokens']))}."
         )
         if rec.get("rule"):
             out += ["", md(rec["rule"])]
@@ -174,7 +182,8 @@ def _lost(items: list[Mapping[str, Any]]) -> list[str]:
                     i["conversation_id"],
                     f"message {i['next_use_index']}",
                     "; ".join(
-                        f"{e['summarizer']} (#{e['compaction_id']} step {e['step']}, messages {e['span_start']}–{e['span_end']})"
+                        f"{e['summarizer']} (#{e['compaction_id']} step {e['step']}, "
+                        f"messages {e['span_start']}–{e['span_end']})"
                         for e in i["lost_by"]
                     ),
                 )
@@ -182,6 +191,49 @@ def _lost(items: list[Mapping[str, Any]]) -> list[str]:
             ],
         )
     )
+    return out
+
+
+def _production(entries: list[Mapping[str, Any]], skipped: Sequence[str]) -> list[str]:
+    """Recorded production summaries, each beside the baselines on its span (nothing without any)."""
+    if not entries:
+        return []
+    out = ["", "## Production summaries", "", direction_note(PRODUCTION_METRICS), ""]
+    if skipped:
+        out += [
+            md(f"Not summarized on these spans: {', '.join(skipped)} (given as models; pass native_baselines=)."),
+            "",
+        ]
+    for e in entries:
+        agent = (
+            f"{n_int(e['tokens_before'])} tokens by the agent's count"
+            if e["tokens_before"] is not None
+            else "no token figure in the log"
+        )
+        out += [
+            f"### {md(e['subject'])} · {md(e['conversation_id'])} · compaction #{e['native_id']}",
+            "",
+            md(
+                f"{e['trigger'] or e['kind']}, before message {e['position']}: {agent}, {n_int(e['estimate_before'])} by "
+                f"zett-agent's estimate; it replaced messages {e['span_start']}–{e['span_end']} ({n_int(e['span_tokens'])} tokens)."
+            ),
+            "",
+        ]
+        if e["summary_missing"]:
+            out += ["**The log lost this summary's text**: its own metrics cannot be measured.", ""]
+        rows = [
+            (
+                name,
+                v["status"],
+                *(n_int(v[m]) if m == "lost_but_needed" else n_ratio(v[m], 2) for m in PRODUCTION_METRICS),
+            )
+            for name, v in e["summarizers"].items()
+        ]
+        out.append(md_table(["summarizer", "status", *(label(m) for m in PRODUCTION_METRICS)], rows))
+        lost = e["summarizers"][e["subject"]]["lost"]
+        if lost:
+            out += ["", "Used again later but dropped by the production summary: " + ", ".join(md(v) for v in lost)]
+        out.append("")
     return out
 
 
@@ -224,7 +276,8 @@ def _costs(costs: Mapping[str, Any]) -> list[str]:
 def render_markdown(data: ReportData, document: Mapping[str, Any]) -> str:
     """The report's findings and tables as Markdown."""
     out = _summary(document) + _study(document["study"]) + _metrics(document, data.summarizers)
-    out += _lost(document["lost_but_needed"]) + _costs(document["costs"])
+    out += _lost(document["lost_but_needed"]) + _production(document["native"], data.native_skipped)
+    out += _costs(document["costs"])
     out += ["", "## Glossary", ""]
     out += [f"- **{md(g['term'])}**: {md(g['definition'])}" for g in document["glossary"]]
     out += [

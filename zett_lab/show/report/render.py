@@ -10,7 +10,7 @@ cannot end its ``<script>`` element. Figures are inline SVG; the page loads noth
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,9 +20,11 @@ from markupsafe import Markup
 from matplotlib.figure import Figure
 
 from ...measure.catalogue import label
+from ...measure.native import PRODUCTION_METRICS
 from ...study.report_study import RECOMMEND_COST, RECOMMEND_LOSS, ReportData
 from .. import plots
 from .assets import CSS, JS, content_security_policy
+from .content import failure_headline
 from .explorer import explorer_view
 from .formats import (
     ci_text,
@@ -205,12 +207,17 @@ def render_html(data: ReportData, document: Mapping[str, Any]) -> str:
     recall = [r for r in metrics["rows"] if r["metric"] == "needed_anchor_recall" and r.get("mean") is not None]
     page = _ENV.get_template("report.html.j2").render(
         title=document["title"],
+        failures=document["failures"],
+        failure_headline=failure_headline(document["failures"]),
         study=document["study"],
         rec=document["recommendation"],
         metrics=metrics,
         costs=document["costs"],
         glossary=document["glossary"],
         lost_items=document["lost_but_needed"],
+        native=document["native"],
+        native_skipped=data.native_skipped,
+        native_metrics=PRODUCTION_METRICS,
         summarizers=data.summarizers,
         grid=data.grid,
         confidence=confidence_text(metrics),
@@ -226,6 +233,12 @@ def render_html(data: ReportData, document: Mapping[str, Any]) -> str:
         csp=content_security_policy(),
     )
     return page + "\n"
+
+
+def render_production(entries: list[dict[str, Any]], skipped: Sequence[str] = ()) -> str:
+    """The "Production summaries" section alone (entries of :func:`zett_lab.study.report_native.production_entries`)."""
+    template = _ENV.get_template("production.html.j2")
+    return template.render(native=entries, native_skipped=list(skipped), native_metrics=PRODUCTION_METRICS)
 
 
 def render_frame(page: str) -> str:

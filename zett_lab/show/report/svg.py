@@ -18,6 +18,7 @@ import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
 from ...records import is_missing
+from ...replay.recorder import FAILURE_REASONS, NO_WINDOW_REASONS, NOT_SMALLER
 
 WIDTH, HEIGHT = 760, 230
 _LEFT, _RIGHT, _TOP, _BOTTOM = 52, 12, 12, 30
@@ -75,32 +76,38 @@ class _Scale:
         return _TOP + self.height * (1 - tokens / self.top)
 
 
+def _line(x1: object, x2: object, y1: object, y2: object, style: str) -> str:
+    return f'<line x1="{x1}" x2="{x2}" y1="{y1}" y2="{y2}" {style}/>'
+
+
+def _text(x: object, y: object, text: str, style: str) -> str:
+    return f'<text x="{x}" y="{y}" {style}>{text}</text>'
+
+
 def _axes(scale: _Scale) -> list[str]:
     """Grid lines and token labels on y, step numbers on x, axis lines and titles."""
     parts = []
     for value in MaxNLocator(nbins=4, steps=_STEPS).tick_values(0, scale.top):
-        if not 0 <= value <= scale.top:
-            continue
-        yy = _fmt(scale.y(value))
-        parts.append(
-            f'<line x1="{_LEFT}" x2="{WIDTH - _RIGHT}" y1="{yy}" y2="{yy}" stroke="#e4e4e4" stroke-width="1"/>'
-        )
-        parts.append(
-            f'<text x="{_LEFT - 6}" y="{yy}" text-anchor="end" dominant-baseline="middle" font-size="10">{tokens_label(value)}</text>'
-        )
+        if 0 <= value <= scale.top:
+            yy = _fmt(scale.y(value))
+            parts.append(_line(_LEFT, WIDTH - _RIGHT, yy, yy, 'stroke="#e4e4e4" stroke-width="1"'))
+            parts.append(
+                _text(_LEFT - 6, yy, tokens_label(value), 'text-anchor="end" dominant-baseline="middle" font-size="10"')
+            )
+    axis = 'stroke="#444" stroke-width="1"'
     parts.append(
-        f'<line x1="{_LEFT}" x2="{_LEFT}" y1="{_TOP}" y2="{HEIGHT - _BOTTOM}" stroke="#444" stroke-width="1"/>'
-        f'<line x1="{_LEFT}" x2="{WIDTH - _RIGHT}" y1="{HEIGHT - _BOTTOM}" y2="{HEIGHT - _BOTTOM}" stroke="#444" stroke-width="1"/>'
+        _line(_LEFT, _LEFT, _TOP, HEIGHT - _BOTTOM, axis)
+        + _line(_LEFT, WIDTH - _RIGHT, HEIGHT - _BOTTOM, HEIGHT - _BOTTOM, axis)
     )
     if scale.steps:
         for i in MaxNLocator(nbins=8, steps=_STEPS, integer=True).tick_values(0, scale.steps):
             if 0 <= i < scale.steps:
                 parts.append(
-                    f'<text x="{_fmt(scale.x(i))}" y="{HEIGHT - _BOTTOM + 13}" text-anchor="middle" font-size="10">{int(i)}</text>'
+                    _text(_fmt(scale.x(i)), HEIGHT - _BOTTOM + 13, str(int(i)), 'text-anchor="middle" font-size="10"')
                 )
     parts.append(
-        f'<text x="{WIDTH - _RIGHT}" y="{HEIGHT - 3}" text-anchor="end" font-size="10">model step</text>'
-        f'<text x="{_LEFT + 4}" y="{_TOP + 10}" font-size="10" fill="#444">tokens</text>'
+        _text(WIDTH - _RIGHT, HEIGHT - 3, "model step", 'text-anchor="end" font-size="10"')
+        + _text(_LEFT + 4, _TOP + 10, "tokens", 'font-size="10" fill="#444"')
     )
     return parts
 
@@ -109,14 +116,24 @@ def _limits(scale: _Scale, max_tokens: int, keep_recent_tokens: int) -> list[str
     """The ``max_tokens`` line and, when it fits, the ``keep_recent_tokens`` line."""
     ym = _fmt(scale.y(max_tokens))
     parts = [
-        f'<line x1="{_LEFT}" x2="{WIDTH - _RIGHT}" y1="{ym}" y2="{ym}" stroke="{_LIMIT}" stroke-width="1.4" stroke-dasharray="7 3 2 3"/>'
-        f'<text x="{WIDTH - _RIGHT - 2}" y="{_fmt(scale.y(max_tokens) - 4)}" text-anchor="end" font-size="10" fill="{_LIMIT}">max_tokens {tokens_label(max_tokens)}</text>'
+        _line(_LEFT, WIDTH - _RIGHT, ym, ym, f'stroke="{_LIMIT}" stroke-width="1.4" stroke-dasharray="7 3 2 3"')
+        + _text(
+            WIDTH - _RIGHT - 2,
+            _fmt(scale.y(max_tokens) - 4),
+            f"max_tokens {tokens_label(max_tokens)}",
+            f'text-anchor="end" font-size="10" fill="{_LIMIT}"',
+        )
     ]
     if keep_recent_tokens < scale.top:
         yk = _fmt(scale.y(keep_recent_tokens))
         parts.append(
-            f'<line x1="{_LEFT}" x2="{WIDTH - _RIGHT}" y1="{yk}" y2="{yk}" stroke="{_KEEP}" stroke-width="1" stroke-dasharray="2 3"/>'
-            f'<text x="{WIDTH - _RIGHT - 2}" y="{_fmt(scale.y(keep_recent_tokens) - 4)}" text-anchor="end" font-size="10" fill="{_KEEP}">keep_recent_tokens {tokens_label(keep_recent_tokens)}</text>'
+            _line(_LEFT, WIDTH - _RIGHT, yk, yk, f'stroke="{_KEEP}" stroke-width="1" stroke-dasharray="2 3"')
+            + _text(
+                WIDTH - _RIGHT - 2,
+                _fmt(scale.y(keep_recent_tokens) - 4),
+                f"keep_recent_tokens {tokens_label(keep_recent_tokens)}",
+                f'text-anchor="end" font-size="10" fill="{_KEEP}"',
+            )
         )
     return parts
 
@@ -132,7 +149,8 @@ def _over_budget(scale: _Scale, over: list[bool]) -> list[str]:
         while j + 1 < n and over[j + 1]:
             j += 1
         parts.append(
-            f'<rect x="{_fmt(scale.x(i) - width / 2)}" y="{HEIGHT - _BOTTOM - 6}" width="{_fmt(width * (j - i + 1))}" height="6" '
+            f'<rect x="{_fmt(scale.x(i) - width / 2)}" y="{HEIGHT - _BOTTOM - 6}" '
+            f'width="{_fmt(width * (j - i + 1))}" height="6" '
             f'fill="{_LIMIT}" opacity="0.55"><title>steps {i}-{j} sent over max_tokens</title></rect>'
         )
         i = j + 1
@@ -162,17 +180,20 @@ def _markers(scale: _Scale, steps: pd.DataFrame, before: list[float | None]) -> 
         cx, cy = scale.x(i), scale.y(estimate)
         if applied[i]:
             shapes["applied"].append(f"M{_fmt(cx - 5)},{_fmt(cy - 9)}h10l-5,8z")
-        elif triggered[i] and reason == "summary not smaller":
+        elif triggered[i] and reason == NOT_SMALLER:
             shapes["rejected"].append(f"M{_fmt(cx - 4)},{_fmt(cy - 4)}l8,8m0,-8l-8,8")
-        elif triggered[i] and reason == "summary failed":
+        elif triggered[i] and reason in FAILURE_REASONS:
             shapes["failed"].append(f"M{_fmt(cx - 4)},{_fmt(cy - 4)}h8v8h-8z")
-        elif reason in ("no whole-turn boundary", "only earlier checkpoints"):
+        elif reason in NO_WINDOW_REASONS:
             shapes["nowindow"].append(f"M{_fmt(cx)},{_fmt(cy - 6)}v12")
-    return [
-        f'<path class="zl-{name}" d="{"".join(paths)}" {_MARKERS[name][0]}><title>{_MARKERS[name][1]} ({len(paths)})</title></path>'
-        for name, paths in shapes.items()
-        if paths
-    ]
+    out = []
+    for name, paths in shapes.items():
+        style, title = _MARKERS[name]
+        if paths:
+            out.append(
+                f'<path class="zl-{name}" d="{"".join(paths)}" {style}><title>{title} ({len(paths)})</title></path>'
+            )
+    return out
 
 
 def mini_timeline(steps: pd.DataFrame, max_tokens: int, keep_recent_tokens: int, *, label: str = "") -> str:

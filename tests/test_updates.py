@@ -1,0 +1,279 @@
+"""The superseded-value detector on hand-made spans: true updates, values that merely repeat, similar keys."""
+
+from __future__ import annotations
+
+import pytest
+from zett_agent.messages import AssistantMessage, ToolCall, ToolMessage, UserMessage
+
+from zett_lab.measure.updates import find_updates, observe
+
+
+def updates(messages, start=0, end=None):
+    return find_updates(observe(messages), start, end)
+
+
+def tool_step(n: int, name: str, arguments: dict, result: str) -> list:
+    """An assistant tool call and its result."""
+    return [
+        AssistantMessage(content="", tool_calls=(ToolCall(f"call-{n}", name, arguments),)),
+        ToolMessage(tool_call_id=f"call-{n}", name=name, content=result),
+    ]
+
+
+def pytest_run(n: int, command: str, output: str) -> list:
+    return tool_step(n, "bash", {"command": command}, output)
+
+
+FAILING = (
+    "F.\nFAILED tests/test_a.py::test_refresh - AssertionError: 900 != 3600\n===== 1 failed, 1 passed in 0.12s ====="
+)
+PASSING = "..\n===== 2 passed in 0.10s ====="
+
+
+# --------------------------------------------------------------------------------------------- true updates
+
+
+def test_a_port_that_moved_is_one_update_with_both_indices():
+    [update] = updates(
+        [
+            UserMessage(content="The staging database listens on port 6543 (user billing_ro)."),
+            AssistantMessage(content="Querying staging."),
+            UserMessage(content="Heads-up: staging moved to port 6544 last night."),
+        ]
+    )
+    assert (update.kind, update.superseded, update.latest) == ("port", ("6543",), "6544")
+    assert (update.superseded_index, update.latest_index) == (0, 2)
+
+
+def test_a_host_port_in_commands_is_keyed_by_host():
+    messages = [UserMessage(content="count the rows")]
+    messages += pytest_run(1, "psql -h staging-db.internal -p 6543 -U ro billing -c 'select 1'", "1")
+    messages += pytest_run(2, "psql -h staging-db.internal -p 6544 -U ro billing -c 'select 1'", "1")
+    messages += pytest_run(3, "psql -h replica.internal -p 5432 -U ro billing -c 'select 1'", "1")
+    [update] = updates(messages)
+    assert (update.key, update.superseded, update.latest) == ("port:staging-db.internal", ("6543",), "6544")
+
+
+def test_an_edit_that_changes_a_constant_keyed_by_file():
+    messages = [UserMessage(content="Refresh tokens must live one hour.")]
+    messages += tool_step(
+        1,
+        "read_file",
+        {"path": "src/auth/tokens.py"},
+        "     1\tACCESS_TTL = timedelta(seconds=900)\n     2\tREFRESH_TTL = timedelta(seconds=900)\n",
+    )
+    messages += tool_step(
+        2,
+        "edit_file",
+        {
+            "path": "src/auth/tokens.py",
+            "old_string": "REFRESH_TTL = timedelta(seconds=900)",
+            "new_string": "REFRESH_TTL = timedelta(seconds=3600)",
+        },
+        "Applied 1 edit.",
+    )
+    [update] = updates(messages)
+    assert (update.kind, update.name, update.key) == (
+        "setting",
+        "REFRESH_TTL",
+        "setting:src/auth/tokens.py:REFRESH_TTL",
+    )
+    assert (update.superseded, update.latest) == (("timedelta(seconds=900)",), "timedelta(seconds=3600)")
+    assert (update.superseded_index, update.latest_index) == (2, 3)
+
+
+def test_a_version_bump_a_move_and_a_renamed_constant():
+    messages = [UserMessage(content="We pinned requests==2.31.0 last month.")]
+    messages += tool_step(
+        1, "bash", {"command": "pip install requests==2.32.3"}, "Successfully installed requests-2.32.3"
+    )
+    messages += tool_step(2, "bash", {"command": "git mv src/util.py src/helpers/util.py"}, "")
+    messages += tool_step(
+        3,
+        "edit_file",
+        {
+            "path": "src/export.py",
+            "old_string": 'FLOAT_FORMAT = "{:.2f}"',
+            "new_string": 'AMOUNT_FORMAT = "{:.2f}"  # Decimal-safe',
+        },
+        "ok",
+    )
+    found = {u.kind: u for u in updates(messages)}
+    assert (found["version"].superseded, found["version"].latest) == (("2.31.0",), "2.32.3")
+    assert (found["path"].superseded, found["path"].latest) == (("src/util.py",), "src/helpers/util.py")
+    assert (found["name"].superseded, found["name"].latest) == (("FLOAT_FORMAT",), "AMOUNT_FORMAT")
+    assert set(found) == {"version", "path", "name"}
+
+
+def test_a_test_that_failed_then_passed_in_a_run_covering_it():
+    messages = [UserMessage(content="fix the refresh test")]
+    messages += pytest_run(1, "python -m pytest tests/test_a.py -q", FAILING)
+    messages += pytest_run(2, "python -m pytest tests -q", PASSING)
+    [update] = updates(messages)
+    assert (update.kind, update.name, update.superseded, update.latest) == (
+        "test",
+        "tests/test_a.py::test_refresh",
+        ("failed",),
+        "passed",
+    )
+    assert (update.superseded_index, update.latest_index) == (2, 4)
+
+
+def test_a_passing_run_of_another_file_does_not_pass_the_failed_test():
+    messages = [UserMessage(content="fix the refresh test")]
+    messages += pytest_run(1, "python -m pytest tests/test_a.py -q", FAILING)
+    messages += pytest_run(2, "python -m pytest tests/test_b.py -q", PASSING)
+    messages += pytest_run(3, "python -m pytest tests/test_a.py -q -k other", PASSING)
+    assert updates(messages) == []
+
+
+def test_a_reversed_instruction_and_the_quantity_behind_it():
+    found = updates(
+        [
+            UserMessage(content="FYI the CI runner is ubuntu-22.04 with 7 GB RAM, so don't bump test parallelism."),
+            AssistantMessage(content="Understood."),
+            UserMessage(
+                content="The runner was upgraded to 16 GB RAM, so you may bump test parallelism after all: "
+                "run it with -n 2."
+            ),
+        ]
+    )
+    by_kind = {u.kind: u for u in found}
+    assert set(by_kind) == {"instruction", "quantity"}
+    assert by_kind["instruction"].superseded == ("don't bump test parallelism",)
+    assert by_kind["instruction"].latest == "you may bump test parallelism"
+    assert (by_kind["quantity"].superseded, by_kind["quantity"].latest) == (("7 GB",), "16 GB")
+
+
+def test_only_the_span_counts():
+    messages = [
+        UserMessage(content="The staging database listens on port 6543."),
+        AssistantMessage(content="ok"),
+        UserMessage(content="Staging moved to port 6544."),
+    ]
+    assert updates(messages, 0, 2) == []
+    assert len(updates(messages, 0, 3)) == 1
+
+
+# --------------------------------------------------------------------------------------------- not updates
+
+
+def test_values_that_merely_repeat_are_not_updates():
+    messages = [UserMessage(content="Use port 6543 for staging; session.timeout.ms=6000 in CI.")]
+    messages += tool_step(1, "read_file", {"path": "config.py"}, "     1\tTIMEOUT = 30\n")
+    messages += tool_step(2, "read_file", {"path": "config.py"}, "     1\tTIMEOUT = 30\n")
+    messages.append(UserMessage(content="Again: staging is on port 6543 and session.timeout.ms=6000."))
+    assert updates(messages) == []
+
+
+def test_a_value_retyped_without_changing_is_not_an_update():
+    messages = [UserMessage(content="use Decimal")]
+    messages += tool_step(
+        1, "edit_file", {"path": "money.py", "old_string": "CENT = 0.01", "new_string": 'CENT = Decimal("0.01")'}, "ok"
+    )
+    assert updates(messages) == []
+
+
+def test_keys_with_similar_names_are_different_keys():
+    messages = [UserMessage(content="Set DB_PORT=5432 and REDIS_PORT=6379; READ_TIMEOUT=10 and TIMEOUT=30.")]
+    messages += tool_step(
+        1,
+        "edit_file",
+        {
+            "path": "config.py",
+            "old_string": "TIMEOUT = 30\nREAD_TIMEOUT = 10",
+            "new_string": "TIMEOUT = 30\nREAD_TIMEOUT = 12",
+        },
+        "ok",
+    )
+    messages += tool_step(2, "read_file", {"path": "other.py"}, "     1\tTIMEOUT = 45\n")
+    [update] = updates(messages)
+    assert (update.name, update.superseded, update.latest) == ("READ_TIMEOUT", ("10",), "12")
+
+
+def test_ports_of_two_services_in_one_sentence_stay_apart():
+    assert (
+        updates(
+            [
+                UserMessage(content="Postgres runs on port 5432 and Redis on port 6379."),
+                UserMessage(content="Redis listens on port 6379, Postgres on port 5432."),
+            ]
+        )
+        == []
+    )
+
+
+def test_class_attributes_and_keyword_arguments_are_not_settings():
+    messages = [UserMessage(content="look")]
+    messages += tool_step(
+        1, "read_file", {"path": "pool.py"}, "class A:\n    max_retries = 3\n\nclass B:\n    max_retries = 8\n"
+    )
+    messages += pytest_run(
+        2, "python repro.py", "Client(limits=Limits(max_connections=10))\nClient(limits=Limits(max_connections=1))"
+    )
+    assert updates(messages) == []
+
+
+def test_instead_of_inside_an_instruction_is_not_a_reversal():
+    assert (
+        updates(
+            [
+                UserMessage(content="Use the GitHub API for reviews."),
+                UserMessage(content="Always use the GitHub API instead of a web browser."),
+            ]
+        )
+        == []
+    )
+
+
+# --------------------------------------------------------------------------------------------- summaries
+
+
+@pytest.fixture(scope="module")
+def port_update():
+    [update] = updates(
+        [
+            UserMessage(content="The staging database listens on port 6543."),
+            UserMessage(content="Heads-up: staging moved to port 6544 last night."),
+        ]
+    )
+    return update
+
+
+@pytest.mark.parametrize(
+    ("summary", "status"),
+    [
+        ("User: staging DB on port 6543. Never touch migrations/.", "superseded"),
+        ("Staging moved from port 6543 to port 6544.", "latest"),
+        ("The staging database: port 6544.", "latest"),
+        ("Fixed the invoice rounding.", "neither"),
+        ("Invoice 6543 was re-issued.", "neither"),  # the value without the item is not the item
+        ("", "neither"),
+    ],
+)
+def test_summary_status_of_a_port(port_update, summary, status):
+    assert port_update.status_in(summary) == status
+
+
+def test_summary_status_of_a_test_a_setting_and_an_instruction():
+    messages = [UserMessage(content="FYI the runner has 7 GB RAM, so don't bump test parallelism.")]
+    messages += pytest_run(1, "python -m pytest tests/test_a.py -q", FAILING)
+    messages += tool_step(
+        2,
+        "edit_file",
+        {"path": "src/auth/tokens.py", "old_string": "REFRESH_TTL = 900", "new_string": "REFRESH_TTL = 3600"},
+        "ok",
+    )
+    messages += pytest_run(3, "python -m pytest tests/test_a.py -q", PASSING)
+    messages.append(UserMessage(content="The runner has 16 GB RAM now, so you may bump test parallelism after all."))
+    found = {u.kind: u for u in updates(messages)}
+    test, setting, instruction = found["test"], found["setting"], found["instruction"]
+    assert test.status_in("FAILED tests/test_a.py::test_refresh (900 != 3600)") == "superseded"
+    assert test.status_in("test_refresh failed at first; after the TTL fix it passes.") == "latest"
+    assert test.status_in("Ran the auth tests.") == "neither"
+    assert setting.status_in("REFRESH_TTL is 900 s in src/auth/tokens.py") == "superseded"
+    assert setting.status_in("Changed REFRESH_TTL from 900 to 3600.") == "latest"
+    assert setting.status_in("ACCESS_TTL = 3600") == "neither"
+    assert instruction.status_in("- Don't bump test parallelism (7 GB runner).") == "superseded"
+    assert instruction.status_in("- Test parallelism may be bumped now (-n 2).") == "latest"
+    assert instruction.status_in("- Keep the tests green.") == "neither"

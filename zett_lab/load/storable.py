@@ -1,0 +1,156 @@
+"""Text as every later stage needs it: each string encodable as UTF-8, and no NUL.
+
+Recorded logs hold text that looks legal but breaks later stages: a lone surrogate (``"\\ud800"``
+in JSON) cannot be encoded, so every summary request and every saved table would fail; a NUL ends
+a C string; bytes that are not UTF-8 cannot be decoded at all. Readers decode with :func:`decode`
+and :func:`loads`, which keep undecodable bytes as lone surrogates instead of failing, and
+:func:`normalise` (run on every conversation a reader returns) replaces each such character with
+U+FFFD and warns once per conversation, naming the file and the message indices.
+
+Example::
+
+    >>> loads(b'{"text": "caf\\xe9 \\\\ud800"}')["text"] == "caf\\udce9 \\ud800"
+    True
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from typing import Any
+
+from ..errors import warn
+from .conversation import Conversation
+
+#: What replaces a character that cannot be stored.
+REPLACEMENT = "\ufffd"
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+#: How many message indices a warning lists before it says "and N more".
+_LISTED = 10
+
+
+def decode(raw: bytes) -> str:
+    """UTF-8 text (a leading byte-order mark dropped); bytes that are not UTF-8 become lone surrogates."""
+    return raw.decode("utf-8-sig", "surrogateescape")
+
+
+def loads(raw: bytes | str) -> Any:
+    """Parse JSON like :func:`json.loads`, but never fail on the encoding, and fail only with JSONDecodeError.
+
+    Bytes are decoded in the encoding JSON allows (UTF-8, -16 or -32, detected as json.loads
+    does) keeping undecodable bytes as lone surrogates. Input json.loads rejects with another
+    exception (nesting deeper than Python's recursion limit, an integer with more digits than
+    Python converts) raises :class:`json.JSONDecodeError` too, so every reader's handler for
+    broken JSON covers it.
+    """
+    text = _json_text(raw) if isinstance(raw, bytes) else raw
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deeply", text, 0) from None
+    except json.JSONDecodeError:
+        raise
+    except ValueError as error:  # e.g. "Exceeds the limit (4300 digits) for integer string conversion"
+        raise json.JSONDecodeError(f"a number zett_lab cannot read ({error})", text, 0) from None
+
+
+def _json_text(raw: bytes) -> str:
+    """JSON bytes as text: UTF-16 or -32 when their byte pattern says so and they decode, else UTF-8."""
+    encoding = json.detect_encoding(raw)
+    if encoding.startswith("utf-8"):
+        return raw.decode(encoding, "surrogateescape")
+    try:
+        return raw.decode(encoding)
+    except UnicodeDecodeError:
+        return decode(raw)
+
+
+def make_storable(value: Any) -> tuple[Any, int]:
+    """``value`` with every unstorable character replaced, and how many were (the same object when none).
+
+    Walks strings, lists, tuples, dicts (keys too) and dataclass instances such as zett-agent
+    messages; anything else (numbers, bytes, enums) is returned as it is.
+    """
+    if not _holds_unstorable(value):
+        return value, 0
+    if isinstance(value, str):
+        return _UNSTORABLE.subn(REPLACEMENT, value)
+    if type(value) in (list, tuple):
+        items = [make_storable(item) for item in value]
+        return type(value)(item for item, _ in items), sum(n for _, n in items)
+    if isinstance(value, dict):
+        pairs = [(make_storable(k), make_storable(v)) for k, v in value.items()]
+        return type(value)((k[0], v[0]) for k, v in pairs), sum(k[1] + v[1] for k, v in pairs)
+    changes = {name: make_storable(getattr(value, name)) for name in _field_names(type(value)) or ()}
+    return dataclasses.replace(value, **{name: v for name, (v, n) in changes.items() if n}), sum(
+        n for _, n in changes.values()
+    )
+
+
+_ATOMS = (type(None), bool, int, float, bytes)
+_FIELDS: dict[type, tuple[str, ...] | None] = {}
+
+
+def _field_names(kind: type) -> tuple[str, ...] | None:
+    """The field names of a dataclass type (cached: this runs for every object of every message), else None."""
+    if kind not in _FIELDS:
+        _FIELDS[kind] = tuple(f.name for f in dataclasses.fields(kind)) if dataclasses.is_dataclass(kind) else None
+    return _FIELDS[kind]
+
+
+def _unstorable_text(text: str) -> bool:
+    """Whether text holds a NUL or a lone surrogate: isascii() is O(1) in CPython, ``in`` is a memchr and
+    encoding is C-speed, all several times faster than a regex search over every character."""
+    if "\x00" in text:
+        return True
+    if text.isascii():
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _holds_unstorable(value: Any) -> bool:
+    """Whether any string in ``value`` holds an unstorable character (the fast check every load runs)."""
+    kind = type(value)
+    if kind is str:
+        return _unstorable_text(value)
+    if kind in _ATOMS:
+        return False
+    if kind is list or kind is tuple:
+        return any(map(_holds_unstorable, value))
+    if isinstance(value, str):
+        return _unstorable_text(value)
+    if isinstance(value, dict):
+        return any(map(_holds_unstorable, value)) or any(map(_holds_unstorable, value.values()))
+    names = _field_names(kind)
+    return names is not None and any(_holds_unstorable(getattr(value, name)) for name in names)
+
+
+def normalise(conversation: Conversation) -> Conversation:
+    """Replace unstorable characters everywhere in a conversation (in place); warn once naming the places."""
+    places: list[str] = []
+    replaced = 0
+    for index, message in enumerate(conversation.messages):
+        cleaned, count = make_storable(message)
+        if count:
+            conversation.messages[index] = cleaned
+            places.append(f"message {index}")
+            replaced += count
+    for name in ("id", "metadata", "native_compactions", "probes"):
+        cleaned, count = make_storable(getattr(conversation, name))
+        if count:
+            setattr(conversation, name, cleaned)
+            places.append(name.replace("_", " "))
+            replaced += count
+    if places:
+        listed = ", ".join(places[:_LISTED]) + (f" and {len(places) - _LISTED} more" if len(places) > _LISTED else "")
+        warn(
+            f"{conversation.source or 'conversation'}: conversation {conversation.id!r}, {listed}: replaced {replaced} "
+            f"character(s) that cannot be stored as text (lone surrogate, NUL or byte that is not UTF-8) with U+FFFD",
+            stacklevel=3,
+        )
+    return conversation

@@ -1,0 +1,437 @@
+"""Metrics of one compaction attempt: status and sizes, anchor retention with needed-later and
+lost-but-needed anchors, refetches, gold probes in the next step's context, and superseded values.
+
+Each function fills its columns of the attempt's row and appends its detail rows (anchors, probes,
+updates) to the trace's :class:`AttemptRows`; :func:`measure_attempt` runs them in order.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from ..load.anchors import ANCHOR_TYPES, ARTIFACT_TYPES, AnchorKey, loose
+from ..load.conversation import CHECKPOINT_PREFIX, Probe
+from ..records import is_missing
+from ..replay.recorder import FAILURE_REASONS, NOT_SMALLER
+from .columns import ANCHOR_COLUMNS, int_or_none, ratio
+from .lookup import TextIndex, contains_loose
+from .message_index import ConversationIndex
+from .probes import covers_probe
+from .updates import find_updates
+
+
+@dataclass
+class TraceView:
+    """What every compaction attempt of one trace is measured against."""
+
+    messages: Sequence[Any]
+    probes: list[Probe]
+    index: ConversationIndex
+    base: dict[str, Any]
+    max_tokens: Any
+    keep_recent: Any
+    counter: Callable[[Sequence[Any]], int]
+    step_rows: dict[int, dict[Hashable, Any]]
+    summaries: dict[int, str | None]
+    observations: Sequence[Sequence[Any]]
+    #: One row per span anchor per attempt in ``losses.anchors`` (False: that table stays empty).
+    keep_anchors: bool = True
+    _text_indexes: dict[int, TextIndex] = field(default_factory=dict)
+
+    def summary_index(self, compaction_id: int) -> TextIndex | None:
+        """Lookup index of an attempt's summary (built once), None when it has no summary."""
+        text = self.summaries.get(compaction_id)
+        if text is None or is_missing(text):
+            return None
+        if compaction_id not in self._text_indexes:
+            self._text_indexes[compaction_id] = TextIndex(text)
+        return self._text_indexes[compaction_id]
+
+
+@dataclass
+class AttemptRows:
+    """Rows collected over the attempts of one trace (anchors column-wise: there are many)."""
+
+    compactions: list[dict[str, Any]] = field(default_factory=list)
+    anchors: dict[str, list[Any]] = field(default_factory=lambda: {name: [] for name in ANCHOR_COLUMNS})
+    probes: list[dict[str, Any]] = field(default_factory=list)
+    updates: list[dict[str, Any]] = field(default_factory=list)
+
+
+class Window(NamedTuple):
+    """S_k = messages[span_start:span_end], T_k = messages[span_end:n_recorded], F_k = the rest."""
+
+    span_start: int
+    span_end: int
+    n_recorded: int
+
+
+class Attempt(NamedTuple):
+    """What later attempts and the decay table need from a measured attempt."""
+
+    compaction_id: int
+    applied: bool
+    window: Window | None
+    in_summary: dict[AnchorKey, bool]
+    has_summary: bool
+
+
+def measure_attempt(
+    view: TraceView, row: dict[Hashable, Any], previous_checkpoint: tuple[int, int] | None, rows: AttemptRows
+) -> Attempt:
+    """Measure one row of ``trace.compactions``; appends its compaction row and detail rows to ``rows``.
+
+    ``previous_checkpoint`` is (compaction_id, span_end) of the last applied attempt before it.
+    """
+    cid = int(row["compaction_id"])
+    applied = bool(row.get("applied")) if not is_missing(row.get("applied")) else False
+    out = _attempt_columns(view, row, cid, applied)
+    window = _window(row, len(view.messages))
+    if window is None:
+        rows.compactions.append(out)
+        return Attempt(cid, applied, None, {}, False)
+    out.update(_size_columns(view, row, window))
+    text_index = view.summary_index(cid)
+    in_summary: dict[AnchorKey, bool] = {}
+    if text_index is not None:
+        where = {**view.base, "compaction_id": cid, "applied": applied}
+        anchor_columns, in_summary = _anchor_columns(view, window, text_index, where, rows.anchors)
+        out.update(anchor_columns)
+        out.update(
+            _superseded(
+                view.observations, window.span_start, window.span_end, str(row.get("summary_text")), where, rows.updates
+            )
+        )
+    else:
+        out.update(span_anchors=len(view.index.span_keys(window.span_start, window.span_end)))
+    out.update(_probe_columns(view, row, cid, applied, window, text_index, previous_checkpoint, rows.probes))
+    rows.compactions.append(out)
+    return Attempt(cid, applied, window, in_summary, text_index is not None)
+
+
+def _status(row: dict[Hashable, Any], applied: bool) -> str:
+    """applied, no window, failed, or not smaller (a summary the engine discarded)."""
+    summary_text = row.get("summary_text")
+    has_summary = summary_text is not None and not is_missing(summary_text)
+    if applied:
+        return "applied"
+    if int_or_none(row.get("span_start")) is None or int_or_none(row.get("span_end")) is None:
+        return "no window"
+    if not has_summary or not is_missing(row.get("error")) or row.get("skip_reason") in FAILURE_REASONS:
+        return "failed"
+    return NOT_SMALLER
+
+
+def _attempt_columns(view: TraceView, row: dict[Hashable, Any], cid: int, applied: bool) -> dict[str, Any]:
+    """The columns every attempt has, as the trace recorded them."""
+    return {
+        **view.base,
+        "max_tokens": view.max_tokens,
+        "keep_recent_tokens": view.keep_recent,
+        "compaction_id": cid,
+        "step": row.get("step"),
+        "turn": row.get("turn"),
+        "trigger": row.get("trigger"),
+        "status": _status(row, applied),
+        "applied": applied,
+        "span_start": int_or_none(row.get("span_start")),
+        "span_end": int_or_none(row.get("span_end")),
+        "n_recorded": int_or_none(row.get("n_recorded")),
+        "older_tokens": row.get("older_tokens"),
+        "summary_tokens": row.get("summary_tokens"),
+        "latency_s": row.get("latency_s"),
+        "cache_hit": row.get("cache_hit"),
+        "summary_input_tokens": row.get("summary_input_tokens"),
+        "summary_output_tokens": row.get("summary_output_tokens"),
+        "error_kind": row.get("error_kind"),
+    }
+
+
+def _window(row: dict[Hashable, Any], n_messages: int) -> Window | None:
+    """The attempt's span, tail and future bounds clamped to the conversation, None without a window."""
+    span_start, span_end = int_or_none(row.get("span_start")), int_or_none(row.get("span_end"))
+    n_recorded = int_or_none(row.get("n_recorded"))
+    if span_start is None or span_end is None or n_recorded is None:
+        return None
+    span_start = max(0, min(span_start, n_messages))
+    span_end = max(span_start, min(span_end, n_messages))
+    return Window(span_start, span_end, max(span_end, min(n_recorded, n_messages)))
+
+
+def _size_columns(view: TraceView, row: dict[Hashable, Any], window: Window) -> dict[str, Any]:
+    """Message counts, token sizes and compression ratios of the attempt."""
+    span_start, span_end, n_recorded = window
+    messages = view.messages
+    span_tokens = view.counter(messages[span_start:span_end])
+    tail_tokens = int_or_none(row.get("recent_tokens"))
+    if tail_tokens is None:
+        tail_tokens = view.counter(messages[span_end:n_recorded])
+    older_tokens = int_or_none(row.get("older_tokens"))
+    summary_tokens = int_or_none(row.get("summary_tokens"))
+    before = (older_tokens if older_tokens is not None else span_tokens) + tail_tokens
+    return {
+        "span_messages": span_end - span_start,
+        "tail_messages": n_recorded - span_end,
+        "future_messages": len(messages) - n_recorded,
+        "span_tokens": span_tokens,
+        "tail_tokens": tail_tokens,
+        "before_tokens": before,
+        "after_tokens": summary_tokens + tail_tokens if summary_tokens is not None else None,
+        "compression_ratio": (
+            1 - summary_tokens / span_tokens if summary_tokens is not None and span_tokens else math.nan
+        ),
+        "engine_compression_ratio": (
+            1 - summary_tokens / older_tokens if summary_tokens is not None and older_tokens else math.nan
+        ),
+        "context_reduction": (
+            1 - (summary_tokens + tail_tokens) / before if summary_tokens is not None and before else math.nan
+        ),
+    }
+
+
+class _Fate(NamedTuple):
+    """Where one span anchor ends up (one row of losses.anchors without the refetched flag)."""
+
+    key: AnchorKey
+    first_index: int
+    in_summary: bool
+    in_tail: bool
+    in_future: bool
+    next_use: int | None
+    rarity: float
+
+    @property
+    def needed_later(self) -> bool:
+        return self.next_use is not None and not self.in_tail
+
+
+def _fates(view: TraceView, window: Window, text_index: TextIndex) -> list[_Fate]:
+    """Fate of every distinct anchor of S_k, in span order."""
+    index, n_messages = view.index, len(view.messages)
+    fates = []
+    for key, first_index in index.span_keys(window.span_start, window.span_end).items():
+        fates.append(
+            _Fate(
+                key=key,
+                first_index=first_index,
+                in_summary=text_index.contains(key),
+                in_tail=key in index.system_keys or index.occurs(key, window.span_end, window.n_recorded) is not None,
+                in_future=index.occurs(key, window.n_recorded, n_messages) is not None,
+                next_use=index.used(key, window.n_recorded, n_messages),
+                rarity=index.rarity(key),
+            )
+        )
+    return fates
+
+
+def _refetches(index: ConversationIndex, fates: list[_Fate], n_recorded: int) -> tuple[int, set[AnchorKey]]:
+    """Tool calls of F_k mentioning an artifact anchor of S_k that is in neither T_k nor Σ_k, and those anchors."""
+    lost_artifacts = {f.key for f in fates if f.key[0] in ARTIFACT_TYPES and not f.in_tail and not f.in_summary}
+    calls = 0
+    refetched: set[AnchorKey] = set()
+    if lost_artifacts:
+        for call_index, call_keys in index.tool_calls:
+            if call_index < n_recorded:
+                continue
+            hit = call_keys & lost_artifacts
+            if hit:
+                calls += 1
+                refetched |= hit
+    return calls, refetched
+
+
+def _anchor_columns(
+    view: TraceView, window: Window, text_index: TextIndex, where: dict[str, Any], anchor_rows: dict[str, list[Any]]
+) -> tuple[dict[str, Any], dict[AnchorKey, bool]]:
+    """Retention, needed-later recall, instruction survival and refetch columns of an attempt with a summary;
+    appends one anchor row per span anchor. Also returns which span anchors Σ_k holds."""
+    fates = _fates(view, window, text_index)
+    refetch_calls, refetched = _refetches(view.index, fates, window.n_recorded)
+    if view.keep_anchors:
+        _append_anchor_rows(view.index, fates, refetched, where, anchor_rows)
+    per_type_total = dict.fromkeys(ANCHOR_TYPES, 0)
+    per_type_kept = dict.fromkeys(ANCHOR_TYPES, 0)
+    needed = needed_kept = constraints = constraints_visible = 0
+    needed_weight = needed_kept_weight = 0.0
+    for fate in fates:
+        type_ = fate.key[0]
+        per_type_total[type_] += 1
+        per_type_kept[type_] += fate.in_summary
+        if fate.needed_later:
+            needed += 1
+            needed_kept += fate.in_summary
+            needed_weight += fate.rarity
+            needed_kept_weight += fate.rarity * fate.in_summary
+        if type_ == "constraint":
+            constraints += 1
+            constraints_visible += fate.in_summary or fate.in_tail
+    kept = sum(per_type_kept.values())
+    columns = {
+        "span_anchors": len(fates),
+        "retained_anchors": kept,
+        "anchor_retention": ratio(kept, len(fates)),
+        "needed_anchors": needed,
+        "needed_retained": needed_kept,
+        "needed_weight": needed_weight,
+        "needed_retained_weight": needed_kept_weight,
+        "needed_anchor_recall": ratio(needed_kept_weight, needed_weight) if needed else math.nan,
+        "lost_but_needed": needed - needed_kept,
+        "constraints": constraints,
+        "constraints_visible": constraints_visible,
+        "instruction_survival": ratio(constraints_visible, constraints),
+        "refetch_calls": refetch_calls,
+        "refetched_anchors": len(refetched),
+        **{f"retention_{t}": ratio(per_type_kept[t], per_type_total[t]) for t in ANCHOR_TYPES},
+    }
+    return columns, {fate.key: fate.in_summary for fate in fates}
+
+
+def _append_anchor_rows(
+    index: ConversationIndex,
+    fates: list[_Fate],
+    refetched: set[AnchorKey],
+    where: dict[str, Any],
+    anchor_rows: dict[str, list[Any]],
+) -> None:
+    """One row of losses.anchors per fate (columns as lists)."""
+    for fate in fates:
+        type_, normalized = fate.key
+        for name, value in where.items():
+            anchor_rows[name].append(value)
+        anchor_rows["type"].append(type_)
+        anchor_rows["value"].append(index.first_value.get(fate.key, normalized))
+        anchor_rows["normalized"].append(normalized)
+        anchor_rows["message_index"].append(fate.first_index)
+        anchor_rows["in_summary"].append(fate.in_summary)
+        anchor_rows["in_tail"].append(fate.in_tail)
+        anchor_rows["in_future"].append(fate.in_future)
+        anchor_rows["next_use_index"].append(fate.next_use)
+        anchor_rows["rarity"].append(fate.rarity)
+        anchor_rows["needed_later"].append(fate.needed_later)
+        anchor_rows["lost_but_needed"].append(fate.needed_later and not fate.in_summary)
+        anchor_rows["refetched"].append(fate.key in refetched)
+
+
+def _probe_columns(
+    view: TraceView,
+    row: dict[Hashable, Any],
+    cid: int,
+    applied: bool,
+    window: Window,
+    text_index: TextIndex | None,
+    previous_checkpoint: tuple[int, int] | None,
+    probe_rows: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """Probe presence of the gold probes the span covers (an update probe: both of its values);
+    appends one probe row per covered probe."""
+    covered = [(n, p) for n, p in enumerate(view.probes) if covers_probe(p, window.span_start, window.span_end)]
+    if not covered:
+        return {"probes_covered": 0, "probes_present": 0, "probe_presence": math.nan}
+    step = int_or_none(row.get("step"))
+    step_row = view.step_rows.get(step) if step is not None else None
+    context = loose(
+        _next_context_text(
+            step_row,
+            view.index,
+            view.summaries,
+            previous_checkpoint,
+            (cid, applied, window.span_end, window.n_recorded),
+        )
+    )
+    tail = loose(view.index.joined(window.span_end, window.n_recorded))
+    summary_loose = text_index.loose_text if text_index is not None else ""
+    present = 0
+    for n, probe in covered:
+        in_context = contains_loose(context, probe.answer)
+        present += in_context
+        superseded = probe.superseded_answer if probe.type == "update" else None
+        probe_rows.append(
+            {
+                **view.base,
+                "compaction_id": cid,
+                "step": row.get("step"),
+                "applied": applied,
+                "probe": n,
+                "type": probe.type,
+                "question": probe.question,
+                "answer": probe.answer,
+                "message_index": probe.message_index,
+                "answer_in_source": contains_loose(view.index.loose(probe.message_index), probe.answer),
+                "in_summary": contains_loose(summary_loose, probe.answer) if summary_loose else False,
+                "in_tail": contains_loose(tail, probe.answer),
+                "in_context": in_context,
+                "superseded_answer": superseded,
+                "superseded_in_context": contains_loose(context, superseded) if superseded else None,
+            }
+        )
+    return {"probes_covered": len(covered), "probes_present": present, "probe_presence": ratio(present, len(covered))}
+
+
+def _superseded(
+    observations: Sequence[Sequence[Any]],
+    span_start: int,
+    span_end: int,
+    summary: str,
+    base: dict[str, Any],
+    rows: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """Superseded-value columns of one attempt; appends one row per updated item to ``rows``."""
+    counts = {"latest": 0, "superseded": 0, "neither": 0}
+    found = find_updates(observations, span_start, span_end)
+    for update in found:
+        status = update.status_in(summary)
+        counts[status] += 1
+        rows.append(
+            {
+                **base,
+                "kind": update.kind,
+                "key": update.key,
+                "name": update.name,
+                "superseded": " | ".join(update.superseded),
+                "latest": update.latest,
+                "superseded_index": update.superseded_index,
+                "latest_index": update.latest_index,
+                "status": status,
+            }
+        )
+    return {
+        "superseded_updates": len(found),
+        "superseded_latest": counts["latest"],
+        "superseded_only": counts["superseded"],
+        "superseded_rate": ratio(counts["superseded"], len(found)),
+    }
+
+
+def _next_context_text(
+    step_row: dict[Hashable, Any] | None,
+    index: ConversationIndex,
+    summaries: dict[int, str | None],
+    previous_checkpoint: tuple[int, int] | None,
+    compaction: tuple[int, bool, int, int],
+) -> str:
+    """Text of the context the next model step sees: [checkpoint] + messages[kept_from:n_recorded].
+
+    Taken from the step row (``checkpoint_id``, ``kept_from``) when the trace has
+    one; otherwise rebuilt from the compaction table: this attempt's summary and
+    tail when it was applied, else the last applied checkpoint before it.
+    """
+    cid, applied, span_end, n_recorded = compaction
+    if step_row is not None and not is_missing(step_row.get("kept_from")):
+        checkpoint = int_or_none(step_row.get("checkpoint_id"))
+        kept_from = int(step_row["kept_from"])
+        end = int_or_none(step_row.get("n_recorded")) or n_recorded
+    elif applied:
+        checkpoint, kept_from, end = cid, span_end, n_recorded
+    elif previous_checkpoint is not None:
+        checkpoint, kept_from = previous_checkpoint
+        end = n_recorded
+    else:
+        checkpoint, kept_from, end = None, 0, n_recorded
+    pieces = []
+    if checkpoint is not None and summaries.get(checkpoint):
+        pieces.append(CHECKPOINT_PREFIX + str(summaries[checkpoint]))
+    pieces.append(index.joined(max(0, kept_from), end))
+    return "\n".join(pieces)

@@ -1,0 +1,292 @@
+"""Facts that changed: values updated within a span, and whether a summary kept the current one.
+
+A summary that drops a fact loses it; a summary that keeps the *old* value of a fact that
+changed (a port, a version, a renamed file, a reversed instruction, a test that failed and then
+passed) states something false, which is worse. :func:`observe` reads the keyed values every
+message states, :func:`find_updates` groups those of a span by key and keeps the items whose
+value changed, and :meth:`Update.status_in` says whether a summary carries the latest value
+(``"latest"``), only a superseded one (``"superseded"``, an error) or neither (``"neither"``).
+
+Kinds (:data:`UPDATE_KINDS`):
+
+``setting``
+    A named value: ``NAME = value`` at module level or in UPPER_CASE and ``"key": value`` in a
+    file the agent read, edited or wrote (keyed by that file), ``KEY=value`` with a dotted or
+    snake_case key in text, commands and logs, ``--flag=value``, and "set KEY to value" /
+    "KEY is now value" in prose.
+``port``
+    ``host:6543`` and ``-h host -p 6543`` (keyed by host); ``port 6543`` in prose, told apart by
+    the words before it, so the database's port is not Redis's port.
+``quantity``
+    A number with a unit before a noun in user or agent text: "7 GB RAM", "16 GB RAM".
+``version``
+    ``pkg==1.2.3``, ``pkg@1.2.3``, ``"pkg": "^1.2.3"``.
+``path``
+    A file renamed or moved: ``git mv a b``, ``mv a b``, "renamed a to b".
+``name``
+    A constant renamed by an edit (same value, new name).
+``test``
+    A test reported failing (pytest, unittest, go, cargo), later passing: by name, or by a later
+    run without failures of a command that covers it.
+``instruction``
+    A user instruction later reversed or narrowed ("actually", "instead", "after all", "from now
+    on", "no longer", "only ... except").
+
+Prose keys (prose ports, quantities) join a key already seen only when they share a qualifying
+word or the later statement says it is a change ("moved", "now", "upgraded"). Values are compared
+by their literals (``timedelta(seconds=900)`` and ``900`` agree), so a value that is merely
+repeated, or re-typed without changing (``0.01`` to ``Decimal("0.01")``), is not an update.
+
+Example::
+
+    >>> from zett_agent.messages import UserMessage
+    >>> messages = [UserMessage(content="The staging DB listens on port 6543."),
+    ...             UserMessage(content="Heads-up: staging moved to port 6544 last night.")]
+    >>> [update] = find_updates(observe(messages))
+    >>> update.kind, update.superseded, update.latest
+    ('port', ('6543',), '6544')
+    >>> update.status_in("Staging DB: port 6543."), update.status_in("staging is on port 6544 now")
+    ('superseded', 'latest')
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+from ..load.anchors import loose
+from ..load.text import clean_text
+from .keyed import NEGATIVE, Observation, clauses, content_words, observe, value_cores
+
+__all__ = ["STATUSES", "UPDATE_KINDS", "Observation", "Update", "find_updates", "observe"]
+from .lookup import contains_loose
+
+UPDATE_KINDS: tuple[str, ...] = ("setting", "port", "quantity", "version", "path", "name", "test", "instruction")
+STATUSES: tuple[str, ...] = ("latest", "superseded", "neither")
+
+
+@dataclass(frozen=True)
+class Update:
+    """An item whose value changed within a span.
+
+    Attributes:
+        kind: One of :data:`UPDATE_KINDS`.
+        key: Its identity (``setting:src/a.py:TTL``, ``port``, ``test:tests/x.py::test_y``, ...).
+        name: How it is written (what a summary names it by).
+        superseded: Earlier values, as written, in order.
+        latest: The value at the end of the span.
+        superseded_index: First message holding a superseded value.
+        latest_index: First message holding the latest value after the last superseded one.
+    """
+
+    kind: str
+    key: str
+    name: str
+    superseded: tuple[str, ...]
+    latest: str
+    superseded_index: int
+    latest_index: int
+    names: tuple[str, ...] = field(default=(), repr=False)
+    latest_evidence: frozenset[str] = field(default=frozenset(), repr=False)
+    superseded_evidence: frozenset[str] = field(default=frozenset(), repr=False)
+
+    def status_in(self, text: str | None) -> str:
+        """``"latest"`` when ``text`` carries the latest value, ``"superseded"`` when it carries only an
+        earlier one, ``"neither"`` otherwise (also for no text). Values count where the text names the
+        item (same line or sentence); renamed paths and names count anywhere."""
+        if not text:
+            return "neither"
+        if self.kind == "instruction":
+            return _instruction_status(self, clean_text(text))
+        parts = [loose(c) for c in clauses(clean_text(text))]
+        if self.names:
+            parts = [c for c in parts if any(_mentions(c, name) for name in self.names)]
+        if self.kind == "test":
+            if any(_PASS.search(c) for c in parts):
+                return "latest"
+            return "superseded" if any(_FAIL.search(c) for c in parts) else "neither"
+        if any(_holds(c, token) for c in parts for token in self.latest_evidence):
+            return "latest"
+        if any(_holds(c, token) for c in parts for token in self.superseded_evidence):
+            return "superseded"
+        return "neither"
+
+
+def _mentions(clause: str, name: str) -> bool:
+    """Whether a clause (loose form) names an item: the name between non-word characters (``//host:1`` names host)."""
+    return re.search(rf"(?<!\w){re.escape(loose(name))}(?!\w)", clause) is not None
+
+
+def _holds(clause: str, token: str) -> bool:
+    """Whether a clause (loose form) holds a value: a number between non-digits (``:6381/2`` holds 6381),
+    anything else word-bounded."""
+    if re.fullmatch(r"-?\d+(?:\.\d+)?", token):
+        return re.search(rf"(?<![\d.]){re.escape(token)}(?!\.?\d)", clause) is not None
+    return contains_loose(clause, token)
+
+
+_PASS = re.compile(r"\b(?:pass|passes|passed|passing|green|fixed|succeeds|succeeded|ok)\b")
+_FAIL = re.compile(r"\b(?:fail|fails|failed|failing|failure|errors?|red|broken)\b")
+
+
+def _instruction_updates(observations: Sequence[Observation]) -> Iterator[Update]:
+    earlier: list[Observation] = []
+    for obs in observations:
+        if obs.kind == "instruction":
+            earlier.append(obs)
+            continue
+        if obs.kind != "instruction-change":
+            continue
+        best, overlap = None, 1
+        for candidate in earlier:
+            shared = len(candidate.qualifiers & obs.qualifiers)
+            # a reversal cue ("actually", "after all") needs less overlap than a bare "only"
+            enough = shared >= (
+                0.4 * min(len(candidate.qualifiers), len(obs.qualifiers)) if obs.change else 0.6 * len(obs.qualifiers)
+            )
+            if candidate.index < obs.index and shared > overlap and enough:
+                best, overlap = candidate, shared
+        if best is None or best.qualifiers == obs.qualifiers:
+            continue
+        yield Update(
+            "instruction",
+            f"instruction:{loose(best.value)}",
+            best.value,
+            (best.value,),
+            obs.value,
+            best.index,
+            obs.index,
+            latest_evidence=obs.qualifiers,
+            superseded_evidence=best.qualifiers,
+        )
+
+
+def _instruction_status(update: Update, text: str) -> str:
+    """Latest when a clause shares most of the latest instruction's words, one word only it has, and its polarity."""
+    new, old = update.latest_evidence, update.superseded_evidence
+    new_only, old_only = new - old, old - new
+    new_negative = bool(NEGATIVE.search(update.latest))
+    old_negative = bool(NEGATIVE.search(update.superseded[0]))
+
+    def carries(
+        words: frozenset[str], only: frozenset[str], negative: bool, clause: str, clause_words: frozenset[str]
+    ) -> bool:
+        if len(words & clause_words) < 0.5 * len(words):
+            return False
+        if only and not clause_words & only:
+            return False
+        return new_negative == old_negative or bool(NEGATIVE.search(clause)) == negative
+
+    parts = [(c, content_words(c)) for c in clauses(text)]
+    if any(carries(new, new_only, new_negative, c, w) for c, w in parts):
+        return "latest"
+    if any(carries(old, old_only, old_negative, c, w) for c, w in parts):
+        return "superseded"
+    return "neither"
+
+
+# --------------------------------------------------------------------------------------------
+# Grouping
+
+
+@dataclass
+class _Group:
+    kind: str
+    key: str
+    name: str
+    values: list[tuple[str, int]]
+    qualifiers: set[str]
+
+
+def _join(groups: list[_Group], obs: Observation) -> _Group | None:
+    """The group a prose observation belongs to: shared qualifying words, or the only one when it states a change."""
+    same = [g for g in groups if g.kind == obs.kind and g.key == obs.key]
+    for group in same:
+        if group.qualifiers & obs.qualifiers:
+            return group
+    if len(same) == 1 and (obs.change or not obs.qualifiers or not same[0].qualifiers):
+        return same[0]
+    return None
+
+
+def _covers(paths: frozenset[str], node: str) -> bool:
+    file = node.split("::")[0]
+    return not paths or any(file == p or file.startswith(p + "/") or p == "." for p in paths)
+
+
+def find_updates(observations: Sequence[Sequence[Observation]], start: int = 0, end: int | None = None) -> list[Update]:
+    """Items whose value changed within ``messages[start:end]`` (``observations`` from :func:`observe`)."""
+    end = len(observations) if end is None else min(end, len(observations))
+    flat = [obs for i in range(max(0, start), end) for obs in observations[i]]
+    groups: dict[str, _Group] = {}
+    prose: list[_Group] = []
+    for obs in flat:
+        if obs.kind.startswith("instruction"):
+            continue
+        if obs.kind == "test-run":
+            for group in groups.values():
+                if group.kind == "test" and group.values[-1][0] == "failed" and _covers(obs.qualifiers, group.name):
+                    group.values.append(("passed", obs.index))
+            continue
+        if obs.key == "port" or obs.kind == "quantity":
+            joined = _join(prose, obs)
+            if joined is None:
+                joined = _Group(obs.kind, obs.key, obs.name, [], set())
+                prose.append(joined)
+            joined.qualifiers |= obs.qualifiers
+            group = joined
+        else:
+            group = groups.setdefault(obs.key, _Group(obs.kind, obs.key, obs.name, [], set()))
+        group.values.append((obs.value, obs.index))
+    updates = [u for g in (*groups.values(), *prose) if (u := _update(g)) is not None]
+    updates.extend(_instruction_updates(flat))
+    return sorted(updates, key=lambda u: (u.latest_index, u.key))
+
+
+def _update(group: _Group) -> Update | None:
+    if len(group.values) < 2:
+        return None
+    latest, _ = group.values[-1]
+    if group.kind == "test":
+        latest_cores = frozenset({latest})
+        cores = {value: frozenset({value}) for value, _ in group.values}
+    else:
+        cores = {value: value_cores(value) for value, _ in group.values}
+        latest_cores = cores[latest]
+    superseded = [(v, i) for v, i in group.values if cores[v] != latest_cores]
+    if not superseded:
+        return None
+    old_cores = frozenset().union(*(cores[v] for v, _ in superseded))
+    latest_evidence, superseded_evidence = latest_cores - old_cores, old_cores - latest_cores
+    if not latest_evidence or not superseded_evidence:
+        return None
+    last_old = max(i for _, i in superseded)
+    latest_index = next(i for v, i in group.values if i >= last_old and cores[v] == latest_cores)
+    ordered = tuple(dict.fromkeys(v for v, _ in superseded))
+    return Update(
+        group.kind,
+        group.key,
+        group.name,
+        ordered,
+        latest,
+        superseded[0][1],
+        latest_index,
+        names=_names(group),
+        latest_evidence=latest_evidence,
+        superseded_evidence=superseded_evidence,
+    )
+
+
+def _names(group: _Group) -> tuple[str, ...]:
+    """The words a summary names the item by, so its values only count next to them."""
+    if group.kind in ("path", "name"):
+        return ()
+    if group.kind == "test":
+        node = group.name
+        function = re.split(r"::|\.", node)[-1].split("[")[0]
+        file = node.split("::")[0].rsplit("/", 1)[-1]
+        return tuple(dict.fromkeys(n for n in (function, file) if n))
+    if group.kind == "port":
+        return ("port",) if group.key == "port" else (group.name, "port")
+    return (group.name,)

@@ -1,0 +1,528 @@
+"""Every touch point with zett-agent's internals: the instrumented engine and what drives it.
+
+- :class:`EngineProbe` is a mixin placed in front of an engine class (the stock
+  ``CompactionExtension`` or a user's subclass): it writes down what the engine's own
+  methods computed (estimate, window, checkpoint, outcome) and always returns what they
+  returned, so the engine decides exactly as it would alone. :class:`ReplayProbe` and
+  :class:`LiveProbe` add where a pass begins and ends in a replay and in a live agent.
+- :class:`SummaryChannel` wraps the summary model (the engine calls it directly, so its
+  usage and latency are visible nowhere else) and serves the persistent summary cache.
+- :func:`summarize_span` runs the engine's own summary step on one given span, and
+  :func:`storage_sequences` reads the raw-log sequence numbers a session storage extension keeps.
+
+The replay model and tools that play a recording back through the runtime (public interfaces
+only) are in :mod:`zett_lab.replay.playback`.
+
+Nothing here re-implements the engine; :mod:`zett_lab.replay.explain` holds the only
+re-implemented logic (why a stock window was not found), checked against the engine in tests.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import copy
+import functools
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from zett_agent.agent import AgentRunContext
+from zett_agent.events import AgentPhase, AgentPhaseTransitionMixin
+from zett_agent.extensions.compaction import CompactionExtension
+from zett_agent.extensions.events import CompactionEvent, ExtensionEvent, MessageAppendedEvent
+from zett_agent.extensions.persistence import BaseSessionPersistenceExtension
+from zett_agent.messages import AnyMessage, AssistantMessage, SystemMessage
+from zett_agent.model import (
+    AgentModel,
+    ModelEvent,
+    ModelRequest,
+    ModelResponse,
+    ModelUsage,
+    ReasoningEffort,
+    RetryOptions,
+)
+
+from ..asyncrun import closing_stream, run_sync
+from ..errors import SettingError
+from .explain import window_skip_reason
+from .playback import ReplayCursor, TurnInterrupted
+from .recorder import NO_WINDOW, PassRecord, Window
+
+#: A class or a factory called like ``CompactionExtension(model, *, max_tokens, keep_recent_tokens,
+#: count_tokens, reasoning_effort)``; None is the stock engine.
+EngineSpec = type[CompactionExtension] | Callable[..., CompactionExtension] | None
+#: The attribute an engine class sets to declare the limits along which one replay provably stands for
+#: other settings (``("max_tokens",)``, ``("max_tokens", "keep_recent_tokens")``); see ``study.boundaries``.
+REUSE_ATTRIBUTE = "zett_lab_reuse"
+#: The limits the stock engine is proven to read only in its two comparisons.
+STOCK_REUSE = ("max_tokens", "keep_recent_tokens")
+
+
+class EngineError(SettingError):
+    """An engine that cannot be used: not a CompactionExtension, a failing or wrong factory."""
+
+
+# --- the summary model ----------------------------------------------------------------------------
+
+
+class SummaryChannel:
+    """The summary model as the engine sees it: records text, usage, latency and errors; serves the cache.
+
+    One channel is configured per replay (model, identity, cache); :meth:`bound` gives the
+    per-call proxy that writes into one pass's record, so concurrent requests never mix.
+    """
+
+    retry = RetryOptions(max_retries=0)
+
+    def __init__(self, model: AgentModel, identity: str, cache: Any = None, cache_identity: str | None = None) -> None:
+        self.model = model
+        self.identity = identity
+        self.cache = cache
+        self.cache_identity = cache_identity or identity
+
+    def bound(self, call: dict[str, Any]) -> _BoundChannel:
+        return _BoundChannel(self, call)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """Used unbound (outside a probed pass): nothing is recorded."""
+        async for event in self.bound({}).stream(request):
+            yield event
+
+
+@dataclass
+class _BoundChannel:
+    channel: SummaryChannel
+    call: dict[str, Any]
+    retry: RetryOptions = field(default_factory=lambda: RetryOptions(max_retries=0))
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        channel, call = self.channel, self.call
+        call.update(identity=channel.identity, cache_hit=False)
+        cache = channel.cache
+        key = cache.key(channel.cache_identity, request) if cache is not None else None
+        cached = cache.get(key) if key is not None else None
+        if cached is not None:
+            call.update(
+                cache_hit=True,
+                text=cached.text.strip(),
+                latency_s=cached.latency_s,
+                input_tokens=cached.input_tokens,
+                output_tokens=cached.output_tokens,
+            )
+            yield ModelEvent.text(cached.text)
+            usage = ModelUsage(input_tokens=cached.input_tokens or 0, output_tokens=cached.output_tokens or 0)
+            yield ModelEvent.completed(ModelResponse(AssistantMessage(content=cached.text), usage=usage))
+            return
+        started = time.perf_counter()
+        async with closing_stream(channel.model.stream(request)) as events:
+            async for event in events:
+                if event.response is not None:
+                    self._record(event.response, time.perf_counter() - started)
+                    if key is not None and call["text"] and not call["tool_calls"]:
+                        from ..summarizers.cache import CachedSummary
+
+                        cache.put(
+                            key,
+                            CachedSummary(
+                                text=event.response.message.content,
+                                latency_s=call["latency_s"],
+                                input_tokens=call["input_tokens"],
+                                output_tokens=call["output_tokens"],
+                            ),
+                        )
+                elif event.tool_call_delta is not None:
+                    call["tool_calls"] = True
+                yield event
+
+    def _record(self, response: ModelResponse, latency: float) -> None:
+        usage = response.usage
+        reported = usage.input_tokens > 0 or usage.output_tokens > 0
+        self.call.update(
+            text=response.message.content.strip(),
+            tool_calls=bool(response.message.tool_calls),
+            latency_s=latency,
+            input_tokens=usage.input_tokens if reported else None,
+            output_tokens=usage.output_tokens if reported else None,
+        )
+
+
+def _channel(model: AgentModel, state: PassRecord) -> AgentModel:
+    """The model the engine passed, recording into ``state`` (a replay's channel keeps its cache)."""
+    call: dict[str, Any] = {}
+    state.summary_call = call
+    if not isinstance(model, SummaryChannel):
+        from ..summarizers import summarizer_identity
+
+        model = SummaryChannel(model, summarizer_identity(model))
+    return model.bound(call)
+
+
+# --- the probe ----------------------------------------------------------------------------------------
+
+#: The pass a running ``compact`` records into. The window hook is static in the engine (it gets no
+#: context), and concurrent requests run in their own asyncio tasks, so a context variable keeps them apart.
+_COMPACTING: contextvars.ContextVar[PassRecord | None] = contextvars.ContextVar("zett_lab_compacting", default=None)
+
+
+class EngineProbe(CompactionExtension):
+    """Mixin in front of an engine class: records what the engine computes, returns it unchanged.
+
+    Subclasses say which pass a context belongs to (:meth:`_probe_pass`) and whether a
+    failure is re-raised (``_probe_strict``: a live agent fails its request exactly as the
+    uninstrumented engine would; a non-strict replay records the failure and goes on).
+    """
+
+    _probe_strict: bool = True
+    _probe_counter: Callable[[Sequence[AnyMessage]], int] | None = None
+
+    def _probe_pass(self, context: AgentRunContext) -> PassRecord | None:
+        raise NotImplementedError
+
+    def _probe_failed(self, state: PassRecord) -> None:
+        """A pass failed and is re-raised (strict): where the failure should be remembered, if anywhere."""
+
+    def _count_context_tokens(self, context: AgentRunContext) -> int:
+        estimate = super()._count_context_tokens(context)
+        state = self._probe_pass(context)
+        if state is not None and state.estimate is None:
+            messages = context.state.messages
+            baseline = self._usage_baselines.get(context)
+            from_usage = baseline is not None and baseline[1] <= len(messages)
+            state.estimate = estimate
+            state.estimate_source = "usage" if from_usage else "estimator"
+            state.estimator_tokens = (self._probe_counter or self.count_tokens)(messages) if from_usage else estimate
+            state.n_messages = len(messages)
+        return estimate
+
+    def _select_compaction_window(  # type: ignore[override]
+        self,
+        messages: Sequence[AnyMessage],
+        *,
+        keep_recent_tokens: int,
+        count_tokens: Callable[[Sequence[AnyMessage]], int],
+    ) -> Window | None:
+        window = super()._select_compaction_window(
+            messages, keep_recent_tokens=keep_recent_tokens, count_tokens=count_tokens
+        )
+        state = _COMPACTING.get()
+        if state is not None:
+            state.window, state.window_checked = window, True
+            if window is None:
+                # The probe's counter gives the engine's integers, memoized (the walk is quadratic in the engine's).
+                state.window_skip = self._explain_no_window(
+                    messages, keep_recent_tokens, self._probe_counter or count_tokens
+                )
+        return window
+
+    def _explain_no_window(
+        self, messages: Sequence[AnyMessage], keep: int, count: Callable[[Sequence[AnyMessage]], int]
+    ) -> str:
+        """The engine's own reason (``explain_no_window``), the stock walk's, or a generic one."""
+        explain = getattr(self, "explain_no_window", None)
+        if callable(explain):
+            return str(explain(messages, keep_recent_tokens=keep, count_tokens=count))
+        if uses_stock_window(type(self)):
+            return window_skip_reason(messages, keep_recent_tokens=keep, count_tokens=count) or NO_WINDOW
+        return NO_WINDOW
+
+    async def _summarize_checkpoint(
+        self,
+        context: AgentRunContext,
+        older: Sequence[AnyMessage],
+        *,
+        model: AgentModel,
+        reasoning_effort: ReasoningEffort,
+    ):
+        state = self._probe_pass(context)
+        if state is not None:
+            model = _channel(model, state)
+        try:
+            checkpoint = await super()._summarize_checkpoint(
+                context, older, model=model, reasoning_effort=reasoning_effort
+            )
+        except BaseException:
+            if state is not None:
+                state.error_in_summary = True
+            raise
+        if state is not None:
+            state.checkpoint = checkpoint
+        return checkpoint
+
+    async def compact(self, context: AgentRunContext, *, force: bool = False) -> CompactionEvent | None:
+        state = self._probe_pass(context)
+        if state is None:
+            return await super().compact(context, force=force)
+        if state.n_messages == 0:
+            state.n_messages = len(context.state.messages)
+        before = list(context.state.messages)
+        running = _COMPACTING.set(state)
+        try:
+            event = await super().compact(context, force=force)
+        except Exception as error:
+            state.error = error
+            if self._probe_strict:
+                self._probe_failed(state)
+                raise
+            await leave_compacting_phase(context)
+            return None
+        finally:
+            _COMPACTING.reset(running)
+        state.applied = event is not None
+        if event is not None and state.window is None:
+            state.window = window_of_event(before, event)
+        return event
+
+
+def uses_stock_window(engine_class: type) -> bool:
+    """Whether an engine class selects its window with the stock ``_select_compaction_window``."""
+    for klass in engine_class.__mro__:
+        if issubclass(klass, EngineProbe) and klass.__module__ == __name__:
+            continue
+        if "_select_compaction_window" in vars(klass):
+            return klass is CompactionExtension
+    return False
+
+
+def window_of_event(before: Sequence[AnyMessage], event: CompactionEvent) -> Window:
+    """The window an applied compaction replaced, read from its event (for engines that skip the window hook)."""
+    instructions = [m for m in before if isinstance(m, SystemMessage)]
+    dialogue: list[AnyMessage] = [m for m in before if not isinstance(m, SystemMessage)]
+    return instructions, dialogue[: event.compressed_to], dialogue[event.kept_from - 1 : event.kept_to]
+
+
+async def leave_compacting_phase(context: AgentRunContext) -> None:
+    """Non-strict replays go on after a failed pass, where the engine would fail the request.
+
+    The engine announced ``COMPACTION_STARTED``; put the runtime back to READY the way
+    ``COMPACTION_COMPLETED`` would, without publishing a completion that did not happen.
+    """
+    if context.state.phase is AgentPhase.COMPACTING:
+        await AgentPhaseTransitionMixin._transition_phase(context, AgentPhase.READY, expected=(AgentPhase.COMPACTING,))
+
+
+# --- building an instrumented engine --------------------------------------------------------------------
+
+
+#: Instrumented classes already built, so each (engine class, probe) pair is built once.
+_INSTRUMENTED: dict[tuple[type, type], type[CompactionExtension]] = {}
+
+
+def instrumented_class(engine_class: type[CompactionExtension], probe: type[EngineProbe]) -> type[CompactionExtension]:
+    """``probe`` placed in front of ``engine_class`` (the user's class runs unchanged behind it)."""
+    if issubclass(engine_class, probe):
+        return engine_class
+    built = _INSTRUMENTED.get((engine_class, probe))
+    if built is None:
+        name = f"{probe.__name__}[{engine_class.__name__}]"
+        built = _INSTRUMENTED[(engine_class, probe)] = type(name, (probe, engine_class), {"__module__": __name__})
+    return built
+
+
+def engine_name(engine: EngineSpec) -> str:
+    """How a trace names an engine: ``CompactionExtension`` (stock), ``module.Class``, or a factory's name."""
+    if engine is None or engine is CompactionExtension:
+        return "CompactionExtension"
+    if isinstance(engine, functools.partial):
+        options = ", ".join(f"{k}={v!r}" for k, v in sorted(engine.keywords.items()))
+        return f"{engine_name(engine.func)}({options})"
+    module = getattr(engine, "__module__", None) or ""
+    name = getattr(engine, "__qualname__", None) or type(engine).__qualname__
+    return f"{module}.{name}" if module and module != "builtins" else name
+
+
+def engine_reuse(engine: EngineSpec) -> tuple[str, ...]:
+    """The limits along which a replay of ``engine`` may stand for other settings (empty: none).
+
+    The stock engine is proven for both (``study.boundaries``); a user engine gets only what
+    its class declares in ``zett_lab_reuse``; a factory other than ``functools.partial`` of a
+    declaring class gets nothing (its options may read the limits anywhere).
+    """
+    if engine is None or engine is CompactionExtension:
+        return STOCK_REUSE
+    target = engine.func if isinstance(engine, functools.partial) else engine
+    if not isinstance(target, type):
+        return ()
+    declared = getattr(target, REUSE_ATTRIBUTE, ())
+    return tuple(limit for limit in STOCK_REUSE if limit in declared)
+
+
+def check_engine(engine: EngineSpec) -> None:
+    """Raise :class:`EngineError` unless ``engine`` is None, a CompactionExtension subclass, or a callable."""
+    if engine is None:
+        return
+    if isinstance(engine, type):
+        if not issubclass(engine, CompactionExtension):
+            name = f"{engine.__module__}.{engine.__qualname__}"
+            raise EngineError(f"engine {name} is not a subclass of zett_agent's CompactionExtension")
+        return
+    if isinstance(engine, CompactionExtension):
+        raise EngineError(
+            f"engine= takes a class or a factory, not a configured instance ({type(engine).__name__}); "
+            "to record a live agent's extension use zett_lab.instrument(extension, path)"
+        )
+    if not callable(engine):
+        raise EngineError(f"engine must be a CompactionExtension subclass or a factory, got {type(engine).__name__}")
+
+
+def build_engine(engine: EngineSpec, probe: type[EngineProbe], **options: Any) -> CompactionExtension:
+    """An instrumented engine: ``engine`` (class or factory) built with ``options``, ``probe`` in front."""
+    check_engine(engine)
+    name = engine_name(engine)
+    target = CompactionExtension if engine is None else engine
+    try:
+        if isinstance(target, type):
+            built = instrumented_class(target, probe)(**options)
+        else:
+            made = target(**options)
+            if not isinstance(made, CompactionExtension):
+                raise EngineError(f"engine factory {name} returned {type(made).__name__}, not a CompactionExtension")
+            built = graft(made, probe)
+    except EngineError:
+        raise
+    except Exception as error:
+        raise EngineError(
+            f"engine {name} could not be built with {sorted(options)}: {type(error).__name__}: {error}"
+        ) from error
+    for limit in ("max_tokens", "keep_recent_tokens"):
+        if getattr(built, limit, None) != options[limit]:
+            raise EngineError(
+                f"engine {name} has {limit}={getattr(built, limit, None)!r} but was asked for {options[limit]!r}; "
+                "a factory must pass the limits on, or the trace would name a setting the engine did not use"
+            )
+    return built
+
+
+def graft(extension: CompactionExtension, probe: type[EngineProbe]) -> CompactionExtension:
+    """A copy of a configured extension with ``probe`` in front of its class (the original is untouched).
+
+    Attributes are shared shallowly; a bound method the extension stored on itself in
+    ``__init__`` stays bound to the original object.
+    """
+    grafted = copy.copy(extension)
+    grafted.__class__ = instrumented_class(type(extension), probe)
+    return grafted
+
+
+# --- replay: the probe of a replay (its model, tools and cursor are in playback.py) -----------------------
+
+
+class ReplayProbe(EngineProbe):
+    """The probe of a replay: one pass before every replayed model step, plus the manual passes asked for."""
+
+    _replay: ReplayCursor
+
+    def _probe_pass(self, context: AgentRunContext) -> PassRecord | None:
+        return self._replay.current
+
+    def _probe_failed(self, state: PassRecord) -> None:
+        self._replay.strict_failure = state
+
+    async def before_model(self, context: AgentRunContext, request: ModelRequest) -> None:
+        replay = self._replay
+        if replay.turn_was_interrupted():
+            # No model step happened here in the recording (the user interrupted):
+            # end the request before the engine acts.
+            replay.interrupted_turns.append(replay.recording.turn)
+            raise TurnInterrupted
+        step = replay.recording.steps
+        if step in replay.manual_steps:
+            replay.begin_pass("manual", replay.n_recorded)
+            await self.compact(context, force=True)
+            replay.finish_pass(step)
+        replay.begin_pass(None, replay.n_recorded)
+        await super().before_model(context, request)
+
+    async def on_compact(self, context: AgentRunContext) -> None:
+        replay = self._replay
+        replay.begin_pass("manual", replay.turn_start)
+        await super().on_compact(context)
+        replay.finish_pass(replay.recording.steps)
+        replay.current = None
+
+
+# --- one span, summarized by the engine's own summary step -----------------------------------------------------
+
+
+class _SpanContext:
+    """What the engine's summary step needs from a run context: a session id and somewhere to emit deltas."""
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+
+    async def emit(self, event: Any) -> None:
+        return None
+
+
+def summarize_span(
+    older: Sequence[AnyMessage], channel: SummaryChannel, effort: ReasoningEffort, session_id: str, count_tokens: Any
+) -> tuple[Any, Exception | None, dict[str, Any]]:
+    """``CompactionExtension._summarize_checkpoint`` on one span, outside a run: (checkpoint, error, call record).
+
+    The engine's own request, instructions and checks; the channel records the call and serves the cache.
+    """
+    engine = CompactionExtension(model=channel, max_tokens=1, keep_recent_tokens=1, count_tokens=count_tokens,
+                                 reasoning_effort=effort)
+    call: dict[str, Any] = {}
+    context = cast(AgentRunContext, _SpanContext(session_id))  # all the summary step reads of a context
+    try:
+        summarizing = engine._summarize_checkpoint(context, older, model=channel.bound(call), reasoning_effort=effort)
+        return run_sync(summarizing), None, call
+    except Exception as error:  # noqa: BLE001 - a failed summary is a recorded attempt, never a result
+        return None, error, call
+
+
+# --- live agents ---------------------------------------------------------------------------------------------
+
+
+class LiveProbe(EngineProbe):
+    """The probe of a live agent: a pass per model step and per ``Agent.compact``, kept apart per request.
+
+    ``_live`` is the recorder that writes the trace file (:mod:`zett_lab.replay.live`); it is
+    told where each pass begins and ends, each model step's response and each new message.
+    Failures are recorded and re-raised: the agent fails exactly as it would uninstrumented.
+    """
+
+    _live: Any
+
+    def _probe_pass(self, context: AgentRunContext) -> PassRecord | None:
+        return self._live.pass_of(context)
+
+    async def before_model(self, context: AgentRunContext, request: ModelRequest) -> None:
+        self._live.begin_pass(context, None)
+        try:
+            await super().before_model(context, request)
+        finally:
+            self._live.end_pass(context)
+
+    async def after_model(self, context: AgentRunContext, response: ModelResponse) -> None:
+        await super().after_model(context, response)
+        self._live.step(context, response)
+
+    async def on_compact(self, context: AgentRunContext) -> None:
+        self._live.begin_pass(context, "manual")
+        try:
+            await super().on_compact(context)
+        finally:
+            self._live.end_pass(context, manual=True)
+
+    async def on_event(self, context: AgentRunContext, event: ExtensionEvent) -> None:
+        await super().on_event(context, event)
+        if isinstance(event, MessageAppendedEvent):
+            self._live.message(context, event.message, event.usage)
+        elif isinstance(event, CompactionEvent):
+            self._live.event(context, event)
+
+
+def storage_sequences(context: AgentRunContext) -> list[int | None] | None:
+    """Raw-log sequence numbers of the context's non-system messages, from a session storage extension.
+
+    ``SQLiteSessionExtension`` (any ``BaseSessionPersistenceExtension``) keeps one sequence per
+    non-system context position (the checkpoint stands for ``compacted_through_sequence``);
+    None when the agent has no session storage.
+    """
+    for extension in context.extensions:
+        if isinstance(extension, BaseSessionPersistenceExtension):
+            request = extension._requests.get(context)
+            return list(request.context_sequences) if request is not None else None
+    return None

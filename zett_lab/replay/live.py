@@ -1,0 +1,541 @@
+"""Recording a live agent's compactions: the same trace as a replay, written while the agent runs.
+
+``zett_lab.instrument(extension, path)`` takes a configured ``CompactionExtension`` (stock or a
+subclass) and returns a copy with the probe of :mod:`zett_lab.replay.engine` in front of its
+class. The copy decides exactly as the original would; it appends to ``path`` (JSON lines):
+
+- ``start``: once per process that opens the file: the engine, its limits, the summarizer;
+- ``message``: every new message of a session as it is appended (zett-agent's encoding), with
+  the provider usage of assistant messages;
+- ``compaction``: every summary attempt as it ends: the same columns as a replay's
+  compaction table, with the real summary text, usage and latency;
+- ``step``: every model step as it ends: the same columns as a replay's step table, plus
+  the request id, the provider's real usage and latency, and the raw-log sequence numbers
+  ``SQLiteSessionExtension`` gave the messages (when the agent has one).
+
+The records of one step are written together, in whole lines, to a file opened for appending,
+when the step ends (and flushed to disk with ``fsync``), so a killed process loses at most the
+step in flight.
+Requests are kept apart by their run context, sessions by their id, so one shared Agent
+serving concurrent requests writes one trace per session. ``Trace.load(path, session=...)``
+reads the file (:func:`read_live_session`), also while an agent is still writing it: a line
+not yet finished is left out and reported in ``settings["in_flight"]``.
+
+Example::
+
+    extension = zett_lab.instrument(CompactionExtension(model, max_tokens=128_000), "compactions.jsonl")
+    agent = await Agent.create(model, extensions=[SQLiteSessionExtension("sessions.sqlite"), extension])
+    ...
+    trace = zett_lab.Trace.load("compactions.jsonl", session="my-session")
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import threading
+import time
+import uuid
+import weakref
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import zett_agent
+from zett_agent.agent import AgentRunContext
+from zett_agent.extensions.compaction import CompactionExtension
+from zett_agent.messages import AnyMessage, SystemMessage
+from zett_agent.model import ModelResponse, ModelUsage
+from zett_agent.storage import decode_messages, encode_messages
+
+from ..errors import InputError, OutputError, SettingError
+from ..load.conversation import Conversation, starts_turn
+from ..tokens import MemoizingCounter, TokenCounter
+from .engine import LiveProbe, engine_name, graft, storage_sequences
+from .recorder import PassRecord, Recording
+
+LIVE_FORMAT = "zett-lab-live-trace"
+LIVE_VERSION = 1
+#: Distinct texts the live recorder's token counter remembers (a long-running agent must not grow without bound).
+COUNTER_TEXTS = 65_536
+
+
+def instrument(extension: CompactionExtension, path: str | Path, *, fsync: bool = True) -> CompactionExtension:
+    """A copy of ``extension`` that records every compaction decision to ``path`` as the agent runs.
+
+    Put the result in ``Agent.create(..., extensions=[...])`` instead of ``extension``. It
+    decides exactly as ``extension`` would (same events, checkpoints and context sent);
+    failures are recorded and then raised as they would be without it.
+
+    Args:
+        extension: A configured ``CompactionExtension`` or subclass (left untouched).
+        path: The trace file (JSON lines). A new file, or one this function wrote before
+            (new records are appended); anything else is refused.
+        fsync: Flush every step record to disk (off: a killed process still loses nothing
+            written, but a machine crash may lose the last records).
+
+    Raises:
+        SettingError: ``extension`` is not a CompactionExtension.
+        OutputError: ``path`` exists and is not a live trace, or its folder does not exist.
+    """
+    if not isinstance(extension, CompactionExtension):
+        raise SettingError(f"instrument() takes a configured CompactionExtension, got {type(extension).__name__}")
+    recorder = LiveRecorder(TraceLog(path, fsync=fsync), extension)
+    instrumented = graft(extension, LiveProbe)
+    instrumented._live = recorder  # type: ignore[attr-defined]
+    instrumented._probe_counter = recorder.counter  # type: ignore[attr-defined]
+    return instrumented
+
+
+# --- writing --------------------------------------------------------------------------------------------
+
+
+class TraceLog:
+    """An append-only JSON-lines file written in whole lines.
+
+    Records of a step (its new messages, its compaction attempt, the step itself) are
+    collected and written with one ``os.write`` when the step ends, then flushed to disk;
+    so a killed process loses at most the step in flight, and a step costs one write.
+    """
+
+    def __init__(self, path: str | Path, *, fsync: bool = True) -> None:
+        self.path = Path(path)
+        self.fsync = fsync
+        if not self.path.parent.is_dir():
+            raise OutputError(self.path, None, f"folder {str(self.path.parent)!r} does not exist")
+        torn = False
+        if self.path.exists() and self.path.stat().st_size:
+            head = _first_line(self.path)
+            if not (isinstance(head, dict) and head.get("format") == LIVE_FORMAT):
+                raise OutputError(
+                    self.path, None, "exists and is not a zett_lab live trace; zett_lab appends only to its own "
+                    "trace files (choose a new path)"
+                )
+            with self.path.open("rb") as handle:
+                handle.seek(-1, os.SEEK_END)
+                torn = handle.read(1) != b"\n"
+        self._lock = threading.Lock()
+        self._pending: list[bytes] = []
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        weakref.finalize(self, _close, self._fd, self._pending)
+        if torn:  # a process was killed mid-record: end that line so the next record starts clean
+            self._pending.append(b"\n")
+
+    def write(self, record: dict[str, Any], *, flush: bool = False) -> None:
+        """Add a record; with ``flush``, write everything pending (and fsync when configured)."""
+        line = (json.dumps(record, ensure_ascii=False, default=_json_default, separators=(",", ":")) + "\n").encode(
+            "utf-8"
+        )
+        with self._lock:
+            self._pending.append(line)
+            if not flush:
+                return
+            view = memoryview(b"".join(self._pending))
+            self._pending.clear()
+            while view:
+                written = os.write(self._fd, view)
+                view = view[written:]
+            if self.fsync:
+                os.fsync(self._fd)
+
+
+def _close(fd: int, pending: list[bytes]) -> None:
+    """Write what is still pending (a clean exit loses nothing), then close the file."""
+    try:
+        if pending:
+            os.write(fd, b"".join(pending))
+    finally:
+        os.close(fd)
+
+
+def _json_default(value: Any) -> Any:
+    if hasattr(value, "item"):
+        return value.item()
+    return str(value)
+
+
+def _first_line(path: Path) -> Any:
+    with path.open("rb") as handle:
+        line = handle.readline()
+    try:
+        return json.loads(line)
+    except ValueError:
+        return None
+
+
+@dataclass
+class _Session:
+    """What the recorder knows about one session: its message count and its trace rows so far."""
+
+    recording: Recording
+    n_messages: int = 0
+    turns: int = 0
+    has_system: bool = False
+
+
+@dataclass
+class _Request:
+    """One request (one run context): its session, the pass in progress and the messages it appended."""
+
+    session: _Session
+    request_id: str
+    current: PassRecord | None = None
+    step_pass: PassRecord | None = None
+    step_compaction: dict[str, Any] | None = None
+    model_started: float = 0.0
+    appended: dict[int, int] = field(default_factory=dict)
+
+
+class LiveRecorder:
+    """The live side of the probe: per-session recordings written to one :class:`TraceLog`."""
+
+    def __init__(self, log: TraceLog, extension: CompactionExtension) -> None:
+        self.log = log
+        self.run = uuid.uuid4().hex
+        custom = extension.count_tokens is not CompactionExtension._count_tokens
+        self.counter: TokenCounter = extension.count_tokens if custom else MemoizingCounter(max_texts=COUNTER_TEXTS)
+        self.settings = live_settings(extension, custom)
+        self._sessions: dict[str, _Session] = {}
+        self._requests: weakref.WeakKeyDictionary[AgentRunContext, _Request] = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+        self._resumed = _session_states(log.path) if log.path.stat().st_size else {}
+        log.write(
+            {
+                "record": "start",
+                "format": LIVE_FORMAT,
+                "version": LIVE_VERSION,
+                "run": self.run,
+                "pid": os.getpid(),
+                "started_at": datetime.now(timezone.utc).isoformat(),
+                "settings": self.settings,
+            },
+            flush=True,
+        )
+
+    # --- sessions and requests -------------------------------------------------------------------------
+
+    def _session(self, session_id: str) -> _Session:
+        with self._lock:
+            session = self._sessions.get(session_id)
+            if session is None:
+                recording = Recording(
+                    conversation_id=session_id,
+                    counter=self.counter,
+                    max_tokens=self.settings["max_tokens"],
+                    keep_recent_tokens=self.settings["keep_recent_tokens"],
+                    summarizer_identity=self.settings["summarizer"],
+                    keep_rows=False,
+                    write=functools.partial(self._write_row, session_id),
+                )
+                session = self._sessions[session_id] = _Session(recording)
+                state = self._resumed.pop(session_id, None)
+                if state is not None:
+                    _resume(session, state)
+            return session
+
+    def _request(self, context: AgentRunContext) -> _Request:
+        request = self._requests.get(context)
+        if request is None:
+            request_id = context.config.request_id or uuid.uuid4().hex
+            request = self._requests[context] = _Request(self._session(context.session_id), request_id)
+        return request
+
+    def _write_row(self, session_id: str, kind: str, row: dict[str, Any]) -> None:
+        # A step ends the unit a crash may lose; so does a failed or manual pass (no step follows it).
+        flush = kind == "step" or row.get("error") is not None or row.get("trigger") == "manual"
+        self.log.write({"record": kind, "run": self.run, "session_id": session_id, "row": row}, flush=flush)
+
+    # --- what the probe reports ------------------------------------------------------------------------
+
+    def pass_of(self, context: AgentRunContext) -> PassRecord | None:
+        request = self._requests.get(context)
+        return request.current if request is not None else None
+
+    def message(self, context: AgentRunContext, message: AnyMessage, usage: ModelUsage | None) -> None:
+        """A message appended to the context: a new message of the session, as the raw log stores it."""
+        if not message.persist:
+            return
+        request = self._request(context)
+        session = request.session
+        if isinstance(message, SystemMessage):
+            if session.has_system or session.n_messages:
+                return  # the raw log re-stores the prompt at every request; a conversation keeps the first
+            session.has_system = True
+        index = session.n_messages
+        session.n_messages += 1
+        request.appended[id(message)] = index
+        if starts_turn(message):
+            session.turns += 1
+            session.recording.turn, session.recording.turn_step = session.turns - 1, 0
+        if not isinstance(message, SystemMessage) and index == (1 if session.has_system else 0):
+            session.recording.span_start = index  # summaries stand for everything from the first dialogue message
+        self.log.write(
+            {
+                "record": "message",
+                "run": self.run,
+                "session_id": context.session_id,
+                "index": index,
+                "message": encode_messages([message]),
+                "usage": asdict(usage) if usage is not None else None,
+            }
+        )
+
+    def begin_pass(self, context: AgentRunContext, trigger: str | None) -> None:
+        request = self._request(context)
+        request.current = PassRecord(trigger=trigger, n_recorded=request.session.n_messages)
+
+    def end_pass(self, context: AgentRunContext, *, manual: bool = False) -> None:
+        request = self._request(context)
+        state, request.current = request.current, None
+        recording = request.session.recording
+        sequences = storage_sequences(context)
+        through = sequences[0] if sequences and state is not None and state.applied else None
+        compaction = recording.finish_pass(
+            state,
+            recording.steps,
+            session_id=context.session_id,
+            request_id=request.request_id,
+            compacted_through_sequence=through,
+        )
+        if not manual:
+            request.step_pass, request.step_compaction = state, compaction
+            request.model_started = time.perf_counter()
+
+    def step(self, context: AgentRunContext, response: ModelResponse) -> None:
+        """A model step ended: its row (what the pass decided, what was sent) and the raw-log sequences."""
+        request = self._request(context)
+        session, state = request.session, request.step_pass
+        latency = time.perf_counter() - request.model_started if request.model_started else None
+        messages = context.state.messages
+        end = next((i for i in range(len(messages) - 1, -1, -1) if messages[i] is response.message), len(messages))
+        sent = messages[:end]
+        n_recorded = state.n_recorded if state is not None else session.n_messages - 1
+        recording = session.recording
+        row = recording.step_row(recording.steps, n_recorded, state, request.step_compaction, sent, response.message)
+        sequences = storage_sequences(context) or []
+        dialogue = [m for m in messages if not isinstance(m, SystemMessage)]
+        known = {
+            request.appended[id(m)]: s
+            for m, s in zip(dialogue, sequences, strict=False)  # the storage may map fewer positions
+            if id(m) in request.appended and s is not None
+        }
+        usage = response.usage
+        row.update(
+            session_id=context.session_id,
+            request_id=request.request_id,
+            usage_input_tokens=usage.input_tokens or None,
+            usage_output_tokens=usage.output_tokens or None,
+            model_latency_s=latency,
+            sequence=known.get(request.appended.get(id(response.message), -1)),
+        )
+        request.step_pass = request.step_compaction = None
+        request.model_started = 0.0
+        if known:
+            self.log.write(
+                {
+                    "record": "sequences",
+                    "run": self.run,
+                    "session_id": context.session_id,
+                    "sequences": {str(k): v for k, v in known.items()},
+                }
+            )
+        recording.add_step(row)
+
+    def event(self, context: AgentRunContext, event: Any) -> None:
+        """An applied compaction as the engine published it (the cross-check of its compaction row)."""
+        recording = self._request(context).session.recording
+        self.log.write(
+            {
+                "record": "event",
+                "run": self.run,
+                "session_id": context.session_id,
+                "event": {
+                    "step": recording.steps,
+                    "applied": True,
+                    "compressed_to": event.compressed_to,
+                    "kept_to": event.kept_to,
+                    "summary": event.summary,
+                },
+            }
+        )
+
+
+def live_settings(extension: CompactionExtension, custom_counter: bool) -> dict[str, Any]:
+    """The settings a live trace names: the engine, its limits, its summarizer, the engine version."""
+    from ..summarizers import summarizer_identity
+
+    model = extension.model
+    counter = extension.count_tokens
+    return {
+        "max_tokens": extension.max_tokens,
+        "keep_recent_tokens": extension.keep_recent_tokens,
+        "summarizer": summarizer_identity(model) if model is not None else "request model",
+        "engine": engine_name(type(extension)),
+        "reasoning_effort": getattr(extension.reasoning_effort, "value", str(extension.reasoning_effort)),
+        "counter": getattr(counter, "__qualname__", type(counter).__name__)
+        if custom_counter
+        else "CompactionExtension._count_tokens",
+        "usage": "live",
+        "zett_agent_version": zett_agent.__version__,
+    }
+
+
+# --- reading ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Parsed:
+    """The records of one live trace file, grouped by session."""
+
+    runs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    sessions: dict[str, dict[str, list]] = field(default_factory=dict)
+    torn: list[int] = field(default_factory=list)
+    in_flight: bool = False
+
+
+def _parse(path: Path) -> _Parsed:
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise InputError(path, None, f"cannot read the trace ({error.strerror or error})") from error
+    parsed = _Parsed()
+    lines = data.split(b"\n")
+    parsed.in_flight = bool(lines[-1])  # the last line has no newline yet: a record being written
+    for number, line in enumerate(lines[:-1], start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            kind = record["record"]
+        except (ValueError, KeyError, TypeError):
+            parsed.torn.append(number)  # a record cut off when a process was killed mid-write
+            continue
+        if number == 1 and record.get("format") != LIVE_FORMAT:
+            raise InputError(path, "line 1", f"not a zett_lab live trace (expected format {LIVE_FORMAT!r})")
+        if kind == "start":
+            parsed.runs[record["run"]] = record
+            continue
+        parsed.sessions.setdefault(record["session_id"], {}).setdefault(kind, []).append(record)
+    return parsed
+
+
+def live_sessions(path: str | Path) -> list[str]:
+    """The session ids a live trace file holds, in the order they first appear."""
+    return list(_parse(Path(path)).sessions)
+
+
+@dataclass
+class LiveSession:
+    """One session of a live trace file, read back: what :meth:`Trace.load` builds a trace from."""
+
+    conversation: Conversation
+    step_rows: list[dict[str, Any]]
+    compaction_rows: list[dict[str, Any]]
+    settings: dict[str, Any]
+    engine_events: list[dict[str, Any]]
+
+
+def is_live_trace(path: str | Path) -> bool:
+    """Whether ``path`` is a live trace file (its first line is a ``start`` record of this format)."""
+    path = Path(path)
+    if not path.is_file() or not path.stat().st_size:
+        return False
+    head = _first_line(path)
+    return isinstance(head, dict) and head.get("format") == LIVE_FORMAT
+
+
+def read_live_session(path: str | Path, session: str | None = None) -> LiveSession:
+    """One session of a live trace file (``session`` may be left out when the file holds one).
+
+    The conversation is rebuilt from the file's message records (usage included), so it can
+    be measured and replayed without the agent's database.
+    """
+    path = Path(path)
+    parsed = _parse(path)
+    if not parsed.sessions:
+        raise InputError(path, None, "the live trace holds no session yet")
+    if session is None:
+        if len(parsed.sessions) > 1:
+            raise InputError(
+                path,
+                None,
+                f"the live trace holds {len(parsed.sessions)} sessions; pass session= one of {sorted(parsed.sessions)}",
+            )
+        session = next(iter(parsed.sessions))
+    if session not in parsed.sessions:
+        raise InputError(path, f"session {session!r}", f"not in this trace (sessions: {sorted(parsed.sessions)})")
+    records = parsed.sessions[session]
+    runs = list(dict.fromkeys(r["run"] for kind in records.values() for r in kind))
+    settings = dict(parsed.runs[runs[-1]]["settings"]) if runs and runs[-1] in parsed.runs else {}
+    settings.update(
+        live=True,
+        source=str(path),
+        runs=runs,
+        in_flight=parsed.in_flight,
+        torn_records=parsed.torn,
+        interrupted_turns=[],
+    )
+    return LiveSession(
+        conversation=_conversation(path, session, records),
+        step_rows=[r["row"] for r in records.get("step", [])],
+        compaction_rows=[r["row"] for r in records.get("compaction", [])],
+        settings=settings,
+        engine_events=[r["event"] for r in records.get("event", [])],
+    )
+
+
+def _conversation(path: Path, session: str, records: dict[str, list]) -> Conversation:
+    messages: list[AnyMessage] = []
+    usage: dict[int, ModelUsage] = {}
+    for n, record in enumerate(records.get("message", [])):
+        if record["index"] != n:
+            raise InputError(
+                path, f"session {session!r}, message {n}", f"the trace skips to message index {record['index']}"
+            )
+        messages.extend(decode_messages(record["message"]))
+        if record.get("usage"):
+            usage[n] = ModelUsage(**record["usage"])
+    sequences: dict[int, int] = {}
+    for record in records.get("sequences", []):
+        sequences.update({int(k): v for k, v in record["sequences"].items()})
+    return Conversation(
+        id=session,
+        messages=messages,
+        source=str(path),
+        format="zett-lab-live",
+        usage=usage,
+        metadata={"sequences": [sequences.get(i) for i in range(len(messages))], "live": True},
+    )
+
+
+def _session_states(path: Path) -> dict[str, dict[str, Any]]:
+    """Where each session of an existing trace stopped, so a restarted agent continues its trace."""
+    states = {}
+    for session_id, records in _parse(path).sessions.items():
+        messages = records.get("message", [])
+        compactions = [r["row"] for r in records.get("compaction", [])]
+        applied = [row["compaction_id"] for row in compactions if row.get("applied")]
+        kinds = [decode_messages(r["message"])[0] for r in messages]
+        states[session_id] = {
+            "n_messages": len(messages),
+            "turns": sum(1 for m in kinds if starts_turn(m)),
+            "has_system": bool(kinds) and isinstance(kinds[0], SystemMessage),
+            "steps": len(records.get("step", [])),
+            "compactions": len(compactions),
+            "checkpoint_id": applied[-1] if applied else None,
+        }
+    return states
+
+
+def _resume(session: _Session, state: dict[str, Any]) -> None:
+    session.n_messages, session.turns, session.has_system = state["n_messages"], state["turns"], state["has_system"]
+    recording = session.recording
+    recording.steps, recording.compactions, recording.checkpoint_id = (
+        state["steps"],
+        state["compactions"],
+        state["checkpoint_id"],
+    )
+    recording.turn = max(0, state["turns"] - 1)
+    recording.span_start = 1 if state["has_system"] else 0

@@ -1,0 +1,194 @@
+"""Exact decision boundaries drawn over a sweep heatmap: normalizing their many shapes, and drawing one."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.lines import Line2D
+
+from ...errors import SettingError
+
+
+def _from_boundaries(items: Sequence[Any], column: str | None = None) -> pd.DataFrame:
+    """Points of :class:`zett_lab.study.boundaries.Boundaries` walks (one per fixed value of the other setting).
+
+    When ``column`` is one of the walk's segment columns (``compactions_applied``,
+    ``attempts``, ``steps_over_budget``), only the values where that column changes are
+    kept, annotated with its new value; otherwise every schedule change is kept.
+    """
+    rows = []
+    for item in items:
+        segments = getattr(item, "segments", None)
+        metric: str | None = None
+        values: dict[int, Any] = {}
+        starts: list[int] = []
+        if isinstance(segments, pd.DataFrame) and "start" in segments.columns:
+            metric = (
+                column
+                if column in segments.columns
+                else ("compactions_applied" if "compactions_applied" in segments.columns else None)
+            )
+            values = {int(a): b for a, b in zip(segments["start"], segments[metric], strict=True)} if metric else {}
+            starts = [int(a) for a in segments["start"]]
+        for value in item.values:
+            walked, fixed = int(value), int(item.fixed)
+            after = values.get(walked)
+            if metric == column and column is not None and walked in starts:
+                before = values.get(starts[starts.index(walked) - 1]) if starts.index(walked) else None
+                if before is not None and after == before:
+                    continue
+            point = {"max_tokens": walked, "keep_recent_tokens": fixed} if item.parameter == "max_tokens" else \
+                {"max_tokens": fixed, "keep_recent_tokens": walked}
+            rows.append({**point, "parameter": item.parameter, "after": after})
+    return pd.DataFrame(rows, columns=["max_tokens", "keep_recent_tokens", "parameter", "after"])
+
+
+_SEGMENT_COLUMNS = ("compactions_applied", "attempts", "steps_over_budget")
+
+
+def _is_boundaries(value: Any) -> bool:
+    return all(hasattr(value, name) for name in ("parameter", "fixed", "values"))
+
+
+def boundary_frames(boundaries: Any, column: str | None = None) -> list[tuple[str, pd.DataFrame]]:
+    """Normalize decision boundaries to (label, frame) pairs with max_tokens / keep_recent_tokens columns."""
+    if boundaries is None:
+        return []
+    if _is_boundaries(boundaries):
+        boundaries = [boundaries]
+    if isinstance(boundaries, (list, tuple)) and boundaries and all(_is_boundaries(b) for b in boundaries):
+        label = f"{column} changes (exact)" if column in _SEGMENT_COLUMNS else "schedule changes (exact)"
+        return [(label, _from_boundaries(boundaries, column))]
+    for attribute in ("boundaries", "table", "frame", "results"):
+        inner = getattr(boundaries, attribute, None)
+        if isinstance(inner, pd.DataFrame):
+            boundaries = inner
+            break
+    if isinstance(boundaries, pd.DataFrame):
+        label_column = next(
+            (c for c in ("boundary", "label", "name", "metric", "kind", "change") if c in boundaries.columns), None
+        )
+        if label_column is None:
+            return [("decision boundary", boundaries)]
+        return [(str(label), group) for label, group in boundaries.groupby(label_column, sort=True, dropna=False)]
+    if isinstance(boundaries, Mapping):
+        out = []
+        for label, value in boundaries.items():
+            if _is_boundaries(value) or (
+                isinstance(value, (list, tuple)) and value and all(_is_boundaries(b) for b in value)
+            ):
+                out.append((str(label), _from_boundaries([value] if _is_boundaries(value) else value, column)))
+                continue
+            frame = (
+                value
+                if isinstance(value, pd.DataFrame)
+                else pd.DataFrame(list(value), columns=["max_tokens", "keep_recent_tokens"])
+            )
+            out.append((str(label), frame))
+        return out
+    if isinstance(boundaries, Sequence):
+        return [("decision boundary", pd.DataFrame(list(boundaries), columns=["max_tokens", "keep_recent_tokens"]))]
+    raise SettingError(
+        "boundaries: expected Boundaries (zett_lab.study.boundaries.decision_boundaries) or a list of them, a "
+        "DataFrame, "
+        f"a mapping, or a list of (max_tokens, keep_recent_tokens); got {type(boundaries).__name__}"
+    )
+
+
+BOUNDARY_STYLES = [("--", "o"), (":", "s"), ("-.", "^"), ((0, (5, 1, 1, 1)), "D")]
+
+
+def _band(edges: np.ndarray, centres: np.ndarray, value: float) -> int:
+    """Index of the grid cell holding ``value`` on one axis (exact grid values first)."""
+    hits = np.flatnonzero(centres == value)
+    if len(hits):
+        return int(hits[0])
+    return int(np.clip(np.searchsorted(edges, value, side="right") - 1, 0, len(centres) - 1))
+
+
+def draw_boundary(ax: Axes, points: pd.DataFrame, xs, ys, xe, ye, linestyle, marker, label) -> Line2D:
+    """Draw one boundary (a white halo under a black line, visible on any colour) and return its legend handle.
+
+    A point walked along ``max_tokens`` is a vertical mark at its exact value across its
+    ``keep_recent_tokens`` row (one point per row: joined into a staircase); a point walked
+    along ``keep_recent_tokens`` (``parameter`` column) a horizontal mark across its column.
+    """
+    has_x = "max_tokens" in points.columns
+    has_y = "keep_recent_tokens" in points.columns
+    style: dict[str, Any] = {"color": "black", "linestyle": linestyle, "linewidth": 1.6, "zorder": 4}
+    halo: dict[str, Any] = {"color": "white", "linestyle": "-", "linewidth": 3.4, "zorder": 3.9, "alpha": 0.85}
+    handle = Line2D(
+        [], [], label=label, marker=marker, markerfacecolor="white", markeredgecolor="black", markersize=5, **style
+    )
+    xlog, ylog = ax.get_xscale() == "log", ax.get_yscale() == "log"
+
+    def middle(edges: np.ndarray, i: int, log: bool, at: float = 0.28) -> float:
+        """A point ``at`` of the way through cell ``i`` (below the printed value at the centre)."""
+        if log:
+            return math.exp(math.log(edges[i]) + at * (math.log(edges[i + 1]) - math.log(edges[i])))
+        return edges[i] + at * (edges[i + 1] - edges[i])
+
+    if has_x and has_y:
+        points = points.dropna(subset=["max_tokens", "keep_recent_tokens"])
+        walked = (
+            points["parameter"].astype(str)
+            if "parameter" in points.columns
+            else pd.Series("max_tokens", index=points.index)
+        )
+        path_x: list[float] = []
+        path_y: list[float] = []
+        marks: list[tuple[float, float]] = []
+        notes: list[tuple[float, float, str]] = []
+        along_x = points[walked == "max_tokens"].sort_values(["keep_recent_tokens", "max_tokens"])
+        rows = [
+            (_band(ye, ys, float(k)), float(m))
+            for m, k in zip(along_x["max_tokens"], along_x["keep_recent_tokens"], strict=True)
+        ]
+        per_row = pd.Series([r for r, _ in rows]).value_counts() if rows else pd.Series(dtype=int)
+        staircase = len(rows) > 1 and per_row.max() == 1
+        for n, (row, px) in enumerate(rows):
+            if staircase and n and rows[n - 1][0] == row - 1:
+                path_x.append(px)
+                path_y.append(ye[row])
+            elif path_x:
+                path_x.append(np.nan)
+                path_y.append(np.nan)
+            path_x += [px, px]
+            path_y += [ye[row], ye[row + 1]]
+            marks.append((px, middle(ye, row, ylog)))
+        if "after" in along_x.columns:
+            for (row, px), after in zip(rows, along_x["after"], strict=True):
+                if pd.notna(after) and per_row.get(row, 0) <= 4:
+                    notes.append((px, middle(ye, row, ylog), f"→{int(after)}"))
+        along_y = points[walked == "keep_recent_tokens"]
+        for m, k in zip(along_y["max_tokens"].astype(float), along_y["keep_recent_tokens"].astype(float), strict=True):
+            column = _band(xe, xs, m)
+            if path_x:
+                path_x.append(np.nan)
+                path_y.append(np.nan)
+            path_x += [xe[column], xe[column + 1]]
+            path_y += [k, k]
+            marks.append((middle(xe, column, xlog), k))
+        ax.plot(path_x, path_y, **halo)
+        ax.plot(path_x, path_y, **style)
+        if marks:
+            ax.plot([p[0] for p in marks], [p[1] for p in marks], linestyle="none", marker=marker, markersize=5,
+                    markerfacecolor="white", markeredgecolor="black", zorder=4.1)
+        for x, y, text in notes:
+            ax.annotate(text, (x, y), xytext=(4, 3), textcoords="offset points", fontsize=6.5, zorder=4.2,
+                        bbox={"boxstyle": "round,pad=0.1", "facecolor": "white", "edgecolor": "none", "alpha": 0.8})
+    elif has_x:
+        for value in points["max_tokens"].dropna():
+            ax.axvline(float(value), **halo)
+            ax.axvline(float(value), **style)
+    elif has_y:
+        for value in points["keep_recent_tokens"].dropna():
+            ax.axhline(float(value), **halo)
+            ax.axhline(float(value), **style)
+    return handle
+

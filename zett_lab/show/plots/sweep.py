@@ -1,0 +1,404 @@
+"""Figures of a settings sweep: a column over the threshold grid (heatmap) and cost against loss (pareto)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import matplotlib
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.collections import QuadMesh
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+from numpy.typing import ArrayLike
+
+from ...errors import SettingError
+from ...measure.catalogue import higher_is_better
+from .base import SERIES_COLORS, SERIES_MARKERS, drawing_style, figure_and_axes, token_axis, token_label
+from .boundaries import BOUNDARY_STYLES, boundary_frames, draw_boundary
+
+if TYPE_CHECKING:
+    from ...study import Sweep
+
+
+def numeric_columns(results: pd.DataFrame, exclude: Iterable[str] = ()) -> list[str]:
+    """Numeric (and boolean) columns of a results table, minus ``exclude``."""
+    excluded = set(exclude)
+    return [
+        c for c in results.columns
+        if c not in excluded and (pd.api.types.is_numeric_dtype(results[c]) or pd.api.types.is_bool_dtype(results[c]))
+    ]
+
+
+def _edges(values: np.ndarray, log: bool) -> np.ndarray:
+    """Cell edges around sorted centre values (midpoints; geometric midpoints on a log axis)."""
+    values = np.asarray(values, dtype=float)
+    work = np.log(values) if log else values
+    if len(work) == 1:
+        half = abs(work[0]) * 0.2 if not log else 0.2
+        half = half or 0.5
+        edges = np.array([work[0] - half, work[0] + half])
+    else:
+        mid = (work[1:] + work[:-1]) / 2
+        edges = np.concatenate([[work[0] - (mid[0] - work[0])], mid, [work[-1] + (work[-1] - mid[-1])]])
+    return np.exp(edges) if log else edges
+
+
+def _use_log(values: np.ndarray) -> bool:
+    values = np.asarray(values, dtype=float)
+    return len(values) >= 3 and values.min() > 0 and values.max() / values.min() >= 8
+
+
+
+def heatmap(
+    sweep_results: Sweep | pd.DataFrame,
+    column: str,
+    ax: Axes | None = None,
+    boundaries: Any = None,
+    *,
+    aggregate: str = "mean",
+    where: Mapping[str, Any] | None = None,
+    annotate: bool | None = None,
+    cmap: str = "viridis",
+    highlight: tuple[int, int] | None = None,
+    title: str | None = None,
+) -> Figure:
+    """One sweep column over ``max_tokens`` (x) × ``keep_recent_tokens`` (y).
+
+    Cells sit on the real token scale (log when the grid spans 8× or more), so exact
+    decision boundaries land where they belong, between grid points. Several rows per
+    cell (conversations, summarizers) are combined with ``aggregate``; ``where`` filters
+    first (``where={"summarizer": "anchors"}``). Missing cells (not run, or invalid:
+    keep_recent_tokens ≥ max_tokens) are cross-hatched. Values are printed in the cells
+    when the grid is small, so the map reads in black and white.
+
+    Args:
+        sweep_results: ``Sweep.results`` (needs ``max_tokens``, ``keep_recent_tokens``, ``column``).
+        column: Any numeric or boolean column.
+        boundaries: Exact decision boundaries: :class:`zett_lab.study.boundaries.Boundaries` (the
+            result of :func:`zett_lab.study.decision_boundaries`) or a list of them (one walk
+            per ``keep_recent_tokens`` row, or per ``max_tokens`` column); a DataFrame of
+            points with ``max_tokens`` and/or ``keep_recent_tokens`` columns (grouped by a
+            ``boundary``/``label``/``metric`` column when present); a mapping label -> any of
+            these; or a list of ``(max_tokens, keep_recent_tokens)`` points. A point walked
+            along ``max_tokens`` is a vertical mark at its exact value across its row
+            (annotated ``→n`` with the compactions applied from there on, when known); one
+            walked along ``keep_recent_tokens`` a horizontal mark across its column; only
+            ``max_tokens`` is a vertical line, only ``keep_recent_tokens`` a horizontal one.
+        highlight: ``(max_tokens, keep_recent_tokens)`` of a cell to outline.
+    """
+    xs, ys, grid, per_cell = _heatmap_grid(sweep_results, column, aggregate, where)
+    with drawing_style():
+        fig, ax = figure_and_axes(ax, (6.4, 4.6))
+        if not len(xs) or not len(ys):
+            ax.text(0.5, 0.5, "no results", transform=ax.transAxes, ha="center", va="center")
+            return fig
+        xlog, ylog = _use_log(xs), _use_log(ys)
+        xe, ye = _edges(xs, xlog), _edges(ys, ylog)
+        mesh = _cell_mesh(fig, ax, xe, ye, grid, cmap)
+        colorbar = fig.colorbar(mesh, ax=ax, pad=0.02)
+        colorbar.set_label(column if aggregate == "mean" or per_cell.max() <= 1 else f"{column} ({aggregate})")
+        _grid_axes(ax, xs, ys, xe, ye, xlog, ylog)
+        if annotate is None:
+            annotate = len(xs) * len(ys) <= 144
+        if annotate:
+            _print_values(ax, mesh, grid, xe, ye, xlog, ylog)
+        handles = []
+        for k, (label, points) in enumerate(boundary_frames(boundaries, column)):
+            linestyle, marker = BOUNDARY_STYLES[k % len(BOUNDARY_STYLES)]
+            handles.append(draw_boundary(ax, points, xs, ys, xe, ye, linestyle, marker, label))
+        if highlight is not None:
+            _outline_cell(ax, highlight, xs, ys, xe, ye)
+        if handles:
+            ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(0, -0.14), ncol=2, frameon=False)
+        ax.set_xlabel("max_tokens")
+        ax.set_ylabel("keep_recent_tokens")
+        if title is None:
+            filters = ", ".join(f"{k}={v}" for k, v in (where or {}).items())
+            many = per_cell.max() > 1
+            title = (
+                column
+                + (f" ({aggregate} of up to {per_cell.max()} rows per cell)" if many else "")
+                + (f"\n{filters}" if filters else "")
+            )
+        ax.set_title(title, loc="left")
+    return fig
+
+
+def _heatmap_grid(
+    sweep_results: Sweep | pd.DataFrame, column: str, aggregate: str, where: Mapping[str, Any] | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, pd.Series]:
+    """Checked and filtered results as grid values: max_tokens (x), keep_recent_tokens (y), the aggregated
+    column (one row per y, one column per x) and the number of rows per cell."""
+    data = sweep_results
+    if not isinstance(data, pd.DataFrame):
+        data = getattr(data, "results", data)
+    if not isinstance(data, pd.DataFrame):
+        raise SettingError(f"heatmap needs a results DataFrame, got {type(sweep_results).__name__}")
+    for needed in ("max_tokens", "keep_recent_tokens"):
+        if needed not in data.columns:
+            raise SettingError(f"heatmap: the results have no {needed!r} column")
+    if column not in data.columns:
+        raise SettingError(
+            f"heatmap: no column {column!r}; numeric columns: "
+            f"{numeric_columns(data, ('max_tokens', 'keep_recent_tokens'))}"
+        )
+    if where:
+        for key, value in where.items():
+            data = data[data[key] == value]
+    values = data[column]
+    if pd.api.types.is_bool_dtype(values):
+        values = values.astype("float64")
+    elif not pd.api.types.is_numeric_dtype(values):
+        raise SettingError(
+            f"heatmap: column {column!r} is not numeric; numeric columns: "
+            f"{numeric_columns(data, ('max_tokens', 'keep_recent_tokens'))}"
+        )
+    frame = pd.DataFrame(
+        {
+            "max_tokens": data["max_tokens"].astype(float),
+            "keep_recent_tokens": data["keep_recent_tokens"].astype(float),
+            "value": pd.to_numeric(values, errors="coerce").astype(float),
+        }
+    )
+    per_cell = frame.groupby(["keep_recent_tokens", "max_tokens"]).size()
+    table = frame.pivot_table(
+        index="keep_recent_tokens", columns="max_tokens", values="value", aggfunc=aggregate, dropna=False
+    )
+    xs = np.array(sorted(frame["max_tokens"].unique()))
+    ys = np.array(sorted(frame["keep_recent_tokens"].unique()))
+    table = table.reindex(index=ys, columns=xs)
+    return xs, ys, table.to_numpy(dtype=float), per_cell
+
+
+def _cell_mesh(fig: Figure, ax: Axes, xe: np.ndarray, ye: np.ndarray, grid: np.ndarray, cmap: str) -> QuadMesh:
+    """The coloured cells over a cross-hatched background (which shows through missing cells)."""
+    ax.add_patch(Rectangle((xe[0], ye[0]), xe[-1] - xe[0], ye[-1] - ye[0], facecolor="white", edgecolor="#888888",
+                           hatch="xx", linewidth=0, zorder=0))
+    mesh = ax.pcolormesh(xe, ye, np.ma.masked_invalid(grid), cmap=cmap, edgecolors="white", linewidth=0.6, zorder=1)
+    mesh.set_gid(HEATMAP_GID)
+    return mesh
+
+
+def _grid_axes(
+    ax: Axes, xs: np.ndarray, ys: np.ndarray, xe: np.ndarray, ye: np.ndarray, xlog: bool, ylog: bool
+) -> None:
+    """Scales, limits and one tick per grid value (token labels, no minor ticks)."""
+    if xlog:
+        ax.set_xscale("log")
+    if ylog:
+        ax.set_yscale("log")
+    ax.set_xlim(xe[0], xe[-1])
+    ax.set_ylim(ye[0], ye[-1])
+    ax.set_xticks(xs, [token_label(v) for v in xs], minor=False)
+    ax.set_yticks(ys, [token_label(v) for v in ys], minor=False)
+    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+    ax.yaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+
+
+def _print_values(
+    ax: Axes, mesh: QuadMesh, grid: np.ndarray, xe: np.ndarray, ye: np.ndarray, xlog: bool, ylog: bool
+) -> None:
+    """Each cell's value at its centre, black on light cells and white on dark ones."""
+    finite = grid[np.isfinite(grid)]
+    norm = mesh.norm
+    for i in range(grid.shape[0]):
+        for j in range(grid.shape[1]):
+            value = grid[i, j]
+            if not np.isfinite(value):
+                continue
+            shade = mesh.cmap(norm(value)) if len(finite) else (1, 1, 1, 1)
+            light = 0.299 * shade[0] + 0.587 * shade[1] + 0.114 * shade[2] > 0.5
+            ax.text(math.sqrt(xe[j] * xe[j + 1]) if xlog else (xe[j] + xe[j + 1]) / 2,
+                    math.sqrt(ye[i] * ye[i + 1]) if ylog else (ye[i] + ye[i + 1]) / 2,
+                    _format_value(value), ha="center", va="center", fontsize=7,
+                    color="black" if light else "white", zorder=3)
+
+
+def _outline_cell(
+    ax: Axes, highlight: tuple[int, int], xs: np.ndarray, ys: np.ndarray, xe: np.ndarray, ye: np.ndarray
+) -> None:
+    """A black and white dashed outline around the ``(max_tokens, keep_recent_tokens)`` cell, when on the grid."""
+    hx, hy = (float(v) for v in highlight)
+    if hx in xs and hy in ys:
+        j, i = int(np.flatnonzero(xs == hx)[0]), int(np.flatnonzero(ys == hy)[0])
+        ax.add_patch(Rectangle((xe[j], ye[i]), xe[j + 1] - xe[j], ye[i + 1] - ye[i], facecolor="none",
+                               edgecolor="black", linewidth=2.4, zorder=5))
+        ax.add_patch(Rectangle((xe[j], ye[i]), xe[j + 1] - xe[j], ye[i + 1] - ye[i], facecolor="none",
+                               edgecolor="white", linewidth=1.0, linestyle="--", zorder=6))
+
+
+#: The ``gid`` of a heatmap's cell mesh, so :func:`heatmap_cells` finds the cells of a drawn heatmap.
+HEATMAP_GID = "zett_lab-heatmap-cells"
+
+
+def heatmap_cells(ax: Axes) -> pd.DataFrame:
+    """The cells of the heatmap drawn into ``ax``: ``max_tokens``, ``keep_recent_tokens`` and their data-space edges.
+
+    One row per grid cell (also the cells that were not run), with ``x0, x1, y0, y1`` in the axes'
+    data coordinates; :func:`image_boxes` turns them into positions on the figure's image.
+    """
+    mesh = next((c for c in ax.collections if isinstance(c, QuadMesh) and c.get_gid() == HEATMAP_GID), None)
+    if mesh is None:
+        raise SettingError("no zett_lab heatmap is drawn in these axes")
+    corners = np.asarray(mesh.get_coordinates())  # (rows + 1, columns + 1, 2): the cell edges
+    xs, ys = ax.get_xticks(), ax.get_yticks()  # the heatmap puts one tick at each grid value
+    rows = [
+        {"max_tokens": int(round(xs[j])), "keep_recent_tokens": int(round(ys[i])),
+         "x0": corners[i, j, 0], "x1": corners[i, j + 1, 0], "y0": corners[i, j, 1], "y1": corners[i + 1, j, 1]}
+        for i in range(corners.shape[0] - 1) for j in range(corners.shape[1] - 1)
+    ]
+    return pd.DataFrame(rows, columns=["max_tokens", "keep_recent_tokens", "x0", "x1", "y0", "y1"])
+
+
+def image_boxes(ax: Axes, x0: ArrayLike, x1: ArrayLike, y0: ArrayLike, y1: ArrayLike) -> np.ndarray:
+    """Data-space rectangles of ``ax`` as ``[left, top, width, height]`` fractions of the figure's image.
+
+    The figure must have been drawn (e.g. by :func:`to_png` with ``tight=False``) so the axes'
+    transforms are final; the image's origin is its top-left corner.
+    """
+    fig = ax.figure
+    width, height = fig.bbox.width, fig.bbox.height
+    low = ax.transData.transform(np.column_stack([np.asarray(x0, float), np.asarray(y0, float)]))
+    high = ax.transData.transform(np.column_stack([np.asarray(x1, float), np.asarray(y1, float)]))
+    left, right = np.minimum(low[:, 0], high[:, 0]), np.maximum(low[:, 0], high[:, 0])
+    bottom, top = np.minimum(low[:, 1], high[:, 1]), np.maximum(low[:, 1], high[:, 1])
+    return np.column_stack([left / width, 1 - top / height, (right - left) / width, (top - bottom) / height])
+
+
+def _format_value(value: float) -> str:
+    if float(value).is_integer():
+        return token_label(value) if abs(value) >= 10_000 else f"{value:.0f}"
+    if abs(value) < 1:
+        return f"{value:.2f}"
+    return f"{value:.3g}"
+
+def pareto(
+    sweep_results: Sweep | pd.DataFrame,
+    cost: str = "total_input_tokens",
+    loss: str = "needed_anchor_recall",
+    ax: Axes | None = None,
+    *,
+    maximize: bool | None = None,
+    by: Sequence[str] | None = ("engine", "summarizer", "max_tokens", "keep_recent_tokens"),
+    group: str | None = "auto",
+    front: pd.DataFrame | None = None,
+    label_front: bool = True,
+    title: str | None = None,
+) -> Figure:
+    """Cost against loss for every setting, with the Pareto front.
+
+    Aggregation matches :func:`zett_lab.study.pareto_front`: per setting (``by``), cost is
+    summed and the loss metric averaged over conversations; the loss metric's direction is
+    guessed from its name (``recall``, ``retention``, ``survival``... are higher-is-better)
+    unless ``maximize=`` is given. The front is :func:`zett_lab.study.pareto_front`'s (or
+    ``front=``), drawn as a dashed staircase through outlined points labelled
+    ``max_tokens/keep_recent_tokens``. One marker shape (and colour) per ``group`` value
+    (``"auto"``: per engine when the sweep compares engines, else per summarizer).
+    Missing loss values (nothing compacted) count as the best value, as in the sweep.
+    """
+    data = sweep_results if isinstance(sweep_results, pd.DataFrame) else getattr(sweep_results, "results", None)
+    if not isinstance(data, pd.DataFrame):
+        raise SettingError(f"pareto needs a Sweep or its results DataFrame, got {type(sweep_results).__name__}")
+    for role, column in (("cost", cost), ("loss", loss)):
+        if column not in data.columns:
+            raise SettingError(f"pareto: no {role} column {column!r}; numeric columns: {numeric_columns(data)}")
+    higher = bool(maximize) if maximize is not None else higher_is_better(loss)
+    points, keys = _setting_points(data, cost, loss, higher, by)
+    if front is None:
+        try:
+            from ...study import pareto_front
+
+            front = pareto_front(data, cost=cost, loss=loss, maximize=higher, by=tuple(keys) if keys else None)
+        except ImportError:
+            front = pareto_points(points, cost, loss, maximize=higher)
+    with drawing_style():
+        fig, ax = figure_and_axes(ax, (6.6, 4.4))
+        _setting_marks(ax, points, cost, loss, group)
+        if front is not None and len(front):
+            _front_staircase(ax, front, cost, loss, higher, label_front)
+        ax.set_xlabel(f"{cost}" + (" (summed over conversations)" if keys else "") + " — lower is better")
+        ax.set_ylabel(f"{loss} — {'higher' if higher else 'lower'} is better")
+        if any(token in cost for token in ("token",)):
+            token_axis(ax.xaxis)
+        if ax.get_legend_handles_labels()[0]:  # no points (every cell failed): no legend to draw
+            ax.legend(loc="lower right" if higher else "upper right", frameon=True, framealpha=0.92)
+        ax.set_title(
+            title or f"Cost vs {loss}: {len(points)} settings, {0 if front is None else len(front)} on the front",
+            loc="left",
+        )
+    return fig
+
+
+def _setting_points(
+    data: pd.DataFrame, cost: str, loss: str, higher: bool, by: Sequence[str] | None
+) -> tuple[pd.DataFrame, list[str]]:
+    """One point per setting (cost summed, loss averaged; failed rows left out, missing loss the best value),
+    and the setting columns found."""
+    table = data.copy()
+    if "error" in table.columns:
+        table = table[table["error"].isna()]
+    table[loss] = pd.to_numeric(table[loss], errors="coerce").fillna(1.0 if higher else 0.0)
+    table[cost] = pd.to_numeric(table[cost], errors="coerce")
+    keys = [c for c in (by or ()) if c in table.columns]
+    points = (
+        table.groupby(keys, dropna=False, sort=True).agg(**{cost: (cost, "sum"), loss: (loss, "mean")}).reset_index()
+        if keys
+        else table
+    )
+    return points.dropna(subset=[cost, loss]), keys
+
+
+def _setting_marks(ax: Axes, points: pd.DataFrame, cost: str, loss: str, group: str | None) -> None:
+    """Every setting as a point, one marker shape and colour per ``group`` value."""
+    if group == "auto":
+        group = "engine" if "engine" in points.columns and points["engine"].nunique() > 1 else "summarizer"
+    groups = [(None, points)] if not group or group not in points.columns else list(points.groupby(group, sort=True))
+    for k, (name, part) in enumerate(groups):
+        ax.plot(
+            part[cost],
+            part[loss],
+            linestyle="none",
+            marker=SERIES_MARKERS[k % len(SERIES_MARKERS)],
+            markersize=6,
+            markerfacecolor=SERIES_COLORS[k % len(SERIES_COLORS)],
+            markeredgecolor="#333333",
+            markeredgewidth=0.5,
+            alpha=0.85,
+            zorder=2,
+            label=str(name) if name is not None else "setting",
+        )
+
+
+def _front_staircase(ax: Axes, front: pd.DataFrame, cost: str, loss: str, higher: bool, label_front: bool) -> None:
+    """The front as a dashed staircase through outlined points, labelled ``max_tokens/keep_recent_tokens``."""
+    ordered = front.sort_values([cost, loss], ascending=[True, not higher])
+    fx, fy = ordered[cost].to_numpy(float), ordered[loss].to_numpy(float)
+    ax.plot(fx, fy, drawstyle="steps-post", color="black", linestyle="--", linewidth=1.2, zorder=3,
+            label="Pareto front")
+    ax.plot(fx, fy, linestyle="none", marker="o", markersize=11, markerfacecolor="none", markeredgecolor="black",
+            markeredgewidth=1.2, zorder=3, label=f"on the front ({len(ordered)})")
+    if label_front and len(ordered) <= 15 and {"max_tokens", "keep_recent_tokens"} <= set(ordered.columns):
+        for _, row in ordered.iterrows():
+            ax.annotate(
+                f"{token_label(row['max_tokens'])}/{token_label(row['keep_recent_tokens'])}",
+                (row[cost], row[loss]),
+                xytext=(5, -9 if higher else 5),
+                textcoords="offset points",
+                fontsize=7,
+            )
+
+
+def pareto_points(points: pd.DataFrame, cost: str, loss: str, *, maximize: bool = False) -> pd.DataFrame:
+    """Rows no other row beats on both cost (minimized) and loss (minimized, or maximized)."""
+    sign = -1.0 if maximize else 1.0
+    ordered = points.assign(_q=sign * points[loss].astype(float)).sort_values([cost, "_q"], kind="mergesort")
+    keep, best = [], math.inf
+    for index, value in zip(ordered.index, ordered["_q"].to_numpy(float), strict=True):
+        if value < best:
+            keep.append(index)
+            best = value
+    return ordered.loc[keep].drop(columns="_q")

@@ -1,0 +1,383 @@
+"""HTML the widgets show: the step table, one step's decision, one compaction, differences; one stylesheet.
+
+Every builder takes results (a :class:`~zett_lab.replay.trace.Trace`, its
+:class:`~zett_lab.measure.losses.Losses`) and returns an HTML string; conversation text is escaped.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ...load.conversation import role_of
+from ...load.text import message_text
+from ...measure import Losses
+from ...records import flags, is_missing
+from ...replay.recorder import FAILURE_REASONS, NO_WINDOW_REASONS, NOT_SMALLER, SKIP_REASON_MEANINGS
+from ...replay.trace import Trace
+from ...study.session import live_description
+
+#: Step-table columns shown in the Explorer.
+STEP_TABLE_COLUMNS = [
+    "step",
+    "turn",
+    "n_recorded",
+    "estimate",
+    "estimate_source",
+    "triggered",
+    "skip_reason",
+    "cutoff_index",
+    "compaction_id",
+    "summary_tokens",
+    "applied",
+    "context_tokens_after",
+    "over_budget_after",
+    "checkpoint_id",
+    "kept_from",
+]
+#: Why the engine replaced nothing at a step, in words (the keys are the trace's skip reasons).
+SKIP_REASON_TEXT = SKIP_REASON_MEANINGS
+
+CSS = """
+<style>
+.zl-table {border-collapse: collapse; font-size: 12px; font-family: var(--jp-code-font-family, monospace);}
+.zl-table th, .zl-table td {border: 1px solid #ddd; padding: 2px 6px; text-align: right; white-space: nowrap;}
+.zl-table th {background: #f3f3f3; position: sticky; top: 0;}
+.zl-table tr.zl-applied td {background: #e3f2e1;}
+.zl-table tr.zl-over td {background: #fbe3dd;}
+.zl-table tr.zl-nowindow td {background: #f1e0ec;}
+.zl-table tr.zl-rejected td {background: #fdebd3;}
+.zl-scroll {max-height: 320px; overflow: auto; border: 1px solid #ddd;}
+.zl-error {color: #8a1f11; background: #fbe3dd; border: 1px solid #cc3311; padding: 6px 8px; white-space: pre-wrap;
+           font-family: var(--jp-code-font-family, monospace); font-size: 12px;}
+.zl-pre {white-space: pre-wrap; max-height: 260px; overflow: auto; background: #f7f7f7; border: 1px solid #ddd;
+         padding: 6px; font-size: 12px; font-family: var(--jp-code-font-family, monospace);}
+.zl-lost {background: #ffd54f; font-weight: bold; padding: 0 2px;}
+.zl-muted {color: #666;}
+.zl-chip {display: inline-block; border: 1px solid #bbb; border-radius: 3px; padding: 0 4px; margin: 1px;
+          font-family: var(--jp-code-font-family, monospace); font-size: 11px;}
+</style>
+"""
+
+
+def error_html(error: BaseException, where: str) -> str:
+    text = f"{where}: {type(error).__name__}: {error}"
+    return f'{CSS}<div class="zl-error">{html.escape(text)}</div>'
+
+
+def cell(value: Any) -> str:
+    """One table cell: missing values empty, booleans as ✓, numbers formatted, text escaped."""
+    if value is None or value is pd.NA:
+        return ""
+    if isinstance(value, float) and math.isnan(value):
+        return ""
+    if isinstance(value, (bool, np.bool_)):
+        return "✓" if value else ""
+    if isinstance(value, (int, np.integer)):
+        return f"{int(value):,}"
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    return html.escape(str(value))
+
+
+def steps_table_html(trace: Trace, columns: Sequence[str] = STEP_TABLE_COLUMNS, max_rows: int | None = None) -> str:
+    """The step table as HTML, rows tinted by what happened (applied, over budget, no window, rejected)."""
+    steps = trace.steps
+    columns = [c for c in columns if c in steps.columns]
+    data = steps if max_rows is None else steps.head(max_rows)
+    records = data[columns].astype("object").to_numpy()
+    applied = flags(data["applied"])
+    over = flags(data["over_budget_after"])
+    reason = data["skip_reason"].astype("object").to_numpy()
+    rows = []
+    for i, record in enumerate(records):
+        if applied[i]:
+            css = "zl-applied"
+        elif reason[i] == NOT_SMALLER or reason[i] in FAILURE_REASONS:
+            css = "zl-rejected"
+        elif reason[i] in NO_WINDOW_REASONS:
+            css = "zl-nowindow"
+        elif over[i]:
+            css = "zl-over"
+        else:
+            css = ""
+        cells = "".join(f"<td>{cell(v)}</td>" for v in record)
+        rows.append(f'<tr class="{css}">{cells}</tr>')
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    legend = (
+        '<div class="zl-muted" style="font-size:11px">rows: <span style="background:#e3f2e1">applied</span> · '
+        '<span style="background:#fdebd3">rejected/failed</span> · '
+        '<span style="background:#f1e0ec">threshold crossed, no window</span> · '
+        '<span style="background:#fbe3dd">sent over budget</span></div>'
+    )
+    settings = getattr(trace, "settings", {}) or {}
+    caption = (
+        f"<b>{len(steps)} steps</b> of {html.escape(str(getattr(trace.conversation, 'id', '')))} at "
+        f"max_tokens={cell(settings.get('max_tokens'))}, keep_recent_tokens={cell(settings.get('keep_recent_tokens'))}"
+        f" · {html.escape(str(settings.get('summarizer', '')))}"
+    )
+    return (
+        f'{CSS}<div class="zl-steps-caption">{caption}</div>{legend}<div class="zl-scroll">'
+        f'<table class="zl-table zl-steps" data-steps="{len(steps)}" data-max-tokens="{settings.get("max_tokens")}">'
+        f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
+    )
+
+
+def frame_html(frame: pd.DataFrame, *, scroll: bool = False) -> str:
+    """A small DataFrame as an HTML table."""
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
+    rows = "".join(
+        "<tr>" + "".join(f"<td>{cell(v)}</td>" for v in record) + "</tr>"
+        for record in frame.astype("object").to_numpy()
+    )
+    table = f'<table class="zl-table"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
+    return f'<div class="zl-scroll">{table}</div>' if scroll else table
+
+
+def live_summary_html(trace: Trace | None) -> str:
+    """One line of a live run's figures, shown above the what-if replay's ('' without a live trace)."""
+    if trace is None:
+        return ""
+    summary = trace.summary()
+    keys = ("steps", "compactions_applied", "peak_context", "steps_over_budget")
+    chips = " ".join(f'<span class="zl-chip">{html.escape(k)}: {cell(summary.get(k))}</span>' for k in keys)
+    described = html.escape(live_description(trace))
+    return f"{CSS}<div><b>live</b> ({described}): {chips}</div><div><b>what-if</b>:</div>"
+
+
+def summary_html(trace: Trace, extra: str = "") -> str:
+    """Headline figures of a trace as chips."""
+    summary = trace.summary()
+    keys = [
+        "steps",
+        "compactions_applied",
+        "rejected_not_smaller",
+        "failed",
+        "peak_context",
+        "total_input_tokens",
+        "steps_over_budget",
+    ]
+    chips = " ".join(f'<span class="zl-chip">{html.escape(k)}: {cell(summary.get(k))}</span>' for k in keys)
+    return f"{CSS}<div>{chips}{extra}</div>"
+
+
+def short_text(message: object, limit: int = 240) -> str:
+    """One line of a message's text (content and tool-call arguments), at most ``limit`` characters."""
+    text = " ".join(message_text(message).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def lost_count(losses: Losses | None) -> int | None:
+    """Lost-but-needed anchors over applied compactions."""
+    anchors = getattr(losses, "anchors", None)
+    if isinstance(anchors, pd.DataFrame) and "lost_but_needed" in anchors:
+        lost = flags(anchors["lost_but_needed"])
+        if "applied" in anchors:
+            lost &= flags(anchors["applied"])
+        return int(lost.sum())
+    return None
+
+
+def _anchors_for(losses: Losses | None, compaction_id: int) -> pd.DataFrame | None:
+    anchors = getattr(losses, "anchors", None)
+    if not isinstance(anchors, pd.DataFrame):
+        return None
+    if "compaction_id" in anchors.columns:
+        return anchors[anchors["compaction_id"] == compaction_id]
+    return anchors
+
+
+def compaction_html(trace: Trace, compaction_id: int, losses: Losses | None = None, max_messages: int = 120) -> str:
+    """One compaction: where it happened, the span and the kept tail, the summary, and what was lost."""
+    rows = trace.compactions[trace.compactions["compaction_id"] == compaction_id]
+    if not len(rows):
+        return f'{CSS}<p class="zl-muted">No compaction #{compaction_id}.</p>'
+    row = rows.iloc[0]
+    parts = [CSS, _compaction_facts_html(row, compaction_id)]
+    anchors = _anchors_for(losses, compaction_id)
+    lost_values: list[str] = []
+    if anchors is not None and len(anchors):
+        lost_html, lost_values = _lost_anchors_html(anchors)
+        parts.append(lost_html)
+    elif losses is None:
+        parts.append('<p class="zl-muted">Loss metrics unavailable (zett_lab.measure.measure not installed).</p>')
+    summary = row["summary_text"]
+    if isinstance(summary, str):
+        parts.append(f'<h4>Summary</h4><div class="zl-pre zl-summary">{html.escape(summary)}</div>')
+    if pd.notna(row["span_start"]):
+        parts.append(_span_html(trace.conversation.messages, row, lost_values, max_messages))
+    return "".join(parts)
+
+
+def _compaction_facts_html(row: pd.Series, compaction_id: int) -> str:
+    """The table of one compaction's facts: step, trigger, outcome, span, tokens, summarizer, error."""
+    outcome = "applied" if bool(row["applied"]) else f"not applied: {row['skip_reason']}"
+    facts = {
+        "step": row["step"],
+        "turn": row["turn"],
+        "trigger": row["trigger"],
+        "outcome": outcome,
+        "span (summarized)": f"messages[{row['span_start']}:{row['span_end']}]"
+        if pd.notna(row["span_start"])
+        else "no window",
+        "kept verbatim": f"messages[{row['span_end']}:{row['n_recorded']}]" if pd.notna(row["span_end"]) else "",
+        "older tokens": row["older_tokens"],
+        "kept tokens": row["recent_tokens"],
+        "summary tokens": row["summary_tokens"],
+        "compression": f"{row['compression_ratio']:.1%}" if pd.notna(row["compression_ratio"]) else "",
+        "summarizer": row["summarizer"],
+        "latency": f"{row['latency_s']:.3f} s" if pd.notna(row["latency_s"]) else "",
+        "cache hit": row["cache_hit"],
+        "error": row["error"],
+    }
+    head = "".join(
+        f"<tr><th style='text-align:left'>{html.escape(k)}</th><td style='text-align:left'>{cell(v)}</td></tr>"
+        for k, v in facts.items()
+        if not is_missing(v) and v != ""
+    )
+    return f'<table class="zl-table zl-compaction" data-compaction="{compaction_id}">{head}</table>'
+
+
+def _lost_anchors_html(anchors: pd.DataFrame) -> tuple[str, list[str]]:
+    """What the span's anchors became (counts, lost-but-needed chips, other lost chips), and the values
+    lost but needed, to highlight in the span."""
+    flags = {
+        c: anchors[c].astype("boolean").fillna(False).to_numpy(bool) if c in anchors else np.zeros(len(anchors), bool)
+        for c in ("in_summary", "in_tail", "lost_but_needed")
+    }
+    lost = anchors[~flags["in_summary"] & ~flags["in_tail"]]
+    needed = anchors[flags["lost_but_needed"]]
+    lost_values = [str(v) for v in needed["value"]] if "value" in needed else []
+    kept = int(flags["in_summary"].sum())
+    parts = [
+        f"<h4>What was lost</h4><p>{len(anchors)} anchors in the span: {kept} in the summary, "
+        f"{int(flags['in_tail'].sum())} also in the kept tail, {len(lost)} no longer visible, "
+        f"<span class='zl-lost'>{len(needed)} lost but needed later</span>.</p>"
+    ]
+    if len(needed):
+        chips = " ".join(
+            f'<span class="zl-chip zl-lost" title="{html.escape(str(r.get("type", "")))}">'
+            f"{html.escape(str(r.get('type', '')))}: {html.escape(str(r.get('value', '')))}</span>"
+            for r in needed.to_dict("records")[:200]
+        )
+        parts.append(f"<p><b>Lost but needed:</b> {chips}</p>")
+    other = lost[~lost.index.isin(needed.index)]
+    if len(other):
+        chips = " ".join(
+            f'<span class="zl-chip">{html.escape(str(r.get("type", "")))}: '
+            f'{html.escape(str(r.get("value", "")))}</span>'
+            for r in other.to_dict("records")[:200]
+        )
+        parts.append(f"<details><summary>Lost, not needed later ({len(other)})</summary>{chips}</details>")
+    return "".join(parts), lost_values
+
+
+def _span_html(messages: Sequence[Any], row: pd.Series, lost_values: list[str], max_messages: int) -> str:
+    """The summarized messages (lost-but-needed values highlighted, at most ``max_messages``), then the kept tail."""
+    start, end, seen = int(row["span_start"]), int(row["span_end"]), int(row["n_recorded"])
+    listing = []
+    for index in range(start, min(end, start + max_messages)):
+        text = html.escape(short_text(messages[index]))
+        for value in lost_values:
+            escaped = html.escape(value)
+            if escaped and escaped in text:
+                text = text.replace(escaped, f'<span class="zl-lost">{escaped}</span>')
+        listing.append(
+            f"<tr><td>{index}</td><td>{html.escape(role_of(messages[index]))}</td>"
+            f"<td style='text-align:left;white-space:normal'>{text}</td></tr>"
+        )
+    more = f"<p class='zl-muted'>… {end - start - max_messages} more</p>" if end - start > max_messages else ""
+    return (
+        f"<details><summary>Span: {end - start} summarized messages (lost-but-needed anchors highlighted)</summary>"
+        f"<div class='zl-scroll'><table class='zl-table'>{''.join(listing)}</table></div>{more}</details>"
+        f"<p class='zl-muted'>Kept verbatim: {seen - end} messages [{end}:{seen}]; "
+        f"future: {len(messages) - seen} messages.</p>"
+    )
+
+
+def manual_diff_html(
+    baseline: Trace, manual: Trace, baseline_losses: Losses | None = None, manual_losses: Losses | None = None
+) -> str:
+    """Headline figures and compactions of two traces side by side."""
+    a, b = baseline.summary(), manual.summary()
+    keys = [
+        "compactions_applied",
+        "rejected_not_smaller",
+        "failed",
+        "peak_context",
+        "total_input_tokens",
+        "steps_over_budget",
+    ]
+    rows = [{"measure": k, "baseline": a[k], "with manual compaction": b[k], "difference": b[k] - a[k]} for k in keys]
+    lost_a, lost_b = lost_count(baseline_losses), lost_count(manual_losses)
+    if lost_a is not None and lost_b is not None:
+        rows.append(
+            {
+                "measure": "lost_but_needed anchors",
+                "baseline": lost_a,
+                "with manual compaction": lost_b,
+                "difference": lost_b - lost_a,
+            }
+        )
+    columns = [
+        "compaction_id",
+        "step",
+        "trigger",
+        "span_start",
+        "span_end",
+        "older_tokens",
+        "summary_tokens",
+        "applied",
+        "skip_reason",
+    ]
+    return (
+        f"{CSS}<h4>Difference</h4>{frame_html(pd.DataFrame(rows))}"
+        f"<h4>Compactions: baseline</h4>{frame_html(baseline.compactions[columns], scroll=True)}"
+        f"<h4>Compactions: with manual compaction</h4>{frame_html(manual.compactions[columns], scroll=True)}"
+    )
+
+
+def step_html(trace: Trace, step: int, losses: Losses | None = None) -> str:
+    """One model step: what the engine estimated, decided and sent; for a compaction attempt, that compaction."""
+    rows = trace.steps[trace.steps["step"] == step]
+    if not len(rows):
+        return f'{CSS}<p class="zl-muted">No step {int(step)} in this replay.</p>'
+    row = rows.iloc[0]
+    reason = row["skip_reason"]
+    if bool(row["applied"]):
+        decision = "a compaction was applied: the checkpoint replaced the older messages before this step"
+    elif is_missing(reason):
+        decision = "nothing to decide"
+    else:
+        decision = f"{reason}: {SKIP_REASON_TEXT.get(str(reason), '')}".rstrip(": ")
+    facts = {
+        "step": row["step"],
+        "turn": row["turn"],
+        "estimate": row["estimate"],
+        "estimate from": row["estimate_source"],
+        "max_tokens": row["max_tokens"],
+        "threshold crossed": bool(row["triggered"]),
+        "trigger": row["trigger"],
+        "decision": decision,
+        "window": (
+            f"summarize messages before {int(row['cutoff_index'])}, keep {cell(row['recent_tokens'])} tokens"
+            if not is_missing(row["cutoff_index"])
+            else "no window"
+        ),
+        "context sent": row["context_tokens_after"],
+        "over budget": bool(row["over_budget_after"]),
+    }
+    table = "".join(
+        f"<tr><th style='text-align:left'>{html.escape(k)}</th><td style='text-align:left'>{cell(v)}</td></tr>"
+        for k, v in facts.items()
+        if not is_missing(v) and v != ""
+    )
+    parts = [CSS, f'<h4>Step {int(step)}</h4><table class="zl-table zl-step" data-step="{int(step)}">{table}</table>']
+    if not is_missing(row["compaction_id"]):
+        parts.append(compaction_html(trace, int(row["compaction_id"]), losses))
+    return "".join(parts)

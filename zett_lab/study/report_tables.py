@@ -1,0 +1,205 @@
+"""The per-summarizer and per-configuration tables of a report: costs, the comparison, metric summaries.
+
+Computed with the measure stage's own functions (:func:`~zett_lab.measure.cost.add_costs`,
+:func:`~zett_lab.measure.compare`, :func:`~zett_lab.measure.compare.bootstrap_mean_ci`) from the
+per-replay results of :mod:`.report_study`; the summaries are plain, JSON-ready data.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+
+from ..errors import SettingError
+from ..measure import Comparison, Losses, compare
+from ..measure.catalogue import HEADLINE_METRICS
+from ..measure.compare import bootstrap_mean_ci
+from ..measure.cost import add_costs, cost_summary, load_prices
+from ..records import plain, records
+from ..replay.trace import Trace
+from .report_lost import DIGITS
+
+#: Loss metrics shown per summarizer (columns of ``Losses.conversation``), from the metric catalogue.
+REPORT_METRICS: tuple[str, ...] = HEADLINE_METRICS
+
+#: Price-table name used for summary models with no known list price (their tokens still count).
+_UNPRICED = "unpriced-summary-model"
+
+#: Per-configuration cost columns of the cost section.
+COST_COLUMNS = (
+    "primary_input_tokens",
+    "primary_cached_input_tokens",
+    "cached_input_share",
+    "cache_breaks",
+    "summary_calls",
+    "summary_input_tokens",
+    "summary_output_tokens",
+    "primary_cost_usd",
+    "summary_cost_usd",
+    "total_cost_usd",
+)
+
+
+#: Replays priced together (their step tables concatenated): memory stays bounded on large sweeps.
+_COST_CHUNK = 32
+
+
+def costs_per_replay(entries: list[tuple[str, Trace]], primary_model: str) -> tuple[pd.DataFrame, list[str]]:
+    """Tokens and money per replay, and the summarizers with no list price (counted, priced at $0)."""
+    table = load_prices()
+    priced: dict[str, str] = {}
+    for label, trace in entries:
+        identity = str(trace.settings.get("summarizer"))
+        if label in priced:
+            continue
+        try:
+            table.lookup(identity)
+            priced[label] = identity
+        except SettingError:
+            priced[label] = _UNPRICED
+    parts = [
+        _costs_of(entries[start : start + _COST_CHUNK], primary_model, priced)
+        for start in range(0, len(entries), _COST_CHUNK)
+    ]
+    summary = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+    summary = summary.drop(columns=["steps"], errors="ignore")
+    for column in ("max_tokens", "keep_recent_tokens"):
+        summary[column] = summary[column].astype("int64")
+    return summary, sorted(label for label, name in priced.items() if name == _UNPRICED)
+
+
+def _costs_of(entries: list[tuple[str, Trace]], primary_model: str, priced: dict[str, str]) -> pd.DataFrame:
+    """:func:`cost_summary` of some replays, each summarizer priced as ``priced`` names it."""
+    steps, compactions = [], []
+    for label, trace in entries:
+        steps.append(trace.steps.assign(summarizer=label))
+        if len(trace.compactions):
+            compactions.append(
+                trace.compactions.assign(
+                    summarizer=label,
+                    max_tokens=int(trace.settings["max_tokens"]),
+                    keep_recent_tokens=int(trace.settings["keep_recent_tokens"]),
+                )
+            )
+    all_compactions = pd.concat(compactions, ignore_index=True) if compactions else None
+    labels = all_compactions["summarizer"].to_numpy() if all_compactions is not None else None
+    if all_compactions is not None:
+        all_compactions["summarizer"] = all_compactions["summarizer"].map(lambda s: priced.get(s, s))
+    priced_steps, priced_compactions = add_costs(
+        pd.concat(steps, ignore_index=True),
+        all_compactions,
+        primary_model=primary_model,
+        prices={_UNPRICED: {"input": 0.0, "cached_input": 0.0, "output": 0.0, "source": "no list price known"}},
+    )
+    if all_compactions is not None and len(priced_compactions):
+        priced_compactions["summarizer"] = labels
+    return cost_summary(priced_steps, priced_compactions if all_compactions is not None else None).reset_index()
+
+
+def compare_summarizers(results: pd.DataFrame, summarizers: list[str]) -> Comparison | None:
+    """The summarizers compared, paired per conversation and setting (None with fewer than two)."""
+    if len(summarizers) < 2:
+        return None
+    metrics = [m for m in REPORT_METRICS if m in results.columns]
+    empty = pd.DataFrame()
+    parts = {
+        name: Losses(
+            compactions=empty,
+            anchors=empty,
+            conversation=results[results["summarizer"] == name].reset_index(drop=True),
+            probes=empty,
+            decay=empty,
+        )
+        for name in summarizers
+    }
+    return compare(parts, metrics=metrics, level="conversation", seed=0)
+
+
+def metric_summary(
+    results: pd.DataFrame, summarizers: list[str], comparison: Comparison | None, failure_counts: pd.DataFrame
+) -> dict[str, Any]:
+    """Per summarizer: loss metrics with confidence intervals, paired differences, and outcome totals.
+
+    ``failed`` counts the summarizer's failed summary calls (from ``failure_counts``: the replays
+    they happened in are not in ``results``).
+    """
+    calls = failure_counts[failure_counts["what"] == "summary call"].groupby("summarizer")["count"].sum()
+    totals = []
+    for name in summarizers:
+        part = results[results["summarizer"] == name]
+        totals.append(
+            {
+                "summarizer": name,
+                "replays": len(part),
+                "compactions": int(part["compactions"].sum()),
+                "rejected_not_smaller": int(part["rejected_not_smaller"].sum()),
+                "failed": int(calls.get(name, 0)),
+                "steps_over_budget": int(part["steps_over_budget"].sum()),
+                "lost_but_needed_per_replay": plain(part["lost_but_needed"].mean(), DIGITS) if len(part) else None,
+                "refetch_calls": int(part["refetch_calls"].sum()),
+            }
+        )
+    if comparison is not None:
+        return {
+            "level": comparison.level,
+            "confidence": float(comparison.settings.get("confidence", 0.95)),
+            "rows": records(comparison.summary, ["summarizer", "metric", "n", "mean", "ci_low", "ci_high"], DIGITS),
+            "pairwise": records(
+                comparison.pairwise,
+                [
+                    "a",
+                    "b",
+                    "metric",
+                    "n",
+                    "mean_diff",
+                    "ci_low",
+                    "ci_high",
+                    "win_rate",
+                    "tie_rate",
+                    "loss_rate",
+                    "p_value",
+                ],
+                DIGITS,
+            ),
+            "totals": totals,
+        }
+    rows = []
+    for name in summarizers:
+        part = results[results["summarizer"] == name]
+        for metric in (m for m in REPORT_METRICS if m in part):
+            values = pd.to_numeric(part[metric], errors="coerce").dropna().to_numpy(float)
+            low, high = bootstrap_mean_ci(values, seed=0) if len(values) else (math.nan, math.nan)
+            rows.append(
+                {
+                    "summarizer": name,
+                    "metric": metric,
+                    "n": len(values),
+                    "mean": plain(values.mean(), DIGITS) if len(values) else None,
+                    "ci_low": plain(low, DIGITS),
+                    "ci_high": plain(high, DIGITS),
+                }
+            )
+    return {"level": "conversation", "confidence": 0.95, "rows": rows, "pairwise": [], "totals": totals}
+
+
+def cost_overview(results: pd.DataFrame, primary_model: str, unpriced: list[str]) -> dict[str, Any]:
+    """Tokens and money per configuration (means per conversation), with the prices used."""
+    present = [c for c in COST_COLUMNS if c in results.columns]
+    keys = ["summarizer", "max_tokens", "keep_recent_tokens"]
+    grouped = results.groupby(keys, sort=True)[present].mean().reset_index()
+    grouped["conversations"] = results.groupby(keys, sort=True).size().to_numpy()
+    prices = load_prices()
+    _, price = prices.lookup(primary_model)
+    return {
+        "primary_model": primary_model,
+        "primary_price_usd_per_million": {
+            "input": price.input,
+            "cached_input": price.cached_input,
+            "output": price.output,
+        },
+        "prices_as_of": prices.as_of,
+        "unpriced": unpriced,
+        "rows": records(grouped, [*keys, "conversations", *present], DIGITS),
+    }
