@@ -49,6 +49,7 @@ from __future__ import annotations
 import bisect
 import copy
 import html
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -58,7 +59,7 @@ import pandas as pd
 from zett_agent.extensions.compaction import CompactedMessage, CompactionExtension
 from zett_agent.messages import AnyMessage, SystemMessage
 
-from ..errors import SettingError
+from ..errors import ResultFailure, SettingError, SettingWarning
 from ..load.conversation import Conversation, starts_turn
 from ..records import is_missing
 from ..replay.engine import STOCK_REUSE, EngineSpec, check_engine, engine_name, engine_reuse
@@ -493,6 +494,7 @@ def decision_boundaries(
         check_limits(hi, fixed)
         if hi < lo:
             raise SettingError(f"{parameter} range ({lo}, {hi}) is empty")
+    _warn_once_if_keep_fills_budget(parameter, lo, hi, fixed)
     model = resolve_summarizer(summarizer)
     summary_cache = resolve_cache(cache)
     counter = replay_options.get("count_tokens") or default_counter
@@ -520,8 +522,10 @@ def decision_boundaries(
                 engine=engine,
                 max_tokens=max_tokens_x,
                 keep_recent_tokens=keep_x,
+                warn=False,
                 **replay_options,
             )
+            _refuse_failures(trace, parameter, x)
             where = region(trace, count_tokens=counter, limits=limits)
             end = where.m_hi if parameter == "max_tokens" else where.k_hi
             traces[x] = trace
@@ -602,6 +606,31 @@ def _segments(decisions: list[dict[str, Any]]) -> tuple[pd.DataFrame, list[int]]
     )
     frame["end"] = pd.array(frame["end"].tolist(), dtype="Int64")
     return frame, [int(segment["start"]) for segment in segments[1:]]
+
+
+def _warn_once_if_keep_fills_budget(parameter: str, lo: int, hi: int | None, fixed: int) -> None:
+    """One :class:`~zett_lab.errors.SettingWarning` for a walk that reaches ``keep_recent_tokens >= max_tokens``."""
+    from ..replay.run import keep_fills_budget
+
+    if parameter == "keep_recent_tokens":
+        meaning = keep_fills_budget(fixed, lo if hi is None else max(lo, hi))
+    else:
+        meaning = keep_fills_budget(lo, fixed)
+    if meaning:
+        warnings.warn(f"decision_boundaries reaches {meaning}", SettingWarning, stacklevel=3)
+
+
+def _refuse_failures(trace: Trace, parameter: str, value: int) -> None:
+    """A replay with failed summaries or engine passes has no decisions to compare: stop the walk."""
+    failures = trace.failure_counts
+    if len(failures):
+        first = failures.iloc[0]
+        raise ResultFailure(
+            f"decision_boundaries: the replay at {parameter}={value} of conversation {trace.conversation.id!r} had "
+            f"{int(failures['count'].sum())} failed attempt(s) ({first['what']}: {first['cause']}); a failed "
+            "summary would look like a changed decision, so no boundary is reported. Fix the summarizer or "
+            "endpoint and walk again (summaries already made are cached)."
+        )
 
 
 def same_replay(a: Trace, b: Trace) -> list[str]:
