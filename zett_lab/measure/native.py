@@ -26,6 +26,7 @@ import pandas as pd
 from zett_agent.messages import AnyMessage, SystemMessage
 
 from ..load.conversation import Conversation
+from ..replay.recorder import NOT_SMALLER
 from ..replay.trace import Trace, checkpoint_message
 
 #: Loss metrics copied from ``measure(...).compactions`` when ``measure`` is given.
@@ -406,7 +407,7 @@ PRODUCTION_COLUMNS: dict[str, str] = {
     "span_end": "first message it does not stand for",
     "span_tokens": "the engine's counter over the raw span",
     "summarizer": "the native subject (its recorded summary) or a baseline summarizing the identical span",
-    "status": "'applied', 'not smaller' (a baseline the engine would discard), 'failed', or 'summary missing from log'",
+    "status": f"'applied', '{NOT_SMALLER}' (a baseline the engine would discard), 'failed', or 'summary missing from log'",
     "summary_tokens": "the summary as a checkpoint message (NA when missing or failed)",
 }
 

@@ -39,12 +39,14 @@ STYLE: dict[RcKeyType, Any] = {
     "image.cmap": "viridis",
 }
 
+#: The timeline's outcome for a step over the threshold where the engine found no window to summarize.
+NO_WINDOW_OUTCOME = "no window"
 #: How each compaction outcome is drawn on the timeline: marker, colour, label.
 OUTCOME_STYLES: dict[str, dict[str, Any]] = {
     "applied": {"marker": "v", "color": "#228833", "label": "compaction applied", "size": 9},
     NOT_SMALLER: {"marker": "X", "color": "#EE7733", "label": f"rejected: {NOT_SMALLER}", "size": 9},
     SUMMARY_FAILED: {"marker": "s", "color": "#CC3311", "label": "failed (summary or engine)", "size": 8},
-    "no window": {"marker": "|", "color": "#AA3377", "label": "threshold crossed, no window", "size": 11},
+    NO_WINDOW_OUTCOME: {"marker": "|", "color": "#AA3377", "label": "threshold crossed, no window", "size": 11},
 }
 
 #: How each message kind is drawn in the message strip: colour and hatch.
