@@ -69,21 +69,8 @@ def timed_sweep(conversations, summarizer: str, cache: Path, *, fresh_workers: b
     return result, time.perf_counter() - started
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--full", action="store_true", help="replay every naive point instead of a sample")
-    parser.add_argument("--summarizer", default=None, help="offline summarizer spec (default: zett_lab's default)")
-    args = parser.parse_args()
-    from zett_lab.summarizers import DEFAULT_SUMMARIZER
-
-    summarizer = args.summarizer or DEFAULT_SUMMARIZER
-    conversations = sorted(zett_lab.load_all(ROOT / "fixtures"), key=lambda c: count_tokens(c.messages))
-    print(f"fixtures: {len(conversations)} conversations, "
-          f"{', '.join(f'{c.id} ({count_tokens(c.messages)} tok)' for c in conversations)}")
-    print(f"grid: {len(MAX_TOKENS)} max_tokens × {len(KEEP_RECENT)} keep_recent_tokens = "
-          f"{len(MAX_TOKENS) * len(KEEP_RECENT) * len(conversations)} cells; summarizer {summarizer}")
-    print(f"machine: {os.cpu_count()} cores, load average at start {os.getloadavg()[0]:.1f}")
-
+def run_sweeps(conversations, summarizer: str):
+    """The cold, warm and warm-same-session sweeps, then the cold time with loss metrics; exits on a failed cell."""
     workdir = Path(tempfile.mkdtemp(prefix="zett-lab-bench-"))
     cache = workdir / "summaries.sqlite"
     cold, cold_s = timed_sweep(conversations, summarizer, cache, fresh_workers=True)
@@ -103,8 +90,11 @@ def main() -> None:
         if result.config["errors"]:
             print(f"{name}: {result.config['errors']} cells failed: {result.errors['error'].iloc[0]}")
             sys.exit(1)
+    return (cold, cold_s), (warm, warm_s), (session, session_s), metrics_s
 
-    # Naive side.
+
+def naive_side(conversations, summarizer: str, full: bool, sweeps):
+    """Fresh per-point replays (wall and CPU seconds per conversation), each compared with every sweep's trace."""
     naive_times: dict[str, list[float]] = {}
     naive_cpu: dict[str, list[float]] = {}
     identical = True
@@ -112,7 +102,7 @@ def main() -> None:
     replay(conversations[0], max_tokens=MAX_TOKENS[0], keep_recent_tokens=KEEP_RECENT[0], summarizer=summarizer,
            cache=False, count_tokens=engine_count_tokens)  # warm imports, vocabulary and summarizer
     for n, conversation in enumerate(conversations):
-        if args.full:
+        if full:
             points = [(m, k) for m in MAX_TOKENS for k in KEEP_RECENT]
         else:
             points = [(MAX_TOKENS[i], KEEP_RECENT[(3 * i + n) % len(KEEP_RECENT)]) for i in range(len(MAX_TOKENS))]
@@ -124,9 +114,29 @@ def main() -> None:
                            count_tokens=engine_count_tokens)
             times.append(time.perf_counter() - started)
             cpu.append(time.process_time() - cpu_started)
-            for result in (cold, warm):
+            for result in sweeps:
                 identical &= same_records(naive, result.trace(conversation.id, m, k, summarizer))
             compared += 1
+    return naive_times, naive_cpu, identical, compared
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--full", action="store_true", help="replay every naive point instead of a sample")
+    parser.add_argument("--summarizer", default=None, help="offline summarizer spec (default: zett_lab's default)")
+    args = parser.parse_args()
+    from zett_lab.summarizers import DEFAULT_SUMMARIZER
+
+    summarizer = args.summarizer or DEFAULT_SUMMARIZER
+    conversations = sorted(zett_lab.load_all(ROOT / "fixtures"), key=lambda c: count_tokens(c.messages))
+    print(f"fixtures: {len(conversations)} conversations, "
+          f"{', '.join(f'{c.id} ({count_tokens(c.messages)} tok)' for c in conversations)}")
+    print(f"grid: {len(MAX_TOKENS)} max_tokens × {len(KEEP_RECENT)} keep_recent_tokens = "
+          f"{len(MAX_TOKENS) * len(KEEP_RECENT) * len(conversations)} cells; summarizer {summarizer}")
+    print(f"machine: {os.cpu_count()} cores, load average at start {os.getloadavg()[0]:.1f}")
+
+    (cold, cold_s), (warm, warm_s), (session, session_s), metrics_s = run_sweeps(conversations, summarizer)
+    naive_times, naive_cpu, identical, compared = naive_side(conversations, summarizer, args.full, (cold, warm))
     cells = len(MAX_TOKENS) * len(KEEP_RECENT)
     naive_total = sum(statistics.fmean(t) * cells for t in naive_times.values())
     naive_cpu_total = sum(statistics.fmean(t) * cells for t in naive_cpu.values())

@@ -11,7 +11,7 @@ from typing import Any, TypeVar, cast
 T = TypeVar("T")
 
 
-def run_sync(coroutine: Coroutine[Any, Any, Any]) -> Any:
+def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
     """Run a coroutine to completion, also from inside a running event loop (Jupyter).
 
     In a notebook a loop is already running, so the coroutine gets its own loop

@@ -154,6 +154,15 @@ def label(name: str) -> str:
     return entry.label if entry else name
 
 
+def label_with_direction(name: str) -> str:
+    """A metric's label and which way is better, e.g. ``Lost but needed (lower is better)``; a column outside the
+    catalogue: its name."""
+    entry = CATALOGUE.get(name)
+    if entry is None:
+        return name
+    return f"{entry.label} ({'higher' if entry.higher_is_better else 'lower'} is better)"
+
+
 def metrics(level: Level | None = None, kind: str | None = None) -> list[Metric]:
     """Catalogue entries, optionally those at one level or of one kind, in catalogue order."""
     return [m for m in METRICS if (level is None or level in m.levels) and (kind is None or m.kind == kind)]

@@ -66,12 +66,13 @@ import math
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol, TypeAlias, cast
 
 import numpy as np
 import pandas as pd
 
 from ..errors import SettingError
+from ..load.conversation import Conversation
 from ..replay.recorder import NOT_SMALLER
 from .catalogue import CATALOGUE, HEADLINE_METRICS
 from .losses import Losses, measure
@@ -315,8 +316,20 @@ def _native_results(results: Mapping[str, Any], baselines: Iterable[str]) -> dic
     return out
 
 
+class SweepResults(Protocol):
+    """A sweep as :func:`compare` reads it: its per-conversation results table (the study stage's ``Sweep``)."""
+
+    @property
+    def results(self) -> pd.DataFrame: ...
+
+
+#: What :func:`compare` takes: name -> a trace, traces, losses or a list of losses; a sweep; or a sweep's results
+#: table.
+Compared: TypeAlias = Mapping[str, Any] | pd.DataFrame | SweepResults
+
+
 def compare_native_subjects(
-    conversations: Iterable[Any], baselines: Iterable[str], **options: Any
+    conversations: Iterable[Conversation], baselines: Iterable[str], **options: Any
 ) -> dict[str, Comparison]:
     """One :func:`compare` per native subject found in the conversations (``native:<agent>`` -> Comparison),
     each against the baselines summarizing that subject's spans; ``options`` go to :func:`compare`."""
@@ -330,7 +343,7 @@ def compare_native_subjects(
 
 
 def compare(
-    results: Mapping[str, Any] | Any,
+    results: Compared,
     *,
     by: str = "summarizer",
     metrics: Sequence[str] | None = None,
@@ -373,7 +386,7 @@ def compare(
     else:
         if not results:
             raise ValueError(f"compare needs at least one {by}")
-        losses = _losses_with_baselines(results, baselines if by == "summarizer" else ())
+        losses = _losses_with_baselines(cast(Mapping[str, Any], results), baselines if by == "summarizer" else ())
         tables, duplicate_counts = _unit_tables(losses, metrics, level, by)
     common = _common_units(tables)
     bootstrap = _Bootstrap(confidence, resamples, seed)

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import html
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,9 +51,12 @@ from ..asyncrun import run_sync
 from ..errors import SettingError
 from ..load.conversation import Probe
 from ..replay.run import resolve_cache
+from ..replay.trace import Trace
+from ..summarizers.cache import CacheSpec
 from .judged_calls import (
     CONDITIONS,
     Caller,
+    ProbeSource,
     answer_request,
     as_traces,
     contexts_for,
@@ -133,14 +137,14 @@ class JudgedResult:
 
 
 def run_judged(
-    traces: Any,
+    traces: Trace | Iterable[Trace],
     *,
     answerer: AgentModel,
     judge: AgentModel,
-    probes: Any = "gold",
+    probes: ProbeSource = "gold",
     n_generated: int = 5,
     max_probes: int | None = None,
-    cache: Any = None,
+    cache: CacheSpec = None,
     max_calls: int | None = None,
     max_usd: float | None = None,
     price: tuple[float, float] | None = None,

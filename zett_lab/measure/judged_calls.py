@@ -10,9 +10,9 @@ import json
 import math
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, TypeAlias, cast
 
 from zett_agent.messages import AnyMessage, SystemMessage, UserMessage
 from zett_agent.model import AgentModel, ModelRequest, ReasoningEffort
@@ -22,6 +22,8 @@ from ..errors import SettingError, ZettLabError
 from ..load.conversation import PROBE_TYPES, Probe
 from ..load.text import message_text
 from ..replay.run import resolve_cache
+from ..replay.trace import Trace
+from ..summarizers.cache import CacheSpec, SummaryCache
 from .lookup import contains_normalized
 from .probes import check_probes, covers_probe
 
@@ -62,7 +64,7 @@ def _render(messages: Sequence[AnyMessage]) -> str:
     return render(messages)
 
 
-def contexts_for(trace: Any, row: dict[str, Any]) -> dict[str, list[AnyMessage]]:
+def contexts_for(trace: Trace, row: dict[str, Any]) -> dict[str, list[AnyMessage]]:
     """The three contexts (post, ceiling, floor) of one applied compaction, as message lists."""
     from ..replay.trace import checkpoint_message
 
@@ -157,7 +159,7 @@ def estimate_tokens(request: ModelRequest) -> int:
 class Caller:
     """Makes calls once: in-run memo, then the persistent cache, then the model (within budget)."""
 
-    cache: Any
+    cache: SummaryCache | None
     price: dict[str, tuple[float, float] | None]
     max_calls: int | None
     max_usd: float | None
@@ -167,7 +169,7 @@ class Caller:
     stopped: str | None = None
     memo: dict[str, str] = field(default_factory=dict)
 
-    def key(self, kind: str, model: Any, request: ModelRequest) -> str:
+    def key(self, kind: str, model: AgentModel, request: ModelRequest) -> str:
         from ..summarizers.cache import SummaryCache
 
         return SummaryCache.key(f"judged-{kind}:{_identity(model)}", request)
@@ -178,7 +180,7 @@ class Caller:
             return math.nan
         return (input_tokens * price[0] + output_tokens * price[1]) / 1e6
 
-    async def __call__(self, kind: str, model: Any, request: ModelRequest) -> str | None:
+    async def __call__(self, kind: str, model: AgentModel, request: ModelRequest) -> str | None:
         key = self.key(kind, model, request)
         if key in self.memo:
             return self.memo[key]
@@ -254,7 +256,7 @@ def generated_probes(
 
 
 def generate_probes(
-    model: AgentModel, span_messages: Sequence[AnyMessage], n: int = 5, *, start: int = 0, cache: Any = None
+    model: AgentModel, span_messages: Sequence[AnyMessage], n: int = 5, *, start: int = 0, cache: CacheSpec = None
 ) -> list[Probe]:
     """Ask a model for ``n`` probes about a span; keep those whose answer occurs verbatim in it.
 
@@ -279,16 +281,21 @@ def probe_request(span_messages: Sequence[AnyMessage], n: int) -> ModelRequest:
 # Units of work and prices
 
 
-def as_traces(traces: Any) -> list[Any]:
-    """One trace or an iterable of traces, as a list."""
+#: Where a judged run's probes come from: each conversation's gold probes, probes a model generates from each
+#: span, or a callable ``(trace, compaction_row) -> probes``.
+ProbeSource: TypeAlias = Literal["gold", "generate"] | Callable[[Trace, dict[str, Any]], Iterable[Probe]]
+
+
+def as_traces(traces: Trace | Iterable[Trace]) -> list[Trace]:
+    """One trace (anything with the trace's ``steps`` and ``compactions``) or an iterable of traces, as a list."""
     if hasattr(traces, "compactions") and hasattr(traces, "steps"):
-        return [traces]
+        return [cast(Trace, traces)]
     return list(traces)
 
 
 def work_units(
-    traces: list[Any], probes: Any, max_probes: int | None
-) -> list[tuple[Any, dict[str, Any], str, list[Probe] | None]]:
+    traces: list[Trace], probes: ProbeSource, max_probes: int | None
+) -> list[tuple[Trace, dict[str, Any], str, list[Probe] | None]]:
     """(trace, applied compaction row, probe source, gold probes covered | None for generated)."""
     if not (probes in ("gold", "generate") or callable(probes)):
         raise JudgedError(f"probes must be 'gold', 'generate' or a callable, got {probes!r}")
@@ -314,7 +321,9 @@ def work_units(
     return units
 
 
-def price_map(price: Any, judge_price: Any) -> dict[str, tuple[float, float] | None]:
+def price_map(
+    price: tuple[float, float] | None, judge_price: tuple[float, float] | None
+) -> dict[str, tuple[float, float] | None]:
     """(input, output) USD per million tokens per call kind; the judge uses ``price`` unless given its own."""
     def check(value: Any, name: str) -> tuple[float, float] | None:
         if value is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,10 +14,13 @@ from zett_agent.model import AgentModel, ModelRequest
 
 from ..load.conversation import Probe
 from ..replay.run import resolve_cache
+from ..replay.trace import Trace
+from ..summarizers.cache import CacheSpec, SummaryCache
 from .judged_calls import (
     CONDITIONS,
     OUTPUT_ESTIMATE,
     Caller,
+    ProbeSource,
     answer_request,
     as_traces,
     contexts_for,
@@ -75,14 +79,14 @@ class JudgedPlan:
 
 
 def plan_judged(
-    traces: Any,
+    traces: Trace | Iterable[Trace],
     *,
     answerer: AgentModel,
     judge: AgentModel,
-    probes: Any = "gold",
+    probes: ProbeSource = "gold",
     n_generated: int = 5,
     max_probes: int | None = None,
-    cache: Any = None,
+    cache: CacheSpec = None,
     price: tuple[float, float] | None = None,
     judge_price: tuple[float, float] | None = None,
 ) -> JudgedPlan:
@@ -91,10 +95,10 @@ def plan_judged(
     Judge calls are counted as if every answer needed one (an upper bound); with
     ``probes="generate"`` the answer/score calls assume ``n_generated`` probes per compaction.
     """
-    cache = resolve_cache(cache)
-    caller = Caller(cache, price_map(price, judge_price), None, None)
+    summary_cache = resolve_cache(cache)
+    caller = Caller(summary_cache, price_map(price, judge_price), None, None)
     units = work_units(as_traces(traces), probes, max_probes)
-    calls = _PlannedCalls(caller, cache)
+    calls = _PlannedCalls(caller, summary_cache)
     n_pairs = 0
     for trace, row, _source, chosen in units:
         if chosen is None:
@@ -117,7 +121,7 @@ class _PlannedCalls:
     """Distinct requests per call kind, each with whether the cache already answers it."""
 
     caller: Caller
-    cache: Any
+    cache: SummaryCache | None
     seen: dict[str, dict[str, tuple[ModelRequest, bool]]] = field(
         default_factory=lambda: {kind: {} for kind in _KINDS}
     )

@@ -24,8 +24,10 @@ from typing import Any
 
 import pandas as pd
 from zett_agent.messages import AnyMessage, SystemMessage
+from zett_agent.model import AgentModel
 
 from ..load.conversation import Conversation
+from ..replay.recorder import NOT_SMALLER
 from ..replay.trace import Trace, checkpoint_message
 
 #: Loss metrics copied from ``measure(...).compactions`` when ``measure`` is given.
@@ -175,7 +177,7 @@ def native_traces(conversations: Iterable[Conversation], subject: str | None = N
     return out
 
 
-def span_traces(traces: Sequence[Trace], summarizer: Any, **options: Any) -> list[Trace]:
+def span_traces(traces: Sequence[Trace], summarizer: AgentModel | str | None, **options: Any) -> list[Trace]:
     """The spans of (native) traces summarized by ``summarizer`` through the engine's summary step.
 
     One trace per input trace, with the same ``compaction_id``, spans and ``n_recorded``: the
@@ -203,11 +205,11 @@ def _turn_at(conversation: Conversation, index: int) -> int | None:
 
 
 def compare_native(
-    trace: Any = None,
+    trace: Trace | None = None,
     *,
     conversation: Conversation | None = None,
     counter: Counter | None = None,
-    measure: bool | Callable[[Any], Any] | None = None,
+    measure: bool | Callable[[Trace], Any] | None = None,
     metrics: Sequence[str] = DEFAULT_METRICS,
 ) -> pd.DataFrame:
     """One row per native compaction: where the agent cut and how big its summary was,
@@ -360,7 +362,7 @@ def _nearest(candidates: pd.DataFrame, position: int) -> dict[Hashable, Any] | N
     return min(records, key=lambda r: (abs(int(r["n_recorded"]) - position), int(r["compaction_id"])))
 
 
-def _measurer(measure: bool | Callable[[Any], Any] | None) -> Callable[[Any], Any] | None:
+def _measurer(measure: bool | Callable[[Trace], Any] | None) -> Callable[[Trace], Any] | None:
     if measure is None or measure is False:
         return None
     if measure is True:
@@ -406,7 +408,7 @@ PRODUCTION_COLUMNS: dict[str, str] = {
     "span_end": "first message it does not stand for",
     "span_tokens": "the engine's counter over the raw span",
     "summarizer": "the native subject (its recorded summary) or a baseline summarizing the identical span",
-    "status": "'applied', 'not smaller' (a baseline the engine would discard), 'failed', or 'summary missing from log'",
+    "status": f"'applied', '{NOT_SMALLER}' (a baseline the engine would discard), 'failed', or 'summary missing from log'",
     "summary_tokens": "the summary as a checkpoint message (NA when missing or failed)",
 }
 

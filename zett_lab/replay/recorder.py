@@ -149,6 +149,25 @@ STEP_SUMMARY_COLUMNS = [
     "context_tokens_after",
     "over_budget_after",
 ]
+#: The step table with the decision detail (what the Explorer widget shows): the short view plus where the window
+#: was cut, the compaction attempt and the checkpoint it made.
+STEP_DETAIL_COLUMNS = [
+    "step",
+    "turn",
+    "n_recorded",
+    "estimate",
+    "estimate_source",
+    "triggered",
+    "skip_reason",
+    "cutoff_index",
+    "compaction_id",
+    "summary_tokens",
+    "applied",
+    "context_tokens_after",
+    "over_budget_after",
+    "checkpoint_id",
+    "kept_from",
+]
 COMPACTION_SUMMARY_COLUMNS = [
     "compaction_id",
     "step",

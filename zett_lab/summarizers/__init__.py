@@ -14,7 +14,7 @@ Every summarizer is a zett-agent ``AgentModel``: the engine calls ``stream(reque
 ``[SystemMessage(instructions), *older, UserMessage("Produce the checkpoint now.")]``.
 """
 
-from .cache import CachedSummary, CacheError, SummaryCache, default_cache_path
+from .cache import CachedSummary, CacheError, CacheSpec, SummaryCache, default_cache_path
 from .offline import (
     OFFLINE_SUMMARIZERS,
     Anchors,
@@ -54,6 +54,7 @@ __all__ = [
     "VALID_FORMS",
     "Anchors",
     "CacheError",
+    "CacheSpec",
     "CachedSummary",
     "Extractive",
     "LimitedModel",

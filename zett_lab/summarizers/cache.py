@@ -44,7 +44,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 from zett_agent.model import ModelRequest
 
@@ -486,6 +486,11 @@ class SummaryCache:
     def __del__(self) -> None:  # pragma: no cover - best effort
         with contextlib.suppress(Exception):  # the interpreter may be shutting down
             self.close()
+
+
+#: What a ``cache=`` argument takes: a :class:`SummaryCache`, a path to one, None (or True) for the default
+#: cache, False for none.
+CacheSpec: TypeAlias = SummaryCache | str | os.PathLike[str] | bool | None
 
 
 def _not_a_database(error: sqlite3.DatabaseError) -> bool:

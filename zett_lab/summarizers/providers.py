@@ -41,7 +41,7 @@ import time
 import weakref
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 from zett_agent.model import (
@@ -55,6 +55,12 @@ from zett_agent.providers.base import ProviderError
 
 from ..errors import SettingError
 from .offline import OFFLINE_SUMMARIZERS, OfflineSummarizer, parse_budget
+
+
+class ProviderModel(AgentModel, Protocol):
+    """A zett-agent provider (``OpenAIProvider``, ``AnthropicProvider``, ...): a model with HTTP connections to close."""
+
+    async def aclose(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -330,7 +336,7 @@ class ProviderSummarizer:
     def __init__(
         self,
         identity: str,
-        factory: Callable[[], Any],
+        factory: Callable[[], ProviderModel],
         *,
         retry: RetryOptions,
         max_concurrency: int | None = None,
@@ -342,8 +348,10 @@ class ProviderSummarizer:
         self.retry = retry
         self.max_concurrency = _check_concurrency(max_concurrency)
         self._factory = factory
-        self._spare: Any | None = factory()  # built now so bad options fail at construction
-        self._providers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
+        self._spare: ProviderModel | None = factory()  # built now so bad options fail at construction
+        self._providers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, ProviderModel] = (
+            weakref.WeakKeyDictionary()
+        )
         self._lock = threading.Lock()  # loops may run in several threads (one per worker)
         self._limit = _PerLoop(self.max_concurrency)
 
@@ -351,7 +359,8 @@ class ProviderSummarizer:
         return f"<ProviderSummarizer {self.identity}>"
 
     @property
-    def provider(self) -> Any:
+    def provider(self) -> AgentModel:
+        """The zett-agent provider model of the running event loop (one per loop: a client is bound to its loop)."""
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
@@ -477,7 +486,7 @@ def _provider_summarizer(
     if retry is not None:
         arguments["retry"] = retry
 
-    def factory() -> Any:
+    def factory() -> ProviderModel:
         try:
             return cls(**arguments)
         except (TypeError, ValueError) as error:

@@ -57,6 +57,7 @@ from zett_agent.messages import (
     TextContent,
     ToolCall,
     ToolMessage,
+    UserContent,
     UserMessage,
 )
 from zett_agent.model import ModelUsage
@@ -325,7 +326,7 @@ class Builder:
         self.counts["late_system_messages"] += 1
         self.user(text, source_role="system", **attributes)
 
-    def user(self, content: Any, **attributes: Any) -> int:
+    def user(self, content: UserContent, **attributes: Any) -> int:
         """A user message; closes open tool calls (their results are lost)."""
         self._close_open_calls()
         self.messages.append(UserMessage(content=content, attributes=dict(attributes)))
@@ -386,7 +387,7 @@ class Builder:
     def tool_result(
         self,
         call_id: str,
-        content: Any,
+        content: UserContent,
         success: bool = True,
         name: str | None = None,
         **attributes: Any,

@@ -122,120 +122,155 @@ class _Thread:
         self.prompt: str | None = None
 
 
-def read(path: Path) -> list[Conversation]:
-    """Every conversation in a Claude Code session log (main chain and subagents)."""
-    stats: Counter = Counter()
-    unknown: Counter = Counter()
-    threads: dict[Any, _Thread] = {}
-    order: list[Any] = []
-    titles: list[str] = []
-    main_key: Any = None
-    main_session: str | None = None
-    sidechain_roots = 0
-    current_sidechain: Any = None
+#: A thread's key: ("main", sessionId, first line) for a main chain, ("agent", owner session, agent id) for a subagent.
+_ThreadKey = tuple[str, Any, Any]
 
-    def thread(key: Any, id: str, session: str | None, agent_id: str | None = None) -> _Thread:
-        if key not in threads:
-            threads[key] = _Thread(id, session, agent_id)
-            order.append(key)
-        return threads[key]
 
-    for number, record in iter_jsonl(path, stats):
+class _Log:
+    """One pass over a Claude Code log: its threads in order of appearance, its titles, and the main chain."""
+
+    def __init__(self, path: Path, unknown: Counter) -> None:
+        self.path = path
+        self.unknown = unknown
+        self.threads: dict[_ThreadKey, _Thread] = {}  # in order of first appearance
+        self.titles: list[str] = []
+        self.main_key: _ThreadKey | None = None
+        self.main_session: str | None = None
+        self.sidechain_roots = 0
+        self.current_sidechain: str | None = None
+
+    def thread(self, key: _ThreadKey, id: str, session: str | None, agent_id: str | None = None) -> _Thread:
+        if key not in self.threads:
+            self.threads[key] = _Thread(id, session, agent_id)
+        return self.threads[key]
+
+    def take(self, number: int, record: Any) -> None:
+        """Route one record to the thread it belongs to (or to the titles, or nowhere)."""
         if not isinstance(record, dict):
-            unknown["<not an object>"] += 1
-            continue
+            self.unknown["<not an object>"] += 1
+            return
         kind = record.get("type")
         if not isinstance(kind, str) or kind not in KNOWN_TYPES:
-            unknown[str(kind)] += 1
-            continue
+            self.unknown[str(kind)] += 1
+            return
         if kind in _TITLE_TYPES:
-            title = record.get("summary") or record.get("aiTitle") or record.get("customTitle") or record.get("title")
-            if isinstance(title, str) and title not in titles:
-                titles.append(title)
-            continue
+            self._title(record)
+            return
         if kind in ("file-history-snapshot", "queue-operation"):
-            continue
+            return
         session = record.get("sessionId")
-        if (
-            main_key is not None
+        if self._starts_new_conversation(record, session):
+            # a different session starting a new root: a new conversation (a resumed session
+            # that copied earlier records links to them and stays one conversation)
+            self.main_key = ("main", session, number)
+            self.main_session = session
+        if kind == "progress":
+            self._progress(record, session, number)
+        elif record.get("isSidechain"):
+            self._sidechain(record, session, number)
+        else:
+            self._main(record, session, number)
+
+    def _title(self, record: dict[str, Any]) -> None:
+        title = record.get("summary") or record.get("aiTitle") or record.get("customTitle") or record.get("title")
+        if isinstance(title, str) and title not in self.titles:
+            self.titles.append(title)
+
+    def _starts_new_conversation(self, record: dict[str, Any], session: Any) -> bool:
+        return bool(
+            self.main_key is not None
             and session
-            and session != main_session
+            and session != self.main_session
             and not record.get("isSidechain")
             and record.get("uuid")
             and record.get("parentUuid") is None
             and not record.get("logicalParentUuid")
-            and threads[main_key].builder.has_dialogue()
-        ):
-            # a different session starting a new root: a new conversation (a resumed session
-            # that copied earlier records links to them and stays one conversation)
-            main_key = ("main", session, number)
-            main_session = session
-        if kind == "progress":
-            data = record.get("data")
-            if (
-                isinstance(data, dict)
-                and data.get("type") == "agent_progress"
-                and isinstance(data.get("message"), dict)
-            ):
-                agent = data.get("agentId") or record.get("parentToolUseID") or "subagent"
-                owner = session or main_session or "session"
-                t = thread(("agent", owner, agent), f"{owner}/agent-{agent}", owner, str(agent))
-                if t.prompt is None and isinstance(data.get("prompt"), str):
-                    t.prompt = data["prompt"]
-                _handle(t, data["message"], path, number, unknown, embedded=True)
-            continue
-        if record.get("isSidechain"):
-            agent = record.get("agentId")
-            if agent is None:
-                if record.get("parentUuid") is None or current_sidechain is None:
-                    sidechain_roots += 1
-                    current_sidechain = f"sidechain-{sidechain_roots}"
-                agent = current_sidechain
-            owner = session or "session"
-            t = thread(("agent", owner, agent), f"{owner}/agent-{agent}", owner, str(agent))
-            _handle(t, record, path, number, unknown)
-            continue
-        if main_key is None:
-            main_key = ("main", session, number)
-        if session and main_session is None:
-            main_session = session
-        t = thread(main_key, str(main_key[1] or path.stem), main_key[1])
-        _handle(t, record, path, number, unknown)
+            and self.threads[self.main_key].builder.has_dialogue()
+        )
 
+    def _progress(self, record: dict[str, Any], session: Any, number: int) -> None:
+        """An ``agent_progress`` record embeds one message of a Task subagent; other progress is UI."""
+        data = record.get("data")
+        if not (
+            isinstance(data, dict) and data.get("type") == "agent_progress" and isinstance(data.get("message"), dict)
+        ):
+            return
+        agent = data.get("agentId") or record.get("parentToolUseID") or "subagent"
+        owner = session or self.main_session or "session"
+        t = self.thread(("agent", owner, agent), f"{owner}/agent-{agent}", owner, str(agent))
+        if t.prompt is None and isinstance(data.get("prompt"), str):
+            t.prompt = data["prompt"]
+        _handle(t, data["message"], self.path, number, self.unknown, embedded=True)
+
+    def _sidechain(self, record: dict[str, Any], session: Any, number: int) -> None:
+        """A sidechain record; without an ``agentId`` each new root starts the next numbered sidechain."""
+        agent = record.get("agentId")
+        if agent is None:
+            if record.get("parentUuid") is None or self.current_sidechain is None:
+                self.sidechain_roots += 1
+                self.current_sidechain = f"sidechain-{self.sidechain_roots}"
+            agent = self.current_sidechain
+        owner = session or "session"
+        t = self.thread(("agent", owner, agent), f"{owner}/agent-{agent}", owner, str(agent))
+        _handle(t, record, self.path, number, self.unknown)
+
+    def _main(self, record: dict[str, Any], session: Any, number: int) -> None:
+        if self.main_key is None:
+            self.main_key = ("main", session, number)
+        if session and self.main_session is None:
+            self.main_session = session
+        key = self.main_key
+        t = self.thread(key, str(key[1] or self.path.stem), key[1])
+        _handle(t, record, self.path, number, self.unknown)
+
+
+def read(path: Path) -> list[Conversation]:
+    """Every conversation in a Claude Code session log (main chain and subagents)."""
+    stats: Counter = Counter()
+    unknown: Counter = Counter()
+    log = _Log(path, unknown)
+    for number, record in iter_jsonl(path, stats):
+        log.take(number, record)
     conversations = []
     reported = report_unknown(path, unknown)
-    for key in order:
-        t = threads[key]
+    for t in log.threads.values():
         _finish_boundary(t)
         if not t.builder.has_dialogue():
             continue
-        meta: dict[str, Any] = {
-            "agent": "claude-code",
-            "model": t.models.most_common(1)[0][0] if t.models else None,
-            "models": dict(t.models),
-            "cwd": t.first.get("cwd"),
-            "git_branch": t.first.get("gitBranch"),
-            "version": t.first.get("version"),
-            "session_ids": t.session_ids,
-            "skipped_lines": stats.get("skipped_lines", 0),
-            "system_prompt_recorded": False,
-        }
-        if t.agent_id is not None:
-            meta["subagent"] = True
-            meta["agent_id"] = t.agent_id
-            meta["parent_session"] = t.session
-            meta["compaction_call"] = str(t.agent_id).startswith("acompact")
-        if titles and t.agent_id is None:
-            meta["titles"] = titles
-        if t.first.get("slug"):
-            meta["slug"] = t.first.get("slug")
+        meta = _metadata(t, log.titles, stats.get("skipped_lines", 0))
         conversations.append(t.builder.build(t.id, path, FORMAT, meta, reported))
     return require_conversations(path, conversations, "this Claude Code log")
+
+
+def _metadata(t: _Thread, titles: list[str], skipped_lines: int) -> dict[str, Any]:
+    """A thread's conversation metadata (subagent fields for a subagent, the log's titles for a main chain)."""
+    meta: dict[str, Any] = {
+        "agent": "claude-code",
+        "model": t.models.most_common(1)[0][0] if t.models else None,
+        "models": dict(t.models),
+        "cwd": t.first.get("cwd"),
+        "git_branch": t.first.get("gitBranch"),
+        "version": t.first.get("version"),
+        "session_ids": t.session_ids,
+        "skipped_lines": skipped_lines,
+        "system_prompt_recorded": False,
+    }
+    if t.agent_id is not None:
+        meta["subagent"] = True
+        meta["agent_id"] = t.agent_id
+        meta["parent_session"] = t.session
+        meta["compaction_call"] = str(t.agent_id).startswith("acompact")
+    if titles and t.agent_id is None:
+        meta["titles"] = titles
+    if t.first.get("slug"):
+        meta["slug"] = t.first.get("slug")
+    return meta
 
 
 def _handle(
     t: _Thread, record: dict[str, Any], path: Path, number: int, unknown: Counter, embedded: bool = False
 ) -> None:
+    """One user, assistant or system record of a thread (a record seen before, by its uuid, is skipped)."""
     kind = record.get("type")
     uuid = record.get("uuid")
     if uuid:
@@ -274,7 +309,14 @@ def _handle(
             b.user(t.prompt, from_field="agent_progress.prompt")
         _user(t, record, content, path, number, unknown)
         return
-    # assistant
+    _assistant(t, record, message, content, unknown, embedded)
+
+
+def _assistant(
+    t: _Thread, record: dict[str, Any], message: dict[str, Any], content: Any, unknown: Counter, embedded: bool
+) -> None:
+    """One assistant record: its text, thinking and tool calls join the message of its API response."""
+    b = t.builder
     if record.get("isApiErrorMessage"):
         b.counts["api_error_messages_dropped"] += 1
         return

@@ -104,113 +104,77 @@ class _Session:
         self.compacted_at: int | None = None
 
 
+class _Rollout:
+    """One pass over a rollout file: its sessions in order, and the one records go to now."""
+
+    def __init__(self, path: Path, unknown: Counter) -> None:
+        self.path = path
+        self.unknown = unknown
+        self.sessions: list[_Session] = []
+        self.current: _Session | None = None
+
+    def session(self) -> _Session:
+        """The current session (one named after the file when no ``session_meta`` came first)."""
+        if self.current is None:
+            self.current = _Session(self.path.stem, {})
+            self.sessions.append(self.current)
+        return self.current
+
+    def take(self, number: int, record: Any) -> None:
+        """Route one line to the session it belongs to."""
+        if not isinstance(record, dict):
+            self.unknown["<not an object>"] += 1
+            return
+        envelope = _envelope(record, number)
+        if envelope is None:
+            return
+        kind, payload = envelope
+        if not isinstance(kind, str) or kind not in KNOWN_TYPES:
+            self.unknown[str(kind)] += 1
+            return
+        if not isinstance(payload, dict):
+            self.unknown[f"{kind} without payload"] += 1
+            return
+        if kind == "session_meta":
+            self._session_meta(payload)
+        elif kind == "turn_context":
+            _turn_context(self.session(), payload)
+        elif kind == "event_msg":
+            _event(self.session(), payload, number)
+        elif kind == "compacted":
+            _compacted(self.session(), payload, record, number)
+        else:
+            _item(self.session(), payload, number, self.unknown)
+
+    def _session_meta(self, payload: dict[str, Any]) -> None:
+        """A session header: more fields of the current session, or a new session with its system prompt."""
+        meta_id = str(payload.get("id") or self.path.stem)
+        if self.current is not None and self.current.id == meta_id:
+            self.current.meta.update(payload)
+            return
+        if self.current is not None:
+            _flush(self.current)
+        self.current = _Session(meta_id, dict(payload))
+        self.sessions.append(self.current)
+        instructions = payload.get("base_instructions") or payload.get("instructions")
+        if isinstance(instructions, dict):
+            instructions = instructions.get("text")
+        if isinstance(instructions, str) and instructions.strip():
+            self.current.builder.system(instructions)
+
+
 def read(path: Path) -> list[Conversation]:
     """Every session in a Codex rollout file."""
     stats: Counter = Counter()
     unknown: Counter = Counter()
-    sessions: list[_Session] = []
-    current: _Session | None = None
-
-    def session() -> _Session:
-        nonlocal current
-        if current is None:
-            current = _Session(path.stem, {})
-            sessions.append(current)
-        return current
-
+    rollout = _Rollout(path, unknown)
     for number, record in iter_jsonl(path, stats):
-        if not isinstance(record, dict):
-            unknown["<not an object>"] += 1
-            continue
-        kind = record.get("type")
-        payload = record.get("payload")
-        if "payload" not in record:
-            # pre-envelope rollout: a bare session header, bare items, and state lines
-            if number == 1 or (kind is None and "instructions" in record and "id" in record):
-                kind, payload = "session_meta", record
-            elif "record_type" in record:
-                continue
-            else:
-                kind, payload = "response_item", record
-        if not isinstance(kind, str) or kind not in KNOWN_TYPES:
-            unknown[str(kind)] += 1
-            continue
-        if not isinstance(payload, dict):
-            unknown[f"{kind} without payload"] += 1
-            continue
-        if kind == "session_meta":
-            meta_id = str(payload.get("id") or path.stem)
-            if current is not None and current.id == meta_id:
-                current.meta.update(payload)
-                continue
-            if current is not None:
-                _flush(current)
-            current = _Session(meta_id, dict(payload))
-            sessions.append(current)
-            instructions = payload.get("base_instructions") or payload.get("instructions")
-            if isinstance(instructions, dict):
-                instructions = instructions.get("text")
-            if isinstance(instructions, str) and instructions.strip():
-                current.builder.system(instructions)
-            continue
-        s = session()
-        if kind == "turn_context":
-            model = payload.get("model")
-            if model:
-                s.models[model] += 1
-            s.meta.setdefault("cwd", payload.get("cwd"))
-            continue
-        if kind == "event_msg":
-            ptype = payload.get("type")
-            if ptype == "token_count":
-                info = payload.get("info") or {}
-                last = info.get("last_token_usage") if isinstance(info, dict) else None
-                if isinstance(last, dict):
-                    _flush(s)
-                    s.builder.set_usage(
-                        usage_from(
-                            last.get("input_tokens"),
-                            last.get("output_tokens"),
-                            cache_read=last.get("cached_input_tokens"),
-                            reasoning=last.get("reasoning_output_tokens"),
-                        )
-                    )
-                    total = (last.get("input_tokens") or 0) + (last.get("output_tokens") or 0)
-                    s.last_tokens = total or s.last_tokens
-            elif ptype == "context_compacted":
-                _flush(s)
-                if s.compacted_at != len(s.builder.messages):
-                    s.builder.compaction(
-                        "",
-                        tokens_before=s.last_tokens,
-                        kind="codex-compact",
-                        metadata={"line": number, "summary_missing": True, "span": "cumulative"},
-                    )
-                    s.compacted_at = len(s.builder.messages)
-            continue
-        if kind == "compacted":
-            _flush(s)
-            history = payload.get("replacement_history")
-            s.builder.compaction(
-                str(payload.get("message") or ""),
-                tokens_before=s.last_tokens,
-                kind="codex-compact",
-                metadata={
-                    "line": number,
-                    "timestamp": record.get("timestamp"),
-                    "replacement_history_items": len(history) if isinstance(history, list) else None,
-                    "span": "cumulative",
-                },
-            )
-            s.compacted_at = len(s.builder.messages)
-            continue
-        _item(s, payload, number, unknown)
-
-    for s in sessions:
+        rollout.take(number, record)
+    for s in rollout.sessions:
         _flush(s)
     reported = report_unknown(path, unknown)
     conversations = []
-    for s in sessions:
+    for s in rollout.sessions:
         if not s.builder.has_dialogue():
             continue
         meta = {
@@ -227,89 +191,174 @@ def read(path: Path) -> list[Conversation]:
     return require_conversations(path, conversations, "this Codex rollout")
 
 
+def _envelope(record: dict[str, Any], number: int) -> tuple[Any, Any] | None:
+    """A line's ``(type, payload)``; a pre-envelope line is read as its header or bare item (None: a state line)."""
+    if "payload" in record:
+        return record.get("type"), record.get("payload")
+    if number == 1 or (record.get("type") is None and "instructions" in record and "id" in record):
+        return "session_meta", record
+    if "record_type" in record:
+        return None
+    return "response_item", record
+
+
+def _turn_context(s: _Session, payload: dict[str, Any]) -> None:
+    model = payload.get("model")
+    if model:
+        s.models[model] += 1
+    s.meta.setdefault("cwd", payload.get("cwd"))
+
+
+def _event(s: _Session, payload: dict[str, Any], number: int) -> None:
+    """A UI event: ``token_count`` gives the last call's usage, ``context_compacted`` marks a compaction."""
+    ptype = payload.get("type")
+    if ptype == "token_count":
+        info = payload.get("info") or {}
+        last = info.get("last_token_usage") if isinstance(info, dict) else None
+        if isinstance(last, dict):
+            _flush(s)
+            s.builder.set_usage(
+                usage_from(
+                    last.get("input_tokens"),
+                    last.get("output_tokens"),
+                    cache_read=last.get("cached_input_tokens"),
+                    reasoning=last.get("reasoning_output_tokens"),
+                )
+            )
+            total = (last.get("input_tokens") or 0) + (last.get("output_tokens") or 0)
+            s.last_tokens = total or s.last_tokens
+    elif ptype == "context_compacted":
+        _flush(s)
+        if s.compacted_at != len(s.builder.messages):
+            s.builder.compaction(
+                "",
+                tokens_before=s.last_tokens,
+                kind="codex-compact",
+                metadata={"line": number, "summary_missing": True, "span": "cumulative"},
+            )
+            s.compacted_at = len(s.builder.messages)
+
+
+def _compacted(s: _Session, payload: dict[str, Any], record: dict[str, Any], number: int) -> None:
+    """A native compaction with its summary (``payload.message``)."""
+    _flush(s)
+    history = payload.get("replacement_history")
+    s.builder.compaction(
+        str(payload.get("message") or ""),
+        tokens_before=s.last_tokens,
+        kind="codex-compact",
+        metadata={
+            "line": number,
+            "timestamp": record.get("timestamp"),
+            "replacement_history_items": len(history) if isinstance(history, list) else None,
+            "span": "cumulative",
+        },
+    )
+    s.compacted_at = len(s.builder.messages)
+
+
 def _item(s: _Session, item: dict[str, Any], number: int, unknown: Counter) -> None:
-    b = s.builder
+    """One Responses API item: model-side items gather into the pending assistant message, inputs flush it."""
     itype = item.get("type")
     if not isinstance(itype, str):
         unknown[f"response_item:{itype}"] += 1
         return
     if itype in _IGNORED_ITEMS:
         if item.get("encrypted_content"):
-            b.counts["encrypted_compaction_items"] += 1
+            s.builder.counts["encrypted_compaction_items"] += 1
         return
     if itype not in _ITEM_TYPES:
         unknown[f"response_item:{itype}"] += 1
         return
     if itype == "message":
-        role = item.get("role")
-        if role == "assistant":
-            _pending(s)["content"].append(_text(item.get("content")))
-            return
-        _flush(s)
-        content = _content(item.get("content"))
-        if role in ("developer", "system"):
-            text = content if isinstance(content, str) else _text(item.get("content"))
-            if not b.started:
-                b.system(text, source_role=role)
-            else:
-                b.user(content, source_role=role)
-            return
-        text = content if isinstance(content, str) else ""
-        injected = text.lstrip().startswith(
-            ("<environment_context>", "<user_instructions>", "# AGENTS.md", "<turn_aborted>")
+        _message(s, item)
+    elif itype == "reasoning":
+        _reasoning(s, item)
+    elif itype in ("function_call", "custom_tool_call", "local_shell_call", "web_search_call"):
+        _call(s, item, itype)
+    else:
+        _output(s, item)
+
+
+def _message(s: _Session, item: dict[str, Any]) -> None:
+    """A message item: assistant text, a system/developer message, or user input (injected context marked)."""
+    b = s.builder
+    role = item.get("role")
+    if role == "assistant":
+        _pending(s)["content"].append(_text(item.get("content")))
+        return
+    _flush(s)
+    content = _content(item.get("content"))
+    if role in ("developer", "system"):
+        text = content if isinstance(content, str) else _text(item.get("content"))
+        if not b.started:
+            b.system(text, source_role=role)
+        else:
+            b.user(content, source_role=role)
+        return
+    text = content if isinstance(content, str) else ""
+    injected = text.lstrip().startswith(
+        ("<environment_context>", "<user_instructions>", "# AGENTS.md", "<turn_aborted>")
+    )
+    if injected:
+        b.user(content, injected=True)
+    else:
+        b.user(content)
+
+
+def _reasoning(s: _Session, item: dict[str, Any]) -> None:
+    """Reasoning summary and content text join the pending message; an encrypted blob is only counted."""
+    pending = _pending(s)
+    summary = item.get("summary") or []
+    texts = [p.get("text") for p in summary if isinstance(p, dict)]
+    content = item.get("content") or []
+    if isinstance(content, list):
+        texts += [p.get("text") for p in content if isinstance(p, dict)]
+    pending["reasoning"].append(join_text(texts))
+    if item.get("encrypted_content"):
+        s.builder.counts["encrypted_reasoning_dropped"] += 1
+
+
+def _call(s: _Session, item: dict[str, Any], itype: str) -> None:
+    """A tool call of the pending message; a server-side web search gets its synthesized result at the flush."""
+    b = s.builder
+    pending = _pending(s)
+    call_id = item.get("call_id") or item.get("id")
+    if itype == "function_call":
+        call = ToolCall(
+            id=str(call_id or b.new_call_id()),
+            name=str(item.get("name") or "tool"),
+            arguments=parse_arguments(item.get("arguments")),
         )
-        if injected:
-            b.user(content, injected=True)
-        else:
-            b.user(content)
-        return
-    if itype == "reasoning":
-        pending = _pending(s)
-        summary = item.get("summary") or []
-        texts = [p.get("text") for p in summary if isinstance(p, dict)]
-        content = item.get("content") or []
-        if isinstance(content, list):
-            texts += [p.get("text") for p in content if isinstance(p, dict)]
-        pending["reasoning"].append(join_text(texts))
-        if item.get("encrypted_content"):
-            b.counts["encrypted_reasoning_dropped"] += 1
-        return
-    if itype in ("function_call", "custom_tool_call", "local_shell_call", "web_search_call"):
-        pending = _pending(s)
-        call_id = item.get("call_id") or item.get("id")
-        if itype == "function_call":
-            call = ToolCall(
-                id=str(call_id or b.new_call_id()),
-                name=str(item.get("name") or "tool"),
-                arguments=parse_arguments(item.get("arguments")),
-            )
-        elif itype == "custom_tool_call":
-            call = ToolCall(
-                id=str(call_id or b.new_call_id()),
-                name=str(item.get("name") or "tool"),
-                arguments={"input": item.get("input", "")},
-            )
-        elif itype == "local_shell_call":
-            action = item.get("action")
-            call = ToolCall(
-                id=str(call_id or b.new_call_id()),
-                name="local_shell",
-                arguments=action if isinstance(action, dict) else {},
-            )
-        else:
-            action = item.get("action")
-            call = ToolCall(id=b.new_call_id(), name="web_search", arguments=action if isinstance(action, dict) else {})
-            pending["server"].append(call.id)
-        pending["calls"].append(call)
-        return
-    # outputs
+    elif itype == "custom_tool_call":
+        call = ToolCall(
+            id=str(call_id or b.new_call_id()),
+            name=str(item.get("name") or "tool"),
+            arguments={"input": item.get("input", "")},
+        )
+    elif itype == "local_shell_call":
+        action = item.get("action")
+        call = ToolCall(
+            id=str(call_id or b.new_call_id()),
+            name="local_shell",
+            arguments=action if isinstance(action, dict) else {},
+        )
+    else:
+        action = item.get("action")
+        call = ToolCall(id=b.new_call_id(), name="web_search", arguments=action if isinstance(action, dict) else {})
+        pending["server"].append(call.id)
+    pending["calls"].append(call)
+
+
+def _output(s: _Session, item: dict[str, Any]) -> None:
+    """A tool call's output (a dict output carries its own success flag)."""
     _flush(s)
     output = item.get("output")
     success = True
     if isinstance(output, dict):
         success = output.get("success") is not False
         output = output.get("content", output.get("output", json.dumps(output, ensure_ascii=False)))
-    b.tool_result(
+    s.builder.tool_result(
         str(item.get("call_id")),
         _content(output) if isinstance(output, list) else ("" if output is None else str(output)),
         success=success,

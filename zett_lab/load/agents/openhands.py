@@ -94,6 +94,89 @@ def sniff(path: Path, head: bytes) -> bool:
     return bool(_SOURCE.search(start)) and any(p.search(start) for p in _EVENT_KEY) and b'"timestamp"' in start
 
 
+class _Trajectory:
+    """One pass over a trajectory's events: the conversation being built and what later events refer back to."""
+
+    def __init__(self) -> None:
+        self.builder = Builder("openhands")
+        self.unknown: Counter = Counter()
+        self.first_index: dict[int, int] = {}  # event id -> messages before it
+        self.models: Counter = Counter()
+        self.meta: dict[str, Any] = {"agent": "openhands"}
+        self.last_prompt_tokens: int | None = None
+        self.state: dict[str, Any] = {}
+
+    def take(self, event: dict[str, Any], position: int) -> None:
+        event_id = event.get("id", position)
+        if isinstance(event_id, int):
+            self.first_index.setdefault(event_id, len(self.builder.messages))
+        args = object_field(event, "args")
+        metadata = event.get("tool_call_metadata") if isinstance(event.get("tool_call_metadata"), dict) else None
+        if "action" in event:
+            self._action(event, args, metadata)
+        elif "observation" in event:
+            self._observation(event, metadata)
+        else:
+            self.unknown["<neither action nor observation>"] += 1
+
+    def _action(self, event: dict[str, Any], args: dict[str, Any], metadata: dict[str, Any] | None) -> None:
+        b = self.builder
+        action = event.get("action")
+        if not isinstance(action, str) or action not in KNOWN_ACTIONS:
+            self.unknown[f"action:{action}"] += 1
+            return
+        source = event.get("source")
+        if action == "system":
+            self._system(event, args)
+        elif action == "condensation":
+            _condensation(b, args, self.first_index, self.last_prompt_tokens, event)
+        elif metadata is not None and source == "agent":
+            usage = _tool_action(b, event, metadata, args, self.models, self.state)
+            if usage is not None:
+                self.last_prompt_tokens = usage.input_tokens
+        elif action == "message":
+            text = str(args.get("content") if args.get("content") is not None else event.get("message") or "")
+            if source == "user":
+                b.user(_with_images(text, args.get("image_urls")))
+            else:
+                b.assistant(text)
+        elif action == "finish" and source == "agent":
+            b.assistant(str(args.get("final_thought") or args.get("message") or event.get("message") or ""))
+        elif action not in _SKIPPED_ACTIONS:
+            b.counts["actions_without_tool_call_skipped"] += 1
+
+    def _system(self, event: dict[str, Any], args: dict[str, Any]) -> None:
+        """The system action: the system message, with its tool names and OpenHands version in the metadata."""
+        self.builder.system(str(args.get("content") or event.get("message") or ""))
+        tools = args.get("tools")
+        if isinstance(tools, list):
+            self.meta["tools"] = [t.get("function", {}).get("name") for t in tools if isinstance(t, dict)]
+        for key in ("openhands_version", "agent_class"):
+            if args.get(key):
+                self.meta[key] = args[key]
+
+    def _observation(self, event: dict[str, Any], metadata: dict[str, Any] | None) -> None:
+        b = self.builder
+        observation = event.get("observation")
+        if not isinstance(observation, str) or observation not in KNOWN_OBSERVATIONS:
+            self.unknown[f"observation:{observation}"] += 1
+            return
+        if metadata is not None:
+            call_id = str(metadata.get("tool_call_id"))
+            success = observation != "error" and event.get("success") is not False
+            b.tool_result(call_id, _observation_text(event), success=success, name=metadata.get("function_name"))
+        elif observation == "recall":
+            extras = event.get("extras") or {}
+            if extras.get("working_dir") and "cwd" not in self.meta:
+                self.meta["cwd"] = extras["working_dir"]
+            text = _recall_text(extras)
+            if text:
+                b.user(text, injected="recall", approximate=True)
+        elif observation == "error" and event.get("content"):
+            # an error with no tool call is shown to the agent as a user-side message
+            b.user(str(event.get("content")), injected="error")
+
+
 def read(path: Path) -> list[Conversation]:
     """The conversation of one OpenHands trajectory."""
     data = load_json(path)
@@ -102,81 +185,13 @@ def read(path: Path) -> list[Conversation]:
         events = data.get("trajectory", data.get("events"))
     if not isinstance(events, list):
         raise InputError(path, None, "expected a list of OpenHands events (or an object with a 'trajectory' list)")
-    b = Builder("openhands")
-    unknown: Counter = Counter()
-    first_index: dict[int, int] = {}  # event id -> messages before it
-    models: Counter = Counter()
-    meta: dict[str, Any] = {"agent": "openhands"}
-    last_prompt_tokens: int | None = None
-    state: dict[str, Any] = {}
+    trajectory = _Trajectory()
     for position, event in enumerate(events):
         if not isinstance(event, dict):
             raise InputError(path, f"event {position}", "an event must be a JSON object")
-        event_id = event.get("id", position)
-        if isinstance(event_id, int):
-            first_index.setdefault(event_id, len(b.messages))
-        args = object_field(event, "args")
-        metadata = event.get("tool_call_metadata") if isinstance(event.get("tool_call_metadata"), dict) else None
-        if "action" in event:
-            action = event.get("action")
-            if not isinstance(action, str) or action not in KNOWN_ACTIONS:
-                unknown[f"action:{action}"] += 1
-                continue
-            source = event.get("source")
-            if action == "system":
-                b.system(str(args.get("content") or event.get("message") or ""))
-                tools = args.get("tools")
-                if isinstance(tools, list):
-                    meta["tools"] = [t.get("function", {}).get("name") for t in tools if isinstance(t, dict)]
-                for key in ("openhands_version", "agent_class"):
-                    if args.get(key):
-                        meta[key] = args[key]
-                continue
-            if action == "condensation":
-                _condensation(b, args, first_index, last_prompt_tokens, event)
-                continue
-            if metadata is not None and source == "agent":
-                usage = _tool_action(b, event, metadata, args, models, state)
-                if usage is not None:
-                    last_prompt_tokens = usage.input_tokens
-                continue
-            if action == "message":
-                text = str(args.get("content") if args.get("content") is not None else event.get("message") or "")
-                if source == "user":
-                    b.user(_with_images(text, args.get("image_urls")))
-                else:
-                    b.assistant(text)
-                continue
-            if action == "finish" and source == "agent":
-                b.assistant(str(args.get("final_thought") or args.get("message") or event.get("message") or ""))
-                continue
-            if action not in _SKIPPED_ACTIONS:
-                b.counts["actions_without_tool_call_skipped"] += 1
-            continue
-        if "observation" in event:
-            observation = event.get("observation")
-            if not isinstance(observation, str) or observation not in KNOWN_OBSERVATIONS:
-                unknown[f"observation:{observation}"] += 1
-                continue
-            if metadata is not None:
-                call_id = str(metadata.get("tool_call_id"))
-                success = observation != "error" and event.get("success") is not False
-                b.tool_result(call_id, _observation_text(event), success=success, name=metadata.get("function_name"))
-                continue
-            if observation == "recall":
-                extras = event.get("extras") or {}
-                if extras.get("working_dir") and "cwd" not in meta:
-                    meta["cwd"] = extras["working_dir"]
-                text = _recall_text(extras)
-                if text:
-                    b.user(text, injected="recall", approximate=True)
-                continue
-            if observation == "error" and event.get("content"):
-                # an error with no tool call is shown to the agent as a user-side message
-                b.user(str(event.get("content")), injected="error")
-            continue
-        unknown["<neither action nor observation>"] += 1
-    reported = report_unknown(path, unknown, "event types")
+        trajectory.take(event, position)
+    b, meta, models = trajectory.builder, trajectory.meta, trajectory.models
+    reported = report_unknown(path, trajectory.unknown, "event types")
     meta["model"] = models.most_common(1)[0][0] if models else None
     meta["events"] = len(events)
     meta["system_prompt_recorded"] = any(m for m in b.messages[:1] if type(m).__name__ == "SystemMessage")
@@ -269,11 +284,13 @@ def _recall_text(extras: dict[str, Any]) -> str:
         if runtime:
             parts.append("<RUNTIME_INFORMATION>\n" + "\n".join(runtime) + "\n</RUNTIME_INFORMATION>")
         if extras.get("conversation_instructions"):
-            parts.append(f"<CONVERSATION_INSTRUCTIONS>\n{extras['conversation_instructions']}\n</CONVERSATION_INSTRUCTIONS>")
+            parts.append(
+                f"<CONVERSATION_INSTRUCTIONS>\n{extras['conversation_instructions']}\n</CONVERSATION_INSTRUCTIONS>"
+            )
     for agent in extras.get("microagent_knowledge") or []:
         if isinstance(agent, dict) and agent.get("content"):
             parts.append(
-                '<EXTRA_INFO>\nThe following information has been included based on a keyword match for '
+                "<EXTRA_INFO>\nThe following information has been included based on a keyword match for "
                 f'"{agent.get("trigger")}".\n{agent["content"]}\n</EXTRA_INFO>'
             )
     return join_text(parts)

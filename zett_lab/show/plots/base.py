@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import math
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -11,6 +12,7 @@ import matplotlib
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
+from matplotlib.axis import Axis
 from matplotlib.figure import Figure
 
 from ...errors import SettingError
@@ -39,12 +41,14 @@ STYLE: dict[RcKeyType, Any] = {
     "image.cmap": "viridis",
 }
 
+#: The timeline's outcome for a step over the threshold where the engine found no window to summarize.
+NO_WINDOW_OUTCOME = "no window"
 #: How each compaction outcome is drawn on the timeline: marker, colour, label.
 OUTCOME_STYLES: dict[str, dict[str, Any]] = {
     "applied": {"marker": "v", "color": "#228833", "label": "compaction applied", "size": 9},
     NOT_SMALLER: {"marker": "X", "color": "#EE7733", "label": f"rejected: {NOT_SMALLER}", "size": 9},
     SUMMARY_FAILED: {"marker": "s", "color": "#CC3311", "label": "failed (summary or engine)", "size": 8},
-    "no window": {"marker": "|", "color": "#AA3377", "label": "threshold crossed, no window", "size": 11},
+    NO_WINDOW_OUTCOME: {"marker": "|", "color": "#AA3377", "label": "threshold crossed, no window", "size": 11},
 }
 
 #: How each message kind is drawn in the message strip: colour and hatch.
@@ -61,12 +65,15 @@ LINE_COLOR = "#1F3A68"
 
 
 @contextmanager
-def drawing_style():
+def drawing_style() -> Iterator[None]:
+    """Draw (and save) with zett_lab's figure style, whatever the user's matplotlib style is."""
     with matplotlib.rc_context(STYLE):
         yield
 
 
-def figure(nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float] | None = None, **subplot_kw: Any):
+def figure(
+    nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float] | None = None, **subplot_kw: Any
+) -> tuple[Figure, Axes | np.ndarray]:
     """A new pyplot-free Figure and its axes (an array when more than one), styled like every zett_lab figure.
 
     Example::
@@ -137,7 +144,8 @@ def token_label(value: float | None) -> str:
     return f"{value:.0f}"
 
 
-def token_axis(axis) -> None:
+def token_axis(axis: Axis) -> None:
+    """Label an axis's ticks in tokens (``12k``, ``1.5M``)."""
     from matplotlib.ticker import FuncFormatter
 
     axis.set_major_formatter(FuncFormatter(lambda value, _: token_label(value)))

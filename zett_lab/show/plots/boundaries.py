@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 import pandas as pd
@@ -12,6 +12,16 @@ from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 
 from ...errors import SettingError
+
+if TYPE_CHECKING:
+    from ...study.boundaries import Boundaries
+
+#: What ``boundaries=`` takes: decision boundaries or a list of them, a DataFrame of boundary points (an object
+#: holding one as ``boundaries``, ``table``, ``frame`` or ``results`` works too), a mapping label -> any of
+#: these, or a list of ``(max_tokens, keep_recent_tokens)`` points; None draws none.
+BoundaryInput: TypeAlias = (
+    "Boundaries | Sequence[Boundaries] | pd.DataFrame | Mapping[str, Any] | Sequence[tuple[float, float]] | None"
+)
 
 
 def _from_boundaries(items: Sequence[Any], column: str | None = None) -> pd.DataFrame:
@@ -55,30 +65,31 @@ def _is_boundaries(value: Any) -> bool:
     return all(hasattr(value, name) for name in ("parameter", "fixed", "values"))
 
 
-def boundary_frames(boundaries: Any, column: str | None = None) -> list[tuple[str, pd.DataFrame]]:
+def boundary_frames(boundaries: BoundaryInput, column: str | None = None) -> list[tuple[str, pd.DataFrame]]:
     """Normalize decision boundaries to (label, frame) pairs with max_tokens / keep_recent_tokens columns."""
-    if boundaries is None:
+    data: Any = boundaries  # normalized step by step below
+    if data is None:
         return []
-    if _is_boundaries(boundaries):
-        boundaries = [boundaries]
-    if isinstance(boundaries, (list, tuple)) and boundaries and all(_is_boundaries(b) for b in boundaries):
+    if _is_boundaries(data):
+        data = [data]
+    if isinstance(data, (list, tuple)) and data and all(_is_boundaries(b) for b in data):
         label = f"{column} changes (exact)" if column in _SEGMENT_COLUMNS else "schedule changes (exact)"
-        return [(label, _from_boundaries(boundaries, column))]
+        return [(label, _from_boundaries(data, column))]
     for attribute in ("boundaries", "table", "frame", "results"):
-        inner = getattr(boundaries, attribute, None)
+        inner = getattr(data, attribute, None)
         if isinstance(inner, pd.DataFrame):
-            boundaries = inner
+            data = inner
             break
-    if isinstance(boundaries, pd.DataFrame):
+    if isinstance(data, pd.DataFrame):
         label_column = next(
-            (c for c in ("boundary", "label", "name", "metric", "kind", "change") if c in boundaries.columns), None
+            (c for c in ("boundary", "label", "name", "metric", "kind", "change") if c in data.columns), None
         )
         if label_column is None:
-            return [("decision boundary", boundaries)]
-        return [(str(label), group) for label, group in boundaries.groupby(label_column, sort=True, dropna=False)]
-    if isinstance(boundaries, Mapping):
+            return [("decision boundary", data)]
+        return [(str(label), group) for label, group in data.groupby(label_column, sort=True, dropna=False)]
+    if isinstance(data, Mapping):
         out = []
-        for label, value in boundaries.items():
+        for label, value in data.items():
             if _is_boundaries(value) or (
                 isinstance(value, (list, tuple)) and value and all(_is_boundaries(b) for b in value)
             ):
@@ -91,16 +102,19 @@ def boundary_frames(boundaries: Any, column: str | None = None) -> list[tuple[st
             )
             out.append((str(label), frame))
         return out
-    if isinstance(boundaries, Sequence):
-        return [("decision boundary", pd.DataFrame(list(boundaries), columns=["max_tokens", "keep_recent_tokens"]))]
+    if isinstance(data, Sequence):
+        return [("decision boundary", pd.DataFrame(list(data), columns=["max_tokens", "keep_recent_tokens"]))]
     raise SettingError(
         "boundaries: expected Boundaries (zett_lab.study.boundaries.decision_boundaries) or a list of them, a "
         "DataFrame, "
-        f"a mapping, or a list of (max_tokens, keep_recent_tokens); got {type(boundaries).__name__}"
+        f"a mapping, or a list of (max_tokens, keep_recent_tokens); got {type(data).__name__}"
     )
 
 
-BOUNDARY_STYLES = [("--", "o"), (":", "s"), ("-.", "^"), ((0, (5, 1, 1, 1)), "D")]
+#: A matplotlib line style: a name (``"--"``) or ``(offset, (on, off, ...))``.
+LineStyle: TypeAlias = str | tuple[float, tuple[float, ...]]
+#: Line style and marker of each boundary drawn on one heatmap, in turn.
+BOUNDARY_STYLES: list[tuple[LineStyle, str]] = [("--", "o"), (":", "s"), ("-.", "^"), ((0, (5, 1, 1, 1)), "D")]
 
 
 def _band(edges: np.ndarray, centres: np.ndarray, value: float) -> int:
@@ -111,7 +125,17 @@ def _band(edges: np.ndarray, centres: np.ndarray, value: float) -> int:
     return int(np.clip(np.searchsorted(edges, value, side="right") - 1, 0, len(centres) - 1))
 
 
-def draw_boundary(ax: Axes, points: pd.DataFrame, xs, ys, xe, ye, linestyle, marker, label) -> Line2D:
+def draw_boundary(
+    ax: Axes,
+    points: pd.DataFrame,
+    xs: np.ndarray,
+    ys: np.ndarray,
+    xe: np.ndarray,
+    ye: np.ndarray,
+    linestyle: LineStyle,
+    marker: str,
+    label: str,
+) -> Line2D:
     """Draw one boundary (a white halo under a black line, visible on any colour) and return its legend handle.
 
     A point walked along ``max_tokens`` is a vertical mark at its exact value across its

@@ -12,7 +12,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from ...errors import SettingError
-from ...measure.catalogue import CATALOGUE
+from ...measure.catalogue import label_with_direction
 from .base import SERIES_COLORS, SERIES_MARKERS, drawing_style, figure_and_axes
 
 if TYPE_CHECKING:
@@ -64,14 +64,6 @@ def comparison_frame(compare_result: Comparison | pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _metric_legend(metric: str) -> str:
-    """A catalogue metric's label with the direction that is better (a column outside the catalogue: its name)."""
-    entry = CATALOGUE.get(metric)
-    if entry is None:
-        return metric
-    return f"{entry.label} ({'higher' if entry.higher_is_better else 'lower'} is better)"
-
-
 def summarizer_comparison(
     compare_result: Comparison | pd.DataFrame,
     ax: Axes | None = None,
@@ -114,7 +106,7 @@ def summarizer_comparison(
                 elinewidth=1.1,
                 capsize=3,
                 markersize=6,
-                label=_metric_legend(metric),
+                label=label_with_direction(metric),
                 zorder=3,
             )
         ax.set_yticks(range(len(names)), names)

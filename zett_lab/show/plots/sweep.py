@@ -18,7 +18,7 @@ from numpy.typing import ArrayLike
 from ...errors import SettingError
 from ...measure.catalogue import higher_is_better
 from .base import SERIES_COLORS, SERIES_MARKERS, drawing_style, figure_and_axes, token_axis, token_label
-from .boundaries import BOUNDARY_STYLES, boundary_frames, draw_boundary
+from .boundaries import BOUNDARY_STYLES, BoundaryInput, boundary_frames, draw_boundary
 
 if TYPE_CHECKING:
     from ...study import Sweep
@@ -57,7 +57,7 @@ def heatmap(
     sweep_results: Sweep | pd.DataFrame,
     column: str,
     ax: Axes | None = None,
-    boundaries: Any = None,
+    boundaries: BoundaryInput = None,
     *,
     aggregate: str = "mean",
     where: Mapping[str, Any] | None = None,

@@ -20,6 +20,7 @@ from ...replay.recorder import FAILURE_REASONS, NO_WINDOW_REASONS, NOT_SMALLER, 
 from .base import (
     KIND_STYLES,
     LINE_COLOR,
+    NO_WINDOW_OUTCOME,
     OUTCOME_STYLES,
     drawing_style,
     figure_and_axes,
@@ -184,7 +185,7 @@ def _outcome_steps(trace: Trace, x: np.ndarray) -> tuple[dict[str, np.ndarray], 
     if len(steps):
         reason = steps["skip_reason"].astype("object").to_numpy()
         no_window = x[np.isin(reason, NO_WINDOW_REASONS) & flags(steps["triggered"])]
-        outcomes["no window"] = np.concatenate([no_window, manual_no_window])
+        outcomes[NO_WINDOW_OUTCOME] = np.concatenate([no_window, manual_no_window])
     return outcomes, manual
 
 

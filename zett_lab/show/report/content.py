@@ -56,6 +56,10 @@ RESULT_COLUMNS = (
 )
 
 
+#: Why a step is sent over max_tokens, in the skip reasons' own words (the summary section points to the timelines).
+OVER_BUDGET_CAUSES = f"{NO_TURN_BOUNDARY}, {ONLY_CHECKPOINTS}, or {NOT_SMALLER}"
+
+
 def _metric(name: str) -> tuple[str, str]:
     """A metric's glossary entry, read from the metric catalogue: its label, definition and direction."""
     entry = metric(name)

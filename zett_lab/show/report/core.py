@@ -12,6 +12,7 @@ import datetime as _dt
 import json
 import re
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,6 +21,8 @@ from ...errors import SettingError
 from ...files import check_output, write_atomic
 from ...replay.engine import EngineSpec
 from ...study.report_study import DEFAULT_PRIMARY_MODEL, Failure, ReportData, build_report_data, report_sweep
+from ...study.session import SummarizerSpec
+from ...summarizers.cache import CacheSpec
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -116,12 +119,12 @@ class Report:
     def build(
         cls,
         conversations: Sequence[Conversation] | str | Path | Sequence[str | Path],
-        summarizers: Sequence[Any] | None = None,
+        summarizers: Sequence[SummarizerSpec] | None = None,
         grid: Mapping[str, Sequence[int]] | None = None,
         *,
-        cache: Any = None,
+        cache: CacheSpec = None,
         progress: bool = False,
-        executor: Any = None,
+        executor: Executor | str | None = None,
         strict: bool = False,
         engines: Mapping[str, EngineSpec] | None = None,
         **options: Any,

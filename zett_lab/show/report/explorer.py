@@ -10,13 +10,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ...measure.catalogue import label
 from ...records import is_missing, plain
 from ...replay.recorder import BELOW_THRESHOLD
 from ...replay.trace import Trace
 from ...study.report_lost import DIGITS, excerpt
 from ...study.report_study import ReportData
 from .formats import n_int, n_ratio
-from .svg import mini_timeline
+from .svg import marker_legend, mini_timeline
 
 #: Columns of the explorer's step table (``num``: right-aligned).
 STEP_COLUMNS = [
@@ -38,8 +39,8 @@ COMPACTION_COLUMNS = [
     {"label": "summary tokens", "num": True},
     {"label": "compression", "num": True},
     {"label": "outcome", "num": False},
-    {"label": "needed-anchor recall", "num": True},
-    {"label": "lost but needed", "num": True},
+    {"label": label("needed_anchor_recall"), "num": True},
+    {"label": label("lost_but_needed"), "num": True},
     {"label": "summary (start)", "num": False},
 ]
 
@@ -123,5 +124,6 @@ def explorer_view(data: ReportData) -> dict[str, Any]:
         "summarizer": names.index(rec["summarizer"]) if rec.get("summarizer") in names else 0,
         "max_tokens": rec.get("max_tokens", grid["max_tokens"][0]),
         "keep_recent_tokens": rec.get("keep_recent_tokens", grid["keep_recent_tokens"][0]),
+        "marker_legend": marker_legend(),
         "data": {"cells": cells, "step_columns": STEP_COLUMNS, "compaction_columns": COMPACTION_COLUMNS},
     }

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ...measure.catalogue import higher_is_better, label
@@ -70,3 +70,27 @@ def direction_note(metrics: Sequence[str]) -> str:
     if not higher:
         return "Lower is better for every column."
     return f"Higher is better for {', '.join(higher)}; lower is better for {', '.join(lower)}."
+
+
+def _one_decimal(value: Any) -> str:
+    return n_ratio(value, 1)
+
+
+#: The outcome totals per summarizer over all replays: each total's key, its header (the metric catalogue's label
+#: where the total is a catalogued metric) and how its value is written.
+OUTCOME_TOTALS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
+    ("replays", "replays", n_int),
+    ("compactions", "compactions applied", n_int),
+    ("rejected_not_smaller", label("rejected_not_smaller"), n_int),
+    ("failed", label("failed"), n_int),
+    ("steps_over_budget", label("steps_over_budget"), n_int),
+    ("lost_but_needed_per_replay", f"{label('lost_but_needed')} per replay", _one_decimal),
+    ("refetch_calls", label("refetch_calls"), n_int),
+)
+
+
+def outcome_table(totals: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    """The outcome totals as headers and written rows (one row per summarizer), the same in HTML and Markdown."""
+    headers = ["summarizer", *(header for _, header, _ in OUTCOME_TOTALS)]
+    rows = [[str(t["summarizer"]), *(write(t[key]) for key, _, write in OUTCOME_TOTALS)] for t in totals]
+    return headers, rows

@@ -23,6 +23,7 @@ from .formats import (
     n_pct,
     n_ratio,
     n_usd,
+    outcome_table,
     setting_text,
     settings_text,
 )
@@ -138,33 +139,7 @@ def _metrics(document: Mapping[str, Any], summarizers: list[str]) -> list[str]:
     out.append(
         md_table(["summarizer", *(label(m) for m in shown)], [[s, *(cell(s, m) for m in shown)] for s in summarizers])
     )
-    out += [
-        "",
-        md_table(
-            [
-                "summarizer",
-                "replays",
-                "compactions applied",
-                "rejected (not smaller)",
-                "failed",
-                "steps over budget",
-                "lost but needed per replay",
-            ],
-            [
-                (
-                    t["summarizer"],
-                    t["replays"],
-                    t["compactions"],
-                    t["rejected_not_smaller"],
-                    t["failed"],
-                    t["steps_over_budget"],
-                    n_ratio(t["lost_but_needed_per_replay"], 1),
-                )
-                for t in metrics["totals"]
-            ],
-        ),
-        "",
-    ]
+    out += ["", md_table(*outcome_table(metrics["totals"])), ""]
     return out
 
 
@@ -251,10 +226,10 @@ def _costs(costs: Mapping[str, Any]) -> list[str]:
                 "summarizer",
                 "max_tokens",
                 "keep_recent_tokens",
-                "primary input tokens",
+                label("primary_input_tokens"),
                 "cached share",
                 "summary calls",
-                "total USD",
+                label("total_cost_usd"),
             ],
             [
                 (

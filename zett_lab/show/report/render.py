@@ -19,12 +19,12 @@ import pandas as pd
 from markupsafe import Markup
 from matplotlib.figure import Figure
 
-from ...measure.catalogue import label
+from ...measure.catalogue import label, label_with_direction
 from ...measure.native import PRODUCTION_METRICS
 from ...study.report_study import RECOMMEND_COST, RECOMMEND_LOSS, ReportData
 from .. import plots
 from .assets import CSS, JS, content_security_policy
-from .content import failure_headline
+from .content import OVER_BUDGET_CAUSES, failure_headline
 from .explorer import explorer_view
 from .formats import (
     ci_text,
@@ -35,6 +35,7 @@ from .formats import (
     n_pct,
     n_ratio,
     n_usd,
+    outcome_table,
     setting_text,
     settings_text,
 )
@@ -68,7 +69,9 @@ def _environment() -> jinja2.Environment:
         metric_label=label,
         script_json=lambda data: Markup(script_json(data)),
     )
-    env.globals.update(setting_text=setting_text, ci_text=ci_text, direction_note=direction_note)
+    env.globals.update(
+        setting_text=setting_text, ci_text=ci_text, direction_note=direction_note, outcome_table=outcome_table
+    )
     return env
 
 
@@ -153,9 +156,9 @@ def _sweep_figures(data: ReportData, rec: Mapping[str, Any] | None, figures: _Fi
                 "needed_anchor_recall",
                 where={"summarizer": name},
                 highlight=highlight,
-                title=f"needed-anchor recall — {name}",
+                title=f"{label('needed_anchor_recall')} — {name}",
             ),
-            f"Needed-anchor recall (higher is better), {name}.",
+            f"{label_with_direction('needed_anchor_recall')}, {name}.",
         )
         for name in data.summarizers
     ]
@@ -166,12 +169,14 @@ def _sweep_figures(data: ReportData, rec: Mapping[str, Any] | None, figures: _Fi
             "primary_input_tokens",
             where={"summarizer": chosen},
             highlight=highlight,
-            title=f"primary input tokens — {chosen}",
+            title=f"{label('primary_input_tokens')} — {chosen}",
         ),
-        f"Primary input tokens per conversation (lower is cheaper), {chosen}.",
+        f"{label('primary_input_tokens')} per conversation (lower is cheaper), {chosen}.",
     )
     over_budget_map = figures.add(
-        plots.heatmap(results, "steps_over_budget", highlight=highlight, title="steps over budget — all summarizers"),
+        plots.heatmap(
+            results, "steps_over_budget", highlight=highlight, title=f"{label('steps_over_budget')} — all summarizers"
+        ),
         "Model steps sent over max_tokens per conversation (mean over summarizers).",
     )
     pareto = None
@@ -184,10 +189,20 @@ def _sweep_figures(data: ReportData, rec: Mapping[str, Any] | None, figures: _Fi
     return {"recall_maps": recall_maps, "cost_map": cost_map, "over_budget_map": over_budget_map, "pareto": pareto}
 
 
+#: The means per conversation the "every configuration" table shows (headed by their catalogue labels).
+CONFIGURATION_COLUMNS = [
+    "compactions",
+    "steps_over_budget",
+    "needed_anchor_recall",
+    "lost_but_needed",
+    "primary_input_tokens",
+]
+
+
 def _configurations(results: pd.DataFrame, rec: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     """Every configuration's means per conversation, the recommended one marked."""
     keys = ["summarizer", "max_tokens", "keep_recent_tokens"]
-    columns = ["compactions", "steps_over_budget", "needed_anchor_recall", "lost_but_needed", "primary_input_tokens"]
+    columns = CONFIGURATION_COLUMNS
     table = results.groupby(keys, sort=True)[[c for c in columns if c in results]].mean().reset_index()
     chosen = (rec.get("summarizer"), rec["max_tokens"], rec["keep_recent_tokens"]) if rec else None
     return [
@@ -223,11 +238,13 @@ def render_html(data: ReportData, document: Mapping[str, Any]) -> str:
         confidence=confidence_text(metrics),
         best_recall=max(recall, key=lambda r: r["mean"]) if recall else None,
         steps_over_budget=sum(t["steps_over_budget"] for t in metrics["totals"]),
+        over_budget_causes=OVER_BUDGET_CAUSES,
         shown_metrics=shown,
         metric_rows=by,
         figures=_figures(data, document),
         explore=explorer_view(data),
         configurations=_configurations(data.results, document["recommendation"]),
+        configuration_columns=CONFIGURATION_COLUMNS,
         css=Markup(CSS),
         js=Markup(JS),
         csp=content_security_policy(),

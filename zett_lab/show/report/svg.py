@@ -18,7 +18,8 @@ import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
 from ...records import is_missing
-from ...replay.recorder import FAILURE_REASONS, NO_WINDOW_REASONS, NOT_SMALLER
+from ...replay.recorder import FAILURE_REASONS, NO_WINDOW_REASONS, NOT_SMALLER, SUMMARY_FAILED
+from ..plots.base import NO_WINDOW_OUTCOME, OUTCOME_STYLES
 
 WIDTH, HEIGHT = 760, 230
 _LEFT, _RIGHT, _TOP, _BOTTOM = 52, 12, 12, 30
@@ -31,13 +32,31 @@ _APPLIED = "#228833"
 _REJECTED = "#ee7733"
 _NOWINDOW = "#aa3377"
 
-#: Outcome markers: SVG style and tooltip of each.
+#: Outcome markers: SVG style, tooltip (the outcome's label in the timeline figure's legend) and legend symbol.
 _MARKERS = {
-    "applied": (f'fill="{_APPLIED}" stroke="#222" stroke-width="0.6"', "compaction applied"),
-    "rejected": (f'fill="none" stroke="{_REJECTED}" stroke-width="2.2"', "rejected: summary not smaller"),
-    "failed": (f'fill="{_LIMIT}"', "summary failed"),
-    "nowindow": (f'fill="none" stroke="{_NOWINDOW}" stroke-width="2"', "over the threshold, nothing to summarize"),
+    "applied": (
+        f'fill="{_APPLIED}" stroke="#222" stroke-width="0.6"',
+        OUTCOME_STYLES["applied"]["label"],
+        "▼",
+    ),
+    "rejected": (
+        f'fill="none" stroke="{_REJECTED}" stroke-width="2.2"',
+        OUTCOME_STYLES[NOT_SMALLER]["label"],
+        "✕",
+    ),
+    "failed": (f'fill="{_LIMIT}"', OUTCOME_STYLES[SUMMARY_FAILED]["label"], "■"),
+    "nowindow": (
+        f'fill="none" stroke="{_NOWINDOW}" stroke-width="2"',
+        OUTCOME_STYLES[NO_WINDOW_OUTCOME]["label"],
+        "|",
+    ),
 }
+
+
+def marker_legend() -> str:
+    """What each outcome marker of :func:`mini_timeline` means, in the words of its tooltip."""
+    return ", ".join(f"{symbol} {title}" for _, title, symbol in _MARKERS.values())
+
 
 _STEPS = [1, 2, 2.5, 5, 10]
 
@@ -188,7 +207,7 @@ def _markers(scale: _Scale, steps: pd.DataFrame, before: list[float | None]) -> 
             shapes["nowindow"].append(f"M{_fmt(cx)},{_fmt(cy - 6)}v12")
     out = []
     for name, paths in shapes.items():
-        style, title = _MARKERS[name]
+        style, title, _ = _MARKERS[name]
         if paths:
             out.append(
                 f'<path class="zl-{name}" d="{"".join(paths)}" {style}><title>{title} ({len(paths)})</title></path>'

@@ -23,6 +23,8 @@ from ...replay.trace import Trace
 from ...study.pairing import EnginePairing, PairedComparison, paired_comparison, paired_engines
 from ...study.report_native import production_entries
 from ...study.session import Session, SummarizerSpec
+from ...summarizers.cache import CacheSpec
+from ...tokens import TokenCounter
 from .. import plots
 from ..report.render import render_production
 from .base import WidgetBase, draw, new_figure, nice_step, round_to
@@ -65,8 +67,8 @@ class Comparison(WidgetBase):
         max_tokens: int | None = None,
         keep_recent_tokens: int | None = None,
         *,
-        cache: Any = None,
-        count_tokens: Any = None,
+        cache: CacheSpec = None,
+        count_tokens: TokenCounter | None = None,
         replay_options: Mapping[str, Any] | None = None,
         measure: bool = True,
         text_chars: int = 600,

@@ -30,6 +30,8 @@ from ...study.session import (
     usage_options,
     with_live_conversations,
 )
+from ...summarizers.cache import CacheSpec
+from ...tokens import TokenCounter
 from .. import plots
 from .base import WidgetBase, draw, new_figure, nice_step, round_to, set_range, step_regions
 from .clickable import ClickableImage
@@ -81,8 +83,8 @@ class Explorer(WidgetBase):
         *,
         max_tokens: int | None = None,
         keep_recent_tokens: int | None = None,
-        cache: Any = None,
-        count_tokens: Any = None,
+        cache: CacheSpec = None,
+        count_tokens: TokenCounter | None = None,
         lru_size: int = 48,
         replay_options: Mapping[str, Any] | None = None,
         measure: bool = True,

@@ -18,30 +18,16 @@ from ...load.conversation import role_of
 from ...load.text import message_text
 from ...measure import Losses
 from ...records import flags, is_missing
-from ...replay.recorder import FAILURE_REASONS, NO_WINDOW_REASONS, NOT_SMALLER, SKIP_REASON_MEANINGS
+from ...replay.recorder import (
+    COMPACTION_SUMMARY_COLUMNS,
+    FAILURE_REASONS,
+    NO_WINDOW_REASONS,
+    NOT_SMALLER,
+    SKIP_REASON_MEANINGS,
+    STEP_DETAIL_COLUMNS,
+)
 from ...replay.trace import Trace
 from ...study.session import live_description
-
-#: Step-table columns shown in the Explorer.
-STEP_TABLE_COLUMNS = [
-    "step",
-    "turn",
-    "n_recorded",
-    "estimate",
-    "estimate_source",
-    "triggered",
-    "skip_reason",
-    "cutoff_index",
-    "compaction_id",
-    "summary_tokens",
-    "applied",
-    "context_tokens_after",
-    "over_budget_after",
-    "checkpoint_id",
-    "kept_from",
-]
-#: Why the engine replaced nothing at a step, in words (the keys are the trace's skip reasons).
-SKIP_REASON_TEXT = SKIP_REASON_MEANINGS
 
 CSS = """
 <style>
@@ -85,7 +71,7 @@ def cell(value: Any) -> str:
     return html.escape(str(value))
 
 
-def steps_table_html(trace: Trace, columns: Sequence[str] = STEP_TABLE_COLUMNS, max_rows: int | None = None) -> str:
+def steps_table_html(trace: Trace, columns: Sequence[str] = STEP_DETAIL_COLUMNS, max_rows: int | None = None) -> str:
     """The step table as HTML, rows tinted by what happened (applied, over budget, no window, rejected)."""
     steps = trace.steps
     columns = [c for c in columns if c in steps.columns]
@@ -324,17 +310,7 @@ def manual_diff_html(
                 "difference": lost_b - lost_a,
             }
         )
-    columns = [
-        "compaction_id",
-        "step",
-        "trigger",
-        "span_start",
-        "span_end",
-        "older_tokens",
-        "summary_tokens",
-        "applied",
-        "skip_reason",
-    ]
+    columns = COMPACTION_SUMMARY_COLUMNS
     return (
         f"{CSS}<h4>Difference</h4>{frame_html(pd.DataFrame(rows))}"
         f"<h4>Compactions: baseline</h4>{frame_html(baseline.compactions[columns], scroll=True)}"
@@ -354,7 +330,7 @@ def step_html(trace: Trace, step: int, losses: Losses | None = None) -> str:
     elif is_missing(reason):
         decision = "nothing to decide"
     else:
-        decision = f"{reason}: {SKIP_REASON_TEXT.get(str(reason), '')}".rstrip(": ")
+        decision = f"{reason}: {SKIP_REASON_MEANINGS.get(str(reason), '')}".rstrip(": ")
     facts = {
         "step": row["step"],
         "turn": row["turn"],

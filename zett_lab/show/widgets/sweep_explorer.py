@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import ipywidgets as widgets
 import pandas as pd
@@ -17,9 +17,9 @@ from ...errors import SettingError
 from ...load.conversation import Conversation
 from ...replay.trace import Trace
 from ...study import Sweep
-from ...study.boundaries import Boundaries
 from ...study.session import SweepWalks
 from .. import plots
+from ..plots.boundaries import BoundaryInput
 from .base import WidgetBase, draw, new_figure
 from .clickable import ClickableImage
 from .html import error_html, summary_html
@@ -58,7 +58,7 @@ class SweepExplorer(WidgetBase):
         sweep: Sweep | pd.DataFrame,
         metric: str | None = None,
         *,
-        boundaries: Any = "auto",
+        boundaries: BoundaryInput | Literal["auto"] | Callable[[SweepExplorer], BoundaryInput] = "auto",
         trace: Callable[..., Trace] | None = None,
         conversations: Iterable[Conversation] | Mapping[str, Conversation] | None = None,
         figsize: tuple[float, float] = (7.2, 4.9),
@@ -73,7 +73,7 @@ class SweepExplorer(WidgetBase):
         self.figure = new_figure(figsize)
         self.trace_figure = new_figure((10.5, 4.0))
         self.trace: Trace | None = None
-        self.boundaries: Any = None
+        self.boundaries: BoundaryInput = None
 
         numeric, metric = _numeric_and_metric(results, self.SETTINGS, metric)
         self._build_filters(results, numeric, metric)
@@ -186,7 +186,7 @@ class SweepExplorer(WidgetBase):
             data = data[data[key].astype(str) == value]
         return data, where
 
-    def _boundaries(self) -> list[Boundaries] | Any:
+    def _boundaries(self) -> BoundaryInput:
         source = self._boundaries_source
         if source is None or source is False:
             return None
