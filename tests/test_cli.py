@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -257,6 +258,31 @@ def test_debug_shows_the_traceback(tmp_path: Path) -> None:
     result = run("--debug", "replay", tmp_path / "missing.json", "--max-tokens", "1k", "--keep-recent-tokens", "100")
     assert result.returncode != 0
     assert "Traceback" in result.stderr and "InputError" in result.stderr
+
+
+def test_engine_timeout_bounds_every_pass_and_a_bad_value_is_a_usage_error(tmp_path: Path) -> None:
+    from tests.helpers import coding_conversation
+    from tests.loopback import LoopbackServer
+    from zett_lab.load.neutral_writer import write_neutral
+
+    recorded = write_neutral([coding_conversation(turns=2)], tmp_path / "run.json")
+    limits = ("--max-tokens", "600", "--keep-recent-tokens", "200", "--no-cache")
+    with LoopbackServer(delay=120) as server:  # a provider that never answers within the test
+        spec = f"openai-compatible:m@{server.openai_url}"
+        # A limit above the first pass's one-time work (importing and starting the provider's client).
+        result = run("replay", recorded, *limits, "--summarizer", spec, "--engine-timeout", "2")
+        calls = server.count("/v1/chat/completions")
+    assert result.returncode == 1, result.stderr
+    failed = int(re.search(r"^applied 0, not smaller 0, failed (\d+);", result.stdout, re.M).group(1))
+    assert failed == calls > 0
+    assert result.stderr.strip() == (
+        f"zett-lab: {failed} summary call(s) failed ({spec}): EngineTimeout: the engine's pass did not finish within "
+        "engine_timeout=2 s: it was still waiting (an await that never finished)"
+    )
+    for value in ("0", "soon"):
+        line = one_error_line(run("replay", recorded, *limits, "--engine-timeout", value))
+        assert f"argument --engine-timeout: {value!r} is not a positive number of seconds (or 'none')" in line
+    assert run("replay", recorded, *limits, "--engine-timeout", "none").returncode == 0
 
 
 # --- sweep and report ----------------------------------------------------------------------------------

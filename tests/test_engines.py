@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+import signal
+import time
+
 import pandas as pd
 import pytest
 from zett_agent.extensions.compaction import CompactionExtension
 
 import zett_lab
 from zett_lab.replay import ReplayError, SummaryError
+from zett_lab.replay.deadline import TIMEOUT_KIND
 from zett_lab.replay.engine import EngineError, engine_name, engine_reuse
 from zett_lab.replay.policies import ObservationMaskingCompaction, SplitTurnCompaction
-from zett_lab.replay.recorder import ENGINE_FAILED, NO_WINDOW, SKIP_REASONS
+from zett_lab.replay.recorder import ENGINE_FAILED, NO_WINDOW, SKIP_REASONS, SUMMARY_FAILED
 from zett_lab.study.boundaries import same_replay
 
 from .helpers import BadSummarizer, CountingSummarizer, coding_conversation
@@ -37,10 +42,165 @@ class NeverCompacts(CompactionExtension):
         return None
 
 
-def _replay(engine, **options):
+def _replay(engine, turns=6, **options):
     return zett_lab.replay(
-        coding_conversation(turns=6), **LIMITS, summarizer=CountingSummarizer(), cache=False, engine=engine, **options
+        coding_conversation(turns=turns), **LIMITS, summarizer=CountingSummarizer(), cache=False, engine=engine, **options
     )
+
+
+# --- engines that never finish a pass: bounded by engine_timeout -------------------------------------------
+
+
+def _over_budget(engine: CompactionExtension, context) -> bool:
+    return engine._count_context_tokens(context) > engine.max_tokens
+
+
+class AwaitsForever(CompactionExtension):
+    """Over budget, the pass awaits something that never happens."""
+
+    async def compact(self, context, *, force=False):
+        if _over_budget(self, context):
+            await asyncio.Event().wait()
+        return await super().compact(context, force=force)
+
+
+class LoopsForever(CompactionExtension):
+    """A window rule stuck in a Python loop (synchronous: the event loop is blocked)."""
+
+    def _select_compaction_window(self, messages, *, keep_recent_tokens, count_tokens):  # type: ignore[override]
+        while True:
+            pass
+
+
+class BlocksInSleep(CompactionExtension):
+    """A window rule blocked in one long call into C (each of its passes would take a minute)."""
+
+    def _select_compaction_window(self, messages, *, keep_recent_tokens, count_tokens):  # type: ignore[override]
+        time.sleep(60)
+
+
+class WrapsEveryError(CompactionExtension):
+    """A loop inside code that turns every exception into its own (as some libraries do)."""
+
+    def _select_compaction_window(self, messages, *, keep_recent_tokens, count_tokens):  # type: ignore[override]
+        try:
+            while True:
+                pass
+        except Exception as error:
+            raise ValueError("could not select a window") from error
+
+
+class SilentSummarizer(CountingSummarizer):
+    """A summary model that never answers."""
+
+    async def stream(self, request):
+        await asyncio.Event().wait()
+        yield  # pragma: no cover (never reached)
+
+
+@pytest.fixture(autouse=True)
+def loaded_tokenizer():
+    """Load the tokenizer before a test: its first load is slower than the tests' 0.2 s limit on a pass."""
+    zett_lab.count_tokens(coding_conversation(turns=1).messages)
+    CompactionExtension._count_tokens(coding_conversation(turns=1).messages)
+
+
+def _timed_out(trace, reason):
+    """The compaction rows of passes that ran over engine_timeout; checks they are failures, never results."""
+    rows = trace.compactions
+    assert len(rows) > 0 and (rows["error_kind"] == TIMEOUT_KIND).all() and (rows["skip_reason"] == reason).all()
+    assert not rows["applied"].any() and rows["summary_tokens"].isna().all()
+    assert rows["error"].str.startswith("EngineTimeout: the engine's pass did not finish within engine_timeout=0.2 s").all()
+    counts = trace.failure_counts
+    assert counts[["what", "kind", "count"]].values.tolist() == [
+        ["engine pass" if reason == ENGINE_FAILED else "summary call", TIMEOUT_KIND, len(rows)]
+    ]
+    assert trace.summary()["failed"] == len(rows) and trace.settings["engine_timeout"] == 0.2
+    passes = trace.steps[trace.steps["compaction_id"].notna()]
+    assert len(passes) == len(rows) and (passes["skip_reason"] == reason).all() and not passes["applied"].any()
+    return rows
+
+
+def test_a_pass_that_awaits_forever_is_a_recorded_timeout_and_the_replay_goes_on():
+    trace = _replay(AwaitsForever, turns=3, engine_timeout=0.2)
+    rows = _timed_out(trace, ENGINE_FAILED)
+    assert rows["error"].str.endswith("it was still waiting (an await that never finished)").all()
+    assert trace.steps["step"].tolist() == _replay(None, turns=3).steps["step"].tolist()  # every step was replayed
+
+
+def test_a_summary_model_that_never_answers_is_a_timed_out_summary_call():
+    trace = zett_lab.replay(coding_conversation(turns=3), **LIMITS, summarizer=SilentSummarizer(), cache=False,
+                            engine_timeout=0.2)
+    _timed_out(trace, SUMMARY_FAILED)
+    assert zett_lab.measure(trace).conversation["compactions"].iloc[0] == 0  # nothing measured from a failed pass
+
+
+def _on_a_helper_thread(run):
+    """Run ``run`` the way a notebook does: from inside a running event loop (replay then uses a helper thread)."""
+
+    async def inside_a_running_loop():
+        return run()
+
+    return asyncio.run(inside_a_running_loop())
+
+
+@pytest.mark.parametrize(
+    ("engine", "where"),
+    [
+        (LoopsForever, "main thread"),
+        (LoopsForever, "helper thread"),
+        (BlocksInSleep, "main thread"),
+        (WrapsEveryError, "main thread"),
+        (WrapsEveryError, "helper thread"),
+    ],
+)
+def test_a_pass_blocked_in_synchronous_code_is_interrupted(engine, where):
+    assert signal.getsignal(signal.SIGALRM) is signal.SIG_DFL  # SIGALRM is free: the main thread can be interrupted
+    run = lambda: _replay(engine, turns=3, engine_timeout=0.2)  # noqa: E731
+    trace = run() if where == "main thread" else _on_a_helper_thread(run)
+    rows = _timed_out(trace, ENGINE_FAILED)
+    assert rows["error"].str.endswith("it was still running (synchronous code that never returned)").all()
+    assert signal.getsignal(signal.SIGALRM) is signal.SIG_DFL  # handed back after the replay
+
+
+def test_a_timed_out_pass_in_strict_mode_stops_naming_the_engine_and_step():
+    with pytest.raises(
+        ReplayError,
+        match=r"engine tests\.test_engines\.LoopsForever, turn \d+, step \d+: engine failed \(strict\): EngineTimeout: "
+        r"the engine's pass did not finish within engine_timeout=0\.2 s",
+    ):
+        _replay(LoopsForever, engine_timeout=0.2, strict=True)
+    with pytest.raises(SummaryError, match=r"step \d+: summary failed \(strict\): EngineTimeout"):
+        zett_lab.replay(coding_conversation(turns=3), **LIMITS, summarizer=SilentSummarizer(), cache=False,
+                        engine_timeout=0.2, strict=True)
+
+
+@pytest.mark.parametrize("value", [0, -1, float("inf"), float("nan"), "10", True])
+def test_a_bad_engine_timeout_is_a_setting_error(value):
+    with pytest.raises(zett_lab.SettingError, match="engine_timeout must be a positive number of seconds or None"):
+        _replay(None, engine_timeout=value)
+
+
+def test_sweeps_and_reports_pass_engine_timeout_on_and_never_measure_a_timed_out_cell():
+    from zett_lab.show.report import Report
+    from zett_lab.study.sweep import measured_cells, sweep
+
+    options = {"executor": "serial", "cache": False, "engine_timeout": 0.2}
+    result = sweep([coding_conversation(turns=3)], max_tokens=[600, 100_000], keep_recent_tokens=[200],
+                   summarizers=[CountingSummarizer()], engines={"stock": None, "hangs": AwaitsForever},
+                   progress=False, **options)
+    table = result.results.set_index(["engine", "max_tokens"])
+    assert table.loc[("hangs", 600), "failed"] > 0 and "EngineTimeout" in table.loc[("hangs", 600), "summary_error"]
+    assert measured_cells(result.results).tolist() == [
+        not (e == "hangs" and m == 600) for e, m in zip(result.results["engine"], result.results["max_tokens"], strict=True)
+    ]
+    assert result.failure_counts[["what", "kind"]].values.tolist() == [["engine pass", TIMEOUT_KIND]]
+    with pytest.raises(zett_lab.SettingError, match="engine_timeout"):
+        sweep([coding_conversation(turns=3)], max_tokens=[600], keep_recent_tokens=[200], engine_timeout=0, **{
+            k: v for k, v in options.items() if k != "engine_timeout"})
+    report = Report.build([coding_conversation(turns=3)], ["truncate"], {"max_tokens": [600], "keep_recent_tokens": [200]},
+                          engines={"stock": None, "hangs": AwaitsForever}, date="2025-02-03", **options)
+    assert report.failure_counts[["what", "kind"]].values.tolist() == [["engine pass", TIMEOUT_KIND]]
 
 
 def test_the_stock_engine_by_class_is_the_default_engine():

@@ -45,6 +45,7 @@ from zett_agent.model import (
 
 from ..asyncrun import closing_stream, run_sync
 from ..errors import SettingError
+from .deadline import PassDeadline
 from .explain import window_skip_reason
 from .playback import ReplayCursor, TurnInterrupted
 from .recorder import NO_WINDOW, PassRecord, Window
@@ -175,6 +176,8 @@ class EngineProbe(CompactionExtension):
 
     _probe_strict: bool = True
     _probe_counter: Callable[[Sequence[AnyMessage]], int] | None = None
+    #: The time limit of each pass (a replay's ``engine_timeout``); None: unbounded, as in a live agent.
+    _probe_deadline: PassDeadline | None = None
 
     def _probe_pass(self, context: AgentRunContext) -> PassRecord | None:
         raise NotImplementedError
@@ -257,8 +260,12 @@ class EngineProbe(CompactionExtension):
             state.n_messages = len(context.state.messages)
         before = list(context.state.messages)
         running = _COMPACTING.set(state)
+        deadline = self._probe_deadline
         try:
-            event = await super().compact(context, force=force)
+            if deadline is None:
+                event = await super().compact(context, force=force)
+            else:
+                event = await deadline.run(super().compact(context, force=force))
         except Exception as error:
             state.error = error
             if self._probe_strict:

@@ -278,7 +278,10 @@ def checkpoint_text(checkpoint: CompactedMessage) -> str:
 
 
 def error_kind(error: BaseException, call: dict[str, Any]) -> str:
-    """A short, stable name for why a summary attempt failed."""
+    """A short, stable name for why a summary attempt failed (an error may name its own, as a timeout does)."""
+    own = getattr(error, "error_kind", None)
+    if isinstance(own, str):
+        return own
     if call.get("tool_calls") or "cannot call tools" in str(error):
         return "tool_call"
     if call.get("text") == "" or "nonempty text summary" in str(error):

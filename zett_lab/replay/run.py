@@ -44,6 +44,7 @@ from ..errors import (
 from ..load.conversation import Conversation, starts_turn
 from ..tokens import MAX_TOKEN_SETTING, TokenCounter
 from ..tokens import count_tokens as default_counter
+from .deadline import DEFAULT_ENGINE_TIMEOUT, check_engine_timeout, pass_deadline
 from .engine import (
     EngineSpec,
     ReplayProbe,
@@ -212,6 +213,7 @@ def replay(
     reasoning_effort: ReasoningEffort | str = ReasoningEffort.LOW,
     cache: Any = None,
     strict: bool = False,
+    engine_timeout: float | None = DEFAULT_ENGINE_TIMEOUT,
     compact_at: CompactAt | None = None,
     usage: str = "none",
     usage_overhead: int = 0,
@@ -236,6 +238,10 @@ def replay(
         strict: Stop at the first failed summary with a :class:`SummaryError` (the engine
             fails the request; an engine failing outside its summary call stops with a
             :class:`ReplayError`) instead of recording it as a failed attempt and going on.
+        engine_timeout: Seconds each compaction pass (the summary call included) may take; a
+            pass over it is a failed attempt (``error_kind`` ``"timeout"``) or, with ``strict``, a
+            :class:`ReplayError`. None: unbounded. What can and cannot be interrupted is in
+            :mod:`zett_lab.replay.deadline`.
         compact_at: On-demand passes: turn indices (``Agent.compact`` before that
             turn) and ``"step:N"`` (``compact(force=True)`` before model step N).
         usage: ``"none"`` (estimator only), ``"recorded"`` (the recording's provider
@@ -268,6 +274,7 @@ def replay(
         reasoning_effort=reasoning_effort,
         cache=cache,
         strict=strict,
+        engine_timeout=engine_timeout,
         compact_at=compact_at,
         usage=usage,
         usage_overhead=usage_overhead,
@@ -290,6 +297,7 @@ def replay_forkable(
     reasoning_effort: ReasoningEffort | str = ReasoningEffort.LOW,
     cache: Any = None,
     strict: bool = False,
+    engine_timeout: float | None = DEFAULT_ENGINE_TIMEOUT,
     compact_at: CompactAt | None = None,
     usage: str = "none",
     usage_overhead: int = 0,
@@ -312,6 +320,7 @@ def replay_forkable(
     if warn and meaning:
         warnings.warn(meaning, SettingWarning, stacklevel=stacklevel)
     check_engine(engine)
+    time_limit = check_engine_timeout(engine_timeout)
     conversation.validate()
     effort = ReasoningEffort(reasoning_effort)
     counter = count_tokens or default_counter
@@ -342,7 +351,9 @@ def replay_forkable(
     started = time.perf_counter()
     history = fork.history(conversation.id) if fork is not None else _history(store, conversation.id)
     first_turn = fork.mark.turn if fork is not None else 0
-    run_sync(_drive(cursor, [history, compaction], usage_for, manual_turns, engine_name(engine), first_turn, marks))
+    with pass_deadline(time_limit) as deadline:
+        compaction._probe_deadline = deadline  # type: ignore[attr-defined]
+        run_sync(_drive(cursor, [history, compaction], usage_for, manual_turns, engine_name(engine), first_turn, marks))
     settings = {
         "max_tokens": max_tokens,
         "keep_recent_tokens": keep_recent_tokens,
@@ -354,6 +365,7 @@ def replay_forkable(
         "usage_overhead": usage_overhead,
         "compact_at": [str(c) for c in compact_at or ()],
         "strict": strict,
+        "engine_timeout": time_limit,
         "zett_agent_version": zett_agent.__version__,
         "replay_seconds": round(time.perf_counter() - started, 3),
         "cache": summary_cache.stats() if summary_cache is not None else None,

@@ -8,6 +8,7 @@ import re
 import textwrap
 
 from ..errors import SettingError
+from ..replay.deadline import DEFAULT_ENGINE_TIMEOUT, check_engine_timeout
 
 PROG = "zett-lab"
 
@@ -107,6 +108,19 @@ def _tokens_type(name: str):
     return convert
 
 
+def _seconds_type(text: str) -> float | None:
+    """``--engine-timeout``: a positive number of seconds, or ``none``."""
+    if text.strip().lower() == "none":
+        return None
+    try:
+        return check_engine_timeout(float(text))
+    except (ValueError, SettingError):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds (or 'none')") from None
+
+
+_seconds_type.__name__ = "--engine-timeout"
+
+
 # --- parser ---------------------------------------------------------------------------------------------
 
 
@@ -147,6 +161,14 @@ def build_parser() -> argparse.ArgumentParser:
     summarizes = _Parser(add_help=False)
     summarizes.add_argument("--strict", action="store_true", help="stop at the first failed summary (exit 1)")
     summarizes.add_argument("--no-cache", action="store_true", help="do not use the persistent summary cache")
+    summarizes.add_argument(
+        "--engine-timeout",
+        type=_seconds_type,
+        default=DEFAULT_ENGINE_TIMEOUT,
+        metavar="SECONDS",
+        help=f"seconds each compaction pass (summary call included) may take before it is recorded as failed "
+        f"(default: {DEFAULT_ENGINE_TIMEOUT:g}; 'none': no limit)",
+    )
 
     _add_import_command(commands, [common, writes])
     _add_replay_command(commands, [common, writes, summarizes])

@@ -202,6 +202,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     trace = replay(
         conversation, max_tokens=args.max_tokens, keep_recent_tokens=args.keep_recent_tokens, summarizer=args.summarizer,
         cache=cache, usage=args.usage, on_missing_usage="estimate", strict=args.strict,
+        engine_timeout=args.engine_timeout,
     )
     summary = trace.summary()
     print(
@@ -246,6 +247,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     result = sweep(
         conversations, max_tokens=args.max_tokens, keep_recent_tokens=args.keep_recent_tokens, summarizers=summarizers,
         progress=not args.no_progress, primary_model=args.primary_model, cache=cache, strict=args.strict,
+        engine_timeout=args.engine_timeout,
     )
     result.save(out, overwrite=args.force)
     unmeasured = int((~measured_cells(result.results)).sum())
@@ -339,7 +341,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             grid["keep_recent_tokens"] = args.keep_recent_tokens
         result = report_sweep(
             conversations, summarizers, grid, progress=not args.no_progress, cache=cache, strict=args.strict,
-            primary_model=options.get("primary_model", DEFAULT_PRIMARY_MODEL),
+            primary_model=options.get("primary_model", DEFAULT_PRIMARY_MODEL), engine_timeout=args.engine_timeout,
         )
         report = Report(sweep=result, **options)
     report.save(out, format=fmt, overwrite=args.force)

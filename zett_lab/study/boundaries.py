@@ -62,6 +62,7 @@ from zett_agent.messages import AnyMessage, SystemMessage
 from ..errors import ResultFailure, SettingError, SettingWarning
 from ..load.conversation import Conversation, starts_turn
 from ..records import is_missing
+from ..replay.deadline import TIMEOUT_KIND
 from ..replay.engine import STOCK_REUSE, EngineSpec, check_engine, engine_name, engine_reuse
 from ..replay.explain import walk_cutoff
 from ..replay.trace import Trace, checkpoint_message
@@ -238,10 +239,14 @@ class _DecisionWalk:
         self.messages = messages = trace.conversation.messages
         self.prefix, self.next_start, self.prev_start, self.first_system = _layout(messages, counter)
         self.checkpoints: dict[int, int] = {}
+        #: Passes that ran over engine_timeout: how long a pass takes is a matter of time, not of the setting.
+        self.timed_out: set[int] = set()
         if len(trace.compactions):
             for cid, text in zip(trace.compactions["compaction_id"], trace.compactions["summary_text"], strict=True):
                 if isinstance(text, str):
                     self.checkpoints[int(cid)] = counter([checkpoint_message(text)])
+            timed_out = trace.compactions["error_kind"].eq(TIMEOUT_KIND).fillna(False)
+            self.timed_out = {int(cid) for cid in trace.compactions.loc[timed_out, "compaction_id"]}
         self.m_lo, self.k_lo = 1, 1
         self.m_hi: int | None = None
         self.k_hi: int | None = None
@@ -260,6 +265,9 @@ class _DecisionWalk:
     def step(self, row: Any) -> None:
         """Narrow the rectangle by one step's pass (or record why it cannot be read)."""
         step = int(row.step)
+        if not is_missing(row.compaction_id) and int(row.compaction_id) in self.timed_out:
+            self.failed = f"step {step}: its pass timed out (a matter of time, not of the setting)"
+            return
         estimate = row.estimate
         if is_missing(estimate):
             self.failed = f"step {step} has no estimate"

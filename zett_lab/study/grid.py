@@ -64,6 +64,7 @@ STOCK_ENGINE = "stock"
 REPLAY_OPTIONS = (
     "reasoning_effort",
     "strict",
+    "engine_timeout",
     "compact_at",
     "usage",
     "usage_overhead",

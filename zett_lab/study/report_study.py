@@ -26,6 +26,7 @@ from ..errors import ResultFailure, SettingError
 from ..load.conversation import Conversation
 from ..measure import Comparison, Losses, measure
 from ..records import plain
+from ..replay.deadline import DEFAULT_ENGINE_TIMEOUT
 from ..replay.engine import EngineSpec
 from ..replay.trace import Trace, combine_failure_counts
 from ..tokens import count_tokens
@@ -95,6 +96,7 @@ def report_sweep(
     primary_model: str = DEFAULT_PRIMARY_MODEL,
     strict: bool = False,
     engines: Mapping[str, EngineSpec] | None = None,
+    engine_timeout: float | None = DEFAULT_ENGINE_TIMEOUT,
 ) -> Sweep:
     """The sweep a report over recorded conversations shows.
 
@@ -109,6 +111,7 @@ def report_sweep(
         strict: Stop at the first failed summary or replay (:class:`~zett_lab.errors.ResultFailure`).
         engines: ``{label: engine}`` to compare (see :func:`zett_lab.sweep`); the report then
             shows each engine (or engine · summarizer) where it shows a summarizer.
+        engine_timeout: Seconds each compaction pass may take (see :func:`zett_lab.replay`).
 
     Raises:
         SettingError: no conversation.
@@ -135,6 +138,7 @@ def report_sweep(
         primary_model=primary_model,
         strict=strict,
         engines=engines,
+        engine_timeout=engine_timeout,
     )
     errors = result.results["error"].dropna()
     if not len(result.results) or len(errors) == len(result.results):

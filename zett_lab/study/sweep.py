@@ -63,6 +63,7 @@ from zett_agent.model import AgentModel, ReasoningEffort
 from ..errors import ResultFailure, SettingError, SettingWarning, SummaryFailureWarning
 from ..load.conversation import Conversation
 from ..progress import Progress, ProgressEvent
+from ..replay.deadline import check_engine_timeout
 from ..replay.engine import EngineSpec, ReplayProbe, build_engine, engine_name, engine_reuse
 from ..replay.run import check_limits, keep_fills_budget, resolve_cache, resolve_summarizer
 from ..summarizers import DEFAULT_SUMMARIZER, SummaryCache, summarizer_identity
@@ -149,7 +150,7 @@ def sweep(
         metrics: compute the offline loss metrics.
         reuse: share proven-identical replays and forks between settings (off: replay every cell).
         **replay_options: passed to :func:`zett_lab.replay` (``usage``, ``reasoning_effort``,
-            ``strict``, ``compact_at``, ``count_tokens``, ...). With ``strict=True`` the sweep
+            ``strict``, ``engine_timeout``, ``compact_at``, ``count_tokens``, ...). With ``strict=True`` the sweep
             stops at its first failed cell.
 
     Raises:
@@ -232,6 +233,7 @@ def _plan(
         raise SettingError(
             f"unknown sweep option(s) {unknown}; replay options a sweep passes on: {', '.join(REPLAY_OPTIONS)}"
         )
+    check_engine_timeout(replay_options.get("engine_timeout"))
     items = conversations_of(conversations)
     window = resolve_context_window(context_window)
     max_values = resolve_values(max_tokens, "max_tokens", window)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import SettingError
 from ...files import check_output, write_atomic
+from ...replay.deadline import DEFAULT_ENGINE_TIMEOUT
 from ...replay.engine import EngineSpec
 from ...study.report_study import DEFAULT_PRIMARY_MODEL, Failure, ReportData, build_report_data, report_sweep
 from ...study.session import SummarizerSpec
@@ -127,6 +128,7 @@ class Report:
         executor: Executor | str | None = None,
         strict: bool = False,
         engines: Mapping[str, EngineSpec] | None = None,
+        engine_timeout: float | None = DEFAULT_ENGINE_TIMEOUT,
         **options: Any,
     ) -> Report:
         """Sweep ``conversations`` over ``grid`` with ``summarizers`` and report the result.
@@ -134,7 +136,8 @@ class Report:
         The sweep is :func:`zett_lab.study.report_study.report_sweep` (defaults: the built-in
         offline summarizers and a grid scaled to the conversations; ``strict`` stops it at the
         first failure); ``engines`` compares compaction engines (each shown where a summarizer
-        would be); ``options`` go to :class:`Report` (title, date, explore, primary_model, ...).
+        would be), each pass within ``engine_timeout`` seconds; ``options`` go to :class:`Report`
+        (title, date, explore, primary_model, ...).
         """
         result = report_sweep(
             conversations,
@@ -146,6 +149,7 @@ class Report:
             primary_model=options.get("primary_model", DEFAULT_PRIMARY_MODEL),
             strict=strict,
             engines=engines,
+            engine_timeout=engine_timeout,
         )
         return cls(sweep=result, **options)
 
