@@ -132,6 +132,17 @@ def test_a_summary_model_that_never_answers_is_a_timed_out_summary_call():
     trace = zett_lab.replay(coding_conversation(turns=3), **LIMITS, summarizer=SilentSummarizer(), cache=False,
                             engine_timeout=0.2)
     _timed_out(trace, SUMMARY_FAILED)
+    from zett_lab.study.boundaries import prefix_regions, region
+
+    # The stock engine, but how long a pass takes is a matter of time: nothing from the timed-out pass on is
+    # proven for another setting (neither reused nor forked from); the steps before it are.
+    first = int(trace.compactions["step"].min())
+    before, through = prefix_regions(trace, [first, first + 1])
+    assert before.reason is None and before.m_hi is not None and before.m_hi > 600
+    assert (through.m_lo, through.m_hi, through.reason) == (
+        600, 600, f"step {first}: its pass timed out (a matter of time, not of the setting)"
+    )
+    assert region(trace) == through
     assert zett_lab.measure(trace).conversation["compactions"].iloc[0] == 0  # nothing measured from a failed pass
 
 
