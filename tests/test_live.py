@@ -11,6 +11,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from zett_agent.agent import Agent, AgentRunConfig
 from zett_agent.events import AgentEventType
@@ -48,38 +49,28 @@ DECISIONS = [
 ]
 
 
-async def run_agent(extension, *, sessions=("live",), turns=3, steps=4, history=None, concurrent=False, model=None):
-    """Drive a shared Agent with a deterministic primary model; return its model, events per session and errors."""
+async def run_agent(extension, *, turns=3, steps=4, history=None, model=None):
+    """Drive an Agent (session ``live``) with a deterministic primary model; return its model, events and errors."""
     model = model or ScriptedAgentModel(steps)
+    config = AgentRunConfig(session_id="live")
     agent = await Agent.create(
         model,
-        config=AgentRunConfig(session_id=sessions[0]),
+        config=config,
         system_prompt="You read files and report.",
         tools=[read_agent_tool()],
         extensions=[history or InMemoryMessageAccumulator(), extension],
         parallel_tool_call=False,
         max_iterations=1_000,
     )
-    events: dict[str, list] = {s: [] for s in sessions}
+    events: dict[str, list] = {"live": []}
     errors: list[BaseException] = []
-
-    async def session(session_id: str) -> None:
-        config = AgentRunConfig(session_id=session_id)
+    try:
         for turn in range(turns):
             try:
-                async for event in agent.stream(
-                    UserMessage(content=f"{session_id} turn {turn}: read the files."), config=config
-                ):
-                    events[session_id].append(event)
+                async for event in agent.stream(UserMessage(content=f"live turn {turn}: read the files."), config=config):
+                    events["live"].append(event)
             except Exception as error:  # noqa: BLE001 - compared between runs
                 errors.append(error)
-
-    try:
-        if concurrent:
-            await asyncio.gather(*(session(s) for s in sessions))
-        else:
-            for s in sessions:
-                await session(s)
     finally:
         if history is not None:
             await history.close()
@@ -155,35 +146,99 @@ def test_a_live_trace_has_the_replay_columns_real_usage_and_summary_calls(tmp_pa
     assert (calls["summary_cost_usd"] > 0).all()  # money from the provider's real usage of each summary call
 
 
-def test_sessions_and_concurrent_requests_on_one_agent_are_kept_apart(tmp_path):
+#: Columns that time a run (step and summary latency): the only ones a concurrent run may differ in from a run alone.
+STEP_TIMINGS, COMPACTION_TIMINGS = ["model_latency_s"], ["latency_s"]
+
+
+async def serve_sessions(path, sessions, *, turns=3, compact_after=1, intrude=None):
+    """One shared Agent serving ``sessions`` concurrently, each request with its own request id.
+
+    Every session runs ``turns`` requests in order and asks for a manual compaction (``Agent.compact``)
+    after request ``compact_after``. With ``intrude``, a second request for that session is started while
+    its first one is running; zett-agent refuses it, and the refusal is returned.
+    """
+    model = _PerSessionModel(4)
+    agent = await Agent.create(
+        model,
+        config=AgentRunConfig(session_id=sessions[0]),
+        system_prompt="You read files and report.",
+        tools=[read_agent_tool()],
+        extensions=[InMemoryMessageAccumulator(), zett_lab.instrument(CompactionExtension(CountingSummarizer(), **LIMITS), path)],
+        parallel_tool_call=False,
+        max_iterations=1_000,
+    )
+    running = asyncio.Event()
+    refused: list[BaseException] = []
+
+    async def session(session_id: str) -> None:
+        for turn in range(turns):
+            config = AgentRunConfig(session_id=session_id, request_id=f"{session_id}-request-{turn}")
+            async for event in agent.stream(UserMessage(content=f"{session_id} turn {turn}: read the files."), config=config):
+                if session_id == intrude and event.type is AgentEventType.MODEL_STARTED:
+                    running.set()
+            if turn == compact_after:
+                async for _ in agent.compact(config=AgentRunConfig(session_id=session_id, request_id=f"{session_id}-compact")):
+                    pass
+
+    async def intruder() -> None:
+        await running.wait()
+        config = AgentRunConfig(session_id=intrude, request_id=f"{intrude}-intruder")
+        try:
+            async for _ in agent.stream(UserMessage(content=f"{intrude} intruder: read the files."), config=config):
+                pass
+        except Exception as error:  # noqa: BLE001 - the refusal is what the test looks at
+            refused.append(error)
+
+    await asyncio.gather(*(session(s) for s in sessions), *([intruder()] if intrude else []))
+    return refused
+
+
+def test_concurrent_requests_of_several_sessions_on_one_agent_are_kept_apart_exactly(tmp_path):
     sessions = ("alpha", "beta", "gamma")
-    path = tmp_path / "shared.jsonl"
-    asyncio.run(
-        run_agent(
-            zett_lab.instrument(CompactionExtension(CountingSummarizer(), **LIMITS), path),
-            sessions=sessions,
-            concurrent=True,
-            model=_PerSessionModel(4),
-        )
-    )
-    assert sorted(live_sessions(path)) == sorted(sessions)
-    alone = tmp_path / "alone.jsonl"
-    asyncio.run(
-        run_agent(
-            zett_lab.instrument(CompactionExtension(CountingSummarizer(), **LIMITS), alone),
-            sessions=("beta",),
-            model=_PerSessionModel(4),
-        )
-    )
-    reference = zett_lab.Trace.load(alone)
+    shared = tmp_path / "shared.jsonl"
+    refused = asyncio.run(serve_sessions(shared, sessions, intrude="beta"))
+    # zett-agent runs one request per session at a time: a second one for a busy session is refused.
+    assert [type(e).__name__ for e in refused] == ["AgentProtocolError"]
+    assert "cannot start a new request" in str(refused[0])
+    assert b"intruder" not in shared.read_bytes()  # the refused request left nothing in the trace
+    assert sorted(live_sessions(shared)) == sorted(sessions)
+    order = [r["session_id"] for r in _records(shared) if r["record"] == "step"]
+    assert set(order[: len(order) // 3]) == set(sessions)  # the sessions' steps were written interleaved
+
     for session in sessions:
-        trace = zett_lab.Trace.load(path, session=session)
-        assert trace.conversation.id == session
-        assert trace.steps["session_id"].eq(session).all()
-        assert trace.steps[DECISIONS].equals(reference.steps[DECISIONS])
-        assert trace.compactions["applied"].sum() == reference.compactions["applied"].sum() > 0
+        trace = zett_lab.Trace.load(shared, session=session)
+        alone_path = tmp_path / f"{session}-alone.jsonl"
+        asyncio.run(serve_sessions(alone_path, (session,)))
+        alone = zett_lab.Trace.load(alone_path)
+        # Read back exactly as the session would have been recorded alone: every row, every message.
+        pd.testing.assert_frame_equal(trace.steps.drop(columns=STEP_TIMINGS), alone.steps.drop(columns=STEP_TIMINGS))
+        pd.testing.assert_frame_equal(
+            trace.compactions.drop(columns=COMPACTION_TIMINGS), alone.compactions.drop(columns=COMPACTION_TIMINGS)
+        )
+        assert [engine_payload(m) for m in trace.conversation.messages] == [
+            engine_payload(m) for m in alone.conversation.messages
+        ]
+        assert trace.engine_events == alone.engine_events
+        # Each request's steps together, in request order, numbered without gaps; its session's own turns.
+        steps = trace.steps
+        assert steps["session_id"].eq(session).all() and steps["step"].tolist() == list(range(len(steps)))
+        requests = steps["request_id"].tolist()
+        assert list(dict.fromkeys(requests)) == [f"{session}-request-{t}" for t in range(3)]
+        assert requests == sorted(requests) and steps["turn"].tolist() == [int(r[-1]) for r in requests]
+        manual = trace.compactions[trace.compactions["trigger"] == "manual"]
+        assert manual["request_id"].tolist() == [f"{session}-compact"]
+        assert (manual["step"] == steps.loc[steps["turn"] == 2, "step"].min()).all()  # between requests 1 and 2
+        assert (trace.compactions["session_id"] == session).all()
+        users = [m.content for m in trace.conversation.messages if type(m) is UserMessage]
+        assert users == [f"{session} turn {t}: read the files." for t in range(3)]
     with pytest.raises(zett_lab.InputError, match="holds 3 sessions"):
-        zett_lab.Trace.load(path)
+        zett_lab.Trace.load(shared)
+
+
+def _records(path: Path) -> list[dict]:
+    import json
+
+    return [json.loads(line) for line in path.read_bytes().splitlines()]
 
 
 class _PerSessionModel(ScriptedAgentModel):
