@@ -3,8 +3,8 @@
 A zett-agent Agent replays the largest fixture live (a model that answers with the recorded
 assistant messages and their recorded usage, tools that answer with the recorded results),
 with the stock CompactionExtension as an application configures it (zett-agent's own counter,
-an offline summary model), once plain and once through ``zett_lab.instrument`` writing a trace
-(fsync on every step record, the default). Runs alternate; the medians give the overhead as a
+an offline summary model), once plain, once through ``zett_lab.instrument`` writing a trace (one
+write per step, the default) and once with ``fsync=True`` (every step also flushed to disk). Runs alternate; the medians give the overhead as a
 share of the step time (wall and CPU time: the machine may be shared), and the runs' contexts
 sent are checked to be identical.
 
@@ -99,7 +99,7 @@ def main() -> None:
     def engine() -> CompactionExtension:
         return CompactionExtension(summary_model, max_tokens=max_tokens, keep_recent_tokens=keep)
 
-    names = ("uninstrumented", "instrumented", "instrumented, no fsync")
+    names = ("uninstrumented", "instrumented", "instrumented, fsync=True")
     times: dict[str, list[float]] = {name: [] for name in names}
     cpu: dict[str, list[float]] = {name: [] for name in names}
     with tempfile.TemporaryDirectory() as folder:
@@ -108,7 +108,7 @@ def main() -> None:
             seconds, cpu_seconds, plain = asyncio.run(run(conversation, engine()))
             times["uninstrumented"].append(seconds)
             cpu["uninstrumented"].append(cpu_seconds)
-            for name, fsync in (("instrumented", True), ("instrumented, no fsync", False)):
+            for name, fsync in (("instrumented", False), ("instrumented, fsync=True", True)):
                 path = Path(folder) / f"trace-{n}-{fsync}.jsonl"
                 seconds, cpu_seconds, live = asyncio.run(
                     run(conversation, zett_lab.instrument(engine(), path, fsync=fsync))

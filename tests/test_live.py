@@ -288,6 +288,23 @@ def test_a_live_run_with_zett_storage_replays_to_identical_decisions(tmp_path):
     assert through.notna().all() and through.is_monotonic_increasing
 
 
+@pytest.mark.parametrize("fsync", [False, True])
+def test_every_step_is_one_write_and_fsync_is_the_callers_choice(tmp_path, monkeypatch, fsync):
+    from zett_lab.replay import live
+
+    calls: list[str] = []
+    real_write, real_fsync = os.write, os.fsync
+    path = tmp_path / "t.jsonl"
+    extension = zett_lab.instrument(CompactionExtension(CountingSummarizer(), **LIMITS), path, fsync=fsync)
+    fd = extension._live.log._fd
+    monkeypatch.setattr(live.os, "write", lambda f, data: (calls.append("write") if f == fd else None, real_write(f, data))[1])
+    monkeypatch.setattr(live.os, "fsync", lambda f: (calls.append("fsync") if f == fd else None, real_fsync(f))[1])
+    model, _, _ = asyncio.run(run_agent(extension))
+    steps = len(model.contexts)
+    assert steps == len(zett_lab.Trace.load(path).steps) > 0
+    assert calls == ["write", "fsync"] * steps if fsync else calls == ["write"] * steps
+
+
 def test_bad_targets_are_refused_and_never_touched(tmp_path):
     with pytest.raises(zett_lab.SettingError, match="configured CompactionExtension"):
         zett_lab.instrument(CountingSummarizer(), tmp_path / "t.jsonl")
