@@ -522,3 +522,11 @@ def test_the_report_shows_engines_where_it_shows_summarizers(fixture_conversatio
     assert "split" in page and "stock" in page
     trace = report.data.trace_for("swe-httpq-4821", "split", 30_000, 3_000)
     assert trace is not None and trace.settings["engine"].endswith("SplitTurnCompaction")
+
+
+def test_engines_named_in_text_get_their_short_name_or_class_name_as_label():
+    from zett_lab.replay.engine_names import ENGINE_NAMES, labelled_engines
+
+    engines = labelled_engines(["stock", "zett_lab.replay.policies:SplitTurnCompaction", "mask=observation-masking"])
+    assert engines == {"stock": None, "SplitTurnCompaction": SplitTurnCompaction, "mask": ObservationMaskingCompaction}
+    assert set(ENGINE_NAMES) == {"stock", "split-turn", "observation-masking"}

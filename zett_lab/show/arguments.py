@@ -29,6 +29,8 @@ EXIT_CODES = {
 }
 #: How the command line asks to replace an existing output.
 FORCE = "--force"
+#: What ``--engine`` takes (resolved by :func:`zett_lab.replay.engine_names.engine_from_spec`).
+ENGINE_FORMS = "stock, split-turn, observation-masking, module:Class or path/to/file.py:Class"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -218,7 +220,8 @@ def _add_replay_command(commands: argparse._SubParsersAction[_Parser], parents: 
             examples:
               zett-lab replay fixtures/sessions.sqlite --session ci-flaky-kafka --max-tokens 20k --keep-recent-tokens 4k
               zett-lab replay run.jsonl --max-tokens 30000 --keep-recent-tokens 8000 --summarizer truncate:0.1 -o trace.parquet
-              zett-lab replay run.jsonl --max-tokens 30k --keep-recent-tokens 8k --summarizer openai:gpt-5-mini"""
+              zett-lab replay run.jsonl --max-tokens 30k --keep-recent-tokens 8k --summarizer openai:gpt-5-mini
+              zett-lab replay run.jsonl --max-tokens 30k --keep-recent-tokens 8k --engine my_policy.py:MyCompaction"""
         ),
     )
     p.add_argument("path", metavar="PATH", help="recorded session file or directory")
@@ -231,6 +234,7 @@ def _add_replay_command(commands: argparse._SubParsersAction[_Parser], parents: 
         help="tokens kept verbatim (a minimum)",
     )
     p.add_argument("--summarizer", metavar="SPEC", help="summary model spec (default: the offline default)")
+    p.add_argument("--engine", metavar="SPEC", help=f"compaction engine: {ENGINE_FORMS} (default: stock)")
     p.add_argument(
         "--usage", choices=("none", "recorded", "synthetic"), default="none", help="usage baseline mode (default: none)"
     )
@@ -253,6 +257,7 @@ def _add_sweep_command(commands: argparse._SubParsersAction[_Parser], parents: l
             examples:
               zett-lab sweep fixtures/ --max-tokens 8k:32k:8k --keep-recent-tokens 2k,6k --summarizer anchors mask -o sweep.parquet
               zett-lab sweep run.jsonl --max-tokens 20000,40000 --keep-recent-tokens 5000 --summarizer extractive:0.1 -o s.parquet
+              zett-lab sweep fixtures/ --max-tokens 8k,16k,32k --keep-recent-tokens 2k --engine stock --engine split-turn --engine mine=my_policy.py:MyCompaction -o engines.parquet
               zett-lab report sweep.parquet -o report.html"""
         ),
     )
@@ -262,6 +267,7 @@ def _add_sweep_command(commands: argparse._SubParsersAction[_Parser], parents: l
     p.add_argument(
         "--summarizer", nargs="+", metavar="SPEC", help="one or more summary model specs (default: the offline default)"
     )
+    _add_engines_argument(p)
     p.add_argument("--session", action="append", metavar="ID", help="only this session (repeatable)")
     p.add_argument(
         "-o",
@@ -294,6 +300,7 @@ def _add_report_command(commands: argparse._SubParsersAction[_Parser], parents: 
               zett-lab report fixtures/ -o report.html
               zett-lab report sweep.parquet -o report.html
               zett-lab report fixtures/ -o report.md --format md
+              zett-lab report fixtures/ -o policies.html --summarizer anchors --engine stock --engine split-turn
               zett-lab report runs/ -o report.html --max-tokens 40k,80k --keep-recent-tokens 10k --summarizer anchors mask"""
         ),
     )
@@ -324,6 +331,7 @@ def _add_report_command(commands: argparse._SubParsersAction[_Parser], parents: 
         metavar="SPEC",
         help="summarizers for conversations (default: the built-in offline ones)",
     )
+    _add_engines_argument(p)
     p.add_argument(
         "--explore",
         metavar="ID",
@@ -344,6 +352,17 @@ def _add_report_command(commands: argparse._SubParsersAction[_Parser], parents: 
         help="price the primary model's tokens as this model (default: gpt-5-mini)",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _add_engines_argument(p: _Parser) -> None:
+    """``--engine [NAME=]SPEC``, repeatable: the compaction engines a sweep or report compares."""
+    p.add_argument(
+        "--engine",
+        action="append",
+        metavar="[NAME=]SPEC",
+        help=f"a compaction engine to compare, repeatable: {ENGINE_FORMS}; NAME labels it "
+        "(default: the short name or the class name; without --engine: stock only)",
+    )
 
 
 def _add_demo_command(commands: argparse._SubParsersAction[_Parser], parents: list[_Parser]) -> None:

@@ -178,8 +178,10 @@ def _no_compaction_line(steps: Any) -> str:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     from ..load import load
+    from ..replay.engine_names import engine_from_spec
     from ..replay.run import replay
 
+    engine = engine_from_spec(args.engine) if args.engine else None
     if args.output:
         if Path(args.output).suffix not in (".parquet", ".json"):
             raise SettingError(f"{args.output}: a trace is saved as .parquet or .json")
@@ -202,13 +204,14 @@ def cmd_replay(args: argparse.Namespace) -> int:
     trace = replay(
         conversation, max_tokens=args.max_tokens, keep_recent_tokens=args.keep_recent_tokens, summarizer=args.summarizer,
         cache=cache, usage=args.usage, on_missing_usage="estimate", strict=args.strict,
-        engine_timeout=args.engine_timeout,
+        engine_timeout=args.engine_timeout, engine=engine,
     )
     summary = trace.summary()
     print(
         f"conversation {conversation.id}: {summary['messages']} messages, {summary['steps']} steps; "
         f"max_tokens={args.max_tokens}, keep_recent_tokens={args.keep_recent_tokens}, "
-        f"summarizer={trace.settings.get('summarizer')}, zett-agent {trace.settings.get('zett_agent_version')}"
+        f"summarizer={trace.settings.get('summarizer')}, engine={trace.settings.get('engine')}, "
+        f"zett-agent {trace.settings.get('zett_agent_version')}"
     )
     print()
     print("steps:")
@@ -232,10 +235,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
+    from ..replay.engine_names import labelled_engines
     from ..study import check_sweep_target, measured_cells
     from ..study.sweep import sweep
     from ..summarizers import DEFAULT_SUMMARIZER
 
+    engines = labelled_engines(args.engine) if args.engine else None
     out = _output(args.output, args.paths, args)
     summarizers = args.summarizer or [DEFAULT_SUMMARIZER]
     _check_summarizers(summarizers)
@@ -247,14 +252,15 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     result = sweep(
         conversations, max_tokens=args.max_tokens, keep_recent_tokens=args.keep_recent_tokens, summarizers=summarizers,
         progress=not args.no_progress, primary_model=args.primary_model, cache=cache, strict=args.strict,
-        engine_timeout=args.engine_timeout,
+        engine_timeout=args.engine_timeout, engines=engines,
     )
     result.save(out, overwrite=args.force)
     unmeasured = int((~measured_cells(result.results)).sum())
     print(
         f"swept {len(conversations)} conversation(s) x {len(args.max_tokens)} max_tokens x "
-        f"{len(args.keep_recent_tokens)} keep_recent_tokens x {len(summarizers)} summarizer(s) "
-        f"({_work_done(result)}) in {_took(started)}; saved to {out}"
+        f"{len(args.keep_recent_tokens)} keep_recent_tokens x {len(summarizers)} summarizer(s)"
+        + (f" x {len(engines)} engine(s) ({', '.join(engines)})" if engines else "")
+        + f" ({_work_done(result)}) in {_took(started)}; saved to {out}"
         + (f"; {unmeasured} of {len(result.results)} cell(s) are no measurement (failed summaries or replays: "
            "see the failed, summary_error and error columns)" if unmeasured else "")
     )
@@ -314,9 +320,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     _output(args.output, paths, args)
     started = time.perf_counter()
     if sweep_files:
-        if args.max_tokens or args.keep_recent_tokens or args.summarizer:
+        if args.max_tokens or args.keep_recent_tokens or args.summarizer or args.engine:
             raise SettingError(
-                "--max-tokens/--keep-recent-tokens/--summarizer apply to recorded conversations, not to a saved sweep"
+                "--max-tokens/--keep-recent-tokens/--summarizer/--engine apply to recorded conversations, "
+                "not to a saved sweep"
             )
         from ..study import Sweep
 
@@ -324,6 +331,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         _output(args.output, saved.input_files(), args)
         report = Report(sweep=saved, **options)
     else:
+        from ..replay.engine_names import labelled_engines
+
+        engines = labelled_engines(args.engine) if args.engine else None
         cache = _cache(args)
         conversations = _load([str(p) for p in recorded], progress=not args.no_progress)
         _output(args.output, _inputs(conversations, cache), args)
@@ -342,6 +352,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         result = report_sweep(
             conversations, summarizers, grid, progress=not args.no_progress, cache=cache, strict=args.strict,
             primary_model=options.get("primary_model", DEFAULT_PRIMARY_MODEL), engine_timeout=args.engine_timeout,
+            engines=engines,
         )
         report = Report(sweep=result, **options)
     report.save(out, format=fmt, overwrite=args.force)
