@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
@@ -52,8 +53,11 @@ def _from_boundaries(items: Sequence[Any], column: str | None = None) -> pd.Data
                 before = values.get(starts[starts.index(walked) - 1]) if starts.index(walked) else None
                 if before is not None and after == before:
                     continue
-            point = {"max_tokens": walked, "keep_recent_tokens": fixed} if item.parameter == "max_tokens" else \
-                {"max_tokens": fixed, "keep_recent_tokens": walked}
+            point = (
+                {"max_tokens": walked, "keep_recent_tokens": fixed}
+                if item.parameter == "max_tokens"
+                else {"max_tokens": fixed, "keep_recent_tokens": walked}
+            )
             rows.append({**point, "parameter": item.parameter, "after": after})
     return pd.DataFrame(rows, columns=["max_tokens", "keep_recent_tokens", "parameter", "after"])
 
@@ -125,6 +129,98 @@ def _band(edges: np.ndarray, centres: np.ndarray, value: float) -> int:
     return int(np.clip(np.searchsorted(edges, value, side="right") - 1, 0, len(centres) - 1))
 
 
+def _cell_point(edges: np.ndarray, i: int, log: bool, at: float = 0.28) -> float:
+    """A point ``at`` of the way through cell ``i`` (below the printed value at the centre)."""
+    if log:
+        return math.exp(math.log(edges[i]) + at * (math.log(edges[i + 1]) - math.log(edges[i])))
+    return edges[i] + at * (edges[i + 1] - edges[i])
+
+
+@dataclass(slots=True)
+class _BoundaryPath:
+    """One boundary's pieces: a polyline (NaN breaks between pieces), its point markers and ``→n`` notes."""
+
+    xs: list[float] = field(default_factory=list)
+    ys: list[float] = field(default_factory=list)
+    marks: list[tuple[float, float]] = field(default_factory=list)
+    notes: list[tuple[float, float, str]] = field(default_factory=list)
+
+    def break_line(self) -> None:
+        """Start a new piece: the next segment is not joined to the last one."""
+        if self.xs:
+            self.xs.append(np.nan)
+            self.ys.append(np.nan)
+
+
+def _add_walks_along_max_tokens(
+    path: _BoundaryPath, along_x: pd.DataFrame, ys: np.ndarray, ye: np.ndarray, ylog: bool
+) -> None:
+    """Vertical marks at exact ``max_tokens`` values across their ``keep_recent_tokens`` rows.
+
+    With one point per row over several rows the marks are joined into a staircase; each
+    mark is annotated ``→n`` (the ``after`` column) unless its row holds more than four.
+    """
+    along_x = along_x.sort_values(["keep_recent_tokens", "max_tokens"])
+    rows = [
+        (_band(ye, ys, float(k)), float(m))
+        for m, k in zip(along_x["max_tokens"], along_x["keep_recent_tokens"], strict=True)
+    ]
+    per_row = pd.Series([r for r, _ in rows]).value_counts() if rows else pd.Series(dtype=int)
+    staircase = len(rows) > 1 and per_row.max() == 1
+    for n, (row, px) in enumerate(rows):
+        if staircase and n and rows[n - 1][0] == row - 1:
+            path.xs.append(px)
+            path.ys.append(ye[row])
+        else:
+            path.break_line()
+        path.xs += [px, px]
+        path.ys += [ye[row], ye[row + 1]]
+        path.marks.append((px, _cell_point(ye, row, ylog)))
+    if "after" in along_x.columns:
+        for (row, px), after in zip(rows, along_x["after"], strict=True):
+            if pd.notna(after) and per_row.get(row, 0) <= 4:
+                path.notes.append((px, _cell_point(ye, row, ylog), f"→{int(after)}"))
+
+
+def _add_walks_along_keep_recent(
+    path: _BoundaryPath, along_y: pd.DataFrame, xs: np.ndarray, xe: np.ndarray, xlog: bool
+) -> None:
+    """Horizontal marks at exact ``keep_recent_tokens`` values across their ``max_tokens`` columns."""
+    for m, k in zip(along_y["max_tokens"].astype(float), along_y["keep_recent_tokens"].astype(float), strict=True):
+        column = _band(xe, xs, m)
+        path.break_line()
+        path.xs += [xe[column], xe[column + 1]]
+        path.ys += [k, k]
+        path.marks.append((_cell_point(xe, column, xlog), k))
+
+
+def _draw_path(ax: Axes, path: _BoundaryPath, style: dict[str, Any], halo: dict[str, Any], marker: str) -> None:
+    """Draw the polyline over its halo, then its point markers and notes on top."""
+    ax.plot(path.xs, path.ys, **halo)
+    ax.plot(path.xs, path.ys, **style)
+    if path.marks:
+        ax.plot(
+            [p[0] for p in path.marks],
+            [p[1] for p in path.marks],
+            linestyle="none",
+            marker=marker,
+            markersize=5,
+            markerfacecolor="white",
+            markeredgecolor="black",
+            zorder=4.1,
+        )
+    for x, y, text in path.notes:
+        ax.annotate(
+            text,
+            (x, y),
+            xytext=(4, 3),
+            textcoords="offset points",
+            fontsize=6.5,
+            zorder=4.2,
+            bbox={"boxstyle": "round,pad=0.1", "facecolor": "white", "edgecolor": "none", "alpha": 0.8},
+        )
+
+
 def draw_boundary(
     ax: Axes,
     points: pd.DataFrame,
@@ -141,6 +237,7 @@ def draw_boundary(
     A point walked along ``max_tokens`` is a vertical mark at its exact value across its
     ``keep_recent_tokens`` row (one point per row: joined into a staircase); a point walked
     along ``keep_recent_tokens`` (``parameter`` column) a horizontal mark across its column.
+    Points with only one of the two settings are full-height or full-width lines.
     """
     has_x = "max_tokens" in points.columns
     has_y = "keep_recent_tokens" in points.columns
@@ -149,14 +246,6 @@ def draw_boundary(
     handle = Line2D(
         [], [], label=label, marker=marker, markerfacecolor="white", markeredgecolor="black", markersize=5, **style
     )
-    xlog, ylog = ax.get_xscale() == "log", ax.get_yscale() == "log"
-
-    def middle(edges: np.ndarray, i: int, log: bool, at: float = 0.28) -> float:
-        """A point ``at`` of the way through cell ``i`` (below the printed value at the centre)."""
-        if log:
-            return math.exp(math.log(edges[i]) + at * (math.log(edges[i + 1]) - math.log(edges[i])))
-        return edges[i] + at * (edges[i + 1] - edges[i])
-
     if has_x and has_y:
         points = points.dropna(subset=["max_tokens", "keep_recent_tokens"])
         walked = (
@@ -164,48 +253,10 @@ def draw_boundary(
             if "parameter" in points.columns
             else pd.Series("max_tokens", index=points.index)
         )
-        path_x: list[float] = []
-        path_y: list[float] = []
-        marks: list[tuple[float, float]] = []
-        notes: list[tuple[float, float, str]] = []
-        along_x = points[walked == "max_tokens"].sort_values(["keep_recent_tokens", "max_tokens"])
-        rows = [
-            (_band(ye, ys, float(k)), float(m))
-            for m, k in zip(along_x["max_tokens"], along_x["keep_recent_tokens"], strict=True)
-        ]
-        per_row = pd.Series([r for r, _ in rows]).value_counts() if rows else pd.Series(dtype=int)
-        staircase = len(rows) > 1 and per_row.max() == 1
-        for n, (row, px) in enumerate(rows):
-            if staircase and n and rows[n - 1][0] == row - 1:
-                path_x.append(px)
-                path_y.append(ye[row])
-            elif path_x:
-                path_x.append(np.nan)
-                path_y.append(np.nan)
-            path_x += [px, px]
-            path_y += [ye[row], ye[row + 1]]
-            marks.append((px, middle(ye, row, ylog)))
-        if "after" in along_x.columns:
-            for (row, px), after in zip(rows, along_x["after"], strict=True):
-                if pd.notna(after) and per_row.get(row, 0) <= 4:
-                    notes.append((px, middle(ye, row, ylog), f"→{int(after)}"))
-        along_y = points[walked == "keep_recent_tokens"]
-        for m, k in zip(along_y["max_tokens"].astype(float), along_y["keep_recent_tokens"].astype(float), strict=True):
-            column = _band(xe, xs, m)
-            if path_x:
-                path_x.append(np.nan)
-                path_y.append(np.nan)
-            path_x += [xe[column], xe[column + 1]]
-            path_y += [k, k]
-            marks.append((middle(xe, column, xlog), k))
-        ax.plot(path_x, path_y, **halo)
-        ax.plot(path_x, path_y, **style)
-        if marks:
-            ax.plot([p[0] for p in marks], [p[1] for p in marks], linestyle="none", marker=marker, markersize=5,
-                    markerfacecolor="white", markeredgecolor="black", zorder=4.1)
-        for x, y, text in notes:
-            ax.annotate(text, (x, y), xytext=(4, 3), textcoords="offset points", fontsize=6.5, zorder=4.2,
-                        bbox={"boxstyle": "round,pad=0.1", "facecolor": "white", "edgecolor": "none", "alpha": 0.8})
+        path = _BoundaryPath()
+        _add_walks_along_max_tokens(path, points[walked == "max_tokens"], ys, ye, ax.get_yscale() == "log")
+        _add_walks_along_keep_recent(path, points[walked == "keep_recent_tokens"], xs, xe, ax.get_xscale() == "log")
+        _draw_path(ax, path, style, halo, marker)
     elif has_x:
         for value in points["max_tokens"].dropna():
             ax.axvline(float(value), **halo)
@@ -215,4 +266,3 @@ def draw_boundary(
             ax.axhline(float(value), **halo)
             ax.axhline(float(value), **style)
     return handle
-
