@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from pandas.api.typing import DataFrameGroupBy
 
 from ..errors import SettingError
 from ..measure.catalogue import CATALOGUE, higher_is_better
@@ -287,56 +288,93 @@ def recommend(
     if over not in ("all", "mean"):
         raise SettingError(f"over must be 'all' or 'mean', got {over!r}")
     higher = {c: CATALOGUE[c].higher_is_better for c in columns if c in CATALOGUE}
-    filled = _fill_nan(table, columns, nan if nan == "best" else "best", higher) if nan == "best" else table.copy()
+    usable = _complete_settings(table, columns, nan, higher)
+    keys = [c for c in SETTING_COLUMNS if c in usable.columns]
+    grouped = usable.groupby(keys, dropna=False, sort=False)
+    per = grouped.agg(**{cost: (cost, "sum"), "conversations": ("conversation_id", "nunique")})
+    meets, shown = _judge_constraints(grouped, parsed, over, higher, per.index)
+    summary = per.assign(**{f"{c} ({'worst' if over == 'all' else 'mean'})": s for c, s in shown.items()})
+    feasible = summary[meets].sort_values(cost, kind="stable")
+    if not len(feasible):
+        raise _nothing_feasible(constraints, parsed, shown, higher, over, len(per))
+    first = feasible.index[0]
+    setting = dict(zip(keys, first if isinstance(first, tuple) else (first,), strict=True))
+    return Recommendation(
+        summarizer=setting.get("summarizer"),
+        max_tokens=int(setting["max_tokens"]),
+        keep_recent_tokens=int(setting["keep_recent_tokens"]),
+        cost=float(feasible.iloc[0][cost]),
+        cost_column=cost,
+        values={c: float(shown[c].loc[first]) for c in columns},
+        candidates=feasible.reset_index(),
+        constraints=parsed,
+        rule=_constrained_rule(cost, constraints, over, len(feasible)),
+        engine=setting.get("engine", STOCK_ENGINE),
+    )
+
+
+def _complete_settings(
+    table: pd.DataFrame, columns: Sequence[str], nan: str, higher: Mapping[str, bool]
+) -> pd.DataFrame:
+    """The cells of settings with no failed cell, the constrained ``columns`` numeric.
+
+    With ``nan="best"`` a missing metric counts as its best value; otherwise it stays missing
+    and fails its constraint.
+    """
+    filled = _fill_nan(table, columns, "best", higher) if nan == "best" else table.copy()
     for column in columns:
         filled[column] = pd.to_numeric(filled[column], errors="coerce")
     usable = _per_setting(filled, SETTING_COLUMNS)
-    keys = [c for c in SETTING_COLUMNS if c in usable.columns]
     if not len(usable):
         raise NoFeasibleSetting(
             "no complete setting in the sweep (every setting has a failed cell or a failed summary)"
         )
-    grouped = usable.groupby(keys, dropna=False, sort=False)
-    per = grouped.agg(**{cost: (cost, "sum"), "conversations": ("conversation_id", "nunique")})
-    meets = pd.Series(True, index=per.index)
+    return usable
+
+
+def _judge_constraints(
+    grouped: DataFrameGroupBy,
+    parsed: Sequence[tuple[str, str, float]],
+    over: str,
+    higher: Mapping[str, bool],
+    settings: pd.Index,
+) -> tuple[pd.Series, dict[str, pd.Series]]:
+    """Per setting, whether it meets every constraint, and per column the value judged.
+
+    ``over="all"`` judges every conversation (the value shown is the worst one); ``"mean"``
+    judges the mean over conversations.
+    """
+    meets = pd.Series(True, index=settings)
     shown: dict[str, pd.Series] = {}
     for column, op, value in parsed:
         test = _OPERATORS[op]
         if over == "all":
             ok = grouped[column].apply(partial(_all_meet, test=test, value=value))
-            worst = grouped[column].min() if higher[column] else grouped[column].max()
-            shown[column] = worst
+            shown[column] = grouped[column].min() if higher[column] else grouped[column].max()
         else:
             mean = grouped[column].mean()
             ok = mean.notna() & pd.Series(test(mean.to_numpy(dtype=float), value), index=mean.index)
             shown[column] = mean
-        meets &= ok.reindex(per.index).fillna(False).astype(bool)
-    summary = per.assign(**{f"{c} ({'worst' if over == 'all' else 'mean'})": s for c, s in shown.items()})
-    feasible = summary[meets].sort_values(cost, kind="stable")
-    if not len(feasible):
-        closest = "; ".join(
-            f"{c} {op} {v:g}: best reached {(s.max() if higher[c] else s.min()):.4g}"
-            for (c, op, v), s in ((p, shown[p[0]]) for p in parsed)
-        )
-        raise NoFeasibleSetting(
-            f"no setting meets {constraints!r} over {'every conversation' if over == 'all' else 'the mean'} "
-            f"({len(per)} complete settings). {closest}"
-        )
-    best = feasible.iloc[0]
-    setting = dict(
-        zip(keys, feasible.index[0] if isinstance(feasible.index[0], tuple) else (feasible.index[0],), strict=True)
+        meets &= ok.reindex(settings).fillna(False).astype(bool)
+    return meets, shown
+
+
+def _nothing_feasible(
+    constraints: str | Mapping[str, Any],
+    parsed: Sequence[tuple[str, str, float]],
+    shown: Mapping[str, pd.Series],
+    higher: Mapping[str, bool],
+    over: str,
+    complete: int,
+) -> NoFeasibleSetting:
+    """The error for constraints no setting meets, with the best value any setting reached per constraint."""
+    closest = "; ".join(
+        f"{c} {op} {v:g}: best reached {(s.max() if higher[c] else s.min()):.4g}"
+        for (c, op, v), s in ((p, shown[p[0]]) for p in parsed)
     )
-    return Recommendation(
-        summarizer=setting.get("summarizer"),
-        max_tokens=int(setting["max_tokens"]),
-        keep_recent_tokens=int(setting["keep_recent_tokens"]),
-        cost=float(best[cost]),
-        cost_column=cost,
-        values={c: float(shown[c].loc[feasible.index[0]]) for c in columns},
-        candidates=feasible.reset_index(),
-        constraints=parsed,
-        rule=_constrained_rule(cost, constraints, over, len(feasible)),
-        engine=setting.get("engine", STOCK_ENGINE),
+    return NoFeasibleSetting(
+        f"no setting meets {constraints!r} over {'every conversation' if over == 'all' else 'the mean'} "
+        f"({complete} complete settings). {closest}"
     )
 
 
