@@ -280,19 +280,12 @@ def build_report_data(
     """
     if isinstance(top_lost, bool) or not isinstance(top_lost, int) or top_lost < 0:
         raise SettingError(f"top_lost must be a non-negative int, got {top_lost!r}")
-    direct = [(str(t.settings.get("summarizer")), t) for t in traces]
-    entries, failures = list(direct), list(failures)
-    if sweep is not None:
-        entries.extend(_sweep_entries(sweep))
-        failures.extend(_sweep_failures(sweep))
-    if not entries:
-        raise SettingError("a report needs at least one trace (pass traces=, sweep=, or use Report.build)")
+    direct, entries, failures = _replays(traces, sweep, failures)
     measured = _Measured()
     summarizers = _summarizer_order(entries, sweep)
     replay_costs, unpriced = costs_per_replay(entries, primary_model)
     attempted = _results(sweep, [_direct_row(label, t, losses, measured) for label, t in direct], replay_costs)
     results = _complete(attempted)
-    unmeasured = attempted[~measured_cells(attempted)]
     counts = combine_failure_counts(
         ([sweep.failure_counts] if sweep is not None else [])
         + [trace.failure_counts.assign(summarizer=label) for label, trace in direct]
@@ -303,23 +296,16 @@ def build_report_data(
     _measure_shown(entries, explore_id, recommendation, measured)
     comparison = comparison if comparison is not None else compare_summarizers(results, summarizers)
     lost_items = lost_but_needed_items(entries, recommendation, summarizers, measured, top_lost)
-    identities = {
-        name: str(next(t for label, t in entries if label == name).settings.get("summarizer")) for name in summarizers
-    }
-    native, native_skipped = report_production(conversations, identities, native_baselines)
+    native, native_skipped = report_production(conversations, _identities(entries, summarizers), native_baselines)
     return ReportData(
         entries=entries,
         summarizers=summarizers,
         conversations=conversations,
-        grid={
-            name: sorted({int(t.settings[name]) for _, t in entries}) for name in ("max_tokens", "keep_recent_tokens")
-        },
+        grid=_grid(entries),
         failures=failures,
         failure_counts=counts,
         attempted=len(attempted),
-        unmeasured_settings={
-            (str(r.summarizer), int(r.max_tokens), int(r.keep_recent_tokens)) for r in unmeasured.itertuples(index=False)
-        },
+        unmeasured_settings=_unmeasured_settings(attempted),
         results=results,
         comparison=comparison,
         recommendation=recommendation,
@@ -332,6 +318,43 @@ def build_report_data(
         native=native,
         native_skipped=native_skipped,
     )
+
+
+def _replays(
+    traces: Iterable[Trace], sweep: Sweep | None, failures: Iterable[Failure]
+) -> tuple[list[tuple[str, Trace]], list[tuple[str, Trace]], list[Failure]]:
+    """The replays a report covers: ``(label, trace)`` of those given directly, of all, and the failed ones.
+
+    A sweep adds its complete cells to the replays and its failed cells to the failures.
+    """
+    direct = [(str(t.settings.get("summarizer")), t) for t in traces]
+    entries, failed = list(direct), list(failures)
+    if sweep is not None:
+        entries.extend(_sweep_entries(sweep))
+        failed.extend(_sweep_failures(sweep))
+    if not entries:
+        raise SettingError("a report needs at least one trace (pass traces=, sweep=, or use Report.build)")
+    return direct, entries, failed
+
+
+def _identities(entries: list[tuple[str, Trace]], summarizers: list[str]) -> dict[str, str]:
+    """Per summarizer label, the identity of the summarizer its first replay ran with."""
+    return {
+        name: str(next(t for label, t in entries if label == name).settings.get("summarizer")) for name in summarizers
+    }
+
+
+def _grid(entries: list[tuple[str, Trace]]) -> dict[str, list[int]]:
+    """The ``max_tokens`` and ``keep_recent_tokens`` values replayed, in increasing order."""
+    return {name: sorted({int(t.settings[name]) for _, t in entries}) for name in ("max_tokens", "keep_recent_tokens")}
+
+
+def _unmeasured_settings(attempted: pd.DataFrame) -> set[tuple[str, int, int]]:
+    """``(summarizer, max_tokens, keep_recent_tokens)`` of every replay that failed or whose summary failed."""
+    unmeasured = attempted[~measured_cells(attempted)]
+    return {
+        (str(r.summarizer), int(r.max_tokens), int(r.keep_recent_tokens)) for r in unmeasured.itertuples(index=False)
+    }
 
 
 def _sweep_entries(sweep: Sweep) -> list[tuple[str, Trace]]:
