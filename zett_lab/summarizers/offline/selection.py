@@ -1,0 +1,314 @@
+"""Offline summarizers that choose transcript lines within the budget: :class:`Extractive` and :class:`Anchors`."""
+
+from __future__ import annotations
+
+import heapq
+import math
+import re
+from collections.abc import Sequence
+
+import numpy as np
+from zett_agent.messages import AnyMessage
+
+from ...errors import SettingError
+from ...load.anchors import anchors_in_text
+from ..transcript import Segment, Unit, count_text, join_units, segments, unit_cost
+from .base import CLASS_DEFAULT, Budget, OfflineSummarizer
+
+
+def _fit_selection(selected: list[tuple[float, Unit]], limit: int) -> str:
+    """Join selected units; while the exact count is over ``limit``, drop the lowest-valued."""
+    selected = sorted(selected, key=lambda pair: (-pair[0], pair[1].order))
+    text = join_units([unit for _, unit in selected])
+    while selected and count_text(text) > limit:
+        selected.pop()
+        text = join_units([unit for _, unit in selected])
+    return text
+
+
+# -- units for line selection ---------------------------------------------------------------------
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\[(\"'`])")
+_PROSE = {"user", "agent", "assistant", "reasoning", "checkpoint", "system"}
+
+
+def _clip(text: str, max_chars: int, at: int = 0) -> str:
+    """At most ``max_chars`` characters of ``text``, in a window starting a little before ``at``."""
+    if len(text) <= max_chars:
+        return text
+    start = max(0, min(at - max_chars // 3, len(text) - max_chars))
+    piece = text[start : start + max_chars]
+    return ("…" if start else "") + piece + ("…" if start + max_chars < len(text) else "")
+
+
+def line_units(segs: Sequence[Segment], *, split_sentences: bool) -> list[Unit]:
+    """Split segments into lines (and prose lines into sentences when asked)."""
+    units: list[Unit] = []
+    for number, segment in enumerate(segs):
+        for line in segment.text.split("\n"):
+            line = line.strip()
+            if not line:
+                continue
+            pieces = _SENTENCE_END.split(line) if split_sentences and segment.kind in _PROSE else [line]
+            for piece in pieces:
+                piece = piece.strip()
+                if piece:
+                    units.append(Unit(len(units), number, segment.label, segment.kind, piece))
+    return units
+
+
+# -- extractive ---------------------------------------------------------------------------------------
+
+_TERM = re.compile(r"[A-Za-z_][A-Za-z0-9_]+|\d+")
+
+
+def _tfidf(texts: Sequence[str]):
+    """Row-normalized TF-IDF matrix (scipy CSR) of ``texts``; rows with no terms are zero."""
+    from scipy import sparse
+
+    vocabulary: dict[str, int] = {}
+    rows, cols, values = [], [], []
+    for row, text in enumerate(texts):
+        counts: dict[int, int] = {}
+        for term in _TERM.findall(text.lower()):
+            column = vocabulary.setdefault(term, len(vocabulary))
+            counts[column] = counts.get(column, 0) + 1
+        for column, count in counts.items():
+            rows.append(row)
+            cols.append(column)
+            values.append(1.0 + math.log(count))
+    n = len(texts)
+    matrix = sparse.csr_matrix((values, (rows, cols)), shape=(n, max(1, len(vocabulary))), dtype=np.float64)
+    document_frequency = np.bincount(np.asarray(cols, dtype=np.int64), minlength=matrix.shape[1])
+    idf = np.log(n / np.maximum(document_frequency, 1))
+    matrix = matrix @ sparse.diags(idf)
+    norms = np.sqrt(np.asarray(matrix.multiply(matrix).sum(axis=1)).ravel())
+    inverse = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
+    return sparse.csr_matrix(sparse.diags(inverse) @ matrix), norms > 0
+
+
+def lexrank(texts: Sequence[str], *, damping: float = 0.15, iterations: int = 100) -> np.ndarray:
+    """Continuous LexRank scores (stationary distribution of the cosine-similarity walk).
+
+    Computed without the n×n matrix: with X the row-normalized TF-IDF matrix, the
+    similarity is ``S = X Xᵀ - I`` and every product ``S v = X (Xᵀ v) - v`` costs O(nnz).
+    Units with no similar unit teleport uniformly. Deterministic.
+    """
+    if not texts:
+        return np.zeros(0)
+    return _lexrank(*_tfidf(texts), damping=damping, iterations=iterations)
+
+
+def _lexrank(matrix, nonzero: np.ndarray, *, damping: float = 0.15, iterations: int = 100) -> np.ndarray:
+    n = matrix.shape[0]
+    transposed = matrix.T.tocsr()
+    identity_part = nonzero.astype(np.float64)
+
+    def similarity(vector: np.ndarray) -> np.ndarray:
+        return matrix @ (transposed @ vector) - identity_part * vector
+
+    degree = similarity(np.ones(n))
+    degree[degree < 1e-12] = 0.0
+    dangling = degree == 0
+    inverse_degree = np.divide(1.0, degree, out=np.zeros_like(degree), where=~dangling)
+    p = np.full(n, 1.0 / n)
+    for _ in range(iterations):
+        walk = similarity(p * inverse_degree) + p[dangling].sum() / n
+        updated = damping / n + (1 - damping) * walk
+        updated /= updated.sum()
+        if np.abs(updated - p).sum() < 1e-10:
+            p = updated
+            break
+        p = updated
+    return p
+
+
+class Extractive(OfflineSummarizer):
+    """Extractive summary: the most central lines and sentences, in original order.
+
+    Keeps: transcript lines (prose lines split into sentences, every unit at most
+    ``max_unit_chars`` characters), ranked by continuous LexRank over TF-IDF vectors;
+    the best are taken while they fit the budget, skipping exact and near duplicates
+    (cosine ≥ 0.9 to a unit already taken). Says nothing about what was left out.
+
+    Sentence splitting is a regular expression, not Punkt: NLTK's Punkt data cannot be
+    downloaded here, and transcripts of coding agents are mostly lines, not prose.
+    """
+
+    name = "extractive"
+
+    def __init__(self, budget: Budget = CLASS_DEFAULT, *, max_unit_chars: int = 400) -> None:
+        super().__init__(budget)
+        if isinstance(max_unit_chars, bool) or not isinstance(max_unit_chars, int) or max_unit_chars < 20:
+            raise SettingError(f"extractive: max_unit_chars must be an int >= 20, got {max_unit_chars!r}")
+        self.max_unit_chars = max_unit_chars
+
+    def _options(self) -> dict[str, object]:
+        return {} if self.max_unit_chars == 400 else {"max_unit_chars": self.max_unit_chars}
+
+    def _summarize(self, messages: list[AnyMessage], limit: int | None) -> str:
+        units = line_units(segments(messages), split_sentences=True)
+        units = [Unit(u.order, u.segment, u.label, u.kind, _clip(u.text, self.max_unit_chars)) for u in units]
+        if not units:
+            return ""
+        if limit is None:
+            return join_units(units)
+        matrix, nonzero = _tfidf([u.text for u in units])
+        scores = _lexrank(matrix, nonzero)
+        ranking = sorted(range(len(units)), key=lambda i: (-scores[i], i))
+        chosen: list[int] = []
+        seen_texts: set[str] = set()
+        remaining = limit
+        for i in ranking:
+            unit = units[i]
+            key = unit.text.lower()
+            if key in seen_texts:
+                continue
+            cost = unit_cost(unit)
+            if cost > remaining:
+                continue
+            if chosen:
+                similarity = matrix[chosen] @ matrix[i].T
+                if similarity.nnz and similarity.max() >= 0.9:
+                    continue
+            chosen.append(i)
+            seen_texts.add(key)
+            remaining -= cost
+            if remaining <= 2:
+                break
+        return _fit_selection([(float(scores[i]), units[i]) for i in chosen], limit)
+
+
+# -- anchors ----------------------------------------------------------------------------------------
+
+#: The role whose sentence anchors (constraints from users, decisions from assistants) a line can carry.
+_ANCHOR_ROLE = {
+    "user": "user",
+    "agent": "user",
+    "checkpoint": "any",
+    "assistant": "assistant",
+    "reasoning": "assistant",
+}
+
+#: Weight of one newly covered item of each type.
+ANCHOR_WEIGHTS: dict[str, float] = {
+    "constraint": 6.0,
+    "error": 4.0,
+    "command": 4.0,
+    "decision": 3.0,
+    "checkpoint": 3.0,
+    "task": 5.0,
+    "url": 2.5,
+    "path": 2.5,
+    "sha": 2.5,
+    "identifier": 1.0,
+    "number": 1.0,
+}
+
+
+#: Multiplier for items found in tool output lines.
+TOOL_OUTPUT_WEIGHT = 0.6
+
+
+def anchor_items(unit: Unit, *, first_user_segment: int | None = None) -> tuple[dict[tuple[str, str], float], int]:
+    """Items a line carries, with their weights, and where the first one starts.
+
+    Items are the anchors of :mod:`zett_lab.load.anchors` (the same definition the loss metrics
+    measure), keyed by their normalized value, so a line repeating an item already kept gains
+    nothing for it: paths, URLs, SHAs, identifiers, numbers, errors, user constraints and
+    decisions. Whole-line items (tool-call commands, earlier summary lines, the task statement)
+    are keyed by the line itself.
+    """
+    text = unit.text
+    items: dict[tuple[str, str], float] = {}
+    first = len(text)
+    for anchor in anchors_in_text(text, _ANCHOR_ROLE.get(unit.kind, "tool")):
+        if len(anchor.value) < 3 or anchor.type not in ANCHOR_WEIGHTS:
+            continue
+        items.setdefault(anchor.key, ANCHOR_WEIGHTS[anchor.type])
+        where = text.find(anchor.value)
+        first = min(first, max(where, 0))
+    line_key = " ".join(text.lower().split())
+    if unit.kind == "tool_call":
+        items[("command", line_key)] = ANCHOR_WEIGHTS["command"]
+        first = 0
+    if unit.kind == "checkpoint":
+        items[("checkpoint", line_key)] = ANCHOR_WEIGHTS["checkpoint"]
+        first = 0
+    if unit.kind in ("user", "agent") and unit.segment == first_user_segment:
+        items[("task", line_key)] = ANCHOR_WEIGHTS["task"]
+        first = 0
+    if unit.kind == "tool_result":
+        if any(kind == "error" for kind, _ in items):
+            items[("error", line_key)] = ANCHOR_WEIGHTS["error"]
+        # Tool output is mostly raw material (code, listings); the dialogue says what mattered.
+        items = {item: weight * TOOL_OUTPUT_WEIGHT for item, weight in items.items()}
+    return items, (0 if first == len(text) else first)
+
+
+class Anchors(OfflineSummarizer):
+    """Keep the lines that carry exact items a coding agent needs later, within the budget.
+
+    Keeps, by weight per newly covered item (:data:`ANCHOR_WEIGHTS`): user constraints
+    (always/never/must/don't sentences from the user), the task statement (the first user
+    message), error lines, tool-call commands (name and JSON arguments), decisions and
+    conclusions, lines of earlier summaries, then file paths, URLs, commit SHAs, identifiers,
+    numbers with units and versions; items in tool output count :data:`TOOL_OUTPUT_WEIGHT`
+    (0.6) of their weight, since the dialogue says what mattered. Lines are chosen greedily by
+    newly covered weight per token (a line repeating items already kept gains nothing for them), clipped to
+    ``max_line_chars`` around their first item, and shown in original order with their
+    transcript labels. Lines carrying no item are dropped.
+    """
+
+    name = "anchors"
+
+    def __init__(self, budget: Budget = CLASS_DEFAULT, *, max_line_chars: int = 300) -> None:
+        super().__init__(budget)
+        if isinstance(max_line_chars, bool) or not isinstance(max_line_chars, int) or max_line_chars < 20:
+            raise SettingError(f"anchors: max_line_chars must be an int >= 20, got {max_line_chars!r}")
+        self.max_line_chars = max_line_chars
+
+    def _options(self) -> dict[str, object]:
+        return {} if self.max_line_chars == 300 else {"max_line_chars": self.max_line_chars}
+
+    def _summarize(self, messages: list[AnyMessage], limit: int | None) -> str:
+        segs = segments(messages)
+        first_user = next((i for i, s in enumerate(segs) if s.kind in ("user", "agent") and s.text), None)
+        raw_units = line_units(segs, split_sentences=False)
+        candidates: list[tuple[Unit, dict[tuple[str, str], float], int]] = []
+        for unit in raw_units:
+            items, first = anchor_items(unit, first_user_segment=first_user)
+            if not items:
+                continue
+            clipped = Unit(
+                unit.order, unit.segment, unit.label, unit.kind, _clip(unit.text, self.max_line_chars, first)
+            )
+            candidates.append((clipped, items, unit_cost(clipped)))
+        if not candidates:
+            return ""
+        if limit is None:
+            return join_units([unit for unit, _, _ in candidates])
+        covered: set[tuple[str, str]] = set()
+
+        def gain(items: dict[tuple[str, str], float]) -> float:
+            return sum(weight for item, weight in items.items() if item not in covered)
+
+        heap = [(-gain(items) / cost, unit.order, n) for n, (unit, items, cost) in enumerate(candidates)]
+        heapq.heapify(heap)
+        selected: list[tuple[float, Unit]] = []
+        remaining = limit
+        while heap and remaining > 2:
+            _, order, n = heapq.heappop(heap)
+            unit, items, cost = candidates[n]
+            current = gain(items) / cost
+            if current <= 0:
+                continue
+            if heap and current < -heap[0][0] - 1e-12:
+                heapq.heappush(heap, (-current, order, n))
+                continue
+            if cost > remaining:
+                continue
+            selected.append((current, unit))
+            covered.update(items)
+            remaining -= cost
+        return _fit_selection(selected, limit)
