@@ -43,6 +43,10 @@ Types (:data:`ANCHOR_TYPES`):
     Sentences of *assistant* messages such as "we'll use ...", "decided ...",
     "let's go with ...". Normalized like constraints.
 
+The types, the :class:`Anchor` record and the normal forms are the anchor vocabulary
+(:mod:`zett_lab.load.anchor_forms`, its names importable from here too); this module finds
+anchors in texts and messages.
+
 Extraction is regex-only (patterns compiled once) and cached per text, so a
 150k-token conversation takes a fraction of a second and repeated calls are free.
 
@@ -56,54 +60,56 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from functools import lru_cache
 
 from zett_agent.messages import AnyMessage, AssistantMessage, ToolCall
 
+from .anchor_forms import (
+    ANCHOR_TYPES,
+    ARTIFACT_TYPES,
+    NUMBER,
+    SENTENCE_TYPES,
+    TRAILING_PUNCTUATION,
+    Anchor,
+    AnchorKey,
+    loose,
+    loose_needle,
+    normalize,
+    normalize_command,
+    normalize_error,
+    normalize_number,
+    normalize_path,
+    normalize_sentence,
+    normalize_url,
+)
 from .conversation import role_of
 from .text import _argument_strings, clean_text, message_text, tool_call_text
 
-ANCHOR_TYPES: tuple[str, ...] = (
-    "path",
-    "url",
-    "identifier",
-    "sha",
-    "number",
-    "error",
-    "command",
-    "constraint",
-    "decision",
-)
-#: Types compared as whole sentences (fuzzy presence in summaries), not exact strings.
-SENTENCE_TYPES: frozenset[str] = frozenset({"constraint", "decision"})
-#: Types a re-fetching tool call can mention (see :func:`zett_lab.measure.measure`).
-ARTIFACT_TYPES: frozenset[str] = frozenset({"path", "identifier", "url"})
-
-AnchorKey = tuple[str, str]
-
-
-@dataclass(frozen=True, slots=True)
-class Anchor:
-    """One exact item found in a message.
-
-    Attributes:
-        type: One of :data:`ANCHOR_TYPES`.
-        value: The item as written (first spelling seen).
-        normalized: The comparison form; two anchors are the same item when
-            ``(type, normalized)`` are equal.
-        message_index: Index in ``Conversation.messages`` (None for free text).
-    """
-
-    type: str
-    value: str
-    normalized: str
-    message_index: int | None = None
-
-    @property
-    def key(self) -> AnchorKey:
-        """``(type, normalized)``: the identity used for set operations."""
-        return (self.type, self.normalized)
+__all__ = [
+    "ANCHOR_TYPES",
+    "ARTIFACT_TYPES",
+    "PARAGRAPH_SPLIT",
+    "SENTENCE_TYPES",
+    "TRAILING_PUNCTUATION",
+    "Anchor",
+    "AnchorKey",
+    "action_keys",
+    "anchors_in_text",
+    "command_of",
+    "extract_anchors",
+    "is_shell_tool",
+    "loose",
+    "loose_needle",
+    "message_anchors",
+    "message_keys",
+    "normalize",
+    "normalize_command",
+    "normalize_error",
+    "normalize_path",
+    "normalize_sentence",
+    "normalize_url",
+    "tool_call_keys",
+]
 
 
 # ---------------------------------------------------------------------------
@@ -151,40 +157,6 @@ _NOT_IDENT = frozenset(
 _HEX_WITH_DIGIT = re.compile(r"(?=[0-9a-fA-F]*[0-9])[0-9a-fA-F]{7,64}$")
 _SHA = re.compile(r"(?<![\w-])(?=[0-9a-fA-F]*[a-fA-F])(?=[0-9a-fA-F]*[0-9])[0-9a-fA-F]{7,64}(?![\w-])")
 
-_UNITS = {
-    "ms": "ms", "msec": "ms", "millisecond": "ms", "milliseconds": "ms",
-    "us": "us", "µs": "us", "microseconds": "us", "ns": "ns", "nanoseconds": "ns",
-    "s": "s", "sec": "s", "secs": "s", "second": "s", "seconds": "s",
-    "m": "m", "min": "min", "mins": "min", "minute": "min", "minutes": "min",
-    "h": "h", "hr": "h", "hrs": "h", "hour": "h", "hours": "h",
-    "d": "d", "day": "d", "days": "d", "week": "wk", "weeks": "wk", "wk": "wk",
-    "b": "b", "byte": "b", "bytes": "b",
-    "kb": "kb", "mb": "mb", "gb": "gb", "tb": "tb", "pb": "pb",
-    "kib": "kib", "mib": "mib", "gib": "gib", "tib": "tib",
-    "k": "k", "bn": "bn", "million": "m", "billion": "bn", "thousand": "k",
-    "token": "tokens", "tokens": "tokens", "tok": "tokens",
-    "%": "%", "percent": "%", "x": "x", "px": "px", "rem": "rem", "em": "em", "pt": "pt",
-    "hz": "hz", "khz": "khz", "mhz": "mhz", "ghz": "ghz", "fps": "fps",
-    "rps": "rps", "qps": "qps", "req/s": "rps", "requests": "requests", "request": "requests",
-    "kbps": "kbps", "mbps": "mbps", "gbps": "gbps",
-    "line": "lines", "lines": "lines", "file": "files", "files": "files", "test": "tests", "tests": "tests",
-    "row": "rows", "rows": "rows", "item": "items", "items": "items", "user": "users", "users": "users",
-    "worker": "workers", "workers": "workers", "thread": "threads", "threads": "threads",
-    "core": "cores", "cores": "cores", "cpu": "cpus", "cpus": "cpus", "gpu": "gpus", "gpus": "gpus",
-    "step": "steps", "steps": "steps", "call": "calls", "calls": "calls", "retry": "retries", "retries": "retries",
-    "attempt": "attempts", "attempts": "attempts", "error": "errors", "errors": "errors",
-    "usd": "usd", "eur": "eur", "dollars": "usd", "km": "km", "cm": "cm", "mm": "mm", "kg": "kg",
-    "°c": "c", "°f": "f",
-}
-_UNIT = "|".join(re.escape(u) for u in sorted(_UNITS, key=len, reverse=True))
-_NUMBER = re.compile(
-    r"(?<![\w.,/$€£-])(?P<cur>[$€£])?(?P<v>v)?"
-    r"(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)*|\d+(?:\.\d+)*)"
-    r"(?:(?P<sp>[ \t]?)(?P<unit>" + _UNIT + r")(?![\w/]))?"
-    r"(?![\w,]|\.\d|→|\t)",
-    re.I,
-)
-
 _EXC_TAIL = re.compile(r"(?:Error|Exception|Warning|Exit|Interrupt|Fault|Failure):[ \t]*(?P<msg>[^\n]{0,160})")
 _EXC_NAME = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*$")
 _PYTEST = re.compile(r"^[ \t]*(?P<pt>FAILED|ERROR)[ \t]+(?P<node>[^\s:]+::[^\s]+)", re.M)
@@ -205,113 +177,11 @@ _DECISION_WORDS = re.compile(
     r"|we['’]ll switch to|switching to|the plan is to)\b",
     re.I,
 )
-_SENTENCE_SPLIT = re.compile(r"(?<=[.!?;])\s+|\n+")
-_BULLET = re.compile(r"^(?:[-*•>]+|\d+[.)])\s*")
 
 _SHELL_TOOL = re.compile(
     r"(?:^|[_\W])(?:bash|shell|sh|zsh|terminal|exec|execute|run|command|cmd|console|powershell)(?:$|[_\W])", re.I
 )
 _COMMAND_KEYS = ("command", "cmd", "commands", "script", "shell_command", "bash_command", "code", "input", "args")
-
-_QUOTES = str.maketrans({"'": None, '"': None, "`": None, "‘": None, "’": None, "“": None, "”": None})
-_WS = re.compile(r"\s+")
-TRAILING_PUNCTUATION = " \t\r\n.,;:!?)]}>'\"`"
-_LEAD = " \t\r\n([{<'\"`"
-
-
-# ---------------------------------------------------------------------------
-# Normalization
-
-
-def _collapse(text: str) -> str:
-    return _WS.sub(" ", text).strip()
-
-
-def normalize_path(value: str) -> str:
-    v = value.strip(_LEAD).rstrip(TRAILING_PUNCTUATION).translate(_QUOTES)
-    while v.startswith("./"):
-        v = v[2:]
-    v = re.sub(r"/{2,}", "/", v)
-    if len(v) > 1:
-        v = v.rstrip("/")
-    return v
-
-
-def normalize_url(value: str) -> str:
-    v = value.rstrip(TRAILING_PUNCTUATION)
-    match = re.match(r"([a-zA-Z][a-zA-Z0-9+.-]*://)([^/?#]*)(.*)", v)
-    if match:
-        v = match.group(1).lower() + match.group(2).lower() + match.group(3)
-    return v.rstrip("/")
-
-
-def normalize_sentence(value: str) -> str:
-    v = value.replace("’", "'").replace("‘", "'").replace("“", '"').replace("”", '"')
-    v = _collapse(v).lower()
-    v = _BULLET.sub("", v)
-    return v.strip(_LEAD).rstrip(TRAILING_PUNCTUATION).strip()
-
-
-def normalize_error(value: str) -> str:
-    return _collapse(value.translate(_QUOTES)).rstrip(TRAILING_PUNCTUATION)
-
-
-def normalize_command(value: str) -> str:
-    return _collapse(value)
-
-
-def normalize(type_: str, value: str) -> str:
-    """The comparison form of a value of one anchor type (see the module docstring)."""
-    value = clean_text(value)
-    if type_ == "path":
-        return normalize_path(value)
-    if type_ == "url":
-        return normalize_url(value)
-    if type_ == "sha":
-        return value.strip().lower()
-    if type_ == "number":
-        match = _NUMBER.search(value.strip())
-        return _normalize_number(match) if match else _collapse(value).lower()
-    if type_ == "error":
-        return normalize_error(value)
-    if type_ == "command":
-        return normalize_command(value)
-    if type_ in SENTENCE_TYPES:
-        return normalize_sentence(value)
-    return value.strip(_LEAD).rstrip(TRAILING_PUNCTUATION.replace(")", ""))
-
-
-def _normalize_number(match: re.Match[str]) -> str:
-    number = match.group("num").replace(",", "")
-    unit = match.group("unit")
-    currency = match.group("cur") or ""
-    return currency + number + (_UNITS.get(unit.lower(), unit.lower()) if unit else "")
-
-
-_DOT_SLASH = re.compile(r"(?<![\w.])\./")
-
-
-def _strip_quotes(text: str) -> str:
-    for quote in ("'", '"', "`", "‘", "’", "“", "”"):
-        if quote in text:
-            text = text.replace(quote, "")
-    return text
-
-
-def loose(text: str) -> str:
-    """Lower-cased text with quotes removed, ``./`` prefixes dropped and whitespace collapsed.
-
-    The form substring presence is checked in (see :class:`TextIndex`).
-    """
-    text = _strip_quotes(clean_text(text)).lower()
-    if "./" in text:
-        text = _DOT_SLASH.sub("", text)
-    return " ".join(text.split())
-
-
-@lru_cache(maxsize=65_536)
-def loose_needle(text: str) -> str:
-    return loose(text)
 
 
 # ---------------------------------------------------------------------------
@@ -396,6 +266,30 @@ def _sentences_matching(text: str, pattern: re.Pattern[str]) -> Iterator[str]:
                 yield sentence
 
 
+def _errors(text: str) -> Iterator[tuple[str, str]]:
+    """``(value, normalized)`` of the error anchors of one text: exception lines, pytest failures,
+    ``error:``/``fatal:`` lines and common OS errors, in that order (repeats included)."""
+    for match in _EXC_TAIL.finditer(text) if ":" in text else ():
+        head_start = max(0, match.start() - 120)
+        name = _EXC_NAME.search(text[head_start : match.start()] + match.group()[: match.group().index(":")])
+        message = _trim_message(match.group("msg"))
+        if name is None or not message:
+            continue
+        value = f"{name.group()}: {message}"
+        yield value, normalize_error(value)
+    for match in _PYTEST.finditer(text):
+        node = match.group("node").rstrip(TRAILING_PUNCTUATION)
+        path, _, test = node.partition("::")
+        yield f"{match.group('pt')} {node}", f"{match.group('pt')} {normalize_path(path)}::{test}"
+    for match in _LEVEL.finditer(text):
+        value = f"{match.group('lvl')}: {match.group('lmsg').strip()}"
+        yield value, normalize_error(value)
+    for match in _OS_ERROR.finditer(text):
+        line_start = text.rfind("\n", 0, match.start()) + 1
+        value = text[max(line_start, match.start() - 80) : match.end()].strip()
+        yield value, normalize_error(value)
+
+
 def _extract(text: str, role: str) -> tuple[tuple[str, str, str], ...]:
     """Ordered, de-duplicated ``(type, value, normalized)`` triples of one text."""
     found: list[tuple[str, str, str]] = []
@@ -434,25 +328,8 @@ def _extract(text: str, role: str) -> tuple[tuple[str, str, str], ...]:
         ident_spans.append(match.span())
         add("identifier", value, normalized)
 
-    for match in _EXC_TAIL.finditer(text) if ":" in text else ():
-        head_start = max(0, match.start() - 120)
-        name = _EXC_NAME.search(text[head_start : match.start()] + match.group()[: match.group().index(":")])
-        message = _trim_message(match.group("msg"))
-        if name is None or not message:
-            continue
-        value = f"{name.group()}: {message}"
-        add("error", value, normalize_error(value))
-    for match in _PYTEST.finditer(text):
-        node = match.group("node").rstrip(TRAILING_PUNCTUATION)
-        path, _, test = node.partition("::")
-        add("error", f"{match.group('pt')} {node}", f"{match.group('pt')} {normalize_path(path)}::{test}")
-    for match in _LEVEL.finditer(text):
-        value = f"{match.group('lvl')}: {match.group('lmsg').strip()}"
-        add("error", value, normalize_error(value))
-    for match in _OS_ERROR.finditer(text):
-        line_start = text.rfind("\n", 0, match.start()) + 1
-        value = text[max(line_start, match.start() - 80) : match.end()].strip()
-        add("error", value, normalize_error(value))
+    for value, normalized in _errors(text):
+        add("error", value, normalized)
 
     masked = _mask(masked, ident_spans)
     sha_spans = []
@@ -464,10 +341,10 @@ def _extract(text: str, role: str) -> tuple[tuple[str, str, str], ...]:
         add("sha", value, value.lower())
     masked = _mask(masked, sha_spans)
 
-    for match in _NUMBER.finditer(masked):
+    for match in NUMBER.finditer(masked):
         if _keep_number(match):
             value = match.group().strip()
-            add("number", value, _normalize_number(match))
+            add("number", value, normalize_number(match))
 
     if role in ("user", "any"):
         for sentence in _sentences_matching(text, _CONSTRAINT_WORDS):

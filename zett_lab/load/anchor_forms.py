@@ -1,0 +1,196 @@
+"""The anchor vocabulary: the anchor types, the :class:`Anchor` record, and the normal form of each type.
+
+Two spellings of one item (``./src/a.py`` and ``src/a.py``, ``250 ms`` and ``250ms``) are the
+same anchor when their normal forms are equal; :mod:`zett_lab.load.anchors` finds anchors in
+messages and documents what each type covers.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from .text import clean_text
+
+ANCHOR_TYPES: tuple[str, ...] = (
+    "path",
+    "url",
+    "identifier",
+    "sha",
+    "number",
+    "error",
+    "command",
+    "constraint",
+    "decision",
+)
+#: Types compared as whole sentences (fuzzy presence in summaries), not exact strings.
+SENTENCE_TYPES: frozenset[str] = frozenset({"constraint", "decision"})
+#: Types a re-fetching tool call can mention (see :func:`zett_lab.measure.measure`).
+ARTIFACT_TYPES: frozenset[str] = frozenset({"path", "identifier", "url"})
+
+AnchorKey = tuple[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Anchor:
+    """One exact item found in a message.
+
+    Attributes:
+        type: One of :data:`ANCHOR_TYPES`.
+        value: The item as written (first spelling seen).
+        normalized: The comparison form; two anchors are the same item when
+            ``(type, normalized)`` are equal.
+        message_index: Index in ``Conversation.messages`` (None for free text).
+    """
+
+    type: str
+    value: str
+    normalized: str
+    message_index: int | None = None
+
+    @property
+    def key(self) -> AnchorKey:
+        """``(type, normalized)``: the identity used for set operations."""
+        return (self.type, self.normalized)
+
+
+# ---------------------------------------------------------------------------
+# Characters and units
+
+_UNITS = {
+    "ms": "ms", "msec": "ms", "millisecond": "ms", "milliseconds": "ms",
+    "us": "us", "µs": "us", "microseconds": "us", "ns": "ns", "nanoseconds": "ns",
+    "s": "s", "sec": "s", "secs": "s", "second": "s", "seconds": "s",
+    "m": "m", "min": "min", "mins": "min", "minute": "min", "minutes": "min",
+    "h": "h", "hr": "h", "hrs": "h", "hour": "h", "hours": "h",
+    "d": "d", "day": "d", "days": "d", "week": "wk", "weeks": "wk", "wk": "wk",
+    "b": "b", "byte": "b", "bytes": "b",
+    "kb": "kb", "mb": "mb", "gb": "gb", "tb": "tb", "pb": "pb",
+    "kib": "kib", "mib": "mib", "gib": "gib", "tib": "tib",
+    "k": "k", "bn": "bn", "million": "m", "billion": "bn", "thousand": "k",
+    "token": "tokens", "tokens": "tokens", "tok": "tokens",
+    "%": "%", "percent": "%", "x": "x", "px": "px", "rem": "rem", "em": "em", "pt": "pt",
+    "hz": "hz", "khz": "khz", "mhz": "mhz", "ghz": "ghz", "fps": "fps",
+    "rps": "rps", "qps": "qps", "req/s": "rps", "requests": "requests", "request": "requests",
+    "kbps": "kbps", "mbps": "mbps", "gbps": "gbps",
+    "line": "lines", "lines": "lines", "file": "files", "files": "files", "test": "tests", "tests": "tests",
+    "row": "rows", "rows": "rows", "item": "items", "items": "items", "user": "users", "users": "users",
+    "worker": "workers", "workers": "workers", "thread": "threads", "threads": "threads",
+    "core": "cores", "cores": "cores", "cpu": "cpus", "cpus": "cpus", "gpu": "gpus", "gpus": "gpus",
+    "step": "steps", "steps": "steps", "call": "calls", "calls": "calls", "retry": "retries", "retries": "retries",
+    "attempt": "attempts", "attempts": "attempts", "error": "errors", "errors": "errors",
+    "usd": "usd", "eur": "eur", "dollars": "usd", "km": "km", "cm": "cm", "mm": "mm", "kg": "kg",
+    "°c": "c", "°f": "f",
+}
+_UNIT = "|".join(re.escape(u) for u in sorted(_UNITS, key=len, reverse=True))
+#: A number with its unit or currency, a percentage or a version (the ``number`` anchor type).
+NUMBER = re.compile(
+    r"(?<![\w.,/$€£-])(?P<cur>[$€£])?(?P<v>v)?"
+    r"(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)*|\d+(?:\.\d+)*)"
+    r"(?:(?P<sp>[ \t]?)(?P<unit>" + _UNIT + r")(?![\w/]))?"
+    r"(?![\w,]|\.\d|→|\t)",
+    re.I,
+)
+
+_BULLET = re.compile(r"^(?:[-*•>]+|\d+[.)])\s*")
+_QUOTES = str.maketrans({"'": None, '"': None, "`": None, "‘": None, "’": None, "“": None, "”": None})
+_WS = re.compile(r"\s+")
+TRAILING_PUNCTUATION = " \t\r\n.,;:!?)]}>'\"`"
+_LEAD = " \t\r\n([{<'\"`"
+
+
+# ---------------------------------------------------------------------------
+# Normalization
+
+
+def _collapse(text: str) -> str:
+    return _WS.sub(" ", text).strip()
+
+
+def normalize_path(value: str) -> str:
+    v = value.strip(_LEAD).rstrip(TRAILING_PUNCTUATION).translate(_QUOTES)
+    while v.startswith("./"):
+        v = v[2:]
+    v = re.sub(r"/{2,}", "/", v)
+    if len(v) > 1:
+        v = v.rstrip("/")
+    return v
+
+
+def normalize_url(value: str) -> str:
+    v = value.rstrip(TRAILING_PUNCTUATION)
+    match = re.match(r"([a-zA-Z][a-zA-Z0-9+.-]*://)([^/?#]*)(.*)", v)
+    if match:
+        v = match.group(1).lower() + match.group(2).lower() + match.group(3)
+    return v.rstrip("/")
+
+
+def normalize_sentence(value: str) -> str:
+    v = value.replace("’", "'").replace("‘", "'").replace("“", '"').replace("”", '"')
+    v = _collapse(v).lower()
+    v = _BULLET.sub("", v)
+    return v.strip(_LEAD).rstrip(TRAILING_PUNCTUATION).strip()
+
+
+def normalize_error(value: str) -> str:
+    return _collapse(value.translate(_QUOTES)).rstrip(TRAILING_PUNCTUATION)
+
+
+def normalize_command(value: str) -> str:
+    return _collapse(value)
+
+
+def normalize(type_: str, value: str) -> str:
+    """The comparison form of a value of one anchor type (see the module docstring)."""
+    value = clean_text(value)
+    if type_ == "path":
+        return normalize_path(value)
+    if type_ == "url":
+        return normalize_url(value)
+    if type_ == "sha":
+        return value.strip().lower()
+    if type_ == "number":
+        match = NUMBER.search(value.strip())
+        return normalize_number(match) if match else _collapse(value).lower()
+    if type_ == "error":
+        return normalize_error(value)
+    if type_ == "command":
+        return normalize_command(value)
+    if type_ in SENTENCE_TYPES:
+        return normalize_sentence(value)
+    return value.strip(_LEAD).rstrip(TRAILING_PUNCTUATION.replace(")", ""))
+
+
+def normalize_number(match: re.Match[str]) -> str:
+    """The comparison form of a :data:`NUMBER` match: no thousands separators, one spelling per unit."""
+    number = match.group("num").replace(",", "")
+    unit = match.group("unit")
+    currency = match.group("cur") or ""
+    return currency + number + (_UNITS.get(unit.lower(), unit.lower()) if unit else "")
+
+
+_DOT_SLASH = re.compile(r"(?<![\w.])\./")
+
+
+def _strip_quotes(text: str) -> str:
+    for quote in ("'", '"', "`", "‘", "’", "“", "”"):
+        if quote in text:
+            text = text.replace(quote, "")
+    return text
+
+
+def loose(text: str) -> str:
+    """Lower-cased text with quotes removed, ``./`` prefixes dropped and whitespace collapsed.
+
+    The form substring presence is checked in (see :class:`TextIndex`).
+    """
+    text = _strip_quotes(clean_text(text)).lower()
+    if "./" in text:
+        text = _DOT_SLASH.sub("", text)
+    return " ".join(text.split())
+
+
+@lru_cache(maxsize=65_536)
+def loose_needle(text: str) -> str:
+    return loose(text)
