@@ -53,7 +53,7 @@ Extraction is regex-only (patterns compiled once) and cached per text, so a
 Example::
 
     >>> [(a.type, a.normalized) for a in anchors_in_text("Fix KeyError: 'user_id' in ./src/auth.py")]
-    [('path', 'src/auth.py'), ('identifier', 'KeyError'), ('error', 'KeyError: user_id')]
+    [('path', 'src/auth.py'), ('identifier', 'KeyError'), ('identifier', 'user_id'), ('error', 'KeyError: user_id')]
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ from .anchor_forms import (
     normalize_url,
 )
 from .conversation import role_of
-from .text import _argument_strings, clean_text, message_text, tool_call_text
+from .text import argument_strings, clean_text, message_text, tool_call_text
 
 __all__ = [
     "ANCHOR_TYPES",
@@ -454,7 +454,7 @@ def action_keys(message: AnyMessage) -> frozenset[AnchorKey]:
     if not isinstance(message, AssistantMessage):
         return frozenset()
     texts = [clean_text(message.content)]
-    texts.extend(s for call in message.tool_calls or () for s in _argument_strings(call.arguments) if not _is_number(s))
+    texts.extend(s for call in message.tool_calls or () for s in argument_strings(call.arguments) if not _is_number(s))
     keys = {(t, n) for text in texts if text for t, _, n in _extract_cached(text, "assistant")}
     keys.update(key for key in message_keys(message) if key[0] == "command")
     return frozenset(keys)

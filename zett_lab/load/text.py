@@ -60,15 +60,16 @@ def content_text(content: object, image: str = "") -> str:
     return clean_text(content)
 
 
-def _argument_strings(value: Any) -> Iterator[str]:
+def argument_strings(value: Any) -> Iterator[str]:
+    """Every string and number in tool-call arguments (nested dicts and lists walked, keys left out), as text."""
     if isinstance(value, (str, bytes, bytearray)):
         yield clean_text(value)
     elif isinstance(value, dict):
         for item in value.values():
-            yield from _argument_strings(item)
+            yield from argument_strings(item)
     elif isinstance(value, (list, tuple)):
         for item in value:
-            yield from _argument_strings(item)
+            yield from argument_strings(item)
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
         yield str(value)
 
@@ -78,7 +79,7 @@ def tool_call_text(call: ToolCall) -> str:
     arguments = call.arguments
     if isinstance(arguments, str):
         return clean_text(arguments)
-    return "\n".join(_argument_strings(arguments))
+    return "\n".join(argument_strings(arguments))
 
 
 def message_text(message: object) -> str:
