@@ -56,12 +56,25 @@ def _runtime_nodes(tree: ast.AST):
         stack.extend(ast.iter_child_nodes(node))
 
 
+def parse(path: Path) -> ast.Module:
+    """The file's syntax tree.
+
+    Parsed a second time on CPython 3.11's spurious "AST constructor recursion depth mismatch"
+    SystemError (cpython#106905: its depth counter is shared by threads), which says nothing of the file.
+    """
+    source = path.read_text(encoding="utf-8")
+    try:
+        return ast.parse(source, filename=str(path))
+    except SystemError:
+        return ast.parse(source, filename=str(path))
+
+
 def imports_of(path: Path, modules: set[str]) -> set[str]:
     """The zett_lab modules a file imports (a ``from package import name`` counts the submodule when it is one)."""
     name = module_name(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = set()
-    for node in _runtime_nodes(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in _runtime_nodes(parse(path)):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names if alias.name.startswith("zett_lab"))
         elif isinstance(node, ast.ImportFrom):
