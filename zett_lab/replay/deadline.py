@@ -84,6 +84,7 @@ class PassDeadline:
         self._signal = False
         self._interrupted = False
         self._expired = False
+        self._watchdog: threading.Thread | None = None
 
     async def run(self, work: Awaitable[T]) -> T:
         """``await work`` within the limit; :class:`EngineTimeout` (with what the pass was doing) when over it.
@@ -123,11 +124,15 @@ class PassDeadline:
 
     def __enter__(self) -> PassDeadline:
         self._signal = _take_sigalrm(self._on_alarm)
-        threading.Thread(target=self._watch, name="zett_lab pass deadline", daemon=True).start()
+        self._watchdog = threading.Thread(target=self._watch, name="zett_lab pass deadline", daemon=True)
+        self._watchdog.start()
         return self
 
     def __exit__(self, *_: object) -> None:
         self._stopped.set()
+        # The watchdog finishes its round first: a SIGALRM it sends must still find our handler.
+        if self._watchdog is not None:
+            self._watchdog.join()
         if self._signal:
             signal.signal(signal.SIGALRM, signal.SIG_DFL)
 
