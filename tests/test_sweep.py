@@ -480,3 +480,16 @@ def test_a_summarizer_without_a_list_price_keeps_its_cells(small, tmp_path):
     # only the money of the summary calls is unknown; a conversation never summarized is fully priced
     assert result.results.loc[summarized, "cost_error"].str.contains("no price for model").all()
     assert result.results.loc[~summarized, "cost_error"].isna().all()
+
+
+def test_recommend_constrains_columns_outside_the_metric_catalogue():
+    """A column with no catalogue direction is judged in the direction its constraint asks for."""
+    table = _table().assign(compactions_applied=lambda t: t["max_tokens"] // 1000)
+    choice = recommend(table, "compactions_applied <= 1", over="all")
+    assert choice.max_tokens == 1000 and choice.values == {"compactions_applied": 1.0}
+    with pytest.raises(NoFeasibleSetting, match=r"compactions_applied <= 0: best reached 1\b"):
+        recommend(table, "compactions_applied <= 0", over="all")
+    with pytest.raises(NoFeasibleSetting, match=r"compactions_applied >= 9: best reached 5\b"):
+        recommend(table, "compactions_applied >= 9", over="mean")
+    with pytest.raises(SettingError, match="nan must be 'best' or 'drop'"):
+        recommend(table, "compactions_applied <= 1", nan="ignore")

@@ -287,8 +287,13 @@ def recommend(
     _need(table, cost, *columns)
     if over not in ("all", "mean"):
         raise SettingError(f"over must be 'all' or 'mean', got {over!r}")
-    higher = {c: CATALOGUE[c].higher_is_better for c in columns if c in CATALOGUE}
-    usable = _complete_settings(table, columns, nan, higher)
+    if nan not in ("best", "drop"):
+        raise SettingError(f"nan must be 'best' or 'drop', got {nan!r}")
+    metrics = {c: CATALOGUE[c].higher_is_better for c in columns if c in CATALOGUE}
+    usable = _complete_settings(table, columns, nan, metrics)
+    # Which value is the worst (or the best reached): a metric's own direction; for any other
+    # column, the direction its constraint asks for (``>=``: higher is better, else lower).
+    higher = {c: (CATALOGUE[c].higher_is_better if c in CATALOGUE else op in (">", ">=")) for c, op, _ in parsed}
     keys = [c for c in SETTING_COLUMNS if c in usable.columns]
     grouped = usable.groupby(keys, dropna=False, sort=False)
     per = grouped.agg(**{cost: (cost, "sum"), "conversations": ("conversation_id", "nunique")})
