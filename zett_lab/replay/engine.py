@@ -55,6 +55,8 @@ from .recorder import NO_WINDOW, PassRecord, Window
 EngineSpec = type[CompactionExtension] | Callable[..., CompactionExtension] | None
 #: The attribute an engine class sets to declare the limits along which one replay provably stands for
 #: other settings (``("max_tokens",)``, ``("max_tokens", "keep_recent_tokens")``); see ``study.boundaries``.
+#: Declaring also promises that the engine keeps nothing between requests but the session's history (as
+#: the stock engine): forked replays (``replay.fork``) start a new engine at a turn along those limits.
 REUSE_ATTRIBUTE = "zett_lab_reuse"
 #: The limits the stock engine is proven to read only in its two comparisons.
 STOCK_REUSE = ("max_tokens", "keep_recent_tokens")
