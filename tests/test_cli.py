@@ -432,6 +432,41 @@ def test_sweep_then_report_from_the_saved_sweep(tmp_path: Path) -> None:
     assert "saved sweep" in line
 
 
+#: How a command's last line says how long it took: "in 0.4 s" or "in 3 min 12 s".
+TOOK = r"in (\d+\.\d s|\d+ min \d+ s)"
+
+
+def test_no_progress_is_quiet_and_the_last_line_says_what_was_done_and_how_long(tmp_path: Path) -> None:
+    """import, sweep and report under --no-progress: nothing on stderr, one closing line with the work and the time."""
+    import re
+
+    source = tmp_path / "one.json"
+    imported = run("import", FIXTURES / "sessions.sqlite", "-o", source, "--no-progress")
+    assert imported.returncode == 0 and imported.stderr == "", imported.stderr
+    assert re.fullmatch(
+        rf"wrote 7 conversation\(s\), \d+ messages, \d+ native compaction\(s\), to {re.escape(str(source))} {TOOK}",
+        imported.stdout.strip().splitlines()[-1],
+    ), imported.stdout
+    swept = tmp_path / "s.sweep"
+    result = run("sweep", source, "--session", SESSION, "--max-tokens", "8k,16k", "--keep-recent-tokens", "2k",
+                 "--summarizer", "truncate", "-o", swept, "--no-progress")
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    assert re.fullmatch(
+        r"swept 1 conversation\(s\) x 2 max_tokens x 1 keep_recent_tokens x 1 summarizer\(s\) "
+        rf"\(2 cells: \d+ replays \(\d+ forked\), \d+ proven identical to one, \d+ summary calls\) {TOOK}; "
+        rf"saved to {re.escape(str(swept))}",
+        result.stdout.strip().splitlines()[-1],
+    ), result.stdout
+    page = tmp_path / "r.html"
+    result = run("report", swept, "-o", page, "--no-progress")
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    assert re.fullmatch(
+        rf"wrote html report to {re.escape(str(page))} \([\d,]+ bytes\): 1 conversation\(s\), 1 summarizer\(s\), "
+        rf"2 replay\(s\); 2 cells: \d+ replays \(\d+ forked\), \d+ proven identical to one, \d+ summary calls; {TOOK}",
+        result.stdout.strip().splitlines()[-1],
+    ), result.stdout
+
+
 def test_report_is_deterministic_across_processes(tmp_path: Path) -> None:
     source = tmp_path / "evil.json"
     evil_conversation().save(source)

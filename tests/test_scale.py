@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
+import time
+
 import pandas as pd
 import pytest
 
 import zett_lab
 from zett_lab.measure import measure
-from zett_lab.progress import ProgressEvent
+from zett_lab.progress import Progress, ProgressEvent
 from zett_lab.replay import replay
 from zett_lab.study import sweep
 from zett_lab.study.results import StoredTrace
@@ -98,3 +101,18 @@ def test_the_counter_gives_the_engines_integers_on_growing_and_shrinking_sequenc
     checks += [tuple(messages[:150]), list(messages[:150]), messages[:149]]
     for sequence in checks:
         assert counter(sequence) == engine_count_tokens(sequence)
+
+
+def test_the_progress_bar_shows_the_rate_and_the_time_left(capsys):
+    """In a terminal the bar (tqdm) appears once the work takes a second, with done/total, elapsed<left and a rate."""
+    quiet = Progress(total=4, label="sweep", show=False)
+    tracker = Progress(total=4, label="sweep", show=True)
+    time.sleep(1.1)
+    for _ in range(2):
+        quiet.advance(1)
+        tracker.advance(1)
+    tracker.close()
+    quiet.close()
+    shown = capsys.readouterr().err
+    assert re.search(r"sweep: +50%.*2/4 \[\d\d:\d\d<\d\d:\d\d, +[\d.]+(cell/s|s/cell)\]", shown), shown
+    assert shown.count("sweep:") >= 1 and quiet.done == 2
