@@ -116,3 +116,24 @@ def test_the_progress_bar_shows_the_rate_and_the_time_left(capsys):
     shown = capsys.readouterr().err
     assert re.search(r"sweep: +50%.*2/4 \[\d\d:\d\d<\d\d:\d\d, +[\d.]+(cell/s|s/cell)\]", shown), shown
     assert shown.count("sweep:") >= 1 and quiet.done == 2
+
+
+def test_one_scan_for_every_needle_finds_what_one_search_per_anchor_finds(fixture_conversations):
+    """Every anchor of every fixture, against every summary of a replay: the automaton's answer is the search's."""
+    from zett_lab.measure.lookup import TextIndex
+    from zett_lab.measure.message_index import index_of
+
+    compared = found = 0
+    for conversation in fixture_conversations:
+        index = index_of(conversation.messages)
+        trace = replay(conversation, max_tokens=5_000, keep_recent_tokens=1_000, summarizer="anchors", cache=False)
+        texts = [t for t in trace.compactions["summary_text"] if isinstance(t, str)]
+        texts.append(index.joined(0, len(conversation.messages) // 2))  # a long text holding many of them
+        for text in texts:
+            searched, scanned = TextIndex(text), TextIndex(text)
+            for key in index.occurrences:
+                answer = searched.contains(key)
+                assert scanned.contains(key, index.needles) == answer, (conversation.id, key)
+                compared += 1
+                found += answer
+    assert compared > 10_000 and 0 < found < compared

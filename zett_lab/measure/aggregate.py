@@ -33,7 +33,7 @@ def decay_rows(
             for key in kept:
                 present = later_map.get(key)
                 if present is None:
-                    present = later_index.contains(key) if later_index is not None else False
+                    present = later_index.contains(key, index.needles) if later_index is not None else False
                 in_summary += present
                 in_context += present or index.occurs(key, tail_start, tail_end) is not None
             rows.append(

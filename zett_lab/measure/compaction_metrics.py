@@ -209,22 +209,28 @@ class _Fate(NamedTuple):
 
 
 def _fates(view: TraceView, window: Window, text_index: TextIndex) -> list[_Fate]:
-    """Fate of every distinct anchor of S_k, in span order."""
+    """Fate of every distinct anchor of S_k, in span order.
+
+    Spans are cumulative, so a long conversation asks this for tens of thousands of anchors per
+    attempt: the summary is scanned once for every anchor's needle, and the loop body is kept to
+    lookups of local names.
+    """
     index, n_messages = view.index, len(view.messages)
-    fates = []
-    for key, first_index in index.span_keys(window.span_start, window.span_end).items():
-        fates.append(
-            _Fate(
-                key=key,
-                first_index=first_index,
-                in_summary=text_index.contains(key),
-                in_tail=key in index.system_keys or index.occurs(key, window.span_end, window.n_recorded) is not None,
-                in_future=index.occurs(key, window.n_recorded, n_messages) is not None,
-                next_use=index.used(key, window.n_recorded, n_messages),
-                rarity=index.rarity(key),
-            )
+    contains, needles, system = text_index.contains, index.needles, index.system_keys
+    occurs, used, rarity = index.occurs, index.used, index.rarity
+    span_end, n_recorded = window.span_end, window.n_recorded
+    return [
+        _Fate(
+            key,
+            first_index,
+            contains(key, needles),
+            key in system or occurs(key, span_end, n_recorded) is not None,
+            occurs(key, n_recorded, n_messages) is not None,
+            used(key, n_recorded, n_messages),
+            rarity(key),
         )
-    return fates
+        for key, first_index in index.span_keys(window.span_start, span_end).items()
+    ]
 
 
 def _refetches(index: ConversationIndex, fates: list[_Fate], n_recorded: int) -> tuple[int, set[AnchorKey]]:

@@ -10,7 +10,10 @@ Example::
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from functools import lru_cache
+
+import ahocorasick
 
 from ..load.anchors import (
     PARAGRAPH_SPLIT,
@@ -92,6 +95,43 @@ def _pieces(needle: str) -> tuple[tuple[int, str], ...]:
     return tuple((i, needle[i : i + _GRAM]) for i in (*range(0, last, _GRAM), last))
 
 
+def needle_of(key: AnchorKey) -> str:
+    """The loose needle an exact-type anchor is found by ("" for sentence types and numbers, found otherwise)."""
+    type_, normalized = key
+    return "" if type_ in SENTENCE_TYPES or type_ == "number" else _needle(normalized)
+
+
+class NeedleSet:
+    """Many needles, all found in a text in one pass (an Aho-Corasick automaton), each on word boundaries.
+
+    What measuring every anchor of a long conversation against each summary needs: one scan
+    of the summary instead of one search per anchor. The answer for each needle is the one
+    :func:`_find_bounded` gives.
+    """
+
+    def __init__(self, needles: Iterable[str]) -> None:
+        self._automaton = ahocorasick.Automaton()
+        for needle in needles:
+            if needle and needle not in self._automaton:
+                self._automaton.add_word(needle, needle)
+        self.size = len(self._automaton)
+        if self.size:
+            self._automaton.make_automaton()
+
+    def __contains__(self, needle: str) -> bool:
+        return needle in self._automaton
+
+    def found_in(self, text: str) -> frozenset[str]:
+        """The needles that occur in ``text`` on word boundaries."""
+        if not self.size:
+            return frozenset()
+        found: set[str] = set()
+        for end, needle in self._automaton.iter(text):
+            if needle not in found and _bounded_at(text, needle, end - len(needle) + 1):
+                found.add(needle)
+        return frozenset(found)
+
+
 class TextIndex:
     """A text prepared for "is this anchor in it?" questions (built once per summary).
 
@@ -110,6 +150,7 @@ class TextIndex:
         self._loose: str | None = None
         self._clauses: list[frozenset[str]] | None = None
         self._grams: dict[str, list[int]] | None = None
+        self._found: tuple[NeedleSet, frozenset[str]] | None = None
 
     @property
     def loose_text(self) -> str:
@@ -125,7 +166,8 @@ class TextIndex:
             self._clauses = list({words for words in (_content_words(c) for c in clauses) if words})
         return self._clauses
 
-    def contains(self, anchor: Anchor | AnchorKey) -> bool:
+    def contains(self, anchor: Anchor | AnchorKey, needles: NeedleSet | None = None) -> bool:
+        """Whether the anchor is in the text; ``needles`` (holding this anchor's needle) answers from one scan."""
         type_, normalized = anchor.key if isinstance(anchor, Anchor) else anchor
         if (type_, normalized) in self.keys:
             return True
@@ -134,9 +176,17 @@ class TextIndex:
         if type_ == "number":
             return False  # numbers match by key only (substring "250" would match "2500" contexts)
         needle = _needle(normalized)
+        if needles is not None and needle in needles:
+            return needle in self._found_needles(needles)
         if len(needle) < _GRAM:
             return _find_bounded(self.loose_text, needle)
         return self._find_long(needle)
+
+    def _found_needles(self, needles: NeedleSet) -> frozenset[str]:
+        """The needles of ``needles`` in the loose text (one scan; the last set asked about is remembered)."""
+        if self._found is None or self._found[0] is not needles:
+            self._found = (needles, needles.found_in(self.loose_text))
+        return self._found[1]
 
     def _find_long(self, needle: str) -> bool:
         """:func:`_find_bounded` for a needle of at least ``_GRAM`` characters, through an index of the text.

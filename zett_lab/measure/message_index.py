@@ -17,6 +17,7 @@ from zett_agent.messages import AssistantMessage, SystemMessage, UserMessage
 
 from ..load.anchors import ARTIFACT_TYPES, AnchorKey, action_keys, loose, message_anchors, message_keys, tool_call_keys
 from ..load.text import message_text
+from .lookup import NeedleSet, needle_of
 
 
 def _first_in(positions: Sequence[int], start: int, end: int) -> int | None:
@@ -77,10 +78,25 @@ class ConversationIndex:
         self._texts: dict[int, str] = {}
         self._loose: dict[int, str] = {}
         self._last_span: tuple[int, int, dict[AnchorKey, int]] = (0, 0, {})
+        self._needles: NeedleSet | None = None
+        self._rarity: dict[AnchorKey, float] = {}
+
+    @property
+    def needles(self) -> NeedleSet:
+        """Every anchor's needle, for finding all of them in a summary in one scan (built once)."""
+        if self._needles is None:
+            self._needles = NeedleSet(needle_of(key) for key in self.occurrences)
+        return self._needles
 
     def rarity(self, key: AnchorKey) -> float:
         """How rare the item is in the conversation, 0..1: 1 in at most two messages, 0 in every message
         (``log(N/df) / log(N/2)`` over N dialogue messages), so common names weigh little in NAR."""
+        value = self._rarity.get(key)
+        if value is None:
+            value = self._rarity[key] = self._rarity_of(key)
+        return value
+
+    def _rarity_of(self, key: AnchorKey) -> float:
         n = self.dialogue_messages
         df = len(self.occurrences.get(key, ()))
         if n <= 2 or df <= 2:
