@@ -137,3 +137,22 @@ def test_one_scan_for_every_needle_finds_what_one_search_per_anchor_finds(fixtur
                 compared += 1
                 found += answer
     assert compared > 10_000 and 0 < found < compared
+
+
+def test_the_extractive_duplicate_check_gives_the_floats_of_indexing_the_taken_rows(fixture_conversations):
+    """The grown matrix of taken units answers exactly what ``matrix[taken] @ matrix[i].T`` answers."""
+    from zett_lab.summarizers.offline.selection import _Chosen, _tfidf, line_units
+    from zett_lab.summarizers.transcript import segments
+
+    conversation = max(fixture_conversations, key=lambda c: len(c.messages))
+    units = line_units(segments(conversation.messages), split_sentences=True)
+    matrix, _ = _tfidf([u.text for u in units])
+    chosen = _Chosen(matrix)
+    taken: list[int] = []
+    for i in range(0, len(units), 3):
+        expected = (matrix[taken] @ matrix[i].T).max() if taken else 0.0
+        assert chosen.max_similarity(i) == expected, i
+        if i % 2:
+            chosen.add(i)
+            taken.append(i)
+    assert len(taken) > 50

@@ -123,6 +123,41 @@ def _lexrank(matrix, nonzero: np.ndarray, *, damping: float = 0.15, iterations: 
     return p
 
 
+class _Chosen:
+    """The units an extractive summary has taken, as the rows of a sparse matrix grown one row at a time.
+
+    :meth:`max_similarity` is each taken row's dot product with a candidate, summed in the same
+    order as ``matrix[taken] @ matrix[i].T`` (so the same floats), without indexing the whole
+    matrix by the taken rows for every candidate: on a long span that was most of the summary's time.
+    """
+
+    def __init__(self, matrix) -> None:
+        from scipy import sparse
+
+        self._matrix = matrix
+        self._dense = np.zeros(matrix.shape[1])
+        self._taken = sparse.csr_matrix((0, matrix.shape[1]), dtype=matrix.dtype)
+        self.rows: list[int] = []
+
+    def add(self, row: int) -> None:
+        from scipy import sparse
+
+        self._taken = sparse.vstack([self._taken, self._matrix[row]], format="csr")
+        self.rows.append(row)
+
+    def max_similarity(self, row: int) -> float:
+        """The largest dot product of row ``row`` with a taken row (0 when none is taken)."""
+        if not self.rows:
+            return 0.0
+        matrix, dense = self._matrix, self._dense
+        start, end = matrix.indptr[row], matrix.indptr[row + 1]
+        columns = matrix.indices[start:end]
+        dense[columns] = matrix.data[start:end]
+        similarity = self._taken @ dense
+        dense[columns] = 0.0
+        return float(similarity.max())
+
+
 class Extractive(OfflineSummarizer):
     """Extractive summary: the most central lines and sentences, in original order.
 
@@ -156,7 +191,7 @@ class Extractive(OfflineSummarizer):
         matrix, nonzero = _tfidf([u.text for u in units])
         scores = _lexrank(matrix, nonzero)
         ranking = sorted(range(len(units)), key=lambda i: (-scores[i], i))
-        chosen: list[int] = []
+        chosen = _Chosen(matrix)
         seen_texts: set[str] = set()
         remaining = limit
         for i in ranking:
@@ -167,16 +202,14 @@ class Extractive(OfflineSummarizer):
             cost = unit_cost(unit)
             if cost > remaining:
                 continue
-            if chosen:
-                similarity = matrix[chosen] @ matrix[i].T
-                if similarity.nnz and similarity.max() >= 0.9:
-                    continue
-            chosen.append(i)
+            if chosen.max_similarity(i) >= 0.9:
+                continue
+            chosen.add(i)
             seen_texts.add(key)
             remaining -= cost
             if remaining <= 2:
                 break
-        return _fit_selection([(float(scores[i]), units[i]) for i in chosen], limit)
+        return _fit_selection([(float(scores[i]), units[i]) for i in chosen.rows], limit)
 
 
 # -- anchors ----------------------------------------------------------------------------------------
