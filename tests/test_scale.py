@@ -156,3 +156,35 @@ def test_the_extractive_duplicate_check_gives_the_floats_of_indexing_the_taken_r
             chosen.add(i)
             taken.append(i)
     assert len(taken) > 50
+
+
+def test_the_anchors_of_a_span_as_arrays_are_what_a_loop_over_its_messages_finds(fixture_conversations):
+    """Order, first message, tail, future and next use of every span anchor, against a plain loop."""
+    from bisect import bisect_left
+
+    from zett_lab.measure.message_index import index_of
+
+    def first(positions, start, end):
+        at = bisect_left(positions, start)
+        return positions[at] if at < len(positions) and positions[at] < end else None
+
+    checked = 0
+    for conversation in fixture_conversations:
+        index, n = index_of(conversation.messages), len(conversation.messages)
+        for start, end, recorded in ((0, n // 3, n // 2), (1, n // 2, n // 2), (n // 4, 3 * n // 4, n), (0, n, n)):
+            expected: dict = {}
+            for at in range(start, end):
+                for key in index.keys_by_message[at]:
+                    expected.setdefault(key, at)
+            span = index.span_anchors(start, end, recorded)
+            keys = [index.arrays.keys[i] for i in span.ids.tolist()]
+            assert keys == list(expected) and span.first_index.tolist() == list(expected.values())
+            for position, key in enumerate(keys):
+                occurrences, uses = index.occurrences[key], index.uses.get(key, [])
+                tail = key in index.system_keys or first(occurrences, end, recorded) is not None
+                assert bool(span.in_tail[position]) == tail, key
+                assert bool(span.in_future[position]) == (first(occurrences, recorded, n) is not None), key
+                use = first(uses, recorded, n)
+                assert span.next_use[position] == (-1 if use is None else use), key
+                checked += 1
+    assert checked > 5_000

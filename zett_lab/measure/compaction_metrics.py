@@ -7,18 +7,22 @@ updates) to the trace's :class:`AttemptRows`; :func:`measure_attempt` runs them 
 
 from __future__ import annotations
 
+import functools
 import math
+import operator
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from ..load.anchors import ANCHOR_TYPES, ARTIFACT_TYPES, AnchorKey, loose
+import numpy as np
+
+from ..load.anchors import ANCHOR_TYPES, AnchorKey, loose
 from ..load.conversation import CHECKPOINT_PREFIX, Probe
 from ..records import is_missing
 from ..replay.recorder import FAILURE_REASONS, NOT_SMALLER
 from .columns import ANCHOR_COLUMNS, int_or_none, ratio
 from .lookup import TextIndex, contains_loose
-from .message_index import ConversationIndex
+from .message_index import ConversationIndex, SpanAnchors
 from .probes import covers_probe
 from .updates import find_updates
 
@@ -106,7 +110,7 @@ def measure_attempt(
             )
         )
     else:
-        out.update(span_anchors=len(view.index.span_keys(window.span_start, window.span_end)))
+        out.update(span_anchors=len(view.index.span_anchors(window.span_start, window.span_end, window.n_recorded).ids))
     out.update(_probe_columns(view, row, cid, applied, window, text_index, previous_checkpoint, rows.probes))
     rows.compactions.append(out)
     return Attempt(cid, applied, window, in_summary, text_index is not None)
@@ -192,50 +196,33 @@ def _size_columns(view: TraceView, row: dict[Hashable, Any], window: Window) -> 
     }
 
 
-class _Fate(NamedTuple):
-    """Where one span anchor ends up (one row of losses.anchors without the refetched flag)."""
+def _in_summary(index: ConversationIndex, span: SpanAnchors, text_index: TextIndex) -> np.ndarray:
+    """Per span anchor, whether Σ_k holds it: :meth:`TextIndex.contains` for all of them at once.
 
-    key: AnchorKey
-    first_index: int
-    in_summary: bool
-    in_tail: bool
-    in_future: bool
-    next_use: int | None
-    rarity: float
-
-    @property
-    def needed_later(self) -> bool:
-        return self.next_use is not None and not self.in_tail
-
-
-def _fates(view: TraceView, window: Window, text_index: TextIndex) -> list[_Fate]:
-    """Fate of every distinct anchor of S_k, in span order.
-
-    Spans are cumulative, so a long conversation asks this for tens of thousands of anchors per
-    attempt: the summary is scanned once for every anchor's needle, and the loop body is kept to
-    lookups of local names.
+    A key the summary's own anchors have, or a needle found in the one scan of the summary;
+    sentence types (constraints, decisions) are matched one by one, as ``contains`` does.
     """
-    index, n_messages = view.index, len(view.messages)
-    contains, needles, system = text_index.contains, index.needles, index.system_keys
-    occurs, used, rarity = index.occurs, index.used, index.rarity
-    span_end, n_recorded = window.span_end, window.n_recorded
-    return [
-        _Fate(
-            key,
-            first_index,
-            contains(key, needles),
-            key in system or occurs(key, span_end, n_recorded) is not None,
-            occurs(key, n_recorded, n_messages) is not None,
-            used(key, n_recorded, n_messages),
-            rarity(key),
-        )
-        for key, first_index in index.span_keys(window.span_start, span_end).items()
-    ]
+    arrays, ids = index.arrays, span.ids
+    present = np.zeros(len(arrays.keys), dtype=bool)
+    id_of = index.key_ids
+    present[[id_of[key] for key in text_index.keys if key in id_of]] = True
+    found = np.zeros(len(arrays.needles) + 1, dtype=bool)  # the last slot answers needle_id -1
+    needle_index = index.needle_ids
+    found[[needle_index[n] for n in text_index.found_needles(index.needles)]] = True
+    result = present[ids] | found[arrays.needle_id[ids]]
+    for position in np.flatnonzero(arrays.sentence[ids]):
+        result[position] = text_index.contains(arrays.keys[ids[position]])
+    return result
 
 
-def _refetches(index: ConversationIndex, fates: list[_Fate], n_recorded: int) -> tuple[int, set[AnchorKey]]:
+def _sequential_sum(values: np.ndarray) -> float:
+    """Left-to-right float sum (the order the per-anchor loop added them in, so the same float)."""
+    return functools.reduce(operator.add, values.tolist(), 0.0)
+
+
+def _refetches(index: ConversationIndex, lost: list[AnchorKey], n_recorded: int) -> tuple[int, set[AnchorKey]]:
     """Tool calls of F_k mentioning an artifact anchor of S_k that is in neither T_k nor Σ_k, and those anchors."""
-    lost_artifacts = {f.key for f in fates if f.key[0] in ARTIFACT_TYPES and not f.in_tail and not f.in_summary}
+    lost_artifacts = set(lost)
     calls = 0
     refetched: set[AnchorKey] = set()
     if lost_artifacts:
@@ -253,32 +240,37 @@ def _anchor_columns(
     view: TraceView, window: Window, text_index: TextIndex, where: dict[str, Any], anchor_rows: dict[str, list[Any]]
 ) -> tuple[dict[str, Any], dict[AnchorKey, bool]]:
     """Retention, needed-later recall, instruction survival and refetch columns of an attempt with a summary;
-    appends one anchor row per span anchor. Also returns which span anchors Σ_k holds."""
-    fates = _fates(view, window, text_index)
-    refetch_calls, refetched = _refetches(view.index, fates, window.n_recorded)
+    appends one anchor row per span anchor. Also returns which span anchors Σ_k holds.
+
+    Spans are cumulative, so a long conversation measures tens of thousands of anchors per attempt:
+    they are handled as arrays (:class:`~zett_lab.measure.message_index.SpanAnchors`).
+    """
+    index = view.index
+    arrays = index.arrays
+    span = index.span_anchors(window.span_start, window.span_end, window.n_recorded)
+    ids = span.ids
+    in_summary = _in_summary(index, span, text_index)
+    keys = [arrays.keys[i] for i in ids.tolist()]
+    lost = arrays.artifact[ids] & ~span.in_tail & ~in_summary
+    refetch_calls, refetched = _refetches(index, [keys[i] for i in np.flatnonzero(lost).tolist()], window.n_recorded)
+    needed_later = (span.next_use >= 0) & ~span.in_tail
     if view.keep_anchors:
-        _append_anchor_rows(view.index, fates, refetched, where, anchor_rows)
-    per_type_total = dict.fromkeys(ANCHOR_TYPES, 0)
-    per_type_kept = dict.fromkeys(ANCHOR_TYPES, 0)
-    needed = needed_kept = constraints = constraints_visible = 0
-    needed_weight = needed_kept_weight = 0.0
-    for fate in fates:
-        type_ = fate.key[0]
-        per_type_total[type_] += 1
-        per_type_kept[type_] += fate.in_summary
-        if fate.needed_later:
-            needed += 1
-            needed_kept += fate.in_summary
-            needed_weight += fate.rarity
-            needed_kept_weight += fate.rarity * fate.in_summary
-        if type_ == "constraint":
-            constraints += 1
-            constraints_visible += fate.in_summary or fate.in_tail
-    kept = sum(per_type_kept.values())
+        _append_anchor_rows(index, keys, span, in_summary, needed_later, refetched, where, anchor_rows)
+    types = arrays.type_code[ids]
+    per_type_total = np.bincount(types, minlength=len(ANCHOR_TYPES))
+    per_type_kept = np.bincount(types, weights=in_summary, minlength=len(ANCHOR_TYPES))
+    rarity = arrays.rarity[ids]
+    needed, needed_kept = int(needed_later.sum()), int((needed_later & in_summary).sum())
+    needed_weight = _sequential_sum(rarity[needed_later])
+    needed_kept_weight = _sequential_sum(rarity[needed_later & in_summary])
+    constraint = types == ANCHOR_TYPES.index("constraint")
+    constraints = int(constraint.sum())
+    constraints_visible = int((constraint & (in_summary | span.in_tail)).sum())
+    kept = int(in_summary.sum())
     columns = {
-        "span_anchors": len(fates),
+        "span_anchors": len(ids),
         "retained_anchors": kept,
-        "anchor_retention": ratio(kept, len(fates)),
+        "anchor_retention": ratio(kept, len(ids)),
         "needed_anchors": needed,
         "needed_retained": needed_kept,
         "needed_weight": needed_weight,
@@ -290,35 +282,40 @@ def _anchor_columns(
         "instruction_survival": ratio(constraints_visible, constraints),
         "refetch_calls": refetch_calls,
         "refetched_anchors": len(refetched),
-        **{f"retention_{t}": ratio(per_type_kept[t], per_type_total[t]) for t in ANCHOR_TYPES},
+        **{
+            f"retention_{t}": ratio(int(per_type_kept[code]), int(per_type_total[code]))
+            for code, t in enumerate(ANCHOR_TYPES)
+        },
     }
-    return columns, {fate.key: fate.in_summary for fate in fates}
+    return columns, dict(zip(keys, in_summary.tolist(), strict=True))
 
 
 def _append_anchor_rows(
     index: ConversationIndex,
-    fates: list[_Fate],
+    keys: list[AnchorKey],
+    span: SpanAnchors,
+    in_summary: np.ndarray,
+    needed_later: np.ndarray,
     refetched: set[AnchorKey],
     where: dict[str, Any],
     anchor_rows: dict[str, list[Any]],
 ) -> None:
-    """One row of losses.anchors per fate (columns as lists)."""
-    for fate in fates:
-        type_, normalized = fate.key
-        for name, value in where.items():
-            anchor_rows[name].append(value)
-        anchor_rows["type"].append(type_)
-        anchor_rows["value"].append(index.first_value.get(fate.key, normalized))
-        anchor_rows["normalized"].append(normalized)
-        anchor_rows["message_index"].append(fate.first_index)
-        anchor_rows["in_summary"].append(fate.in_summary)
-        anchor_rows["in_tail"].append(fate.in_tail)
-        anchor_rows["in_future"].append(fate.in_future)
-        anchor_rows["next_use_index"].append(fate.next_use)
-        anchor_rows["rarity"].append(fate.rarity)
-        anchor_rows["needed_later"].append(fate.needed_later)
-        anchor_rows["lost_but_needed"].append(fate.needed_later and not fate.in_summary)
-        anchor_rows["refetched"].append(fate.key in refetched)
+    """One row of losses.anchors per span anchor (columns as lists)."""
+    n = len(keys)
+    for name, value in where.items():
+        anchor_rows[name].extend([value] * n)
+    anchor_rows["type"].extend(key[0] for key in keys)
+    anchor_rows["value"].extend(index.first_value.get(key, key[1]) for key in keys)
+    anchor_rows["normalized"].extend(key[1] for key in keys)
+    anchor_rows["message_index"].extend(span.first_index.tolist())
+    anchor_rows["in_summary"].extend(in_summary.tolist())
+    anchor_rows["in_tail"].extend(span.in_tail.tolist())
+    anchor_rows["in_future"].extend(span.in_future.tolist())
+    anchor_rows["next_use_index"].extend(None if at < 0 else at for at in span.next_use.tolist())
+    anchor_rows["rarity"].extend(index.arrays.rarity[span.ids].tolist())
+    anchor_rows["needed_later"].extend(needed_later.tolist())
+    anchor_rows["lost_but_needed"].extend((needed_later & ~in_summary).tolist())
+    anchor_rows["refetched"].extend(key in refetched for key in keys)
 
 
 def _probe_columns(

@@ -177,12 +177,12 @@ class TextIndex:
             return False  # numbers match by key only (substring "250" would match "2500" contexts)
         needle = _needle(normalized)
         if needles is not None and needle in needles:
-            return needle in self._found_needles(needles)
+            return needle in self.found_needles(needles)
         if len(needle) < _GRAM:
             return _find_bounded(self.loose_text, needle)
         return self._find_long(needle)
 
-    def _found_needles(self, needles: NeedleSet) -> frozenset[str]:
+    def found_needles(self, needles: NeedleSet) -> frozenset[str]:
         """The needles of ``needles`` in the loose text (one scan; the last set asked about is remembered)."""
         if self._found is None or self._found[0] is not needles:
             self._found = (needles, needles.found_in(self.loose_text))

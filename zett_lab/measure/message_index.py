@@ -10,12 +10,24 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from zett_agent.extensions.compaction import CompactedMessage
 from zett_agent.messages import AssistantMessage, SystemMessage, UserMessage
 
-from ..load.anchors import ARTIFACT_TYPES, AnchorKey, action_keys, loose, message_anchors, message_keys, tool_call_keys
+from ..load.anchors import (
+    ANCHOR_TYPES,
+    ARTIFACT_TYPES,
+    SENTENCE_TYPES,
+    AnchorKey,
+    action_keys,
+    loose,
+    message_anchors,
+    message_keys,
+    tool_call_keys,
+)
 from ..load.text import message_text
 from .lookup import NeedleSet, needle_of
 
@@ -39,6 +51,61 @@ def _repeats_user_text(message: Any, seen_lines: set[str]) -> bool:
     repeated = bool(lines) and len(lines & seen_lines) >= REPEATED_USER_TEXT * len(lines)
     seen_lines |= lines
     return repeated
+
+
+@dataclass(frozen=True)
+class KeyArrays:
+    """The conversation's distinct anchors as arrays, for measuring tens of thousands of them per attempt at once.
+
+    Key ``i`` is ``keys[i]`` (in order of first occurrence). ``occurrences`` and ``uses`` hold
+    ``i * stride + message index`` sorted, so the first message of ``[start, end)`` holding
+    each of many keys is one ``searchsorted`` (:meth:`first_in`); ``rank`` is the position of an
+    occurrence among its message's anchors (what orders a span's anchors within a message).
+    """
+
+    keys: list[AnchorKey]
+    stride: int
+    occurrences: np.ndarray
+    rank: np.ndarray
+    uses: np.ndarray
+    rarity: np.ndarray
+    system: np.ndarray
+    sentence: np.ndarray
+    artifact: np.ndarray
+    #: Index into :data:`~zett_lab.load.anchors.ANCHOR_TYPES`.
+    type_code: np.ndarray
+    #: Index into ``needles`` (-1: found by key or sentence only).
+    needle_id: np.ndarray
+    needles: list[str]
+
+    def first_in(self, codes: np.ndarray, ids: np.ndarray, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
+        """Per key of ``ids``: the first message in ``[start, end)`` in ``codes`` (-1: none), and where it is in ``codes``."""
+        base = ids * self.stride
+        at = np.searchsorted(codes, base + start)
+        if not len(codes):
+            return np.full(len(ids), -1, dtype=np.int64), at
+        clipped = np.minimum(at, len(codes) - 1)
+        value = codes[clipped]
+        found = (at < len(codes)) & (value < base + max(start, end))
+        return np.where(found, value - base, -1), clipped
+
+
+@dataclass(frozen=True)
+class SpanAnchors:
+    """The distinct anchors of a span ``messages[start:end]``, in span order, and where each is after it.
+
+    ``first_index``: the first span message holding it; ``in_tail``: in the tail
+    ``[end, n_recorded)`` or the system prompt; ``in_future``: anywhere from ``n_recorded``
+    on; ``next_use``: the first message from ``n_recorded`` on where the user or the agent uses
+    it (-1: none). In order of the first span message holding each, then of its place among
+    that message's anchors.
+    """
+
+    ids: np.ndarray
+    first_index: np.ndarray
+    in_tail: np.ndarray
+    in_future: np.ndarray
+    next_use: np.ndarray
 
 
 class ConversationIndex:
@@ -77,16 +144,76 @@ class ConversationIndex:
         self.dialogue_messages = sum(1 for m in messages if not isinstance(m, SystemMessage))
         self._texts: dict[int, str] = {}
         self._loose: dict[int, str] = {}
-        self._last_span: tuple[int, int, dict[AnchorKey, int]] = (0, 0, {})
         self._needles: NeedleSet | None = None
         self._rarity: dict[AnchorKey, float] = {}
+        self._arrays: KeyArrays | None = None
+        #: Key -> its index in ``arrays.keys``; needle -> its index in ``arrays.needles`` (set with ``arrays``).
+        self.key_ids: dict[AnchorKey, int] = {}
+        self.needle_ids: dict[str, int] = {}
 
     @property
     def needles(self) -> NeedleSet:
         """Every anchor's needle, for finding all of them in a summary in one scan (built once)."""
         if self._needles is None:
-            self._needles = NeedleSet(needle_of(key) for key in self.occurrences)
+            self._needles = NeedleSet(self.arrays.needles)
         return self._needles
+
+    @property
+    def arrays(self) -> KeyArrays:
+        """The anchors as arrays (built once; see :class:`KeyArrays`)."""
+        if self._arrays is None:
+            self._arrays = self._key_arrays()
+            self.key_ids = {key: i for i, key in enumerate(self._arrays.keys)}
+            self.needle_ids = {needle: i for i, needle in enumerate(self._arrays.needles)}
+        return self._arrays
+
+    def _key_arrays(self) -> KeyArrays:
+        keys = list(self.occurrences)
+        id_of = {key: i for i, key in enumerate(keys)}
+        stride = len(self.messages) + 1
+        occurrences, rank = [], []
+        for index, message_keys_ in enumerate(self.keys_by_message):
+            for position, key in enumerate(message_keys_):
+                occurrences.append(id_of[key] * stride + index)
+                rank.append(position)
+        order = np.argsort(np.asarray(occurrences, dtype=np.int64), kind="stable")
+        uses = [id_of[key] * stride + index for key, at in self.uses.items() if key in id_of for index in at]
+        needle_index: dict[str, int] = {}
+        needle_id = [needle_index.setdefault(n, len(needle_index)) if n else -1 for n in map(needle_of, keys)]
+        types = {name: code for code, name in enumerate(ANCHOR_TYPES)}
+        return KeyArrays(
+            keys=keys,
+            stride=stride,
+            occurrences=np.asarray(occurrences, dtype=np.int64)[order],
+            rank=np.asarray(rank, dtype=np.int64)[order],
+            uses=np.sort(np.asarray(uses, dtype=np.int64)),
+            rarity=np.asarray([self.rarity(key) for key in keys], dtype=np.float64),
+            system=np.asarray([key in self.system_keys for key in keys], dtype=bool),
+            sentence=np.asarray([key[0] in SENTENCE_TYPES for key in keys], dtype=bool),
+            artifact=np.asarray([key[0] in ARTIFACT_TYPES for key in keys], dtype=bool),
+            type_code=np.asarray([types.get(key[0], -1) for key in keys], dtype=np.int64),
+            needle_id=np.asarray(needle_id, dtype=np.int64),
+            needles=list(needle_index),
+        )
+
+    def span_anchors(self, start: int, end: int, n_recorded: int) -> SpanAnchors:
+        """The anchors of ``messages[start:end]`` and where each is after the span (see :class:`SpanAnchors`)."""
+        arrays = self.arrays
+        every = np.arange(len(arrays.keys), dtype=np.int64)
+        first, at = arrays.first_in(arrays.occurrences, every, start, end)
+        ids = every[first >= 0]
+        order = np.lexsort((arrays.rank[at[ids]], first[ids]))
+        ids = ids[order]
+        tail, _ = arrays.first_in(arrays.occurrences, ids, end, n_recorded)
+        future, _ = arrays.first_in(arrays.occurrences, ids, n_recorded, len(self.messages))
+        next_use, _ = arrays.first_in(arrays.uses, ids, n_recorded, len(self.messages))
+        return SpanAnchors(
+            ids=ids,
+            first_index=first[ids],
+            in_tail=arrays.system[ids] | (tail >= 0),
+            in_future=future >= 0,
+            next_use=next_use,
+        )
 
     def rarity(self, key: AnchorKey) -> float:
         """How rare the item is in the conversation, 0..1: 1 in at most two messages, 0 in every message
@@ -103,32 +230,9 @@ class ConversationIndex:
             return 1.0
         return max(0.0, min(1.0, math.log(n / df) / math.log(n / 2)))
 
-    def span_keys(self, start: int, end: int) -> dict[AnchorKey, int]:
-        """Distinct keys of messages[start:end] with the first message index holding each (do not modify).
-
-        Spans are cumulative (each compaction's span extends the previous one's), so the last
-        answer is extended rather than rebuilt: linear in the conversation, not quadratic.
-        """
-        last_start, last_end, last = self._last_span
-        if last_start == start and last_end <= end:
-            if last_end == end:
-                return last
-            found, begin = dict(last), last_end
-        else:
-            found, begin = {}, start
-        for index in range(begin, end):
-            for key in self.keys_by_message[index]:
-                found.setdefault(key, index)
-        self._last_span = (start, end, found)
-        return found
-
     def occurs(self, key: AnchorKey, start: int, end: int) -> int | None:
         """First index in [start, end) holding the key, or None."""
         return _first_in(self.occurrences.get(key, ()), start, end)
-
-    def used(self, key: AnchorKey, start: int, end: int) -> int | None:
-        """First index in [start, end) where the user or the agent uses the key (not a tool result), or None."""
-        return _first_in(self.uses.get(key, ()), start, end)
 
     def text(self, index: int) -> str:
         text = self._texts.get(index)
