@@ -174,7 +174,8 @@ def test_a_fork_is_proven_only_along_the_limits_an_engine_declares(fixture_conve
         trace, run = replay_forkable(
             conversation, max_tokens=60_000, keep_recent_tokens=keep, summarizer="truncate", engine=engine, cache=False
         )
-        planner = ForkPlanner(None, engine_reuse(engine))
+        clear_worker_state()
+        planner = ForkPlanner(("billing-rounding", str(engine)), "truncate", None, engine_reuse(engine))
         planner.add(trace, run)
         assert planner.fork_for(15_000, keep) is not None  # along max_tokens: proven for both
         assert (planner.fork_for(15_000, keep + 500) is not None) == other_keep_forks
@@ -186,20 +187,85 @@ def test_a_fork_is_proven_only_along_the_limits_an_engine_declares(fixture_conve
         engine=ObservationMaskingCompaction,
         cache=False,
     )
-    planner = ForkPlanner(None, engine_reuse(ObservationMaskingCompaction))
+    clear_worker_state()
+    planner = ForkPlanner(("billing-rounding", "masking"), "truncate", None, engine_reuse(ObservationMaskingCompaction))
     planner.add(masked, run)
     assert planner.fork_for(15_000, keep) is None and planner.fork_for(60_000, keep) is None
     # Without limits the prefix proof shrinks to the replayed point: nothing else is ever held by it.
     assert all(r.m_lo == r.m_hi == 60_000 for r in prefix_regions(masked, [m.steps for m in run.marks]))
 
 
-def test_a_fork_into_another_engine_or_summarizer_is_refused(fixture_conversations):
+def test_a_fork_into_another_summarizer_only_before_the_first_summary_attempt(fixture_conversations):
+    """Until the engine first asks for a summary the summarizer has done nothing: up to there it is shared."""
     conversation = next(c for c in fixture_conversations if c.id == "billing-rounding")
     _, run = replay_forkable(
-        conversation, max_tokens=60_000, keep_recent_tokens=2_000, summarizer="truncate", cache=False
+        conversation, max_tokens=20_000, keep_recent_tokens=2_000, summarizer="truncate", cache=False
     )
-    assert run is not None and run.marks
-    fork = Fork(run, run.marks[0])
-    for other in ({"engine": SplitTurnCompaction, "summarizer": "truncate"}, {"summarizer": "extractive"}):
-        with pytest.raises(SettingError, match="cannot fork"):
-            replay_forkable(conversation, max_tokens=9_000, keep_recent_tokens=2_000, cache=False, fork=fork, **other)
+    assert run is not None
+    before = [m for m in run.marks if m.compactions == 0]
+    after = [m for m in run.marks if m.compactions > 0]
+    assert before and after
+    fresh = replay(conversation, max_tokens=20_000, keep_recent_tokens=2_000, summarizer="extractive", cache=False)
+    for mark in before:
+        forked, _ = replay_forkable(
+            conversation,
+            max_tokens=20_000,
+            keep_recent_tokens=2_000,
+            summarizer="extractive",
+            cache=False,
+            fork=Fork(run, mark),
+        )
+        assert same_replay(forked, fresh) == [], mark.turn
+    with pytest.raises(SettingError, match="cannot fork"):
+        replay_forkable(
+            conversation,
+            max_tokens=20_000,
+            keep_recent_tokens=2_000,
+            summarizer="extractive",
+            cache=False,
+            fork=Fork(run, after[0]),
+        )
+    with pytest.raises(SettingError, match="cannot fork"):
+        replay_forkable(
+            conversation,
+            max_tokens=20_000,
+            keep_recent_tokens=2_000,
+            summarizer="truncate",
+            engine=SplitTurnCompaction,
+            cache=False,
+            fork=Fork(run, before[0]),
+        )
+
+
+def test_a_sweep_forks_across_summarizers_and_every_cell_equals_its_fresh_replay(fixture_conversations, tmp_path):
+    chosen = [c for c in fixture_conversations if c.id in ("billing-rounding", "cache-layer-migration")]
+    cache = tmp_path / "cache.sqlite"
+    clear_worker_state()
+    s = sweep(
+        chosen,
+        max_tokens=[20_000, 200_000],
+        keep_recent_tokens=[3_000],
+        summarizers=["truncate", "mask"],
+        executor="serial",
+        cache=cache,
+        metrics=False,
+        progress=False,
+    )
+    results = s.results
+    assert results["error"].isna().all()
+    # The second summarizer's replay that never compacts starts where the first one's last turn began.
+    never = results[(results["max_tokens"] == 200_000) & (results["summarizer"] == "mask")]
+    assert (never["shared_steps"] > 0).all()
+    by_id = {c.id: c for c in chosen}
+    for row in results.itertuples(index=False):
+        alone = replay(
+            by_id[row.conversation_id],
+            max_tokens=int(row.max_tokens),
+            keep_recent_tokens=int(row.keep_recent_tokens),
+            summarizer=row.summarizer,
+            cache=cache,
+        )
+        assert (
+            same_replay(s.trace(row.conversation_id, row.max_tokens, row.keep_recent_tokens, row.summarizer), alone)
+            == []
+        ), tuple(row)[:4]

@@ -17,8 +17,9 @@ next request's context from the accumulator as it does for every request. From t
 real engine decides everything, as in a fresh replay; ``tests/test_fork.py`` checks that a
 forked trace equals the fresh replay of its setting on every fixture across a grid.
 
-A fork is refused (:class:`~zett_lab.errors.SettingError`) for another engine, summarizer
-or conversation than the run it comes from: the proof says nothing about those.
+A fork is refused (:class:`~zett_lab.errors.SettingError`) for another engine or
+conversation than the run it comes from, and for another summarizer after the run's first
+summary attempt: the proof says nothing about those.
 """
 
 from __future__ import annotations
@@ -92,12 +93,17 @@ class Fork:
     mark: TurnMark
 
     def check(self, conversation_id: str, engine: str, summarizer: str) -> None:
-        """Refuse a fork into a replay the run's proof does not cover."""
+        """Refuse a fork into a replay the run's proof does not cover.
+
+        Another summarizer is covered only before the run's first summary attempt (no compaction
+        row yet): until then the summarizer was never asked, so nothing recorded depends on it.
+        """
         run = self.run
         theirs, ours = (run.conversation_id, run.engine, run.summarizer), (conversation_id, engine, summarizer)
-        if theirs != ours:
+        if theirs[:2] != ours[:2] or (run.summarizer != summarizer and self.mark.compactions):
             raise SettingError(
-                f"a replay of {ours} cannot fork from a replay of {theirs}: its decisions were proven for that one only"
+                f"a replay of {ours} cannot fork from a replay of {theirs} at turn {self.mark.turn}: "
+                "its decisions were proven for that one only"
             )
 
     def history(self, session_id: str) -> InMemoryMessageAccumulator:

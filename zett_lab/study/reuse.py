@@ -5,10 +5,11 @@
   trace with only the setting columns changed. :class:`ProofStore` remembers such replays
   per process, bounded by the steps it holds.
 - **Forks**: a replay that leaves another one's rectangle only at some turn shares every
-  turn before it. :class:`ForkPlanner` keeps the finished replays of one work unit with the
+  turn before it. :data:`RUNS` keeps the finished replays of this process with the
   rectangle proven for each of their turn starts
-  (:func:`~zett_lab.study.boundaries.prefix_regions`) and names the longest shared start
-  for a new setting; :func:`zett_lab.replay.run.replay_forkable` runs the rest through the
+  (:func:`~zett_lab.study.boundaries.prefix_regions`); :class:`ForkPlanner` names the longest
+  shared start for a new setting, also from a replay of another summarizer up to its first
+  summary attempt; :func:`zett_lab.replay.run.replay_forkable` runs the rest through the
   real runtime.
 
 Both are proven for the stock engine; a user engine shares work only along the limits it
@@ -21,7 +22,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -136,8 +137,9 @@ STORE = ProofStore()
 
 
 def clear_worker_state() -> None:
-    """Forget the proven replays this process remembers (workers of a pool keep their own)."""
+    """Forget the proven replays and forkable runs this process remembers (workers of a pool keep their own)."""
     STORE.clear()
+    RUNS.clear()
 
 
 @dataclass(slots=True)
@@ -147,19 +149,59 @@ class _Forkable:
     regions: list[Region]
 
 
-@dataclass
-class ForkPlanner:
-    """The finished replays of one work unit, and where a new setting can start from one of them.
+class ForkableRuns:
+    """Finished replays this process can fork from, per conversation, engine and replay options (bounded).
 
-    ``limits`` are the engine's proven limits (:func:`~zett_lab.replay.engine.engine_reuse`):
-    every prefix is proven along them only. Holds at most ``limit`` steps of runs (oldest
-    dropped first).
+    Least recently used keys are dropped once the runs held exceed ``limit`` steps in all.
     """
 
+    def __init__(self, limit: int = 200_000) -> None:
+        self.limit = limit
+        self._items: OrderedDict[StoreKey, list[_Forkable]] = OrderedDict()
+        self._steps = 0
+        self._lock = threading.Lock()
+
+    def add(self, key: StoreKey, item: _Forkable) -> None:
+        with self._lock:
+            self._items.setdefault(key, []).append(item)
+            self._items.move_to_end(key)
+            self._steps += item.run.size()
+            while self._steps > self.limit and len(self._items) > 1:
+                _, dropped = self._items.popitem(last=False)
+                self._steps -= sum(i.run.size() for i in dropped)
+
+    def of(self, key: StoreKey) -> list[_Forkable]:
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+            return list(self._items.get(key, ()))
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self._steps = 0
+
+
+#: Finished replays of this process (a worker keeps its own between units and sweeps).
+RUNS = ForkableRuns()
+
+
+@dataclass
+class ForkPlanner:
+    """Where a new replay can start from a finished one of this process: the longest proven shared start.
+
+    ``key`` names the conversation, engine and replay options (:data:`RUNS` holds the runs per
+    key); ``summarizer`` the summarizer's identity. A run of the same summarizer is forked at any
+    mark whose proven rectangle holds the new setting; a run of another summarizer only at a mark
+    before its first summary attempt (until then the summarizer was never asked, so nothing of
+    the replay depends on it). ``limits`` are the engine's proven limits
+    (:func:`~zett_lab.replay.engine.engine_reuse`): every prefix is proven along them only.
+    """
+
+    key: StoreKey
+    summarizer: str
     counter: TokenCounter | None
     limits: Sequence[str]
-    limit: int = 100_000
-    _runs: list[_Forkable] = field(default_factory=list)
 
     def add(self, trace: Trace, run: ForkableRun | None) -> None:
         if run is None or not run.marks:
@@ -169,17 +211,20 @@ class ForkPlanner:
         regions = prefix_regions(
             trace, [mark.steps for mark in run.marks], count_tokens=self.counter, limits=self.limits
         )
-        self._runs.append(_Forkable(run, regions))
-        while sum(item.run.size() for item in self._runs) > self.limit and len(self._runs) > 1:
-            self._runs.pop(0)
+        RUNS.add(self.key, _Forkable(run, regions))
 
     def fork_for(self, max_tokens: int, keep_recent_tokens: int) -> Fork | None:
         """The mark sharing the most steps with a replay at this setting, or None (replay from the start)."""
         best: Fork | None = None
-        for item in self._runs:
+        for item in RUNS.of(self.key) if self.limits else ():
+            same = item.run.summarizer == self.summarizer
             # Rectangles are nested: the ones containing the setting come first.
             count = next(
-                (i for i, r in enumerate(item.regions) if not r.contains(max_tokens, keep_recent_tokens)),
+                (
+                    i
+                    for i, (r, mark) in enumerate(zip(item.regions, item.run.marks, strict=True))
+                    if not r.contains(max_tokens, keep_recent_tokens) or not (same or mark.compactions == 0)
+                ),
                 len(item.regions),
             )
             if count == 0:

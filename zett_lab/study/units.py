@@ -159,6 +159,11 @@ def store_key(unit: Unit, identity: str) -> StoreKey:
     return (unit.fingerprint, identity, engine_name(unit.engine), rest, counter_name, cache_key, row_options)
 
 
+def prefix_key(unit: Unit) -> StoreKey:
+    """Replays that can fork from each other: same conversation, engine, replay options and cache (any summarizer)."""
+    return tuple(part for n, part in enumerate(unit_store_key(unit)) if n in (0, 2, 3, 4, 5))
+
+
 def unit_store_key(unit: Unit) -> StoreKey:
     model = resolve_summarizer(unit.summarizer)
     return store_key(unit, effort_identity(summarizer_identity(model), unit.replay_options.get("reasoning_effort")))
@@ -240,7 +245,12 @@ def run_unit(unit: Unit) -> UnitResult:
     """Answer every cell of ``unit`` (see the module docstring)."""
     started, cpu_started = time.perf_counter(), time.process_time()
     model = resolve_summarizer(unit.summarizer)
-    planner = ForkPlanner(unit.replay_options.get("count_tokens"), engine_reuse(unit.engine))
+    planner = ForkPlanner(
+        prefix_key(unit),
+        summarizer_identity(model),
+        unit.replay_options.get("count_tokens"),
+        engine_reuse(unit.engine),
+    )
     state = _UnitRun(unit, model, unit_store_key(unit), _open_cache(unit), planner)
     keep_order = {cell: n for n, cell in enumerate(unit.cells)}
     # Highest max_tokens first: its replay compacts least, and lower ones fork from it where they first differ.
