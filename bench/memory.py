@@ -11,6 +11,8 @@
    time, and peak RSS (``ru_maxrss``) above the child's RSS after imports and loading, with
    ratios to 1×. The grid's thresholds are fixed, so a longer conversation is compacted more
    often per token (the counts are printed): the cold run includes computing those summaries.
+   Fewer cells share a replay on a longer conversation (the replay counts are printed), so the
+   CPU time per distinct replay is printed too.
 
 Run: .venv/bin/python bench/memory.py
 Prints figures and ratios measured in this run.
@@ -191,9 +193,10 @@ def main() -> None:
         )
     for row in rows[1:]:
         for name in ("cold", "warm"):
+            per_replay = (row[name]["cpu"] / row[name]["replays"]) / (first[name]["cpu"] / first[name]["replays"])
             print(
                 f"time growth {row['scale']}x length ({name}): {row[name]['seconds'] / first[name]['seconds']:.2f}x wall, "
-                f"{row[name]['cpu'] / first[name]['cpu']:.2f}x CPU"
+                f"{row[name]['cpu'] / first[name]['cpu']:.2f}x CPU, {per_replay:.2f}x CPU per distinct replay"
             )
         print(
             f"memory growth {row['scale']}x length: "

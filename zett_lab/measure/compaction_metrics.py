@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import numpy as np
+import pandas as pd
 
 from ..load.anchors import ANCHOR_TYPES, AnchorKey, loose
 from ..load.conversation import CHECKPOINT_PREFIX, Probe
@@ -57,10 +58,10 @@ class TraceView:
 
 @dataclass
 class AttemptRows:
-    """Rows collected over the attempts of one trace (anchors column-wise: there are many)."""
+    """Rows collected over the attempts of one trace (anchors as one typed table per attempt: there are many)."""
 
     compactions: list[dict[str, Any]] = field(default_factory=list)
-    anchors: dict[str, list[Any]] = field(default_factory=lambda: {name: [] for name in ANCHOR_COLUMNS})
+    anchors: list[pd.DataFrame] = field(default_factory=list)
     probes: list[dict[str, Any]] = field(default_factory=list)
     updates: list[dict[str, Any]] = field(default_factory=list)
 
@@ -237,7 +238,7 @@ def _refetches(index: ConversationIndex, lost: list[AnchorKey], n_recorded: int)
 
 
 def _anchor_columns(
-    view: TraceView, window: Window, text_index: TextIndex, where: dict[str, Any], anchor_rows: dict[str, list[Any]]
+    view: TraceView, window: Window, text_index: TextIndex, where: dict[str, Any], anchor_rows: list[pd.DataFrame]
 ) -> tuple[dict[str, Any], dict[AnchorKey, bool]]:
     """Retention, needed-later recall, instruction survival and refetch columns of an attempt with a summary;
     appends one anchor row per span anchor. Also returns which span anchors Σ_k holds.
@@ -298,24 +299,45 @@ def _append_anchor_rows(
     needed_later: np.ndarray,
     refetched: set[AnchorKey],
     where: dict[str, Any],
-    anchor_rows: dict[str, list[Any]],
+    anchor_rows: list[pd.DataFrame],
 ) -> None:
-    """One row of losses.anchors per span anchor (columns as lists)."""
+    """The rows of losses.anchors for one attempt, one per span anchor, as a typed table.
+
+    The dtypes are :func:`~zett_lab.measure.columns.frame`'s for ``ANCHOR_COLUMNS``; built from
+    arrays, not lists of Python objects, since a long conversation has millions of these rows.
+    """
     n = len(keys)
-    for name, value in where.items():
-        anchor_rows[name].extend([value] * n)
-    anchor_rows["type"].extend(key[0] for key in keys)
-    anchor_rows["value"].extend(index.first_value.get(key, key[1]) for key in keys)
-    anchor_rows["normalized"].extend(key[1] for key in keys)
-    anchor_rows["message_index"].extend(span.first_index.tolist())
-    anchor_rows["in_summary"].extend(in_summary.tolist())
-    anchor_rows["in_tail"].extend(span.in_tail.tolist())
-    anchor_rows["in_future"].extend(span.in_future.tolist())
-    anchor_rows["next_use_index"].extend(None if at < 0 else at for at in span.next_use.tolist())
-    anchor_rows["rarity"].extend(index.arrays.rarity[span.ids].tolist())
-    anchor_rows["needed_later"].extend(needed_later.tolist())
-    anchor_rows["lost_but_needed"].extend((needed_later & ~in_summary).tolist())
-    anchor_rows["refetched"].extend(key in refetched for key in keys)
+
+    def constant(value: Any) -> Any:
+        if isinstance(value, (bool, np.bool_)):
+            return pd.array(np.full(n, bool(value)), dtype="boolean")
+        if isinstance(value, (int, np.integer)):
+            return pd.array(np.full(n, int(value), dtype=np.int64), dtype="Int64")
+        return text([value] * n)
+
+    def text(values: list[Any]) -> pd.Series:
+        return pd.Series(values, dtype=object)
+
+    def flags(values: np.ndarray) -> Any:
+        return pd.array(values.astype(bool), dtype="boolean")
+
+    next_use = span.next_use
+    columns = {
+        **{name: constant(value) for name, value in where.items()},
+        "type": text([key[0] for key in keys]),
+        "value": text([index.first_value.get(key, key[1]) for key in keys]),
+        "normalized": text([key[1] for key in keys]),
+        "message_index": pd.array(span.first_index.astype(np.int64), dtype="Int64"),
+        "in_summary": flags(in_summary),
+        "in_tail": flags(span.in_tail),
+        "in_future": flags(span.in_future),
+        "next_use_index": pd.arrays.IntegerArray(np.maximum(next_use, 0).astype(np.int64), next_use < 0),
+        "rarity": index.arrays.rarity[span.ids].astype(np.float64),
+        "needed_later": flags(needed_later),
+        "lost_but_needed": flags(needed_later & ~in_summary),
+        "refetched": flags(np.array([key in refetched for key in keys], dtype=bool)),
+    }
+    anchor_rows.append(pd.DataFrame(columns, columns=list(ANCHOR_COLUMNS)))
 
 
 def _probe_columns(

@@ -234,7 +234,7 @@ def _measure_one(trace: Any, counter: Callable[[Sequence[Any]], int], keep_ancho
     )
     return Losses(
         compactions=compactions_frame,
-        anchors=frame(rows.anchors, ANCHOR_COLUMNS),
+        anchors=pd.concat(rows.anchors, ignore_index=True) if rows.anchors else frame([], ANCHOR_COLUMNS),
         conversation=frame([summary_row], CONVERSATION_COLUMNS),
         probes=probes_frame,
         decay=decay_frame,
