@@ -403,7 +403,7 @@ def test_a_sweep_with_failed_cells_says_so_and_exits_1(capsys, tmp_path: Path) -
     assert code == cli.EXIT_FAILURES
     assert re.fullmatch(
         r"swept 1 conversation\(s\) x 1 max_tokens x 1 keep_recent_tokens x 2 summarizer\(s\) "
-        r"\(2 cells: 2 replays \(0 forked\), 0 proven identical to one, \d+ summary calls\) in [\d.]+ s; "
+        r"\(2 cells: 2 replays \(\d+ forked\), 0 proven identical to one, \d+ summary calls\) in [\d.]+ s; "
         rf"saved to {re.escape(str(out))}; 1 of 2 cell\(s\) are "
         r"no measurement \(failed summaries or replays: see the failed, summary_error and error columns\)\n",
         stdout,
