@@ -17,9 +17,10 @@ $(STAMP): pyproject.toml
 report: $(STAMP)
 	$(VENV)/bin/zett-lab report fixtures/ -o report.html --force
 
-## Lint (ruff) and type check (mypy); `make test` runs them first so a finding fails fast.
+## Lint and format check (ruff) and type check (mypy); `make test` runs them first so a finding fails fast.
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
 ## The whole test suite (browser tests need Debian's chromium: `apt-get install chromium`).

@@ -53,8 +53,10 @@ def main() -> None:
     conversations = zett_lab.load_all(ROOT / "fixtures")
     largest = max(conversations, key=lambda c: count_tokens(c.messages))
     cache = SummaryCache(Path(tempfile.mkdtemp(prefix="zett-lab-slider-")) / "summaries.sqlite")
-    print(f"conversation: {largest.id} ({len(largest.messages)} messages, {count_tokens(largest.messages)} tokens); "
-          f"summarizer {args.summarizer}; keep_recent_tokens={KEEP}; max_tokens stops {MOVES[0]}..{MOVES[-1]}")
+    print(
+        f"conversation: {largest.id} ({len(largest.messages)} messages, {count_tokens(largest.messages)} tokens); "
+        f"summarizer {args.summarizer}; keep_recent_tokens={KEEP}; max_tokens stops {MOVES[0]}..{MOVES[-1]}"
+    )
 
     traces = {
         m: replay(largest, max_tokens=m, keep_recent_tokens=KEEP, summarizer=args.summarizer, cache=cache)
@@ -75,31 +77,58 @@ def main() -> None:
     for m in MOVES:
         zsweep.clear_worker_state()
         started = time.perf_counter()
-        zsweep.sweep(largest, max_tokens=[m], keep_recent_tokens=[KEEP], summarizers=[args.summarizer],
-                     executor="serial", cache=cache, progress=False)
+        zsweep.sweep(
+            largest,
+            max_tokens=[m],
+            keep_recent_tokens=[KEEP],
+            summarizers=[args.summarizer],
+            executor="serial",
+            cache=cache,
+            progress=False,
+        )
         through_sweep.append(time.perf_counter() - started)
     sweep_move = statistics.median(through_sweep)
 
-    zsweep.sweep(largest, max_tokens=MOVES, keep_recent_tokens=[KEEP], summarizers=[args.summarizer],
-                 executor="serial", cache=cache, progress=False)  # every stop now proven
+    zsweep.sweep(
+        largest,
+        max_tokens=MOVES,
+        keep_recent_tokens=[KEEP],
+        summarizers=[args.summarizer],
+        executor="serial",
+        cache=cache,
+        progress=False,
+    )  # every stop now proven
     known = []
     for m in MOVES:
         inside = m + 1  # one token further: almost always inside the proven region of m
         started = time.perf_counter()
-        result = zsweep.sweep(largest, max_tokens=[inside], keep_recent_tokens=[KEEP], summarizers=[args.summarizer],
-                              executor="serial", cache=cache, progress=False)
+        result = zsweep.sweep(
+            largest,
+            max_tokens=[inside],
+            keep_recent_tokens=[KEEP],
+            summarizers=[args.summarizer],
+            executor="serial",
+            cache=cache,
+            progress=False,
+        )
         known.append((time.perf_counter() - started, result.config["replays"]))
     known_move = statistics.median(t for t, _ in known)
     answered = sum(1 for _, replays in known if replays == 0)
 
     floor = median_time(lambda: engine_count_tokens(largest.messages), 5)
     print(f"floor, one tokenization pass (zett-agent's counter, no memo): {floor * 1000:.1f} ms")
-    print(f"slider move, zett_lab.replay with warm cache: median {move * 1000:.0f} ms "
-          f"(min {min(moves) * 1000:.0f}, max {max(moves) * 1000:.0f}) = {move / floor:.1f}x the floor")
-    print(f"slider move through sweep (one cell, cost + loss metrics): median {sweep_move * 1000:.0f} ms "
-          f"= {sweep_move / floor:.1f}x the floor")
-    print(f"slider move inside a proven region (no replay; {answered}/{len(known)} stops): median "
-          f"{known_move * 1000:.1f} ms = {known_move / floor:.2f}x the floor")
+    print(
+        f"slider move, zett_lab.replay with warm cache: median {move * 1000:.0f} ms "
+        f"(min {min(moves) * 1000:.0f}, max {max(moves) * 1000:.0f}) = {move / floor:.1f}x the floor"
+    )
+    print(
+        f"slider move through sweep (one cell, cost + loss metrics): median {sweep_move * 1000:.0f} ms "
+        f"= {sweep_move / floor:.1f}x the floor"
+    )
+    print(
+        f"slider move inside a proven region (no replay; {answered}/{len(known)} stops): median "
+        f"{known_move * 1000:.1f} ms = {known_move / floor:.2f}x the floor"
+    )
     print(f"cache: {cache.stats() if hasattr(cache, 'stats') else cache}")
     print(f"slider median: {move * 1000:.0f} ms")
     print(f"ratio to tokenization pass: {move / floor:.1f}")

@@ -99,8 +99,14 @@ def naive_side(conversations, summarizer: str, full: bool, sweeps):
     naive_cpu: dict[str, list[float]] = {}
     identical = True
     compared = 0
-    replay(conversations[0], max_tokens=MAX_TOKENS[0], keep_recent_tokens=KEEP_RECENT[0], summarizer=summarizer,
-           cache=False, count_tokens=engine_count_tokens)  # warm imports, vocabulary and summarizer
+    replay(
+        conversations[0],
+        max_tokens=MAX_TOKENS[0],
+        keep_recent_tokens=KEEP_RECENT[0],
+        summarizer=summarizer,
+        cache=False,
+        count_tokens=engine_count_tokens,
+    )  # warm imports, vocabulary and summarizer
     for n, conversation in enumerate(conversations):
         if full:
             points = [(m, k) for m in MAX_TOKENS for k in KEEP_RECENT]
@@ -110,8 +116,14 @@ def naive_side(conversations, summarizer: str, full: bool, sweeps):
         cpu = naive_cpu.setdefault(conversation.id, [])
         for m, k in points:
             started, cpu_started = time.perf_counter(), time.process_time()
-            naive = replay(conversation, max_tokens=m, keep_recent_tokens=k, summarizer=summarizer, cache=False,
-                           count_tokens=engine_count_tokens)
+            naive = replay(
+                conversation,
+                max_tokens=m,
+                keep_recent_tokens=k,
+                summarizer=summarizer,
+                cache=False,
+                count_tokens=engine_count_tokens,
+            )
             times.append(time.perf_counter() - started)
             cpu.append(time.process_time() - cpu_started)
             for result in sweeps:
@@ -129,10 +141,14 @@ def main() -> None:
 
     summarizer = args.summarizer or DEFAULT_SUMMARIZER
     conversations = sorted(zett_lab.load_all(ROOT / "fixtures"), key=lambda c: count_tokens(c.messages))
-    print(f"fixtures: {len(conversations)} conversations, "
-          f"{', '.join(f'{c.id} ({count_tokens(c.messages)} tok)' for c in conversations)}")
-    print(f"grid: {len(MAX_TOKENS)} max_tokens × {len(KEEP_RECENT)} keep_recent_tokens = "
-          f"{len(MAX_TOKENS) * len(KEEP_RECENT) * len(conversations)} cells; summarizer {summarizer}")
+    print(
+        f"fixtures: {len(conversations)} conversations, "
+        f"{', '.join(f'{c.id} ({count_tokens(c.messages)} tok)' for c in conversations)}"
+    )
+    print(
+        f"grid: {len(MAX_TOKENS)} max_tokens × {len(KEEP_RECENT)} keep_recent_tokens = "
+        f"{len(MAX_TOKENS) * len(KEEP_RECENT) * len(conversations)} cells; summarizer {summarizer}"
+    )
     print(f"machine: {os.cpu_count()} cores, load average at start {os.getloadavg()[0]:.1f}")
 
     (cold, cold_s), (warm, warm_s), (session, session_s), metrics_s = run_sweeps(conversations, summarizer)

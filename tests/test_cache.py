@@ -52,8 +52,13 @@ def request(*texts: str, instructions: str = "Summarize.", effort=ReasoningEffor
 
 
 def entry(text: str = "summary", **kw) -> CachedSummary:
-    return CachedSummary(text=text, latency_s=kw.pop("latency_s", 1.5), input_tokens=kw.pop("input_tokens", 100),
-                         output_tokens=kw.pop("output_tokens", 10), **kw)
+    return CachedSummary(
+        text=text,
+        latency_s=kw.pop("latency_s", 1.5),
+        input_tokens=kw.pop("input_tokens", 100),
+        output_tokens=kw.pop("output_tokens", 10),
+        **kw,
+    )
 
 
 # -- keys ------------------------------------------------------------------------------------------------
@@ -76,11 +81,14 @@ def test_key_covers_identity_effort_and_exact_messages():
     checkpoint = ModelRequest(messages=[CompactedMessage(content="x")])
     assert SummaryCache.key("m", plain) != SummaryCache.key("m", checkpoint)
     # every message type, tool calls included, can be keyed
-    full = ModelRequest(messages=[
-        SystemMessage(content="s"), UserMessage(content="u"),
-        AssistantMessage(content="", tool_calls=(ToolCall("c", "bash", {"command": "ls"}),)),
-        ToolMessage(tool_call_id="c", name="bash", content="out"),
-    ])
+    full = ModelRequest(
+        messages=[
+            SystemMessage(content="s"),
+            UserMessage(content="u"),
+            AssistantMessage(content="", tool_calls=(ToolCall("c", "bash", {"command": "ls"}),)),
+            ToolMessage(tool_call_id="c", name="bash", content="out"),
+        ]
+    )
     assert SummaryCache.key("m", full) != SummaryCache.key("m", plain)
     odd = ModelRequest(messages=[UserMessage(content="x", attributes={"when": object()})])
     assert len(SummaryCache.key("m", odd)) == 64
@@ -261,7 +269,10 @@ while True:
 def test_killed_writer_leaves_finished_entries(tmp_path):
     path = tmp_path / "killed.sqlite"
     process = subprocess.Popen(
-        [sys.executable, "-c", KILLED_WRITER, str(path)], stdout=subprocess.PIPE, text=True, cwd=ROOT,
+        [sys.executable, "-c", KILLED_WRITER, str(path)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     finished = -1

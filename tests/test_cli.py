@@ -141,8 +141,20 @@ def test_import_failures(tmp_path: Path) -> None:
 
 def test_replay_prints_steps_and_compactions(tmp_path: Path) -> None:
     out = tmp_path / "trace.parquet"
-    result = run("replay", FIXTURES / "sessions.sqlite", "--session", SESSION, "--max-tokens", "12k",
-                 "--keep-recent-tokens", "3000", "--summarizer", "truncate:0.1", "-o", out)
+    result = run(
+        "replay",
+        FIXTURES / "sessions.sqlite",
+        "--session",
+        SESSION,
+        "--max-tokens",
+        "12k",
+        "--keep-recent-tokens",
+        "3000",
+        "--summarizer",
+        "truncate:0.1",
+        "-o",
+        out,
+    )
     assert result.returncode == 0, result.stderr
     text = result.stdout
     assert "steps:" in text and "compactions:" in text
@@ -306,24 +318,39 @@ def test_engine_option_takes_a_short_name_a_module_or_a_file(tmp_path: Path) -> 
     policy = tmp_path / "holdout_policy.py"
     policy.write_text(POLICY_FILE)
     conversation = zett_lab.load(FIXTURES / "sessions.sqlite", session=SESSION)
-    settings = ("--session", SESSION, "--max-tokens", "8k", "--keep-recent-tokens", "2k", "--summarizer", "truncate:0.1")
+    settings = (
+        "--session",
+        SESSION,
+        "--max-tokens",
+        "8k",
+        "--keep-recent-tokens",
+        "2k",
+        "--summarizer",
+        "truncate:0.1",
+    )
     traces = {}
-    for n, (spec, expected) in enumerate((
-        ("split-turn", "zett_lab.replay.policies.SplitTurnCompaction"),
-        ("zett_lab.replay.policies:SplitTurnCompaction", "zett_lab.replay.policies.SplitTurnCompaction"),
-        (f"{policy}:Holdout", "holdout_policy.Holdout"),
-    )):
+    for n, (spec, expected) in enumerate(
+        (
+            ("split-turn", "zett_lab.replay.policies.SplitTurnCompaction"),
+            ("zett_lab.replay.policies:SplitTurnCompaction", "zett_lab.replay.policies.SplitTurnCompaction"),
+            (f"{policy}:Holdout", "holdout_policy.Holdout"),
+        )
+    ):
         out = tmp_path / f"trace-{n}.json"
         result = run("replay", FIXTURES / "sessions.sqlite", *settings, "--engine", spec, "-o", out)
         assert result.returncode == 0, result.stderr
         assert f"engine={expected}," in result.stdout
         traces[spec] = Trace.load(out)
         assert traces[spec].settings["engine"] == expected
-    fresh = zett_lab.replay(conversation, max_tokens=8000, keep_recent_tokens=2000, summarizer="truncate:0.1",
-                            engine=SplitTurnCompaction)
+    fresh = zett_lab.replay(
+        conversation, max_tokens=8000, keep_recent_tokens=2000, summarizer="truncate:0.1", engine=SplitTurnCompaction
+    )
     assert same_replay(traces["split-turn"], fresh) == []
     held = traces[f"{policy}:Holdout"]  # the file's engine really ran: it never found a window
-    assert len(held.compactions) == 0 and (held.steps.loc[held.steps["triggered"], "skip_reason"] == "engine found no window").all()
+    assert (
+        len(held.compactions) == 0
+        and (held.steps.loc[held.steps["triggered"], "skip_reason"] == "engine found no window").all()
+    )
 
 
 def test_sweep_and_report_compare_several_engines_including_one_from_a_file(tmp_path: Path) -> None:
@@ -333,17 +360,47 @@ def test_sweep_and_report_compare_several_engines_including_one_from_a_file(tmp_
     policy.write_text(POLICY_FILE)
     out = tmp_path / "engines.parquet"
     engines = ("--engine", "stock", "--engine", "split-turn", "--engine", f"held={policy}:Holdout")
-    result = run("sweep", FIXTURES / "sessions.sqlite", "--session", SESSION, "--max-tokens", "8k",
-                 "--keep-recent-tokens", "2k", "--summarizer", "truncate", *engines, "-o", out, "--no-progress")
+    result = run(
+        "sweep",
+        FIXTURES / "sessions.sqlite",
+        "--session",
+        SESSION,
+        "--max-tokens",
+        "8k",
+        "--keep-recent-tokens",
+        "2k",
+        "--summarizer",
+        "truncate",
+        *engines,
+        "-o",
+        out,
+        "--no-progress",
+    )
     assert result.returncode == 0, result.stderr  # the file's engine reached the worker processes
     assert "x 3 engine(s) (stock, split-turn, held)" in result.stdout
     table = Sweep.load(out).results.set_index("engine")
     assert table["error"].isna().all() and table.loc["held", "compactions_applied"] == 0
     assert table.loc["split-turn", "steps_over_budget"] < table.loc["stock", "steps_over_budget"]
     report = tmp_path / "report.json"
-    result = run("report", FIXTURES / "sessions.sqlite", "-o", report, "--date", "2025-01-01", "--max-tokens", "8k",
-                 "--keep-recent-tokens", "2k", "--summarizer", "truncate", "--engine", "stock", "--engine", "split-turn",
-                 "--no-progress")
+    result = run(
+        "report",
+        FIXTURES / "sessions.sqlite",
+        "-o",
+        report,
+        "--date",
+        "2025-01-01",
+        "--max-tokens",
+        "8k",
+        "--keep-recent-tokens",
+        "2k",
+        "--summarizer",
+        "truncate",
+        "--engine",
+        "stock",
+        "--engine",
+        "split-turn",
+        "--no-progress",
+    )
     assert result.returncode == 0, result.stderr
     assert {r["summarizer"] for r in json.loads(report.read_text())["results"]} == {"stock", "split-turn"}
     line = one_error_line(run("report", out, "-o", tmp_path / "x.html", "--engine", "split-turn"))
@@ -353,24 +410,40 @@ def test_sweep_and_report_compare_several_engines_including_one_from_a_file(tmp_
 @pytest.mark.parametrize(
     ("engines", "message"),
     [
-        (["bogus"], "engine 'bogus': not an engine name; use module:Class, path/to/file.py:Class, or one of stock, "
-         "split-turn, observation-masking"),
+        (
+            ["bogus"],
+            "engine 'bogus': not an engine name; use module:Class, path/to/file.py:Class, or one of stock, "
+            "split-turn, observation-masking",
+        ),
         (["no_such_module_here:Policy"], "engine 'no_such_module_here:Policy': no module named 'no_such_module_here'"),
-        (["zett_lab.replay.policies:Nope"], "engine 'zett_lab.replay.policies:Nope': zett_lab.replay.policies has no "
-         "attribute 'Nope'"),
-        (["zett_lab.replay.policies:tool_group_starts"], "engine zett_lab.replay.policies.tool_group_starts could not "
-         "be built"),
-        (["tests.test_engines:NotAnEngine"], "engine tests.test_engines.NotAnEngine is not a subclass of zett_agent's "
-         "CompactionExtension"),
+        (
+            ["zett_lab.replay.policies:Nope"],
+            "engine 'zett_lab.replay.policies:Nope': zett_lab.replay.policies has no attribute 'Nope'",
+        ),
+        (
+            ["zett_lab.replay.policies:tool_group_starts"],
+            "engine zett_lab.replay.policies.tool_group_starts could not be built",
+        ),
+        (
+            ["tests.test_engines:NotAnEngine"],
+            "engine tests.test_engines.NotAnEngine is not a subclass of zett_agent's CompactionExtension",
+        ),
         (["missing.py:Policy"], "engine 'missing.py:Policy': no such file 'missing.py'"),
         (["json.py:Policy"], "engine 'json.py:Policy': a module named 'json' already exists"),
-        (["broken.py:Policy"], "engine 'broken.py:Policy': importing broken failed: ZeroDivisionError: division by zero"),
+        (
+            ["broken.py:Policy"],
+            "engine 'broken.py:Policy': importing broken failed: ZeroDivisionError: division by zero",
+        ),
         (["stock", "split-turn", "stock"], "engine label 'stock' is given twice"),
         (["=split-turn"], "engine '=split-turn': the label before '=' is empty"),
     ],
 )
 def test_a_bad_engine_is_one_line_and_exit_2_before_any_work(
-    engines: list[str], message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    engines: list[str],
+    message: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     from zett_lab.show import cli
 
@@ -378,14 +451,33 @@ def test_a_bad_engine_is_one_line_and_exit_2_before_any_work(
     monkeypatch.setattr(sys, "path", list(sys.path))  # a file's folder is added to it
     (tmp_path / "json.py").write_text(POLICY_FILE)
     (tmp_path / "broken.py").write_text("1 / 0\n")
-    command = ["sweep", str(FIXTURES / "sessions.sqlite"), "--max-tokens", "8k", "--keep-recent-tokens", "2k",
-               "-o", str(tmp_path / "out.parquet")]
+    command = [
+        "sweep",
+        str(FIXTURES / "sessions.sqlite"),
+        "--max-tokens",
+        "8k",
+        "--keep-recent-tokens",
+        "2k",
+        "-o",
+        str(tmp_path / "out.parquet"),
+    ]
     for engine in engines:
         command += ["--engine", engine]
     if len(engines) == 1:  # replay takes one engine
-        assert cli.main(["replay", str(FIXTURES / "sessions.sqlite"), "--session", SESSION, "--max-tokens", "8k",
-                         "--keep-recent-tokens", "2k", "--engine", engines[0].partition("=")[2] or engines[0]]) == (
-            EXIT_ERROR if not engines[0].startswith("=") else 0)
+        assert cli.main(
+            [
+                "replay",
+                str(FIXTURES / "sessions.sqlite"),
+                "--session",
+                SESSION,
+                "--max-tokens",
+                "8k",
+                "--keep-recent-tokens",
+                "2k",
+                "--engine",
+                engines[0].partition("=")[2] or engines[0],
+            ]
+        ) == (EXIT_ERROR if not engines[0].startswith("=") else 0)
         capsys.readouterr()
     assert cli.main(command) == EXIT_ERROR
     err = capsys.readouterr().err
@@ -393,18 +485,35 @@ def test_a_bad_engine_is_one_line_and_exit_2_before_any_work(
     assert not (tmp_path / "out.parquet").exists()
 
 
-def test_an_engine_that_hangs_on_the_command_line_is_bounded(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_engine_that_hangs_on_the_command_line_is_bounded(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from tests.helpers import coding_conversation
     from zett_lab.load.neutral_writer import write_neutral
     from zett_lab.show import cli
 
     recorded = write_neutral([coding_conversation(turns=2)], tmp_path / "run.json")
-    code = cli.main(["replay", str(recorded), "--max-tokens", "600", "--keep-recent-tokens", "200",
-                     "--engine", "tests.test_engines:AwaitsForever", "--engine-timeout", "0.2"])
+    code = cli.main(
+        [
+            "replay",
+            str(recorded),
+            "--max-tokens",
+            "600",
+            "--keep-recent-tokens",
+            "200",
+            "--engine",
+            "tests.test_engines:AwaitsForever",
+            "--engine-timeout",
+            "0.2",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 1
-    assert re.fullmatch(r"zett-lab: \d+ engine pass\(s\) failed \(anchors\(budget=0\.1\)\): EngineTimeout: the engine's pass "
-                        r"did not finish within engine_timeout=0\.2 s: it was still waiting \(an await that never finished\)\n", err)
+    assert re.fullmatch(
+        r"zett-lab: \d+ engine pass\(s\) failed \(anchors\(budget=0\.1\)\): EngineTimeout: the engine's pass "
+        r"did not finish within engine_timeout=0\.2 s: it was still waiting \(an await that never finished\)\n",
+        err,
+    )
 
 
 # --- sweep and report ----------------------------------------------------------------------------------
@@ -412,8 +521,21 @@ def test_an_engine_that_hangs_on_the_command_line_is_bounded(tmp_path: Path, cap
 
 def test_sweep_then_report_from_the_saved_sweep(tmp_path: Path) -> None:
     out = tmp_path / "sweep.parquet"
-    result = run("sweep", FIXTURES / "sessions.sqlite", "--session", SESSION, "--max-tokens", "8k:16k:8k",
-                 "--keep-recent-tokens", "2k", "--summarizer", "truncate", "mask", "-o", out)
+    result = run(
+        "sweep",
+        FIXTURES / "sessions.sqlite",
+        "--session",
+        SESSION,
+        "--max-tokens",
+        "8k:16k:8k",
+        "--keep-recent-tokens",
+        "2k",
+        "--summarizer",
+        "truncate",
+        "mask",
+        "-o",
+        out,
+    )
     assert result.returncode == 0, result.stderr
     assert "sweep" in result.stderr  # the progress bar
     assert (out / "results.parquet").is_file()
@@ -448,8 +570,21 @@ def test_no_progress_is_quiet_and_the_last_line_says_what_was_done_and_how_long(
         imported.stdout.strip().splitlines()[-1],
     ), imported.stdout
     swept = tmp_path / "s.sweep"
-    result = run("sweep", source, "--session", SESSION, "--max-tokens", "8k,16k", "--keep-recent-tokens", "2k",
-                 "--summarizer", "truncate", "-o", swept, "--no-progress")
+    result = run(
+        "sweep",
+        source,
+        "--session",
+        SESSION,
+        "--max-tokens",
+        "8k,16k",
+        "--keep-recent-tokens",
+        "2k",
+        "--summarizer",
+        "truncate",
+        "-o",
+        swept,
+        "--no-progress",
+    )
     assert result.returncode == 0 and result.stderr == "", result.stderr
     assert re.fullmatch(
         r"swept 1 conversation\(s\) x 2 max_tokens x 1 keep_recent_tokens x 1 summarizer\(s\) "
@@ -473,8 +608,22 @@ def test_report_is_deterministic_across_processes(tmp_path: Path) -> None:
     pages = []
     for n in range(2):
         target = tmp_path / f"report-{n}.html"
-        result = run("report", source, "-o", target, "--date", "2025-01-01", "--max-tokens", "900,1800",
-                     "--keep-recent-tokens", "250", "--summarizer", "truncate", "mask", "--no-progress")
+        result = run(
+            "report",
+            source,
+            "-o",
+            target,
+            "--date",
+            "2025-01-01",
+            "--max-tokens",
+            "900,1800",
+            "--keep-recent-tokens",
+            "250",
+            "--summarizer",
+            "truncate",
+            "mask",
+            "--no-progress",
+        )
         assert result.returncode == 0, result.stderr
         pages.append(target.read_bytes())
     assert pages[0] == pages[1]

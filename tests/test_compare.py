@@ -47,8 +47,12 @@ def losses_with(
     ]
     conversations = sorted({cid for cid, _ in values})
     conv_rows = [
-        {"conversation_id": cid, "max_tokens": 1000, "keep_recent_tokens": 100,
-         metric: float(np.mean([v for (c, _), v in values.items() if c == cid]))}
+        {
+            "conversation_id": cid,
+            "max_tokens": 1000,
+            "keep_recent_tokens": 100,
+            metric: float(np.mean([v for (c, _), v in values.items() if c == cid])),
+        }
         for cid in conversations
     ]
     return Losses(

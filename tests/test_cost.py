@@ -158,14 +158,38 @@ def test_summary_calls():
     compactions = pd.DataFrame(
         [
             # reported usage
-            {"conversation_id": "c1", "step": 2, "older_tokens": 4000, "summary_text": "short", "error": None,
-             "summary_input_tokens": 4100, "summary_output_tokens": 50, "summarizer": "openai:gpt-5-mini"},
+            {
+                "conversation_id": "c1",
+                "step": 2,
+                "older_tokens": 4000,
+                "summary_text": "short",
+                "error": None,
+                "summary_input_tokens": 4100,
+                "summary_output_tokens": 50,
+                "summarizer": "openai:gpt-5-mini",
+            },
             # no usage: estimated from the window and the text
-            {"conversation_id": "c1", "step": 2, "older_tokens": 4000, "summary_text": "hello world", "error": None,
-             "summary_input_tokens": pd.NA, "summary_output_tokens": pd.NA, "summarizer": "openai:gpt-5-mini"},
+            {
+                "conversation_id": "c1",
+                "step": 2,
+                "older_tokens": 4000,
+                "summary_text": "hello world",
+                "error": None,
+                "summary_input_tokens": pd.NA,
+                "summary_output_tokens": pd.NA,
+                "summarizer": "openai:gpt-5-mini",
+            },
             # failed without usage: nothing billed
-            {"conversation_id": "c1", "step": 1, "older_tokens": 3000, "summary_text": None, "error": "HTTP 500",
-             "summary_input_tokens": pd.NA, "summary_output_tokens": pd.NA, "summarizer": "openai:gpt-5-mini"},
+            {
+                "conversation_id": "c1",
+                "step": 1,
+                "older_tokens": 3000,
+                "summary_text": None,
+                "error": "HTTP 500",
+                "summary_input_tokens": pd.NA,
+                "summary_output_tokens": pd.NA,
+                "summarizer": "openai:gpt-5-mini",
+            },
         ]
     )
     out, comp = add_costs(steps, compactions, primary_model="p", summary_model="s", prices=prices)
@@ -205,8 +229,18 @@ def test_cost_summary_per_conversation():
         ignore_index=True,
     )
     compactions = pd.DataFrame(
-        [{"conversation_id": "a", "step": 1, "older_tokens": 1500, "summary_text": "x", "error": None,
-          "summary_input_tokens": 1000, "summary_output_tokens": 10, "summarizer": "p"}]
+        [
+            {
+                "conversation_id": "a",
+                "step": 1,
+                "older_tokens": 1500,
+                "summary_text": "x",
+                "error": None,
+                "summary_input_tokens": 1000,
+                "summary_output_tokens": 10,
+                "summarizer": "p",
+            }
+        ]
     )
     out, comp = add_costs(steps, compactions, primary_model="p", prices=prices)
     totals = cost_summary(out, comp).set_index("conversation_id")

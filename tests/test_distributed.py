@@ -53,8 +53,13 @@ def test_new_summaries_travel_back_to_the_drivers_cache(fixture_conversations, t
     # Every summary the sweep used is now in the driver's cache: replaying any cell here calls no model.
     by_id = {c.id: c for c in conversations}
     for row in result.results[result.results["replayed"].eq(True)].itertuples(index=False):
-        trace = replay(by_id[row.conversation_id], max_tokens=int(row.max_tokens),
-                       keep_recent_tokens=int(row.keep_recent_tokens), summarizer="anchors:0.1", cache=driver)
+        trace = replay(
+            by_id[row.conversation_id],
+            max_tokens=int(row.max_tokens),
+            keep_recent_tokens=int(row.keep_recent_tokens),
+            summarizer="anchors:0.1",
+            cache=driver,
+        )
         if len(trace.compactions):
             assert trace.compactions["cache_hit"].eq(True).all(), tuple(row)[:4]
 
@@ -65,8 +70,10 @@ def test_a_lost_worker_costs_only_its_unfinished_cells(fixture_conversations, tm
     killed: list[str] = []
     with cluster() as local, distributed.Client(local) as client:
         client.register_plugin(OwnCache(str(tmp_path / "workers")))
-        addresses = {f"{host}:{pid}": address for address, (host, pid) in
-                     client.run(lambda: (__import__("socket").gethostname(), os.getpid())).items()}
+        addresses = {
+            f"{host}:{pid}": address
+            for address, (host, pid) in client.run(lambda: (__import__("socket").gethostname(), os.getpid())).items()
+        }
 
         def kill_the_first_finisher(event) -> None:
             if not killed and event.worker in addresses:
@@ -75,8 +82,13 @@ def test_a_lost_worker_costs_only_its_unfinished_cells(fixture_conversations, tm
                 with contextlib.suppress(Exception):
                     client.run(os._exit, 1, workers=[addresses[event.worker]])
 
-        result = sweep(conversations, **GRID, executor=client.get_executor(), cache=tmp_path / "driver.sqlite",
-                       progress=kill_the_first_finisher)
+        result = sweep(
+            conversations,
+            **GRID,
+            executor=client.get_executor(),
+            cache=tmp_path / "driver.sqlite",
+            progress=kill_the_first_finisher,
+        )
     assert killed, "a unit finished on a worker that could be killed"
     results = result.results
     assert results["error"].isna().all() and len(results) == len(conversations) * 3 * 2

@@ -45,8 +45,13 @@ def test_docs_example_compact_without_losing_history(tmp_path):
     )
     store = tmp_path / "sessions.sqlite"
     trace = replay(
-        conversation, max_tokens=100, keep_recent_tokens=10, count_tokens=demo_tokens,
-        summarizer=PreferenceSummary(), cache=False, store=store,
+        conversation,
+        max_tokens=100,
+        keep_recent_tokens=10,
+        count_tokens=demo_tokens,
+        summarizer=PreferenceSummary(),
+        cache=False,
+        store=store,
     )
     view = stored_view(store, "compaction-demo")
     assert len(view.raw) == 6 and view.raw.loc[1, "text"] == original
@@ -206,8 +211,15 @@ def test_reasoning_effort_is_a_sweep_parameter(tmp_path):
                 yield event
 
     result = zett_lab.sweep(
-        [coding_conversation(turns=4)], max_tokens=[600], keep_recent_tokens=[200], summarizers=[Effortful()],
-        executor="serial", progress=False, metrics=False, cache=tmp_path / "c.sqlite", reasoning_effort="high",
+        [coding_conversation(turns=4)],
+        max_tokens=[600],
+        keep_recent_tokens=[200],
+        summarizers=[Effortful()],
+        executor="serial",
+        progress=False,
+        metrics=False,
+        cache=tmp_path / "c.sqlite",
+        reasoning_effort="high",
     )
     ((_, trace),) = list(result.traces())
     assert trace.settings["reasoning_effort"] == "high"

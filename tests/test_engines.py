@@ -44,7 +44,12 @@ class NeverCompacts(CompactionExtension):
 
 def _replay(engine, turns=6, **options):
     return zett_lab.replay(
-        coding_conversation(turns=turns), **LIMITS, summarizer=CountingSummarizer(), cache=False, engine=engine, **options
+        coding_conversation(turns=turns),
+        **LIMITS,
+        summarizer=CountingSummarizer(),
+        cache=False,
+        engine=engine,
+        **options,
     )
 
 
@@ -110,7 +115,11 @@ def _timed_out(trace, reason):
     rows = trace.compactions
     assert len(rows) > 0 and (rows["error_kind"] == TIMEOUT_KIND).all() and (rows["skip_reason"] == reason).all()
     assert not rows["applied"].any() and rows["summary_tokens"].isna().all()
-    assert rows["error"].str.startswith("EngineTimeout: the engine's pass did not finish within engine_timeout=0.2 s").all()
+    assert (
+        rows["error"]
+        .str.startswith("EngineTimeout: the engine's pass did not finish within engine_timeout=0.2 s")
+        .all()
+    )
     counts = trace.failure_counts
     assert counts[["what", "kind", "count"]].values.tolist() == [
         ["engine pass" if reason == ENGINE_FAILED else "summary call", TIMEOUT_KIND, len(rows)]
@@ -129,8 +138,9 @@ def test_a_pass_that_awaits_forever_is_a_recorded_timeout_and_the_replay_goes_on
 
 
 def test_a_summary_model_that_never_answers_is_a_timed_out_summary_call():
-    trace = zett_lab.replay(coding_conversation(turns=3), **LIMITS, summarizer=SilentSummarizer(), cache=False,
-                            engine_timeout=0.2)
+    trace = zett_lab.replay(
+        coding_conversation(turns=3), **LIMITS, summarizer=SilentSummarizer(), cache=False, engine_timeout=0.2
+    )
     _timed_out(trace, SUMMARY_FAILED)
     from zett_lab.study.boundaries import prefix_regions, region
 
@@ -140,7 +150,9 @@ def test_a_summary_model_that_never_answers_is_a_timed_out_summary_call():
     before, through = prefix_regions(trace, [first, first + 1])
     assert before.reason is None and before.m_hi is not None and before.m_hi > 600
     assert (through.m_lo, through.m_hi, through.reason) == (
-        600, 600, f"step {first}: its pass timed out (a matter of time, not of the setting)"
+        600,
+        600,
+        f"step {first}: its pass timed out (a matter of time, not of the setting)",
     )
     assert region(trace) == through
     assert zett_lab.measure(trace).conversation["compactions"].iloc[0] == 0  # nothing measured from a failed pass
@@ -182,8 +194,14 @@ def test_a_timed_out_pass_in_strict_mode_stops_naming_the_engine_and_step():
     ):
         _replay(LoopsForever, engine_timeout=0.2, strict=True)
     with pytest.raises(SummaryError, match=r"step \d+: summary failed \(strict\): EngineTimeout"):
-        zett_lab.replay(coding_conversation(turns=3), **LIMITS, summarizer=SilentSummarizer(), cache=False,
-                        engine_timeout=0.2, strict=True)
+        zett_lab.replay(
+            coding_conversation(turns=3),
+            **LIMITS,
+            summarizer=SilentSummarizer(),
+            cache=False,
+            engine_timeout=0.2,
+            strict=True,
+        )
 
 
 @pytest.mark.parametrize("value", [0, -1, float("inf"), float("nan"), "10", True])
@@ -197,20 +215,38 @@ def test_sweeps_and_reports_pass_engine_timeout_on_and_never_measure_a_timed_out
     from zett_lab.study.sweep import measured_cells, sweep
 
     options = {"executor": "serial", "cache": False, "engine_timeout": 0.2}
-    result = sweep([coding_conversation(turns=3)], max_tokens=[600, 100_000], keep_recent_tokens=[200],
-                   summarizers=[CountingSummarizer()], engines={"stock": None, "hangs": AwaitsForever},
-                   progress=False, **options)
+    result = sweep(
+        [coding_conversation(turns=3)],
+        max_tokens=[600, 100_000],
+        keep_recent_tokens=[200],
+        summarizers=[CountingSummarizer()],
+        engines={"stock": None, "hangs": AwaitsForever},
+        progress=False,
+        **options,
+    )
     table = result.results.set_index(["engine", "max_tokens"])
     assert table.loc[("hangs", 600), "failed"] > 0 and "EngineTimeout" in table.loc[("hangs", 600), "summary_error"]
     assert measured_cells(result.results).tolist() == [
-        not (e == "hangs" and m == 600) for e, m in zip(result.results["engine"], result.results["max_tokens"], strict=True)
+        not (e == "hangs" and m == 600)
+        for e, m in zip(result.results["engine"], result.results["max_tokens"], strict=True)
     ]
     assert result.failure_counts[["what", "kind"]].values.tolist() == [["engine pass", TIMEOUT_KIND]]
     with pytest.raises(zett_lab.SettingError, match="engine_timeout"):
-        sweep([coding_conversation(turns=3)], max_tokens=[600], keep_recent_tokens=[200], engine_timeout=0, **{
-            k: v for k, v in options.items() if k != "engine_timeout"})
-    report = Report.build([coding_conversation(turns=3)], ["truncate"], {"max_tokens": [600], "keep_recent_tokens": [200]},
-                          engines={"stock": None, "hangs": AwaitsForever}, date="2025-02-03", **options)
+        sweep(
+            [coding_conversation(turns=3)],
+            max_tokens=[600],
+            keep_recent_tokens=[200],
+            engine_timeout=0,
+            **{k: v for k, v in options.items() if k != "engine_timeout"},
+        )
+    report = Report.build(
+        [coding_conversation(turns=3)],
+        ["truncate"],
+        {"max_tokens": [600], "keep_recent_tokens": [200]},
+        engines={"stock": None, "hangs": AwaitsForever},
+        date="2025-02-03",
+        **options,
+    )
     assert report.failure_counts[["what", "kind"]].values.tolist() == [["engine pass", TIMEOUT_KIND]]
 
 
@@ -252,12 +288,20 @@ def test_an_engine_failing_inside_its_pass_is_a_recorded_failed_attempt():
 
 
 def test_strict_mode_and_errors_outside_the_pass_stop_the_replay_naming_the_engine_and_step():
-    with pytest.raises(ReplayError, match=r"BrokenWindow, turn \d+, step \d+: engine failed \(strict\): RuntimeError: window bug") as raised:
+    with pytest.raises(
+        ReplayError, match=r"BrokenWindow, turn \d+, step \d+: engine failed \(strict\): RuntimeError: window bug"
+    ) as raised:
         _replay(BrokenWindow, strict=True)
     assert not isinstance(raised.value, SummaryError)  # the engine failed, not its summary
     with pytest.raises(SummaryError, match=r"step \d+: summary failed \(strict\): AgentProtocolError"):
-        zett_lab.replay(coding_conversation(turns=6), **LIMITS, summarizer=BadSummarizer("empty"), cache=False,
-                        engine=SplitTurnCompaction, strict=True)
+        zett_lab.replay(
+            coding_conversation(turns=6),
+            **LIMITS,
+            summarizer=BadSummarizer("empty"),
+            cache=False,
+            engine=SplitTurnCompaction,
+            strict=True,
+        )
     with pytest.raises(
         ReplayError,
         match=r"engine tests\.test_engines\.BrokenAfterModel, turn 0, step 0: RuntimeError: after_model bug",
@@ -490,7 +534,9 @@ def test_plots_draw_engines_side_by_side(engine_sweep):
 def test_the_comparison_widget_pairs_engines_like_summarizers(fixture_conversations):
     from zett_lab.show.widgets import Comparison
 
-    conversations = [c for c in fixture_conversations if c.id in ("swe-httpq-4821", "billing-rounding", "ci-flaky-kafka")]
+    conversations = [
+        c for c in fixture_conversations if c.id in ("swe-httpq-4821", "billing-rounding", "ci-flaky-kafka")
+    ]
     engines = {"stock": None, "split": SplitTurnCompaction}
     widget = Comparison(conversations, ["anchors:0.1"], 14_000, 3_000, engines=engines)
     pairing = widget.engine_pairing
@@ -498,9 +544,13 @@ def test_the_comparison_widget_pairs_engines_like_summarizers(fixture_conversati
     assert set(pairing.comparison.summary["engine"]) == {"stock", "split"} and len(pairing.metrics) == 6
     assert pairing.traces[("swe-httpq-4821", "split")].settings["engine"].endswith("SplitTurnCompaction")
     titles = [axis.get_title(loc="left") for axis in widget.figure.axes]
-    assert titles[0].startswith("stock: ") and titles[1].startswith("split: ") and titles[-1].startswith("Engines paired")
+    assert (
+        titles[0].startswith("stock: ") and titles[1].startswith("split: ") and titles[-1].startswith("Engines paired")
+    )
     swe = next(c for c in conversations if c.id == "swe-httpq-4821")
-    fresh = zett_lab.replay(swe, max_tokens=14_000, keep_recent_tokens=3_000, summarizer="anchors:0.1", engine=SplitTurnCompaction)
+    fresh = zett_lab.replay(
+        swe, max_tokens=14_000, keep_recent_tokens=3_000, summarizer="anchors:0.1", engine=SplitTurnCompaction
+    )
     shown = pairing.metrics.set_index(["conversation_id", "engine"]).loc[("swe-httpq-4821", "split")]
     assert shown["steps_over_budget"] == fresh.summary()["steps_over_budget"]
     assert "Paired differences" in widget.metrics_area.value

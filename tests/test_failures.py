@@ -532,16 +532,24 @@ def test_a_boundary_walk_stops_at_a_failed_summary(billing) -> None:
     """A failed summary would look like a changed decision: the walk names the value and the cause instead."""
     with pytest.raises(ResultFailure, match=r"max_tokens=6000 .*'billing-rounding'.*provider exploded"):
         zett_lab.decision_boundaries(
-            billing, BadSummarizer("raise"), keep_recent_tokens=2000, max_tokens_range=(6000, 9000),
-            cache=False, progress=False,
+            billing,
+            BadSummarizer("raise"),
+            keep_recent_tokens=2000,
+            max_tokens_range=(6000, 9000),
+            cache=False,
+            progress=False,
         )
 
 
 def test_a_boundary_walk_into_keep_at_or_above_max_warns_once(billing) -> None:
     with pytest.warns(SettingWarning) as record:
         walked = zett_lab.decision_boundaries(
-            billing, "truncate", max_tokens=12_000, keep_recent_tokens_range=(11_000, 14_000),
-            cache=False, progress=False,
+            billing,
+            "truncate",
+            max_tokens=12_000,
+            keep_recent_tokens_range=(11_000, 14_000),
+            cache=False,
+            progress=False,
         )
     assert walked.replays > 1
     assert [str(w.message) for w in record if w.category is SettingWarning] == [

@@ -249,7 +249,7 @@ def compacted_sessions() -> dict[str, dict]:
 def test_exactly_the_compacted_session_has_snapshots():
     recorded = compacted_sessions()
     assert len(recorded) == 1
-    (session_id, settings), = recorded.items()
+    ((session_id, settings),) = recorded.items()
     assert settings["max_tokens"] > settings["keep_recent_tokens"] > 0
     assert settings["summary_model"] == "fixtures/generate.py:FirstLineSummaryModel"
     stored = snapshots()
@@ -262,7 +262,7 @@ def test_exactly_the_compacted_session_has_snapshots():
 
 def test_summary_model_reproduces_the_first_snapshot():
     generator = load_generator()
-    (session_id, settings), = compacted_sessions().items()
+    ((session_id, settings),) = compacted_sessions().items()
     path, _, name = settings["summary_model"].partition(":")
     assert (ROOT / path) == GENERATOR
     model = getattr(generator, name)(**settings.get("summary_model_args", {}))

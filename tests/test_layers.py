@@ -128,7 +128,7 @@ def test_no_import_cycles():
         state[module] = 1
         for target in sorted(graph.get(module, ())):
             if state.get(target) == 1:
-                cycles.append(" -> ".join([*trail[trail.index(target):], target]))
+                cycles.append(" -> ".join([*trail[trail.index(target) :], target]))
             elif target not in state:
                 visit(target, [*trail, target])
         state[module] = 2

@@ -67,7 +67,9 @@ async def run_agent(extension, *, turns=3, steps=4, history=None, model=None):
     try:
         for turn in range(turns):
             try:
-                async for event in agent.stream(UserMessage(content=f"live turn {turn}: read the files."), config=config):
+                async for event in agent.stream(
+                    UserMessage(content=f"live turn {turn}: read the files."), config=config
+                ):
                     events["live"].append(event)
             except Exception as error:  # noqa: BLE001 - compared between runs
                 errors.append(error)
@@ -163,7 +165,10 @@ async def serve_sessions(path, sessions, *, turns=3, compact_after=1, intrude=No
         config=AgentRunConfig(session_id=sessions[0]),
         system_prompt="You read files and report.",
         tools=[read_agent_tool()],
-        extensions=[InMemoryMessageAccumulator(), zett_lab.instrument(CompactionExtension(CountingSummarizer(), **LIMITS), path)],
+        extensions=[
+            InMemoryMessageAccumulator(),
+            zett_lab.instrument(CompactionExtension(CountingSummarizer(), **LIMITS), path),
+        ],
         parallel_tool_call=False,
         max_iterations=1_000,
     )
@@ -173,11 +178,15 @@ async def serve_sessions(path, sessions, *, turns=3, compact_after=1, intrude=No
     async def session(session_id: str) -> None:
         for turn in range(turns):
             config = AgentRunConfig(session_id=session_id, request_id=f"{session_id}-request-{turn}")
-            async for event in agent.stream(UserMessage(content=f"{session_id} turn {turn}: read the files."), config=config):
+            async for event in agent.stream(
+                UserMessage(content=f"{session_id} turn {turn}: read the files."), config=config
+            ):
                 if session_id == intrude and event.type is AgentEventType.MODEL_STARTED:
                     running.set()
             if turn == compact_after:
-                async for _ in agent.compact(config=AgentRunConfig(session_id=session_id, request_id=f"{session_id}-compact")):
+                async for _ in agent.compact(
+                    config=AgentRunConfig(session_id=session_id, request_id=f"{session_id}-compact")
+                ):
                     pass
 
     async def intruder() -> None:
@@ -297,7 +306,9 @@ def test_every_step_is_one_write_and_fsync_is_the_callers_choice(tmp_path, monke
     path = tmp_path / "t.jsonl"
     extension = zett_lab.instrument(CompactionExtension(CountingSummarizer(), **LIMITS), path, fsync=fsync)
     fd = extension._live.log._fd
-    monkeypatch.setattr(live.os, "write", lambda f, data: (calls.append("write") if f == fd else None, real_write(f, data))[1])
+    monkeypatch.setattr(
+        live.os, "write", lambda f, data: (calls.append("write") if f == fd else None, real_write(f, data))[1]
+    )
     monkeypatch.setattr(live.os, "fsync", lambda f: (calls.append("fsync") if f == fd else None, real_fsync(f))[1])
     model, _, _ = asyncio.run(run_agent(extension))
     steps = len(model.contexts)
@@ -379,7 +390,10 @@ def test_the_explorer_draws_the_live_decisions_beside_the_what_if_replay(tmp_pat
     live = zett_lab.Trace.load(path)
     explorer = Explorer(None, summarizers=[CountingSummarizer()], live=[live])
     assert explorer.live_trace is live and explorer.settings()["usage"] == "recorded"
-    assert (explorer.max_tokens.value, explorer.keep_recent_tokens.value) == (LIMITS["max_tokens"], LIMITS["keep_recent_tokens"])
+    assert (explorer.max_tokens.value, explorer.keep_recent_tokens.value) == (
+        LIMITS["max_tokens"],
+        LIMITS["keep_recent_tokens"],
+    )
     assert explorer.trace.steps[DECISIONS].equals(live.steps[DECISIONS])  # at the live setting: the live decisions
     titles = [axis.get_title(loc="left") for axis in explorer.figure.axes]
     assert titles[0].startswith("live: CompactionExtension, max_tokens=2,500") and titles[1].startswith("what-if")

@@ -82,10 +82,21 @@ def step_row(
     reason="below threshold",
 ):
     return {
-        "conversation_id": "hand", "turn": 0, "step": step, "turn_step": step, "n_recorded": n_recorded,
-        "max_tokens": 1000, "keep_recent_tokens": 100, "skip_reason": reason, "applied": applied,
-        "compaction_id": compaction_id, "context_tokens_after": tokens, "over_budget_after": tokens > 1000,
-        "checkpoint_id": checkpoint_id, "kept_from": kept_from, "triggered": compaction_id is not None,
+        "conversation_id": "hand",
+        "turn": 0,
+        "step": step,
+        "turn_step": step,
+        "n_recorded": n_recorded,
+        "max_tokens": 1000,
+        "keep_recent_tokens": 100,
+        "skip_reason": reason,
+        "applied": applied,
+        "compaction_id": compaction_id,
+        "context_tokens_after": tokens,
+        "over_budget_after": tokens > 1000,
+        "checkpoint_id": checkpoint_id,
+        "kept_from": kept_from,
+        "triggered": compaction_id is not None,
     }
 
 
@@ -293,8 +304,16 @@ def test_trace_without_compactions_gives_empty_frames_and_nan_ratios():
     assert list(losses.compactions.columns) == list(COMPACTION_COLUMNS)
     row = losses.conversation.iloc[0]
     assert row["compactions"] == 0 and row["attempts"] == 0 and row["steps"] == 2
-    for column in ("compression_ratio", "context_reduction", "anchor_retention", "needed_anchor_recall",
-                   "instruction_survival", "probe_presence", "decay_survival_1", "final_survival"):
+    for column in (
+        "compression_ratio",
+        "context_reduction",
+        "anchor_retention",
+        "needed_anchor_recall",
+        "instruction_survival",
+        "probe_presence",
+        "decay_survival_1",
+        "final_survival",
+    ):
         assert math.isnan(row[column]), column
     assert "<table" in losses._repr_html_()
 

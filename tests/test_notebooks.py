@@ -56,15 +56,21 @@ def test_notebook_runs_offline(path, tmp_path, monkeypatch):
     monkeypatch.setenv("PYTHONWARNINGS", "ignore")
     before = _fixture_state()
     notebook = nbformat.read(path, as_version=4)
-    client = NotebookClient(notebook, timeout=CELL_TIMEOUT_S, kernel_name="python3",
-                            resources={"metadata": {"path": str(path.parent)}})
+    client = NotebookClient(
+        notebook, timeout=CELL_TIMEOUT_S, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+    )
     with client.setup_kernel():
         started = time.perf_counter()
         for index, cell in enumerate(notebook.cells):
             client.execute_cell(cell, index)
         elapsed = time.perf_counter() - started
-    errors = [(i, o.get("ename"), o.get("evalue")) for i, c in enumerate(notebook.cells) if c.cell_type == "code"
-              for o in c.outputs if o.output_type == "error"]
+    errors = [
+        (i, o.get("ename"), o.get("evalue"))
+        for i, c in enumerate(notebook.cells)
+        if c.cell_type == "code"
+        for o in c.outputs
+        if o.output_type == "error"
+    ]
     assert not errors
     print(f"{path.name}: {elapsed:.1f} s")  # speed is measured in bench/, never asserted here
     assert _fixture_state() == before, "a notebook wrote into fixtures/"

@@ -228,10 +228,7 @@ def test_an_output_folder_holding_the_inputs_is_refused(recordings: Path, no_wor
         capsys, "sweep", recordings, "--max-tokens", "20k", "--keep-recent-tokens", "4k", "-o", recordings, "--force"
     )
     assert code == cli.EXIT_ERROR
-    assert (
-        err
-        == f"zett-lab: error: {recordings}: holds an input ({recordings / 'sessions.sqlite'}); {NEVER_OVER}\n"
-    )
+    assert err == f"zett-lab: error: {recordings}: holds an input ({recordings / 'sessions.sqlite'}); {NEVER_OVER}\n"
     assert no_work == [] and digest(recordings) == before
 
 

@@ -26,22 +26,38 @@ def open_figures() -> int:
 def trace():
     """Several applied compactions, a manual one, steps over budget."""
     conversation = coding_conversation(turns=8, cid="plots")
-    return replay(conversation, max_tokens=700, keep_recent_tokens=300, summarizer=CountingSummarizer(), cache=False,
-                  compact_at=["step:2"])
+    return replay(
+        conversation,
+        max_tokens=700,
+        keep_recent_tokens=300,
+        summarizer=CountingSummarizer(),
+        cache=False,
+        compact_at=["step:2"],
+    )
 
 
 @pytest.fixture(scope="module")
 def rejected_trace():
     """Every summary is discarded as not smaller."""
-    return replay(coding_conversation(turns=5, cid="huge"), max_tokens=900, keep_recent_tokens=300,
-                  summarizer=BadSummarizer("huge"), cache=False)
+    return replay(
+        coding_conversation(turns=5, cid="huge"),
+        max_tokens=900,
+        keep_recent_tokens=300,
+        summarizer=BadSummarizer("huge"),
+        cache=False,
+    )
 
 
 @pytest.fixture(scope="module")
 def failed_trace():
     """Every summary call fails (recorded, not raised)."""
-    return replay(coding_conversation(turns=5, cid="fails"), max_tokens=900, keep_recent_tokens=300,
-                  summarizer=BadSummarizer("raise"), cache=False)
+    return replay(
+        coding_conversation(turns=5, cid="fails"),
+        max_tokens=900,
+        keep_recent_tokens=300,
+        summarizer=BadSummarizer("raise"),
+        cache=False,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -225,8 +241,13 @@ def test_message_strip_labels_attempts_not_applied(rejected_trace):
 
 
 def test_message_strip_without_compactions():
-    trace = replay(coding_conversation(turns=2, cid="small"), max_tokens=100_000, keep_recent_tokens=300, cache=False,
-                   summarizer=CountingSummarizer())
+    trace = replay(
+        coding_conversation(turns=2, cid="small"),
+        max_tokens=100_000,
+        keep_recent_tokens=300,
+        cache=False,
+        summarizer=CountingSummarizer(),
+    )
     ax = plots.message_strip(trace).axes[0]
     assert any("no compaction attempt" in t.get_text() for t in ax.texts)
 
@@ -235,9 +256,13 @@ def test_message_strip_without_compactions():
 
 
 def test_heatmap_values_boundaries_and_missing_cells(sweep_table):
-    fig = plots.heatmap(sweep_table, "compactions_applied", where={"summarizer": "anchors:0.1"},
-                        boundaries=pd.DataFrame({"max_tokens": [6_100, 11_000], "keep_recent_tokens": [1_000, 2_000]}),
-                        highlight=(8_000, 2_000))
+    fig = plots.heatmap(
+        sweep_table,
+        "compactions_applied",
+        where={"summarizer": "anchors:0.1"},
+        boundaries=pd.DataFrame({"max_tokens": [6_100, 11_000], "keep_recent_tokens": [1_000, 2_000]}),
+        highlight=(8_000, 2_000),
+    )
     ax = fig.axes[0]
     texts = {t.get_text() for t in ax.texts}
     assert {"8", "4", "2", "1"} <= texts  # values printed in the cells
@@ -252,7 +277,9 @@ def test_heatmap_values_boundaries_and_missing_cells(sweep_table):
 
 def test_heatmap_accepts_decision_boundaries_objects(sweep_table):
     walk = types.SimpleNamespace(
-        parameter="max_tokens", fixed=2_000, values=[5_000, 9_000, 12_000],
+        parameter="max_tokens",
+        fixed=2_000,
+        values=[5_000, 9_000, 12_000],
         segments=pd.DataFrame({"start": [4_000, 5_000, 9_000, 12_000], "compactions_applied": [3, 2, 2, 1]}),
     )
     ax = plots.heatmap(sweep_table, "compactions_applied", boundaries=[walk]).axes[0]
@@ -334,10 +361,15 @@ def test_pareto_direction_of_a_column_outside_the_catalogue_is_never_guessed(swe
 
 
 def test_summarizer_comparison_with_intervals():
-    table = pd.DataFrame({
-        "summarizer": ["a", "a", "b", "b"], "metric": ["recall", "retention"] * 2,
-        "mean": [0.5, 0.6, 0.7, 0.2], "ci_low": [0.4, 0.5, 0.6, 0.1], "ci_high": [0.6, 0.7, 0.8, 0.3],
-    })
+    table = pd.DataFrame(
+        {
+            "summarizer": ["a", "a", "b", "b"],
+            "metric": ["recall", "retention"] * 2,
+            "mean": [0.5, 0.6, 0.7, 0.2],
+            "ci_low": [0.4, 0.5, 0.6, 0.1],
+            "ci_high": [0.6, 0.7, 0.8, 0.3],
+        }
+    )
     ax = plots.summarizer_comparison(table).axes[0]
     assert [t.get_text() for t in ax.get_yticklabels()] == ["a", "b"]
     assert len(ax.containers) == 2  # one errorbar container per metric, different marker shapes
@@ -347,8 +379,14 @@ def test_summarizer_comparison_with_intervals():
 def test_summarizer_comparison_from_compare(trace):
     from zett_lab.measure import compare
 
-    other = replay(trace.conversation, max_tokens=10**12, keep_recent_tokens=300, summarizer="mask", cache=False,
-                   compact_at=[f"step:{s}" for s in trace.compactions.loc[trace.compactions["applied"], "step"]])
+    other = replay(
+        trace.conversation,
+        max_tokens=10**12,
+        keep_recent_tokens=300,
+        summarizer="mask",
+        cache=False,
+        compact_at=[f"step:{s}" for s in trace.compactions.loc[trace.compactions["applied"], "step"]],
+    )
     same = replay(
         trace.conversation,
         max_tokens=10**12,

@@ -26,7 +26,9 @@ from zett_lab.load.zett import write_sqlite
 
 def test_neutral_round_trip_keeps_every_field(tmp_path):
     conversation = coding_conversation(turns=2)
-    conversation.messages[1] = UserMessage(content=[TextContent(text="see"), ImageContent(source=ImageUrlSource(url="https://x/y.png"))])
+    conversation.messages[1] = UserMessage(
+        content=[TextContent(text="see"), ImageContent(source=ImageUrlSource(url="https://x/y.png"))]
+    )
     conversation.messages[-1] = AssistantMessage(
         content="done", reasoning="checked twice", provider="openai", model="gpt-5"
     )

@@ -221,8 +221,12 @@ def test_replaying_a_compacted_recording_reproduces_its_snapshots(fixture_conver
     conversation = next(c for c in fixture_conversations if c.id == "billing-rounding")
     recorded, model = _recorded_summary_model(conversation)
     trace = replay(
-        conversation, max_tokens=recorded["max_tokens"], keep_recent_tokens=recorded["keep_recent_tokens"],
-        summarizer=model, usage="recorded", cache=False,
+        conversation,
+        max_tokens=recorded["max_tokens"],
+        keep_recent_tokens=recorded["keep_recent_tokens"],
+        summarizer=model,
+        usage="recorded",
+        cache=False,
     )
     applied = trace.compactions[trace.compactions["applied"]]
     sequences = conversation.metadata["sequences"]

@@ -57,8 +57,12 @@ def fixture_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     conversations = [c for c in zett_lab.load_all(FIXTURES) if c.id in ("billing-rounding", "search-p95-regression")]
     report = Report.build(
-        conversations, ["anchors", "mask"], {"max_tokens": [8000, 12000, 16000], "keep_recent_tokens": [2000, 4000]},
-        executor="serial", date="2025-01-01", explore="billing-rounding",
+        conversations,
+        ["anchors", "mask"],
+        {"max_tokens": [8000, 12000, 16000], "keep_recent_tokens": [2000, 4000]},
+        executor="serial",
+        date="2025-01-01",
+        explore="billing-rounding",
     )
     return report.save_html(tmp_path_factory.mktemp("report") / "report.html")
 
@@ -133,7 +137,8 @@ def test_notebook_frame_is_isolated(browser, tmp_path: Path, fixture_report: Pat
     host = tmp_path / "notebook.html"
     host.write_text(
         "<!DOCTYPE html><html><head><style>h2{color:rgb(1, 2, 3)}</style></head><body><h2 id='host'>notebook</h2>"
-        + report._repr_html_() + "</body></html>",
+        + report._repr_html_()
+        + "</body></html>",
         encoding="utf-8",
     )
     watched = Watched(browser)

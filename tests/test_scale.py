@@ -36,8 +36,14 @@ def test_losses_without_the_anchor_table_are_the_same_on_every_fixture(fixture_c
 def small_sweep(fixture_conversations, tmp_path_factory):
     chosen = [c for c in fixture_conversations if c.id in ("billing-rounding", "ci-flaky-kafka")]
     events: list[ProgressEvent] = []
-    result = sweep(chosen, max_tokens=[5_000, 9_000, 60_000, 70_000], keep_recent_tokens=[1_000, 3_000],
-                   executor="serial", cache=tmp_path_factory.mktemp("cache") / "c.sqlite", progress=events.append)
+    result = sweep(
+        chosen,
+        max_tokens=[5_000, 9_000, 60_000, 70_000],
+        keep_recent_tokens=[1_000, 3_000],
+        executor="serial",
+        cache=tmp_path_factory.mktemp("cache") / "c.sqlite",
+        progress=events.append,
+    )
     return result, events
 
 

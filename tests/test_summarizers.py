@@ -176,8 +176,11 @@ def test_mask_replaces_every_tool_output(span):
     assert "please fix module_0.py and never touch migrations/" in text
     assert '[tool call read_file] {"path": "src/module_0_0.py"}' in text
     # small outputs can be kept verbatim
-    short = [UserMessage(content="go"), AssistantMessage(tool_calls=(ToolCall("c", "bash", {"command": "true"}),)),
-             ToolMessage(tool_call_id="c", name="bash", content="ok")]
+    short = [
+        UserMessage(content="go"),
+        AssistantMessage(tool_calls=(ToolCall("c", "bash", {"command": "true"}),)),
+        ToolMessage(tool_call_id="c", name="bash", content="ok"),
+    ]
     assert "[tool result bash] ok" in summarizer("mask", keep_output_tokens=5).summarize(short)
     assert "[tool output omitted: 1 token]" in summarizer("mask").summarize(short)
 
@@ -220,8 +223,11 @@ def test_render_covers_every_message_kind():
     span = [
         CompactedMessage(content=CHECKPOINT_PREFIX + "Earlier: fixed auth in src/auth.py."),
         UserMessage(content="next"),
-        AssistantMessage(content="Looking.", reasoning="think first",
-                         tool_calls=(ToolCall("c", "grep", {"pattern": "TODO", "path": "src"}),)),
+        AssistantMessage(
+            content="Looking.",
+            reasoning="think first",
+            tool_calls=(ToolCall("c", "grep", {"pattern": "TODO", "path": "src"}),),
+        ),
         ToolMessage(tool_call_id="c", name="grep", content="boom", success=False),
     ]
     text = render(span)
@@ -346,9 +352,7 @@ def test_identity_of_other_models(monkeypatch):
 
 def test_openai_compatible_returns_the_server_summary(server, keyed, span):
     model = summarizer(f"openai-compatible:fake-model@{server.openai_url}")
-    assert summary_text(model, engine_request(span)) == server._summary_for(
-        server.requests[0].json["messages"]
-    )
+    assert summary_text(model, engine_request(span)) == server._summary_for(server.requests[0].json["messages"])
     request = server.requests[0]
     assert request.path == "/v1/chat/completions"
     assert request.headers["Authorization"] == f"Bearer {SECRET}"
@@ -467,9 +471,7 @@ def test_key_is_sent_but_never_written(server, keyed, tmp_path, span):
     cache = SummaryCache(tmp_path / "cache.sqlite")
     model = summarizer(f"openai-compatible:m@{server.openai_url}")
     conversation = coding_conversation(turns=4, output_lines=40)
-    trace = replay(
-        conversation, max_tokens=1_500, keep_recent_tokens=400, summarizer=model, cache=cache
-    )
+    trace = replay(conversation, max_tokens=1_500, keep_recent_tokens=400, summarizer=model, cache=cache)
     assert (trace.compactions["summary_text"].str.startswith("Checkpoint of")).any()
     assert all(r.headers["Authorization"] == f"Bearer {SECRET}" for r in server.requests)
     cache.close()
@@ -525,8 +527,12 @@ def test_replay_failing_provider_non_strict(server, keyed, fixture_conversation)
     assert server.count() == 2 * len(compactions)  # 1 + max_retries per attempt
     with pytest.raises(ReplayError, match="ProviderHTTPError"):
         replay(
-            fixture_conversation, max_tokens=total // 3, keep_recent_tokens=total // 10,
-            summarizer=model, cache=False, strict=True,
+            fixture_conversation,
+            max_tokens=total // 3,
+            keep_recent_tokens=total // 10,
+            summarizer=model,
+            cache=False,
+            strict=True,
         )
 
 

@@ -78,16 +78,29 @@ def assert_same(a, b):
 def test_sweep_equals_single_replays_on_fixture_grid(small, tmp_path):
     cache = tmp_path / "cache.sqlite"
     grid_m, grid_k = [3_000, 7_000, 60_000], [600, 8_000]  # 8_000 >= 3_000 and 7_000: allowed
-    s = sweep(small, max_tokens=grid_m, keep_recent_tokens=grid_k, summarizers=["anchors:0.1", "truncate"],
-              executor="serial", cache=cache, metrics=False, progress=False)
+    s = sweep(
+        small,
+        max_tokens=grid_m,
+        keep_recent_tokens=grid_k,
+        summarizers=["anchors:0.1", "truncate"],
+        executor="serial",
+        cache=cache,
+        metrics=False,
+        progress=False,
+    )
     assert len(s.results) == len(small) * 3 * 2 * 2
     assert s.results["error"].isna().all()
     assert s.results["replayed"].eq(False).sum() > 0
     for row in s.results.itertuples(index=False):
         mine = s.trace(row.conversation_id, row.max_tokens, row.keep_recent_tokens, row.summarizer)
         conversation = next(c for c in small if c.id == row.conversation_id)
-        alone = replay(conversation, max_tokens=int(row.max_tokens), keep_recent_tokens=int(row.keep_recent_tokens),
-                       summarizer=row.summarizer, cache=cache)
+        alone = replay(
+            conversation,
+            max_tokens=int(row.max_tokens),
+            keep_recent_tokens=int(row.keep_recent_tokens),
+            summarizer=row.summarizer,
+            cache=cache,
+        )
         assert_same(mine, alone)
         summary = alone.summary()
         for key, value in summary.items():
@@ -125,8 +138,14 @@ def test_derived_cells_carry_the_metrics_of_their_own_trace(small, tmp_path):
     from zett_lab.measure import measure
 
     conversation = next(c for c in small if c.id == "billing-rounding")
-    s = sweep(conversation, max_tokens=[9_000, 9_100, 60_000, 70_000], keep_recent_tokens=[2_000, 3_000],
-              executor="serial", cache=tmp_path / "c.sqlite", progress=False)
+    s = sweep(
+        conversation,
+        max_tokens=[9_000, 9_100, 60_000, 70_000],
+        keep_recent_tokens=[2_000, 3_000],
+        executor="serial",
+        cache=tmp_path / "c.sqlite",
+        progress=False,
+    )
     derived = s.results[s.results["replayed"].eq(False)]
     assert len(derived)
     for row in derived.to_dict("records"):
@@ -143,8 +162,16 @@ def test_derived_cells_carry_the_metrics_of_their_own_trace(small, tmp_path):
 
 def test_relative_settings_and_context_windows(small, tmp_path):
     conversation = small[0]
-    s = sweep(conversation, max_tokens=[0.025, 0.05, 4_000], keep_recent_tokens=[0.01], context_window="gpt-4o",
-              executor="serial", cache=tmp_path / "c.sqlite", metrics=False, progress=False)
+    s = sweep(
+        conversation,
+        max_tokens=[0.025, 0.05, 4_000],
+        keep_recent_tokens=[0.01],
+        context_window="gpt-4o",
+        executor="serial",
+        cache=tmp_path / "c.sqlite",
+        metrics=False,
+        progress=False,
+    )
     assert list(s.results["max_tokens"]) == [3_200, 6_400, 4_000]
     assert list(s.results["keep_recent_tokens"]) == [1_280] * 3
     assert list(s.results["max_tokens_share"].fillna(-1)) == [0.025, 0.05, -1]
@@ -162,14 +189,17 @@ def test_relative_settings_and_context_windows(small, tmp_path):
         sweep(conversation, max_tokens=[1.5], keep_recent_tokens=[100], context_window=1000, executor="serial")
 
 
-@pytest.mark.parametrize("grid", [
-    {"max_tokens": [], "keep_recent_tokens": [100]},
-    {"max_tokens": [1000], "keep_recent_tokens": []},
-    {"max_tokens": [1000], "keep_recent_tokens": [100], "summarizers": []},
-    {"max_tokens": [0], "keep_recent_tokens": [100]},
-    {"max_tokens": [1000], "keep_recent_tokens": [100], "summarizers": ["no-such-summarizer"]},
-    {"max_tokens": [1000], "keep_recent_tokens": [100], "store": "x.sqlite"},
-])
+@pytest.mark.parametrize(
+    "grid",
+    [
+        {"max_tokens": [], "keep_recent_tokens": [100]},
+        {"max_tokens": [1000], "keep_recent_tokens": []},
+        {"max_tokens": [1000], "keep_recent_tokens": [100], "summarizers": []},
+        {"max_tokens": [0], "keep_recent_tokens": [100]},
+        {"max_tokens": [1000], "keep_recent_tokens": [100], "summarizers": ["no-such-summarizer"]},
+        {"max_tokens": [1000], "keep_recent_tokens": [100], "store": "x.sqlite"},
+    ],
+)
 def test_bad_grids_raise_setting_error(small, grid):
     with pytest.raises(SettingError):
         sweep(small[:1], executor="serial", progress=False, **grid)
@@ -178,8 +208,15 @@ def test_bad_grids_raise_setting_error(small, grid):
 
 
 def test_keep_recent_at_or_above_max_tokens_runs_and_reports(small, tmp_path):
-    s = sweep(small[:2], max_tokens=[2_000], keep_recent_tokens=[2_000, 5_000], executor="serial",
-              cache=tmp_path / "c.sqlite", metrics=False, progress=False)
+    s = sweep(
+        small[:2],
+        max_tokens=[2_000],
+        keep_recent_tokens=[2_000, 5_000],
+        executor="serial",
+        cache=tmp_path / "c.sqlite",
+        metrics=False,
+        progress=False,
+    )
     assert s.results["error"].isna().all()
     assert (s.results["steps_over_budget"] > 0).any()
 
@@ -191,8 +228,15 @@ def test_a_broken_conversation_fails_only_its_cells(small, tmp_path):
     broken = zett_lab.Conversation(
         id="broken", messages=[UserMessage(content="hi"), ToolMessage(tool_call_id="nope", name="x", content="?")]
     )
-    s = sweep([small[0], broken], max_tokens=[2_000, 4_000], keep_recent_tokens=[500], executor="serial",
-              cache=tmp_path / "c.sqlite", metrics=False, progress=False)
+    s = sweep(
+        [small[0], broken],
+        max_tokens=[2_000, 4_000],
+        keep_recent_tokens=[500],
+        executor="serial",
+        cache=tmp_path / "c.sqlite",
+        metrics=False,
+        progress=False,
+    )
     bad = s.results[s.results["conversation_id"] == "broken"]
     good = s.results[s.results["conversation_id"] != "broken"]
     assert bad["error"].str.contains("no matching assistant tool call").all()
@@ -247,8 +291,13 @@ def test_executor_dying_mid_sweep_keeps_finished_cells_and_rerun_resumes_from_ca
 
 def test_default_process_pool_and_dask_give_the_same_results(small, tmp_path):
     distributed = pytest.importorskip("distributed")
-    grid = {"max_tokens": [4_000, 9_000, 40_000], "keep_recent_tokens": [800, 2_500], "summarizers": ["anchors:0.1"],
-            "cache": tmp_path / "c.sqlite", "progress": False}
+    grid = {
+        "max_tokens": [4_000, 9_000, 40_000],
+        "keep_recent_tokens": [800, 2_500],
+        "summarizers": ["anchors:0.1"],
+        "cache": tmp_path / "c.sqlite",
+        "progress": False,
+    }
     local = sweep(small[1:3], executor="serial", **grid)
     clear_worker_state()  # this process remembers the replays: make the others run them
     pooled = sweep(small[1:3], **grid)  # the session's process pool
@@ -289,8 +338,16 @@ class SlowModel:
 
 def test_provider_summarizer_calls_run_concurrently_within_their_limit(small):
     conversation = next(c for c in small if c.id == "billing-rounding")
-    s = sweep(conversation, max_tokens=[4_000, 5_000, 6_000, 7_000, 8_000, 10_000], keep_recent_tokens=[1_000],
-              summarizers=[SlowModel()], executor="serial", cache=False, metrics=False, progress=False)
+    s = sweep(
+        conversation,
+        max_tokens=[4_000, 5_000, 6_000, 7_000, 8_000, 10_000],
+        keep_recent_tokens=[1_000],
+        summarizers=[SlowModel()],
+        executor="serial",
+        cache=False,
+        metrics=False,
+        progress=False,
+    )
     assert 1 < SlowModel.peak <= SlowModel.max_concurrency
     for row in s.results.itertuples(index=False):
         alone = replay(
@@ -303,8 +360,15 @@ def test_provider_summarizer_calls_run_concurrently_within_their_limit(small):
 
 
 def test_save_load_round_trip(small, tmp_path):
-    s = sweep(small[:2], max_tokens=[3_000, 50_000], keep_recent_tokens=[700], summarizers=["anchors:0.1", "mask"],
-              executor="serial", cache=tmp_path / "c.sqlite", progress=False)
+    s = sweep(
+        small[:2],
+        max_tokens=[3_000, 50_000],
+        keep_recent_tokens=[700],
+        summarizers=["anchors:0.1", "mask"],
+        executor="serial",
+        cache=tmp_path / "c.sqlite",
+        progress=False,
+    )
     path = s.save(tmp_path / "run")
     with pytest.raises(zett_lab.InputError, match="already exists"):
         s.save(tmp_path / "run")
@@ -331,8 +395,14 @@ def test_save_load_round_trip(small, tmp_path):
 
 def test_decision_boundaries_along_max_tokens_are_confirmed_by_replays(small):
     conversation = next(c for c in small if c.id == "search-p95-regression")
-    b = decision_boundaries(conversation, "truncate", keep_recent_tokens=2_000, max_tokens_range=(6_000, 16_000),
-                            cache=False, progress=False)
+    b = decision_boundaries(
+        conversation,
+        "truncate",
+        keep_recent_tokens=2_000,
+        max_tokens_range=(6_000, 16_000),
+        cache=False,
+        progress=False,
+    )
     assert b.values and b.segments["start"].iloc[0] == 6_000 and b.segments["end"].iloc[-1] == 16_000
     for value in b.values:
         before = replay(
@@ -351,11 +421,23 @@ def test_decision_boundaries_along_max_tokens_are_confirmed_by_replays(small):
 
 def test_decision_boundaries_along_keep_recent_tokens(small):
     conversation = next(c for c in small if c.id == "billing-rounding")
-    b = decision_boundaries(conversation, "truncate", max_tokens=12_000, keep_recent_tokens_range=(30_000, None),
-                            cache=False, progress=False)
+    b = decision_boundaries(
+        conversation,
+        "truncate",
+        max_tokens=12_000,
+        keep_recent_tokens_range=(30_000, None),
+        cache=False,
+        progress=False,
+    )
     assert b.segments["end"].isna().iloc[-1]  # the last region is unbounded
-    b = decision_boundaries(conversation, "truncate", max_tokens=12_000, keep_recent_tokens_range=(3_000, 7_000),
-                            cache=False, progress=False)
+    b = decision_boundaries(
+        conversation,
+        "truncate",
+        max_tokens=12_000,
+        keep_recent_tokens_range=(3_000, 7_000),
+        cache=False,
+        progress=False,
+    )
     assert b.values and b.segments["end"].iloc[-1] == 7_000
     for value in b.values:
         before = replay(
@@ -394,8 +476,18 @@ def _table():
                     "error": None,
                 }
             )
-    rows.append({"conversation_id": "x", "summarizer": "c", "max_tokens": 1, "keep_recent_tokens": 10,
-                 "total_input_tokens": 1, "needed_anchor_recall": 1.0, "instruction_survival": 1.0, "error": "boom"})
+    rows.append(
+        {
+            "conversation_id": "x",
+            "summarizer": "c",
+            "max_tokens": 1,
+            "keep_recent_tokens": 10,
+            "total_input_tokens": 1,
+            "needed_anchor_recall": 1.0,
+            "instruction_survival": 1.0,
+            "error": "boom",
+        }
+    )
     return pd.DataFrame(rows)
 
 
@@ -413,7 +505,10 @@ def test_pareto_front():
     assert ("b", 5000) not in set(zip(dropped["summarizer"], dropped["max_tokens"], strict=True))
     lower = pareto_front(_table(), loss="instruction_survival", maximize=False)  # NaN counts as best: 0 here
     assert list(zip(lower["summarizer"], lower["max_tokens"], lower["instruction_survival"], strict=True)) == [
-        ("a", 1000, 1.0), ("a", 3000, 0.5), ("b", 5000, 0.0)]
+        ("a", 1000, 1.0),
+        ("a", 3000, 0.5),
+        ("b", 5000, 0.0),
+    ]
     with pytest.raises(SettingError, match="no column"):
         pareto_front(_table(), loss="nope")
 
@@ -472,8 +567,15 @@ def test_recommend_on_a_real_sweep(small, tmp_path):
 def test_a_summarizer_without_a_list_price_keeps_its_cells(small, tmp_path):
     from tests.helpers import CountingSummarizer
 
-    result = zett_lab.sweep(small, max_tokens=[3_000], keep_recent_tokens=[1_000], summarizers=[CountingSummarizer()],
-                            executor="serial", progress=False, cache=tmp_path / "c.sqlite")
+    result = zett_lab.sweep(
+        small,
+        max_tokens=[3_000],
+        keep_recent_tokens=[1_000],
+        summarizers=[CountingSummarizer()],
+        executor="serial",
+        progress=False,
+        cache=tmp_path / "c.sqlite",
+    )
     assert result.results["error"].isna().all()
     summarized = result.results["compactions_applied"] > 0
     assert summarized.any()

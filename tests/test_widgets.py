@@ -141,8 +141,13 @@ def test_compact_here(explorer):
 
 
 def test_errors_are_shown_in_place_not_raised(conversations):
-    explorer = Explorer(conversations, summarizers=[BadSummarizer("raise")], max_tokens=700, keep_recent_tokens=300,
-                        replay_options={"strict": True})
+    explorer = Explorer(
+        conversations,
+        summarizers=[BadSummarizer("raise")],
+        max_tokens=700,
+        keep_recent_tokens=300,
+        replay_options={"strict": True},
+    )
     assert explorer.error is not None and explorer.trace is None
     assert "zl-error" in explorer.error_area.value and "provider exploded" in explorer.error_area.value
     assert explorer.plot.value == b""
@@ -285,8 +290,9 @@ def test_comparison_nothing_to_compare(conversations):
 
 
 def test_comparison_error_in_place(conversations):
-    comparison = Comparison(conversations, [BadSummarizer("raise")], max_tokens=700, keep_recent_tokens=300,
-                            replay_options={"strict": True})
+    comparison = Comparison(
+        conversations, [BadSummarizer("raise")], max_tokens=700, keep_recent_tokens=300, replay_options={"strict": True}
+    )
     assert comparison.error is not None and "zl-error" in comparison.error_area.value
 
 
@@ -393,8 +399,11 @@ def test_compaction_viewer_shows_a_failed_summary():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         trace = replay(
-            coding_conversation(turns=6), max_tokens=900, keep_recent_tokens=400,
-            summarizer=BadSummarizer("raise"), cache=False,
+            coding_conversation(turns=6),
+            max_tokens=900,
+            keep_recent_tokens=400,
+            summarizer=BadSummarizer("raise"),
+            cache=False,
         )
     failed = trace.compactions[trace.compactions["error"].notna()]
     assert len(failed), "the bad summarizer makes every attempt fail"

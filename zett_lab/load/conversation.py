@@ -35,6 +35,7 @@ from .neutral_writer import write_neutral
 
 PROBE_TYPES = ("recall", "artifact", "continuation", "decision", "update")
 
+
 def probes_sidecar_path(path: str | Path) -> Path:
     """Where gold probes for a recorded file live: ``<stem>.probes.json`` beside it."""
     path = Path(path)

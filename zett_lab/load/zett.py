@@ -337,8 +337,12 @@ def read_zettcode(path: Path) -> list[Conversation]:
                 raise InputError(file, f"line {number}", f"unknown zettcode record kind {kind!r}")
         messages, _, _ = _dedupe_system(messages, list(range(len(messages))))
         conversation = Conversation(
-            id=session_id, messages=messages, source=str(file), format=ZETTCODE_FORMAT,
-            native_compactions=native, metadata=metadata,
+            id=session_id,
+            messages=messages,
+            source=str(file),
+            format=ZETTCODE_FORMAT,
+            native_compactions=native,
+            metadata=metadata,
         )
         conversations.append(conversation.validate())
     return conversations
@@ -383,6 +387,7 @@ def write_sqlite(conversations: list[Conversation], path: str | Path, *, overwri
         check_output(probes_sidecar_path(path), inputs, overwrite=overwrite)
     if not path.parent.is_dir():
         raise InputError(path, None, f"folder {path.parent} does not exist")
+
     async def write(temporary: Path) -> None:
         storage = SQLiteSessionStorage(temporary)
         try:

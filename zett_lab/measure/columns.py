@@ -187,7 +187,6 @@ DECAY_COLUMNS: dict[str, str] = {
 }
 
 
-
 def doc_table(title: str, columns: dict[str, str]) -> str:
     lines = [f"    ``{title}``:"]
     lines += [f"        - ``{name}``: {text}" for name, text in columns.items()]
@@ -211,16 +210,62 @@ _BOOLEANS: dict[int, set[str]] = {
     id(UPDATE_COLUMNS): {"applied"},
 }
 _INT = {
-    "max_tokens", "keep_recent_tokens", "compaction_id", "step", "turn", "span_start", "span_end", "n_recorded",
-    "span_messages", "tail_messages", "future_messages", "span_tokens", "older_tokens", "summary_tokens",
-    "tail_tokens", "before_tokens", "after_tokens", "span_anchors", "retained_anchors", "needed_anchors",
-    "needed_retained", "lost_but_needed", "constraints", "constraints_visible", "refetch_calls", "refetched_anchors",
-    "probes_covered", "probes_present", "summary_input_tokens", "summary_output_tokens", "message_index",
-    "next_use_index", "messages", "steps", "compactions", "attempts", "rejected_not_smaller", "failed",
-    "steps_over_budget", "steps_no_boundary", "steps_only_checkpoints", "peak_context_tokens",
-    "primary_input_tokens", "probe", "probes", "from_compaction", "to_compaction", "j", "kept",
-    "still_in_summary", "still_in_context", "superseded_updates", "superseded_latest", "superseded_only",
-    "latest_index", "superseded_index",
+    "max_tokens",
+    "keep_recent_tokens",
+    "compaction_id",
+    "step",
+    "turn",
+    "span_start",
+    "span_end",
+    "n_recorded",
+    "span_messages",
+    "tail_messages",
+    "future_messages",
+    "span_tokens",
+    "older_tokens",
+    "summary_tokens",
+    "tail_tokens",
+    "before_tokens",
+    "after_tokens",
+    "span_anchors",
+    "retained_anchors",
+    "needed_anchors",
+    "needed_retained",
+    "lost_but_needed",
+    "constraints",
+    "constraints_visible",
+    "refetch_calls",
+    "refetched_anchors",
+    "probes_covered",
+    "probes_present",
+    "summary_input_tokens",
+    "summary_output_tokens",
+    "message_index",
+    "next_use_index",
+    "messages",
+    "steps",
+    "compactions",
+    "attempts",
+    "rejected_not_smaller",
+    "failed",
+    "steps_over_budget",
+    "steps_no_boundary",
+    "steps_only_checkpoints",
+    "peak_context_tokens",
+    "primary_input_tokens",
+    "probe",
+    "probes",
+    "from_compaction",
+    "to_compaction",
+    "j",
+    "kept",
+    "still_in_summary",
+    "still_in_context",
+    "superseded_updates",
+    "superseded_latest",
+    "superseded_only",
+    "latest_index",
+    "superseded_index",
 }
 
 
@@ -253,11 +298,18 @@ def _typed(values: pd.Series, dtype: Literal["boolean", "Int64"], cast: Callable
 
 def _is_ratio(column: str) -> bool:
     return column.startswith("retention_") or column in {
-        "compression_ratio", "engine_compression_ratio", "context_reduction", "anchor_retention",
-        "needed_anchor_recall", "instruction_survival", "probe_presence", "decay_survival_1", "final_survival",
-        "superseded_rate", "superseded_probe_rate",
+        "compression_ratio",
+        "engine_compression_ratio",
+        "context_reduction",
+        "anchor_retention",
+        "needed_anchor_recall",
+        "instruction_survival",
+        "probe_presence",
+        "decay_survival_1",
+        "final_survival",
+        "superseded_rate",
+        "superseded_probe_rate",
     }
-
 
 
 def ratio(numerator: float, denominator: float) -> float:

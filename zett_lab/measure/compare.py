@@ -85,6 +85,8 @@ def metric_direction_higher(name: str) -> bool:
     """Whether larger is better for a compared column: the catalogue's word, larger for a column it does not list."""
     entry = CATALOGUE.get(name)
     return entry.higher_is_better if entry else True
+
+
 COMPACTION_KEY = ("conversation_id", "max_tokens", "keep_recent_tokens", "span_start", "span_end", "step")
 CONVERSATION_KEY = ("conversation_id", "max_tokens", "keep_recent_tokens")
 
@@ -443,7 +445,9 @@ def _unit_tables(
 ) -> tuple[dict[str, pd.DataFrame], dict[str, int]]:
     """Per name: the metric columns indexed by the unit key (first row of a duplicated key kept),
     and how many duplicate rows were dropped. Engines pair within one summarizer."""
-    key = list(COMPACTION_KEY if level == "compaction" else CONVERSATION_KEY) + (["summarizer"] if by == "engine" else [])
+    key = list(COMPACTION_KEY if level == "compaction" else CONVERSATION_KEY) + (
+        ["summarizer"] if by == "engine" else []
+    )
     tables: dict[str, pd.DataFrame] = {}
     duplicate_counts: dict[str, int] = {}
     for name, item in losses.items():

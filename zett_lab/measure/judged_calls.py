@@ -325,6 +325,7 @@ def price_map(
     price: tuple[float, float] | None, judge_price: tuple[float, float] | None
 ) -> dict[str, tuple[float, float] | None]:
     """(input, output) USD per million tokens per call kind; the judge uses ``price`` unless given its own."""
+
     def check(value: Any, name: str) -> tuple[float, float] | None:
         if value is None:
             return None

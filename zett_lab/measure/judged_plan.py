@@ -122,9 +122,7 @@ class _PlannedCalls:
 
     caller: Caller
     cache: SummaryCache | None
-    seen: dict[str, dict[str, tuple[ModelRequest, bool]]] = field(
-        default_factory=lambda: {kind: {} for kind in _KINDS}
-    )
+    seen: dict[str, dict[str, tuple[ModelRequest, bool]]] = field(default_factory=lambda: {kind: {} for kind in _KINDS})
 
     def lookup(self, kind: str, model: Any, request: ModelRequest) -> str | None:
         """Record the request; the cached reply text, or None when it is not cached."""

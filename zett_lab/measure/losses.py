@@ -124,9 +124,19 @@ class Losses:
     def _repr_html_(self) -> str:
         conversation = self.conversation.to_html(index=False, na_rep="", float_format=lambda v: f"{v:.3f}")
         columns = [
-            "conversation_id", "compaction_id", "step", "status", "span_start", "span_end", "compression_ratio",
-            "context_reduction", "anchor_retention", "needed_anchor_recall", "lost_but_needed",
-            "instruction_survival", "probe_presence",
+            "conversation_id",
+            "compaction_id",
+            "step",
+            "status",
+            "span_start",
+            "span_end",
+            "compression_ratio",
+            "context_reduction",
+            "anchor_retention",
+            "needed_anchor_recall",
+            "lost_but_needed",
+            "instruction_survival",
+            "probe_presence",
         ]
         compactions = (
             self.compactions[columns].to_html(index=False, na_rep="", max_rows=30, float_format=lambda v: f"{v:.3f}")
@@ -147,15 +157,19 @@ class Losses:
         )
 
 
-Losses.__doc__ = (Losses.__doc__ or "") + "\n    Columns:\n\n" + "\n\n".join(
-    doc_table(name, columns)
-    for name, columns in (
-        ("compactions", COMPACTION_COLUMNS),
-        ("anchors", ANCHOR_COLUMNS),
-        ("conversation", CONVERSATION_COLUMNS),
-        ("probes", PROBE_COLUMNS),
-        ("decay", DECAY_COLUMNS),
-        ("updates", UPDATE_COLUMNS),
+Losses.__doc__ = (
+    (Losses.__doc__ or "")
+    + "\n    Columns:\n\n"
+    + "\n\n".join(
+        doc_table(name, columns)
+        for name, columns in (
+            ("compactions", COMPACTION_COLUMNS),
+            ("anchors", ANCHOR_COLUMNS),
+            ("conversation", CONVERSATION_COLUMNS),
+            ("probes", PROBE_COLUMNS),
+            ("decay", DECAY_COLUMNS),
+            ("updates", UPDATE_COLUMNS),
+        )
     )
 )
 
@@ -172,7 +186,6 @@ def _empty_losses(settings: dict[str, Any] | None = None) -> Losses:
     )
 
 
-
 def _counter_for(trace: Any, counter: Callable[[Sequence[Any]], int] | None) -> Callable[[Sequence[Any]], int]:
     if counter is not None:
         return counter
@@ -180,7 +193,6 @@ def _counter_for(trace: Any, counter: Callable[[Sequence[Any]], int] | None) -> 
 
     name = str((getattr(trace, "settings", None) or {}).get("counter") or "")
     return approx_count_tokens if "Approx" in name or "approx" in name else count_tokens
-
 
 
 def measure(
@@ -202,7 +214,6 @@ def measure(
     if not hasattr(trace, "compactions") and not hasattr(trace, "steps"):
         return Losses.concat(measure(item, counter=counter, anchors=anchors) for item in trace)
     return _measure_one(trace, _counter_for(trace, counter), anchors)
-
 
 
 def _measure_one(trace: Any, counter: Callable[[Sequence[Any]], int], keep_anchors: bool = True) -> Losses:
@@ -229,8 +240,15 @@ def _measure_one(trace: Any, counter: Callable[[Sequence[Any]], int], keep_ancho
     probes_frame = frame(rows.probes, PROBE_COLUMNS)
     decay_frame = frame(decay_rows(applied_chain, view.index, view.summary_index, view.base), DECAY_COLUMNS)
     summary_row = conversation_row(
-        view.base, view.max_tokens, view.keep_recent, len(view.messages), trace.steps, compactions_frame,
-        probes_frame, decay_frame, len(view.probes),
+        view.base,
+        view.max_tokens,
+        view.keep_recent,
+        len(view.messages),
+        trace.steps,
+        compactions_frame,
+        probes_frame,
+        decay_frame,
+        len(view.probes),
     )
     return Losses(
         compactions=compactions_frame,

@@ -105,7 +105,9 @@ class PassDeadline:
                 raise EngineTimeout(self._message("was still waiting (an await that never finished)")) from None
             if self._interrupted and not isinstance(error, asyncio.CancelledError):
                 cause = None if isinstance(error, EngineTimeout) else error
-                raise EngineTimeout(self._message("was still running (synchronous code that never returned)")) from cause
+                raise EngineTimeout(
+                    self._message("was still running (synchronous code that never returned)")
+                ) from cause
             raise
         finally:
             expiry.cancel()

@@ -470,8 +470,9 @@ def summarize_span(
 
     The engine's own request, instructions and checks; the channel records the call and serves the cache.
     """
-    engine = CompactionExtension(model=channel, max_tokens=1, keep_recent_tokens=1, count_tokens=count_tokens,
-                                 reasoning_effort=effort)
+    engine = CompactionExtension(
+        model=channel, max_tokens=1, keep_recent_tokens=1, count_tokens=count_tokens, reasoning_effort=effort
+    )
     call: dict[str, Any] = {}
     context = cast(AgentRunContext, _SpanContext(session_id))  # all the summary step reads of a context
     try:

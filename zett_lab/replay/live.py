@@ -116,8 +116,10 @@ class TraceLog:
             head = _first_line(self.path)
             if not (isinstance(head, dict) and head.get("format") == LIVE_FORMAT):
                 raise OutputError(
-                    self.path, None, "exists and is not a zett_lab live trace; zett_lab appends only to its own "
-                    "trace files (choose a new path)"
+                    self.path,
+                    None,
+                    "exists and is not a zett_lab live trace; zett_lab appends only to its own "
+                    "trace files (choose a new path)",
                 )
             with self.path.open("rb") as handle:
                 handle.seek(-1, os.SEEK_END)
@@ -323,12 +325,16 @@ class LiveRecorder:
         recording = session.recording
         row = recording.step_row(recording.steps, n_recorded, state, request.step_compaction, sent, response.message)
         sequences = storage_sequences(context)
-        known = {
-            request.appended[id(m)]: s
-            # the storage may map fewer positions than the context holds
-            for m, s in zip((m for m in messages if not isinstance(m, SystemMessage)), sequences, strict=False)
-            if id(m) in request.appended and s is not None
-        } if sequences else {}
+        known = (
+            {
+                request.appended[id(m)]: s
+                # the storage may map fewer positions than the context holds
+                for m, s in zip((m for m in messages if not isinstance(m, SystemMessage)), sequences, strict=False)
+                if id(m) in request.appended and s is not None
+            }
+            if sequences
+            else {}
+        )
         usage = response.usage
         row.update(
             session_id=context.session_id,

@@ -472,8 +472,11 @@ async def _drive(
     )
     try:
         for turn in turns[first_turn:]:
-            if marks is not None and history is not None and turn.index > first_turn and (
-                tools.used == answered[turn.start]
+            if (
+                marks is not None
+                and history is not None
+                and turn.index > first_turn
+                and (tools.used == answered[turn.start])
             ):
                 marks.append(TurnMark.at(turn.index, history, cursor))
             recording.turn, recording.turn_step = turn.index, 0
@@ -579,25 +582,43 @@ def summarize_spans(
         checkpoint, error, call = summarize_span(older, channel, effort, conversation.id, counter)
         older_tokens, summary_tokens = counter(older), counter([checkpoint]) if checkpoint is not None else None
         applied = summary_tokens is not None and summary_tokens < older_tokens
-        rows.append({
-            "compaction_id": k, "conversation_id": conversation.id, "step": None, "turn": None, "trigger": "span",
-            "span_start": start, "span_end": end, "n_recorded": n_recorded, "older_messages": len(older),
-            "older_tokens": older_tokens, "recent_messages": len(recent), "recent_tokens": counter(recent),
-            "summary_tokens": summary_tokens,
-            "compression_ratio": (
-                1 - summary_tokens / older_tokens if summary_tokens is not None and older_tokens else None
-            ),
-            "applied": applied,
-            "skip_reason": None if applied else (SUMMARY_FAILED if error is not None else NOT_SMALLER),
-            "summary_text": call.get("text"), "summarizer": identity, "latency_s": call.get("latency_s"),
-            "cache_hit": call.get("cache_hit"), "summary_input_tokens": call.get("input_tokens"),
-            "summary_output_tokens": call.get("output_tokens"),
-            "error": f"{type(error).__name__}: {error}" if error is not None else None,
-            "error_kind": error_kind(error, call) if error is not None else None,
-        })
+        rows.append(
+            {
+                "compaction_id": k,
+                "conversation_id": conversation.id,
+                "step": None,
+                "turn": None,
+                "trigger": "span",
+                "span_start": start,
+                "span_end": end,
+                "n_recorded": n_recorded,
+                "older_messages": len(older),
+                "older_tokens": older_tokens,
+                "recent_messages": len(recent),
+                "recent_tokens": counter(recent),
+                "summary_tokens": summary_tokens,
+                "compression_ratio": (
+                    1 - summary_tokens / older_tokens if summary_tokens is not None and older_tokens else None
+                ),
+                "applied": applied,
+                "skip_reason": None if applied else (SUMMARY_FAILED if error is not None else NOT_SMALLER),
+                "summary_text": call.get("text"),
+                "summarizer": identity,
+                "latency_s": call.get("latency_s"),
+                "cache_hit": call.get("cache_hit"),
+                "summary_input_tokens": call.get("input_tokens"),
+                "summary_output_tokens": call.get("output_tokens"),
+                "error": f"{type(error).__name__}: {error}" if error is not None else None,
+                "error_kind": error_kind(error, call) if error is not None else None,
+            }
+        )
     settings = {
-        "summarizer": identity, "reasoning_effort": effort.value, "max_tokens": None, "keep_recent_tokens": None,
-        "counter": getattr(counter, "__qualname__", type(counter).__name__), "spans": "given",
+        "summarizer": identity,
+        "reasoning_effort": effort.value,
+        "max_tokens": None,
+        "keep_recent_tokens": None,
+        "counter": getattr(counter, "__qualname__", type(counter).__name__),
+        "spans": "given",
         "zett_agent_version": zett_agent.__version__,
     }
     return Trace.from_rows(conversation, [], rows, settings, [])

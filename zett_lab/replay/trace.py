@@ -192,7 +192,8 @@ class Trace:
             "rejected_not_smaller": int((reasons == NOT_SMALLER).sum()),
             "failed": int(reasons.isin(FAILURE_REASONS).sum()),
             "summary_error": one_line(compactions.loc[reasons.isin(FAILURE_REASONS), "error"].iloc[0])
-            if reasons.isin(FAILURE_REASONS).any() else None,
+            if reasons.isin(FAILURE_REASONS).any()
+            else None,
             "peak_context": int(steps["context_tokens_after"].max()) if len(steps) else 0,
             "total_input_tokens": int(steps["context_tokens_after"].sum()) if len(steps) else 0,
             "steps_over_budget": int(steps["over_budget_after"].sum()) if len(steps) else 0,
@@ -283,8 +284,9 @@ class Trace:
         path = Path(path)
         if is_live_trace(path):
             live = read_live_session(path, session)
-            return cls.from_rows(live.conversation, live.step_rows, live.compaction_rows, live.settings,
-                                 live.engine_events, live=True)
+            return cls.from_rows(
+                live.conversation, live.step_rows, live.compaction_rows, live.settings, live.engine_events, live=True
+            )
         try:
             if path.suffix == ".parquet":
                 import pyarrow.parquet as pq

@@ -230,7 +230,10 @@ def _add_replay_command(commands: argparse._SubParsersAction[_Parser], parents: 
         "--max-tokens", required=True, type=_tokens_type("--max-tokens"), metavar="N", help="engine threshold"
     )
     p.add_argument(
-        "--keep-recent-tokens", required=True, type=_tokens_type("--keep-recent-tokens"), metavar="N",
+        "--keep-recent-tokens",
+        required=True,
+        type=_tokens_type("--keep-recent-tokens"),
+        metavar="N",
         help="tokens kept verbatim (a minimum)",
     )
     p.add_argument("--summarizer", metavar="SPEC", help="summary model spec (default: the offline default)")

@@ -202,9 +202,16 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if args.output:
         _output(args.output, _inputs([conversation], cache), args)
     trace = replay(
-        conversation, max_tokens=args.max_tokens, keep_recent_tokens=args.keep_recent_tokens, summarizer=args.summarizer,
-        cache=cache, usage=args.usage, on_missing_usage="estimate", strict=args.strict,
-        engine_timeout=args.engine_timeout, engine=engine,
+        conversation,
+        max_tokens=args.max_tokens,
+        keep_recent_tokens=args.keep_recent_tokens,
+        summarizer=args.summarizer,
+        cache=cache,
+        usage=args.usage,
+        on_missing_usage="estimate",
+        strict=args.strict,
+        engine_timeout=args.engine_timeout,
+        engine=engine,
     )
     summary = trace.summary()
     print(
@@ -250,9 +257,16 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     _output(args.output, _inputs(conversations, cache), args)
     check_sweep_target(out)
     result = sweep(
-        conversations, max_tokens=args.max_tokens, keep_recent_tokens=args.keep_recent_tokens, summarizers=summarizers,
-        progress=not args.no_progress, primary_model=args.primary_model, cache=cache, strict=args.strict,
-        engine_timeout=args.engine_timeout, engines=engines,
+        conversations,
+        max_tokens=args.max_tokens,
+        keep_recent_tokens=args.keep_recent_tokens,
+        summarizers=summarizers,
+        progress=not args.no_progress,
+        primary_model=args.primary_model,
+        cache=cache,
+        strict=args.strict,
+        engine_timeout=args.engine_timeout,
+        engines=engines,
     )
     result.save(out, overwrite=args.force)
     unmeasured = int((~measured_cells(result.results)).sum())
@@ -261,8 +275,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         f"{len(args.keep_recent_tokens)} keep_recent_tokens x {len(summarizers)} summarizer(s)"
         + (f" x {len(engines)} engine(s) ({', '.join(engines)})" if engines else "")
         + f" ({_work_done(result)}) in {_took(started)}; saved to {out}"
-        + (f"; {unmeasured} of {len(result.results)} cell(s) are no measurement (failed summaries or replays: "
-           "see the failed, summary_error and error columns)" if unmeasured else "")
+        + (
+            f"; {unmeasured} of {len(result.results)} cell(s) are no measurement (failed summaries or replays: "
+            "see the failed, summary_error and error columns)"
+            if unmeasured
+            else ""
+        )
     )
     return _report_failures(result.failure_counts)
 
@@ -312,7 +330,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     if len(sweep_files) > 1:
         raise SettingError("report takes one saved sweep at a time")
     options = {
-        "title": args.title, "date": args.date, "explore": args.explore, "primary_model": args.primary_model,
+        "title": args.title,
+        "date": args.date,
+        "explore": args.explore,
+        "primary_model": args.primary_model,
         "constraints": args.recommend,
     }
     options = {k: v for k, v in options.items() if v is not None}
@@ -350,8 +371,14 @@ def cmd_report(args: argparse.Namespace) -> int:
         if args.keep_recent_tokens:
             grid["keep_recent_tokens"] = args.keep_recent_tokens
         result = report_sweep(
-            conversations, summarizers, grid, progress=not args.no_progress, cache=cache, strict=args.strict,
-            primary_model=options.get("primary_model", DEFAULT_PRIMARY_MODEL), engine_timeout=args.engine_timeout,
+            conversations,
+            summarizers,
+            grid,
+            progress=not args.no_progress,
+            cache=cache,
+            strict=args.strict,
+            primary_model=options.get("primary_model", DEFAULT_PRIMARY_MODEL),
+            engine_timeout=args.engine_timeout,
             engines=engines,
         )
         report = Report(sweep=result, **options)
@@ -362,7 +389,10 @@ def cmd_report(args: argparse.Namespace) -> int:
         f"{len(report.summarizers)} summarizer(s), {len(report.traces)} replay(s){sweep_done}; in {_took(started)}"
     )
     if not len(report.results):
-        print(f"{PROG}: no replay in this report is a measurement: every one failed or had a failed summary", file=sys.stderr)
+        print(
+            f"{PROG}: no replay in this report is a measurement: every one failed or had a failed summary",
+            file=sys.stderr,
+        )
     return _report_failures(report.failure_counts)
 
 

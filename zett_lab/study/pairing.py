@@ -169,10 +169,14 @@ def paired_engines(
     rows = []
     for conversation_id in session.conversations:
         for label, engine in engines.items():
-            result = session.run(conversation_id, summarizer, max_tokens, keep_recent_tokens, options={"engine": engine})
+            result = session.run(
+                conversation_id, summarizer, max_tokens, keep_recent_tokens, options={"engine": engine}
+            )
             losses = result.losses if result.losses is not None else measure(result.trace)
             traces[(conversation_id, label)] = result.trace
             by_engine[label].append(losses)
             figures = losses.conversation.iloc[0]
-            rows.append({"conversation_id": conversation_id, "engine": label, **{m: figures.get(m) for m in ENGINE_METRICS}})
+            rows.append(
+                {"conversation_id": conversation_id, "engine": label, **{m: figures.get(m) for m in ENGINE_METRICS}}
+            )
     return EnginePairing(traces=traces, metrics=pd.DataFrame(rows), comparison=compare(by_engine, by="engine", seed=0))

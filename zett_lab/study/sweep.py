@@ -311,7 +311,9 @@ def _plan(
     )
 
 
-def _warn_keep_fills_budget(max_values: list[tuple[int, float | None]], keep_values: list[tuple[int, float | None]]) -> None:
+def _warn_keep_fills_budget(
+    max_values: list[tuple[int, float | None]], keep_values: list[tuple[int, float | None]]
+) -> None:
     """One :class:`~zett_lab.errors.SettingWarning` for all settings whose kept tail alone fills the budget."""
     filling = [(m, k) for m, _ in max_values for k, _ in keep_values if keep_fills_budget(m, k)]
     if filling:

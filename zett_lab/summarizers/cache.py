@@ -443,14 +443,12 @@ class SummaryCache:
         size = None
         if self.enabled:
             with self._lock, self._reporting("read it"):
-                entries, identities = self._conn().execute(
-                    "SELECT COUNT(*), COUNT(DISTINCT identity) FROM summaries"
-                ).fetchone()
+                entries, identities = (
+                    self._conn().execute("SELECT COUNT(*), COUNT(DISTINCT identity) FROM summaries").fetchone()
+                )
             if isinstance(self.path, Path) and self.path.exists():
                 size = sum(
-                    p.stat().st_size
-                    for p in (self.path, self.path.with_name(self.path.name + "-wal"))
-                    if p.exists()
+                    p.stat().st_size for p in (self.path, self.path.with_name(self.path.name + "-wal")) if p.exists()
                 )
         return {
             "path": None if self.path is None else str(self.path),

@@ -82,9 +82,7 @@ class ProviderKind:
 
 PROVIDERS: dict[str, ProviderKind] = {
     "openai": ProviderKind("openai", "zett_agent.providers.openai:OpenAIProvider", ("OPENAI_API_KEY",)),
-    "anthropic": ProviderKind(
-        "anthropic", "zett_agent.providers.anthropic:AnthropicProvider", ("ANTHROPIC_API_KEY",)
-    ),
+    "anthropic": ProviderKind("anthropic", "zett_agent.providers.anthropic:AnthropicProvider", ("ANTHROPIC_API_KEY",)),
     "google": ProviderKind(
         "google", "zett_agent.providers.google:GoogleProvider", ("GEMINI_API_KEY", "GOOGLE_API_KEY")
     ),

@@ -133,9 +133,7 @@ def segments(messages: Sequence[AnyMessage]) -> list[Segment]:
             if message.content.strip() or not message.tool_calls:
                 out.append(Segment(index, "assistant", "assistant", message.content.strip()))
             for call in message.tool_calls:
-                out.append(
-                    Segment(index, "tool_call", f"tool call {call.name}", _arguments(call.arguments), call.name)
-                )
+                out.append(Segment(index, "tool_call", f"tool call {call.name}", _arguments(call.arguments), call.name))
         elif isinstance(message, ToolMessage):
             label = f"tool result {message.name}" if message.success else f"tool error {message.name}"
             out.append(

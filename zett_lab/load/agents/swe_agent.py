@@ -55,7 +55,7 @@ SWE_FORMAT = "swe-agent-traj"
 MINI_FORMAT = "mini-swe-agent-traj"
 TEXT_ACTIONS = ("tool_calls", "messages")
 _ROLES = {"system", "user", "assistant", "tool"}
-_MINI_MARKERS = (key_pattern("trajectory_format", "mini-swe-agent[^\"]*"), key_pattern("mini_version"))
+_MINI_MARKERS = (key_pattern("trajectory_format", 'mini-swe-agent[^"]*'), key_pattern("mini_version"))
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_-]*)[ \t]*\n(.*?)\n?```", re.DOTALL)
 _COMMAND_DOC = re.compile(r"^([A-Za-z_][\w-]*):\n\s+docstring:", re.MULTILINE)
 

@@ -53,14 +53,16 @@ def comparison_frame(compare_result: Comparison | pd.DataFrame) -> pd.DataFrame:
         raise SettingError(
             f"summarizer_comparison: need a summarizer column and an estimate/mean column, got {list(data.columns)}"
         )
-    out = pd.DataFrame({
-        "summarizer": data[name].astype(str),
-        "by": name,
-        "metric": data[metric].astype(str) if metric else "value",
-        "estimate": pd.to_numeric(data[estimate], errors="coerce"),
-        "ci_low": pd.to_numeric(data[low], errors="coerce") if low else np.nan,
-        "ci_high": pd.to_numeric(data[high], errors="coerce") if high else np.nan,
-    })
+    out = pd.DataFrame(
+        {
+            "summarizer": data[name].astype(str),
+            "by": name,
+            "metric": data[metric].astype(str) if metric else "value",
+            "estimate": pd.to_numeric(data[estimate], errors="coerce"),
+            "ci_low": pd.to_numeric(data[low], errors="coerce") if low else np.nan,
+            "ci_high": pd.to_numeric(data[high], errors="coerce") if high else np.nan,
+        }
+    )
     return out
 
 
@@ -169,18 +171,29 @@ def anchor_retention(
         for kind, part in table.groupby("type", sort=True):
             index = part.index
             n_needed = int(needed[index].sum())
-            rows.append({
-                "type": kind, "anchors": len(index),
-                "retention": float(flags["in_summary"][index].mean()),
-                "needed": n_needed,
-                "recall": float(flags["in_summary"][index][needed[index]].mean()) if n_needed else np.nan,
-                "lost": int(flags["lost_but_needed"][index].sum()),
-            })
+            rows.append(
+                {
+                    "type": kind,
+                    "anchors": len(index),
+                    "retention": float(flags["in_summary"][index].mean()),
+                    "needed": n_needed,
+                    "recall": float(flags["in_summary"][index][needed[index]].mean()) if n_needed else np.nan,
+                    "lost": int(flags["lost_but_needed"][index].sum()),
+                }
+            )
         stats = pd.DataFrame(rows).sort_values("anchors", ascending=False, kind="mergesort").reset_index(drop=True)
         y = np.arange(len(stats))
         height = 0.38
-        ax.barh(y - height / 2, stats["retention"], height=height, color="#4477AA", edgecolor="black", linewidth=0.5,
-                hatch="///", label="in summary (all span anchors)")
+        ax.barh(
+            y - height / 2,
+            stats["retention"],
+            height=height,
+            color="#4477AA",
+            edgecolor="black",
+            linewidth=0.5,
+            hatch="///",
+            label="in summary (all span anchors)",
+        )
         ax.barh(
             y + height / 2,
             stats["recall"].fillna(0),

@@ -28,7 +28,8 @@ def numeric_columns(results: pd.DataFrame, exclude: Iterable[str] = ()) -> list[
     """Numeric (and boolean) columns of a results table, minus ``exclude``."""
     excluded = set(exclude)
     return [
-        c for c in results.columns
+        c
+        for c in results.columns
         if c not in excluded and (pd.api.types.is_numeric_dtype(results[c]) or pd.api.types.is_bool_dtype(results[c]))
     ]
 
@@ -50,7 +51,6 @@ def _edges(values: np.ndarray, log: bool) -> np.ndarray:
 def _use_log(values: np.ndarray) -> bool:
     values = np.asarray(values, dtype=float)
     return len(values) >= 3 and values.min() > 0 and values.max() / values.min() >= 8
-
 
 
 def heatmap(
@@ -176,8 +176,18 @@ def _heatmap_grid(
 
 def _cell_mesh(fig: Figure, ax: Axes, xe: np.ndarray, ye: np.ndarray, grid: np.ndarray, cmap: str) -> QuadMesh:
     """The coloured cells over a cross-hatched background (which shows through missing cells)."""
-    ax.add_patch(Rectangle((xe[0], ye[0]), xe[-1] - xe[0], ye[-1] - ye[0], facecolor="white", edgecolor="#888888",
-                           hatch="xx", linewidth=0, zorder=0))
+    ax.add_patch(
+        Rectangle(
+            (xe[0], ye[0]),
+            xe[-1] - xe[0],
+            ye[-1] - ye[0],
+            facecolor="white",
+            edgecolor="#888888",
+            hatch="xx",
+            linewidth=0,
+            zorder=0,
+        )
+    )
     mesh = ax.pcolormesh(xe, ye, np.ma.masked_invalid(grid), cmap=cmap, edgecolors="white", linewidth=0.6, zorder=1)
     mesh.set_gid(HEATMAP_GID)
     return mesh
@@ -212,10 +222,16 @@ def _print_values(
                 continue
             shade = mesh.cmap(norm(value)) if len(finite) else (1, 1, 1, 1)
             light = 0.299 * shade[0] + 0.587 * shade[1] + 0.114 * shade[2] > 0.5
-            ax.text(math.sqrt(xe[j] * xe[j + 1]) if xlog else (xe[j] + xe[j + 1]) / 2,
-                    math.sqrt(ye[i] * ye[i + 1]) if ylog else (ye[i] + ye[i + 1]) / 2,
-                    _format_value(value), ha="center", va="center", fontsize=7,
-                    color="black" if light else "white", zorder=3)
+            ax.text(
+                math.sqrt(xe[j] * xe[j + 1]) if xlog else (xe[j] + xe[j + 1]) / 2,
+                math.sqrt(ye[i] * ye[i + 1]) if ylog else (ye[i] + ye[i + 1]) / 2,
+                _format_value(value),
+                ha="center",
+                va="center",
+                fontsize=7,
+                color="black" if light else "white",
+                zorder=3,
+            )
 
 
 def _outline_cell(
@@ -225,10 +241,29 @@ def _outline_cell(
     hx, hy = (float(v) for v in highlight)
     if hx in xs and hy in ys:
         j, i = int(np.flatnonzero(xs == hx)[0]), int(np.flatnonzero(ys == hy)[0])
-        ax.add_patch(Rectangle((xe[j], ye[i]), xe[j + 1] - xe[j], ye[i + 1] - ye[i], facecolor="none",
-                               edgecolor="black", linewidth=2.4, zorder=5))
-        ax.add_patch(Rectangle((xe[j], ye[i]), xe[j + 1] - xe[j], ye[i + 1] - ye[i], facecolor="none",
-                               edgecolor="white", linewidth=1.0, linestyle="--", zorder=6))
+        ax.add_patch(
+            Rectangle(
+                (xe[j], ye[i]),
+                xe[j + 1] - xe[j],
+                ye[i + 1] - ye[i],
+                facecolor="none",
+                edgecolor="black",
+                linewidth=2.4,
+                zorder=5,
+            )
+        )
+        ax.add_patch(
+            Rectangle(
+                (xe[j], ye[i]),
+                xe[j + 1] - xe[j],
+                ye[i + 1] - ye[i],
+                facecolor="none",
+                edgecolor="white",
+                linewidth=1.0,
+                linestyle="--",
+                zorder=6,
+            )
+        )
 
 
 #: The ``gid`` of a heatmap's cell mesh, so :func:`heatmap_cells` finds the cells of a drawn heatmap.
@@ -247,9 +282,16 @@ def heatmap_cells(ax: Axes) -> pd.DataFrame:
     corners = np.asarray(mesh.get_coordinates())  # (rows + 1, columns + 1, 2): the cell edges
     xs, ys = ax.get_xticks(), ax.get_yticks()  # the heatmap puts one tick at each grid value
     rows = [
-        {"max_tokens": int(round(xs[j])), "keep_recent_tokens": int(round(ys[i])),
-         "x0": corners[i, j, 0], "x1": corners[i, j + 1, 0], "y0": corners[i, j, 1], "y1": corners[i + 1, j, 1]}
-        for i in range(corners.shape[0] - 1) for j in range(corners.shape[1] - 1)
+        {
+            "max_tokens": int(round(xs[j])),
+            "keep_recent_tokens": int(round(ys[i])),
+            "x0": corners[i, j, 0],
+            "x1": corners[i, j + 1, 0],
+            "y0": corners[i, j, 1],
+            "y1": corners[i + 1, j, 1],
+        }
+        for i in range(corners.shape[0] - 1)
+        for j in range(corners.shape[1] - 1)
     ]
     return pd.DataFrame(rows, columns=["max_tokens", "keep_recent_tokens", "x0", "x1", "y0", "y1"])
 
@@ -275,6 +317,7 @@ def _format_value(value: float) -> str:
     if abs(value) < 1:
         return f"{value:.2f}"
     return f"{value:.3g}"
+
 
 def pareto(
     sweep_results: Sweep | pd.DataFrame,
@@ -377,10 +420,21 @@ def _front_staircase(ax: Axes, front: pd.DataFrame, cost: str, loss: str, higher
     """The front as a dashed staircase through outlined points, labelled ``max_tokens/keep_recent_tokens``."""
     ordered = front.sort_values([cost, loss], ascending=[True, not higher])
     fx, fy = ordered[cost].to_numpy(float), ordered[loss].to_numpy(float)
-    ax.plot(fx, fy, drawstyle="steps-post", color="black", linestyle="--", linewidth=1.2, zorder=3,
-            label="Pareto front")
-    ax.plot(fx, fy, linestyle="none", marker="o", markersize=11, markerfacecolor="none", markeredgecolor="black",
-            markeredgewidth=1.2, zorder=3, label=f"on the front ({len(ordered)})")
+    ax.plot(
+        fx, fy, drawstyle="steps-post", color="black", linestyle="--", linewidth=1.2, zorder=3, label="Pareto front"
+    )
+    ax.plot(
+        fx,
+        fy,
+        linestyle="none",
+        marker="o",
+        markersize=11,
+        markerfacecolor="none",
+        markeredgecolor="black",
+        markeredgewidth=1.2,
+        zorder=3,
+        label=f"on the front ({len(ordered)})",
+    )
     if label_front and len(ordered) <= 15 and {"max_tokens", "keep_recent_tokens"} <= set(ordered.columns):
         for _, row in ordered.iterrows():
             ax.annotate(

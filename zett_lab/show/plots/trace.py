@@ -35,9 +35,7 @@ if TYPE_CHECKING:
     from ...replay.trace import Trace
 
 
-def timeline(
-    trace: Trace, ax: Axes | None = None, *, title: str | None = None, legend: bool = True
-) -> Figure:
+def timeline(trace: Trace, ax: Axes | None = None, *, title: str | None = None, legend: bool = True) -> Figure:
     """The engine's estimate at every model step, against the limits, with every compaction decision.
 
     Drawn: the context sawtooth (solid line through each step's estimate before the check
@@ -82,8 +80,15 @@ def timeline(
             locator.set_params(integer=True)
         ax.set_title(title if title is not None else _timeline_title(trace, max_tokens, keep_recent), loc="left")
         if legend and handles:
-            ax.legend(handles=handles, loc="upper left", ncol=3, frameon=True, framealpha=0.92, borderaxespad=0.4,
-                      handlelength=2.4)
+            ax.legend(
+                handles=handles,
+                loc="upper left",
+                ncol=3,
+                frameon=True,
+                framealpha=0.92,
+                borderaxespad=0.4,
+                handlelength=2.4,
+            )
     return fig
 
 
@@ -104,8 +109,13 @@ def _over_budget_spans(ax: Axes, steps: pd.DataFrame, x: np.ndarray) -> list[Any
     over = flags(steps["over_budget_after"]) if len(steps) else np.zeros(0, bool)
     for start, stop in true_runs(over):
         ax.axvspan(
-            x[start] - 0.5, x[stop - 1] + 0.5, facecolor=(0.8, 0.2, 0.07, 0.10),
-            edgecolor=(0.8, 0.2, 0.07, 0.55), linewidth=0, hatch="///", zorder=0.5,
+            x[start] - 0.5,
+            x[stop - 1] + 0.5,
+            facecolor=(0.8, 0.2, 0.07, 0.10),
+            edgecolor=(0.8, 0.2, 0.07, 0.55),
+            linewidth=0,
+            hatch="///",
+            zorder=0.5,
         )
     if not over.any():
         return []
@@ -137,18 +147,30 @@ def _context_path(
         return []
     path_x = np.repeat(x, 2)
     path_y = np.column_stack([estimate_known, sent]).ravel()
-    (line,) = ax.plot(path_x, path_y, color=LINE_COLOR, linewidth=1.2, linestyle="-", zorder=2,
-                      label="context: estimate → sent")
+    (line,) = ax.plot(
+        path_x, path_y, color=LINE_COLOR, linewidth=1.2, linestyle="-", zorder=2, label="context: estimate → sent"
+    )
     handles: list[Any] = [line]
     source = steps["estimate_source"].astype("object").to_numpy()
     size = 4.5 if len(x) <= 150 else 3.0 if len(x) <= 600 else 2.0
-    for name, face, label in (("estimator", "white", "estimate from counter (open)"),
-                              ("usage", LINE_COLOR, "estimate from usage baseline (filled)")):
+    for name, face, label in (
+        ("estimator", "white", "estimate from counter (open)"),
+        ("usage", LINE_COLOR, "estimate from usage baseline (filled)"),
+    ):
         mask = (source == name) & ~np.isnan(estimate)
         if mask.any():
-            (points,) = ax.plot(x[mask], estimate[mask], linestyle="none", marker="o", markersize=size,
-                                markerfacecolor=face, markeredgecolor=LINE_COLOR, markeredgewidth=0.8, zorder=3,
-                                label=label)
+            (points,) = ax.plot(
+                x[mask],
+                estimate[mask],
+                linestyle="none",
+                marker="o",
+                markersize=size,
+                markerfacecolor=face,
+                markeredgecolor=LINE_COLOR,
+                markeredgewidth=0.8,
+                zorder=3,
+                label=label,
+            )
             handles.append(points)
     return handles
 
@@ -157,11 +179,27 @@ def _limit_lines(ax: Axes, max_tokens: int | None, keep_recent: int | None) -> l
     """Horizontal lines at ``max_tokens`` (dash-dot) and ``keep_recent_tokens`` (dotted)."""
     handles = []
     if max_tokens is not None:
-        handles.append(ax.axhline(max_tokens, color="black", linestyle="-.", linewidth=1.2, zorder=1.5,
-                                  label=f"max_tokens = {max_tokens:,}"))
+        handles.append(
+            ax.axhline(
+                max_tokens,
+                color="black",
+                linestyle="-.",
+                linewidth=1.2,
+                zorder=1.5,
+                label=f"max_tokens = {max_tokens:,}",
+            )
+        )
     if keep_recent is not None:
-        handles.append(ax.axhline(keep_recent, color="#555555", linestyle=":", linewidth=1.2, zorder=1.5,
-                                  label=f"keep_recent_tokens = {keep_recent:,}"))
+        handles.append(
+            ax.axhline(
+                keep_recent,
+                color="#555555",
+                linestyle=":",
+                linewidth=1.2,
+                zorder=1.5,
+                label=f"keep_recent_tokens = {keep_recent:,}",
+            )
+        )
     return handles
 
 
@@ -204,9 +242,18 @@ def _outcome_marks(
         if not len(at):
             continue
         filled = style["marker"] not in ("|", "x", "+")
-        (marks,) = ax.plot(at, y_at(at), linestyle="none", marker=style["marker"], markersize=style["size"],
-                           markerfacecolor=style["color"], markeredgecolor="black" if filled else style["color"],
-                           markeredgewidth=0.7 if filled else 2.0, zorder=4, label=f"{style['label']} ({len(at)})")
+        (marks,) = ax.plot(
+            at,
+            y_at(at),
+            linestyle="none",
+            marker=style["marker"],
+            markersize=style["size"],
+            markerfacecolor=style["color"],
+            markeredgecolor="black" if filled else style["color"],
+            markeredgewidth=0.7 if filled else 2.0,
+            zorder=4,
+            label=f"{style['label']} ({len(at)})",
+        )
         handles.append(marks)
     if len(manual):
         (rings,) = ax.plot(
@@ -236,9 +283,7 @@ def _timeline_title(trace: Trace, max_tokens: int | None, keep_recent: int | Non
     )
 
 
-def message_strip(
-    trace: Trace, ax: Axes | None = None, *, title: str | None = None, legend: bool = True
-) -> Figure:
+def message_strip(trace: Trace, ax: Axes | None = None, *, title: str | None = None, legend: bool = True) -> Figure:
     """For each compaction, the original messages it summarized and the ones it kept verbatim.
 
     One row per summary attempt with a window. Messages ``span_start:span_end`` (what the
@@ -323,8 +368,11 @@ def _draw_cells(ax: Axes, verts: dict[tuple[str, str], list], n: int) -> None:
     for (region, kind), polygons in sorted(verts.items()):
         style = KIND_STYLES.get(kind, {"color": "#777777", "hatch": "oo"})
         face = style["color"] if region == "summarized" else whiten(style["color"], 0.55)
-        ax.add_collection(PolyCollection(polygons, facecolors=[face], edgecolors=[edge], linewidths=width,
-                                         hatch=style["hatch"] or None, zorder=2))
+        ax.add_collection(
+            PolyCollection(
+                polygons, facecolors=[face], edgecolors=[edge], linewidths=width, hatch=style["hatch"] or None, zorder=2
+            )
+        )
 
 
 def _strip_legend_handles(drawn: set[str]) -> list[Artist]:

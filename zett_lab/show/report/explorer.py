@@ -48,9 +48,7 @@ COMPACTION_COLUMNS = [
 def _step_rows(trace: Trace) -> list[list[Any]]:
     rows = []
     for row in trace.steps.itertuples(index=False):
-        decision = (
-            "applied" if row.applied else ("" if row.skip_reason == BELOW_THRESHOLD else (row.skip_reason or ""))
-        )
+        decision = "applied" if row.applied else ("" if row.skip_reason == BELOW_THRESHOLD else (row.skip_reason or ""))
         rows.append(
             [
                 plain(row.step, DIGITS),

@@ -55,7 +55,9 @@ def _summary(document: Mapping[str, Any]) -> list[str]:
     failures = document["failures"]
     if failures["causes"]:
         out += [f"> **{md(failure_headline(failures))}**", ">"]
-        out += [f"> - {c['count']} {md(c['what'])}(s), {md(c['summarizer'])}: {md(c['cause'])}" for c in failures["causes"]]
+        out += [
+            f"> - {c['count']} {md(c['what'])}(s), {md(c['summarizer'])}: {md(c['cause'])}" for c in failures["causes"]
+        ]
         out.append("")
     out += ["## Summary", ""]
     if rec:

@@ -242,10 +242,16 @@ class Comparison(WidgetBase):
         """Every conversation under every engine at the setting, paired; the selected one's timelines."""
         try:
             pairing = paired_engines(
-                self.session, self.engines, self.summarizers[0], int(self.max_tokens.value), int(self.keep_recent_tokens.value)
+                self.session,
+                self.engines,
+                self.summarizers[0],
+                int(self.max_tokens.value),
+                int(self.keep_recent_tokens.value),
             )
             self.engine_pairing = pairing
-            self.plot.value = draw(self.figure, lambda axes: self._draw_engines(axes, pairing), nrows=len(self.engines) + 1)
+            self.plot.value = draw(
+                self.figure, lambda axes: self._draw_engines(axes, pairing), nrows=len(self.engines) + 1
+            )
             self.error, self.error_area.value = None, ""
             first = next(iter(self.engines))
             pairs = pairing.comparison.pairwise[pairing.comparison.pairwise["a"] == first]
@@ -271,7 +277,9 @@ class Comparison(WidgetBase):
             trace = pairing.traces[(conversation_id, label)]
             plots.timeline(trace, ax=axis, title=f"{label}: {conversation_id}", legend=axis is axes[0])
         plots.summarizer_comparison(
-            pairing.comparison, ax=axes[-1], metrics=["context_reduction", "needed_anchor_recall"],
+            pairing.comparison,
+            ax=axes[-1],
+            metrics=["context_reduction", "needed_anchor_recall"],
             title="Engines paired over the conversations: means with 95% bootstrap CIs",
         )
 

@@ -217,7 +217,6 @@ class Explorer(WidgetBase):
         self.manual_plot = widgets.Image(format="png", layout=widgets.Layout(max_width="100%"))
         self.manual_area = widgets.HTML()
 
-
     def _connect_controls(self) -> None:
         """Re-render on a setting change; show the picked compaction or step; compact on the button."""
         for control in (self.conversation, self.summarizer, self.usage, self.max_tokens, self.keep_recent_tokens):
@@ -414,7 +413,9 @@ class Explorer(WidgetBase):
         def paint_both(ax: Any, live: Trace) -> None:
             plots.timeline(live, ax=ax[0], title=f"live: {live_description(live)}")
             axes.append(ax[1])
-            what_if = f"what-if at max_tokens={trace.settings['max_tokens']:,}, keep={trace.settings['keep_recent_tokens']:,}"
+            what_if = (
+                f"what-if at max_tokens={trace.settings['max_tokens']:,}, keep={trace.settings['keep_recent_tokens']:,}"
+            )
             plots.timeline(trace, ax=ax[1], title=f"{what_if} ({trace.settings.get('engine')})")
 
         png = draw(self.figure, paint) if live is None else draw(self.figure, lambda ax: paint_both(ax, live), nrows=2)

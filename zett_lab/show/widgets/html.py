@@ -256,7 +256,7 @@ def _lost_anchors_html(anchors: pd.DataFrame) -> tuple[str, list[str]]:
     if len(other):
         chips = " ".join(
             f'<span class="zl-chip">{html.escape(str(r.get("type", "")))}: '
-            f'{html.escape(str(r.get("value", "")))}</span>'
+            f"{html.escape(str(r.get('value', '')))}</span>"
             for r in other.to_dict("records")[:200]
         )
         parts.append(f"<details><summary>Lost, not needed later ({len(other)})</summary>{chips}</details>")
