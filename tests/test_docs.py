@@ -69,3 +69,15 @@ def test_names_imported_for_type_checkers_are_qualified(extension):
 
     names = extension.type_checking_imports("zett_lab.show.plots.comparison")
     assert names["Comparison"] == "zett_lab.measure.compare.Comparison"
+
+
+def test_no_merge_conflict_markers_in_the_prose():
+    """A merge resolved by hand leaves no ``<<<<<<<`` / ``>>>>>>>`` lines in the README, the docs or the changelog."""
+    pages = [ROOT / "README.md", ROOT / "CHANGELOG.md", ROOT / "bench" / "README.md", *(ROOT / "docs").rglob("*.md")]
+    marked = [
+        f"{page.relative_to(ROOT)}:{number}"
+        for page in pages
+        for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1)
+        if re.match(r"(<{7}|>{7}) |={7}$", line)
+    ]
+    assert len(pages) > 10 and marked == []
