@@ -487,22 +487,10 @@ def decision_boundaries(
             along the walked limit, or more than ``max_replays`` replays (regions shrink to
             points with manual passes: ``compact_at``).
     """
-    from ..replay.run import check_limits, replay, resolve_cache, resolve_summarizer
+    from ..replay.run import replay, resolve_cache, resolve_summarizer
 
     parameter, lo, hi, fixed = _axis(max_tokens, keep_recent_tokens, max_tokens_range, keep_recent_tokens_range)
-    check_engine(engine)
-    limits = engine_reuse(engine)
-    if parameter not in limits:
-        raise SettingError(
-            f"engine {engine_name(engine)} declares no proven reuse along {parameter} (zett_lab_reuse = {limits}); "
-            "its decision boundaries cannot be walked exactly: sweep a grid of values instead"
-        )
-    check_limits(lo, fixed)
-    if hi is not None:
-        check_limits(hi, fixed)
-        if hi < lo:
-            raise SettingError(f"{parameter} range ({lo}, {hi}) is empty")
-    _warn_once_if_keep_fills_budget(parameter, lo, hi, fixed)
+    limits = _walkable(engine, parameter, lo, hi, fixed)
     model = resolve_summarizer(summarizer)
     summary_cache = resolve_cache(cache)
     counter = replay_options.get("count_tokens") or default_counter
@@ -537,18 +525,7 @@ def decision_boundaries(
             where = region(trace, count_tokens=counter, limits=limits)
             end = where.m_hi if parameter == "max_tokens" else where.k_hi
             traces[x] = trace
-            summary = trace.summary()
-            decisions.append(
-                {
-                    "start": x,
-                    "end": end if hi is None else (hi if end is None else min(end, hi)),
-                    "compactions_applied": summary["compactions_applied"],
-                    "attempts": len(trace.compactions),
-                    "steps_over_budget": summary["steps_over_budget"],
-                    "_schedule": schedule(trace),
-                    "region_reason": where.reason,
-                }
-            )
+            decisions.append(_decision(trace, x, end if hi is None else (hi if end is None else min(end, hi)), where))
             bar.update(((min(end, hi) if hi is not None and end is not None else x) - x + 1) if hi is not None else 1)
             if end is None:
                 break
@@ -568,6 +545,40 @@ def decision_boundaries(
         replays=len(decisions),
         traces=traces,
     )
+
+
+def _walkable(engine: EngineSpec, parameter: str, lo: int, hi: int | None, fixed: int) -> tuple[str, ...]:
+    """The limits ``engine`` declares proven reuse along, after checking the walk can use them and its range."""
+    from ..replay.run import check_limits
+
+    check_engine(engine)
+    limits = engine_reuse(engine)
+    if parameter not in limits:
+        raise SettingError(
+            f"engine {engine_name(engine)} declares no proven reuse along {parameter} (zett_lab_reuse = {limits}); "
+            "its decision boundaries cannot be walked exactly: sweep a grid of values instead"
+        )
+    check_limits(lo, fixed)
+    if hi is not None:
+        check_limits(hi, fixed)
+        if hi < lo:
+            raise SettingError(f"{parameter} range ({lo}, {hi}) is empty")
+    _warn_once_if_keep_fills_budget(parameter, lo, hi, fixed)
+    return limits
+
+
+def _decision(trace: Trace, start: int, end: int | None, where: Region) -> dict[str, Any]:
+    """One row of a walk: the interval one replay proves, and what the engine did there."""
+    summary = trace.summary()
+    return {
+        "start": start,
+        "end": end,
+        "compactions_applied": summary["compactions_applied"],
+        "attempts": len(trace.compactions),
+        "steps_over_budget": summary["steps_over_budget"],
+        "_schedule": schedule(trace),
+        "region_reason": where.reason,
+    }
 
 
 def _axis(
