@@ -5,6 +5,8 @@ results by replay tools, and a real compaction engine decides everything about
 compaction: the stock ``CompactionExtension`` or a user's subclass (``engine=``).
 zett_lab only listens, through the probe of :mod:`zett_lab.replay.engine` placed in
 front of the engine's class, and the summary channel around the summary model.
+(Over 600 lines on purpose: most of it is the two public entry points' documented
+signatures, one keyword per replay option, and the request driver they share.)
 
 Example::
 

@@ -5,6 +5,9 @@ folder as it arrives (:class:`SourceFolder`), so the memory a sweep holds is its
 table, not its traces. :meth:`Sweep.trace` and :meth:`Sweep.losses` read one cell back
 when asked. :meth:`Sweep.save` writes the same layout to a folder of your choice;
 :meth:`Sweep.load` reads it back (no replay is run).
+
+(Over 600 lines on purpose: it is one public type, whose accessors, save and load share its
+private cell index; split, the reader of a folder would live apart from its writer.)
 """
 
 from __future__ import annotations
