@@ -33,7 +33,9 @@ the summary cache.
 :func:`decision_boundaries` walks these regions along one axis: each replay proves the
 whole interval it stands for, the next replay starts one token past it, so every value at
 which the compaction schedule changes is found and each one is confirmed by a replay on
-both sides.
+both sides. (Over 600 lines on purpose: the proof of which settings give the same replay and
+the walk that relies on it share its private helpers; apart, the proof would be read without
+what it is for.)
 
 Example::
 
