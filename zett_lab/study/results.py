@@ -488,6 +488,10 @@ def check_sweep_target(target: Path) -> None:
         raise OutputError(target, None, "exists and is not a saved sweep; refusing to replace it")
 
 
+#: Why a stored trace's tables cannot be set.
+_READ_FROM_SWEEP = "a stored trace's tables are read from its sweep; copy it with sweep.trace(...) to change them"
+
+
 class StoredTrace(Trace):
     """The trace of one sweep cell whose tables are read from the sweep's folder when used.
 
@@ -509,9 +513,7 @@ class StoredTrace(Trace):
 
     @steps.setter
     def steps(self, value: pd.DataFrame) -> None:
-        raise AttributeError(
-            "a stored trace's tables are read from its sweep; copy it with sweep.trace(...) to change them"
-        )
+        raise AttributeError(_READ_FROM_SWEEP)
 
     @property
     def compactions(self) -> pd.DataFrame:
@@ -519,9 +521,7 @@ class StoredTrace(Trace):
 
     @compactions.setter
     def compactions(self, value: pd.DataFrame) -> None:
-        raise AttributeError(
-            "a stored trace's tables are read from its sweep; copy it with sweep.trace(...) to change them"
-        )
+        raise AttributeError(_READ_FROM_SWEEP)
 
     def losses(self, *, anchors: bool = True) -> Losses | None:
         """:meth:`Sweep.losses` of this cell."""
