@@ -7,6 +7,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+#: Seconds of work before a terminal bar appears: quick commands leave stderr clean.
+TERMINAL_DELAY_S = 1.0
+
 
 @dataclass(frozen=True, slots=True)
 class ProgressEvent:
@@ -22,8 +25,10 @@ class ProgressEvent:
 class Progress:
     """Counts work done; shows it as a tqdm bar (``show=True``), calls a function, or stays silent.
 
-    The bar appears only when the work takes more than a second (``tqdm.auto`` picks the
-    notebook widget or the terminal bar) and shows the rate and the time left.
+    ``tqdm.auto`` picks the bar: in a Jupyter kernel the ipywidgets bar, shown at once (tqdm
+    checks a delay only when a step ends, so a delayed widget would stay hidden through a long
+    first step); in a terminal the text bar on stderr, shown once the work takes more than
+    :data:`TERMINAL_DELAY_S`. Both show done/total, the rate and the time left.
     """
 
     def __init__(
@@ -36,7 +41,9 @@ class Progress:
         if show is True:
             from tqdm.auto import tqdm
 
-            self._bar = tqdm(total=total, desc=label, unit=unit, delay=1.0)
+            in_notebook = any(base.__module__ == "tqdm.notebook" for base in tqdm.__mro__)
+            delay = 0.0 if in_notebook else TERMINAL_DELAY_S
+            self._bar = tqdm(total=total, desc=label, unit=unit, delay=delay)
 
     def advance(self, count: int, worker: str | None = None) -> None:
         self.done += count

@@ -105,7 +105,7 @@ def report_sweep(
         summarizers: Specs or models (default :data:`DEFAULT_REPORT_SUMMARIZERS`).
         grid: ``{"max_tokens": [...], "keep_recent_tokens": [...]}`` (default :func:`default_grid`).
         cache: Summary cache for the replays (see :func:`zett_lab.replay`).
-        progress: Show a progress bar on stderr.
+        progress: Show a progress bar (a widget in a notebook, on stderr in a terminal).
         executor: Passed to :func:`zett_lab.sweep` (None: a process pool).
         primary_model: Price-table model for the money columns.
         strict: Stop at the first failed summary or replay (:class:`~zett_lab.errors.ResultFailure`).

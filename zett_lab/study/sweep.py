@@ -140,8 +140,8 @@ def sweep(
             forks are applied to an engine only along the limits it declares (``zett_lab_reuse``).
         executor: None (the session's process pool, one worker per core), ``"serial"``, or any
             :class:`concurrent.futures.Executor` (e.g. ``distributed.Client.get_executor()``).
-        progress: a progress bar with an ETA (tqdm, in a terminal or a notebook) when the sweep
-            takes more than a second; False for none; or a function called with a
+        progress: a progress bar with an ETA (tqdm: a widget in a notebook, from the start; on
+            stderr in a terminal, once the sweep takes a second); False for none; or a function called with a
             :class:`ProgressEvent` after each unit.
         cache: the summary cache: a SummaryCache, a path, None (the default cache) or False.
         context_window: tokens, or a model name from :data:`~zett_lab.study.grid.CONTEXT_WINDOWS`.
