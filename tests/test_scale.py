@@ -87,6 +87,31 @@ def test_progress_reports_every_cell_once(small_sweep):
     assert any(e.worker for e in events)
 
 
+@pytest.mark.parametrize("executor", ["serial", "threads", "process pool"])
+def test_progress_moves_cell_by_cell_inside_one_unit(executor, fixture_conversations, tmp_path):
+    """One conversation and one summarizer is one unit per worker: the bar still moves with every cell, wherever it runs."""
+    import concurrent.futures as cf
+
+    conversation = max(fixture_conversations, key=lambda c: len(c.messages))
+    runner = {"serial": "serial", "threads": cf.ThreadPoolExecutor(2), "process pool": None}[executor]
+    events: list[ProgressEvent] = []
+    result = sweep(
+        conversation,
+        max_tokens=[4_000, 8_000, 16_000],
+        keep_recent_tokens=[1_000, 2_000],
+        summarizers=["truncate"],
+        executor=runner,
+        cache=tmp_path / "c.sqlite",
+        progress=events.append,
+        metrics=False,
+        reuse=False,
+    )
+    assert result.results["error"].isna().all()
+    assert result.config["units"] <= 2  # counting finished units would give at most two events
+    assert [e.done for e in events] == [1, 2, 3, 4, 5, 6]
+    assert {e.total for e in events} == {6} and all(e.worker for e in events)
+
+
 def test_loading_many_files_reports_progress_per_file(tmp_path, fixture_conversations):
     for conversation in fixture_conversations[:3]:
         conversation.save(tmp_path / f"{conversation.id}.json")

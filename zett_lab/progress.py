@@ -16,7 +16,8 @@ class ProgressEvent:
     """How far a piece of work is: what a ``progress=`` function receives after each step."""
 
     done: int
-    total: int
+    #: None when the amount of work is not known in advance.
+    total: int | None
     #: Where the last step ran (``host:pid``), None when it needed no worker.
     worker: str | None
     elapsed_s: float
@@ -32,7 +33,7 @@ class Progress:
     """
 
     def __init__(
-        self, total: int, label: str, show: bool | Callable[[ProgressEvent], None], unit: str = "cell"
+        self, total: int | None, label: str, show: bool | Callable[[ProgressEvent], None], unit: str = "cell"
     ) -> None:
         self.total, self.done = total, 0
         self.started = time.perf_counter()
@@ -44,6 +45,11 @@ class Progress:
             in_notebook = any(base.__module__ == "tqdm.notebook" for base in tqdm.__mro__)
             delay = 0.0 if in_notebook else TERMINAL_DELAY_S
             self._bar = tqdm(total=total, desc=label, unit=unit, delay=delay)
+
+    @property
+    def watched(self) -> bool:
+        """Something shows or receives the progress (a bar or a function)."""
+        return self._bar is not None or self._call is not None
 
     def advance(self, count: int, worker: str | None = None) -> None:
         self.done += count

@@ -63,6 +63,7 @@ from zett_agent.messages import AnyMessage, SystemMessage
 
 from ..errors import ResultFailure, SettingError, SettingWarning
 from ..load.conversation import Conversation, starts_turn
+from ..progress import Progress
 from ..records import is_missing
 from ..replay.deadline import TIMEOUT_KIND
 from ..replay.engine import STOCK_REUSE, EngineSpec, check_engine, engine_name, engine_reuse
@@ -496,18 +497,10 @@ def decision_boundaries(
     model = resolve_summarizer(summarizer)
     summary_cache = resolve_cache(cache)
     counter = replay_options.get("count_tokens") or default_counter
-    from tqdm.auto import tqdm
-
     decisions: list[dict[str, Any]] = []
     traces: dict[int, Trace] = {}
     x = lo
-    bar = tqdm(
-        total=(hi - lo + 1) if hi is not None else None,
-        desc=f"boundaries ({parameter})",
-        unit="tok",
-        disable=not progress,
-        delay=1.0,
-    )
+    bar = Progress((hi - lo + 1) if hi is not None else None, f"boundaries ({parameter})", progress, unit="tok")
     try:
         while hi is None or x <= hi:
             if len(decisions) >= max_replays:
@@ -528,7 +521,7 @@ def decision_boundaries(
             end = where.m_hi if parameter == "max_tokens" else where.k_hi
             traces[x] = trace
             decisions.append(_decision(trace, x, end if hi is None else (hi if end is None else min(end, hi)), where))
-            bar.update(((min(end, hi) if hi is not None and end is not None else x) - x + 1) if hi is not None else 1)
+            bar.advance(((min(end, hi) if hi is not None and end is not None else x) - x + 1) if hi is not None else 1)
             if end is None:
                 break
             x = end + 1

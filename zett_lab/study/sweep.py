@@ -85,6 +85,7 @@ from .grid import (
 from .results import Sweep, SweepConfig, results_frame
 from .reuse import STORE, Proven, StoreKey, sorted_sent
 from .sources import LOSS_TABLES, Source, SourceFolder
+from .ticks import CellTicks
 from .units import WORKER_CACHE, CellResult, Unit, UnitResult, run_unit, unit_store_key
 
 #: Concurrent replays per unit for summarizers that call a provider (offline ones run one at a time).
@@ -480,29 +481,43 @@ class _Collector:
 def _run(plan: _Plan, runner: cf.Executor, collector: _Collector, tracker: Progress, *, strict: bool) -> None:
     """Submit units (longest conversations first), a bounded number at a time, and collect them as they finish.
 
-    ``strict``: stop at the first failed cell (:class:`~zett_lab.errors.ResultFailure` naming it).
+    The bar moves cell by cell where units can report (:mod:`zett_lab.study.ticks`), else unit
+    by unit. ``strict``: stop at the first failed cell (:class:`~zett_lab.errors.ResultFailure` naming it).
     """
     order = deque(sorted(plan.units, key=lambda u: -len(u.conversation.messages)))
     in_flight_limit = max(2, 2 * parallelism(runner))
     futures: dict[cf.Future[UnitResult], Unit] = {}
+    reported: dict[int, int] = {}
+
+    def on_cells(unit_index: int, cells: int, worker: str) -> None:
+        reported[unit_index] = reported.get(unit_index, 0) + cells
+        tracker.advance(cells, worker)
+
+    def finish(unit: Unit, worker: str | None) -> None:
+        left = len(unit.cells) - reported.pop(unit.index, 0)
+        if left > 0:
+            tracker.advance(left, worker)
+
+    ticks = CellTicks(runner, on_cells if tracker.watched else None)
 
     def submit_more() -> None:
         while order and len(futures) < in_flight_limit:
             unit = order.popleft()
             remaining = collector.answer_from_store(unit)
             if not remaining:
-                tracker.advance(len(unit.cells), None)
+                finish(unit, None)
                 continue
             try:
-                futures[runner.submit(run_unit, replace(unit, cells=remaining))] = unit
+                futures[runner.submit(run_unit, replace(unit, cells=remaining, ticks=ticks.channel))] = unit
             except Exception as error:  # noqa: BLE001 - the executor refused: those cells carry it
                 collector.failures[unit.index] = f"executor: {type(error).__name__}: {error}"
-                tracker.advance(len(unit.cells), None)
+                finish(unit, None)
 
     try:
         submit_more()
         while futures:
-            done, _ = cf.wait(list(futures), return_when=cf.FIRST_COMPLETED)
+            done, _ = cf.wait(list(futures), timeout=ticks.poll_s, return_when=cf.FIRST_COMPLETED)
+            ticks.drain()
             for future in done:
                 unit = futures.pop(future)
                 worker = None
@@ -512,7 +527,7 @@ def _run(plan: _Plan, runner: cf.Executor, collector: _Collector, tracker: Progr
                     worker = result.worker
                 except Exception as error:  # noqa: BLE001 - a lost unit marks its own cells
                     collector.failures[unit.index] = f"executor: {type(error).__name__}: {error}"
-                tracker.advance(len(unit.cells), worker)
+                finish(unit, worker)
                 if strict:
                     _stop_at_first_failure(unit, collector)
             submit_more()
@@ -520,6 +535,8 @@ def _run(plan: _Plan, runner: cf.Executor, collector: _Collector, tracker: Progr
         for future in futures:
             future.cancel()
         raise
+    finally:
+        ticks.close()
 
 
 def _stop_at_first_failure(unit: Unit, collector: _Collector) -> None:

@@ -37,6 +37,7 @@ from ..summarizers import CachedSummary, SummaryCache, summarizer_identity
 from .boundaries import Region, region
 from .grid import STOCK_ENGINE, effort_identity
 from .reuse import STORE, ForkPlanner, Proven, StoreKey
+from .ticks import TickChannel, tick
 
 #: ``Unit.cache`` for a worker that uses its own default summary cache (no shared filesystem).
 WORKER_CACHE = "worker"
@@ -63,6 +64,8 @@ class Unit:
     reuse: bool
     engine: EngineSpec = None
     engine_label: str = STOCK_ENGINE
+    #: Where to report each cell done (:mod:`zett_lab.study.ticks`); None: nobody watches.
+    ticks: TickChannel | None = None
 
 
 @dataclass(slots=True)
@@ -212,6 +215,7 @@ class _UnitRun:
         except Exception as exc:  # noqa: BLE001 - a cell records its own failure
             with self.lock:
                 self.failed[cell] = (f"{type(exc).__name__}: {exc}", time.perf_counter() - began)
+            tick(unit.ticks, unit.index, worker_name())
             return
         counter = unit.replay_options.get("count_tokens")
         where = (
@@ -231,6 +235,7 @@ class _UnitRun:
                 time.perf_counter() - began,
                 fork.mark.compactions if fork is not None else 0,
             )
+        tick(unit.ticks, unit.index, worker_name())
 
 
 def _open_cache(unit: Unit) -> SummaryCache | _CollectingCache | bool:
@@ -261,6 +266,7 @@ def run_unit(unit: Unit) -> UnitResult:
             proven = STORE.find(state.key, *cell) if unit.reuse else None
             if proven is not None:
                 state.answers[cell] = _Answer(proven, False)
+                tick(unit.ticks, unit.index, worker_name())
             else:
                 remaining.append(cell)
         if not remaining:
