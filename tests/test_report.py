@@ -382,3 +382,16 @@ def test_default_grid_scales_with_the_conversations(fixture_conversations) -> No
     assert len(grid["max_tokens"]) == 3 and len(grid["keep_recent_tokens"]) == 2
     assert max(grid["keep_recent_tokens"]) < min(grid["max_tokens"])
     assert default_grid([coding_conversation(turns=2)])["max_tokens"][0] >= 2000
+
+
+def test_the_default_grid_stays_inside_the_primary_models_context_window(fixture_conversations) -> None:
+    """Conversations longer than the model's window are scaled to the window: no max_tokens the model cannot take."""
+    uncapped = default_grid(fixture_conversations)
+    assert default_grid(fixture_conversations, 10 * max(uncapped["max_tokens"])) == uncapped
+    assert default_grid(fixture_conversations, "gpt-4o") == uncapped  # 128k: the fixtures fit
+    assert default_grid(fixture_conversations, "a-model-without-a-listed-window") == uncapped
+    capped = default_grid(fixture_conversations, 8_000)
+    assert capped == {"max_tokens": [2_000, 4_000, 8_000], "keep_recent_tokens": [500, 1_000]}
+    assert max(uncapped["max_tokens"]) > 8_000
+    with pytest.raises(SettingError, match="context_window must be positive"):
+        default_grid(fixture_conversations, 0)

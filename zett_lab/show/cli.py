@@ -365,7 +365,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             )
         summarizers = args.summarizer or list(DEFAULT_REPORT_SUMMARIZERS)
         _check_summarizers(summarizers)
-        grid = default_grid(conversations)
+        grid = default_grid(conversations, options.get("primary_model", DEFAULT_PRIMARY_MODEL))
         if args.max_tokens:
             grid["max_tokens"] = args.max_tokens
         if args.keep_recent_tokens:

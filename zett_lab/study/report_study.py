@@ -31,7 +31,7 @@ from ..replay.engine import EngineSpec
 from ..replay.trace import Trace, combine_failure_counts
 from ..tokens import count_tokens
 from .choose import NoFeasibleSetting, measured_cells, recommend
-from .grid import STOCK_ENGINE
+from .grid import STOCK_ENGINE, resolve_context_window
 from .report_lost import DIGITS, cell_entries, lost_but_needed_items, trace_index
 from .report_native import report_production
 from .report_tables import compare_summarizers, cost_overview, costs_per_replay, metric_summary
@@ -60,18 +60,37 @@ def _round_sig(value: float, digits: int = 2) -> int:
     return int(round(value / magnitude) * magnitude)
 
 
-def default_grid(conversations: Sequence[Conversation]) -> dict[str, list[int]]:
+def default_grid(
+    conversations: Sequence[Conversation], context_window: int | str | None = None
+) -> dict[str, list[int]]:
     """A small grid scaled to the conversations: what ``zett-lab report`` runs by default.
 
     ``max_tokens`` at a quarter, half and all of the median conversation's size (two
     significant digits, at least 2,000), ``keep_recent_tokens`` at a quarter and half of the
     smallest ``max_tokens``. On the bundled fixtures: 6.1k/12k/24k × 1.5k/3k.
+
+    ``context_window`` (tokens, or a model name from :data:`~zett_lab.study.grid.CONTEXT_WINDOWS`;
+    the report passes its primary model): conversations longer than the window are scaled to
+    the window instead, since a ``max_tokens`` above it is a context the model cannot take. A
+    model without a known window leaves the grid as it is.
     """
     sizes = sorted(count_tokens(c.messages) for c in conversations) or [8000]
     median = max(sizes[len(sizes) // 2], 8000)
+    window = _known_window(context_window)
+    if window is not None:
+        median = min(median, max(window, 8000))
     max_tokens = sorted({max(2000, _round_sig(median * share)) for share in (0.25, 0.5, 1.0)})
     keep = sorted({max(500, _round_sig(max_tokens[0] * share)) for share in (0.25, 0.5)})
     return {"max_tokens": max_tokens, "keep_recent_tokens": keep}
+
+
+def _known_window(context_window: int | str | None) -> int | None:
+    try:
+        return resolve_context_window(context_window)
+    except SettingError:
+        if isinstance(context_window, str):
+            return None  # a model whose window is not listed: no cap
+        raise
 
 
 @dataclass(frozen=True)
@@ -103,7 +122,8 @@ def report_sweep(
     Args:
         conversations: Conversations, or a path / paths for :func:`zett_lab.load_all`.
         summarizers: Specs or models (default :data:`DEFAULT_REPORT_SUMMARIZERS`).
-        grid: ``{"max_tokens": [...], "keep_recent_tokens": [...]}`` (default :func:`default_grid`).
+        grid: ``{"max_tokens": [...], "keep_recent_tokens": [...]}`` (default :func:`default_grid`
+            within ``primary_model``'s context window).
         cache: Summary cache for the replays (see :func:`zett_lab.replay`).
         progress: Show a progress bar (a widget in a notebook, on stderr in a terminal).
         executor: Passed to :func:`zett_lab.sweep` (None: a process pool).
@@ -126,7 +146,7 @@ def report_sweep(
     conversations = list(conversations)
     if not conversations:
         raise SettingError("a report needs at least one conversation")
-    grid = dict(grid or default_grid(conversations))
+    grid = dict(grid or default_grid(conversations, primary_model))
     result = sweep(
         conversations,
         max_tokens=list(grid["max_tokens"]),
