@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import random
 
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 from zett_agent.extensions.compaction import CompactedMessage, CompactionExtension
 from zett_agent.messages import (
     AgentMessage,
@@ -18,9 +20,10 @@ from zett_lab.replay.explain import (
     NO_TURN_BOUNDARY,
     ONLY_CHECKPOINTS,
     RECENT_COVERS_ALL,
+    walk_cutoff,
     window_skip_reason,
 )
-from zett_lab.tokens import MemoizingCounter
+from zett_lab.tokens import MemoizingCounter, approx_count_tokens, count_tokens, message_counter
 
 
 def random_context(rng: random.Random) -> list:
@@ -55,3 +58,31 @@ def test_explanation_matches_the_engine_on_random_contexts():
         assert (window is None) == (reason is not None), (keep, messages)
         seen.add(reason)
     assert seen == {None, RECENT_COVERS_ALL, NO_TURN_BOUNDARY, ONLY_CHECKPOINTS}
+
+
+@settings(
+    max_examples=400, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.data())
+def test_the_summed_walk_equals_the_recounting_walk_and_the_engine_on_every_fixture(fixture_conversations, data):
+    """zett_lab's counters take the running-sum walk; any other counter the general one. Both agree, and with the engine."""
+    conversation = data.draw(st.sampled_from(fixture_conversations), label="conversation")
+    messages = list(conversation.messages[: data.draw(st.integers(1, len(conversation.messages)), label="prefix")])
+    if data.draw(st.booleans(), label="checkpoint"):
+        at = 1 if isinstance(messages[0], SystemMessage) else 0
+        messages.insert(at, CompactedMessage(content="earlier work " * data.draw(st.integers(1, 300))))
+    counter = data.draw(st.sampled_from([count_tokens, approx_count_tokens, MemoizingCounter()]), label="counter")
+    total = counter(messages)
+    keep = data.draw(st.one_of(st.integers(1, 50), st.integers(1, total + 10)), label="keep")
+    recounting = lambda window: counter(window)  # noqa: E731 - a counter zett_lab does not know
+    assert message_counter(counter) is not None and message_counter(recounting) is None
+
+    dialogue = [m for m in messages if not isinstance(m, SystemMessage)]
+    summed = walk_cutoff(dialogue, keep_recent_tokens=keep, count_tokens=counter)
+    general = walk_cutoff(dialogue, keep_recent_tokens=keep, count_tokens=recounting)
+    assert summed == general
+    reason = window_skip_reason(messages, keep_recent_tokens=keep, count_tokens=counter)
+    assert reason == window_skip_reason(messages, keep_recent_tokens=keep, count_tokens=recounting)
+    window = CompactionExtension._select_compaction_window(messages, keep_recent_tokens=keep, count_tokens=counter)
+    assert (window is None) == (reason is not None)
+    event(f"reason: {reason}")

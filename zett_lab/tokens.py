@@ -270,3 +270,19 @@ def approx_count_tokens(messages: Sequence[AnyMessage]) -> int:
 
 
 _approx_counter = ApproxCounter()
+
+
+def message_counter(counter: TokenCounter) -> Callable[[AnyMessage], int] | None:
+    """The per-message count ``counter`` sums, when it is one of zett_lab's counters; None for any other.
+
+    zett_lab's counters are plain sums of per-message counts, so a walk over many windows of
+    one list can add counts up instead of counting each window; for a counter of unknown
+    make nothing is assumed.
+    """
+    if counter is count_tokens:
+        return _shared_counter().count_message
+    if counter is approx_count_tokens:
+        return _approx_counter.count_message
+    if isinstance(counter, _PayloadCounter):
+        return counter.count_message
+    return None

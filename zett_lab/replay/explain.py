@@ -13,7 +13,7 @@ from zett_agent.extensions.compaction import CompactedMessage
 from zett_agent.messages import AnyMessage, SystemMessage
 
 from ..load.conversation import starts_turn
-from ..tokens import TokenCounter
+from ..tokens import TokenCounter, message_counter
 from .recorder import NO_TURN_BOUNDARY, ONLY_CHECKPOINTS, RECENT_COVERS_ALL
 
 
@@ -23,11 +23,22 @@ def walk_cutoff(
     """The engine's two walks over the non-system dialogue.
 
     Returns where the budget walk stops (the only place ``keep_recent_tokens`` is
-    read) and the turn start it then snaps back to (0: none).
+    read) and the turn start it then snaps back to (0: none). With one of zett_lab's own
+    counters (:func:`~zett_lab.tokens.message_counter`) the budget walk adds per-message
+    counts instead of recounting the window at every candidate cutoff.
     """
     cutoff = len(dialogue)
-    while cutoff > 0 and count_tokens(dialogue[cutoff:]) < keep_recent_tokens:
-        cutoff -= 1
+    count_message = message_counter(count_tokens)
+    if count_message is None:
+        while cutoff > 0 and count_tokens(dialogue[cutoff:]) < keep_recent_tokens:
+            cutoff -= 1
+    else:
+        # One of zett_lab's counters, a sum of per-message counts: the same walk on a running
+        # sum, where ``recent`` is count_tokens(dialogue[cutoff:]) at every test.
+        recent = 0
+        while cutoff > 0 and recent < keep_recent_tokens:
+            cutoff -= 1
+            recent += count_message(dialogue[cutoff])
     walked = cutoff
     while cutoff > 0 and not starts_turn(dialogue[cutoff]):
         cutoff -= 1
