@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import multiprocessing
 import os
 import pickle
@@ -24,10 +26,12 @@ from zett_agent.messages import (
     UserMessage,
 )
 from zett_agent.model import ModelRequest, ReasoningEffort
+from zett_agent.storage import encode_messages
 
 import zett_lab
 from tests.helpers import CountingSummarizer, coding_conversation
 from tests.readonly import read_only_folder
+from tests.test_tokens import edge_case_messages
 from zett_lab.errors import ZettLabWarning
 from zett_lab.summarizers import (
     CachedSummary,
@@ -94,6 +98,46 @@ def test_key_covers_identity_effort_and_exact_messages():
     assert len(SummaryCache.key("m", odd)) == 64
     with pytest.raises(ValueError):
         SummaryCache.key("", plain)
+
+
+def reference_key(identity: str, request: ModelRequest) -> str:
+    """The key from the whole request encoded at once: how the keys of every existing cache were made."""
+    effort = getattr(request.reasoning_effort, "value", request.reasoning_effort)
+    digest = hashlib.sha256()
+    header = [cache_module.FORMAT, cache_module.VERSION, identity, str(effort)]
+    digest.update(json.dumps(header, ensure_ascii=False).encode())
+    digest.update(b"\0")
+    digest.update(encode_messages(request.messages).encode("utf-8"))
+    return digest.hexdigest()
+
+
+def test_keys_from_remembered_messages_equal_keys_of_the_whole_request(fixture_conversations):
+    spans = [edge_case_messages(), []]
+    for conversation in fixture_conversations:
+        messages = conversation.messages
+        spans += [messages[:1], messages[: len(messages) // 2], messages[len(messages) // 3 :], messages]
+    for span in spans:
+        summarize = ModelRequest(
+            messages=[SystemMessage(content="Summarize."), *span], reasoning_effort=ReasoningEffort.LOW
+        )
+        expected = reference_key("truncate(budget=0.1)", summarize)
+        assert SummaryCache.key("truncate(budget=0.1)", summarize) == expected  # encoded now
+        assert SummaryCache.key("truncate(budget=0.1)", summarize) == expected  # from remembered parts
+
+
+def test_a_message_changed_in_place_changes_the_key():
+    user = UserMessage(content="fix the login bug")
+    call = AssistantMessage(content="", tool_calls=(ToolCall("c", "bash", {"command": "ls"}),))
+    summarize = ModelRequest(messages=[SystemMessage(content="Summarize."), user, call])
+    keys = [SummaryCache.key("m", summarize)]
+    user.content = "fix the logout bug"
+    keys.append(SummaryCache.key("m", summarize))
+    user.attributes["source"] = "imported"
+    keys.append(SummaryCache.key("m", summarize))
+    call.tool_calls = (ToolCall("c", "bash", {"command": "ls -la"}),)
+    keys.append(SummaryCache.key("m", summarize))
+    assert len(set(keys)) == 4
+    assert keys[-1] == reference_key("m", summarize)
 
 
 # -- basic use ---------------------------------------------------------------------------------------------

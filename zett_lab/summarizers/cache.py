@@ -40,13 +40,15 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, TypeAlias
 
+from zett_agent.messages import AnyMessage
 from zett_agent.model import ModelRequest
+from zett_agent.storage import encode_messages
 
 from ..errors import ZettLabError, warn
 
@@ -213,15 +215,15 @@ class SummaryCache:
         """SHA-256 over the summarizer identity, the reasoning effort and the exact request messages.
 
         Messages are encoded with :func:`zett_agent.storage.encode_messages` (the instructions
-        are the first message, so a changed prompt is a different key). The key carries the
-        identity, so :meth:`put` records it in the ``identity`` column.
+        are the first message, so a changed prompt is a different key), one message at a time
+        and remembered (:class:`_MessageEncodings`): the bytes hashed are those of encoding the
+        whole list at once. The key carries the identity, so :meth:`put` records it in the
+        ``identity`` column.
         """
-        from zett_agent.storage import encode_messages
-
         if not isinstance(identity, str) or not identity:
             raise ValueError("identity must be a non-empty string")
         try:
-            messages = encode_messages(request.messages)
+            messages = _ENCODINGS.encode(request.messages)
         except (TypeError, ValueError, StopIteration):
             # Messages with values the storage codec cannot write (or subclasses it does not
             # know): fall back to a stable JSON rendering of the same fields.
@@ -229,12 +231,12 @@ class SummaryCache:
                 [{"type": type(m).__name__, "data": asdict(m)} for m in request.messages],
                 ensure_ascii=False,
                 default=repr,
-            )
+            ).encode("utf-8")
         effort = getattr(request.reasoning_effort, "value", request.reasoning_effort)
         digest = hashlib.sha256()
         digest.update(json.dumps([FORMAT, VERSION, identity, str(effort)], ensure_ascii=False).encode())
         digest.update(b"\0")
-        digest.update(messages.encode("utf-8"))
+        digest.update(messages)
         return CacheKey(digest.hexdigest(), identity)
 
     # -- connection -------------------------------------------------------------------------------
@@ -484,6 +486,57 @@ class SummaryCache:
     def __del__(self) -> None:  # pragma: no cover - best effort
         with contextlib.suppress(Exception):  # the interpreter may be shutting down
             self.close()
+
+
+class _MessageEncodings:
+    """Each message's part of a key's bytes, remembered by identity while the message is unchanged.
+
+    A sweep asks for keys of spans of the same loaded messages hundreds of times, and encoding
+    (``dataclasses.asdict`` of every message) was most of a key's cost. An entry is used only
+    for the same object whose fields are still the same objects and whose ``attributes`` are
+    still equal, so a message given a new content, tool calls or attribute is encoded afresh.
+    """
+
+    #: Entries kept before the memo is cleared.
+    _MAX_ENTRIES = 100_000
+
+    def __init__(self) -> None:
+        self._by_identity: dict[int, tuple[AnyMessage, tuple[object, ...], object, bytes]] = {}
+        self._fields: dict[type, tuple[str, ...]] = {}
+
+    def encode(self, messages: Sequence[AnyMessage]) -> bytes:
+        """The UTF-8 bytes of ``encode_messages(messages)``, from remembered per-message parts."""
+        return b"[" + b", ".join([self._part(message) for message in messages]) + b"]"
+
+    def _part(self, message: AnyMessage) -> bytes:
+        names = self._fields.get(type(message))
+        if names is None:
+            names = self._fields[type(message)] = tuple(f.name for f in fields(message))
+        values = tuple([getattr(message, name) for name in names])
+        entry = self._by_identity.get(id(message))
+        if (
+            entry is not None
+            and entry[0] is message
+            and all(a is b for a, b in zip(entry[1], values, strict=True))
+            and entry[2] == message.attributes
+        ):
+            return entry[3]
+        # The codec writes a list as "[" + ", ".join(items) + "]", so one item is its own list without brackets.
+        part = encode_messages([message])[1:-1].encode("utf-8")
+        if len(self._by_identity) >= self._MAX_ENTRIES:
+            self._by_identity.clear()
+        # Holding the message keeps its id from being reused while the entry lives.
+        attributes = message.attributes
+        self._by_identity[id(message)] = (
+            message,
+            values,
+            dict(attributes) if isinstance(attributes, dict) else attributes,
+            part,
+        )
+        return part
+
+
+_ENCODINGS = _MessageEncodings()
 
 
 #: What a ``cache=`` argument takes: a :class:`SummaryCache`, a path to one, None (or True) for the default
