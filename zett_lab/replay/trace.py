@@ -67,11 +67,12 @@ def failure_counts(compactions: pd.DataFrame) -> pd.DataFrame:
     A failed summary call counts as ``"summary call"``, an engine that raised during its pass
     (outside the summary call) as ``"engine pass"``.
     """
-    if not len(compactions):
-        return pd.DataFrame(columns=FAILURE_COLUMNS)
+    reasons = compactions["skip_reason"] if len(compactions) else None
+    if reasons is None or not reasons.isin((SUMMARY_FAILED, ENGINE_FAILED)).any():
+        return pd.DataFrame(columns=FAILURE_COLUMNS)  # the common case, without building and grouping empty tables
     parts = []
     for what, reason in (("summary call", SUMMARY_FAILED), ("engine pass", ENGINE_FAILED)):
-        failed = compactions[compactions["skip_reason"] == reason]
+        failed = compactions[reasons == reason]
         parts.append(count_causes(what, failed["summarizer"], failed["error_kind"], failed["error"]))
     return combine_failure_counts(parts)
 

@@ -148,6 +148,13 @@ def trace_limits(trace: Trace) -> tuple[str, ...]:
     return STOCK_REUSE if stock else ()
 
 
+#: The step columns :class:`_DecisionWalk` reads (iterating only these spares converting the rest of the table).
+_WALK_COLUMNS = (
+    "step n_recorded n_messages estimate estimator_tokens triggered recent_messages recent_tokens cutoff_index "
+    "compaction_id checkpoint_id kept_from"
+).split()
+
+
 def prefix_regions(
     trace: Trace,
     step_counts: Sequence[int],
@@ -181,7 +188,7 @@ def prefix_regions(
     regions: list[Region] = []
     wanted = iter(step_counts)
     target = next(wanted, None)
-    rows = trace.steps.itertuples(index=False)
+    rows = trace.steps[_WALK_COLUMNS].itertuples(index=False)
     done = 0
     while target is not None:
         if done == target or walk.failed is not None:
