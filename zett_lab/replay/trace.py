@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
+from pandas.arrays import BooleanArray, IntegerArray
 from zett_agent.extensions.compaction import CompactedMessage
 from zett_agent.messages import AnyMessage, SystemMessage
 from zett_agent.model import ModelUsage
@@ -113,14 +115,36 @@ def frame(rows: list[dict[str, Any]], columns: list[str]) -> pd.DataFrame:
     for column in columns:
         values = [row.get(column) for row in rows]
         if column in INTEGER_COLUMNS:
-            data[column] = pd.array(values, dtype="Int64")
+            data[column] = _nullable(values, int)
         elif column in BOOLEAN_COLUMNS:
-            data[column] = pd.array(values, dtype="boolean")
+            data[column] = _nullable(values, bool)
         elif column in FLOAT_COLUMNS:
             data[column] = pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").astype("float64")
         else:
             data[column] = pd.Series([None if is_missing(v) else v for v in values], dtype=object)
     return pd.DataFrame(data, columns=columns)
+
+
+def _nullable(values: list[Any], kind: type[int] | type[bool]) -> IntegerArray | BooleanArray:
+    """A nullable Int64 (``kind`` int) or boolean array of ``values``, as ``pd.array`` makes it.
+
+    When every value is exactly ``kind`` or None (a recorder's rows) the array is built from
+    its data and mask directly: ``pd.array`` first infers each value's type, which was most
+    of building a trace's tables. Anything else (numpy scalars, NaN, pd.NA) is left to it.
+    """
+    exact = all(type(value) is kind or value is None for value in values)
+    try:
+        data = (
+            np.array([False if v is None else v for v in values], dtype=np.int64 if kind is int else bool)
+            if exact
+            else None
+        )
+    except OverflowError:  # an integer beyond int64: pandas raises its own error
+        data = None
+    if data is None:
+        return pd.array(values, dtype="Int64") if kind is int else pd.array(values, dtype="boolean")
+    missing = np.array([value is None for value in values], dtype=bool)
+    return IntegerArray(data, missing) if kind is int else BooleanArray(data, missing)
 
 
 @dataclass

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from zett_agent.model import AgentModel, ModelRequest
 
@@ -389,15 +390,13 @@ def source_rows(sources: list[Proven], unit: Unit) -> dict[str, Losses]:
 
 def _add_costs(todo: list[Proven], traces: list[Trace], rows: dict[int, dict[str, Any]], unit: Unit) -> None:
     try:
-        steps = pd.concat([t.steps.assign(run_id=n) for n, t in enumerate(traces)], ignore_index=True)
-        compactions = pd.concat(
-            [
-                t.compactions.assign(
-                    run_id=n, max_tokens=t.settings["max_tokens"], keep_recent_tokens=t.settings["keep_recent_tokens"]
-                )
-                for n, t in enumerate(traces)
-            ],
-            ignore_index=True,
+        runs = list(range(len(traces)))
+        steps = _stacked([t.steps for t in traces], run_id=runs)
+        compactions = _stacked(
+            [t.compactions for t in traces],
+            run_id=runs,
+            max_tokens=[t.settings["max_tokens"] for t in traces],
+            keep_recent_tokens=[t.settings["keep_recent_tokens"] for t in traces],
         )
         priced_steps, priced_compactions = add_costs(
             steps, compactions, primary_model=unit.primary_model or "offline", prices=unit.prices
@@ -418,6 +417,18 @@ def _add_costs(todo: list[Proven], traces: list[Trace], rows: dict[int, dict[str
     except Exception as exc:  # noqa: BLE001 - reported by the cells
         for proven in todo:
             proven.row_error = f"cost: {type(exc).__name__}: {exc}"
+
+
+def _stacked(tables: list[pd.DataFrame], **per_table: list[Any]) -> pd.DataFrame:
+    """``tables`` one under another, plus a column per keyword holding each table's value on its rows.
+
+    Equal to concatenating ``table.assign(**values)``, without copying every table first.
+    """
+    stacked = pd.concat(tables, ignore_index=True)
+    lengths = [len(table) for table in tables]
+    for name, values in per_table.items():
+        stacked[name] = np.repeat(np.asarray(values), lengths)
+    return stacked
 
 
 def _spread(values: list[tuple[int, int]], n: int) -> list[tuple[int, int]]:
