@@ -52,6 +52,7 @@ import bisect
 import copy
 import html
 import warnings
+from collections import namedtuple
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -148,11 +149,13 @@ def trace_limits(trace: Trace) -> tuple[str, ...]:
     return STOCK_REUSE if stock else ()
 
 
-#: The step columns :class:`_DecisionWalk` reads (iterating only these spares converting the rest of the table).
-_WALK_COLUMNS = (
+#: One step's row as :class:`_DecisionWalk` reads it: the columns it needs, the values ``itertuples`` gives
+#: (iterating only these spares converting the rest of the table).
+_WalkRow = namedtuple(
+    "_WalkRow",
     "step n_recorded n_messages estimate estimator_tokens triggered recent_messages recent_tokens cutoff_index "
-    "compaction_id checkpoint_id kept_from"
-).split()
+    "compaction_id checkpoint_id kept_from",
+)
 
 
 def prefix_regions(
@@ -188,7 +191,8 @@ def prefix_regions(
     regions: list[Region] = []
     wanted = iter(step_counts)
     target = next(wanted, None)
-    rows = trace.steps[_WALK_COLUMNS].itertuples(index=False)
+    steps = trace.steps
+    rows = map(_WalkRow._make, zip(*(steps[column] for column in _WalkRow._fields), strict=True))
     done = 0
     while target is not None:
         if done == target or walk.failed is not None:
