@@ -134,10 +134,30 @@ def test_a_message_changed_in_place_changes_the_key():
     keys.append(SummaryCache.key("m", summarize))
     user.attributes["source"] = "imported"
     keys.append(SummaryCache.key("m", summarize))
-    call.tool_calls = (ToolCall("c", "bash", {"command": "ls -la"}),)
+    call.tool_calls[0].arguments["command"] = "ls -la"
     keys.append(SummaryCache.key("m", summarize))
-    assert len(set(keys)) == 4
+    call.tool_calls = (ToolCall("c", "bash", {"command": "ls -la", "timeout": 5}),)
+    keys.append(SummaryCache.key("m", summarize))
+    assert len(set(keys)) == 5
     assert keys[-1] == reference_key("m", summarize)
+
+
+def test_values_written_differently_never_share_a_remembered_encoding():
+    """True, 1 and 1.0 are equal in Python but written as true, 1 and 1.0."""
+    variants = [
+        [UserMessage(content="x", persist=True), UserMessage(content="x", persist=1)],
+        [UserMessage(content="x", attributes={"n": True}), UserMessage(content="x", attributes={"n": 1})],
+        [UserMessage(content="x", attributes={"n": 1}), UserMessage(content="x", attributes={"n": 1.0})],
+        [
+            AssistantMessage(content="", tool_calls=(ToolCall("c", "f", {"a": [1, 2]}),)),
+            AssistantMessage(content="", tool_calls=(ToolCall("c", "f", {"a": ["1", 2]}),)),
+        ],
+    ]
+    for messages in variants:
+        assert len({reference_key("m", ModelRequest(messages=[m])) for m in messages}) == 2
+        for message in messages * 2:  # the second round is answered from remembered encodings
+            summarize = ModelRequest(messages=[message])
+            assert SummaryCache.key("m", summarize) == reference_key("m", summarize)
 
 
 # -- basic use ---------------------------------------------------------------------------------------------

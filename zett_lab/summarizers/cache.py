@@ -40,11 +40,11 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, is_dataclass
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, cast
 
 from zett_agent.messages import AnyMessage
 from zett_agent.model import ModelRequest
@@ -216,8 +216,8 @@ class SummaryCache:
 
         Messages are encoded with :func:`zett_agent.storage.encode_messages` (the instructions
         are the first message, so a changed prompt is a different key), one message at a time
-        and remembered (:class:`_MessageEncodings`): the bytes hashed are those of encoding the
-        whole list at once. The key carries the identity, so :meth:`put` records it in the
+        and remembered by value (:class:`_MessageEncodings`): the bytes hashed are those of
+        encoding the whole list at once. The key carries the identity, so :meth:`put` records it in the
         ``identity`` column.
         """
         if not isinstance(identity, str) or not identity:
@@ -489,51 +489,78 @@ class SummaryCache:
 
 
 class _MessageEncodings:
-    """Each message's part of a key's bytes, remembered by identity while the message is unchanged.
+    """Each message's part of a key's bytes, remembered by the message's value.
 
-    A sweep asks for keys of spans of the same loaded messages hundreds of times, and encoding
-    (``dataclasses.asdict`` of every message) was most of a key's cost. An entry is used only
-    for the same object whose fields are still the same objects and whose ``attributes`` are
-    still equal, so a message given a new content, tool calls or attribute is encoded afresh.
+    The summary requests of a sweep hold fresh copies of the same messages (every replay
+    rebuilds the runtime's state), and encoding them (``dataclasses.asdict`` of every message)
+    was most of a key's cost. A message is looked up by :func:`_fingerprint`, built from its
+    current values, so a message that differs in anything written, or was changed in place,
+    is encoded afresh.
     """
 
-    #: Entries kept before the memo is cleared.
-    _MAX_ENTRIES = 100_000
+    #: Encoded bytes kept before the memo is cleared.
+    _MAX_BYTES = 64 * 2**20
 
     def __init__(self) -> None:
-        self._by_identity: dict[int, tuple[AnyMessage, tuple[object, ...], object, bytes]] = {}
-        self._fields: dict[type, tuple[str, ...]] = {}
+        self._by_value: dict[Hashable, bytes] = {}
+        self._bytes = 0
 
     def encode(self, messages: Sequence[AnyMessage]) -> bytes:
         """The UTF-8 bytes of ``encode_messages(messages)``, from remembered per-message parts."""
         return b"[" + b", ".join([self._part(message) for message in messages]) + b"]"
 
     def _part(self, message: AnyMessage) -> bytes:
-        names = self._fields.get(type(message))
-        if names is None:
-            names = self._fields[type(message)] = tuple(f.name for f in fields(message))
-        values = tuple([getattr(message, name) for name in names])
-        entry = self._by_identity.get(id(message))
-        if (
-            entry is not None
-            and entry[0] is message
-            and all(a is b for a, b in zip(entry[1], values, strict=True))
-            and entry[2] == message.attributes
-        ):
-            return entry[3]
+        try:
+            fingerprint: Hashable | None = _fingerprint(message)
+        except _NoFingerprint:
+            fingerprint = None
+        part = self._by_value.get(fingerprint) if fingerprint is not None else None
+        if part is not None:
+            return part
         # The codec writes a list as "[" + ", ".join(items) + "]", so one item is its own list without brackets.
         part = encode_messages([message])[1:-1].encode("utf-8")
-        if len(self._by_identity) >= self._MAX_ENTRIES:
-            self._by_identity.clear()
-        # Holding the message keeps its id from being reused while the entry lives.
-        attributes = message.attributes
-        self._by_identity[id(message)] = (
-            message,
-            values,
-            dict(attributes) if isinstance(attributes, dict) else attributes,
-            part,
-        )
+        if fingerprint is not None:
+            if self._bytes + len(part) > self._MAX_BYTES:
+                self._by_value.clear()
+                self._bytes = 0
+            self._by_value[fingerprint] = part
+            self._bytes += len(part)
         return part
+
+
+class _NoFingerprint(Exception):
+    """Internal: a value :func:`_fingerprint` cannot vouch for; its message is encoded every time."""
+
+
+#: Field names per dataclass type, for :func:`_fingerprint`.
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _fingerprint(value: object) -> Hashable:
+    """A hashable value such that equal fingerprints are written alike by ``encode_messages``.
+
+    Scalars by exact type and value (``True``, ``1`` and ``1.0`` differ), floats by ``repr``,
+    bytes as they are, tuples and lists item by item, dataclasses field by field, plain dicts
+    by their JSON text. Anything else raises :class:`_NoFingerprint`.
+    """
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or kind is bytes or value is None:
+        return kind, value
+    if kind is float:
+        return kind, repr(value)
+    if kind is tuple or kind is list:
+        return kind, tuple([_fingerprint(item) for item in cast(Sequence[object], value)])
+    if kind is dict:
+        try:
+            return kind, json.dumps(value, ensure_ascii=False, allow_nan=False)
+        except (TypeError, ValueError):
+            raise _NoFingerprint from None
+    names = _FIELD_NAMES.get(kind)
+    if names is None:
+        if not is_dataclass(value) or isinstance(value, type):
+            raise _NoFingerprint
+        names = _FIELD_NAMES[kind] = tuple(f.name for f in fields(value))
+    return kind, tuple([_fingerprint(getattr(value, name)) for name in names])
 
 
 _ENCODINGS = _MessageEncodings()
