@@ -420,6 +420,9 @@ class _MessageMemo:
     def __init__(self) -> None:
         self._by_id: dict[int, tuple[AnyMessage, tuple[tuple[str, str, str], ...], frozenset[AnchorKey]]] = {}
 
+    def clear(self) -> None:
+        self._by_id.clear()
+
     def get(self, message: AnyMessage) -> tuple[tuple[tuple[str, str, str], ...], frozenset[AnchorKey]]:
         entry = self._by_id.get(id(message))
         if entry is None or entry[0] is not message:
@@ -432,6 +435,12 @@ class _MessageMemo:
 
 
 _memo = _MessageMemo()
+
+
+def clear_anchor_caches() -> None:
+    """Forget the anchors remembered per message and per text (they hold every anchor of the conversations seen)."""
+    _memo.clear()
+    _extract_cached.cache_clear()
 
 
 def message_anchors(message: AnyMessage, message_index: int | None = None) -> list[Anchor]:

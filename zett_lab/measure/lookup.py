@@ -95,6 +95,12 @@ def _pieces(needle: str) -> tuple[tuple[int, str], ...]:
     return tuple((i, needle[i : i + _GRAM]) for i in (*range(0, last, _GRAM), last))
 
 
+def clear_needle_caches() -> None:
+    """Forget the needles and pieces remembered per anchor."""
+    _needle.cache_clear()
+    _pieces.cache_clear()
+
+
 def needle_of(key: AnchorKey) -> str:
     """The loose needle an exact-type anchor is found by ("" for sentence types and numbers, found otherwise)."""
     type_, normalized = key

@@ -23,13 +23,14 @@ from ..load.anchors import (
     SENTENCE_TYPES,
     AnchorKey,
     action_keys,
+    clear_anchor_caches,
     loose,
     message_anchors,
     message_keys,
     tool_call_keys,
 )
 from ..load.text import message_text
-from .lookup import NeedleSet, needle_of
+from .lookup import NeedleSet, clear_needle_caches, needle_of
 
 
 def _first_in(positions: Sequence[int], start: int, end: int) -> int | None:
@@ -264,3 +265,14 @@ def index_of(messages: Sequence[Any]) -> ConversationIndex:
     index = ConversationIndex(messages)
     _INDEXES[id(messages)] = (messages, len(messages), index)
     return index
+
+
+def release_indexes() -> None:
+    """Forget the kept indexes and the anchors remembered per message, text and needle.
+
+    For a process done measuring: on a long conversation they hold hundreds of thousands of
+    anchors (well over 100 MB); measuring again rebuilds them.
+    """
+    _INDEXES.clear()
+    clear_needle_caches()
+    clear_anchor_caches()

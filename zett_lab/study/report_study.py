@@ -13,6 +13,7 @@ never averaged into a metric, and a setting with such a replay is never recommen
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ import pandas as pd
 from ..errors import ResultFailure, SettingError
 from ..load.conversation import Conversation
 from ..measure import Comparison, Losses, measure
+from ..measure.message_index import release_indexes
 from ..records import plain
 from ..replay.deadline import DEFAULT_ENGINE_TIMEOUT
 from ..replay.engine import EngineSpec
@@ -48,6 +50,10 @@ DEFAULT_PRIMARY_MODEL = "gpt-5-mini"
 #: The cost and the loss a recommended setting is chosen by.
 RECOMMEND_COST = "total_input_tokens"
 RECOMMEND_LOSS = "lost_but_needed"
+
+#: The per-anchor columns the anchor-retention figure reads (its flags per anchor type); the report keeps
+#: only these of the per-anchor tables it measures, and the rows lost but needed later in full.
+RETENTION_COLUMNS = ["type", "applied", "in_summary", "in_tail", "needed_later", "lost_but_needed"]
 
 #: The columns that make one replay of a report.
 _REPLAY_KEYS = ["conversation_id", "summarizer", "max_tokens", "keep_recent_tokens"]
@@ -191,8 +197,11 @@ class ReportData:
         metrics: Per summarizer: means with confidence intervals, paired differences, totals.
         costs: Tokens and money per configuration and the prices used.
         conversation_tokens: Tokens of every conversation (the engine's counter).
-        losses: Losses of the replays shown in detail, by ``id`` of their trace (the explorer's
-            replays not at the recommended setting without the per-anchor table).
+        losses: Losses of the replays shown in detail, by ``id`` of their trace. Their per-anchor
+            tables hold only the anchors lost but needed later (the explorer's replays not at the
+            recommended setting: none); the flags the anchor-retention figure reads are in ``anchor_flags``.
+        anchor_flags: Per replay at the recommended setting (by ``id`` of its trace): the
+            :data:`RETENTION_COLUMNS` of every row of its per-anchor table.
         native: The conversations' recorded production summaries beside the baselines on the same
             spans (:func:`~zett_lab.study.report_native.report_production`); empty without any.
         native_skipped: Report summarizers that could not summarize those spans (named in the report).
@@ -215,6 +224,7 @@ class ReportData:
     costs: dict[str, Any]
     conversation_tokens: dict[str, int]
     losses: dict[int, Losses] = field(repr=False)
+    anchor_flags: dict[int, pd.DataFrame] = field(default_factory=dict, repr=False)
     native: list[dict[str, Any]] = field(default_factory=list, repr=False)
     native_skipped: list[str] = field(default_factory=list)
 
@@ -246,12 +256,36 @@ class ReportData:
                 "was not measured for the report"
             ) from None
 
+    def anchor_flags_for(self, trace: Trace) -> pd.DataFrame:
+        """The per-anchor flags of a replay at the recommended setting (see ``anchor_flags``)."""
+        try:
+            return self.anchor_flags[id(trace)]
+        except KeyError:
+            raise KeyError(
+                f"replay of {trace.conversation.id!r} at max_tokens={trace.settings.get('max_tokens')} "
+                "is not at the recommended setting"
+            ) from None
+
 
 class _Measured:
     """Losses of traces, measured once each (kept by ``id``, with the trace alive in ``entries``)."""
 
     def __init__(self) -> None:
         self.by_id: dict[int, Losses] = {}
+        self.anchor_flags: dict[int, pd.DataFrame] = {}
+
+    def shown(self, trace: Trace) -> Losses:
+        """Every table, the per-anchor one kept as the report uses it (see :class:`ReportData`).
+
+        On a long conversation a replay's per-anchor table has a hundred thousand rows of text;
+        the report lists the lost-but-needed ones and draws per-type counts of the others, so
+        only those rows and the figure's flags are kept, before the next replay is measured.
+        """
+        if id(trace) not in self.anchor_flags:
+            losses = self(trace)
+            self.anchor_flags[id(trace)] = losses.anchors[RETENTION_COLUMNS].copy()
+            self.by_id[id(trace)] = dataclasses.replace(losses, anchors=losses.lost_but_needed())
+        return self.by_id[id(trace)]
 
     def __call__(self, trace: Trace) -> Losses:
         if id(trace) not in self.by_id:
@@ -313,9 +347,11 @@ def build_report_data(
     conversations = _conversations(entries)
     explore_id = _explore_id(results, conversations, explore)
     recommendation = recommend_report_setting(attempted, constraints)
-    _measure_shown(entries, explore_id, recommendation, measured)
     comparison = comparison if comparison is not None else compare_summarizers(results, summarizers)
-    lost_items = lost_but_needed_items(entries, recommendation, summarizers, measured, top_lost)
+    _measure_shown(entries, explore_id, recommendation, measured)
+    lost_items = lost_but_needed_items(entries, recommendation, summarizers, measured.shown, top_lost)
+    # Nothing after this measures anchors: their memory goes to the figures and the explorer.
+    release_indexes()
     native, native_skipped = report_production(conversations, _identities(entries, summarizers), native_baselines)
     return ReportData(
         entries=entries,
@@ -335,6 +371,7 @@ def build_report_data(
         costs=cost_overview(results, primary_model, unpriced),
         conversation_tokens={c.id: int(count_tokens(c.messages)) for c in conversations},
         losses=dict(measured.by_id),
+        anchor_flags=dict(measured.anchor_flags),
         native=native,
         native_skipped=native_skipped,
     )
@@ -565,7 +602,7 @@ def _measure_shown(
     """
     if recommendation is not None:
         for _, trace in cell_entries(entries, recommendation["max_tokens"], recommendation["keep_recent_tokens"]):
-            measured(trace)
+            measured.shown(trace)
     for _, trace in entries:
         if trace.conversation.id == explore_id:
             measured.without_anchors(trace)

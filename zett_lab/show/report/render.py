@@ -111,9 +111,7 @@ def _figures(data: ReportData, document: Mapping[str, Any]) -> dict[str, Any]:
             f"Means with {confidence_text(document['metrics'])} bootstrap intervals, per summarizer.",
         )
     if rec is not None:
-        anchors = [
-            data.losses_for(t).anchors for _, t in data.cell_traces(rec["max_tokens"], rec["keep_recent_tokens"])
-        ]
+        anchors = [data.anchor_flags_for(t) for _, t in data.cell_traces(rec["max_tokens"], rec["keep_recent_tokens"])]
         anchors = [a for a in anchors if len(a)]
         if anchors:
             out["anchors"] = figures.add(
