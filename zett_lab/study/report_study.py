@@ -13,7 +13,6 @@ never averaged into a metric, and a setting with such a replay is never recommen
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,8 +24,7 @@ import pandas as pd
 
 from ..errors import ResultFailure, SettingError
 from ..load.conversation import Conversation
-from ..measure import Comparison, Losses, measure
-from ..measure.message_index import release_indexes
+from ..measure import Comparison, Losses
 from ..records import plain
 from ..replay.deadline import DEFAULT_ENGINE_TIMEOUT
 from ..replay.engine import EngineSpec
@@ -35,9 +33,10 @@ from ..tokens import count_tokens
 from .choose import NoFeasibleSetting, measured_cells, recommend
 from .grid import STOCK_ENGINE, resolve_context_window
 from .report_lost import DIGITS, cell_entries, lost_but_needed_items, trace_index
+from .report_measured import Measured
 from .report_native import report_production
 from .report_tables import compare_summarizers, cost_overview, costs_per_replay, metric_summary
-from .results import StoredTrace, Sweep
+from .results import Sweep
 from .sweep import sweep
 
 #: Summarizers a report over recorded conversations runs: the built-in offline ones, the
@@ -50,10 +49,6 @@ DEFAULT_PRIMARY_MODEL = "gpt-5-mini"
 #: The cost and the loss a recommended setting is chosen by.
 RECOMMEND_COST = "total_input_tokens"
 RECOMMEND_LOSS = "lost_but_needed"
-
-#: The per-anchor columns the anchor-retention figure reads (its flags per anchor type); the report keeps
-#: only these of the per-anchor tables it measures, and the rows lost but needed later in full.
-RETENTION_COLUMNS = ["type", "applied", "in_summary", "in_tail", "needed_later", "lost_but_needed"]
 
 #: The columns that make one replay of a report.
 _REPLAY_KEYS = ["conversation_id", "summarizer", "max_tokens", "keep_recent_tokens"]
@@ -201,7 +196,7 @@ class ReportData:
             tables hold only the anchors lost but needed later (the explorer's replays not at the
             recommended setting: none); the flags the anchor-retention figure reads are in ``anchor_flags``.
         anchor_flags: Per replay at the recommended setting (by ``id`` of its trace): the
-            :data:`RETENTION_COLUMNS` of every row of its per-anchor table.
+            :data:`~zett_lab.study.report_measured.RETENTION_COLUMNS` of every row of its per-anchor table.
         native: The conversations' recorded production summaries beside the baselines on the same
             spans (:func:`~zett_lab.study.report_native.report_production`); empty without any.
         native_skipped: Report summarizers that could not summarize those spans (named in the report).
@@ -267,39 +262,6 @@ class ReportData:
             ) from None
 
 
-class _Measured:
-    """Losses of traces, measured once each (kept by ``id``, with the trace alive in ``entries``)."""
-
-    def __init__(self) -> None:
-        self.by_id: dict[int, Losses] = {}
-        self.anchor_flags: dict[int, pd.DataFrame] = {}
-
-    def shown(self, trace: Trace) -> Losses:
-        """Every table, the per-anchor one kept as the report uses it (see :class:`ReportData`).
-
-        On a long conversation a replay's per-anchor table has a hundred thousand rows of text;
-        the report lists the lost-but-needed ones and draws per-type counts of the others, so
-        only those rows and the figure's flags are kept, before the next replay is measured.
-        """
-        if id(trace) not in self.anchor_flags:
-            losses = self(trace)
-            self.anchor_flags[id(trace)] = losses.anchors[RETENTION_COLUMNS].copy()
-            self.by_id[id(trace)] = dataclasses.replace(losses, anchors=losses.lost_but_needed())
-        return self.by_id[id(trace)]
-
-    def __call__(self, trace: Trace) -> Losses:
-        if id(trace) not in self.by_id:
-            self.by_id[id(trace)] = measure(trace)
-        return self.by_id[id(trace)]
-
-    def without_anchors(self, trace: Trace) -> Losses:
-        """Every table but ``anchors`` (left empty): what a sweep measured already, else measured now."""
-        if id(trace) not in self.by_id:
-            stored = trace.losses(anchors=False) if isinstance(trace, StoredTrace) else None
-            self.by_id[id(trace)] = stored if stored is not None else measure(trace, anchors=False)
-        return self.by_id[id(trace)]
-
-
 def build_report_data(
     traces: Iterable[Trace] = (),
     sweep: Sweep | None = None,
@@ -335,7 +297,7 @@ def build_report_data(
     if isinstance(top_lost, bool) or not isinstance(top_lost, int) or top_lost < 0:
         raise SettingError(f"top_lost must be a non-negative int, got {top_lost!r}")
     direct, entries, failures = _replays(traces, sweep, failures)
-    measured = _Measured()
+    measured = Measured()
     summarizers = _summarizer_order(entries, sweep)
     replay_costs, unpriced = costs_per_replay(entries, primary_model)
     attempted = _results(sweep, [_direct_row(label, t, losses, measured) for label, t in direct], replay_costs)
@@ -347,11 +309,10 @@ def build_report_data(
     conversations = _conversations(entries)
     explore_id = _explore_id(results, conversations, explore)
     recommendation = recommend_report_setting(attempted, constraints)
-    comparison = comparison if comparison is not None else compare_summarizers(results, summarizers)
     _measure_shown(entries, explore_id, recommendation, measured)
+    comparison = comparison if comparison is not None else compare_summarizers(results, summarizers)
+    measured.finish()
     lost_items = lost_but_needed_items(entries, recommendation, summarizers, measured.shown, top_lost)
-    # Nothing after this measures anchors: their memory goes to the figures and the explorer.
-    release_indexes()
     native, native_skipped = report_production(conversations, _identities(entries, summarizers), native_baselines)
     return ReportData(
         entries=entries,
@@ -469,7 +430,7 @@ def _conversations(entries: list[tuple[str, Trace]]) -> list[Conversation]:
     return list(seen.values())
 
 
-def _direct_row(label: str, trace: Trace, losses: Losses | None, measured: _Measured) -> dict[str, Any]:
+def _direct_row(label: str, trace: Trace, losses: Losses | None, measured: Measured) -> dict[str, Any]:
     """The results row of a trace given directly: budget figures and loss metrics."""
     row = trace.summary()
     found = None
@@ -593,16 +554,17 @@ def _explore_id(results: pd.DataFrame, conversations: list[Conversation], explor
 
 
 def _measure_shown(
-    entries: list[tuple[str, Trace]], explore_id: str, recommendation: dict[str, Any] | None, measured: _Measured
+    entries: list[tuple[str, Trace]], explore_id: str, recommendation: dict[str, Any] | None, measured: Measured
 ) -> None:
     """Measure the replays the report shows in detail.
 
-    Those at the recommended setting fully (their anchors are listed and plotted); the
-    explorer's without the per-anchor table (it shows per-compaction figures).
+    Those at the recommended setting fully (their anchors are listed and plotted; started here,
+    collected by :meth:`Measured.finish`); the explorer's without the per-anchor table (it shows
+    per-compaction figures).
     """
     if recommendation is not None:
-        for _, trace in cell_entries(entries, recommendation["max_tokens"], recommendation["keep_recent_tokens"]):
-            measured.shown(trace)
+        cell = cell_entries(entries, recommendation["max_tokens"], recommendation["keep_recent_tokens"])
+        measured.start_shown([trace for _, trace in cell])
     for _, trace in entries:
-        if trace.conversation.id == explore_id:
+        if trace.conversation.id == explore_id and id(trace) not in measured.shown_ids:
             measured.without_anchors(trace)

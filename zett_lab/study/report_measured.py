@@ -1,0 +1,110 @@
+"""The losses of the replays a report shows, measured once each and kept as the report uses them.
+
+The replays at the recommended setting are measured in full (one row per span anchor per
+attempt: on a long conversation a hundred thousand rows each, plus the conversation's anchor
+index). The report lists the lost-but-needed anchors and draws per-type counts of the others,
+so of each per-anchor table only those rows and the figure's flags (:data:`RETENTION_COLUMNS`)
+are kept. When a sweep's process pool is running, its workers measure them (one task per
+conversation, so each builds the conversation's index once): the index and the full tables
+never enter the report's own process.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import dataclasses
+from collections.abc import Sequence
+
+import pandas as pd
+
+from ..measure import Losses, measure
+from ..measure.message_index import release_indexes
+from ..replay.trace import Trace
+from .executors import running_pool
+from .results import StoredTrace
+
+#: The per-anchor columns the anchor-retention figure reads (its flags per anchor type).
+RETENTION_COLUMNS = ["type", "applied", "in_summary", "in_tail", "needed_later", "lost_but_needed"]
+
+
+def measure_shown(traces: Sequence[Trace]) -> list[tuple[Losses, pd.DataFrame]]:
+    """Per trace: its losses with only the lost-but-needed anchor rows, and its :data:`RETENTION_COLUMNS`."""
+    return [_as_shown(measure(trace)) for trace in traces]
+
+
+def _as_shown(losses: Losses) -> tuple[Losses, pd.DataFrame]:
+    return dataclasses.replace(losses, anchors=losses.lost_but_needed()), losses.anchors[RETENTION_COLUMNS]
+
+
+def _plain(trace: Trace) -> Trace:
+    """The trace's tables and settings as a plain :class:`Trace` (what a worker needs to measure it)."""
+    return Trace(
+        conversation=trace.conversation,
+        steps=trace.steps,
+        compactions=trace.compactions,
+        settings=dict(trace.settings),
+        engine_events=list(trace.engine_events),
+    )
+
+
+class Measured:
+    """Losses of traces, measured once each (kept by ``id``, with the trace alive in the report's entries)."""
+
+    def __init__(self) -> None:
+        self.by_id: dict[int, Losses] = {}
+        self.anchor_flags: dict[int, pd.DataFrame] = {}
+        #: Ids of the traces measured in full or being measured (see :meth:`start_shown`).
+        self.shown_ids: set[int] = set()
+        self._in_full: set[int] = set()
+        self._pending: list[tuple[list[Trace], cf.Future[list[tuple[Losses, pd.DataFrame]]]]] = []
+
+    def __call__(self, trace: Trace) -> Losses:
+        """Every table, the per-anchor one in full."""
+        if id(trace) not in self.by_id:
+            self.by_id[id(trace)] = measure(trace)
+            self._in_full.add(id(trace))
+        return self.by_id[id(trace)]
+
+    def without_anchors(self, trace: Trace) -> Losses:
+        """Every table but ``anchors`` (left empty): what a sweep measured already, else measured now."""
+        if id(trace) not in self.by_id:
+            stored = trace.losses(anchors=False) if isinstance(trace, StoredTrace) else None
+            self.by_id[id(trace)] = stored if stored is not None else measure(trace, anchors=False)
+        return self.by_id[id(trace)]
+
+    def start_shown(self, traces: Sequence[Trace]) -> None:
+        """Measure replays the report shows in full: on the running process pool (collected by
+        :meth:`finish`; one task per conversation), else here and now."""
+        pool = running_pool()
+        by_conversation: dict[str, list[Trace]] = {}
+        for trace in traces:
+            if id(trace) in self.shown_ids:
+                continue
+            self.shown_ids.add(id(trace))
+            if id(trace) in self._in_full:
+                self._keep([trace], [_as_shown(self.by_id[id(trace)])])
+            else:
+                by_conversation.setdefault(trace.conversation.id, []).append(trace)
+        for group in by_conversation.values():
+            if pool is None:
+                self._keep(group, measure_shown(group))
+            else:
+                self._pending.append((group, pool.submit(measure_shown, [_plain(t) for t in group])))
+
+    def finish(self) -> None:
+        """Collect what the pool measured, then free the anchor indexes this process built."""
+        for group, future in self._pending:
+            self._keep(group, future.result())
+        self._pending.clear()
+        release_indexes()
+
+    def shown(self, trace: Trace) -> Losses:
+        """A replay shown in full (see :meth:`start_shown`): its losses, anchors kept as the report uses them."""
+        if id(trace) not in self.shown_ids:
+            self.shown_ids.add(id(trace))
+            self._keep([trace], measure_shown([trace]))
+        return self.by_id[id(trace)]
+
+    def _keep(self, traces: Sequence[Trace], results: Sequence[tuple[Losses, pd.DataFrame]]) -> None:
+        for trace, (losses, flags) in zip(traces, results, strict=True):
+            self.by_id[id(trace)], self.anchor_flags[id(trace)] = losses, flags
