@@ -395,3 +395,39 @@ def test_the_default_grid_stays_inside_the_primary_models_context_window(fixture
     assert max(uncapped["max_tokens"]) > 8_000
     with pytest.raises(SettingError, match="context_window must be positive"):
         default_grid(fixture_conversations, 0)
+
+
+def test_replays_shown_in_full_keep_what_the_report_uses_measured_here_or_on_the_pool(monkeypatch) -> None:
+    from zett_lab import measure
+    from zett_lab.study import executors, report_measured
+    from zett_lab.study.report_measured import RETENTION_COLUMNS
+    from zett_lab.study.report_study import report_sweep
+
+    conversations = [coding_conversation(turns=8, cid="first-session"), evil_conversation(turns=8)]
+    result = report_sweep(conversations, SUMMARIZERS, GRID, executor="serial", cache=False)
+    here = Report(sweep=result, date=DATE)
+    executors.shutdown_default_executor()
+    executors.default_executor()
+    try:
+        # Measured in full only in the pool's workers: this process must not measure them.
+        def not_here(trace):
+            raise AssertionError("measured in the report's process although a pool runs")
+
+        monkeypatch.setattr(report_measured, "measure", not_here)
+        pooled = Report(sweep=result, date=DATE)
+    finally:
+        executors.shutdown_default_executor()
+    assert pooled.to_html() == here.to_html() and pooled.to_json() == here.to_json()
+    rec = here.recommendation
+    cells = [report.data.cell_traces(rec["max_tokens"], rec["keep_recent_tokens"]) for report in (here, pooled)]
+    assert len(cells[0]) == len(cells[1]) == len(SUMMARIZERS) * len(conversations)
+    lost_rows = 0
+    for (_, mine), (_, theirs) in zip(*cells, strict=True):
+        full = measure(mine)
+        assert len(full.anchors)
+        for report, trace in ((here, mine), (pooled, theirs)):
+            pd.testing.assert_frame_equal(report.data.anchor_flags_for(trace), full.anchors[RETENTION_COLUMNS])
+            pd.testing.assert_frame_equal(report.data.losses_for(trace).anchors, full.lost_but_needed())
+            pd.testing.assert_frame_equal(report.data.losses_for(trace).compactions, full.compactions)
+        lost_rows += len(full.lost_but_needed())
+    assert lost_rows  # the lost-but-needed list had rows to keep
