@@ -413,6 +413,20 @@ def test_anchor_retention_by_type(fixture_conversations):
     plots.anchor_retention([losses, losses])  # pooled across conversations
 
 
+def test_anchor_retention_of_counted_flags_draws_the_same_figure(fixture_conversations):
+    """A report keeps the flags counted per distinct row: the figure must not change by a byte."""
+    from zett_lab.measure import measure
+    from zett_lab.study.report_measured import ANCHOR_ROWS, retention_counts
+
+    conversation = next(c for c in fixture_conversations if c.id == "billing-rounding")
+    anchors = measure(replay(conversation, max_tokens=12_000, keep_recent_tokens=3_000)).anchors
+    counted = retention_counts(anchors)
+    assert counted[ANCHOR_ROWS].sum() == len(anchors) > len(counted)
+    assert plots.to_svg(plots.anchor_retention(counted, count_column=ANCHOR_ROWS)) == plots.to_svg(
+        plots.anchor_retention(anchors)
+    )
+
+
 def test_anchor_retention_empty():
     empty = pd.DataFrame(columns=["type", "in_summary", "in_tail", "needed_later", "lost_but_needed"])
     assert "no anchors" in plots.anchor_retention(empty).axes[0].texts[0].get_text()

@@ -400,7 +400,7 @@ def test_the_default_grid_stays_inside_the_primary_models_context_window(fixture
 def test_replays_shown_in_full_keep_what_the_report_uses_measured_here_or_on_the_pool(monkeypatch) -> None:
     from zett_lab import measure
     from zett_lab.study import executors, report_measured
-    from zett_lab.study.report_measured import RETENTION_COLUMNS
+    from zett_lab.study.report_measured import ANCHOR_ROWS, retention_counts
     from zett_lab.study.report_study import report_sweep
 
     conversations = [coding_conversation(turns=8, cid="first-session"), evil_conversation(turns=8)]
@@ -426,8 +426,10 @@ def test_replays_shown_in_full_keep_what_the_report_uses_measured_here_or_on_the
         full = measure(mine)
         assert len(full.anchors)
         for report, trace in ((here, mine), (pooled, theirs)):
-            pd.testing.assert_frame_equal(report.data.anchor_flags_for(trace), full.anchors[RETENTION_COLUMNS])
+            pd.testing.assert_frame_equal(report.data.anchor_flags_for(trace), retention_counts(full.anchors))
             pd.testing.assert_frame_equal(report.data.losses_for(trace).anchors, full.lost_but_needed())
             pd.testing.assert_frame_equal(report.data.losses_for(trace).compactions, full.compactions)
+        counts = retention_counts(full.anchors)
+        assert counts[ANCHOR_ROWS].sum() == len(full.anchors) and len(counts) < len(full.anchors)
         lost_rows += len(full.lost_but_needed())
     assert lost_rows  # the lost-but-needed list had rows to keep

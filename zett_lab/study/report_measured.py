@@ -3,8 +3,8 @@
 The replays at the recommended setting are measured in full (one row per span anchor per
 attempt: on a long conversation a hundred thousand rows each, plus the conversation's anchor
 index). The report lists the lost-but-needed anchors and draws per-type counts of the others,
-so of each per-anchor table only those rows and the figure's flags (:data:`RETENTION_COLUMNS`)
-are kept. When a sweep's process pool is running, its workers measure them (one task per
+so of each per-anchor table only those rows and the figure's flags, counted
+(:func:`retention_counts`), are kept. When a sweep's process pool is running, its workers measure them (one task per
 conversation, so each builds the conversation's index once): the index and the full tables
 never enter the report's own process.
 """
@@ -26,14 +26,29 @@ from .results import StoredTrace
 #: The per-anchor columns the anchor-retention figure reads (its flags per anchor type).
 RETENTION_COLUMNS = ["type", "applied", "in_summary", "in_tail", "needed_later", "lost_but_needed"]
 
+#: Column of :func:`retention_counts`: how many rows of the per-anchor table have that row's flags.
+ANCHOR_ROWS = "anchor_rows"
+
+
+def retention_counts(anchors: pd.DataFrame) -> pd.DataFrame:
+    """The :data:`RETENTION_COLUMNS` of a per-anchor table (missing flags: False), counted per distinct row.
+
+    What the anchor-retention figure draws, in at most a few hundred rows instead of one per anchor.
+    """
+    if not len(anchors):
+        return pd.DataFrame(columns=[*RETENTION_COLUMNS, ANCHOR_ROWS])
+    flags = {name: anchors[name].astype("boolean").fillna(False).astype(bool) for name in RETENTION_COLUMNS[1:]}
+    table = pd.DataFrame({"type": anchors["type"], **flags})
+    return table.groupby(RETENTION_COLUMNS, sort=True).size().rename(ANCHOR_ROWS).reset_index()
+
 
 def measure_shown(traces: Sequence[Trace]) -> list[tuple[Losses, pd.DataFrame]]:
-    """Per trace: its losses with only the lost-but-needed anchor rows, and its :data:`RETENTION_COLUMNS`."""
+    """Per trace: its losses with only the lost-but-needed anchor rows, and its :func:`retention_counts`."""
     return [_as_shown(measure(trace)) for trace in traces]
 
 
 def _as_shown(losses: Losses) -> tuple[Losses, pd.DataFrame]:
-    return dataclasses.replace(losses, anchors=losses.lost_but_needed()), losses.anchors[RETENTION_COLUMNS]
+    return dataclasses.replace(losses, anchors=losses.lost_but_needed()), retention_counts(losses.anchors)
 
 
 def _plain(trace: Trace) -> Trace:

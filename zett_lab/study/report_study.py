@@ -196,7 +196,7 @@ class ReportData:
             tables hold only the anchors lost but needed later (the explorer's replays not at the
             recommended setting: none); the flags the anchor-retention figure reads are in ``anchor_flags``.
         anchor_flags: Per replay at the recommended setting (by ``id`` of its trace): the
-            :data:`~zett_lab.study.report_measured.RETENTION_COLUMNS` of every row of its per-anchor table.
+            :func:`~zett_lab.study.report_measured.retention_counts` of its per-anchor table.
         native: The conversations' recorded production summaries beside the baselines on the same
             spans (:func:`~zett_lab.study.report_native.report_production`); empty without any.
         native_skipped: Report summarizers that could not summarize those spans (named in the report).
@@ -252,7 +252,7 @@ class ReportData:
             ) from None
 
     def anchor_flags_for(self, trace: Trace) -> pd.DataFrame:
-        """The per-anchor flags of a replay at the recommended setting (see ``anchor_flags``)."""
+        """The counted per-anchor flags of a replay at the recommended setting (see ``anchor_flags``)."""
         try:
             return self.anchor_flags[id(trace)]
         except KeyError:

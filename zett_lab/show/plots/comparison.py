@@ -139,7 +139,11 @@ def _anchor_table(losses: Any) -> pd.DataFrame:
 
 
 def anchor_retention(
-    losses: Losses | Sequence[Losses] | pd.DataFrame, ax: Axes | None = None, *, title: str | None = None
+    losses: Losses | Sequence[Losses] | pd.DataFrame,
+    ax: Axes | None = None,
+    *,
+    title: str | None = None,
+    count_column: str | None = None,
 ) -> Figure:
     """Per anchor type: share of a span's anchors found in its summary, and recall of the ones needed later.
 
@@ -149,7 +153,9 @@ def anchor_retention(
     (pooled across conversations) or that table itself. Two hatched bars per type:
     retention (``in_summary`` over all span anchors) and needed-anchor recall
     (``in_summary`` over anchors needed later and not in the kept tail); counts of
-    anchors and of lost-but-needed anchors are printed next to them.
+    anchors and of lost-but-needed anchors are printed next to them. ``count_column`` names a
+    column of a table already counted: how many anchors each row stands for (what a report keeps
+    of a long conversation's per-anchor tables).
     """
     table = _anchor_table(losses)
     if "applied" in table.columns and len(table):
@@ -167,18 +173,20 @@ def anchor_retention(
             for c in ("in_summary", "in_tail", "needed_later", "lost_but_needed")
         }
         needed = flags["needed_later"] & ~flags["in_tail"]
+        count = table[count_column].astype("int64") if count_column else pd.Series(1, index=table.index)
         rows = []
         for kind, part in table.groupby("type", sort=True):
             index = part.index
-            n_needed = int(needed[index].sum())
+            weight, in_summary = count[index], flags["in_summary"][index]
+            n_anchors, n_needed = int(weight.sum()), int(weight[needed[index]].sum())
             rows.append(
                 {
                     "type": kind,
-                    "anchors": len(index),
-                    "retention": float(flags["in_summary"][index].mean()),
+                    "anchors": n_anchors,
+                    "retention": int(weight[in_summary].sum()) / n_anchors,
                     "needed": n_needed,
-                    "recall": float(flags["in_summary"][index][needed[index]].mean()) if n_needed else np.nan,
-                    "lost": int(flags["lost_but_needed"][index].sum()),
+                    "recall": int(weight[in_summary & needed[index]].sum()) / n_needed if n_needed else np.nan,
+                    "lost": int(weight[flags["lost_but_needed"][index]].sum()),
                 }
             )
         stats = pd.DataFrame(rows).sort_values("anchors", ascending=False, kind="mergesort").reset_index(drop=True)

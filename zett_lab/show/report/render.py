@@ -21,6 +21,7 @@ from matplotlib.figure import Figure
 
 from ...measure.catalogue import label, label_with_direction
 from ...measure.native import PRODUCTION_METRICS
+from ...study.report_measured import ANCHOR_ROWS
 from ...study.report_study import RECOMMEND_COST, RECOMMEND_LOSS, ReportData
 from .. import plots
 from .assets import CSS, JS, content_security_policy
@@ -115,7 +116,7 @@ def _figures(data: ReportData, document: Mapping[str, Any]) -> dict[str, Any]:
         anchors = [a for a in anchors if len(a)]
         if anchors:
             out["anchors"] = figures.add(
-                plots.anchor_retention(pd.concat(anchors, ignore_index=True)),
+                plots.anchor_retention(pd.concat(anchors, ignore_index=True), count_column=ANCHOR_ROWS),
                 f"Anchor retention and needed-anchor recall per anchor type at "
                 f"{setting_text(rec['max_tokens'], rec['keep_recent_tokens'])}, all summarizers pooled.",
             )
