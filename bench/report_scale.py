@@ -17,7 +17,7 @@ time) and ``memory ratio`` (the cold report's main-process peak / the replay's p
 for the warm report, CPU-time ratios (all processes of the report against the replay: less
 moved by other jobs on the machine), and the workers' peaks.
 
-Run: .venv/bin/python bench/report_scale.py [--turns N]
+Run: .venv/bin/python bench/report_scale.py [--turns N] [--issue-grid]
 """
 
 from __future__ import annotations
@@ -82,12 +82,12 @@ def child_replay(path: str) -> None:
     print(json.dumps(result))
 
 
-def child_report(path: str, output: str) -> None:
+def child_report(path: str, output: str, *grid: str) -> None:
     from zett_lab.show import cli
     from zett_lab.study import executors
 
     started = time.perf_counter()
-    code = cli.main(["report", path, "-o", output, "--no-progress"])
+    code = cli.main(["report", path, "-o", output, "--no-progress", *grid])
     seconds = time.perf_counter() - started
     pool = executors.running_pool()
     pids = executors.worker_pids(pool) if pool is not None else []
@@ -116,7 +116,14 @@ def _child(*args: str, env: dict[str, str]) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=250)
+    parser.add_argument(
+        "--issue-grid",
+        action="store_true",
+        help="the grid the issue measured (390k/780k/1.6M × 98k/200k: the default before it was capped at "
+        "the primary model's 400k window) instead of the default",
+    )
     args = parser.parse_args()
+    grid = ["--max-tokens", "390k,780k,1600k", "--keep-recent-tokens", "98k,200k"] if args.issue_grid else []
     sys.path.insert(0, str(ROOT / "bench"))
     from long_session import long_conversation
 
@@ -129,9 +136,10 @@ def main() -> None:
         PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
     )
     replay = _child("--child-replay", str(path), env=env)
-    cold = _child("--child-report", str(path), str(work / "cold.html"), env=env)
-    warm = _child("--child-report", str(path), str(work / "warm.html"), env=env)
+    cold = _child("--child-report", str(path), str(work / "cold.html"), *grid, env=env)
+    warm = _child("--child-report", str(path), str(work / "warm.html"), *grid, env=env)
     print(f"conversation: {len(conversation.messages)} messages, {args.turns} user turns")
+    print(f"grid: {' '.join(grid[1::2]) if grid else 'the default'}")
     print(
         f"warm replay at 100k/20k: {replay['seconds']:.2f} s ({replay['cpu']:.2f} s CPU), peak {replay['peak_mb']:.0f} MB "
         f"({replay['steps']} steps, {replay['compactions']} compactions)"
@@ -156,6 +164,6 @@ if __name__ == "__main__":
     if len(sys.argv) >= 3 and sys.argv[1] == "--child-replay":
         child_replay(sys.argv[2])
     elif len(sys.argv) >= 4 and sys.argv[1] == "--child-report":
-        child_report(sys.argv[2], sys.argv[3])
+        child_report(sys.argv[2], sys.argv[3], *sys.argv[4:])
     else:
         main()
