@@ -7,7 +7,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -634,9 +633,7 @@ def test_report_is_deterministic_across_processes(tmp_path: Path) -> None:
 def test_report_on_the_bundled_fixtures(tmp_path: Path) -> None:
     """What ``make report`` runs: offline, the built-in summarizers, the default grid."""
     target = tmp_path / "report.html"
-    started = time.perf_counter()
     result = run("report", FIXTURES, "-o", target, timeout=900)
-    elapsed = time.perf_counter() - started
     assert result.returncode == 0, result.stderr
     assert f"({target.stat().st_size:,} bytes)" in result.stdout
     page = target.read_text(encoding="utf-8")
@@ -645,7 +642,9 @@ def test_report_on_the_bundled_fixtures(tmp_path: Path) -> None:
     for name in ("anchors", "extractive", "truncate", "mask"):
         assert f"<code>{name}</code>" in page or f">{name}<" in page
     assert target.stat().st_size < 3_000_000
-    assert elapsed < 300, f"make report took {elapsed:.0f}s"
+    # Progress on stderr: the sweep's bar, then the report's own parts (measuring what it shows, the page).
+    assert re.search(r"sweep: 100%.*\b(\d+)/\1 ", result.stderr), result.stderr[-2000:]
+    assert re.search(r"report: 100%.*2/2 \[", result.stderr), result.stderr[-2000:]
 
 
 # --- lab ---------------------------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from typing import Any
 
 from ..errors import InputError, ResultFailure, SettingError, SummaryFailureWarning, ZettLabError
 from ..files import check_output
+from ..progress import Progress
 from ..replay.recorder import COMPACTION_SUMMARY_COLUMNS, STEP_SUMMARY_COLUMNS
 from .arguments import (
     EXIT_CODES,
@@ -350,7 +351,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
         saved = Sweep.load(sweep_files[0])
         _output(args.output, saved.input_files(), args)
-        report = Report(sweep=saved, **options)
+        result = saved
     else:
         from ..replay.engine_names import labelled_engines
 
@@ -381,8 +382,15 @@ def cmd_report(args: argparse.Namespace) -> int:
             engine_timeout=args.engine_timeout,
             engines=engines,
         )
+    # After the sweep's bar: measuring the replays the report shows, then its figures and page.
+    phases = Progress(2, "report", not args.no_progress, unit="part")
+    try:
         report = Report(sweep=result, **options)
-    report.save(out, format=fmt, overwrite=args.force)
+        phases.advance(1)
+        report.save(out, format=fmt, overwrite=args.force)
+        phases.advance(1)
+    finally:
+        phases.close()
     sweep_done = f"; {_work_done(report.sweep)}" if report.sweep is not None else ""
     print(
         f"wrote {fmt} report to {out} ({out.stat().st_size:,} bytes): {len(report.conversations)} conversation(s), "
