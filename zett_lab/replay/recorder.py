@@ -291,6 +291,18 @@ def error_kind(error: BaseException, call: dict[str, Any]) -> str:
     return f"{name}:{status}" if isinstance(status, int) else name
 
 
+def summary_call_columns(call: dict[str, Any], error: BaseException | None) -> dict[str, Any]:
+    """The compaction columns a summary call fills: its cost, latency, cache use and failure."""
+    return {
+        "latency_s": call.get("latency_s"),
+        "cache_hit": call.get("cache_hit"),
+        "summary_input_tokens": call.get("input_tokens"),
+        "summary_output_tokens": call.get("output_tokens"),
+        "error": f"{type(error).__name__}: {error}" if error is not None else None,
+        "error_kind": error_kind(error, call) if error is not None else None,
+    }
+
+
 @dataclass
 class Recording:
     """The trace of one conversation (or live session) being filled in, row by row.
@@ -374,12 +386,7 @@ class Recording:
             "skip_reason": state.skip_reason(),
             "summary_text": text,
             "summarizer": call.get("identity", self.summarizer_identity),
-            "latency_s": call.get("latency_s"),
-            "cache_hit": call.get("cache_hit"),
-            "summary_input_tokens": call.get("input_tokens"),
-            "summary_output_tokens": call.get("output_tokens"),
-            "error": f"{type(error).__name__}: {error}" if error is not None else None,
-            "error_kind": error_kind(error, call) if error is not None else None,
+            **summary_call_columns(call, error),
         }
 
     def step_row(

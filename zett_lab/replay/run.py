@@ -58,7 +58,7 @@ from .engine import (
 )
 from .fork import Fork, ForkableRun, TurnMark
 from .playback import EndOfRecording, RecordedTools, ReplayCursor, ReplayModel, TurnInterrupted
-from .recorder import NOT_SMALLER, SUMMARY_FAILED, Recording, error_kind
+from .recorder import NOT_SMALLER, SUMMARY_FAILED, Recording, summary_call_columns
 from .trace import Trace
 
 #: Manual (on-demand) compaction points: an int is a turn index, ``"step:N"`` a model step.
@@ -606,12 +606,7 @@ def summarize_spans(
                 "skip_reason": None if applied else (SUMMARY_FAILED if error is not None else NOT_SMALLER),
                 "summary_text": call.get("text"),
                 "summarizer": identity,
-                "latency_s": call.get("latency_s"),
-                "cache_hit": call.get("cache_hit"),
-                "summary_input_tokens": call.get("input_tokens"),
-                "summary_output_tokens": call.get("output_tokens"),
-                "error": f"{type(error).__name__}: {error}" if error is not None else None,
-                "error_kind": error_kind(error, call) if error is not None else None,
+                **summary_call_columns(call, error),
             }
         )
     settings = {

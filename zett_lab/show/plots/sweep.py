@@ -241,29 +241,19 @@ def _outline_cell(
     hx, hy = (float(v) for v in highlight)
     if hx in xs and hy in ys:
         j, i = int(np.flatnonzero(xs == hx)[0]), int(np.flatnonzero(ys == hy)[0])
-        ax.add_patch(
-            Rectangle(
-                (xe[j], ye[i]),
-                xe[j + 1] - xe[j],
-                ye[i + 1] - ye[i],
-                facecolor="none",
-                edgecolor="black",
-                linewidth=2.4,
-                zorder=5,
+        for color, width, style, z in (("black", 2.4, "solid", 5), ("white", 1.0, "--", 6)):
+            ax.add_patch(
+                Rectangle(
+                    (xe[j], ye[i]),
+                    xe[j + 1] - xe[j],
+                    ye[i + 1] - ye[i],
+                    facecolor="none",
+                    edgecolor=color,
+                    linewidth=width,
+                    linestyle=style,
+                    zorder=z,
+                )
             )
-        )
-        ax.add_patch(
-            Rectangle(
-                (xe[j], ye[i]),
-                xe[j + 1] - xe[j],
-                ye[i + 1] - ye[i],
-                facecolor="none",
-                edgecolor="white",
-                linewidth=1.0,
-                linestyle="--",
-                zorder=6,
-            )
-        )
 
 
 #: The ``gid`` of a heatmap's cell mesh, so :func:`heatmap_cells` finds the cells of a drawn heatmap.
