@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 from zett_agent.extensions.compaction import CompactedMessage
 from zett_agent.messages import (
     AssistantMessage,
@@ -19,7 +21,9 @@ from zett_agent.messages import (
 
 from zett_lab.load.anchors import (
     ANCHOR_TYPES,
+    HUGE_PARAGRAPH,
     Anchor,
+    anchor_keys,
     anchors_in_text,
     command_of,
     extract_anchors,
@@ -28,7 +32,7 @@ from zett_lab.load.anchors import (
     message_keys,
     normalize,
 )
-from zett_lab.load.text import clean_text
+from zett_lab.load.text import clean_text, message_text
 from zett_lab.measure.lookup import TextIndex, contains_normalized
 
 
@@ -319,3 +323,66 @@ def test_constraints_span_hard_wrapped_lines_but_stop_at_list_items():
 def test_text_index_finds_hard_wrapped_constraints_in_transcript_summaries():
     summary = "[user] Please don't run anything heavy on the\nshared staging DB. Thanks.\n[assistant] Ok."
     assert TextIndex(summary).contains(("constraint", "please don't run anything heavy on the shared staging db"))
+
+
+# --- keys of long texts, piece by piece --------------------------------------------------------
+
+_PIECES = [
+    "edit src/auth/session.py",
+    "https://example.com/a/b?x=1",
+    "KeyError: 'user_id'",
+    "  File x.py\nValueError: bad value here",
+    "FAILED tests/test_a.py::test_load - AssertionError",
+    "error: linker failed",
+    "No such file or directory",
+    "commit 3f9a2c1d0e",
+    "port 8080",
+    "1,250 ms",
+    "$4.50",
+    "v2.3.1",
+    "You must keep the p99 latency under 250 ms.",
+    "never push to main",
+    "we decided to use redis; switching to postgres",
+    "I'll use tabs",
+    "- always run tests",
+    "1. don't touch prod",
+    "cache_client.get()",
+    "MAX_RETRIES",
+    "[tool output omitted: 1,025 tokens]",
+    "x" * 700,
+    "word " * 300,
+    ":",
+    "/",
+    ".",
+    "`",
+    "\t",
+    " ",
+    "\n",
+    "\n\n",
+    "\n\n\n",
+    "\r\n",
+]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(_PIECES) | st.text(max_size=30), max_size=60), st.integers(1, 12))
+def test_anchor_keys_are_the_keys_of_the_whole_text(pieces, repeat):
+    """Piece by piece (paragraphs, or lines of a paragraph over HUGE_PARAGRAPH) gives the whole text's keys."""
+    text = "".join(pieces) * repeat
+    event("huge paragraph" if any(len(p) > HUGE_PARAGRAPH for p in text.split("\n\n")) else "short paragraphs")
+    assert anchor_keys(text) == keys(text)
+
+
+def test_anchor_keys_of_real_transcripts_equal_the_whole_texts(fixture_conversations, agent_logs):
+    """Fixture and real agent-log messages joined as transcript summaries are (one line break, or two)."""
+    import zett_lab
+
+    conversations = [*fixture_conversations, *zett_lab.load_all(agent_logs)]
+    texts = [message_text(m) for c in conversations for m in c.messages]
+    checked = 0
+    for separator in ("\n", "\n\n"):
+        for start in range(0, len(texts), 40):
+            joined = separator.join(texts[start : start + 40])
+            assert anchor_keys(joined) == keys(joined), (separator, start)
+            checked += len(joined)
+    assert checked > 2 * HUGE_PARAGRAPH

@@ -94,6 +94,7 @@ __all__ = [
     "Anchor",
     "AnchorKey",
     "action_keys",
+    "anchor_keys",
     "anchors_in_text",
     "command_of",
     "extract_anchors",
@@ -237,6 +238,11 @@ def _accept_path(value: str, kind: str) -> bool:
     return value.endswith("/") or bool(_HAS_EXT.search(value)) or value.count("/") >= 2
 
 
+#: A paragraph longer than this (code, logs) is read line by line for sentences.
+HUGE_PARAGRAPH = 5000
+#: Where :func:`_sentences_matching` ends a paragraph: a run of two or more line breaks.
+_PARAGRAPH_BREAK = re.compile(r"\n\n+")
+
 PARAGRAPH_SPLIT = re.compile(r"(?<=[.!?;])\s+|\n\s*\n|\n(?=\s*(?:(?:[-*•>]|\d+[.)]|#+)\s|\[))")
 
 
@@ -255,7 +261,7 @@ def _sentences_matching(text: str, pattern: re.Pattern[str]) -> Iterator[str]:
         last_start = start
         end = text.find("\n\n", match.end())
         end = len(text) if end == -1 else end
-        if end - start > 5000:  # a huge paragraph (code, logs): stay on the match's line
+        if end - start > HUGE_PARAGRAPH:  # stay on the match's line
             start = text.rfind("\n", 0, match.start()) + 1
             end_line = text.find("\n", match.end())
             end = len(text) if end_line == -1 else end_line
@@ -371,6 +377,26 @@ def anchors_in_text(text: str, role: str = "any", *, message_index: int | None =
     return [Anchor(t, v, n, message_index) for t, v, n in _extract_cached(text, role)]
 
 
+def anchor_keys(text: str) -> frozenset[AnchorKey]:
+    """The keys of :func:`anchors_in_text` (role ``"any"``), from pieces remembered one by one.
+
+    Every pattern stops at a line break and sentences at a paragraph (two line breaks, or a
+    line of a :data:`HUGE_PARAGRAPH`), so the keys of a text are the union of its paragraphs'
+    (lines' for a huge one). Long summaries that repeat what earlier ones said (an observation
+    mask re-quotes the whole conversation) then cost only their new lines.
+    """
+    keys: set[AnchorKey] = set()
+    for paragraph in _PARAGRAPH_BREAK.split(clean_text(text)):
+        for piece in paragraph.split("\n") if len(paragraph) > HUGE_PARAGRAPH else (paragraph,):
+            keys |= _piece_keys(piece)
+    return frozenset(keys)
+
+
+@lru_cache(maxsize=1 << 16)
+def _piece_keys(piece: str) -> frozenset[AnchorKey]:
+    return frozenset((t, n) for t, _, n in _extract(piece, "any"))
+
+
 def is_shell_tool(name: str) -> bool:
     """Whether a tool name looks like a shell (``bash``, ``Bash``, ``run_shell_command``, ``exec_command``...)."""
     return bool(_SHELL_TOOL.search(name or ""))
@@ -441,6 +467,7 @@ def clear_anchor_caches() -> None:
     """Forget the anchors remembered per message and per text (they hold every anchor of the conversations seen)."""
     _memo.clear()
     _extract_cached.cache_clear()
+    _piece_keys.cache_clear()
 
 
 def message_anchors(message: AnyMessage, message_index: int | None = None) -> list[Anchor]:

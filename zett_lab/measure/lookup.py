@@ -21,7 +21,7 @@ from ..load.anchors import (
     TRAILING_PUNCTUATION,
     Anchor,
     AnchorKey,
-    anchors_in_text,
+    anchor_keys,
     loose,
     loose_needle,
 )
@@ -152,7 +152,7 @@ class TextIndex:
 
     def __init__(self, text: str) -> None:
         self.text = clean_text(text)
-        self.keys = frozenset(anchor.key for anchor in anchors_in_text(self.text))
+        self.keys = anchor_keys(self.text)
         self._loose: str | None = None
         self._clauses: list[frozenset[str]] | None = None
         self._grams: dict[str, list[int]] | None = None
