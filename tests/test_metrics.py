@@ -675,3 +675,36 @@ def test_anchors_of_the_system_prompt_are_never_lost():
     losses = measure(hand_trace(conversation=Conversation(id="hand", messages=messages, probes=conversation.probes)))
     path = anchor(losses, 0, "path", "src/auth/session.py")
     assert path["in_tail"] and not path["needed_later"] and not path["lost_but_needed"]
+
+
+def test_decay_counts_every_pair_by_its_definition(fixture_conversations):
+    """Each (k, k+j) row counts the anchors Σ_k kept that Σ_{k+j} holds (TextIndex.contains), and those
+    in Σ_{k+j} or its kept tail: worked out per anchor from the public tables, on traces with many compactions."""
+    from zett_lab.load.anchors import message_keys
+    from zett_lab.measure.lookup import TextIndex
+    from zett_lab.replay import replay
+
+    pairs = 0
+    for conversation in fixture_conversations:
+        trace = replay(conversation, max_tokens=3_000, keep_recent_tokens=500, summarizer="extractive")
+        losses = measure(trace)
+        summaries = dict(zip(trace.compactions["compaction_id"], trace.compactions["summary_text"], strict=True))
+        attempts = losses.compactions.set_index("compaction_id")
+        for row in losses.decay.itertuples():
+            anchors = losses.anchors[(losses.anchors["compaction_id"] == row.from_compaction)]
+            kept = list(zip(anchors["type"][anchors["in_summary"]], anchors["normalized"][anchors["in_summary"]]))
+            later = TextIndex(summaries[row.to_compaction])
+            tail = attempts.loc[row.to_compaction]
+            tail_keys = set().union(
+                *(
+                    message_keys(m)
+                    for m in conversation.messages[tail["span_end"] : tail["n_recorded"]]
+                    if not isinstance(m, SystemMessage)
+                )
+            )
+            held = [later.contains(key) for key in kept]
+            assert row.kept == len(kept)
+            assert row.still_in_summary == sum(held)
+            assert row.still_in_context == sum(h or key in tail_keys for h, key in zip(held, kept, strict=True))
+            pairs += 1
+    assert pairs > 50

@@ -7,46 +7,65 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
-from ..load.anchors import AnchorKey
 from ..replay.recorder import NO_TURN_BOUNDARY, NOT_SMALLER, ONLY_CHECKPOINTS
 from .columns import ratio
+from .compaction_metrics import SummaryHolds
 from .lookup import TextIndex
 from .message_index import ConversationIndex
 
 
 def decay_rows(
-    chain: list[tuple[int, dict[AnchorKey, bool], tuple[int, int]]],
+    chain: list[tuple[int, SummaryHolds, tuple[int, int]]],
     index: ConversationIndex,
     summary_index: Callable[[int], TextIndex | None],
     base: dict[str, Any],
 ) -> list[dict[str, Any]]:
     """One row per pair of applied compactions k < k+j: how many anchors kept at k are still in Σ_{k+j}
-    (and in Σ_{k+j} ∪ T_{k+j}). ``chain`` holds (compaction_id, in-summary map, tail range) per applied one."""
+    (and in Σ_{k+j} ∪ T_{k+j}). ``chain`` holds (compaction_id, what its summary holds, tail range) per
+    applied one.
+
+    What Σ_{k+j} holds is read from its own measurement where its span has the anchor (spans are
+    cumulative, so nearly always), else asked of the summary; a trace with hundreds of compactions
+    has tens of thousands of pairs, so each pair is counted over arrays of key ids.
+    """
+    arrays = index.arrays
+    kept = [holds.span_ids[holds.in_summary] for _, holds, _ in chain]
+    # per key id, what the later summary holds: -1 not in its span (ask the summary), 0 no, 1 yes
+    state = np.full(len(arrays.keys), -1, dtype=np.int8)
+    counts: dict[tuple[int, int], tuple[int, int]] = {}
+    for j, (later, holds, (tail_start, tail_end)) in enumerate(chain):
+        if j == 0:
+            continue
+        state[holds.span_ids] = holds.in_summary
+        later_index = summary_index(later)
+        for i in range(j):
+            ids = kept[i]
+            known = state[ids]
+            present = known == 1
+            for position in np.flatnonzero(known < 0).tolist():
+                key = arrays.keys[ids[position]]
+                present[position] = later_index.contains(key, index.needles) if later_index is not None else False
+            in_tail, _ = arrays.first_in(arrays.occurrences, ids[~present], tail_start, tail_end)
+            counts[i, j] = int(present.sum()), int(present.sum()) + int((in_tail >= 0).sum())
+        state[holds.span_ids] = -1
     rows = []
-    for i, (origin, origin_map, _) in enumerate(chain):
-        kept = [key for key, present in origin_map.items() if present]
-        for j, (later, later_map, (tail_start, tail_end)) in enumerate(chain[i + 1 :], 1):
-            later_index = summary_index(later)
-            in_summary = in_context = 0
-            for key in kept:
-                present = later_map.get(key)
-                if present is None:
-                    present = later_index.contains(key, index.needles) if later_index is not None else False
-                in_summary += present
-                in_context += present or index.occurs(key, tail_start, tail_end) is not None
+    for i, (origin, _, _) in enumerate(chain):
+        for j in range(i + 1, len(chain)):
+            in_summary, in_context = counts[i, j]
             rows.append(
                 {
                     **base,
                     "from_compaction": origin,
-                    "to_compaction": later,
-                    "j": j,
-                    "kept": len(kept),
+                    "to_compaction": chain[j][0],
+                    "j": j - i,
+                    "kept": len(kept[i]),
                     "still_in_summary": in_summary,
-                    "survival": ratio(in_summary, len(kept)),
+                    "survival": ratio(in_summary, len(kept[i])),
                     "still_in_context": in_context,
-                    "context_survival": ratio(in_context, len(kept)),
+                    "context_survival": ratio(in_context, len(kept[i])),
                 }
             )
     return rows

@@ -80,8 +80,15 @@ class Attempt(NamedTuple):
     compaction_id: int
     applied: bool
     window: Window | None
-    in_summary: dict[AnchorKey, bool]
-    has_summary: bool
+    #: The span's anchors (ids into the index's ``arrays.keys``) and which of them Σ_k holds; None without a summary.
+    kept: SummaryHolds | None
+
+
+class SummaryHolds(NamedTuple):
+    """Which of a span's anchors a summary holds: ``span_ids`` (key ids) and ``in_summary`` (one flag each)."""
+
+    span_ids: np.ndarray
+    in_summary: np.ndarray
 
 
 def measure_attempt(
@@ -97,13 +104,13 @@ def measure_attempt(
     window = _window(row, len(view.messages))
     if window is None:
         rows.compactions.append(out)
-        return Attempt(cid, applied, None, {}, False)
+        return Attempt(cid, applied, None, None)
     out.update(_size_columns(view, row, window))
     text_index = view.summary_index(cid)
-    in_summary: dict[AnchorKey, bool] = {}
+    kept = None
     if text_index is not None:
         where = {**view.base, "compaction_id": cid, "applied": applied}
-        anchor_columns, in_summary = _anchor_columns(view, window, text_index, where, rows.anchors)
+        anchor_columns, kept = _anchor_columns(view, window, text_index, where, rows.anchors)
         out.update(anchor_columns)
         out.update(
             _superseded(
@@ -114,7 +121,7 @@ def measure_attempt(
         out.update(span_anchors=len(view.index.span_anchors(window.span_start, window.span_end, window.n_recorded).ids))
     out.update(_probe_columns(view, row, cid, applied, window, text_index, previous_checkpoint, rows.probes))
     rows.compactions.append(out)
-    return Attempt(cid, applied, window, in_summary, text_index is not None)
+    return Attempt(cid, applied, window, kept)
 
 
 def _status(row: dict[Hashable, Any], applied: bool) -> str:
@@ -239,7 +246,7 @@ def _refetches(index: ConversationIndex, lost: list[AnchorKey], n_recorded: int)
 
 def _anchor_columns(
     view: TraceView, window: Window, text_index: TextIndex, where: dict[str, Any], anchor_rows: list[pd.DataFrame]
-) -> tuple[dict[str, Any], dict[AnchorKey, bool]]:
+) -> tuple[dict[str, Any], SummaryHolds]:
     """Retention, needed-later recall, instruction survival and refetch columns of an attempt with a summary;
     appends one anchor row per span anchor. Also returns which span anchors Σ_k holds.
 
@@ -251,11 +258,11 @@ def _anchor_columns(
     span = index.span_anchors(window.span_start, window.span_end, window.n_recorded)
     ids = span.ids
     in_summary = _in_summary(index, span, text_index)
-    keys = [arrays.keys[i] for i in ids.tolist()]
     lost = arrays.artifact[ids] & ~span.in_tail & ~in_summary
-    refetch_calls, refetched = _refetches(index, [keys[i] for i in np.flatnonzero(lost).tolist()], window.n_recorded)
+    refetch_calls, refetched = _refetches(index, [arrays.keys[i] for i in ids[lost].tolist()], window.n_recorded)
     needed_later = (span.next_use >= 0) & ~span.in_tail
     if view.keep_anchors:
+        keys = [arrays.keys[i] for i in ids.tolist()]
         _append_anchor_rows(index, keys, span, in_summary, needed_later, refetched, where, anchor_rows)
     types = arrays.type_code[ids]
     per_type_total = np.bincount(types, minlength=len(ANCHOR_TYPES))
@@ -288,7 +295,7 @@ def _anchor_columns(
             for code, t in enumerate(ANCHOR_TYPES)
         },
     }
-    return columns, dict(zip(keys, in_summary.tolist(), strict=True))
+    return columns, SummaryHolds(ids, in_summary)
 
 
 def _append_anchor_rows(

@@ -28,7 +28,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..load.anchors import ANCHOR_TYPES, AnchorKey
+from ..load.anchors import ANCHOR_TYPES
 from .aggregate import conversation_row, decay_rows
 from .columns import (
     ANCHOR_COLUMNS,
@@ -40,7 +40,7 @@ from .columns import (
     doc_table,
     frame,
 )
-from .compaction_metrics import AttemptRows, TraceView, measure_attempt
+from .compaction_metrics import AttemptRows, SummaryHolds, TraceView, measure_attempt
 from .message_index import index_of
 from .probes import check_probes
 from .updates import observe
@@ -221,17 +221,17 @@ def _measure_one(trace: Any, counter: Callable[[Sequence[Any]], int], keep_ancho
     view = _trace_view(trace, counter, keep_anchors)
     compactions: pd.DataFrame = trace.compactions
     rows = AttemptRows()
-    # per applied compaction with a summary: (compaction_id, in_summary map, tail range)
-    applied_chain: list[tuple[int, dict[AnchorKey, bool], tuple[int, int]]] = []
+    # per applied compaction with a summary: (compaction_id, what the summary holds, tail range)
+    applied_chain: list[tuple[int, SummaryHolds, tuple[int, int]]] = []
     previous_checkpoint: tuple[int, int] | None = None
     ordered = compactions.sort_values("compaction_id", kind="stable") if len(compactions) else compactions
     for row in ordered.to_dict("records"):
         attempt = measure_attempt(view, row, previous_checkpoint, rows)
         if attempt.window is None:
             continue
-        if attempt.applied and attempt.has_summary:
+        if attempt.applied and attempt.kept is not None:
             applied_chain.append(
-                (attempt.compaction_id, attempt.in_summary, (attempt.window.span_end, attempt.window.n_recorded))
+                (attempt.compaction_id, attempt.kept, (attempt.window.span_end, attempt.window.n_recorded))
             )
         if attempt.applied:
             previous_checkpoint = (attempt.compaction_id, attempt.window.span_end)
