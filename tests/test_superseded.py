@@ -12,8 +12,10 @@ from zett_lab import Conversation, InputError, Probe
 from zett_lab.load.conversation import parse_probes
 from zett_lab.measure import compare, measure
 from zett_lab.measure.catalogue import HEADLINE_METRICS, metric
-from zett_lab.measure.columns import UPDATE_COLUMNS
+from zett_lab.measure.columns import UPDATE_COLUMNS, ratio
 from zett_lab.measure.updates import find_updates, observe
+from zett_lab.records import is_missing
+from zett_lab.replay import replay
 from zett_lab.replay.trace import Trace
 
 
@@ -198,6 +200,44 @@ def test_detector_finds_every_gold_update_probe_of_the_fixtures(fixture_conversa
     )
     assert gold >= 15 and found == gold
     assert matching / detections >= 0.6
+
+
+def test_every_attempt_of_a_fixture_trace_is_measured_against_the_updates_of_its_span(fixture_conversations):
+    """measure() folds the updates on from attempt to attempt: each attempt's rows and columns are
+    exactly those of find_updates over its own span."""
+    continued = updates = 0  # attempts measured after an earlier one of their trace; update rows
+    for conversation in fixture_conversations:
+        trace = replay(conversation, max_tokens=4_000, keep_recent_tokens=1_000, summarizer="extractive", cache=False)
+        losses = measure(trace, anchors=False)
+        observations = observe(conversation.messages)
+        measured = {int(row["compaction_id"]): row for row in losses.compactions.to_dict("records")}
+        expected_rows = []
+        attempts = 0
+        for row in trace.compactions.sort_values("compaction_id").to_dict("records"):
+            cid, summary = int(row["compaction_id"]), row["summary_text"]
+            if is_missing(summary) or is_missing(row["span_start"]):
+                assert is_missing(measured[cid]["superseded_updates"])
+                continue
+            found = find_updates(observations, int(row["span_start"]), int(row["span_end"]))
+            statuses = [u.status_in(summary) for u in found]
+            expected_rows += [
+                (cid, u.kind, u.key, u.name, " | ".join(u.superseded), u.latest, u.superseded_index, u.latest_index, s)
+                for u, s in zip(found, statuses, strict=True)
+            ]
+            columns = measured[cid]
+            assert columns["superseded_updates"] == len(found)
+            assert columns["superseded_latest"] == statuses.count("latest")
+            assert columns["superseded_only"] == statuses.count("superseded")
+            assert columns["superseded_rate"] == pytest.approx(
+                ratio(statuses.count("superseded"), len(found)), nan_ok=True
+            )
+            attempts += 1
+        names = ["compaction_id", "kind", "key", "name", "superseded", "latest", "superseded_index", "latest_index"]
+        measured_rows = list(losses.updates[[*names, "status"]].itertuples(index=False, name=None))
+        assert measured_rows == expected_rows
+        updates += len(expected_rows)
+        continued += max(0, attempts - 1)
+    assert continued >= 10 and updates >= 30  # the fold went on many times, over spans holding updates
 
 
 # --------------------------------------------------------------------------------------------- judged QA (opt-in)

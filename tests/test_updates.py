@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from zett_agent.messages import AssistantMessage, ToolCall, ToolMessage, UserMessage
 
-from zett_lab.measure.updates import find_updates, observe
+from zett_lab.measure.updates import GrowingSpanUpdates, Observation, find_updates, observe
 
 
 def updates(messages, start=0, end=None):
@@ -277,3 +279,110 @@ def test_summary_status_of_a_test_a_setting_and_an_instruction():
     assert instruction.status_in("- Don't bump test parallelism (7 GB runner).") == "superseded"
     assert instruction.status_in("- Test parallelism may be bumped now (-n 2).") == "latest"
     assert instruction.status_in("- Keep the tests green.") == "neither"
+
+
+# --------------------------------------------------------------------------------------------- growing spans
+#
+# A trace's compaction attempts ask for the updates of spans with one start and growing ends;
+# GrowingSpanUpdates folds on from the previous call. Every answer must equal a fresh fold.
+
+_WORDS = ("staging", "replica", "redis", "runner", "ram", "parallelism", "tests", "bump")
+_NODES = ("tests/test_a.py::test_refresh", "tests/test_a.py::test_login", "tests/b/test_c.py::test_z", "pkg/t.py::T.w")
+_RUN_PATHS = ("tests", "tests/test_a.py", "tests/b", "pkg", ".", "src")
+_VALUES = ("900", "3600", "timedelta(seconds=900)", '"fast"', "6543", "6544", "16 GB", "1.2.3", "old.py", "new.py")
+_KINDS = ("setting", "port", "quantity", "version", "path", "name", "test", "test-run", "instruction")
+
+
+@st.composite
+def _observation(draw: st.DrawFn, index: int) -> Observation:
+    """An observation as :func:`observe` makes them, from small pools so keys and values collide."""
+    kind = draw(st.sampled_from(_KINDS))
+    qualifiers = draw(st.frozensets(st.sampled_from(_WORDS), max_size=4))
+    change = draw(st.booleans())
+    if kind == "test":
+        node = draw(st.sampled_from(_NODES))
+        return Observation("test", f"test:{node}", node, draw(st.sampled_from(("failed", "passed"))), index)
+    if kind == "test-run":
+        paths = draw(st.frozensets(st.sampled_from(_RUN_PATHS), max_size=2))
+        return Observation("test-run", "test-run", "pytest", "passed", index, paths)
+    if kind == "instruction":
+        kind = draw(st.sampled_from(("instruction", "instruction-change")))
+        return Observation(kind, "instruction", " ".join(sorted(qualifiers)), "-", index, qualifiers, change)
+    value = draw(st.sampled_from(_VALUES))
+    if kind in ("port", "quantity"):  # prose: joined by shared qualifying words
+        key = (
+            draw(st.sampled_from(("port", "port:db")))
+            if kind == "port"
+            else f"quantity:{draw(st.sampled_from(_WORDS))}"
+        )
+        return Observation(kind, key, key.rpartition(":")[2], value, index, qualifiers, change)
+    name = draw(st.sampled_from(("ttl", "TTL", "old.py")))
+    return Observation(kind, f"{kind}:{name.lower()}", name, value, index, qualifiers, change)
+
+
+@st.composite
+def _conversation_observations(draw: st.DrawFn) -> list[list[Observation]]:
+    n = draw(st.integers(0, 25))
+    return [draw(st.lists(_observation(i), max_size=3)) for i in range(n)]
+
+
+@st.composite
+def _spans(draw: st.DrawFn, n: int) -> list[tuple[int, int | None]]:
+    """Calls as a trace makes them (one start, growing ends), with some new starts, shorter ends and None."""
+    spans: list[tuple[int, int | None]] = []
+    start, end = draw(st.integers(0, 2)), 0
+    for _ in range(draw(st.integers(1, 12))):
+        move = draw(st.sampled_from(("grow", "grow", "grow", "same", "restart", "shorter", "open")))
+        if move == "restart":
+            start = draw(st.integers(-1, n + 1))
+        if move == "shorter":
+            end = draw(st.integers(-1, max(end, 0)))
+        else:
+            end += draw(st.integers(0, 4)) if move != "same" else 0
+        spans.append((start, None if move == "open" else end))
+    return spans
+
+
+@settings(max_examples=200, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_folding_on_gives_every_call_what_a_fresh_fold_gives(data):
+    observations = data.draw(_conversation_observations())
+    spans = data.draw(_spans(len(observations)))
+    folder = GrowingSpanUpdates(observations)
+    answers = []
+    for start, end in spans:
+        answers.append(folder.find(start, end))
+        assert answers[-1] == find_updates(observations, start, end)
+    # folding on never changed an answer already given
+    assert answers == [find_updates(observations, start, end) for start, end in spans]
+
+
+def test_an_update_already_returned_keeps_its_values_when_the_fold_goes_on():
+    messages = [UserMessage(content="The staging database listens on port 6543.")]
+    messages += pytest_run(1, "python -m pytest tests/test_a.py -q", FAILING)
+    messages.append(UserMessage(content="Heads-up: staging moved to port 6544 last night."))
+    messages += pytest_run(2, "python -m pytest tests/test_a.py -q", PASSING)
+    messages.append(UserMessage(content="Staging moved again, to port 6545."))
+    folder = GrowingSpanUpdates(observe(messages))
+    [port] = folder.find(0, 4)
+    assert (port.superseded, port.latest, port.latest_index) == (("6543",), "6544", 3)
+    grown = folder.find(0, len(messages))
+    assert [(u.kind, u.latest) for u in grown] == [("test", "passed"), ("port", "6545")]
+    assert (port.superseded, port.latest, port.latest_index) == (("6543",), "6544", 3)
+    assert folder.find(0, 4) == [port]  # a shorter end starts the fold again
+
+
+def test_updates_with_the_same_index_and_key_keep_the_order_of_a_fresh_fold():
+    """Two prose ports told apart by their words change in one message; the one seen first is listed
+    first, also when the other had an update at an earlier call."""
+
+    def port(value: str, index: int, word: str) -> Observation:
+        return Observation("port", "port", "port", value, index, frozenset({word}))
+
+    observations = [[port("1", 0, "db")], [port("1", 1, "redis")], [port("2", 2, "redis")]]
+    observations.append([port("2", 3, "db"), port("3", 3, "redis")])
+    folder = GrowingSpanUpdates(observations)
+    assert [u.superseded for u in folder.find(0, 3)] == [("1",)]
+    grown = folder.find(0, 4)
+    assert [(u.superseded, u.latest, u.latest_index) for u in grown] == [(("1",), "2", 3), (("1", "2"), "3", 3)]
+    assert grown == find_updates(observations, 0, 4)

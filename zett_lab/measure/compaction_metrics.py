@@ -25,7 +25,7 @@ from .columns import ANCHOR_COLUMNS, int_or_none, ratio
 from .lookup import TextIndex, contains_loose
 from .message_index import ConversationIndex, SpanAnchors
 from .probes import covers_probe
-from .updates import find_updates
+from .updates import GrowingSpanUpdates
 
 
 @dataclass
@@ -41,7 +41,8 @@ class TraceView:
     counter: Callable[[Sequence[Any]], int]
     step_rows: dict[int, dict[Hashable, Any]]
     summaries: dict[int, str | None]
-    observations: Sequence[Sequence[Any]]
+    #: The updates of the trace's spans, folded on from attempt to attempt.
+    updates: GrowingSpanUpdates
     #: One row per span anchor per attempt in ``losses.anchors`` (False: that table stays empty).
     keep_anchors: bool = True
     _text_indexes: dict[int, TextIndex] = field(default_factory=dict)
@@ -114,7 +115,7 @@ def measure_attempt(
         out.update(anchor_columns)
         out.update(
             _superseded(
-                view.observations, window.span_start, window.span_end, str(row.get("summary_text")), where, rows.updates
+                view.updates, window.span_start, window.span_end, str(row.get("summary_text")), where, rows.updates
             )
         )
     else:
@@ -403,7 +404,7 @@ def _probe_columns(
 
 
 def _superseded(
-    observations: Sequence[Sequence[Any]],
+    updates: GrowingSpanUpdates,
     span_start: int,
     span_end: int,
     summary: str,
@@ -412,7 +413,7 @@ def _superseded(
 ) -> dict[str, Any]:
     """Superseded-value columns of one attempt; appends one row per updated item to ``rows``."""
     counts = {"latest": 0, "superseded": 0, "neither": 0}
-    found = find_updates(observations, span_start, span_end)
+    found = updates.find(span_start, span_end)
     for update in found:
         status = update.status_in(summary)
         counts[status] += 1

@@ -43,7 +43,7 @@ from .columns import (
 from .compaction_metrics import AttemptRows, SummaryHolds, TraceView, measure_attempt
 from .message_index import index_of
 from .probes import check_probes
-from .updates import observe
+from .updates import GrowingSpanUpdates, observe
 
 
 @dataclass
@@ -288,7 +288,7 @@ def _trace_view(trace: Any, counter: Callable[[Sequence[Any]], int], keep_anchor
         counter=counter,
         step_rows=step_rows,
         summaries={int(row["compaction_id"]): row.get("summary_text") for row in compactions.to_dict("records")},
-        observations=observe(messages) if len(compactions) else [],
+        updates=GrowingSpanUpdates(observe(messages) if len(compactions) else []),
         keep_anchors=keep_anchors,
     )
 

@@ -6,6 +6,8 @@ passed) states something false, which is worse. :func:`observe` reads the keyed 
 message states, :func:`find_updates` groups those of a span by key and keeps the items whose
 value changed, and :meth:`Update.status_in` says whether a summary carries the latest value
 (``"latest"``), only a superseded one (``"superseded"``, an error) or neither (``"neither"``).
+:class:`GrowingSpanUpdates` gives the same answers for the growing spans of a trace's compaction
+attempts, folding each message once.
 
 Kinds (:data:`UPDATE_KINDS`):
 
@@ -52,14 +54,14 @@ Example::
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..load.anchors import loose
 from ..load.text import clean_text
 from .keyed import NEGATIVE, Observation, clauses, content_words, observe, value_cores
 
-__all__ = ["STATUSES", "UPDATE_KINDS", "Observation", "Update", "find_updates", "observe"]
+__all__ = ["STATUSES", "UPDATE_KINDS", "GrowingSpanUpdates", "Observation", "Update", "find_updates", "observe"]
 from .lookup import contains_loose
 
 UPDATE_KINDS: tuple[str, ...] = ("setting", "port", "quantity", "version", "path", "name", "test", "instruction")
@@ -130,36 +132,30 @@ _PASS = re.compile(r"\b(?:pass|passes|passed|passing|green|fixed|succeeds|succee
 _FAIL = re.compile(r"\b(?:fail|fails|failed|failing|failure|errors?|red|broken)\b")
 
 
-def _instruction_updates(observations: Sequence[Observation]) -> Iterator[Update]:
-    earlier: list[Observation] = []
-    for obs in observations:
-        if obs.kind == "instruction":
-            earlier.append(obs)
-            continue
-        if obs.kind != "instruction-change":
-            continue
-        best, overlap = None, 1
-        for candidate in earlier:
-            shared = len(candidate.qualifiers & obs.qualifiers)
-            # a reversal cue ("actually", "after all") needs less overlap than a bare "only"
-            enough = shared >= (
-                0.4 * min(len(candidate.qualifiers), len(obs.qualifiers)) if obs.change else 0.6 * len(obs.qualifiers)
-            )
-            if candidate.index < obs.index and shared > overlap and enough:
-                best, overlap = candidate, shared
-        if best is None or best.qualifiers == obs.qualifiers:
-            continue
-        yield Update(
-            "instruction",
-            f"instruction:{loose(best.value)}",
-            best.value,
-            (best.value,),
-            obs.value,
-            best.index,
-            obs.index,
-            latest_evidence=obs.qualifiers,
-            superseded_evidence=best.qualifiers,
+def _instruction_update(earlier: Sequence[Observation], obs: Observation) -> Update | None:
+    """The update an ``instruction-change`` makes: the earlier instruction it reverses or narrows, if any."""
+    best, overlap = None, 1
+    for candidate in earlier:
+        shared = len(candidate.qualifiers & obs.qualifiers)
+        # a reversal cue ("actually", "after all") needs less overlap than a bare "only"
+        enough = shared >= (
+            0.4 * min(len(candidate.qualifiers), len(obs.qualifiers)) if obs.change else 0.6 * len(obs.qualifiers)
         )
+        if candidate.index < obs.index and shared > overlap and enough:
+            best, overlap = candidate, shared
+    if best is None or best.qualifiers == obs.qualifiers:
+        return None
+    return Update(
+        "instruction",
+        f"instruction:{loose(best.value)}",
+        best.value,
+        (best.value,),
+        obs.value,
+        best.index,
+        obs.index,
+        latest_evidence=obs.qualifiers,
+        superseded_evidence=best.qualifiers,
+    )
 
 
 def _instruction_status(update: Update, text: str) -> str:
@@ -195,13 +191,15 @@ class _Group:
     kind: str
     key: str
     name: str
-    values: list[tuple[str, int]]
-    qualifiers: set[str]
+    #: Its place in the order updates are listed in before sorting: (0, n) keyed, (1, n) prose.
+    order: tuple[int, int]
+    values: list[tuple[str, int]] = field(default_factory=list)
+    qualifiers: set[str] = field(default_factory=set)
 
 
-def _join(groups: list[_Group], obs: Observation) -> _Group | None:
-    """The group a prose observation belongs to: shared qualifying words, or the only one when it states a change."""
-    same = [g for g in groups if g.kind == obs.kind and g.key == obs.key]
+def _join(same: list[_Group], obs: Observation) -> _Group | None:
+    """The group (of those with the observation's kind and key) a prose observation belongs to: shared
+    qualifying words, or the only one when it states a change."""
     for group in same:
         if group.qualifiers & obs.qualifiers:
             return group
@@ -217,31 +215,95 @@ def _covers(paths: frozenset[str], node: str) -> bool:
 
 def find_updates(observations: Sequence[Sequence[Observation]], start: int = 0, end: int | None = None) -> list[Update]:
     """Items whose value changed within ``messages[start:end]`` (``observations`` from :func:`observe`)."""
-    end = len(observations) if end is None else min(end, len(observations))
-    flat = [obs for i in range(max(0, start), end) for obs in observations[i]]
-    groups: dict[str, _Group] = {}
-    prose: list[_Group] = []
-    for obs in flat:
+    return GrowingSpanUpdates(observations).find(start, end)
+
+
+class GrowingSpanUpdates:
+    """:func:`find_updates` for a series of spans with one start and growing ends, as a trace's
+    compaction attempts have: each call folds only the messages added since the previous one
+    (refolding from the start made measuring a trace quadratic in its attempts). A new start or
+    a shorter end starts the fold again. Answers equal :func:`find_updates`, call by call; the
+    :class:`Update` objects returned are immutable and never change as the fold goes on.
+    """
+
+    def __init__(self, observations: Sequence[Sequence[Observation]]) -> None:
+        self._observations = observations
+        self._restart(0)
+
+    def _restart(self, start: int) -> None:
+        self._start = self._end = start
+        self._groups: dict[str, _Group] = {}
+        self._failed_tests: dict[str, _Group] = {}  # keyed test groups whose latest value is "failed"
+        self._prose: dict[tuple[str, str], list[_Group]] = {}  # by (kind, key), in creation order
+        self._n_prose = 0
+        self._changed: dict[tuple[int, int], _Group] = {}  # groups with values added since their update was made
+        self._updates: dict[tuple[int, int], Update] = {}  # by group order
+        self._instructions: list[Observation] = []
+        self._instruction_updates: list[Update] = []
+
+    def find(self, start: int = 0, end: int | None = None) -> list[Update]:
+        """Items whose value changed within ``messages[start:end]``, as :func:`find_updates` gives them."""
+        start = max(0, start)
+        end = len(self._observations) if end is None else min(end, len(self._observations))
+        if start != self._start or end < self._end:
+            self._restart(start)
+        for i in range(self._end, end):
+            for obs in self._observations[i]:
+                self._fold(obs)
+        self._end = max(self._end, end)
+        for order, group in self._changed.items():
+            update = _update(group)
+            if update is None:
+                self._updates.pop(order, None)
+            else:
+                self._updates[order] = update
+        self._changed.clear()
+        # listed keyed, prose, instructions, each in creation order, then sorted (stably) by index and key
+        found = [*self._updates.items(), *(((2, n), u) for n, u in enumerate(self._instruction_updates))]
+        found.sort(key=lambda item: (item[1].latest_index, item[1].key, item[0]))
+        return [update for _, update in found]
+
+    def _fold(self, obs: Observation) -> None:
+        if obs.kind == "instruction":
+            self._instructions.append(obs)
+            return
+        if obs.kind == "instruction-change":
+            if (update := _instruction_update(self._instructions, obs)) is not None:
+                self._instruction_updates.append(update)
+            return
         if obs.kind.startswith("instruction"):
-            continue
+            return
         if obs.kind == "test-run":
-            for group in groups.values():
-                if group.kind == "test" and group.values[-1][0] == "failed" and _covers(obs.qualifiers, group.name):
-                    group.values.append(("passed", obs.index))
-            continue
-        if obs.key == "port" or obs.kind == "quantity":
-            joined = _join(prose, obs)
-            if joined is None:
-                joined = _Group(obs.kind, obs.key, obs.name, [], set())
-                prose.append(joined)
-            joined.qualifiers |= obs.qualifiers
-            group = joined
-        else:
-            group = groups.setdefault(obs.key, _Group(obs.kind, obs.key, obs.name, [], set()))
-        group.values.append((obs.value, obs.index))
-    updates = [u for g in (*groups.values(), *prose) if (u := _update(g)) is not None]
-    updates.extend(_instruction_updates(flat))
-    return sorted(updates, key=lambda u: (u.latest_index, u.key))
+            for group in list(self._failed_tests.values()):
+                if _covers(obs.qualifiers, group.name):
+                    self._add(group, "passed", obs.index)
+            return
+        prose = obs.key == "port" or obs.kind == "quantity"
+        self._add(self._prose_group(obs) if prose else self._keyed_group(obs), obs.value, obs.index)
+
+    def _keyed_group(self, obs: Observation) -> _Group:
+        if obs.key not in self._groups:
+            self._groups[obs.key] = _Group(obs.kind, obs.key, obs.name, (0, len(self._groups)))
+        return self._groups[obs.key]
+
+    def _prose_group(self, obs: Observation) -> _Group:
+        same = self._prose.setdefault((obs.kind, obs.key), [])
+        group = _join(same, obs)
+        if group is None:
+            group = _Group(obs.kind, obs.key, obs.name, (1, self._n_prose))
+            self._n_prose += 1
+            same.append(group)
+        group.qualifiers |= obs.qualifiers
+        return group
+
+    def _add(self, group: _Group, value: str, index: int) -> None:
+        group.values.append((value, index))
+        self._changed[group.order] = group
+        if group.kind == "test" and group.order[0] == 0:
+            if value == "failed":
+                self._failed_tests[group.key] = group
+            else:
+                self._failed_tests.pop(group.key, None)
 
 
 def _update(group: _Group) -> Update | None:
