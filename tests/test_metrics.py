@@ -692,7 +692,8 @@ def test_decay_counts_every_pair_by_its_definition(fixture_conversations):
         attempts = losses.compactions.set_index("compaction_id")
         for row in losses.decay.itertuples():
             anchors = losses.anchors[(losses.anchors["compaction_id"] == row.from_compaction)]
-            kept = list(zip(anchors["type"][anchors["in_summary"]], anchors["normalized"][anchors["in_summary"]]))
+            held_rows = anchors[anchors["in_summary"]]
+            kept = list(zip(held_rows["type"], held_rows["normalized"], strict=True))
             later = TextIndex(summaries[row.to_compaction])
             tail = attempts.loc[row.to_compaction]
             tail_keys = set().union(
