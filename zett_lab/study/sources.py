@@ -24,6 +24,25 @@ from .boundaries import Region
 LOSS_TABLES = ("compactions", "anchors", "conversation", "probes", "decay", "updates")
 
 
+@dataclass(frozen=True, slots=True)
+class TableWriter:
+    """Writes a replay's tables into a sweep's folder; small and picklable, so a worker process on the
+    same machine writes its replays itself and sends the driver none of their rows."""
+
+    path: Path
+    suffix: str
+
+    def file(self, source_id: str, table: str) -> Path:
+        return self.path / "sources" / f"{source_id}.{table}.{self.suffix}"
+
+    def write(self, source_id: str, tables: dict[str, pd.DataFrame]) -> None:
+        for name, table in tables.items():
+            if self.suffix == "pkl":
+                table.to_pickle(self.file(source_id, name))
+            else:
+                write_parquet(table, self.file(source_id, name))
+
+
 class SourceFolder:
     """A folder of per-replay tables: ``sources/<id>.<table>.<suffix>``.
 
@@ -42,16 +61,13 @@ class SourceFolder:
             self._finalizer = None
             self.suffix = "parquet"
         (self.path / "sources").mkdir(parents=True, exist_ok=True)
+        self.writer = TableWriter(self.path, self.suffix)
 
     def file(self, source_id: str, table: str) -> Path:
-        return self.path / "sources" / f"{source_id}.{table}.{self.suffix}"
+        return self.writer.file(source_id, table)
 
     def write(self, source_id: str, tables: dict[str, pd.DataFrame]) -> None:
-        for name, table in tables.items():
-            if self.suffix == "pkl":
-                table.to_pickle(self.file(source_id, name))
-            else:
-                write_parquet(table, self.file(source_id, name))
+        self.writer.write(source_id, tables)
 
     def read(self, source_id: str, table: str) -> pd.DataFrame | None:
         path = self.file(source_id, table)

@@ -83,8 +83,8 @@ from .grid import (
     summarizer_label,
 )
 from .results import Sweep, SweepConfig, results_frame
-from .reuse import STORE, Proven, StoreKey, sorted_sent
-from .sources import LOSS_TABLES, Source, SourceFolder
+from .reuse import STORE, Proven, StoreKey
+from .sources import Source, SourceFolder
 from .ticks import CellTicks
 from .units import WORKER_CACHE, CellResult, Unit, UnitResult, run_unit, unit_store_key
 
@@ -179,6 +179,9 @@ def sweep(
         reuse=reuse,
     )
     collector = _Collector(plan, reuse, remote=is_remote(runner))
+    if not collector.remote:  # workers on this machine write their replays' tables themselves
+        for unit in plan.units:
+            unit.tables_to = collector.folder.writer
     tracker = Progress(total=sum(len(u.cells) for u in plan.units), label="sweep", show=progress)
     try:
         _run(plan, runner, collector, tracker, strict=bool(replay_options.get("strict")))
@@ -393,10 +396,8 @@ class _Collector:
         """Write the unit's replays to disk, keep its cells, merge the summaries its worker made."""
         self.finished[unit.index] = _Ran(result.worker, result.seconds, result.cpu_seconds)
         for sid, payload in result.sources.items():
-            tables = {"steps": payload.steps, "compactions": payload.compactions}
-            if payload.losses is not None:
-                tables.update({f"losses-{name}": getattr(payload.losses, name) for name in LOSS_TABLES})
-            self.folder.write(sid, tables)
+            if payload.tables is not None:
+                self.folder.write(sid, payload.tables)
             source = Source(
                 sid,
                 unit.conversation.id,
@@ -410,9 +411,7 @@ class _Collector:
             if self.reuse and payload.row is not None:
                 STORE.add(
                     self.plan.keys[unit.index],
-                    Proven(
-                        sid, payload.region, sorted_sent(payload.steps), payload.row, payload.row_error, source=source
-                    ),
+                    Proven(sid, payload.region, payload.sent, payload.row, payload.row_error, source=source),
                 )
         cells = self.cells.setdefault(unit.index, {})
         for cell in result.cells:

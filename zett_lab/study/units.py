@@ -37,7 +37,8 @@ from ..replay.trace import Trace, failure_counts
 from ..summarizers import CachedSummary, SummaryCache, summarizer_identity
 from .boundaries import Region, region
 from .grid import STOCK_ENGINE, effort_identity
-from .reuse import STORE, ForkPlanner, Proven, StoreKey
+from .reuse import STORE, ForkPlanner, Proven, StoreKey, sorted_sent
+from .sources import LOSS_TABLES, TableWriter
 from .ticks import TickChannel, tick
 
 #: ``Unit.cache`` for a worker that uses its own default summary cache (no shared filesystem).
@@ -67,6 +68,9 @@ class Unit:
     engine_label: str = STOCK_ENGINE
     #: Where to report each cell done (:mod:`zett_lab.study.ticks`); None: nobody watches.
     ticks: TickChannel | None = None
+    #: The sweep's folder when the worker shares this machine's disk: it writes its replays' tables there.
+    #: None (a cluster): the tables travel back with the result.
+    tables_to: TableWriter | None = None
 
 
 @dataclass(slots=True)
@@ -93,13 +97,14 @@ class SourcePayload:
 
     source_id: str
     region: Region
-    steps: pd.DataFrame
-    compactions: pd.DataFrame
+    #: Its tables (steps, compactions, loss tables), or None when the worker wrote them itself (``Unit.tables_to``).
+    tables: dict[str, pd.DataFrame] | None
+    #: The tokens each step sent, sorted (:func:`~zett_lab.study.reuse.sorted_sent`).
+    sent: np.ndarray
     settings: dict[str, Any]
     engine_events: list[dict[str, Any]]
     row: dict[str, Any] | None
     row_error: str | None
-    losses: Losses | None
     #: Failures among the attempts this replay made itself (not the ones a fork shares with its parent).
     failures: pd.DataFrame
 
@@ -309,16 +314,21 @@ def _finish_sources(state: _UnitRun) -> dict[str, SourcePayload]:
         trace = proven.trace
         if trace is None:  # a proof received from the driver without its tables: nothing to send
             continue
+        tables = {"steps": trace.steps, "compactions": trace.compactions}
+        measured = losses.get(proven.source_id)
+        if measured is not None:
+            tables.update({f"losses-{name}": getattr(measured, name) for name in LOSS_TABLES})
+        if state.unit.tables_to is not None:
+            state.unit.tables_to.write(proven.source_id, tables)
         payloads[proven.source_id] = SourcePayload(
             source_id=proven.source_id,
             region=proven.region,
-            steps=trace.steps,
-            compactions=trace.compactions,
+            tables=None if state.unit.tables_to is not None else tables,
+            sent=sorted_sent(trace.steps),
             settings=trace.settings,
             engine_events=trace.engine_events,
             row=proven.row,
             row_error=proven.row_error,
-            losses=losses.get(proven.source_id),
             failures=failure_counts(trace.compactions.iloc[shared.get(proven.source_id, 0) :]),
         )
     return payloads
