@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures as cf
+import json
 import threading
 
 import pandas as pd
@@ -388,6 +389,34 @@ def test_save_load_round_trip(small, tmp_path):
     html = s._repr_html_()
     assert "<table" in html and small[0].id in html
     assert "Sweep(2 conversations" in repr(s)
+
+
+def test_workers_write_replays_to_disk_and_the_engine_events_stay_there(small, tmp_path):
+    """On the default process pool no replay's rows or engine events stay in the sweep's memory (the workers
+    wrote them beside the tables); traces read back equal fresh replays, saved and loaded, and a sweep saved
+    with the events inside sweep.json (as before) still loads them."""
+    s = sweep(small[:2], max_tokens=[3_000, 5_000], keep_recent_tokens=[700], cache=False, progress=False)
+    assert s.config["executor"].startswith("process pool") and s._sources
+    for source in s._sources.values():
+        assert source.held_events is None
+        assert source.folder.writer.events_file(source.source_id).exists()
+    for key, trace in s.traces():
+        conversation = next(c for c in small if c.id == key[0])
+        assert_same(trace, replay(conversation, max_tokens=key[2], keep_recent_tokens=key[3], cache=False))
+    path = s.save(tmp_path / "run")
+    document = json.loads((path / "sweep.json").read_text())
+    assert all("engine_events" not in info for info in document["sources"].values())
+    loaded = Sweep.load(path)
+    for key, trace in s.traces():
+        assert loaded.trace(key[0], key[2], key[3], key[1]).engine_events == trace.engine_events
+    for sid, info in document["sources"].items():  # the layout of earlier saves
+        events_file = path / "sources" / f"{sid}.engine-events.json"
+        info["engine_events"] = json.loads(events_file.read_text())
+        events_file.unlink()
+    (path / "sweep.json").write_text(json.dumps(document))
+    earlier = Sweep.load(path)
+    for key, trace in s.traces():
+        assert_same(earlier.trace(key[0], key[2], key[3], key[1]), trace)
 
 
 # --- decision boundaries ------------------------------------------------------------------------------

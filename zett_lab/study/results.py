@@ -379,8 +379,9 @@ class Sweep:
 
         ``results.parquet`` (the results table), ``cells.parquet`` (which replay each cell
         uses), ``sources/<id>.<table>.parquet`` (each distinct replay's ``steps`` and
-        ``compactions``, and its loss tables ``losses-*``), ``sweep.json`` (config,
-        per-replay settings, engine events and proven regions, and each conversation once).
+        ``compactions``, and its loss tables ``losses-*``; ``<id>.engine-events.json``, the engine's
+        own events), ``sweep.json`` (config, per-replay settings and proven regions, and each
+        conversation once).
         Never over one of :meth:`input_files`; an existing folder is replaced only with
         ``overwrite=True`` and only when it holds a saved sweep.
         """
@@ -406,6 +407,7 @@ class Sweep:
                     loaded = source.folder.read(source.source_id, table)
                     assert loaded is not None
                     write_parquet(loaded, saved.file(source.source_id, table))
+            saved.write_events(source.source_id, source.engine_events)
         document = {
             "format": FORMAT,
             "version": VERSION,
@@ -414,7 +416,6 @@ class Sweep:
                 sid: {
                     "conversation_id": src.conversation_id,
                     "settings": src.settings,
-                    "engine_events": src.engine_events,
                     "region": _region_document(src.region),
                     "failures": source_failures(src).to_dict("records"),
                 }
@@ -444,7 +445,7 @@ class Sweep:
                 info["conversation_id"],
                 Region(**info["region"]),
                 info["settings"],
-                info["engine_events"],
+                info.get("engine_events"),  # sweeps saved before the events were kept beside the tables
                 folder,
                 pd.DataFrame(info["failures"], columns=FAILURE_COLUMNS) if "failures" in info else None,
             )

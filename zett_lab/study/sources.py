@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 import weakref
@@ -42,6 +43,13 @@ class TableWriter:
             else:
                 write_parquet(table, self.file(source_id, name))
 
+    def events_file(self, source_id: str) -> Path:
+        return self.path / "sources" / f"{source_id}.engine-events.json"
+
+    def write_events(self, source_id: str, events: list[dict[str, Any]]) -> None:
+        """The engine's own compaction events of a replay (their summaries can be large: kept on disk too)."""
+        self.events_file(source_id).write_text(json.dumps(events), encoding="utf-8")
+
 
 class SourceFolder:
     """A folder of per-replay tables: ``sources/<id>.<table>.<suffix>``.
@@ -68,6 +76,21 @@ class SourceFolder:
 
     def write(self, source_id: str, tables: dict[str, pd.DataFrame]) -> None:
         self.writer.write(source_id, tables)
+
+    def write_events(self, source_id: str, events: list[dict[str, Any]]) -> None:
+        self.writer.write_events(source_id, events)
+
+    def read_events(self, source_id: str) -> list[dict[str, Any]]:
+        path = self.writer.events_file(source_id)
+        try:
+            events = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as error:
+            raise InputError(
+                path, None, f"cannot read this replay's engine events ({type(error).__name__}: {error})"
+            ) from error
+        if not isinstance(events, list):
+            raise InputError(path, None, "expected a JSON list of engine events")
+        return events
 
     def read(self, source_id: str, table: str) -> pd.DataFrame | None:
         path = self.file(source_id, table)
@@ -100,11 +123,17 @@ class Source:
     conversation_id: str
     region: Region
     settings: dict[str, Any]
-    engine_events: list[dict[str, Any]]
+    #: The engine's events when held in memory (a sweep saved before they were kept on disk); None: in ``folder``.
+    held_events: list[dict[str, Any]] | None
     folder: SourceFolder
     #: Failed summary calls and engine passes this replay made itself (rows a fork shares are its parent's);
     #: None until read (a sweep saved before it was kept: counted from the whole compactions table).
     failures: pd.DataFrame | None = None
+
+    @property
+    def engine_events(self) -> list[dict[str, Any]]:
+        """The engine's own ``COMPACTION_COMPLETED`` events of this replay (read from disk when used)."""
+        return self.held_events if self.held_events is not None else self.folder.read_events(self.source_id)
 
 
 def storable(table: pd.DataFrame) -> pd.DataFrame:

@@ -398,12 +398,14 @@ class _Collector:
         for sid, payload in result.sources.items():
             if payload.tables is not None:
                 self.folder.write(sid, payload.tables)
+            if payload.engine_events is not None:
+                self.folder.write_events(sid, payload.engine_events)
             source = Source(
                 sid,
                 unit.conversation.id,
                 payload.region,
                 payload.settings,
-                payload.engine_events,
+                None,
                 self.folder,
                 payload.failures,
             )

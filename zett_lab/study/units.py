@@ -102,7 +102,8 @@ class SourcePayload:
     #: The tokens each step sent, sorted (:func:`~zett_lab.study.reuse.sorted_sent`).
     sent: np.ndarray
     settings: dict[str, Any]
-    engine_events: list[dict[str, Any]]
+    #: The engine's events, or None when the worker wrote them with the tables.
+    engine_events: list[dict[str, Any]] | None
     row: dict[str, Any] | None
     row_error: str | None
     #: Failures among the attempts this replay made itself (not the ones a fork shares with its parent).
@@ -318,15 +319,17 @@ def _finish_sources(state: _UnitRun) -> dict[str, SourcePayload]:
         measured = losses.get(proven.source_id)
         if measured is not None:
             tables.update({f"losses-{name}": getattr(measured, name) for name in LOSS_TABLES})
-        if state.unit.tables_to is not None:
-            state.unit.tables_to.write(proven.source_id, tables)
+        written = state.unit.tables_to
+        if written is not None:
+            written.write(proven.source_id, tables)
+            written.write_events(proven.source_id, trace.engine_events)
         payloads[proven.source_id] = SourcePayload(
             source_id=proven.source_id,
             region=proven.region,
-            tables=None if state.unit.tables_to is not None else tables,
+            tables=None if written is not None else tables,
             sent=sorted_sent(trace.steps),
             settings=trace.settings,
-            engine_events=trace.engine_events,
+            engine_events=None if written is not None else trace.engine_events,
             row=proven.row,
             row_error=proven.row_error,
             failures=failure_counts(trace.compactions.iloc[shared.get(proven.source_id, 0) :]),
