@@ -59,8 +59,9 @@ def costs_per_replay(entries: list[tuple[str, Trace]], primary_model: str) -> tu
             priced[label] = identity
         except SettingError:
             priced[label] = _UNPRICED
+    offline = {label for label, name in priced.items() if name != _UNPRICED and table.lookup(name)[0] == "offline"}
     parts = [
-        _costs_of(entries[start : start + _COST_CHUNK], primary_model, priced)
+        _costs_of(entries[start : start + _COST_CHUNK], primary_model, priced, offline)
         for start in range(0, len(entries), _COST_CHUNK)
     ]
     summary = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
@@ -70,14 +71,21 @@ def costs_per_replay(entries: list[tuple[str, Trace]], primary_model: str) -> tu
     return summary, sorted(label for label, name in priced.items() if name == _UNPRICED)
 
 
-def _costs_of(entries: list[tuple[str, Trace]], primary_model: str, priced: dict[str, str]) -> pd.DataFrame:
-    """:func:`cost_summary` of some replays, each summarizer priced as ``priced`` names it."""
+def _costs_of(
+    entries: list[tuple[str, Trace]], primary_model: str, priced: dict[str, str], offline: set[str]
+) -> pd.DataFrame:
+    """:func:`cost_summary` of some replays, each summarizer priced as ``priced`` names it.
+
+    The summary texts of ``offline`` summarizers are left out: they cost nothing, so their texts are
+    never counted, and an observation mask's replay holds ~50 M characters of them.
+    """
     steps, compactions = [], []
     for label, trace in entries:
         steps.append(trace.steps.assign(summarizer=label))
         if len(trace.compactions):
+            table = trace.compactions.drop(columns="summary_text") if label in offline else trace.compactions
             compactions.append(
-                trace.compactions.assign(
+                table.assign(
                     summarizer=label,
                     max_tokens=int(trace.settings["max_tokens"]),
                     keep_recent_tokens=int(trace.settings["keep_recent_tokens"]),

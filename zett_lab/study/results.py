@@ -48,8 +48,10 @@ from .sources import LOSS_TABLES, Source, SourceFolder, restore, storable, write
 FORMAT = "zett-lab-sweep"
 #: 2: one Parquet file per replay table under ``sources/`` (1: all replays in one steps/compactions file).
 VERSION = 2
-#: Traces a sweep keeps read back in memory.
+#: Traces a sweep keeps read back in memory: at most this many, and (beyond the last one read) at most
+#: :data:`SUMMARY_CHARS_KEPT` characters of summary text in all (an observation mask's replay holds ~50 M).
 TRACES_KEPT = 8
+SUMMARY_CHARS_KEPT = 20_000_000
 
 
 class SweepConfig(TypedDict, total=False):
@@ -116,7 +118,8 @@ class Sweep:
     _conversations: dict[str, Conversation] = field(default_factory=dict, repr=False)
     _sources: dict[str, Source] = field(default_factory=dict, repr=False)
     _cells: dict[CellKey, str] = field(default_factory=dict, repr=False)
-    _read: OrderedDict[CellKey, Trace] = field(default_factory=OrderedDict, repr=False)
+    #: Traces read back, oldest first, each with its characters of summary text.
+    _read: OrderedDict[CellKey, tuple[Trace, int]] = field(default_factory=OrderedDict, repr=False)
     source: Path | None = field(default=None, repr=False)
 
     # --- cells --------------------------------------------------------------------
@@ -240,7 +243,8 @@ class Sweep:
 
     def _cell_trace(self, key: CellKey) -> Trace:
         """One cell's trace read from the folder (the last few are kept; shared, so never modified)."""
-        trace = self._read.get(key)
+        held = self._read.get(key)
+        trace = held[0] if held is not None else None
         if trace is None:
             source = self._sources[self._cells[key]]
             steps = source.folder.read(source.source_id, "steps")
@@ -258,10 +262,13 @@ class Sweep:
             )
             if (trace.settings["max_tokens"], trace.settings["keep_recent_tokens"]) != key[2:4]:
                 trace = derive(trace, key.max_tokens, key.keep_recent_tokens, source.region)
-            self._read[key] = trace
-            while len(self._read) > TRACES_KEPT:
-                self._read.popitem(last=False)
+            self._read[key] = (trace, _summary_chars(trace))
         self._read.move_to_end(key)
+        chars = 0
+        for n, older in enumerate(reversed(list(self._read))):  # the newest first; it always stays
+            chars += self._read[older][1]
+            if n and (n >= TRACES_KEPT or chars > SUMMARY_CHARS_KEPT):
+                del self._read[older]
         return trace
 
     def _trace(self, key: CellKey) -> Trace:
@@ -475,6 +482,13 @@ class Sweep:
         )
 
 
+def _summary_chars(trace: Trace) -> int:
+    """Characters of summary text a trace holds (its compaction rows and the engine's events)."""
+    texts = trace.compactions["summary_text"] if "summary_text" in trace.compactions else pd.Series(dtype=object)
+    in_rows = int(texts.map(lambda text: len(text) if isinstance(text, str) else 0).sum())
+    return in_rows + sum(len(event.get("summary") or "") for event in trace.engine_events)
+
+
 def source_failures(source: Source) -> pd.DataFrame:
     """The failures a replay of a sweep made itself (counted from its compactions table when not kept)."""
     if source.failures is None:
@@ -496,8 +510,8 @@ _READ_FROM_SWEEP = "a stored trace's tables are read from its sweep; copy it wit
 class StoredTrace(Trace):
     """The trace of one sweep cell whose tables are read from the sweep's folder when used.
 
-    ``conversation``, ``settings`` and ``engine_events`` are in memory; ``steps`` and
-    ``compactions`` come from the sweep, which keeps the tables of the last few cells read.
+    ``conversation`` and ``settings`` are in memory; ``steps``, ``compactions`` and
+    ``engine_events`` come from the sweep, which keeps the tables of the last few cells read.
     Equal to ``sweep.trace(...)`` of its cell; the tables are shared, so never modify them.
     """
 
@@ -506,7 +520,6 @@ class StoredTrace(Trace):
         self.sweep, self.cell = sweep, cell
         self.conversation = sweep._conversations[cell.conversation_id]
         self.settings = sweep._settings_of(source, cell)
-        self.engine_events = list(source.engine_events)
 
     @property
     def steps(self) -> pd.DataFrame:
@@ -522,6 +535,14 @@ class StoredTrace(Trace):
 
     @compactions.setter
     def compactions(self, value: pd.DataFrame) -> None:
+        raise AttributeError(_READ_FROM_SWEEP)
+
+    @property
+    def engine_events(self) -> list[dict[str, Any]]:
+        return self.sweep._cell_trace(self.cell).engine_events
+
+    @engine_events.setter
+    def engine_events(self, value: list[dict[str, Any]]) -> None:
         raise AttributeError(_READ_FROM_SWEEP)
 
     def losses(self, *, anchors: bool = True) -> Losses | None:
