@@ -26,7 +26,8 @@ along the limits it declares (``zett_lab_reuse``), one that declares none replay
 Work is split into units of one conversation, engine and summarizer (split further by
 ``keep_recent_tokens`` when there are fewer units than workers), run on any
 :class:`concurrent.futures.Executor` (:mod:`zett_lab.study.executors`), and collected as they
-finish: each distinct replay's tables go to disk at once, so memory does not grow with the
+finish: each distinct replay's tables and engine events go to disk at once (a worker on this
+machine writes them itself; one on a cluster sends them back), so memory does not grow with the
 number of cells. A unit that fails (or a worker that dies) marks only its own cells with the
 error, and a rerun picks up the finished summaries from the cache. A cell whose replay had
 failed summaries is marked (``failed``, ``summary_error``) and is no measurement
