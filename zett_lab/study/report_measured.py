@@ -52,13 +52,13 @@ def _as_shown(losses: Losses) -> tuple[Losses, pd.DataFrame]:
 
 
 def _plain(trace: Trace) -> Trace:
-    """The trace's tables and settings as a plain :class:`Trace` (what a worker needs to measure it)."""
+    """The trace's tables and settings as a plain :class:`Trace`: what a worker needs to measure it (not the
+    engine's events, which measuring never reads and which repeat every summary)."""
     return Trace(
         conversation=trace.conversation,
         steps=trace.steps,
         compactions=trace.compactions,
         settings=dict(trace.settings),
-        engine_events=list(trace.engine_events),
     )
 
 
