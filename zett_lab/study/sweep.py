@@ -85,7 +85,7 @@ from .grid import (
 )
 from .results import Sweep, SweepConfig, results_frame
 from .reuse import STORE, Proven, StoreKey
-from .sources import Source, SourceFolder
+from .sources import Source, SourceFolder, TableWriter
 from .ticks import CellTicks
 from .units import WORKER_CACHE, CellResult, Unit, UnitResult, run_unit, unit_store_key
 
@@ -180,9 +180,6 @@ def sweep(
         reuse=reuse,
     )
     collector = _Collector(plan, reuse, remote=is_remote(runner))
-    if not collector.remote:  # workers on this machine write their replays' tables themselves
-        for unit in plan.units:
-            unit.tables_to = collector.folder.writer
     tracker = Progress(total=sum(len(u.cells) for u in plan.units), label="sweep", show=progress)
     try:
         _run(plan, runner, collector, tracker, strict=bool(replay_options.get("strict")))
@@ -378,6 +375,11 @@ class _Collector:
     finished: dict[int, _Ran] = field(default_factory=dict)
     merged: int = 0
 
+    @property
+    def tables_to(self) -> TableWriter | None:
+        """Where units write their replays: this sweep's folder, unless they may run on other machines."""
+        return None if self.remote else self.folder.writer
+
     def answer_from_store(self, unit: Unit) -> list[tuple[int, int]]:
         """Answer the cells this session's proven replays stand for; return the rest."""
         answered = self.cells.setdefault(unit.index, {})
@@ -510,7 +512,8 @@ def _run(plan: _Plan, runner: cf.Executor, collector: _Collector, tracker: Progr
                 finish(unit, None)
                 continue
             try:
-                futures[runner.submit(run_unit, replace(unit, cells=remaining, ticks=ticks.channel))] = unit
+                sent = replace(unit, cells=remaining, ticks=ticks.channel, tables_to=collector.tables_to)
+                futures[runner.submit(run_unit, sent)] = unit
             except Exception as error:  # noqa: BLE001 - the executor refused: those cells carry it
                 collector.failures[unit.index] = f"executor: {type(error).__name__}: {error}"
                 finish(unit, None)
