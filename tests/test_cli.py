@@ -549,6 +549,11 @@ def test_sweep_then_report_from_the_saved_sweep(tmp_path: Path) -> None:
     assert SESSION in page and "truncate" in page and "<svg" in page
     assert json.loads((tmp_path / "report.json").read_text())["study"]["replays"] == 4
     assert (tmp_path / "report.md").read_text().startswith("# ")
+    damaged = sorted((out / "sources").glob("*.engine-events.json"))[0]  # a damaged save: one error, no page
+    damaged.write_text('{"broken')
+    line = one_error_line(run("report", out, "-o", tmp_path / "damaged.html"))
+    assert damaged.name in line and "engine events" in line and "run the sweep again" in line
+    assert not (tmp_path / "damaged.html").exists()
     line = one_error_line(run("report", out, "-o", tmp_path / "x.html", "--max-tokens", "1k"))
     assert "saved sweep" in line
 

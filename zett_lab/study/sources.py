@@ -23,6 +23,8 @@ from .boundaries import Region
 #: with ``anchors=False``: that table (one row per span anchor per attempt, by far the largest)
 #: is kept empty and measured again when asked for.
 LOSS_TABLES = ("compactions", "anchors", "conversation", "probes", "decay", "updates")
+#: What to do when a file of a sweep folder cannot be read.
+_RUN_AGAIN = "the sweep folder is damaged or incomplete; run the sweep again to rebuild it"
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,10 +88,10 @@ class SourceFolder:
             events = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as error:
             raise InputError(
-                path, None, f"cannot read this replay's engine events ({type(error).__name__}: {error})"
+                path, None, f"cannot read this replay's engine events ({type(error).__name__}: {error}); {_RUN_AGAIN}"
             ) from error
         if not isinstance(events, list):
-            raise InputError(path, None, "expected a JSON list of engine events")
+            raise InputError(path, None, f"expected a JSON list of engine events; {_RUN_AGAIN}")
         return events
 
     def read(self, source_id: str, table: str) -> pd.DataFrame | None:
@@ -103,7 +105,9 @@ class SourceFolder:
                 return loaded
             return restore(pq.read_table(path).to_pandas())
         except (OSError, ValueError) as error:
-            raise InputError(path, None, f"cannot read this sweep table ({type(error).__name__}: {error})") from error
+            raise InputError(
+                path, None, f"cannot read this sweep table ({type(error).__name__}: {error}); {_RUN_AGAIN}"
+            ) from error
 
     def tables(self, source_id: str) -> list[str]:
         """The tables held for one replay."""
