@@ -7,6 +7,8 @@ import time
 
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import zett_lab
 from zett_lab.measure import measure
@@ -219,3 +221,68 @@ def test_the_anchors_of_a_span_as_arrays_are_what_a_loop_over_its_messages_finds
                 assert span.next_use[position] == (-1 if use is None else use), key
                 checked += 1
     assert checked > 5_000
+
+
+def test_the_anchor_table_joins_each_attempts_span_anchors_in_order(fixture_conversations):
+    """``losses.anchors`` is built once from every attempt's arrays: each attempt's rows must be its own
+    span anchors (as many as ``span_anchors``, in span order), with that attempt's columns and each key's texts."""
+    from zett_lab.measure.message_index import index_of
+
+    checked = 0
+    for conversation in fixture_conversations:
+        trace = replay(conversation, max_tokens=6_000, keep_recent_tokens=1_500, cache=False)
+        losses = measure(trace)
+        index = index_of(trace.conversation.messages)
+        with_rows = losses.compactions[
+            losses.compactions["span_anchors"].gt(0) & losses.compactions["retained_anchors"].notna()
+        ]
+        assert list(losses.anchors["compaction_id"].unique()) == list(with_rows["compaction_id"])
+        for attempt in with_rows.itertuples():
+            rows = losses.anchors[losses.anchors["compaction_id"] == attempt.compaction_id]
+            record = trace.compactions.set_index("compaction_id").loc[attempt.compaction_id]
+            span = index.span_anchors(int(record["span_start"]), int(record["span_end"]), int(record["n_recorded"]))
+            keys = [index.arrays.keys[i] for i in span.ids]
+            assert len(rows) == attempt.span_anchors == len(keys)
+            assert list(zip(rows["type"], rows["normalized"], strict=True)) == keys
+            assert list(rows["value"]) == [index.first_value[key] for key in keys]
+            assert list(rows["message_index"]) == span.first_index.tolist()
+            assert set(rows["applied"]) == {bool(attempt.applied)}
+            assert int(rows["in_summary"].sum()) == attempt.retained_anchors
+            assert int(rows["lost_but_needed"].sum()) == attempt.lost_but_needed
+            checked += len(rows)
+        assert (losses.anchors["conversation_id"] == conversation.id).all()
+    assert checked > 1_000
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["path", "command", "error", None]),
+            *[st.sampled_from([True, False, None])] * 5,
+        ),
+        max_size=60,
+    )
+)
+def test_retention_counts_are_the_flags_grouped_and_counted(rows):
+    """The counted flags the report keeps equal a plain groupby of the per-anchor table (missing flags False,
+    rows without a type not counted), sorted the same way."""
+    from zett_lab.study.report_measured import ANCHOR_ROWS, RETENTION_COLUMNS, retention_counts
+
+    anchors = pd.DataFrame(rows, columns=RETENTION_COLUMNS)
+    for name in RETENTION_COLUMNS[1:]:
+        anchors[name] = anchors[name].astype("boolean")
+    anchors["type"] = anchors["type"].astype(object)
+    counted = retention_counts(anchors)
+    if not len(anchors):
+        assert list(counted.columns) == [*RETENTION_COLUMNS, ANCHOR_ROWS] and not len(counted)
+        return
+    flags = {name: anchors[name].fillna(False).astype(bool) for name in RETENTION_COLUMNS[1:]}
+    expected = (
+        pd.DataFrame({"type": anchors["type"], **flags})
+        .groupby(RETENTION_COLUMNS, sort=True)
+        .size()
+        .rename(ANCHOR_ROWS)
+        .reset_index()
+    )
+    pd.testing.assert_frame_equal(counted, expected)

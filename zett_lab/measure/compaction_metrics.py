@@ -21,7 +21,7 @@ from ..load.anchors import ANCHOR_TYPES, AnchorKey, loose
 from ..load.conversation import CHECKPOINT_PREFIX, Probe
 from ..records import is_missing
 from ..replay.recorder import FAILURE_REASONS, NOT_SMALLER
-from .columns import ANCHOR_COLUMNS, int_or_none, ratio
+from .columns import ANCHOR_COLUMNS, frame, int_or_none, ratio
 from .lookup import TextIndex, contains_loose
 from .message_index import ConversationIndex, SpanAnchors
 from .probes import covers_probe
@@ -59,10 +59,10 @@ class TraceView:
 
 @dataclass
 class AttemptRows:
-    """Rows collected over the attempts of one trace (anchors as one typed table per attempt: there are many)."""
+    """Rows collected over the attempts of one trace (anchors as arrays per attempt: there are millions)."""
 
     compactions: list[dict[str, Any]] = field(default_factory=list)
-    anchors: list[pd.DataFrame] = field(default_factory=list)
+    anchors: list[AnchorPart] = field(default_factory=list)
     probes: list[dict[str, Any]] = field(default_factory=list)
     updates: list[dict[str, Any]] = field(default_factory=list)
 
@@ -246,7 +246,7 @@ def _refetches(index: ConversationIndex, lost: list[AnchorKey], n_recorded: int)
 
 
 def _anchor_columns(
-    view: TraceView, window: Window, text_index: TextIndex, where: dict[str, Any], anchor_rows: list[pd.DataFrame]
+    view: TraceView, window: Window, text_index: TextIndex, where: dict[str, Any], anchor_rows: list[AnchorPart]
 ) -> tuple[dict[str, Any], SummaryHolds]:
     """Retention, needed-later recall, instruction survival and refetch columns of an attempt with a summary;
     appends one anchor row per span anchor. Also returns which span anchors Σ_k holds.
@@ -263,8 +263,8 @@ def _anchor_columns(
     refetch_calls, refetched = _refetches(index, [arrays.keys[i] for i in ids[lost].tolist()], window.n_recorded)
     needed_later = (span.next_use >= 0) & ~span.in_tail
     if view.keep_anchors:
-        keys = [arrays.keys[i] for i in ids.tolist()]
-        _append_anchor_rows(index, keys, span, in_summary, needed_later, refetched, where, anchor_rows)
+        refetched_ids = np.fromiter((index.key_ids[key] for key in refetched), dtype=np.int64, count=len(refetched))
+        anchor_rows.append(AnchorPart(where, span, in_summary, needed_later, np.isin(ids, refetched_ids)))
     types = arrays.type_code[ids]
     per_type_total = np.bincount(types, minlength=len(ANCHOR_TYPES))
     per_type_kept = np.bincount(types, weights=in_summary, minlength=len(ANCHOR_TYPES))
@@ -299,53 +299,66 @@ def _anchor_columns(
     return columns, SummaryHolds(ids, in_summary)
 
 
-def _append_anchor_rows(
-    index: ConversationIndex,
-    keys: list[AnchorKey],
-    span: SpanAnchors,
-    in_summary: np.ndarray,
-    needed_later: np.ndarray,
-    refetched: set[AnchorKey],
-    where: dict[str, Any],
-    anchor_rows: list[pd.DataFrame],
-) -> None:
-    """The rows of losses.anchors for one attempt, one per span anchor, as a typed table.
+@dataclass(frozen=True, slots=True)
+class AnchorPart:
+    """One attempt's rows of ``losses.anchors``, one per span anchor, as arrays (:func:`anchor_table` joins them)."""
 
-    The dtypes are :func:`~zett_lab.measure.columns.frame`'s for ``ANCHOR_COLUMNS``; built from
-    arrays, not lists of Python objects, since a long conversation has millions of these rows.
+    #: The attempt's constant columns (conversation, summarizer, compaction_id, applied).
+    where: dict[str, Any]
+    span: SpanAnchors
+    in_summary: np.ndarray
+    needed_later: np.ndarray
+    refetched: np.ndarray
+
+
+def anchor_table(index: ConversationIndex, parts: Sequence[AnchorPart]) -> pd.DataFrame:
+    """``losses.anchors`` of a trace: every attempt's rows, typed as :func:`~zett_lab.measure.columns.frame` types
+    ``ANCHOR_COLUMNS``.
+
+    Built once from the joined arrays, the texts taken by key id: a long conversation has
+    millions of these rows, so neither per-row Python objects nor a table per attempt.
     """
-    n = len(keys)
+    if not parts:
+        return frame([], ANCHOR_COLUMNS)
+    sizes = [len(part.span.ids) for part in parts]
 
-    def constant(value: Any) -> Any:
-        if isinstance(value, (bool, np.bool_)):
-            return pd.array(np.full(n, bool(value)), dtype="boolean")
-        if isinstance(value, (int, np.integer)):
-            return pd.array(np.full(n, int(value), dtype=np.int64), dtype="Int64")
-        return text([value] * n)
-
-    def text(values: list[Any]) -> pd.Series:
-        return pd.Series(values, dtype=object)
+    def joined(values: Callable[[AnchorPart], np.ndarray]) -> np.ndarray:
+        return np.concatenate([values(part) for part in parts])
 
     def flags(values: np.ndarray) -> Any:
         return pd.array(values.astype(bool), dtype="boolean")
 
-    next_use = span.next_use
+    def repeated(name: str) -> Any:
+        values = [part.where[name] for part in parts]
+        if all(isinstance(v, (bool, np.bool_)) for v in values):
+            return flags(np.repeat(np.array(values, dtype=bool), sizes))
+        if all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in values):
+            return pd.array(np.repeat(np.array(values, dtype=np.int64), sizes), dtype="Int64")
+        column = np.empty(len(values), dtype=object)
+        column[:] = values
+        return pd.Series(np.repeat(column, sizes), dtype=object, copy=False)
+
+    arrays = index.arrays
+    ids = joined(lambda part: part.span.ids)
+    next_use = joined(lambda part: part.span.next_use)
+    in_summary, needed_later = joined(lambda part: part.in_summary), joined(lambda part: part.needed_later)
     columns = {
-        **{name: constant(value) for name, value in where.items()},
-        "type": text([key[0] for key in keys]),
-        "value": text([index.first_value.get(key, key[1]) for key in keys]),
-        "normalized": text([key[1] for key in keys]),
-        "message_index": pd.array(span.first_index.astype(np.int64), dtype="Int64"),
+        **{name: repeated(name) for name in parts[0].where},
+        "type": pd.Series(arrays.type_names[ids], dtype=object, copy=False),
+        "value": pd.Series(arrays.first_values[ids], dtype=object, copy=False),
+        "normalized": pd.Series(arrays.normalized[ids], dtype=object, copy=False),
+        "message_index": pd.array(joined(lambda part: part.span.first_index).astype(np.int64), dtype="Int64"),
         "in_summary": flags(in_summary),
-        "in_tail": flags(span.in_tail),
-        "in_future": flags(span.in_future),
+        "in_tail": flags(joined(lambda part: part.span.in_tail)),
+        "in_future": flags(joined(lambda part: part.span.in_future)),
         "next_use_index": pd.arrays.IntegerArray(np.maximum(next_use, 0).astype(np.int64), next_use < 0),
-        "rarity": index.arrays.rarity[span.ids].astype(np.float64),
+        "rarity": arrays.rarity[ids].astype(np.float64),
         "needed_later": flags(needed_later),
         "lost_but_needed": flags(needed_later & ~in_summary),
-        "refetched": flags(np.array([key in refetched for key in keys], dtype=bool)),
+        "refetched": flags(joined(lambda part: part.refetched)),
     }
-    anchor_rows.append(pd.DataFrame(columns, columns=list(ANCHOR_COLUMNS)))
+    # copy=False: the arrays are new already, and consolidating them would copy millions of rows again.
+    return pd.DataFrame(columns, columns=list(ANCHOR_COLUMNS), copy=False)
 
 
 def _probe_columns(

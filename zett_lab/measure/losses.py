@@ -40,7 +40,7 @@ from .columns import (
     doc_table,
     frame,
 )
-from .compaction_metrics import AttemptRows, SummaryHolds, TraceView, measure_attempt
+from .compaction_metrics import AttemptRows, SummaryHolds, TraceView, anchor_table, measure_attempt
 from .message_index import index_of
 from .probes import check_probes
 from .updates import GrowingSpanUpdates, observe
@@ -252,7 +252,7 @@ def _measure_one(trace: Any, counter: Callable[[Sequence[Any]], int], keep_ancho
     )
     return Losses(
         compactions=compactions_frame,
-        anchors=pd.concat(rows.anchors, ignore_index=True) if rows.anchors else frame([], ANCHOR_COLUMNS),
+        anchors=anchor_table(view.index, rows.anchors),
         conversation=frame([summary_row], CONVERSATION_COLUMNS),
         probes=probes_frame,
         decay=decay_frame,

@@ -43,6 +43,13 @@ def _first_in(positions: Sequence[int], start: int, end: int) -> int | None:
 REPEATED_USER_TEXT = 0.8
 
 
+def _objects(values: list[Any]) -> np.ndarray:
+    """``values`` as a 1-d object array (each element kept as is, even a tuple)."""
+    array = np.empty(len(values), dtype=object)
+    array[:] = values
+    return array
+
+
 def _repeats_user_text(message: Any, seen_lines: set[str]) -> bool:
     """Whether a user message mostly repeats earlier user messages (instructions a harness re-injects);
     records its lines. A repeat is no new use of what it mentions."""
@@ -78,6 +85,11 @@ class KeyArrays:
     #: Index into ``needles`` (-1: found by key or sentence only).
     needle_id: np.ndarray
     needles: list[str]
+    #: Per key, as object arrays (taken by key id into ``losses.anchors``): its type, comparison form,
+    #: and the anchor as first written.
+    type_names: np.ndarray
+    normalized: np.ndarray
+    first_values: np.ndarray
 
     def first_in(self, codes: np.ndarray, ids: np.ndarray, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
         """Per key of ``ids``: the first message in ``[start, end)`` in ``codes`` (-1: none), and where it is in ``codes``."""
@@ -195,6 +207,9 @@ class ConversationIndex:
             type_code=np.asarray([types.get(key[0], -1) for key in keys], dtype=np.int64),
             needle_id=np.asarray(needle_id, dtype=np.int64),
             needles=list(needle_index),
+            type_names=_objects([key[0] for key in keys]),
+            normalized=_objects([key[1] for key in keys]),
+            first_values=_objects([self.first_value[key] for key in keys]),
         )
 
     def span_anchors(self, start: int, end: int, n_recorded: int) -> SpanAnchors:

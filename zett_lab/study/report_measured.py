@@ -4,9 +4,9 @@ The replays at the recommended setting are measured in full (one row per span an
 attempt: on a long conversation a hundred thousand rows each, plus the conversation's anchor
 index). The report lists the lost-but-needed anchors and draws per-type counts of the others,
 so of each per-anchor table only those rows and the figure's flags, counted
-(:func:`retention_counts`), are kept. When a sweep's process pool is running, its workers measure them (one task per
-conversation, so each builds the conversation's index once): the index and the full tables
-never enter the report's own process.
+(:func:`retention_counts`), are kept. When a sweep's process pool is running, its workers measure
+them (a conversation's traces spread over the workers): the index and the full tables never enter
+the report's own process.
 """
 
 from __future__ import annotations
@@ -15,12 +15,13 @@ import concurrent.futures as cf
 import dataclasses
 from collections.abc import Sequence
 
+import numpy as np
 import pandas as pd
 
 from ..measure import Losses, measure
 from ..measure.message_index import release_indexes
 from ..replay.trace import Trace
-from .executors import running_pool
+from .executors import parallelism, running_pool
 from .results import StoredTrace
 
 #: The per-anchor columns the anchor-retention figure reads (its flags per anchor type).
@@ -33,13 +34,22 @@ ANCHOR_ROWS = "anchor_rows"
 def retention_counts(anchors: pd.DataFrame) -> pd.DataFrame:
     """The :data:`RETENTION_COLUMNS` of a per-anchor table (missing flags: False), counted per distinct row.
 
-    What the anchor-retention figure draws, in at most a few hundred rows instead of one per anchor.
+    What the anchor-retention figure draws, in at most a few hundred rows instead of one per anchor
+    (sorted by type, then by the flags, False first; rows without a type are not counted).
     """
     if not len(anchors):
         return pd.DataFrame(columns=[*RETENTION_COLUMNS, ANCHOR_ROWS])
-    flags = {name: anchors[name].astype("boolean").fillna(False).astype(bool) for name in RETENTION_COLUMNS[1:]}
-    table = pd.DataFrame({"type": anchors["type"], **flags})
-    return table.groupby(RETENTION_COLUMNS, sort=True).size().rename(ANCHOR_ROWS).reset_index()
+    names = RETENTION_COLUMNS[1:]
+    types, type_names = pd.factorize(anchors["type"], sort=True)
+    code = types.astype(np.int64) << len(names)
+    for bit, name in enumerate(reversed(names)):
+        code |= anchors[name].astype("boolean").fillna(False).to_numpy(dtype=bool).astype(np.int64) << bit
+    distinct, counts = np.unique(code[types >= 0], return_counts=True)
+    table = {"type": pd.Series(np.asarray(type_names, dtype=object)[distinct >> len(names)])}
+    for bit, name in enumerate(reversed(names)):
+        table[name] = pd.Series((distinct >> bit) & 1 == 1, dtype=bool)
+    table[ANCHOR_ROWS] = pd.Series(counts, dtype=np.int64)
+    return pd.DataFrame(table, columns=[*RETENTION_COLUMNS, ANCHOR_ROWS])
 
 
 def measure_shown(traces: Sequence[Trace]) -> list[tuple[Losses, pd.DataFrame]]:
@@ -60,6 +70,17 @@ def _plain(trace: Trace) -> Trace:
         compactions=trace.compactions,
         settings=dict(trace.settings),
     )
+
+
+def _balanced(traces: Sequence[Trace], tasks: int) -> list[list[Trace]]:
+    """``traces`` in at most ``tasks`` groups of about equal compaction attempts (the cost of measuring one)."""
+    groups: list[list[Trace]] = [[] for _ in range(max(1, min(tasks, len(traces))))]
+    sizes = [0] * len(groups)
+    for trace in sorted(traces, key=lambda t: -len(t.compactions)):
+        smallest = sizes.index(min(sizes))
+        groups[smallest].append(trace)
+        sizes[smallest] += len(trace.compactions)
+    return groups
 
 
 class Measured:
@@ -89,7 +110,8 @@ class Measured:
 
     def start_shown(self, traces: Sequence[Trace]) -> None:
         """Measure replays the report shows in full: on the running process pool (collected by
-        :meth:`finish`; one task per conversation), else here and now."""
+        :meth:`finish`), else here and now. A conversation's traces are split into as many tasks as
+        the pool has workers, the most compactions first (each task builds the conversation's index once)."""
         pool = running_pool()
         by_conversation: dict[str, list[Trace]] = {}
         for trace in traces:
@@ -103,8 +125,9 @@ class Measured:
         for group in by_conversation.values():
             if pool is None:
                 self._keep(group, measure_shown(group))
-            else:
-                self._pending.append((group, pool.submit(measure_shown, [_plain(t) for t in group])))
+                continue
+            for task in _balanced(group, parallelism(pool)):
+                self._pending.append((task, pool.submit(measure_shown, [_plain(t) for t in task])))
 
     def finish(self) -> None:
         """Collect what the pool measured, then free the anchor indexes this process built."""

@@ -242,7 +242,11 @@ class Sweep:
         return settings
 
     def _cell_trace(self, key: CellKey) -> Trace:
-        """One cell's trace read from the folder (the last few are kept; shared, so never modified)."""
+        """One cell's tables read from the folder (the last few are kept; shared, so never modified).
+
+        Without the engine's events (:meth:`_engine_events`): only cross-checks read them, and their
+        summaries repeat the compaction rows'.
+        """
         held = self._read.get(key)
         trace = held[0] if held is not None else None
         if trace is None:
@@ -258,7 +262,6 @@ class Sweep:
                 steps=steps,
                 compactions=compactions,
                 settings=dict(source.settings),
-                engine_events=list(source.engine_events),
             )
             if (trace.settings["max_tokens"], trace.settings["keep_recent_tokens"]) != key[2:4]:
                 trace = derive(trace, key.max_tokens, key.keep_recent_tokens, source.region)
@@ -279,8 +282,12 @@ class Sweep:
             steps=trace.steps.copy(),
             compactions=trace.compactions.copy(),
             settings=dict(trace.settings),
-            engine_events=list(trace.engine_events),
+            engine_events=self._engine_events(key),
         )
+
+    def _engine_events(self, key: CellKey) -> list[dict[str, Any]]:
+        """The engine's events of a cell's replay (a cell derived from it has the same ones), read when asked."""
+        return list(self._sources[self._cells[key]].engine_events)
 
     def stored_traces(self) -> list[tuple[CellKey, StoredTrace]]:
         """``(CellKey, trace)`` of every complete cell, each reading its tables only when used.
@@ -483,10 +490,9 @@ class Sweep:
 
 
 def _summary_chars(trace: Trace) -> int:
-    """Characters of summary text a trace holds (its compaction rows and the engine's events)."""
+    """Characters of summary text a trace's compaction rows hold."""
     texts = trace.compactions["summary_text"] if "summary_text" in trace.compactions else pd.Series(dtype=object)
-    in_rows = int(texts.map(lambda text: len(text) if isinstance(text, str) else 0).sum())
-    return in_rows + sum(len(event.get("summary") or "") for event in trace.engine_events)
+    return int(texts.map(lambda text: len(text) if isinstance(text, str) else 0).sum())
 
 
 def source_failures(source: Source) -> pd.DataFrame:
@@ -539,7 +545,7 @@ class StoredTrace(Trace):
 
     @property
     def engine_events(self) -> list[dict[str, Any]]:
-        return self.sweep._cell_trace(self.cell).engine_events
+        return self.sweep._engine_events(self.cell)
 
     @engine_events.setter
     def engine_events(self, value: list[dict[str, Any]]) -> None:
