@@ -419,6 +419,25 @@ def test_workers_write_replays_to_disk_and_the_engine_events_stay_there(small, t
         assert_same(earlier.trace(key[0], key[2], key[3], key[1]), trace)
 
 
+def test_a_conversation_costing_more_than_a_workers_share_is_cut_by_keep_recent_tokens(small):
+    """With two workers, the conversation that alone costs more than half the grid is cut into two units by
+    keep_recent_tokens (the others stay whole), and every cell equals the uncut sweep's."""
+    from zett_lab.study.sweep import replay_cost
+
+    conversations = [c for c in small if c.id in ("auth-refresh-token", "api-v2-deprecation", "billing-rounding")]
+    costs = sorted(replay_cost(c) for c in conversations)
+    assert costs[-1] > sum(costs) / 2 > costs[-2]
+    grid = dict(max_tokens=[3_000, 6_000], keep_recent_tokens=[500, 1_000, 1_500, 2_000], cache=False, progress=False)
+    with cf.ThreadPoolExecutor(max_workers=2) as pool:
+        cut = sweep(conversations, executor=pool, **grid)
+    whole = sweep(conversations, executor="serial", **grid)
+    assert (cut.config["units"], whole.config["units"]) == (4, 3)
+    cells = list(cut.traces())
+    assert len(cells) == len(list(whole.traces())) == 3 * 2 * 4
+    for key, trace in cells:
+        assert_same(trace, whole.trace(key[0], key[2], key[3], key[1]))
+
+
 # --- decision boundaries ------------------------------------------------------------------------------
 
 
