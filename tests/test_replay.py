@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from zett_agent.extensions.compaction import CompactionExtension
 from zett_agent.messages import AssistantMessage, ToolMessage
 
@@ -237,3 +239,44 @@ def test_replaying_a_compacted_recording_reproduces_its_snapshots(fixture_conver
     ]
     assert list(applied["summary_text"]) == [n.summary for n in snapshots]  # the text the summary model wrote
     assert "usage" in set(trace.steps["estimate_source"])
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    content=st.text(max_size=20),
+    calls=st.lists(st.tuples(st.text(max_size=6), st.dictionaries(st.text(max_size=5), _json, max_size=3)), max_size=3),
+    attributes=st.dictionaries(st.text(max_size=5), _json, max_size=2),
+)
+def test_the_runtime_gets_a_deep_copy_of_each_recorded_message_every_time(content, calls, attributes):
+    """What the runtime is handed equals ``copy.deepcopy`` of the recorded message, shares nothing mutable with
+    it, and changing one copy changes neither the recording nor the next copy."""
+    import copy
+
+    from zett_agent.messages import ToolCall
+
+    from zett_lab.replay.playback import runtime_copy
+
+    recorded = AssistantMessage(
+        content=content,
+        tool_calls=tuple(ToolCall(id=f"call-{n}", name=name, arguments=args) for n, (name, args) in enumerate(calls)),
+        attributes=attributes,
+    )
+    expected = copy.deepcopy(recorded)
+    first = runtime_copy(recorded)
+    assert first == expected and first is not recorded
+    first.attributes["changed"] = True
+    for call in first.tool_calls:
+        call.arguments["changed"] = True
+        call.name = "changed"
+    second = runtime_copy(recorded)
+    assert recorded == expected and second == expected and second is not first
+    content_list = [{"type": "text", "text": content}]
+    copied = runtime_copy(content_list)
+    assert copied == content_list and copied is not content_list and copied[0] is not content_list[0]

@@ -9,10 +9,11 @@ engine's own hooks are probed in :mod:`zett_lab.replay.engine`.
 from __future__ import annotations
 
 import copy
+import pickle
 from collections import defaultdict, deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from zett_agent.messages import AssistantMessage, ToolMessage
 from zett_agent.model import ModelEvent, ModelRequest, ModelResponse, ModelUsage, RetryOptions
@@ -20,6 +21,8 @@ from zett_agent.tools.base import AgentTool, current_tool_call_id
 
 from ..load.conversation import Conversation
 from .recorder import PassRecord, Recording
+
+T = TypeVar("T")
 
 
 class TurnInterrupted(Exception):
@@ -78,6 +81,33 @@ class ReplayCursor:
         return self.recording.finish_pass(self.current, step)
 
 
+#: Recorded values pickled once each, by identity (the value is held, so its id is not reused meanwhile).
+_PICKLED: dict[int, tuple[object, bytes]] = {}
+#: Entries kept before the memo is cleared (about one per recorded assistant message of the conversations replayed).
+_PICKLED_KEPT = 100_000
+
+
+def runtime_copy(value: T) -> T:
+    """A deep copy of a recorded message or tool result for the runtime to own (it may change what it is given).
+
+    The same as ``copy.deepcopy``: a pickle round trip, each value pickled once (a sweep plays the same
+    recorded messages in every replay), so a copy is one ``pickle.loads``. Recordings are never changed
+    in place while replayed (the token counter remembers counts by identity too).
+    """
+    if isinstance(value, str):
+        return value
+    held = _PICKLED.get(id(value))
+    if held is None or held[0] is not value:
+        try:
+            data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:  # noqa: BLE001 - something pickle cannot copy: deepcopy can, or says why
+            return copy.deepcopy(value)
+        if len(_PICKLED) >= _PICKLED_KEPT:
+            _PICKLED.clear()
+        held = _PICKLED[id(value)] = (value, data)
+    return cast(T, pickle.loads(held[1]))
+
+
 class ReplayModel:
     """Plays back the recorded assistant messages, one per model step, and records each step."""
 
@@ -107,7 +137,7 @@ class ReplayModel:
             raise EndOfRecording
         index = indices[replay.cursor]
         replay.cursor += 1
-        reply = copy.deepcopy(message)
+        reply = runtime_copy(message)
         yield ModelEvent.completed(ModelResponse(reply, usage=self._usage_for(index, request, reply)))
 
 
@@ -144,7 +174,7 @@ class RecordedTools:
             raise EndOfRecording
         result = queue.popleft()
         self.used += 1
-        content = copy.deepcopy(result.content)
+        content = runtime_copy(result.content)
         if not result.success:
             raise RecordedFailure(result.text if not isinstance(content, str) else content)
         return content

@@ -23,8 +23,14 @@ from ..tokens import warm_up
 
 T = TypeVar("T")
 
-#: Modules the default pool's fork server imports once, so workers start with them loaded.
-PRELOAD = ("zett_lab.study.units", "zett_lab.replay", "zett_lab.summarizers", "zett_lab.measure")
+#: Modules the default pool's fork server imports once, so workers start with them (and the vocabulary) loaded.
+PRELOAD = (
+    "zett_lab.study.units",
+    "zett_lab.replay",
+    "zett_lab.summarizers",
+    "zett_lab.measure",
+    "zett_lab.study.worker_start",
+)
 
 
 class SerialExecutor(cf.Executor):
@@ -41,8 +47,9 @@ class SerialExecutor(cf.Executor):
         return future
 
 
-def _warm_worker() -> None:
-    """Load the o200k vocabulary when a worker starts (instead of inside its first cell)."""
+def warm_worker() -> None:
+    """Load the o200k vocabulary when a worker starts (instead of inside its first cell); at once when the fork
+    server preloaded it."""
     with contextlib.suppress(Exception):  # the first replay reports any real problem
         warm_up()
 
@@ -70,7 +77,7 @@ def default_executor() -> cf.ProcessPoolExecutor:
             context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
             if context.get_start_method() == "forkserver":
                 context.set_forkserver_preload(list(PRELOAD))
-            _POOL = cf.ProcessPoolExecutor(max_workers=default_workers(), mp_context=context, initializer=_warm_worker)
+            _POOL = cf.ProcessPoolExecutor(max_workers=default_workers(), mp_context=context, initializer=warm_worker)
         return _POOL
 
 

@@ -273,39 +273,36 @@ def _plan(
     unit_cache: SummaryCache | str | bool = (
         False if summary_cache is None else (WORKER_CACHE if is_remote(runner) else summary_cache)
     )
-    costs = {id(conversation): replay_cost(conversation) for conversation in items}
-    # What one worker's share of the whole grid would cost: a pair of conversation and summarizer costing
-    # more is cut into groups of keep_recent_tokens, so no worker is left with one long unit at the end.
-    share = sum(costs.values()) * len(specs) * len(engine_items) / parallelism(runner)
-    work: list[tuple[float, Conversation, str, list[int]]] = []
-    for conversation in items:
-        digest = fingerprint(conversation)
-        for keeps in _keep_groups([k for k, _ in keep_values], costs[id(conversation)], share):
-            work.append((costs[id(conversation)] * len(keeps), conversation, digest, keeps))
-    work.sort(key=lambda part: -part[0])  # the costliest first: submitted in this order
+    costs = [replay_cost(conversation) for conversation in items]
+    # One worker's share of the whole grid: a conversation and summarizer costing more is cut into groups
+    # of keep_recent_tokens, so no worker is left with one long unit at the end.
+    share = sum(costs) * len(specs) * len(engine_items) / parallelism(runner)
     summarizer_items = list(zip(shipped, models, labels, strict=True))
     units: list[Unit] = []
-    for _, conversation, digest, keeps in work:
+    for conversation, cost in zip(items, costs, strict=True):
+        digest = fingerprint(conversation)
+        groups = _keep_groups([k for k, _ in keep_values], cost, share)
         for (engine_label, engine), (spec, model, label) in itertools.product(engine_items, summarizer_items):
             concurrency = (
                 1 if is_offline(model) else (getattr(model, "max_concurrency", None) or DEFAULT_PROVIDER_CONCURRENCY)
             )
-            units.append(
-                Unit(
-                    index=len(units),
-                    conversation=conversation,
-                    fingerprint=digest,
-                    summarizer=spec,
-                    label=label,
-                    cells=[(m, k) for k in keeps for m, _ in max_values],
-                    cache=unit_cache,
-                    replay_options=dict(replay_options),
-                    concurrency=concurrency,
-                    engine=engine,
-                    engine_label=engine_label,
-                    **unit_options,
+            for keeps in groups:
+                units.append(
+                    Unit(
+                        index=len(units),
+                        conversation=conversation,
+                        fingerprint=digest,
+                        summarizer=spec,
+                        label=label,
+                        cells=[(m, k) for k in keeps for m, _ in max_values],
+                        cache=unit_cache,
+                        replay_options=dict(replay_options),
+                        concurrency=concurrency,
+                        engine=engine,
+                        engine_label=engine_label,
+                        **unit_options,
+                    )
                 )
-            )
     keys = {unit.index: unit_store_key(unit) for unit in units}
     return _Plan(
         items,
@@ -362,7 +359,10 @@ def replay_cost(conversation: Conversation) -> float:
 
 def _keep_groups(keeps: list[int], cost: float, share: float) -> list[list[int]]:
     """``keep_recent_tokens`` values per unit of one conversation and summarizer: all in one (forks share the
-    most), cut into as many groups as it takes for each to cost at most one worker's ``share``."""
+    most), cut into as many groups as it takes for each to cost at most one worker's ``share``.
+
+    Neighbouring values stay together: they take the same decisions longest, so share the most forks.
+    """
     parts = min(len(keeps), max(1, math.ceil(cost / share))) if share > 0 else 1
     size = -(-len(keeps) // parts)
     return [keeps[i : i + size] for i in range(0, len(keeps), size)]
@@ -498,12 +498,13 @@ class _Collector:
 
 
 def _run(plan: _Plan, runner: cf.Executor, collector: _Collector, tracker: Progress, *, strict: bool) -> None:
-    """Submit units (in the plan's order: the costliest first), a bounded number at a time, and collect them as they finish.
+    """Submit units (the costliest first: :func:`replay_cost` × cells), a bounded number at a time, and collect them as they finish.
 
     The bar moves cell by cell where units can report (:mod:`zett_lab.study.ticks`), else unit
     by unit. ``strict``: stop at the first failed cell (:class:`~zett_lab.errors.ResultFailure` naming it).
     """
-    order = deque(plan.units)
+    costs = {id(c): replay_cost(c) for c in plan.conversations}
+    order = deque(sorted(plan.units, key=lambda u: -costs[id(u.conversation)] * len(u.cells)))
     in_flight_limit = max(2, 2 * parallelism(runner))
     futures: dict[cf.Future[UnitResult], Unit] = {}
     reported: dict[int, int] = {}
