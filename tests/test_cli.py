@@ -14,7 +14,7 @@ import pytest
 import zett_lab
 from tests.conftest import FIXTURES, ROOT
 from tests.test_report import evil_conversation
-from zett_lab.errors import SettingError
+from zett_lab.errors import InputError, SettingError
 from zett_lab.replay.trace import Trace
 from zett_lab.show.cli import EXIT_ERROR, EXIT_USAGE, parse_grid, parse_tokens
 
@@ -549,10 +549,16 @@ def test_sweep_then_report_from_the_saved_sweep(tmp_path: Path) -> None:
     assert SESSION in page and "truncate" in page and "<svg" in page
     assert json.loads((tmp_path / "report.json").read_text())["study"]["replays"] == 4
     assert (tmp_path / "report.md").read_text().startswith("# ")
-    damaged = sorted((out / "sources").glob("*.engine-events.json"))[0]  # a damaged save: one error, no page
-    damaged.write_text('{"broken')
+    events = sorted((out / "sources").glob("*.engine-events.json"))[0]  # read only when asked for: one error then
+    events.write_text('{"broken')
+    with pytest.raises(InputError, match="engine events.*run the sweep again") as raised:
+        for _, trace in Sweep.load(out).traces():
+            assert trace.engine_events is not None
+    assert events.name in str(raised.value)
+    damaged = sorted((out / "sources").glob("*.compactions.parquet"))[0]  # a table the report reads: no page
+    damaged.write_bytes(b"PAR1 not a table PAR1")
     line = one_error_line(run("report", out, "-o", tmp_path / "damaged.html"))
-    assert damaged.name in line and "engine events" in line and "run the sweep again" in line
+    assert damaged.name in line and "sweep table" in line and "run the sweep again" in line
     assert not (tmp_path / "damaged.html").exists()
     line = one_error_line(run("report", out, "-o", tmp_path / "x.html", "--max-tokens", "1k"))
     assert "saved sweep" in line

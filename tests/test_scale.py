@@ -286,3 +286,26 @@ def test_retention_counts_are_the_flags_grouped_and_counted(rows):
         .reset_index()
     )
     pd.testing.assert_frame_equal(counted, expected)
+
+
+def test_units_of_one_conversation_share_one_message_list_and_its_index(fixture_conversations):
+    """Each unit arrives with its own copy of a conversation: a worker swaps in the list it holds for the same
+    fingerprint (so the anchor index is built once), keeping the copy's own other fields."""
+    import copy
+    import dataclasses
+
+    from zett_lab.measure.message_index import index_of
+    from zett_lab.study.grid import fingerprint
+    from zett_lab.study.units import shared_messages
+
+    original = next(c for c in fixture_conversations if c.id == "billing-rounding")
+    first = shared_messages(original, fingerprint(original))
+    arrived = dataclasses.replace(copy.deepcopy(original), probes=[], metadata={"unit": 2})
+    second = shared_messages(arrived, fingerprint(arrived))
+    assert second.messages is first.messages and second.messages is not arrived.messages
+    assert second.probes == [] and second.metadata == {"unit": 2}
+    assert index_of(second.messages) is index_of(first.messages)
+    other = next(c for c in fixture_conversations if c.id == "ci-flaky-kafka")
+    assert shared_messages(other, fingerprint(other)).messages is other.messages
+    shorter = dataclasses.replace(copy.deepcopy(original), messages=copy.deepcopy(original.messages[:-1]))
+    assert shared_messages(shorter, fingerprint(original)).messages is shorter.messages  # not the same list: kept

@@ -18,11 +18,14 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from ..load.conversation import Conversation
 from ..measure import Losses, measure
 from ..measure.message_index import release_indexes
 from ..replay.trace import Trace
 from .executors import parallelism, running_pool
+from .grid import fingerprint
 from .results import StoredTrace
+from .units import shared_messages
 
 #: The per-anchor columns the anchor-retention figure reads (its flags per anchor type).
 RETENTION_COLUMNS = ["type", "applied", "in_summary", "in_tail", "needed_later", "lost_but_needed"]
@@ -55,6 +58,16 @@ def retention_counts(anchors: pd.DataFrame) -> pd.DataFrame:
 def measure_shown(traces: Sequence[Trace]) -> list[tuple[Losses, pd.DataFrame]]:
     """Per trace: its losses with only the lost-but-needed anchor rows, and its :func:`retention_counts`."""
     return [_as_shown(measure(trace)) for trace in traces]
+
+
+def measure_shown_on_worker(traces: Sequence[Trace]) -> list[tuple[Losses, pd.DataFrame]]:
+    """:func:`measure_shown` in a pool's worker, on the message list the worker's replays of that conversation
+    used (:func:`~zett_lab.study.units.shared_messages`): its anchor index is built already."""
+    shared: dict[int, Conversation] = {}
+    for trace in traces:
+        if id(trace.conversation) not in shared:
+            shared[id(trace.conversation)] = shared_messages(trace.conversation, fingerprint(trace.conversation))
+    return measure_shown([dataclasses.replace(trace, conversation=shared[id(trace.conversation)]) for trace in traces])
 
 
 def _as_shown(losses: Losses) -> tuple[Losses, pd.DataFrame]:
@@ -127,7 +140,7 @@ class Measured:
                 self._keep(group, measure_shown(group))
                 continue
             for task in _balanced(group, parallelism(pool)):
-                self._pending.append((task, pool.submit(measure_shown, [_plain(t) for t in task])))
+                self._pending.append((task, pool.submit(measure_shown_on_worker, [_plain(t) for t in task])))
 
     def finish(self) -> None:
         """Collect what the pool measured, then free the anchor indexes this process built."""

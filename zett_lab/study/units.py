@@ -13,12 +13,14 @@ replays' tables and, for a worker that keeps its own summary cache, the summarie
 from __future__ import annotations
 
 import concurrent.futures as cf
+import dataclasses
 import json
 import os
 import socket
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -253,9 +255,31 @@ def _open_cache(unit: Unit) -> SummaryCache | _CollectingCache | bool:
     return unit.cache if isinstance(unit.cache, SummaryCache) else SummaryCache(str(unit.cache))
 
 
+#: The message lists of the conversations this process replayed, by fingerprint (the last few).
+_MESSAGES: OrderedDict[str, list[Any]] = OrderedDict()
+_MESSAGES_KEPT = 4
+
+
+def shared_messages(conversation: Conversation, digest: str) -> Conversation:
+    """``conversation`` holding the message list this process already has for the same fingerprint.
+
+    Every unit (and every task of a report) arrives with its own copy of the conversation; one shared
+    list lets the anchor index, the observed values and the token counts kept per list serve them all
+    (building a long conversation's index takes seconds, and each copy kept one alive).
+    """
+    held = _MESSAGES.get(digest)
+    if held is None or len(held) != len(conversation.messages):  # (a list changed in place since: not shared)
+        held = _MESSAGES[digest] = conversation.messages
+        while len(_MESSAGES) > _MESSAGES_KEPT:
+            _MESSAGES.popitem(last=False)
+    _MESSAGES.move_to_end(digest)
+    return conversation if held is conversation.messages else dataclasses.replace(conversation, messages=held)
+
+
 def run_unit(unit: Unit) -> UnitResult:
     """Answer every cell of ``unit`` (see the module docstring)."""
     started, cpu_started = time.perf_counter(), time.process_time()
+    unit = dataclasses.replace(unit, conversation=shared_messages(unit.conversation, unit.fingerprint))
     model = resolve_summarizer(unit.summarizer)
     planner = ForkPlanner(
         prefix_key(unit),
