@@ -312,8 +312,8 @@ class AnchorPart:
 
 
 def anchor_table(index: ConversationIndex, parts: Sequence[AnchorPart]) -> pd.DataFrame:
-    """``losses.anchors`` of a trace: every attempt's rows, typed as :func:`~zett_lab.measure.columns.frame` types
-    ``ANCHOR_COLUMNS``.
+    """``losses.anchors`` of a trace: every attempt's rows, with the dtypes :func:`~zett_lab.measure.columns.frame`
+    gives ``ANCHOR_COLUMNS``.
 
     Built once from the joined arrays, the texts taken by key id: a long conversation has
     millions of these rows, so neither per-row Python objects nor a table per attempt.

@@ -124,7 +124,7 @@ class Measured:
     def start_shown(self, traces: Sequence[Trace]) -> None:
         """Measure replays the report shows in full: on the running process pool (collected by
         :meth:`finish`), else here and now. A conversation's traces are split into as many tasks as
-        the pool has workers, the most compactions first (each task builds the conversation's index once)."""
+        the pool has workers, the most compactions first (a worker reuses the anchor index its replays built)."""
         pool = running_pool()
         by_conversation: dict[str, list[Trace]] = {}
         for trace in traces:

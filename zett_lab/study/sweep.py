@@ -498,7 +498,8 @@ class _Collector:
 
 
 def _run(plan: _Plan, runner: cf.Executor, collector: _Collector, tracker: Progress, *, strict: bool) -> None:
-    """Submit units (the costliest first: :func:`replay_cost` × cells), a bounded number at a time, and collect them as they finish.
+    """Submit units, the costliest first (:func:`replay_cost` × cells), a bounded number at a time, and collect
+    them as they finish.
 
     The bar moves cell by cell where units can report (:mod:`zett_lab.study.ticks`), else unit
     by unit. ``strict``: stop at the first failed cell (:class:`~zett_lab.errors.ResultFailure` naming it).
