@@ -11,8 +11,9 @@
    time, and peak RSS (``ru_maxrss``) above the child's RSS after imports and loading, with
    ratios to 1×. The grid's thresholds are fixed, so a longer conversation is compacted more
    often per token (the counts are printed): the cold run includes computing those summaries.
-   Fewer cells share a replay on a longer conversation (the replay counts are printed), so the
-   CPU time per distinct replay is printed too.
+   Fewer cells share a replay on a longer conversation (the replay counts are printed), and a
+   forked replay shares only the steps before its first different decision, so the CPU time per
+   distinct replay and per step the replays ran themselves are printed too.
 
 Run: .venv/bin/python bench/memory.py
 Prints figures and ratios measured in this run.
@@ -107,12 +108,15 @@ def child(scale: int) -> None:
             executor="serial",
             progress=False,
         )
+        ran = result.results[result.results["replayed"].eq(True)]
         runs[name] = {
             "seconds": time.perf_counter() - started,
             "cpu": time.process_time() - cpu,
             "replays": result.config["replays"],
             "summary_calls": result.config["model_calls"],
             "compactions": int(result.results["compactions_applied"].sum()),
+            # Steps the replays ran themselves (a fork takes its shared prefix from the replay it forked from).
+            "steps_run": int((ran["steps"] - ran["shared_steps"]).sum()),
             "errors": result.config["errors"],
         }
         if name == "cold":
@@ -179,7 +183,8 @@ def main() -> None:
         cold, warm = row["cold"], row["warm"]
         grown = cold["peak_mb"] - row["baseline_mb"]
         print(
-            f"  {row['scale']}×: {row['messages']} messages, {row['tokens']} tokens, {cold['replays']} replays, "
+            f"  {row['scale']}×: {row['messages']} messages, {row['tokens']} tokens, {cold['replays']} replays "
+            f"({cold['steps_run']} steps run), "
             f"{cold['compactions']} compactions, {cold['summary_calls']} summary calls (cold)"
             + (f", {cold['errors']} errors" if cold["errors"] else "")
         )
@@ -194,9 +199,11 @@ def main() -> None:
     for row in rows[1:]:
         for name in ("cold", "warm"):
             per_replay = (row[name]["cpu"] / row[name]["replays"]) / (first[name]["cpu"] / first[name]["replays"])
+            per_step = (row[name]["cpu"] / row[name]["steps_run"]) / (first[name]["cpu"] / first[name]["steps_run"])
             print(
                 f"time growth {row['scale']}x length ({name}): {row[name]['seconds'] / first[name]['seconds']:.2f}x wall, "
-                f"{row[name]['cpu'] / first[name]['cpu']:.2f}x CPU, {per_replay:.2f}x CPU per distinct replay"
+                f"{row[name]['cpu'] / first[name]['cpu']:.2f}x CPU, {per_replay:.2f}x CPU per distinct replay, "
+                f"{per_step:.2f}x CPU per step run, steps run {row[name]['steps_run'] / first[name]['steps_run']:.2f}x"
             )
         print(
             f"memory growth {row['scale']}x length: "
