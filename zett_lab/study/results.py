@@ -516,8 +516,9 @@ _READ_FROM_SWEEP = "a stored trace's tables are read from its sweep; copy it wit
 class StoredTrace(Trace):
     """The trace of one sweep cell whose tables are read from the sweep's folder when used.
 
-    ``conversation`` and ``settings`` are in memory; ``steps``, ``compactions`` and
-    ``engine_events`` come from the sweep, which keeps the tables of the last few cells read.
+    ``conversation`` and ``settings`` are in memory; ``steps`` and ``compactions`` come from the
+    sweep, which keeps the tables of the last few cells read; ``engine_events`` are read from the
+    sweep's folder each time they are asked for.
     Equal to ``sweep.trace(...)`` of its cell; the tables are shared, so never modify them.
     """
 

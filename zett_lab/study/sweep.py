@@ -109,6 +109,8 @@ class _Plan:
     cache: SummaryCache | None
     units: list[Unit]
     keys: dict[int, StoreKey]
+    #: The units in the order they are submitted: the costliest first (:func:`replay_cost` × cells).
+    order: list[Unit]
 
 
 def sweep(
@@ -304,6 +306,8 @@ def _plan(
                     )
                 )
     keys = {unit.index: unit_store_key(unit) for unit in units}
+    cost_of = {id(conversation): cost for conversation, cost in zip(items, costs, strict=True)}
+    order = sorted(units, key=lambda unit: -cost_of[id(unit.conversation)] * len(unit.cells))
     return _Plan(
         items,
         window,
@@ -315,6 +319,7 @@ def _plan(
         summary_cache,
         units,
         keys,
+        order,
     )
 
 
@@ -498,14 +503,13 @@ class _Collector:
 
 
 def _run(plan: _Plan, runner: cf.Executor, collector: _Collector, tracker: Progress, *, strict: bool) -> None:
-    """Submit units, the costliest first (:func:`replay_cost` × cells), a bounded number at a time, and collect
-    them as they finish.
+    """Submit units in the plan's order (the costliest first), a bounded number at a time, and collect them as
+    they finish.
 
     The bar moves cell by cell where units can report (:mod:`zett_lab.study.ticks`), else unit
     by unit. ``strict``: stop at the first failed cell (:class:`~zett_lab.errors.ResultFailure` naming it).
     """
-    costs = {id(c): replay_cost(c) for c in plan.conversations}
-    order = deque(sorted(plan.units, key=lambda u: -costs[id(u.conversation)] * len(u.cells)))
+    order = deque(plan.order)
     in_flight_limit = max(2, 2 * parallelism(runner))
     futures: dict[cf.Future[UnitResult], Unit] = {}
     reported: dict[int, int] = {}
