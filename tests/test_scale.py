@@ -254,6 +254,35 @@ def test_the_anchor_table_joins_each_attempts_span_anchors_in_order(fixture_conv
     assert checked > 1_000
 
 
+def test_refetches_are_the_later_tool_calls_that_name_a_lost_artifact(fixture_conversations):
+    """``refetch_calls``, ``refetched_anchors`` and each anchor row's ``refetched`` against a walk over the
+    tool calls: a call from ``n_recorded`` on whose artifact keys meet the span's artifacts in neither T_k nor Σ_k."""
+    from zett_lab.load.anchor_forms import ARTIFACT_TYPES
+    from zett_lab.measure.message_index import index_of
+
+    refetches = 0
+    for conversation in fixture_conversations:
+        trace = replay(conversation, max_tokens=6_000, keep_recent_tokens=1_500, cache=False)
+        losses = measure(trace)
+        index = index_of(trace.conversation.messages)
+        recorded = trace.compactions.set_index("compaction_id")["n_recorded"]
+        for attempt in losses.compactions[losses.compactions["retained_anchors"].notna()].itertuples():
+            rows = losses.anchors[losses.anchors["compaction_id"] == attempt.compaction_id]
+            keys = list(zip(rows["type"], rows["normalized"], strict=True))
+            lost = {
+                key
+                for key, tail, kept in zip(keys, rows["in_tail"], rows["in_summary"], strict=True)
+                if key[0] in ARTIFACT_TYPES and not tail and not kept
+            }
+            hits = [call_keys & lost for at, call_keys in index.tool_calls if at >= recorded[attempt.compaction_id]]
+            refetched = set().union(*hits)
+            assert attempt.refetch_calls == sum(1 for hit in hits if hit)
+            assert attempt.refetched_anchors == len(refetched)
+            assert {key for key, flag in zip(keys, rows["refetched"], strict=True) if flag} == refetched
+            refetches += attempt.refetch_calls
+    assert refetches > 0
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     st.lists(

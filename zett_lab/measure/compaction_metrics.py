@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
-from ..load.anchors import ANCHOR_TYPES, AnchorKey, loose
+from ..load.anchors import ANCHOR_TYPES, loose
 from ..load.conversation import CHECKPOINT_PREFIX, Probe
 from ..records import is_missing
 from ..replay.recorder import FAILURE_REASONS, NOT_SMALLER
@@ -229,20 +229,18 @@ def _sequential_sum(values: np.ndarray) -> float:
     return functools.reduce(operator.add, values.tolist(), 0.0)
 
 
-def _refetches(index: ConversationIndex, lost: list[AnchorKey], n_recorded: int) -> tuple[int, set[AnchorKey]]:
-    """Tool calls of F_k mentioning an artifact anchor of S_k that is in neither T_k nor Σ_k, and those anchors."""
-    lost_artifacts = set(lost)
-    calls = 0
-    refetched: set[AnchorKey] = set()
-    if lost_artifacts:
-        for call_index, call_keys in index.tool_calls:
-            if call_index < n_recorded:
-                continue
-            hit = call_keys & lost_artifacts
-            if hit:
-                calls += 1
-                refetched |= hit
-    return calls, refetched
+def _refetches(index: ConversationIndex, lost: np.ndarray, n_recorded: int) -> tuple[int, np.ndarray]:
+    """Tool calls of F_k mentioning an artifact anchor of S_k that is in neither T_k nor Σ_k, and those anchors' ids.
+
+    ``lost`` holds the ids of those anchors; the calls are :class:`~zett_lab.measure.message_index.KeyArrays`' (call, key) pairs from
+    message ``n_recorded`` on.
+    """
+    arrays = index.arrays
+    is_lost = np.zeros(len(arrays.keys), dtype=bool)
+    is_lost[lost] = True
+    later = slice(int(np.searchsorted(arrays.call_message, n_recorded)), None)
+    hit = is_lost[arrays.call_key[later]]
+    return len(np.unique(arrays.call_number[later][hit])), np.unique(arrays.call_key[later][hit])
 
 
 def _anchor_columns(
@@ -260,10 +258,9 @@ def _anchor_columns(
     ids = span.ids
     in_summary = _in_summary(index, span, text_index)
     lost = arrays.artifact[ids] & ~span.in_tail & ~in_summary
-    refetch_calls, refetched = _refetches(index, [arrays.keys[i] for i in ids[lost].tolist()], window.n_recorded)
+    refetch_calls, refetched_ids = _refetches(index, ids[lost], window.n_recorded)
     needed_later = (span.next_use >= 0) & ~span.in_tail
     if view.keep_anchors:
-        refetched_ids = np.fromiter((index.key_ids[key] for key in refetched), dtype=np.int64, count=len(refetched))
         anchor_rows.append(AnchorPart(where, span, in_summary, needed_later, np.isin(ids, refetched_ids)))
     types = arrays.type_code[ids]
     per_type_total = np.bincount(types, minlength=len(ANCHOR_TYPES))
@@ -290,7 +287,7 @@ def _anchor_columns(
         "constraints_visible": constraints_visible,
         "instruction_survival": ratio(constraints_visible, constraints),
         "refetch_calls": refetch_calls,
-        "refetched_anchors": len(refetched),
+        "refetched_anchors": len(refetched_ids),
         **{
             f"retention_{t}": ratio(int(per_type_kept[code]), int(per_type_total[code]))
             for code, t in enumerate(ANCHOR_TYPES)

@@ -90,6 +90,11 @@ class KeyArrays:
     type_names: np.ndarray
     normalized: np.ndarray
     first_values: np.ndarray
+    #: One entry per (tool call, artifact key of its arguments), in message order: the message holding the
+    #: call, the call's number among the conversation's tool calls, and the key's id.
+    call_message: np.ndarray
+    call_number: np.ndarray
+    call_key: np.ndarray
 
     def first_in(self, codes: np.ndarray, ids: np.ndarray, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
         """Per key of ``ids``: the first message in ``[start, end)`` in ``codes`` (-1: none), and where it is in ``codes``."""
@@ -194,6 +199,15 @@ class ConversationIndex:
         needle_index: dict[str, int] = {}
         needle_id = [needle_index.setdefault(n, len(needle_index)) if n else -1 for n in map(needle_of, keys)]
         types = {name: code for code, name in enumerate(ANCHOR_TYPES)}
+        calls = np.asarray(
+            [
+                (index, number, id_of[key])
+                for number, (index, call_keys) in enumerate(self.tool_calls)
+                for key in call_keys
+                if key in id_of
+            ],
+            dtype=np.int64,
+        ).reshape(-1, 3)
         return KeyArrays(
             keys=keys,
             stride=stride,
@@ -210,6 +224,9 @@ class ConversationIndex:
             type_names=_objects([key[0] for key in keys]),
             normalized=_objects([key[1] for key in keys]),
             first_values=_objects([self.first_value[key] for key in keys]),
+            call_message=calls[:, 0],
+            call_number=calls[:, 1],
+            call_key=calls[:, 2],
         )
 
     def span_anchors(self, start: int, end: int, n_recorded: int) -> SpanAnchors:

@@ -1,0 +1,371 @@
+"""The result of one replay: a step table, a compaction table, and how they were produced.
+
+Columns are documented in ``docs/trace-schema.md``. A trace saves to one JSON
+file or one Parquet file (the step table, with everything else in the file's
+metadata) and loads back without re-running the replay.
+
+Example::
+
+    >>> trace.save("trace.parquet")           # doctest: +SKIP
+    >>> Trace.load("trace.parquet").steps     # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from pandas.arrays import BooleanArray, IntegerArray
+from zett_agent.extensions.compaction import CompactedMessage
+from zett_agent.messages import AnyMessage, SystemMessage
+from zett_agent.model import ModelUsage
+from zett_agent.storage import decode_messages, encode_messages
+
+from ..errors import InputError, OutputError
+from ..files import atomic_path, check_output, write_atomic
+from ..load.conversation import CHECKPOINT_PREFIX, Conversation, NativeCompaction, Probe
+from ..records import is_missing, records
+from .live import is_live_trace, read_live_session
+from .recorder import (
+    BOOLEAN_COLUMNS,
+    COMPACTION_COLUMNS,
+    COMPACTION_SUMMARY_COLUMNS,
+    ENGINE_FAILED,
+    FAILURE_REASONS,
+    FLOAT_COLUMNS,
+    INTEGER_COLUMNS,
+    LIVE_COMPACTION_COLUMNS,
+    LIVE_STEP_COLUMNS,
+    NOT_SMALLER,
+    STEP_COLUMNS,
+    STEP_SUMMARY_COLUMNS,
+    SUMMARY_FAILED,
+)
+
+TRACE_FORMAT = "zett-lab-trace"
+TRACE_VERSION = 1
+_PARQUET_KEY = b"zett_lab.trace"
+
+#: Columns of a failure count (``failure_counts`` of a Trace, Sweep or Report): one row per distinct
+#: cause, i.e. per failed thing (``what``: "summary call" or "sweep cell"), summarizer and kind of
+#: error, with the first error's text (``cause``) and how often it happened (``count``).
+FAILURE_COLUMNS = ["what", "summarizer", "kind", "cause", "count"]
+
+
+def one_line(text: object, limit: int = 400) -> str:
+    """``text`` on one line (whitespace collapsed), cut to ``limit`` characters."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def failure_counts(compactions: pd.DataFrame) -> pd.DataFrame:
+    """Failed attempts per distinct cause (:data:`FAILURE_COLUMNS`), most frequent first.
+
+    A failed summary call counts as ``"summary call"``, an engine that raised during its pass
+    (outside the summary call) as ``"engine pass"``.
+    """
+    reasons = compactions["skip_reason"] if len(compactions) else None
+    if reasons is None or not reasons.isin((SUMMARY_FAILED, ENGINE_FAILED)).any():
+        return pd.DataFrame(columns=FAILURE_COLUMNS)  # the common case, without building and grouping empty tables
+    parts = []
+    for what, reason in (("summary call", SUMMARY_FAILED), ("engine pass", ENGINE_FAILED)):
+        failed = compactions[reasons == reason]
+        parts.append(count_causes(what, failed["summarizer"], failed["error_kind"], failed["error"]))
+    return combine_failure_counts(parts)
+
+
+def combine_failure_counts(tables: list[pd.DataFrame]) -> pd.DataFrame:
+    """Several failure counts as one: counts of the same (what, summarizer, kind) added, the first cause kept."""
+    parts = [t for t in tables if len(t)]
+    if not parts:
+        return pd.DataFrame(columns=FAILURE_COLUMNS)
+    grouped = (
+        pd.concat(parts, ignore_index=True)
+        .groupby(["what", "summarizer", "kind"], sort=False)
+        .agg(cause=("cause", "first"), count=("count", "sum"))
+        .reset_index()
+    )
+    return grouped.sort_values("count", ascending=False, kind="stable").reset_index(drop=True)[FAILURE_COLUMNS]
+
+
+def count_causes(what: str, summarizers: pd.Series, kinds: pd.Series, errors: pd.Series) -> pd.DataFrame:
+    """Rows of :data:`FAILURE_COLUMNS` from one (summarizer, kind, error text) per failed ``what``."""
+    table = pd.DataFrame(
+        {
+            "what": what,
+            "summarizer": summarizers.astype(object).to_numpy(),
+            "kind": kinds.astype(object).to_numpy(),
+            "cause": [one_line(e) for e in errors.astype(object)],
+            "count": 1,
+        }
+    )
+    return combine_failure_counts([table.fillna({"summarizer": "", "kind": ""})])
+
+
+def frame(rows: list[dict[str, Any]], columns: list[str]) -> pd.DataFrame:
+    """A DataFrame with fixed columns and nullable integer/boolean dtypes (built column by column: a sweep makes thousands)."""
+    extra = [key for row in rows[:1] for key in row if key not in columns]
+    columns = [*columns, *extra]
+    data: dict[str, Any] = {}
+    for column in columns:
+        values = [row.get(column) for row in rows]
+        if column in INTEGER_COLUMNS:
+            data[column] = _nullable(values, int)
+        elif column in BOOLEAN_COLUMNS:
+            data[column] = _nullable(values, bool)
+        elif column in FLOAT_COLUMNS:
+            data[column] = pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").astype("float64")
+        else:
+            data[column] = pd.Series([None if is_missing(v) else v for v in values], dtype=object)
+    return pd.DataFrame(data, columns=columns)
+
+
+def _nullable(values: list[Any], kind: type[int] | type[bool]) -> IntegerArray | BooleanArray:
+    """A nullable Int64 (``kind`` int) or boolean array of ``values``, as ``pd.array`` makes it.
+
+    When every value is exactly ``kind`` or None (a recorder's rows) the array is built from
+    its data and mask directly: ``pd.array`` first infers each value's type, which was most
+    of building a trace's tables. Anything else (numpy scalars, NaN, pd.NA) is left to it.
+    """
+    exact = all(type(value) is kind or value is None for value in values)
+    try:
+        data = (
+            np.array([False if v is None else v for v in values], dtype=np.int64 if kind is int else bool)
+            if exact
+            else None
+        )
+    except OverflowError:  # an integer beyond int64: pandas raises its own error
+        data = None
+    if data is None:
+        return pd.array(values, dtype="Int64") if kind is int else pd.array(values, dtype="boolean")
+    missing = np.array([value is None for value in values], dtype=bool)
+    return IntegerArray(data, missing) if kind is int else BooleanArray(data, missing)
+
+
+@dataclass
+class Trace:
+    """One replay of one conversation under one setting.
+
+    Attributes:
+        conversation: The replayed conversation (needed to rebuild contexts and measure loss).
+        steps: One row per model step (``docs/trace-schema.md``).
+        compactions: One row per summary attempt or manual pass.
+        settings: Limits, summarizer identity, counter, usage mode, engine version, cache stats.
+        engine_events: The engine's own ``COMPACTION_COMPLETED`` events, for cross-checks.
+    """
+
+    conversation: Conversation
+    steps: pd.DataFrame
+    compactions: pd.DataFrame
+    settings: dict[str, Any] = field(default_factory=dict)
+    engine_events: list[dict[str, Any]] = field(default_factory=list)
+
+    @classmethod
+    def from_rows(
+        cls,
+        conversation: Conversation,
+        step_rows: list[dict[str, Any]],
+        compaction_rows: list[dict[str, Any]],
+        settings: dict[str, Any],
+        engine_events: list[dict[str, Any]],
+        *,
+        live: bool = False,
+    ) -> Trace:
+        """A trace from recorder rows (``live``: with the columns a live recording adds)."""
+        return cls(
+            conversation=conversation,
+            steps=frame(step_rows, STEP_COLUMNS + (LIVE_STEP_COLUMNS if live else [])),
+            compactions=frame(compaction_rows, COMPACTION_COLUMNS + (LIVE_COMPACTION_COLUMNS if live else [])),
+            settings=settings,
+            engine_events=engine_events,
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"Trace(conversation={self.conversation.id!r}, steps={len(self.steps)}, "
+            f"compactions={int(self.compactions['applied'].sum()) if len(self.compactions) else 0} applied, "
+            f"max_tokens={self.settings.get('max_tokens')}, "
+            f"keep_recent_tokens={self.settings.get('keep_recent_tokens')})"
+        )
+
+    @property
+    def failure_counts(self) -> pd.DataFrame:
+        """Failed summaries per distinct cause (:data:`FAILURE_COLUMNS`); empty when every summary succeeded."""
+        return failure_counts(self.compactions)
+
+    def summary(self) -> dict[str, Any]:
+        """Headline figures: steps, compactions applied / not smaller / failed, peak context, steps over budget.
+
+        ``summary_error`` is the first failed summary's error (None when every summary succeeded).
+        """
+        steps, compactions = self.steps, self.compactions
+        reasons = compactions["skip_reason"] if len(compactions) else pd.Series(dtype=object)
+        return {
+            "conversation_id": self.conversation.id,
+            "messages": len(self.conversation.messages),
+            "steps": len(steps),
+            "max_tokens": self.settings.get("max_tokens"),
+            "keep_recent_tokens": self.settings.get("keep_recent_tokens"),
+            "summarizer": self.settings.get("summarizer"),
+            "engine": self.settings.get("engine", "CompactionExtension"),
+            "compactions_applied": int(compactions["applied"].sum()) if len(compactions) else 0,
+            "rejected_not_smaller": int((reasons == NOT_SMALLER).sum()),
+            "failed": int(reasons.isin(FAILURE_REASONS).sum()),
+            "summary_error": one_line(compactions.loc[reasons.isin(FAILURE_REASONS), "error"].iloc[0])
+            if reasons.isin(FAILURE_REASONS).any()
+            else None,
+            "peak_context": int(steps["context_tokens_after"].max()) if len(steps) else 0,
+            "total_input_tokens": int(steps["context_tokens_after"].sum()) if len(steps) else 0,
+            "steps_over_budget": int(steps["over_budget_after"].sum()) if len(steps) else 0,
+        }
+
+    def context_at(self, step: int) -> list[AnyMessage]:
+        """The context model step ``step`` sent, rebuilt from the tables and the conversation."""
+        row = self.steps.iloc[step]
+        messages = self.conversation.messages
+        system = next((m for m in messages[: row["n_recorded"]] if isinstance(m, SystemMessage)), None)
+        context: list[AnyMessage] = [system] if system is not None else []
+        if not pd.isna(row["checkpoint_id"]):
+            text = self.compactions.loc[self.compactions["compaction_id"] == row["checkpoint_id"], "summary_text"].iloc[
+                0
+            ]
+            context.append(checkpoint_message(text))
+        context.extend(messages[row["kept_from"] : row["n_recorded"]])
+        return context
+
+    def _repr_html_(self) -> str:
+        summary = self.summary()
+        head = "".join(
+            f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(str(v))}</td></tr>" for k, v in summary.items()
+        )
+        steps = self.steps[STEP_SUMMARY_COLUMNS].to_html(max_rows=30, index=False, na_rep="")
+        compactions = (
+            self.compactions[COMPACTION_SUMMARY_COLUMNS].to_html(index=False, na_rep="")
+            if len(self.compactions)
+            else "<p>No compaction attempts.</p>"
+        )
+        return (
+            f"<div><h4>{html.escape(repr(self))}</h4><table>{head}</table>"
+            f"<h5>Steps</h5>{steps}<h5>Compactions</h5>{compactions}</div>"
+        )
+
+    # --- files -----------------------------------------------------------------------------
+
+    def _document(self, include_steps: bool) -> dict[str, Any]:
+        document = {
+            "format": TRACE_FORMAT,
+            "version": TRACE_VERSION,
+            "settings": self.settings,
+            "compactions": records(self.compactions),
+            "engine_events": self.engine_events,
+            "conversation": conversation_document(self.conversation),
+        }
+        if include_steps:
+            document["steps"] = records(self.steps)
+        return document
+
+    def input_files(self) -> list[Path]:
+        """The files this trace was made from: the conversation's files and the summary cache file."""
+        cache = (self.settings.get("cache") or {}).get("path")
+        files = self.conversation.input_files()
+        return [*files, Path(cache)] if cache and cache != ":memory:" else files
+
+    def save(self, path: str | Path, *, overwrite: bool = False) -> Path:
+        """Write to ``.json`` or ``.parquet`` (chosen by suffix), atomically.
+
+        Never over one of :meth:`input_files`; an existing ``path`` only with ``overwrite=True``.
+        """
+        path = Path(path)
+        if path.suffix not in (".json", ".parquet"):
+            raise OutputError(path, None, "a trace is saved as .json or .parquet")
+        check_output(path, self.input_files(), overwrite=overwrite)
+        if path.suffix == ".json":
+            return write_atomic(path, json.dumps(self._document(include_steps=True), ensure_ascii=False))
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        table = pa.Table.from_pandas(self.steps, preserve_index=False)
+        metadata = {
+            **(table.schema.metadata or {}),
+            _PARQUET_KEY: json.dumps(self._document(include_steps=False)).encode(),
+        }
+        with atomic_path(path) as temporary:
+            pq.write_table(table.replace_schema_metadata(metadata), temporary)
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path, session: str | None = None) -> Trace:
+        """Read a trace written by :meth:`save`, or one session of a live trace (:func:`zett_lab.instrument`).
+
+        A live trace may still be growing: what has been written so far is read, and a
+        record not yet finished is left out (``settings["in_flight"]``). ``session`` names
+        the session of a live trace that holds several.
+        """
+        path = Path(path)
+        if is_live_trace(path):
+            live = read_live_session(path, session)
+            return cls.from_rows(
+                live.conversation, live.step_rows, live.compaction_rows, live.settings, live.engine_events, live=True
+            )
+        try:
+            if path.suffix == ".parquet":
+                import pyarrow.parquet as pq
+
+                table = pq.read_table(path)
+                document = json.loads((table.schema.metadata or {})[_PARQUET_KEY])
+                steps = table.to_pandas().to_dict("records")
+            else:
+                document = json.loads(path.read_text(encoding="utf-8"))
+                steps = document["steps"]
+        except (OSError, KeyError, ValueError) as error:
+            raise InputError(path, None, f"not a zett_lab trace ({type(error).__name__}: {error})") from error
+        if document.get("format") != TRACE_FORMAT:
+            raise InputError(path, "field 'format'", f"expected {TRACE_FORMAT!r}")
+        step_rows: list[dict[str, Any]] = [
+            {str(k): (None if is_missing(v) else v) for k, v in row.items()} for row in steps
+        ]
+        return cls.from_rows(
+            conversation_from_document(document["conversation"]),
+            step_rows,
+            document["compactions"],
+            document["settings"],
+            document["engine_events"],
+        )
+
+
+def checkpoint_message(summary_text: str) -> CompactedMessage:
+    """The checkpoint message the engine builds from a summary text."""
+    return CompactedMessage(content=CHECKPOINT_PREFIX + summary_text)
+
+
+def conversation_document(conversation: Conversation) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    return {
+        "id": conversation.id,
+        "source": conversation.source,
+        "format": conversation.format,
+        "messages": encode_messages(conversation.messages),
+        "usage": {str(i): asdict(u) for i, u in conversation.usage.items()},
+        "native_compactions": [asdict(n) for n in conversation.native_compactions],
+        "probes": [p.to_dict() for p in conversation.probes],
+        "metadata": conversation.metadata,
+    }
+
+
+def conversation_from_document(document: dict[str, Any]) -> Conversation:
+    return Conversation(
+        id=document["id"],
+        messages=decode_messages(document["messages"]),
+        source=document["source"],
+        format=document["format"],
+        usage={int(i): ModelUsage(**u) for i, u in document["usage"].items()},
+        native_compactions=[NativeCompaction(**n) for n in document["native_compactions"]],
+        probes=[Probe(**p) for p in document["probes"]],
+        metadata=document["metadata"],
+    )
