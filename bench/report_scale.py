@@ -17,6 +17,12 @@ time) and ``memory ratio`` (the cold report's main-process peak / the replay's p
 for the warm report, CPU-time ratios (all processes of the report against the replay: less
 moved by other jobs on the machine), and the workers' peaks.
 
+- **the replays alone**: every replay of the report's grid (each summarizer × setting), in full,
+  one after another in one process with the report's summaries cached: their CPU time over the
+  machine's cores, as a ratio to the warm replay's wall time, is the time ratio a report of
+  that grid could reach if it did nothing but replay (forks share only the steps before a
+  path's first compaction, so it is close to a floor).
+
 Run: .venv/bin/python bench/report_scale.py [--turns N] [--issue-grid]
 """
 
@@ -103,6 +109,31 @@ def child_report(path: str, output: str, *grid: str) -> None:
     print(json.dumps(result))
 
 
+def child_replays(path: str, *grid: str) -> None:
+    """Every replay of the report's grid, in full, one after another (the cache holds the report's summaries)."""
+    import zett_lab
+    from zett_lab.show.arguments import parse_grid
+    from zett_lab.study.report_study import DEFAULT_REPORT_SUMMARIZERS, default_grid
+
+    conversation = zett_lab.load(path)
+    settings = (
+        {
+            "max_tokens": parse_grid(grid[1], "max_tokens"),
+            "keep_recent_tokens": parse_grid(grid[3], "keep_recent_tokens"),
+        }
+        if grid
+        else default_grid([conversation], "gpt-5-mini")
+    )
+    cpu = time.process_time()
+    replays = 0
+    for summarizer in DEFAULT_REPORT_SUMMARIZERS:
+        for max_tokens in settings["max_tokens"]:
+            for keep in settings["keep_recent_tokens"]:
+                zett_lab.replay(conversation, max_tokens=max_tokens, keep_recent_tokens=keep, summarizer=summarizer)
+                replays += 1
+    print(json.dumps({"replays": replays, "cpu": time.process_time() - cpu}))
+
+
 def _child(*args: str, env: dict[str, str]) -> dict:
     output = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True, env=env)
     if output.returncode != 0:
@@ -138,6 +169,8 @@ def main() -> None:
     replay = _child("--child-replay", str(path), env=env)
     cold = _child("--child-report", str(path), str(work / "cold.html"), *grid, env=env)
     warm = _child("--child-report", str(path), str(work / "warm.html"), *grid, env=env)
+    alone = _child("--child-replays", str(path), *grid, env=env)
+    cores = os.cpu_count() or 1
     print(f"conversation: {len(conversation.messages)} messages, {args.turns} user turns")
     print(f"grid: {' '.join(grid[1::2]) if grid else 'the default'}")
     print(
@@ -150,12 +183,20 @@ def main() -> None:
             f"zett-lab report, {name} summary cache: {report['seconds']:.1f} s ({report['cpu']:.1f} s CPU, all processes), "
             f"main process peak {report['peak_mb']:.0f} MB, workers {workers} MB, HTML {report['html_bytes']:,} bytes"
         )
+    print(
+        f"the grid's {alone['replays']} replays alone, each in full, one after another: {alone['cpu']:.1f} s CPU "
+        f"({alone['cpu'] / alone['replays'] / replay['cpu']:.2f}x the 100k/20k replay's CPU each)"
+    )
     print(f"load average at end: {os.getloadavg()[0]:.1f}")
     print(f"time ratio: {cold['seconds'] / replay['seconds']:.1f}")
     print(f"memory ratio: {cold['peak_mb'] / replay['peak_mb']:.2f}")
     print(f"time ratio (warm summary cache): {warm['seconds'] / replay['seconds']:.1f}")
     print(f"memory ratio (warm summary cache): {warm['peak_mb'] / replay['peak_mb']:.2f}")
     print(f"cpu ratio: {cold['cpu'] / replay['cpu']:.1f} cold, {warm['cpu'] / replay['cpu']:.1f} warm")
+    print(
+        f"time ratio of those replays alone on {cores} cores: {alone['cpu'] / cores / replay['seconds']:.1f} "
+        "(what no report of this grid can beat without running fewer or cheaper replays)"
+    )
     if cold["workers_mb"]:
         print(f"worker memory ratio (largest worker): {max(cold['workers_mb']) / replay['peak_mb']:.2f}")
 
@@ -163,6 +204,8 @@ def main() -> None:
 if __name__ == "__main__":
     if len(sys.argv) >= 3 and sys.argv[1] == "--child-replay":
         child_replay(sys.argv[2])
+    elif len(sys.argv) >= 3 and sys.argv[1] == "--child-replays":
+        child_replays(sys.argv[2], *sys.argv[3:])
     elif len(sys.argv) >= 4 and sys.argv[1] == "--child-report":
         child_report(sys.argv[2], sys.argv[3], *sys.argv[4:])
     else:

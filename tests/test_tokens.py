@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from zett_agent.extensions.compaction import CompactedMessage, CompactionExtension
 from zett_agent.messages import (
     AgentMessage,
@@ -102,6 +104,28 @@ def test_counter_equals_engine_on_every_fixture_message(fixture_conversations):
             assert counter([message]) == CompactionExtension._count_tokens([message])
             checked += 1
     assert checked >= 800
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=200))
+def test_a_text_counts_what_the_engine_counts_for_a_user_message_holding_it(text):
+    from zett_lab.summarizers.transcript import count_text
+
+    engine = CompactionExtension._count_tokens([UserMessage(content=text)]) if text else 0
+    assert count_text(text) == engine
+    if text:
+        assert tokens.count_text_tokens(text) == engine
+
+
+def test_counting_texts_leaves_the_counters_identity_memo_alone():
+    """A summarizer counts thousands of lines per summary; none of them may take a place among the messages."""
+    from zett_lab.summarizers.transcript import count_text
+
+    counter = tokens._shared_counter()
+    held = len(counter._by_identity)
+    for line in range(200):
+        count_text(f"line {line} of a long tool output")
+    assert len(counter._by_identity) == held
 
 
 def test_images_count_flat():

@@ -170,6 +170,10 @@ class _PayloadCounter:
         # The last long sequences counted, most recent first, with their totals.
         self._recent: list[tuple[tuple[AnyMessage, ...], int]] = []
 
+    def count_text(self, text: str) -> int:
+        """The count of one text piece (what a user message holding only ``text`` counts)."""
+        return self._count_text(text)
+
     def count_message(self, message: AnyMessage) -> int:
         entry = self._by_identity.get(id(message))
         if entry is None:
@@ -262,6 +266,17 @@ def count_tokens(messages: Sequence[AnyMessage]) -> int:
         2
     """
     return _shared_counter()(messages)
+
+
+def count_text_tokens(text: str) -> int:
+    """:func:`count_tokens` of a user message holding only ``text``, without making the message.
+
+    Example::
+
+        >>> count_text_tokens("hello world")
+        2
+    """
+    return _shared_counter().count_text(text)
 
 
 def approx_count_tokens(messages: Sequence[AnyMessage]) -> int:

@@ -40,7 +40,7 @@ from zett_agent.model import ModelRequest
 
 from ..load.conversation import CHECKPOINT_PREFIX
 from ..load.text import content_text
-from ..tokens import count_tokens
+from ..tokens import count_text_tokens, count_tokens
 
 #: The closing user message of every summary request the engine sends.
 CHECKPOINT_REQUEST = "Produce the checkpoint now."
@@ -77,7 +77,8 @@ def count_text(text: str) -> int:
     """Tokens of ``text`` as the engine counts a user message holding it (o200k_base, exact)."""
     if not text:
         return 0
-    return count_tokens([UserMessage(content=text)])
+    # Counted as a text piece: a message made only to be counted would fill the counter's identity memo.
+    return count_text_tokens(text)
 
 
 def span_of(request: ModelRequest) -> list[AnyMessage]:
