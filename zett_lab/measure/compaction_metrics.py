@@ -232,8 +232,8 @@ def _sequential_sum(values: np.ndarray) -> float:
 def _refetches(index: ConversationIndex, lost: np.ndarray, n_recorded: int) -> tuple[int, np.ndarray]:
     """Tool calls of F_k mentioning an artifact anchor of S_k that is in neither T_k nor Σ_k, and those anchors' ids.
 
-    ``lost`` holds the ids of those anchors; the calls are :class:`~zett_lab.measure.message_index.KeyArrays`' (call, key) pairs from
-    message ``n_recorded`` on.
+    ``lost`` holds the ids of those anchors. The calls are the (call, key) pairs of
+    :class:`~zett_lab.measure.message_index.KeyArrays` from message ``n_recorded`` on.
     """
     arrays = index.arrays
     is_lost = np.zeros(len(arrays.keys), dtype=bool)

@@ -111,8 +111,8 @@ def count_causes(what: str, summarizers: pd.Series, kinds: pd.Series, errors: pd
 def frame(rows: list[dict[str, Any]], columns: list[str]) -> pd.DataFrame:
     """A DataFrame with fixed columns and nullable integer/boolean dtypes (built column by column: a sweep makes thousands).
 
-    Columns are handed to pandas as arrays it keeps (no per-column Series to align): building the
-    tables was a tenth of a warm sweep.
+    Columns are handed to pandas as arrays it keeps, with one index for all (nothing to align):
+    building the tables was 6.6 % of a warm sweep.
     """
     extra = [key for row in rows[:1] for key in row if key not in columns]
     columns = [*columns, *extra]
