@@ -48,7 +48,8 @@ from zett_lab.summarizers import (
     summarizer,
     summarizer_identity,
 )
-from zett_lab.summarizers.transcript import count_text, render, span_of
+from zett_lab.summarizers.transcript import render, span_of
+from zett_lab.tokens import count_text_tokens
 
 SECRET = "sk-loopback-SECRET-4f9a2c"
 FAST_RETRY = RetryOptions(base_delay=0, max_delay=0, max_retries=3)
@@ -121,7 +122,7 @@ def test_offline_within_budget_smaller_and_deterministic(span, name, budget):
     first = model.summarize(span)
     limit = budget if isinstance(budget, int) else math.floor(budget * count_tokens(span))
     assert first.strip()
-    assert count_text(first) <= limit
+    assert count_text_tokens(first) <= limit
     assert count_tokens([UserMessage(content=CHECKPOINT_PREFIX + first)]) < count_tokens(span)
     assert model.summarize(span) == first
     assert summary_text(model, engine_request(span)) == first

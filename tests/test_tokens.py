@@ -109,22 +109,16 @@ def test_counter_equals_engine_on_every_fixture_message(fixture_conversations):
 @settings(max_examples=300, deadline=None)
 @given(st.text(max_size=200))
 def test_a_text_counts_what_the_engine_counts_for_a_user_message_holding_it(text):
-    from zett_lab.summarizers.transcript import count_text
-
     engine = CompactionExtension._count_tokens([UserMessage(content=text)]) if text else 0
-    assert count_text(text) == engine
-    if text:
-        assert tokens.count_text_tokens(text) == engine
+    assert tokens.count_text_tokens(text) == engine
 
 
 def test_counting_texts_leaves_the_counters_identity_memo_alone():
     """A summarizer counts thousands of lines per summary; none of them may take a place among the messages."""
-    from zett_lab.summarizers.transcript import count_text
-
     counter = tokens._shared_counter()
     held = len(counter._by_identity)
     for line in range(200):
-        count_text(f"line {line} of a long tool output")
+        tokens.count_text_tokens(f"line {line} of a long tool output")
     assert len(counter._by_identity) == held
 
 

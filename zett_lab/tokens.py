@@ -165,20 +165,17 @@ class _PayloadCounter:
     _MAX_IDENTITIES = 200_000
 
     def __init__(self, count_text: Callable[[str], int]) -> None:
-        self._count_text = count_text
+        #: The count of one text piece (what a user message holding only that text counts).
+        self.count_text = count_text
         self._by_identity: dict[int, tuple[AnyMessage, int]] = {}
         # The last long sequences counted, most recent first, with their totals.
         self._recent: list[tuple[tuple[AnyMessage, ...], int]] = []
-
-    def count_text(self, text: str) -> int:
-        """The count of one text piece (what a user message holding only ``text`` counts)."""
-        return self._count_text(text)
 
     def count_message(self, message: AnyMessage) -> int:
         entry = self._by_identity.get(id(message))
         if entry is None:
             count = sum(
-                piece if isinstance(piece, int) else self._count_text(piece) for piece in engine_payload(message)
+                piece if isinstance(piece, int) else self.count_text(piece) for piece in engine_payload(message)
             )
             if len(self._by_identity) >= self._MAX_IDENTITIES:
                 self._by_identity.clear()
@@ -269,7 +266,10 @@ def count_tokens(messages: Sequence[AnyMessage]) -> int:
 
 
 def count_text_tokens(text: str) -> int:
-    """:func:`count_tokens` of a user message holding only ``text``, without making the message.
+    """:func:`count_tokens` of a user message holding only ``text`` (0 for ``""``), without making the message.
+
+    What summarizers count lines and drafts with: a message made only to be counted would take a
+    place in the counter's memo of messages.
 
     Example::
 

@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import SettingError
+from ..tokens import count_text_tokens, count_tokens
 
 #: The engine's summary instructions (zett-agent 0.2.1, ``CompactionExtension._summarize_checkpoint``),
 #: used to estimate a summary call's input when the model reported no usage.
@@ -203,8 +204,6 @@ def price_for(model: str, prices: PriceTable | Mapping[str, Any] | str | None = 
 def summary_request_overhead_tokens() -> int:
     """Tokens the engine adds to a summary request around the span (instructions + closing request)."""
     from zett_agent.messages import SystemMessage, UserMessage
-
-    from ..tokens import count_tokens
 
     return count_tokens([SystemMessage(content=SUMMARY_INSTRUCTIONS), UserMessage(content=SUMMARY_REQUEST)])
 
@@ -390,8 +389,6 @@ def _summary_costs(compactions: pd.DataFrame | None, table: PriceTable, summary_
     price = names.map(lambda name: lookups[name][1])
     offline = keys == "offline"
 
-    from ..summarizers.transcript import count_text
-
     reported_in = (
         pd.to_numeric(comp.get("summary_input_tokens"), errors="coerce") if "summary_input_tokens" in comp else None
     )
@@ -426,7 +423,7 @@ def _summary_costs(compactions: pd.DataFrame | None, table: PriceTable, summary_
         else:
             text = texts.loc[index]
             input_tokens.append(int(older.loc[index]) + overhead)
-            output_tokens.append(count_text(text) if isinstance(text, str) else 0)
+            output_tokens.append(count_text_tokens(text) if isinstance(text, str) else 0)
             estimated.append(True)
     comp["price_model"] = keys.to_numpy()
     comp["summary_call_input_tokens"] = np.asarray(input_tokens, dtype="int64")

@@ -73,14 +73,6 @@ class Segment:
         return f"[{self.label}] {self.text}" if self.text else f"[{self.label}]"
 
 
-def count_text(text: str) -> int:
-    """Tokens of ``text`` as the engine counts a user message holding it (o200k_base, exact)."""
-    if not text:
-        return 0
-    # Counted as a text piece: a message made only to be counted would fill the counter's identity memo.
-    return count_text_tokens(text)
-
-
 def span_of(request: ModelRequest) -> list[AnyMessage]:
     """The messages a summary request asks to summarize.
 
@@ -194,4 +186,4 @@ def join_units(units: Sequence[Unit]) -> str:
 
 def unit_cost(unit: Unit) -> int:
     """Estimated tokens the unit adds when rendered with its label (plus the newline)."""
-    return count_text(f"[{unit.label}] {unit.text}\n")
+    return count_text_tokens(f"[{unit.label}] {unit.text}\n")

@@ -11,8 +11,8 @@ from zett_agent.messages import AnyMessage, AssistantMessage
 from zett_agent.model import ModelEvent, ModelRequest, ModelResponse, RetryOptions
 
 from ...errors import SettingError
-from ...tokens import count_tokens
-from ..transcript import count_text, segments, span_of
+from ...tokens import count_text_tokens, count_tokens
+from ..transcript import segments, span_of
 
 Budget = int | float | None
 
@@ -135,12 +135,12 @@ def _fallback(messages: Sequence[AnyMessage], limit: int | None) -> str:
 
 def cut_prefix(text: str, limit: int) -> str:
     """The longest prefix of ``text`` with at most ``limit`` tokens (binary search on characters)."""
-    if count_text(text) <= limit:
+    if count_text_tokens(text) <= limit:
         return text
     low, high = 0, len(text)
     while low < high:
         middle = (low + high + 1) // 2
-        if count_text(text[:middle]) <= limit:
+        if count_text_tokens(text[:middle]) <= limit:
             low = middle
         else:
             high = middle - 1
@@ -149,12 +149,12 @@ def cut_prefix(text: str, limit: int) -> str:
 
 def cut_suffix(text: str, limit: int) -> str:
     """The longest suffix of ``text`` with at most ``limit`` tokens."""
-    if count_text(text) <= limit:
+    if count_text_tokens(text) <= limit:
         return text
     low, high = 0, len(text)
     while low < high:
         middle = (low + high + 1) // 2
-        if count_text(text[len(text) - middle :]) <= limit:
+        if count_text_tokens(text[len(text) - middle :]) <= limit:
             low = middle
         else:
             high = middle - 1

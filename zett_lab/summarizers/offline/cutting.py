@@ -7,7 +7,8 @@ import math
 from zett_agent.messages import AnyMessage
 
 from ...errors import SettingError
-from ..transcript import count_text, segments
+from ...tokens import count_text_tokens
+from ..transcript import segments
 from .base import CLASS_DEFAULT, Budget, OfflineSummarizer, cut_prefix, cut_suffix
 
 
@@ -17,12 +18,12 @@ def head_tail(text: str, limit: int, head: float = 0.5) -> str:
     Whole lines are kept where possible; the line at each cut is shortened by characters
     to use the remaining budget. The marker says how many tokens were left out.
     """
-    total = count_text(text)
+    total = count_text_tokens(text)
     if total <= limit:
         return text
     lines = text.split("\n")
-    costs = [count_text(line + "\n") for line in lines]
-    marker_cost = count_text(f"\n[... {total:,} tokens omitted ...]\n")
+    costs = [count_text_tokens(line + "\n") for line in lines]
+    marker_cost = count_text_tokens(f"\n[... {total:,} tokens omitted ...]\n")
     room = limit - marker_cost
     if room <= 0:
         return cut_prefix(text, limit)
@@ -52,10 +53,10 @@ def head_tail(text: str, limit: int, head: float = 0.5) -> str:
                 tail_lines.insert(0, "…" + partial)
         head_text = "\n".join(head_lines)
         tail_text = "\n".join(tail_lines)
-        omitted = max(0, total - count_text(head_text) - count_text(tail_text))
+        omitted = max(0, total - count_text_tokens(head_text) - count_text_tokens(tail_text))
         pieces = [p for p in (head_text, f"[... {omitted:,} tokens omitted ...]", tail_text) if p]
         result = "\n".join(pieces)
-        excess = count_text(result) - limit
+        excess = count_text_tokens(result) - limit
         if excess <= 0:
             return result
         room -= excess + 2

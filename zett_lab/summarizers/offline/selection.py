@@ -12,7 +12,8 @@ from zett_agent.messages import AnyMessage
 
 from ...errors import SettingError
 from ...load.anchors import anchors_in_text
-from ..transcript import Segment, Unit, count_text, join_units, segments, unit_cost
+from ...tokens import count_text_tokens
+from ..transcript import Segment, Unit, join_units, segments, unit_cost
 from .base import CLASS_DEFAULT, Budget, OfflineSummarizer
 
 
@@ -20,7 +21,7 @@ def _fit_selection(selected: list[tuple[float, Unit]], limit: int) -> str:
     """Join selected units; while the exact count is over ``limit``, drop the lowest-valued."""
     selected = sorted(selected, key=lambda pair: (-pair[0], pair[1].order))
     text = join_units([unit for _, unit in selected])
-    while selected and count_text(text) > limit:
+    while selected and count_text_tokens(text) > limit:
         selected.pop()
         text = join_units([unit for _, unit in selected])
     return text
