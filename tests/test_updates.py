@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from zett_agent.messages import AssistantMessage, ToolCall, ToolMessage, UserMessage
 
-from zett_lab.measure.updates import GrowingSpanUpdates, Observation, find_updates, observe
+from zett_lab.load.anchors import loose
+from zett_lab.load.text import clean_text
+from zett_lab.measure.keyed import clauses, content_words
+from zett_lab.measure.lookup import contains_loose
+from zett_lab.measure.updates import (
+    GrowingSpanUpdates,
+    Observation,
+    Update,
+    _instruction_status,
+    find_updates,
+    observe,
+)
 
 
 def updates(messages, start=0, end=None):
@@ -386,3 +399,87 @@ def test_updates_with_the_same_index_and_key_keep_the_order_of_a_fresh_fold():
     grown = folder.find(0, 4)
     assert [(u.superseded, u.latest, u.latest_index) for u in grown] == [(("1",), "2", 3), (("1", "2"), "3", 3)]
     assert grown == find_updates(observations, 0, 4)
+
+
+# --------------------------------------------------------------------------------------------- one summary, many updates
+#
+# status_in reads a summary's clauses once per text and searches them as one text; the answer must be the
+# one a clause-by-clause reading gives (the reference below: every clause, every name, every value).
+
+
+def _clause_by_clause(update: Update, text: str) -> str:
+    if not text:
+        return "neither"
+    if update.kind == "instruction":
+        return _instruction_status(update, [(c, content_words(c)) for c in clauses(clean_text(text))])
+
+    def mentions(clause: str, name: str) -> bool:
+        return re.search(rf"(?<!\w){re.escape(loose(name))}(?!\w)", clause) is not None
+
+    def holds(clause: str, token: str) -> bool:
+        if re.fullmatch(r"-?\d+(?:\.\d+)?", token):
+            return re.search(rf"(?<![\d.]){re.escape(token)}(?!\.?\d)", clause) is not None
+        return contains_loose(clause, token)
+
+    parts = [loose(c) for c in clauses(clean_text(text))]
+    if update.names:
+        parts = [c for c in parts if any(mentions(c, name) for name in update.names)]
+    if update.kind == "test":
+        if any(re.search(r"\b(?:pass|passes|passed|passing|green|fixed|succeeds|succeeded|ok)\b", c) for c in parts):
+            return "latest"
+        failed = r"\b(?:fail|fails|failed|failing|failure|errors?|red|broken)\b"
+        return "superseded" if any(re.search(failed, c) for c in parts) else "neither"
+    if any(holds(c, token) for c in parts for token in update.latest_evidence):
+        return "latest"
+    if any(holds(c, token) for c in parts for token in update.superseded_evidence):
+        return "superseded"
+    return "neither"
+
+
+_WORDS_IN_SUMMARIES = (
+    "staging", "port", "6543", "6544", "65430", "6543.5", "-7", "3.0", "REFRESH_TTL", "refresh_ttl", "src/a.py",
+    "./src/a.py", "host:6543/2", "x.6543", "passed", "FAILED", "ok", "not", "don't", "bump", "parallelism",
+    "'quoted'", '"900"', "`cmd`", "a", "",
+)  # fmt: skip
+_SEPARATORS = (" ", "  ", "\n", "\t", ". ", "! ", "? ", ".", "", ":", "/", "-", "_", "\u00a0", "'")
+
+
+@st.composite
+def _phrase(draw: st.DrawFn, max_words: int, pool: tuple[str, ...] = _WORDS_IN_SUMMARIES) -> str:
+    """Words of the pool (or any short text) with separators between them: clause breaks included."""
+    words = st.sampled_from(pool) | st.text(alphabet="ab6.-_ /:'\n", max_size=4)
+    parts = draw(st.lists(st.tuples(words, st.sampled_from(_SEPARATORS)), min_size=1, max_size=max_words))
+    return "".join(word + separator for word, separator in parts)[: draw(st.integers(1, 400))]
+
+
+@st.composite
+def _update_and_summary(draw: st.DrawFn) -> tuple[Update, str]:
+    kind = draw(st.sampled_from(("setting", "port", "test", "path", "instruction")))
+    names = tuple(draw(st.lists(_phrase(2), max_size=3)))
+    latest, superseded = draw(st.frozensets(_phrase(2), max_size=3)), draw(st.frozensets(_phrase(2), max_size=3))
+    if kind == "instruction":
+        latest = draw(st.frozensets(st.sampled_from(("bump", "parallelism", "staging", "not")), min_size=1))
+        superseded = draw(st.frozensets(st.sampled_from(("bump", "parallelism", "runner", "ram")), min_size=1))
+    update = Update(
+        kind, f"{kind}:k", "name", ("old value",), "new value", 0, 1, names=names if kind != "instruction" else (),
+        latest_evidence=latest, superseded_evidence=superseded,
+    )  # fmt: skip
+    said = tuple(word for phrase in (*names, *latest, *superseded) for word in re.split(r"\s+", phrase) if word)
+    return update, draw(_phrase(40, _WORDS_IN_SUMMARIES + said * 4))
+
+
+def test_a_name_broken_across_two_lines_is_not_named():
+    update = Update(
+        "port", "port:k", "p", ("6543",), "6544", 0, 1, names=("staging port",), latest_evidence=frozenset({"6544"})
+    )
+    assert update.status_in("6544 staging\nport") == _clause_by_clause(update, "6544 staging\nport") == "neither"
+    assert update.status_in("6544 on staging port") == "latest"
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases=st.lists(_update_and_summary(), min_size=1, max_size=4), shared=st.booleans())
+def test_a_summary_read_once_answers_as_clause_by_clause(cases, shared):
+    """Also when several updates ask about one summary (shared=True: the first case's text for all)."""
+    for update, summary in cases:
+        text = cases[0][1] if shared else summary
+        assert update.status_in(text) == _clause_by_clause(update, text)

@@ -53,16 +53,19 @@ Example::
 
 from __future__ import annotations
 
+import itertools
 import re
+from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
 
 from ..load.anchors import loose
 from ..load.text import clean_text
 from .keyed import NEGATIVE, Observation, clauses, content_words, observe, value_cores
+from .lookup import contains_loose
 
 __all__ = ["STATUSES", "UPDATE_KINDS", "GrowingSpanUpdates", "Observation", "Update", "find_updates", "observe"]
-from .lookup import contains_loose
 
 UPDATE_KINDS: tuple[str, ...] = ("setting", "port", "quantity", "version", "path", "name", "test", "instruction")
 STATUSES: tuple[str, ...] = ("latest", "superseded", "neither")
@@ -100,32 +103,83 @@ class Update:
         if not text:
             return "neither"
         if self.kind == "instruction":
-            return _instruction_status(self, clean_text(text))
-        parts = [loose(c) for c in clauses(clean_text(text))]
-        if self.names:
-            parts = [c for c in parts if any(_mentions(c, name) for name in self.names)]
+            return _instruction_status(self, _clauses_of(text).worded)
+        summary = _clauses_of(text)
+        scope = summary.mentioning(self.names) if self.names else summary.joined
         if self.kind == "test":
-            if any(_PASS.search(c) for c in parts):
+            if _PASS.search(scope):
                 return "latest"
-            return "superseded" if any(_FAIL.search(c) for c in parts) else "neither"
-        if any(_holds(c, token) for c in parts for token in self.latest_evidence):
+            return "superseded" if _FAIL.search(scope) else "neither"
+        if any(_holds(scope, token) for token in self.latest_evidence):
             return "latest"
-        if any(_holds(c, token) for c in parts for token in self.superseded_evidence):
+        if any(_holds(scope, token) for token in self.superseded_evidence):
             return "superseded"
         return "neither"
 
 
-def _mentions(clause: str, name: str) -> bool:
-    """Whether a clause (loose form) names an item: the name between non-word characters (``//host:1`` names host)."""
-    return re.search(rf"(?<!\w){re.escape(loose(name))}(?!\w)", clause) is not None
+class _Clauses:
+    """A text's clauses, made once: every update of a compaction attempt asks about the same summary.
+
+    ``joined`` holds the clauses in loose form, one per line. No pattern here matches across a line
+    break (names and values in loose form hold no newline, and a newline is a non-word character like a
+    clause's start and end), so one search of ``joined`` answers "does any clause match"."""
+
+    def __init__(self, text: str) -> None:
+        self._clean = clean_text(text)
+
+    @cached_property
+    def parts(self) -> list[str]:
+        return [loose(c) for c in clauses(self._clean)]
+
+    @cached_property
+    def joined(self) -> str:
+        return "\n".join(self.parts)
+
+    @cached_property
+    def _starts(self) -> list[int]:
+        return list(itertools.accumulate((len(p) + 1 for p in self.parts[:-1]), initial=0))
+
+    @cached_property
+    def worded(self) -> list[tuple[str, frozenset[str]]]:
+        """Each clause as written, with its content words (what instructions are compared by)."""
+        return [(c, content_words(c)) for c in clauses(self._clean)]
+
+    def mentioning(self, names: Sequence[str]) -> str:
+        """The clauses naming any of ``names`` (see :func:`_mention_pattern`), one per line."""
+        named: set[int] = set()
+        for name in names if self.parts else ():
+            needle, pattern = _mention_pattern(name)
+            if needle in self.joined:
+                named.update(bisect_right(self._starts, m.start()) - 1 for m in pattern.finditer(self.joined))
+        return "\n".join(self.parts[i] for i in sorted(named))
 
 
-def _holds(clause: str, token: str) -> bool:
-    """Whether a clause (loose form) holds a value: a number between non-digits (``:6381/2`` holds 6381),
-    anything else word-bounded."""
+@lru_cache(maxsize=4)
+def _clauses_of(text: str) -> _Clauses:
+    return _Clauses(text)
+
+
+@lru_cache(maxsize=1 << 14)
+def _mention_pattern(name: str) -> tuple[str, re.Pattern[str]]:
+    """How a clause names an item: its loose form between non-word characters (``//host:1`` names host)."""
+    needle = loose(name)
+    return needle, re.compile(rf"(?<!\w){re.escape(needle)}(?!\w)")
+
+
+@lru_cache(maxsize=1 << 14)
+def _number_pattern(token: str) -> re.Pattern[str] | None:
+    """A number between non-digits (``:6381/2`` holds 6381); None for a token that is not a number."""
     if re.fullmatch(r"-?\d+(?:\.\d+)?", token):
-        return re.search(rf"(?<![\d.]){re.escape(token)}(?!\.?\d)", clause) is not None
-    return contains_loose(clause, token)
+        return re.compile(rf"(?<![\d.]){re.escape(token)}(?!\.?\d)")
+    return None
+
+
+def _holds(text: str, token: str) -> bool:
+    """Whether clauses (loose form) hold a value: a number between non-digits, anything else word-bounded."""
+    pattern = _number_pattern(token)
+    if pattern is None:
+        return contains_loose(text, token)
+    return token in text and pattern.search(text) is not None
 
 
 _PASS = re.compile(r"\b(?:pass|passes|passed|passing|green|fixed|succeeds|succeeded|ok)\b")
@@ -158,7 +212,7 @@ def _instruction_update(earlier: Sequence[Observation], obs: Observation) -> Upd
     )
 
 
-def _instruction_status(update: Update, text: str) -> str:
+def _instruction_status(update: Update, parts: list[tuple[str, frozenset[str]]]) -> str:
     """Latest when a clause shares most of the latest instruction's words, one word only it has, and its polarity."""
     new, old = update.latest_evidence, update.superseded_evidence
     new_only, old_only = new - old, old - new
@@ -174,7 +228,6 @@ def _instruction_status(update: Update, text: str) -> str:
             return False
         return new_negative == old_negative or bool(NEGATIVE.search(clause)) == negative
 
-    parts = [(c, content_words(c)) for c in clauses(text)]
     if any(carries(new, new_only, new_negative, c, w) for c, w in parts):
         return "latest"
     if any(carries(old, old_only, old_negative, c, w) for c, w in parts):
