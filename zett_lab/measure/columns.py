@@ -273,17 +273,18 @@ def frame(rows: list[dict[str, Any]] | dict[str, list[Any]], columns: dict[str, 
     """A DataFrame with exactly ``columns``: nullable Int64 counts, nullable booleans, float64 ratios."""
     data = pd.DataFrame(rows, columns=list(columns))
     booleans = _BOOLEANS.get(id(columns), set())
+    typed: dict[str, Any] = {}
     for column in columns:
         values = data[column]
         if column in booleans:
-            data[column] = _typed(values, "boolean", bool)
+            typed[column] = _typed(values, "boolean", bool)
         elif column in _INT:
-            data[column] = _typed(values, "Int64", int)
+            typed[column] = _typed(values, "Int64", int)
         elif column in _FLOATS or _is_ratio(column):
-            data[column] = pd.to_numeric(values, errors="coerce").astype("float64")
+            typed[column] = pd.to_numeric(values, errors="coerce").astype("float64")
         else:
-            data[column] = values.astype("object").where(values.notna(), None)
-    return data
+            typed[column] = values.astype("object").where(values.notna(), None)
+    return pd.DataFrame(typed, index=data.index, columns=list(columns))
 
 
 _FLOATS = {"survival", "context_survival", "latency_s", "rarity", "needed_weight", "needed_retained_weight"}
