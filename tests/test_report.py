@@ -399,8 +399,9 @@ def test_the_default_grid_stays_inside_the_primary_models_context_window(fixture
 
 def test_replays_shown_in_full_keep_what_the_report_uses_measured_here_or_on_the_pool(monkeypatch) -> None:
     from zett_lab import measure
+    from zett_lab.measure.columns import ANCHOR_ROWS
+    from zett_lab.measure.compaction_metrics import retention_counts
     from zett_lab.study import executors, report_measured
-    from zett_lab.study.report_measured import ANCHOR_ROWS, retention_counts
     from zett_lab.study.report_study import report_sweep
 
     conversations = [coding_conversation(turns=8, cid="first-session"), evil_conversation(turns=8)]
@@ -414,6 +415,7 @@ def test_replays_shown_in_full_keep_what_the_report_uses_measured_here_or_on_the
             raise AssertionError("measured in the report's process although a pool runs")
 
         monkeypatch.setattr(report_measured, "measure", not_here)
+        monkeypatch.setattr(report_measured, "measure_lost_and_counted", not_here)
         pooled = Report(sweep=result, date=DATE)
     finally:
         executors.shutdown_default_executor()

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import zett_lab
+from tests.helpers import BadSummarizer, coding_conversation
 from zett_lab.measure import measure
 from zett_lab.progress import Progress, ProgressEvent
 from zett_lab.replay import replay
@@ -254,6 +255,40 @@ def test_the_anchor_table_joins_each_attempts_span_anchors_in_order(fixture_conv
     assert checked > 1_000
 
 
+def test_lost_rows_and_counted_flags_are_those_of_the_full_anchor_table(fixture_conversations):
+    """What a report keeps of a replay shown in full, made from arrays, equals taking it from the whole table:
+    the lost-but-needed rows and the flags counted (every fixture with two summarizers, and attempts not applied)."""
+    from zett_lab.measure.compaction_metrics import retention_counts
+    from zett_lab.measure.losses import measure_lost_and_counted
+
+    replays = [
+        replay(conversation, max_tokens=6_000, keep_recent_tokens=1_500, summarizer=summarizer, cache=False)
+        for conversation in fixture_conversations
+        for summarizer in ("extractive", "truncate:0.5")
+    ]
+    # summaries that are not smaller: attempts not applied
+    replays.append(
+        replay(
+            coding_conversation(turns=4),
+            max_tokens=600,
+            keep_recent_tokens=200,
+            summarizer=BadSummarizer("huge"),
+            cache=False,
+        )
+    )
+    lost_rows, not_applied = 0, 0
+    for trace in replays:
+        full = measure(trace)
+        kept, counts = measure_lost_and_counted(trace)
+        pd.testing.assert_frame_equal(kept.anchors, full.lost_but_needed())
+        pd.testing.assert_frame_equal(counts, retention_counts(full.anchors))
+        assert_same_losses(kept, full, (*LOSS_TABLES, "updates"))
+        assert counts["anchor_rows"].sum() == len(full.anchors)
+        lost_rows += len(kept.anchors)
+        not_applied += int(counts.loc[~counts["applied"], "anchor_rows"].sum())
+    assert lost_rows > 100 and not_applied > 0
+
+
 def test_refetches_are_the_later_tool_calls_that_name_a_lost_artifact(fixture_conversations):
     """``refetch_calls``, ``refetched_anchors`` and each anchor row's ``refetched`` against a walk over the
     tool calls: a call from ``n_recorded`` on whose artifact keys meet the span's artifacts in neither T_k nor Σ_k."""
@@ -296,7 +331,8 @@ def test_refetches_are_the_later_tool_calls_that_name_a_lost_artifact(fixture_co
 def test_retention_counts_are_the_flags_grouped_and_counted(rows):
     """The counted flags the report keeps equal a plain groupby of the per-anchor table (missing flags False,
     rows without a type not counted), sorted the same way."""
-    from zett_lab.study.report_measured import ANCHOR_ROWS, RETENTION_COLUMNS, retention_counts
+    from zett_lab.measure.columns import ANCHOR_ROWS, RETENTION_COLUMNS
+    from zett_lab.measure.compaction_metrics import retention_counts
 
     anchors = pd.DataFrame(rows, columns=RETENTION_COLUMNS)
     for name in RETENTION_COLUMNS[1:]:

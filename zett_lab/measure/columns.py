@@ -97,6 +97,22 @@ ANCHOR_COLUMNS: dict[str, str] = {
     "refetched": "a later tool call's arguments mention it while it was in neither T_k nor Σ_k",
 }
 
+#: Column of the counted per-anchor flags: how many rows of the per-anchor table have that row's values.
+ANCHOR_ROWS = "anchor_rows"
+
+#: The per-anchor table's flags counted (``compaction_metrics.retention_counts``): what the anchor-retention
+#: figure draws, one row per distinct type and flags.
+ANCHOR_COUNT_COLUMNS: dict[str, str] = {
+    **{
+        name: ANCHOR_COLUMNS[name]
+        for name in ("type", "applied", "in_summary", "in_tail", "needed_later", "lost_but_needed")
+    },
+    ANCHOR_ROWS: "how many rows of the per-anchor table have these values",
+}
+
+#: The per-anchor columns the anchor-retention figure reads (its flags per anchor type).
+RETENTION_COLUMNS = list(ANCHOR_COUNT_COLUMNS)[:-1]
+
 CONVERSATION_COLUMNS: dict[str, str] = {
     "conversation_id": "Conversation.id",
     "summarizer": "summarizer identity",

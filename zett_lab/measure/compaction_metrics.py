@@ -21,7 +21,7 @@ from ..load.anchors import ANCHOR_TYPES, loose
 from ..load.conversation import CHECKPOINT_PREFIX, Probe
 from ..records import is_missing
 from ..replay.recorder import FAILURE_REASONS, NOT_SMALLER
-from .columns import ANCHOR_COLUMNS, frame, int_or_none, ratio
+from .columns import ANCHOR_COLUMNS, ANCHOR_COUNT_COLUMNS, ANCHOR_ROWS, RETENTION_COLUMNS, frame, int_or_none, ratio
 from .lookup import TextIndex, contains_loose
 from .message_index import ConversationIndex, SpanAnchors
 from .probes import covers_probe
@@ -62,7 +62,7 @@ class AttemptRows:
     """Rows collected over the attempts of one trace (anchors as arrays per attempt: there are millions)."""
 
     compactions: list[dict[str, Any]] = field(default_factory=list)
-    anchors: list[AnchorPart] = field(default_factory=list)
+    anchors: AnchorRows = field(default_factory=lambda: AnchorRows())
     probes: list[dict[str, Any]] = field(default_factory=list)
     updates: list[dict[str, Any]] = field(default_factory=list)
 
@@ -244,7 +244,7 @@ def _refetches(index: ConversationIndex, lost: np.ndarray, n_recorded: int) -> t
 
 
 def _anchor_columns(
-    view: TraceView, window: Window, text_index: TextIndex, where: dict[str, Any], anchor_rows: list[AnchorPart]
+    view: TraceView, window: Window, text_index: TextIndex, where: dict[str, Any], anchor_rows: AnchorRows
 ) -> tuple[dict[str, Any], SummaryHolds]:
     """Retention, needed-later recall, instruction survival and refetch columns of an attempt with a summary;
     appends one anchor row per span anchor. Also returns which span anchors Σ_k holds.
@@ -261,7 +261,7 @@ def _anchor_columns(
     refetch_calls, refetched_ids = _refetches(index, ids[lost], window.n_recorded)
     needed_later = (span.next_use >= 0) & ~span.in_tail
     if view.keep_anchors:
-        anchor_rows.append(AnchorPart(where, span, in_summary, needed_later, np.isin(ids, refetched_ids)))
+        anchor_rows.add(index, AnchorPart(where, span, in_summary, needed_later, np.isin(ids, refetched_ids)))
     types = arrays.type_code[ids]
     per_type_total = np.bincount(types, minlength=len(ANCHOR_TYPES))
     per_type_kept = np.bincount(types, weights=in_summary, minlength=len(ANCHOR_TYPES))
@@ -356,6 +356,105 @@ def anchor_table(index: ConversationIndex, parts: Sequence[AnchorPart]) -> pd.Da
     }
     # copy=False: the arrays are new already, and consolidating them would copy millions of rows again.
     return pd.DataFrame(columns, columns=list(ANCHOR_COLUMNS), copy=False)
+
+
+def _is_true(value: Any) -> bool:
+    return not is_missing(value) and bool(value)
+
+
+@dataclass
+class AnchorRows:
+    """The per-anchor rows of a trace's attempts as :class:`AnchorPart` arrays, kept as the caller asks.
+
+    Every row (``losses.anchors``), or (``lost_only``) only the rows :meth:`Losses.lost_but_needed`
+    keeps, with every row's :data:`~zett_lab.measure.columns.RETENTION_COLUMNS` counted as the attempts
+    come (:meth:`counts`): what a report keeps. A long conversation's cumulative spans make millions
+    of rows, hundreds of MB even as arrays.
+    """
+
+    lost_only: bool = False
+    parts: list[AnchorPart] = field(default_factory=list)
+    _counted: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
+    _types: tuple[np.ndarray, Any] | None = None
+
+    def add(self, index: ConversationIndex, part: AnchorPart) -> None:
+        if not self.lost_only:
+            self.parts.append(part)
+            return
+        if self._types is None:
+            self._types = pd.factorize(index.arrays.type_names, sort=True)
+        applied = _is_true(part.where.get("applied"))
+        flags = {
+            "applied": np.full(len(part.span.ids), applied),
+            "in_summary": part.in_summary,
+            "in_tail": part.span.in_tail,
+            "needed_later": part.needed_later,
+            "lost_but_needed": part.needed_later & ~part.in_summary,
+        }
+        self._counted.append(np.unique(_flag_codes(self._types[0][part.span.ids], flags), return_counts=True))
+        lost = flags["lost_but_needed"]
+        if applied and lost.any():
+            self.parts.append(_rows(part, lost))
+
+    def counts(self) -> pd.DataFrame:
+        """The flags of every row added, counted (what :func:`retention_counts` gives of the whole table)."""
+        if not self._counted or self._types is None:
+            return _count_table(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), [])
+        codes = np.concatenate([codes for codes, _ in self._counted])
+        distinct, where = np.unique(codes, return_inverse=True)
+        counts = np.bincount(where, weights=np.concatenate([n for _, n in self._counted]), minlength=len(distinct))
+        return _count_table(distinct, counts.astype(np.int64), self._types[1])
+
+
+def _rows(part: AnchorPart, keep: np.ndarray) -> AnchorPart:
+    span = part.span
+    return AnchorPart(
+        part.where,
+        SpanAnchors(
+            ids=span.ids[keep],
+            first_index=span.first_index[keep],
+            in_tail=span.in_tail[keep],
+            in_future=span.in_future[keep],
+            next_use=span.next_use[keep],
+        ),
+        part.in_summary[keep],
+        part.needed_later[keep],
+        part.refetched[keep],
+    )
+
+
+def retention_counts(anchors: pd.DataFrame) -> pd.DataFrame:
+    """The :data:`~zett_lab.measure.columns.RETENTION_COLUMNS` of a per-anchor table (missing flags: False),
+    counted per distinct row (:data:`~zett_lab.measure.columns.ANCHOR_COUNT_COLUMNS`).
+
+    What the anchor-retention figure draws, in at most a few hundred rows instead of one per anchor
+    (sorted by type, then by the flags, False first; rows without a type are not counted).
+    """
+    if not len(anchors):
+        return _count_table(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), [])
+    types, type_names = pd.factorize(anchors["type"], sort=True)
+    flags = {name: anchors[name].astype("boolean").fillna(False).to_numpy(dtype=bool) for name in RETENTION_COLUMNS[1:]}
+    distinct, counts = np.unique(_flag_codes(types, flags), return_counts=True)
+    return _count_table(distinct, counts, type_names)
+
+
+def _flag_codes(types: np.ndarray, flags: dict[str, np.ndarray]) -> np.ndarray:
+    """One integer per row: its type code, then one bit per flag (rows without a type, code -1, left out)."""
+    names = RETENTION_COLUMNS[1:]
+    code = types.astype(np.int64) << len(names)
+    for bit, name in enumerate(reversed(names)):
+        code |= flags[name].astype(np.int64) << bit
+    return code[types >= 0]
+
+
+def _count_table(distinct: np.ndarray, counts: np.ndarray, type_names: Sequence[Any]) -> pd.DataFrame:
+    """Distinct :func:`_flag_codes` and how many rows had each, as :data:`ANCHOR_COUNT_COLUMNS`."""
+    names = RETENTION_COLUMNS[1:]
+    table = {"type": pd.Series(np.asarray(type_names, dtype=object)[distinct >> len(names)])}
+    for bit, name in enumerate(reversed(names)):
+        table[name] = pd.Series((distinct >> bit) & 1 == 1, dtype=bool)
+    table[ANCHOR_ROWS] = pd.Series(counts, dtype=np.int64)
+    return pd.DataFrame(table, columns=list(ANCHOR_COUNT_COLUMNS))
 
 
 def _probe_columns(

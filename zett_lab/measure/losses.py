@@ -21,6 +21,7 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 import html
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -40,8 +41,8 @@ from .columns import (
     doc_table,
     frame,
 )
-from .compaction_metrics import AttemptRows, SummaryHolds, TraceView, anchor_table, measure_attempt
-from .message_index import index_of
+from .compaction_metrics import AnchorRows, AttemptRows, SummaryHolds, TraceView, anchor_table, measure_attempt
+from .message_index import ConversationIndex, index_of
 from .probes import check_probes
 from .updates import GrowingSpanUpdates, observe
 
@@ -213,14 +214,26 @@ def measure(
     """
     if not hasattr(trace, "compactions") and not hasattr(trace, "steps"):
         return Losses.concat(measure(item, counter=counter, anchors=anchors) for item in trace)
-    return _measure_one(trace, _counter_for(trace, counter), anchors)
+    losses, index, rows = _measure_one(trace, _counter_for(trace, counter), AnchorRows() if anchors else None)
+    return dataclasses.replace(losses, anchors=anchor_table(index, rows.parts))
 
 
-def _measure_one(trace: Any, counter: Callable[[Sequence[Any]], int], keep_anchors: bool = True) -> Losses:
-    """Measure every compaction attempt of one trace in order, then the decay and conversation tables."""
-    view = _trace_view(trace, counter, keep_anchors)
+def measure_lost_and_counted(trace: Any) -> tuple[Losses, pd.DataFrame]:
+    """:func:`measure` as a report keeps it: ``anchors`` holds only the rows :meth:`Losses.lost_but_needed`
+    gives, and the per-anchor flags come counted (:func:`~zett_lab.measure.compaction_metrics.retention_counts`),
+    both made from arrays without the per-anchor table (on a long conversation, millions of rows)."""
+    losses, index, rows = _measure_one(trace, _counter_for(trace, None), AnchorRows(lost_only=True))
+    return dataclasses.replace(losses, anchors=anchor_table(index, rows.parts)), rows.counts()
+
+
+def _measure_one(
+    trace: Any, counter: Callable[[Sequence[Any]], int], anchor_rows: AnchorRows | None
+) -> tuple[Losses, ConversationIndex, AnchorRows]:
+    """Measure every compaction attempt of one trace in order, then the decay and conversation tables; the
+    per-anchor rows go to ``anchor_rows`` (None: none are kept), ``anchors`` is left empty."""
+    view = _trace_view(trace, counter, anchor_rows is not None)
     compactions: pd.DataFrame = trace.compactions
-    rows = AttemptRows()
+    rows = AttemptRows(anchors=anchor_rows or AnchorRows())
     # per applied compaction with a summary: (compaction_id, what the summary holds, tail range)
     applied_chain: list[tuple[int, SummaryHolds, tuple[int, int]]] = []
     previous_checkpoint: tuple[int, int] | None = None
@@ -250,15 +263,16 @@ def _measure_one(trace: Any, counter: Callable[[Sequence[Any]], int], keep_ancho
         decay_frame,
         len(view.probes),
     )
-    return Losses(
+    losses = Losses(
         compactions=compactions_frame,
-        anchors=anchor_table(view.index, rows.anchors),
+        anchors=frame([], ANCHOR_COLUMNS),
         conversation=frame([summary_row], CONVERSATION_COLUMNS),
         probes=probes_frame,
         decay=decay_frame,
         updates=frame(rows.updates, UPDATE_COLUMNS),
         settings={**_settings(trace), "conversation_id": trace.conversation.id},
     )
+    return losses, view.index, rows.anchors
 
 
 def _settings(trace: Any) -> dict[str, Any]:
@@ -293,4 +307,4 @@ def _trace_view(trace: Any, counter: Callable[[Sequence[Any]], int], keep_anchor
     )
 
 
-__all__ = ["Losses", "measure"]
+__all__ = ["Losses", "measure", "measure_lost_and_counted"]

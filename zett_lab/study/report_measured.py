@@ -1,12 +1,12 @@
 """The losses of the replays a report shows, measured once each and kept as the report uses them.
 
-The replays at the recommended setting are measured in full (one row per span anchor per
-attempt: on a long conversation a hundred thousand rows each, plus the conversation's anchor
-index). The report lists the lost-but-needed anchors and draws per-type counts of the others,
-so of each per-anchor table only those rows and the figure's flags, counted
-(:func:`retention_counts`), are kept. When a sweep's process pool is running, its workers measure
-them (a conversation's traces spread over the workers): the index and the full tables never enter
-the report's own process.
+The replays at the recommended setting are measured with their anchors. The report lists the
+lost-but-needed anchors and draws per-type counts of the others, so only those rows and the
+figure's flags, counted, are made
+(:func:`~zett_lab.measure.losses.measure_lost_and_counted`): never the per-anchor table, which
+on a long conversation has millions of rows. When a sweep's process pool is running, its workers
+measure them (a conversation's traces spread over the workers): the conversation's anchor index
+never enters the report's own process.
 """
 
 from __future__ import annotations
@@ -15,11 +15,12 @@ import concurrent.futures as cf
 import dataclasses
 from collections.abc import Sequence
 
-import numpy as np
 import pandas as pd
 
 from ..load.conversation import Conversation
 from ..measure import Losses, measure
+from ..measure.compaction_metrics import retention_counts
+from ..measure.losses import measure_lost_and_counted
 from ..measure.message_index import release_indexes
 from ..replay.trace import Trace
 from .executors import parallelism, running_pool
@@ -27,37 +28,10 @@ from .grid import fingerprint
 from .results import StoredTrace
 from .units import shared_messages
 
-#: The per-anchor columns the anchor-retention figure reads (its flags per anchor type).
-RETENTION_COLUMNS = ["type", "applied", "in_summary", "in_tail", "needed_later", "lost_but_needed"]
-
-#: Column of :func:`retention_counts`: how many rows of the per-anchor table have that row's flags.
-ANCHOR_ROWS = "anchor_rows"
-
-
-def retention_counts(anchors: pd.DataFrame) -> pd.DataFrame:
-    """The :data:`RETENTION_COLUMNS` of a per-anchor table (missing flags: False), counted per distinct row.
-
-    What the anchor-retention figure draws, in at most a few hundred rows instead of one per anchor
-    (sorted by type, then by the flags, False first; rows without a type are not counted).
-    """
-    if not len(anchors):
-        return pd.DataFrame(columns=[*RETENTION_COLUMNS, ANCHOR_ROWS])
-    names = RETENTION_COLUMNS[1:]
-    types, type_names = pd.factorize(anchors["type"], sort=True)
-    code = types.astype(np.int64) << len(names)
-    for bit, name in enumerate(reversed(names)):
-        code |= anchors[name].astype("boolean").fillna(False).to_numpy(dtype=bool).astype(np.int64) << bit
-    distinct, counts = np.unique(code[types >= 0], return_counts=True)
-    table = {"type": pd.Series(np.asarray(type_names, dtype=object)[distinct >> len(names)])}
-    for bit, name in enumerate(reversed(names)):
-        table[name] = pd.Series((distinct >> bit) & 1 == 1, dtype=bool)
-    table[ANCHOR_ROWS] = pd.Series(counts, dtype=np.int64)
-    return pd.DataFrame(table, columns=[*RETENTION_COLUMNS, ANCHOR_ROWS])
-
 
 def measure_shown(traces: Sequence[Trace]) -> list[tuple[Losses, pd.DataFrame]]:
-    """Per trace: its losses with only the lost-but-needed anchor rows, and its :func:`retention_counts`."""
-    return [_as_shown(measure(trace)) for trace in traces]
+    """Per trace: its losses with only the lost-but-needed anchor rows, and its per-anchor flags counted."""
+    return [measure_lost_and_counted(trace) for trace in traces]
 
 
 def measure_shown_on_worker(traces: Sequence[Trace]) -> list[tuple[Losses, pd.DataFrame]]:
@@ -71,6 +45,7 @@ def measure_shown_on_worker(traces: Sequence[Trace]) -> list[tuple[Losses, pd.Da
 
 
 def _as_shown(losses: Losses) -> tuple[Losses, pd.DataFrame]:
+    """What :func:`measure_shown` keeps, of losses measured in full."""
     return dataclasses.replace(losses, anchors=losses.lost_but_needed()), retention_counts(losses.anchors)
 
 

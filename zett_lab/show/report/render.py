@@ -20,8 +20,8 @@ from markupsafe import Markup
 from matplotlib.figure import Figure
 
 from ...measure.catalogue import label, label_with_direction
+from ...measure.columns import ANCHOR_ROWS
 from ...measure.native import PRODUCTION_METRICS
-from ...study.report_measured import ANCHOR_ROWS
 from ...study.report_study import RECOMMEND_COST, RECOMMEND_LOSS, ReportData
 from .. import plots
 from .assets import CSS, JS, content_security_policy
