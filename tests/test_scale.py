@@ -205,7 +205,9 @@ def test_the_anchors_of_a_span_as_arrays_are_what_a_loop_over_its_messages_finds
     checked = 0
     for conversation in fixture_conversations:
         index, n = index_of(conversation.messages), len(conversation.messages)
-        for start, end, recorded in ((0, n // 3, n // 2), (1, n // 2, n // 2), (n // 4, 3 * n // 4, n), (0, n, n)):
+        spans = [(0, n // 3, n // 2), (1, n // 2, n // 2), (n // 4, 3 * n // 4, n), (0, n, n), (0, n // 2, n + 3)]
+        spans += [(n // 2, n // 2, n), (n // 2, n // 4, n), (1, n // 3, n // 3)]  # empty spans; a start seen before
+        for start, end, recorded in spans:
             expected: dict = {}
             for at in range(start, end):
                 for key in index.keys_by_message[at]:

@@ -42,6 +42,9 @@ def _first_in(positions: Sequence[int], start: int, end: int) -> int | None:
 #: Share of a user message's lines seen in earlier user messages that makes it a re-injected copy.
 REPEATED_USER_TEXT = 0.8
 
+#: Span starts whose first occurrences an index remembers (a trace's spans share one or two).
+_STARTS_KEPT = 8
+
 
 def _objects(values: list[Any]) -> np.ndarray:
     """``values`` as a 1-d object array (each element kept as is, even a tuple)."""
@@ -80,6 +83,8 @@ class KeyArrays:
     system: np.ndarray
     sentence: np.ndarray
     artifact: np.ndarray
+    #: Per key: the last message holding it.
+    last: np.ndarray
     #: Index into :data:`~zett_lab.load.anchors.ANCHOR_TYPES`.
     type_code: np.ndarray
     #: Index into ``needles`` (-1: found by key or sentence only).
@@ -104,7 +109,7 @@ class KeyArrays:
             return np.full(len(ids), -1, dtype=np.int64), at
         clipped = np.minimum(at, len(codes) - 1)
         value = codes[clipped]
-        found = (at < len(codes)) & (value < base + max(start, end))
+        found = (at < len(codes)) & (value < base + min(max(start, end), self.stride))
         return np.where(found, value - base, -1), clipped
 
 
@@ -165,6 +170,7 @@ class ConversationIndex:
         self._needles: NeedleSet | None = None
         self._rarity: dict[AnchorKey, float] = {}
         self._arrays: KeyArrays | None = None
+        self._from_start: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         #: Key -> its index in ``arrays.keys``; needle -> its index in ``arrays.needles`` (set with ``arrays``).
         self.key_ids: dict[AnchorKey, int] = {}
         self.needle_ids: dict[str, int] = {}
@@ -208,16 +214,20 @@ class ConversationIndex:
             ],
             dtype=np.int64,
         ).reshape(-1, 3)
+        sorted_occurrences = np.asarray(occurrences, dtype=np.int64)[order]
+        ids = np.arange(len(keys), dtype=np.int64)
+        last = sorted_occurrences[np.searchsorted(sorted_occurrences, (ids + 1) * stride) - 1] - ids * stride
         return KeyArrays(
             keys=keys,
             stride=stride,
-            occurrences=np.asarray(occurrences, dtype=np.int64)[order],
+            occurrences=sorted_occurrences,
             rank=np.asarray(rank, dtype=np.int64)[order],
             uses=np.sort(np.asarray(uses, dtype=np.int64)),
             rarity=np.asarray([self.rarity(key) for key in keys], dtype=np.float64),
             system=np.asarray([key in self.system_keys for key in keys], dtype=bool),
             sentence=np.asarray([key[0] in SENTENCE_TYPES for key in keys], dtype=bool),
             artifact=np.asarray([key[0] in ARTIFACT_TYPES for key in keys], dtype=bool),
+            last=last,
             type_code=np.asarray([types.get(key[0], -1) for key in keys], dtype=np.int64),
             needle_id=np.asarray(needle_id, dtype=np.int64),
             needles=list(needle_index),
@@ -232,21 +242,30 @@ class ConversationIndex:
     def span_anchors(self, start: int, end: int, n_recorded: int) -> SpanAnchors:
         """The anchors of ``messages[start:end]`` and where each is after the span (see :class:`SpanAnchors`)."""
         arrays = self.arrays
-        every = np.arange(len(arrays.keys), dtype=np.int64)
-        first, at = arrays.first_in(arrays.occurrences, every, start, end)
-        ids = every[first >= 0]
-        order = np.lexsort((arrays.rank[at[ids]], first[ids]))
-        ids = ids[order]
+        first, at = self._first_from(start)
+        ids = np.flatnonzero(first < max(start, end))
+        ids = ids[np.lexsort((arrays.rank[at[ids]], first[ids]))]
         tail, _ = arrays.first_in(arrays.occurrences, ids, end, n_recorded)
-        future, _ = arrays.first_in(arrays.occurrences, ids, n_recorded, len(self.messages))
         next_use, _ = arrays.first_in(arrays.uses, ids, n_recorded, len(self.messages))
         return SpanAnchors(
             ids=ids,
             first_index=first[ids],
             in_tail=arrays.system[ids] | (tail >= 0),
-            in_future=future >= 0,
+            in_future=arrays.last[ids] >= n_recorded,
             next_use=next_use,
         )
+
+    def _first_from(self, start: int) -> tuple[np.ndarray, np.ndarray]:
+        """Per key: the first message from ``start`` on holding it (``stride``: none), and where that is in
+        ``occurrences``. A trace's spans share their start and grow, so this is searched once per start."""
+        found = self._from_start.get(start)
+        if found is None:
+            arrays = self.arrays
+            first, at = arrays.first_in(arrays.occurrences, np.arange(len(arrays.keys)), start, arrays.stride)
+            if len(self._from_start) >= _STARTS_KEPT:
+                self._from_start.clear()
+            found = self._from_start[start] = (np.where(first >= 0, first, arrays.stride), at)
+        return found
 
     def rarity(self, key: AnchorKey) -> float:
         """How rare the item is in the conversation, 0..1: 1 in at most two messages, 0 in every message
