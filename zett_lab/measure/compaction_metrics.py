@@ -447,7 +447,7 @@ def _flag_codes(types: np.ndarray, flags: dict[str, np.ndarray]) -> np.ndarray:
     return code[types >= 0]
 
 
-def _count_table(distinct: np.ndarray, counts: np.ndarray, type_names: Sequence[Any]) -> pd.DataFrame:
+def _count_table(distinct: np.ndarray, counts: np.ndarray, type_names: Sequence[Any] | pd.Index) -> pd.DataFrame:
     """Distinct :func:`_flag_codes` and how many rows had each, as :data:`ANCHOR_COUNT_COLUMNS`."""
     names = RETENTION_COLUMNS[1:]
     table = {"type": pd.Series(np.asarray(type_names, dtype=object)[distinct >> len(names)])}
