@@ -5,7 +5,9 @@ tokens. Every side runs in a fresh child process; all share one summary cache:
 
 - **replay**: load the conversation, replay it at 100k / 20k (``max_tokens`` /
   ``keep_recent_tokens``) once to fill the summary cache, reset the peak-memory mark, then
-  replay it again: that warm replay's wall and CPU time and the child's peak RSS;
+  replay it again ``WARM_REPLAYS`` times; done before the reports and again after them, and the
+  median of those warm replays' wall and CPU times is what the ratios divide by (one replay of
+  under 2 s moved the ratios by ±20 % from run to run), with the children's peak RSS;
 - **report**: ``zett-lab report long.json -o report.html --no-progress`` with the default grid
   and summarizers (run through the CLI's ``main`` in the child, so the peak RSS of the main
   process and of each pool worker can be read before the pool stops), twice: first with a
@@ -32,6 +34,7 @@ import argparse
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -40,6 +43,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SETTING = {"max_tokens": 100_000, "keep_recent_tokens": 20_000}
+#: Warm replays the baseline is measured by, before the reports and again after them (their median is divided by).
+WARM_REPLAYS = 3
 
 
 def _status(field: str, pid: int | str = "self") -> float:
@@ -76,11 +81,15 @@ def child_replay(path: str) -> None:
     conversation = zett_lab.load(path)
     zett_lab.replay(conversation, **SETTING)
     _reset_peak()
-    started, cpu = time.perf_counter(), time.process_time()
-    trace = zett_lab.replay(conversation, **SETTING)
+    seconds, cpus = [], []
+    for _ in range(WARM_REPLAYS):
+        started, cpu = time.perf_counter(), time.process_time()
+        trace = zett_lab.replay(conversation, **SETTING)
+        seconds.append(time.perf_counter() - started)
+        cpus.append(time.process_time() - cpu)
     result = {
-        "seconds": time.perf_counter() - started,
-        "cpu": time.process_time() - cpu,
+        "seconds": seconds,
+        "cpu": cpus,
         "peak_mb": _status("VmHWM"),
         "steps": len(trace.steps),
         "compactions": int(trace.compactions["applied"].sum()) if len(trace.compactions) else 0,
@@ -166,16 +175,25 @@ def main() -> None:
         ZETT_LAB_CACHE=str(work / "summaries.sqlite"),
         PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
     )
-    replay = _child("--child-replay", str(path), env=env)
+    before = _child("--child-replay", str(path), env=env)
     cold = _child("--child-report", str(path), str(work / "cold.html"), *grid, env=env)
     warm = _child("--child-report", str(path), str(work / "warm.html"), *grid, env=env)
     alone = _child("--child-replays", str(path), *grid, env=env)
+    after = _child("--child-replay", str(path), env=env)
+    runs = before["seconds"] + after["seconds"]
+    replay = {
+        **before,
+        "seconds": statistics.median(runs),
+        "cpu": statistics.median(before["cpu"] + after["cpu"]),
+        "peak_mb": max(before["peak_mb"], after["peak_mb"]),
+    }
     cores = os.cpu_count() or 1
     print(f"conversation: {len(conversation.messages)} messages, {args.turns} user turns")
     print(f"grid: {' '.join(grid[1::2]) if grid else 'the default'}")
     print(
         f"warm replay at 100k/20k: {replay['seconds']:.2f} s ({replay['cpu']:.2f} s CPU), peak {replay['peak_mb']:.0f} MB "
-        f"({replay['steps']} steps, {replay['compactions']} compactions)"
+        f"({replay['steps']} steps, {replay['compactions']} compactions): the median of {len(runs)} runs, "
+        f"{WARM_REPLAYS} before the reports and {WARM_REPLAYS} after ({', '.join(f'{r:.2f}' for r in runs)} s)"
     )
     for name, report in (("cold", cold), ("warm", warm)):
         workers = ", ".join(f"{w:.0f}" for w in report["workers_mb"]) or "none"
