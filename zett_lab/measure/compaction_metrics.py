@@ -43,8 +43,6 @@ class TraceView:
     summaries: dict[int, str | None]
     #: The updates of the trace's spans, folded on from attempt to attempt.
     updates: GrowingSpanUpdates
-    #: One row per span anchor per attempt in ``losses.anchors`` (False: that table stays empty).
-    keep_anchors: bool = True
     _text_indexes: dict[int, TextIndex] = field(default_factory=dict)
 
     def summary_index(self, compaction_id: int) -> TextIndex | None:
@@ -62,7 +60,8 @@ class AttemptRows:
     """Rows collected over the attempts of one trace (anchors as arrays per attempt: there are millions)."""
 
     compactions: list[dict[str, Any]] = field(default_factory=list)
-    anchors: AnchorRows = field(default_factory=lambda: AnchorRows())
+    #: Where each attempt's per-anchor rows go (None: nowhere, the ``anchors`` table stays empty).
+    anchors: AnchorRows | None = None
     probes: list[dict[str, Any]] = field(default_factory=list)
     updates: list[dict[str, Any]] = field(default_factory=list)
 
@@ -244,7 +243,7 @@ def _refetches(index: ConversationIndex, lost: np.ndarray, n_recorded: int) -> t
 
 
 def _anchor_columns(
-    view: TraceView, window: Window, text_index: TextIndex, where: dict[str, Any], anchor_rows: AnchorRows
+    view: TraceView, window: Window, text_index: TextIndex, where: dict[str, Any], anchor_rows: AnchorRows | None
 ) -> tuple[dict[str, Any], SummaryHolds]:
     """Retention, needed-later recall, instruction survival and refetch columns of an attempt with a summary;
     appends one anchor row per span anchor. Also returns which span anchors Σ_k holds.
@@ -260,7 +259,7 @@ def _anchor_columns(
     lost = arrays.artifact[ids] & ~span.in_tail & ~in_summary
     refetch_calls, refetched_ids = _refetches(index, ids[lost], window.n_recorded)
     needed_later = (span.next_use >= 0) & ~span.in_tail
-    if view.keep_anchors:
+    if anchor_rows is not None:
         anchor_rows.add(index, AnchorPart(where, span, in_summary, needed_later, np.isin(ids, refetched_ids)))
     types = arrays.type_code[ids]
     per_type_total = np.bincount(types, minlength=len(ANCHOR_TYPES))
@@ -307,6 +306,11 @@ class AnchorPart:
     needed_later: np.ndarray
     refetched: np.ndarray
 
+    @property
+    def lost_but_needed(self) -> np.ndarray:
+        """Needed later and not in the summary."""
+        return self.needed_later & ~self.in_summary
+
 
 def anchor_table(index: ConversationIndex, parts: Sequence[AnchorPart]) -> pd.DataFrame:
     """``losses.anchors`` of a trace: every attempt's rows, with the dtypes :func:`~zett_lab.measure.columns.frame`
@@ -351,15 +355,11 @@ def anchor_table(index: ConversationIndex, parts: Sequence[AnchorPart]) -> pd.Da
         "next_use_index": pd.arrays.IntegerArray(np.maximum(next_use, 0).astype(np.int64), next_use < 0),
         "rarity": arrays.rarity[ids].astype(np.float64),
         "needed_later": flags(needed_later),
-        "lost_but_needed": flags(needed_later & ~in_summary),
+        "lost_but_needed": flags(joined(lambda part: part.lost_but_needed)),
         "refetched": flags(joined(lambda part: part.refetched)),
     }
     # copy=False: the arrays are new already, and consolidating them would copy millions of rows again.
     return pd.DataFrame(columns, columns=list(ANCHOR_COLUMNS), copy=False)
-
-
-def _is_true(value: Any) -> bool:
-    return not is_missing(value) and bool(value)
 
 
 @dataclass
@@ -383,13 +383,13 @@ class AnchorRows:
             return
         if self._types is None:
             self._types = pd.factorize(index.arrays.type_names, sort=True)
-        applied = _is_true(part.where.get("applied"))
+        applied = bool(part.where["applied"])
         flags = {
             "applied": np.full(len(part.span.ids), applied),
             "in_summary": part.in_summary,
             "in_tail": part.span.in_tail,
             "needed_later": part.needed_later,
-            "lost_but_needed": part.needed_later & ~part.in_summary,
+            "lost_but_needed": part.lost_but_needed,
         }
         self._counted.append(np.unique(_flag_codes(self._types[0][part.span.ids], flags), return_counts=True))
         lost = flags["lost_but_needed"]
@@ -398,8 +398,8 @@ class AnchorRows:
 
     def counts(self) -> pd.DataFrame:
         """The flags of every row added, counted (what :func:`retention_counts` gives of the whole table)."""
-        if not self._counted or self._types is None:
-            return _count_table(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), [])
+        if self._types is None:
+            return _no_counts()
         codes = np.concatenate([codes for codes, _ in self._counted])
         distinct, where = np.unique(codes, return_inverse=True)
         counts = np.bincount(where, weights=np.concatenate([n for _, n in self._counted]), minlength=len(distinct))
@@ -431,7 +431,7 @@ def retention_counts(anchors: pd.DataFrame) -> pd.DataFrame:
     (sorted by type, then by the flags, False first; rows without a type are not counted).
     """
     if not len(anchors):
-        return _count_table(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), [])
+        return _no_counts()
     types, type_names = pd.factorize(anchors["type"], sort=True)
     flags = {name: anchors[name].astype("boolean").fillna(False).to_numpy(dtype=bool) for name in RETENTION_COLUMNS[1:]}
     distinct, counts = np.unique(_flag_codes(types, flags), return_counts=True)
@@ -445,6 +445,10 @@ def _flag_codes(types: np.ndarray, flags: dict[str, np.ndarray]) -> np.ndarray:
     for bit, name in enumerate(reversed(names)):
         code |= flags[name].astype(np.int64) << bit
     return code[types >= 0]
+
+
+def _no_counts() -> pd.DataFrame:
+    return _count_table(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), [])
 
 
 def _count_table(distinct: np.ndarray, counts: np.ndarray, type_names: Sequence[Any] | pd.Index) -> pd.DataFrame:

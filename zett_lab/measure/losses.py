@@ -214,26 +214,28 @@ def measure(
     """
     if not hasattr(trace, "compactions") and not hasattr(trace, "steps"):
         return Losses.concat(measure(item, counter=counter, anchors=anchors) for item in trace)
-    losses, index, rows = _measure_one(trace, _counter_for(trace, counter), AnchorRows() if anchors else None)
-    return dataclasses.replace(losses, anchors=anchor_table(index, rows.parts))
+    rows = AnchorRows() if anchors else None
+    losses, index = _measure_one(trace, _counter_for(trace, counter), rows)
+    return dataclasses.replace(losses, anchors=anchor_table(index, rows.parts if rows is not None else []))
 
 
 def measure_lost_and_counted(trace: Any) -> tuple[Losses, pd.DataFrame]:
     """:func:`measure` as a report keeps it: ``anchors`` holds only the rows :meth:`Losses.lost_but_needed`
     gives, and the per-anchor flags come counted (:func:`~zett_lab.measure.compaction_metrics.retention_counts`),
     both made from arrays without the per-anchor table (on a long conversation, millions of rows)."""
-    losses, index, rows = _measure_one(trace, _counter_for(trace, None), AnchorRows(lost_only=True))
+    rows = AnchorRows(lost_only=True)
+    losses, index = _measure_one(trace, _counter_for(trace, None), rows)
     return dataclasses.replace(losses, anchors=anchor_table(index, rows.parts)), rows.counts()
 
 
 def _measure_one(
     trace: Any, counter: Callable[[Sequence[Any]], int], anchor_rows: AnchorRows | None
-) -> tuple[Losses, ConversationIndex, AnchorRows]:
+) -> tuple[Losses, ConversationIndex]:
     """Measure every compaction attempt of one trace in order, then the decay and conversation tables; the
     per-anchor rows go to ``anchor_rows`` (None: none are kept), ``anchors`` is left empty."""
-    view = _trace_view(trace, counter, anchor_rows is not None)
+    view = _trace_view(trace, counter)
     compactions: pd.DataFrame = trace.compactions
-    rows = AttemptRows(anchors=anchor_rows or AnchorRows())
+    rows = AttemptRows(anchors=anchor_rows)
     # per applied compaction with a summary: (compaction_id, what the summary holds, tail range)
     applied_chain: list[tuple[int, SummaryHolds, tuple[int, int]]] = []
     previous_checkpoint: tuple[int, int] | None = None
@@ -272,14 +274,14 @@ def _measure_one(
         updates=frame(rows.updates, UPDATE_COLUMNS),
         settings={**_settings(trace), "conversation_id": trace.conversation.id},
     )
-    return losses, view.index, rows.anchors
+    return losses, view.index
 
 
 def _settings(trace: Any) -> dict[str, Any]:
     return dict(getattr(trace, "settings", None) or {})
 
 
-def _trace_view(trace: Any, counter: Callable[[Sequence[Any]], int], keep_anchors: bool = True) -> TraceView:
+def _trace_view(trace: Any, counter: Callable[[Sequence[Any]], int]) -> TraceView:
     """The per-trace facts every attempt is measured against (probes are checked here)."""
     conversation = trace.conversation
     messages = conversation.messages
@@ -303,7 +305,6 @@ def _trace_view(trace: Any, counter: Callable[[Sequence[Any]], int], keep_anchor
         step_rows=step_rows,
         summaries={int(row["compaction_id"]): row.get("summary_text") for row in compactions.to_dict("records")},
         updates=GrowingSpanUpdates(observe(messages) if len(compactions) else []),
-        keep_anchors=keep_anchors,
     )
 
 

@@ -146,8 +146,10 @@ class _Clauses:
 
     def mentioning(self, names: Sequence[str]) -> str:
         """The clauses naming any of ``names`` (see :func:`_mention_pattern`), one per line."""
+        if not self.parts:
+            return ""
         named: set[int] = set()
-        for name in names if self.parts else ():
+        for name in names:
             needle, pattern = _mention_pattern(name)
             if needle in self.joined:
                 named.update(bisect_right(self._starts, m.start()) - 1 for m in pattern.finditer(self.joined))
