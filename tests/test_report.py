@@ -435,3 +435,75 @@ def test_replays_shown_in_full_keep_what_the_report_uses_measured_here_or_on_the
         assert counts[ANCHOR_ROWS].sum() == len(full.anchors) and len(counts) < len(full.anchors)
         lost_rows += len(full.lost_but_needed())
     assert lost_rows  # the lost-but-needed list had rows to keep
+
+
+def test_a_report_prices_only_what_its_sweep_did_not_price_for_its_model(monkeypatch) -> None:
+    """A sweep priced for the report's model keeps its figures (those cells' tables are not read again);
+    cells of a summary model with no list price count its tokens at $0, as the cost section says; a
+    sweep priced for another model is priced again, every cell."""
+    from tests.helpers import CountingSummarizer
+    from zett_lab.study import report_tables
+    from zett_lab.study.report_study import report_sweep
+
+    conversations = [coding_conversation(turns=8, cid="first-session"), coding_conversation(turns=3, cid="short")]
+    result = report_sweep(conversations, [CountingSummarizer(), "mask"], GRID, executor="serial", cache=False)
+    priced_again: list[tuple[str, str, int, int]] = []
+    price = report_tables._costs_of
+
+    def counted(entries, *args):
+        priced_again.extend(
+            (label, t.conversation.id, t.settings["max_tokens"], t.settings["keep_recent_tokens"])
+            for label, t in entries
+        )
+        return price(entries, *args)
+
+    monkeypatch.setattr(report_tables, "_costs_of", counted)
+    keys = ["summarizer", "conversation_id", "max_tokens", "keep_recent_tokens"]
+    swept = result.results.set_index(keys).sort_index()
+    unpriced = swept["total_cost_usd"].isna().to_numpy()
+    assert unpriced.any() and not unpriced.all()  # the counting model's summaries have no list price
+
+    report = Report(sweep=result, date=DATE)
+    shown = report.data.results.set_index(keys).sort_index()
+    assert sorted(priced_again) == sorted(swept.index[unpriced])
+    assert report.document()["costs"]["unpriced"] == ["counting-summarizer"]
+    assert shown["total_cost_usd"].notna().all()
+    again = shown[unpriced]
+    assert (again["summary_cost_usd"] == 0).all() and (again["summary_calls"] > 0).all()
+    assert (again["summary_input_tokens"] == 50 * again["summary_calls"]).all()  # the model's reported usage
+    assert (again["total_cost_usd"] == again["primary_cost_usd"]).all() and (again["primary_cost_usd"] > 0).all()
+    columns = ["primary_input_tokens", "primary_cost_usd", "summary_calls", "total_cost_usd"]
+    assert list(shown.index) == list(swept.index)
+    pd.testing.assert_frame_equal(shown.loc[~unpriced, columns], swept.loc[~unpriced, columns], check_index_type=False)
+
+    priced_again.clear()
+    other = Report(sweep=result, date=DATE, primary_model="gpt-4o").data.results.set_index(keys).sort_index()
+    assert sorted(priced_again) == sorted(swept.index)
+    assert (other["primary_input_tokens"] == shown["primary_input_tokens"]).all()
+    assert (other["primary_cost_usd"] > shown["primary_cost_usd"]).all()  # gpt-4o's list price is higher
+
+
+def test_with_more_conversations_than_it_draws_a_report_draws_the_busiest_timelines(monkeypatch) -> None:
+    """Past TIMELINES_SHOWN conversations the page draws those whose replay at the recommended setting
+    applied the most compactions, in report order, and says how many it left out and how to draw them."""
+    from zett_lab.study import report_study
+
+    conversations = [
+        coding_conversation(turns=3, cid="short"),
+        coding_conversation(turns=9, cid="long"),
+        coding_conversation(turns=6, cid="middle"),
+    ]
+    monkeypatch.setattr(report_study, "TIMELINES_SHOWN", 2)
+    report = build(conversations)
+    rec = report.recommendation
+    at = report.data.results.set_index("conversation_id")
+    at = at[(at["summarizer"] == rec["summarizer"]) & (at["max_tokens"] == rec["max_tokens"])]
+    at = at[at["keep_recent_tokens"] == rec["keep_recent_tokens"]]
+    applied = at["compactions_applied"]
+    assert applied["long"] > applied["short"] and applied["middle"] > applied["short"]
+    assert report.data.timeline_ids == ["long", "middle"]
+    section = report.to_html().split('<section id="timelines">')[1].split("</section>")[0]
+    assert section.count("<figure>") == 2 and "short:" not in section and "long:" in section
+    assert "The 2 of 3 conversations whose replay at the recommended setting applied the most compactions" in section
+    monkeypatch.setattr(report_study, "TIMELINES_SHOWN", 3)
+    assert build(conversations).data.timeline_ids == ["short", "long", "middle"]

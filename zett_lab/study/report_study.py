@@ -35,7 +35,7 @@ from .grid import STOCK_ENGINE, resolve_context_window
 from .report_lost import DIGITS, cell_entries, lost_but_needed_items, trace_index
 from .report_measured import Measured
 from .report_native import report_production
-from .report_tables import compare_summarizers, cost_overview, costs_per_replay, metric_summary
+from .report_tables import compare_summarizers, cost_overview, costs_per_replay, metric_summary, price_names
 from .results import Sweep
 from .sweep import sweep
 
@@ -45,6 +45,9 @@ DEFAULT_REPORT_SUMMARIZERS: tuple[str, ...] = ("anchors", "extractive", "truncat
 
 #: Primary model whose list prices turn token counts into money in the cost section.
 DEFAULT_PRIMARY_MODEL = "gpt-5-mini"
+
+#: Context timelines a report draws at most (:func:`timeline_conversations`).
+TIMELINES_SHOWN = 24
 
 #: The cost and the loss a recommended setting is chosen by.
 RECOMMEND_COST = "total_input_tokens"
@@ -188,6 +191,8 @@ class ReportData:
         recommendation: The recommended setting and the rule that chose it (None: nothing to
             recommend).
         explore_id: The conversation the interactive explorer shows.
+        timeline_ids: The conversations whose context timeline the report draws (at most
+            :data:`TIMELINES_SHOWN`, see :func:`timeline_conversations`), in report order.
         lost_items: The top lost-but-needed anchors at the recommended setting.
         metrics: Per summarizer: means with confidence intervals, paired differences, totals.
         costs: Tokens and money per configuration and the prices used.
@@ -214,6 +219,7 @@ class ReportData:
     comparison: Comparison | None
     recommendation: dict[str, Any] | None
     explore_id: str
+    timeline_ids: list[str]
     lost_items: list[dict[str, Any]]
     metrics: dict[str, Any]
     costs: dict[str, Any]
@@ -299,7 +305,8 @@ def build_report_data(
     direct, entries, failures = _replays(traces, sweep, failures)
     measured = Measured()
     summarizers = _summarizer_order(entries, sweep)
-    replay_costs, unpriced = costs_per_replay(entries, primary_model)
+    priced, unpriced = price_names(entries)
+    replay_costs = costs_per_replay(_to_price(direct, sweep, primary_model), primary_model, priced)
     attempted = _results(sweep, [_direct_row(label, t, losses, measured) for label, t in direct], replay_costs)
     results = _complete(attempted)
     counts = combine_failure_counts(
@@ -327,6 +334,7 @@ def build_report_data(
         comparison=comparison,
         recommendation=recommendation,
         explore_id=explore_id,
+        timeline_ids=timeline_conversations(results, recommendation, conversations),
         lost_items=lost_items,
         metrics=metric_summary(results, summarizers, comparison, counts),
         costs=cost_overview(results, primary_model, unpriced),
@@ -451,16 +459,37 @@ def _direct_row(label: str, trace: Trace, losses: Losses | None, measured: Measu
     return row
 
 
+def _to_price(direct: list[tuple[str, Trace]], sweep: Sweep | None, primary_model: str) -> list[tuple[str, Trace]]:
+    """The replays whose costs the report computes: those given directly, and a sweep's cells it did not
+    price with ``primary_model`` (a summary model with no list price; a sweep priced for another model)."""
+    if sweep is None:
+        return list(direct)
+    cells = _sweep_entries(sweep)
+    table = _compared(sweep)
+    if sweep.config.get("primary_model") == primary_model and "total_cost_usd" in table.columns:
+        keys = set(table.loc[table["total_cost_usd"].isna(), _REPLAY_KEYS].itertuples(index=False, name=None))
+        cells = [(label, trace) for label, trace in cells if _replay_key(label, trace) in keys]
+    return list(direct) + cells
+
+
+def _replay_key(label: str, trace: Trace) -> tuple[str, str, int, int]:
+    settings = trace.settings
+    return (trace.conversation.id, label, int(settings["max_tokens"]), int(settings["keep_recent_tokens"]))
+
+
 def _results(sweep: Sweep | None, direct_rows: list[dict[str, Any]], costs: pd.DataFrame) -> pd.DataFrame:
-    """One row per attempted replay (a sweep's failed cells included, ``error`` set), with costs."""
+    """One row per attempted replay (a sweep's failed cells included, ``error`` set), with costs: a sweep's
+    own, else the report's (:func:`_to_price`)."""
     parts = [_compared(sweep)] if sweep is not None else []
     if direct_rows:
         parts.append(pd.DataFrame(direct_rows))
     table = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
     if len(costs) and len(table):
-        extra = [c for c in costs.columns if c not in table.columns or c in _REPLAY_KEYS]
-        if len(extra) > len(_REPLAY_KEYS):
-            table = table.merge(costs[extra], on=_REPLAY_KEYS, how="left")
+        table = table.merge(costs, on=_REPLAY_KEYS, how="left", suffixes=("", "_priced"))
+        for column in costs.columns:
+            if f"{column}_priced" in table.columns:
+                priced = table.pop(f"{column}_priced")
+                table[column] = table[column].mask(priced.notna(), priced)
     for column in ("max_tokens", "keep_recent_tokens"):
         table[column] = table[column].astype("int64")
     return table.sort_values(
@@ -537,6 +566,27 @@ def recommend_report_setting(
 
 def _setting(summarizer: Any, max_tokens: int, keep_recent_tokens: int) -> dict[str, Any]:
     return {"summarizer": str(summarizer), "max_tokens": int(max_tokens), "keep_recent_tokens": int(keep_recent_tokens)}
+
+
+def timeline_conversations(
+    results: pd.DataFrame, recommendation: dict[str, Any] | None, conversations: list[Conversation]
+) -> list[str]:
+    """The conversations whose timeline a report draws, in report order: every one, or with more than
+    :data:`TIMELINES_SHOWN`, those whose replay at the recommended setting applied the most compactions
+    (then sent the most steps over budget). A page over a year of sessions stays one a reader can scroll."""
+    ids = [c.id for c in conversations]
+    if recommendation is None or len(ids) <= TIMELINES_SHOWN:
+        return ids
+    at = results[
+        (results["summarizer"] == recommendation["summarizer"])
+        & (results["max_tokens"] == recommendation["max_tokens"])
+        & (results["keep_recent_tokens"] == recommendation["keep_recent_tokens"])
+    ]
+    busiest = at.sort_values(
+        ["compactions_applied", "steps_over_budget", "conversation_id"], ascending=[False, False, True], kind="stable"
+    )
+    chosen = set(busiest["conversation_id"].head(TIMELINES_SHOWN))
+    return [i for i in ids if i in chosen]
 
 
 def _explore_id(results: pd.DataFrame, conversations: list[Conversation], explore: str | None) -> str:

@@ -46,29 +46,37 @@ COST_COLUMNS = (
 _COST_CHUNK = 32
 
 
-def costs_per_replay(entries: list[tuple[str, Trace]], primary_model: str) -> tuple[pd.DataFrame, list[str]]:
-    """Tokens and money per replay, and the summarizers with no list price (counted, priced at $0)."""
+def price_names(entries: list[tuple[str, Trace]]) -> tuple[dict[str, str], list[str]]:
+    """Per summarizer label, the price-table name its summaries are priced by; and the labels with no
+    list price (their tokens count, priced at $0)."""
     table = load_prices()
     priced: dict[str, str] = {}
     for label, trace in entries:
-        identity = str(trace.settings.get("summarizer"))
         if label in priced:
             continue
+        identity = str(trace.settings.get("summarizer"))
         try:
             table.lookup(identity)
             priced[label] = identity
         except SettingError:
             priced[label] = _UNPRICED
+    return priced, sorted(label for label, name in priced.items() if name == _UNPRICED)
+
+
+def costs_per_replay(entries: list[tuple[str, Trace]], primary_model: str, priced: dict[str, str]) -> pd.DataFrame:
+    """Tokens and money per replay, each summarizer priced as ``priced`` (:func:`price_names`) names it."""
+    table = load_prices()
     offline = {label for label, name in priced.items() if name != _UNPRICED and table.lookup(name)[0] == "offline"}
     parts = [
         _costs_of(entries[start : start + _COST_CHUNK], primary_model, priced, offline)
         for start in range(0, len(entries), _COST_CHUNK)
     ]
-    summary = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
-    summary = summary.drop(columns=["steps"], errors="ignore")
+    if not parts:
+        return pd.DataFrame()
+    summary = pd.concat(parts, ignore_index=True).drop(columns=["steps"])
     for column in ("max_tokens", "keep_recent_tokens"):
         summary[column] = summary[column].astype("int64")
-    return summary, sorted(label for label, name in priced.items() if name == _UNPRICED)
+    return summary
 
 
 def _costs_of(
@@ -103,7 +111,7 @@ def _costs_of(
     )
     if all_compactions is not None and len(priced_compactions):
         priced_compactions["summarizer"] = labels
-    return cost_summary(priced_steps, priced_compactions if all_compactions is not None else None).reset_index()
+    return cost_summary(priced_steps, priced_compactions if all_compactions is not None else None)
 
 
 def compare_summarizers(results: pd.DataFrame, summarizers: list[str]) -> Comparison | None:

@@ -126,21 +126,19 @@ def _figures(data: ReportData, document: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _timelines(data: ReportData, rec: Mapping[str, Any], figures: _Figures) -> list[FigureView]:
-    """Every conversation's context timeline at the recommended setting."""
+    """The context timelines at the recommended setting (of :attr:`ReportData.timeline_ids`)."""
     views = []
-    for conversation in data.conversations:
-        trace = data.trace_for(
-            conversation.id, rec.get("summarizer", data.summarizers[0]), rec["max_tokens"], rec["keep_recent_tokens"]
-        )
+    for conversation_id in data.timeline_ids:
+        trace = data.trace_for(conversation_id, rec["summarizer"], rec["max_tokens"], rec["keep_recent_tokens"])
         if trace is None:
-            views.append(FigureView(None, "", conversation.id))
+            views.append(FigureView(None, "", conversation_id))
             continue
         summary = trace.summary()
         caption = (
-            f"{conversation.id}: {summary['compactions_applied']} compaction(s) applied, "
+            f"{conversation_id}: {summary['compactions_applied']} compaction(s) applied, "
             f"{summary['steps_over_budget']} of {summary['steps']} steps over budget, peak {n_int(summary['peak_context'])} tokens."
         )
-        views.append(figures.add(plots.timeline(trace), caption, conversation.id))
+        views.append(figures.add(plots.timeline(trace), caption, conversation_id))
     return views
 
 
@@ -241,6 +239,7 @@ def render_html(data: ReportData, document: Mapping[str, Any]) -> str:
         shown_metrics=shown,
         metric_rows=by,
         figures=_figures(data, document),
+        conversation_count=len(data.conversations),
         explore=explorer_view(data),
         configurations=_configurations(data.results, document["recommendation"]),
         configuration_columns=CONFIGURATION_COLUMNS,

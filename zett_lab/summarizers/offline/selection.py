@@ -6,6 +6,8 @@ import heapq
 import math
 import re
 from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any
 
 import numpy as np
 from zett_agent.messages import AnyMessage
@@ -129,22 +131,44 @@ class _Chosen:
 
     :meth:`max_similarity` is each taken row's dot product with a candidate, summed in the same
     order as ``matrix[taken] @ matrix[i].T`` (so the same floats), without indexing the whole
-    matrix by the taken rows for every candidate: on a long span that was most of the summary's time.
+    matrix by the taken rows for every candidate. Taken rows are appended to buffers that double
+    when full, so taking a row costs that row, not every row taken before it (stacking a new
+    matrix per row was most of a long span's summary).
     """
 
     def __init__(self, matrix) -> None:
-        from scipy import sparse
-
         self._matrix = matrix
         self._dense = np.zeros(matrix.shape[1])
-        self._taken = sparse.csr_matrix((0, matrix.shape[1]), dtype=matrix.dtype)
+        self._data = np.empty(64, dtype=matrix.dtype)
+        self._indices = np.empty(64, dtype=matrix.indices.dtype)
+        self._indptr = [0]
+        self._taken: Any = None  # the taken rows as a CSR matrix, made again after a row is added
         self.rows: list[int] = []
 
     def add(self, row: int) -> None:
-        from scipy import sparse
-
-        self._taken = sparse.vstack([self._taken, self._matrix[row]], format="csr")
+        matrix = self._matrix
+        start, end = matrix.indptr[row], matrix.indptr[row + 1]
+        filled, needed = self._indptr[-1], self._indptr[-1] + end - start
+        if needed > len(self._data):
+            capacity = max(needed, 2 * len(self._data))
+            self._data = np.concatenate([self._data[:filled], np.empty(capacity - filled, self._data.dtype)])
+            self._indices = np.concatenate([self._indices[:filled], np.empty(capacity - filled, self._indices.dtype)])
+        self._data[filled:needed] = matrix.data[start:end]
+        self._indices[filled:needed] = matrix.indices[start:end]
+        self._indptr.append(needed)
+        self._taken = None
         self.rows.append(row)
+
+    def _taken_rows(self):
+        if self._taken is None:
+            from scipy import sparse
+
+            filled = self._indptr[-1]
+            self._taken = sparse.csr_matrix(
+                (self._data[:filled], self._indices[:filled], np.asarray(self._indptr, dtype=self._indices.dtype)),
+                shape=(len(self.rows), self._matrix.shape[1]),
+            )
+        return self._taken
 
     def max_similarity(self, row: int) -> float:
         """The largest dot product of row ``row`` with a taken row (0 when none is taken)."""
@@ -154,7 +178,7 @@ class _Chosen:
         start, end = matrix.indptr[row], matrix.indptr[row + 1]
         columns = matrix.indices[start:end]
         dense[columns] = matrix.data[start:end]
-        similarity = self._taken @ dense
+        similarity = self._taken_rows() @ dense
         dense[columns] = 0.0
         return float(similarity.max())
 
@@ -253,31 +277,42 @@ def anchor_items(unit: Unit, *, first_user_segment: int | None = None) -> tuple[
     decisions. Whole-line items (tool-call commands, earlier summary lines, the task statement)
     are keyed by the line itself.
     """
-    text = unit.text
+    is_task = unit.kind in ("user", "agent") and unit.segment == first_user_segment
+    items, first = _line_items(unit.text, unit.kind, is_task)
+    return dict(items), first
+
+
+#: Lines whose items are remembered: every setting of a grid summarizes the same lines again
+#: (a 250-turn session has 87k distinct lines).
+_LINE_ITEMS_KEPT = 1 << 17
+
+
+@lru_cache(maxsize=_LINE_ITEMS_KEPT)
+def _line_items(text: str, kind: str, is_task: bool) -> tuple[tuple[tuple[tuple[str, str], float], ...], int]:
     items: dict[tuple[str, str], float] = {}
     first = len(text)
-    for anchor in anchors_in_text(text, _ANCHOR_ROLE.get(unit.kind, "tool")):
+    for anchor in anchors_in_text(text, _ANCHOR_ROLE.get(kind, "tool")):
         if len(anchor.value) < 3 or anchor.type not in ANCHOR_WEIGHTS:
             continue
         items.setdefault(anchor.key, ANCHOR_WEIGHTS[anchor.type])
         where = text.find(anchor.value)
         first = min(first, max(where, 0))
     line_key = " ".join(text.lower().split())
-    if unit.kind == "tool_call":
+    if kind == "tool_call":
         items[("command", line_key)] = ANCHOR_WEIGHTS["command"]
         first = 0
-    if unit.kind == "checkpoint":
+    if kind == "checkpoint":
         items[("checkpoint", line_key)] = ANCHOR_WEIGHTS["checkpoint"]
         first = 0
-    if unit.kind in ("user", "agent") and unit.segment == first_user_segment:
+    if is_task:
         items[("task", line_key)] = ANCHOR_WEIGHTS["task"]
         first = 0
-    if unit.kind == "tool_result":
-        if any(kind == "error" for kind, _ in items):
+    if kind == "tool_result":
+        if any(item_type == "error" for item_type, _ in items):
             items[("error", line_key)] = ANCHOR_WEIGHTS["error"]
         # Tool output is mostly raw material (code, listings); the dialogue says what mattered.
         items = {item: weight * TOOL_OUTPUT_WEIGHT for item, weight in items.items()}
-    return items, (0 if first == len(text) else first)
+    return tuple(items.items()), (0 if first == len(text) else first)
 
 
 class Anchors(OfflineSummarizer):
