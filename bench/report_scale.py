@@ -143,8 +143,9 @@ def child_replays(path: str, *grid: str) -> None:
     print(json.dumps({"replays": replays, "cpu": time.process_time() - cpu}))
 
 
-def _child(*args: str, env: dict[str, str]) -> dict:
-    output = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True, env=env)
+def _child(*args: str, env: dict[str, str], script: str = __file__) -> dict:
+    """Run ``script`` with ``args`` in a fresh process; its last line of output is the JSON it measured."""
+    output = subprocess.run([sys.executable, script, *args], capture_output=True, text=True, env=env)
     if output.returncode != 0:
         raise SystemExit(f"child {args[0]} failed:\n{output.stderr[-3000:]}")
     lines = output.stdout.strip().splitlines()
