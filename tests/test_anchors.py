@@ -295,7 +295,7 @@ def _big_conversation(tokens: int = 150_000) -> list:
 
 
 def test_extraction_on_a_150k_token_conversation_is_stable_across_the_cache():
-    """Speed is measured in bench/anchors.py; here the cached second pass must give the same anchors."""
+    """Speed is measured in bench/ (report_scale.py, memory.py); here the cached second pass must give the same anchors."""
     messages = _big_conversation()
     messages = [
         m

@@ -220,6 +220,28 @@ def test_anchors_keeps_constraints_commands_and_errors():
     assert "INFO request 17 ok" not in text
 
 
+def test_anchors_summaries_are_the_same_whether_their_lines_were_seen_before(fixture_conversations):
+    """Each line's items are remembered across summaries; a summary after others equals one made fresh,
+    and the items a caller is handed are its own to change."""
+    from zett_lab.summarizers.offline import anchor_items, selection
+    from zett_lab.summarizers.transcript import Unit
+
+    conversation = max(fixture_conversations, key=lambda c: len(c.messages))
+    n = len(conversation.messages)
+    spans = [conversation.messages[: n // 2], conversation.messages[n // 4 : 3 * n // 4], conversation.messages]
+    anchors = summarizer("anchors", budget=400)
+    selection._line_items.cache_clear()
+    after_others = [anchors.summarize(span) for span in spans]
+    assert selection._line_items.cache_info().hits > 0  # the spans overlap: lines were seen again
+    for span, text in zip(spans, after_others, strict=True):
+        selection._line_items.cache_clear()
+        assert anchors.summarize(span) == text
+    unit = Unit(0, 0, "user", "user", "Never edit src/app.py; run pytest -x first.")
+    items, _ = anchor_items(unit)
+    items.clear()
+    assert anchor_items(unit)[0]
+
+
 def test_render_covers_every_message_kind():
     span = [
         CompactedMessage(content=CHECKPOINT_PREFIX + "Earlier: fixed auth in src/auth.py."),
