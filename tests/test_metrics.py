@@ -6,6 +6,8 @@ import math
 
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from zett_agent.messages import (
     AssistantMessage,
     SystemMessage,
@@ -709,3 +711,56 @@ def test_decay_counts_every_pair_by_its_definition(fixture_conversations):
             assert row.still_in_context == sum(h or key in tail_keys for h, key in zip(held, kept, strict=True))
             pairs += 1
     assert pairs > 50
+
+
+# --- typed tables --------------------------------------------------------------------------------------------
+
+
+def _column_kind(name: str) -> str:
+    from zett_lab.measure import columns
+
+    if name in columns._BOOLEANS[id(COMPACTION_COLUMNS)]:
+        return "boolean"
+    if name in columns._INT:
+        return "Int64"
+    if name in columns._FLOATS or columns._is_ratio(name):
+        return "float64"
+    return "object"
+
+
+_MISSING = st.sampled_from([None, math.nan, pd.NA])
+_CELL = {
+    "boolean": st.one_of(st.booleans(), _MISSING),
+    "Int64": st.one_of(st.integers(-(2**40), 2**40), _MISSING),
+    "float64": st.one_of(st.floats(allow_nan=False, allow_infinity=False), st.integers(-1000, 1000), _MISSING),
+    "object": st.one_of(st.text(max_size=5), _MISSING),  # ids, names, statuses: text
+}
+
+
+@st.composite
+def _compaction_rows(draw):
+    names = draw(st.lists(st.sampled_from(list(COMPACTION_COLUMNS)), unique=True, max_size=8))
+    return draw(st.lists(st.fixed_dictionaries({}, optional={n: _CELL[_column_kind(n)] for n in names}), max_size=5))
+
+
+@given(rows=_compaction_rows())
+@settings(max_examples=150, deadline=None)
+def test_a_measure_table_types_every_column_and_keeps_every_value(rows):
+    """Counts are nullable Int64, flags nullable booleans, ratios float64 (NaN when missing), the rest plain
+    objects with None for missing; every value given comes back as such, a column not given is all missing."""
+    from zett_lab.measure.columns import frame
+    from zett_lab.records import is_missing
+
+    table = frame(rows, COMPACTION_COLUMNS)
+    assert list(table.columns) == list(COMPACTION_COLUMNS) and len(table) == len(rows)
+    for name in COMPACTION_COLUMNS:
+        kind, column = _column_kind(name), table[name]
+        assert str(column.dtype) == kind, name
+        for row, value in zip(rows, column.tolist() if kind == "object" else column.to_numpy(object), strict=True):
+            given_value = row.get(name)
+            if is_missing(given_value):
+                assert value is None if kind == "object" else is_missing(value), (name, value)
+            elif kind == "float64":
+                assert value == float(given_value)
+            else:
+                assert value == given_value and type(value) is type(given_value), (name, value, given_value)

@@ -10,6 +10,7 @@ import math
 from collections.abc import Callable
 from typing import Any, Literal
 
+import numpy as np
 import pandas as pd
 
 from ..load.anchors import ANCHOR_TYPES
@@ -286,29 +287,37 @@ _INT = {
 
 
 def frame(rows: list[dict[str, Any]] | dict[str, list[Any]], columns: dict[str, str]) -> pd.DataFrame:
-    """A DataFrame with exactly ``columns``: nullable Int64 counts, nullable booleans, float64 ratios."""
-    data = pd.DataFrame(rows, columns=list(columns))
+    """A DataFrame with exactly ``columns``: nullable Int64 counts, nullable booleans, float64 ratios.
+
+    Every column is typed from the values pandas read (one object array for the whole table: a
+    measure makes many small tables, where pandas' per-column operations were most of the time).
+    """
+    names = list(columns)
+    data = pd.DataFrame(rows, columns=names)
+    values = data.to_numpy(dtype=object)
     booleans = _BOOLEANS.get(id(columns), set())
     typed: dict[str, Any] = {}
-    for column in columns:
-        values = data[column]
+    for n, column in enumerate(names):
+        column_values = values[:, n]
         if column in booleans:
-            typed[column] = _typed(values, "boolean", bool)
+            typed[column] = _typed(column_values, "boolean", bool)
         elif column in _INT:
-            typed[column] = _typed(values, "Int64", int)
+            typed[column] = _typed(column_values, "Int64", int)
         elif column in _FLOATS or _is_ratio(column):
-            typed[column] = pd.to_numeric(values, errors="coerce").astype("float64")
+            typed[column] = np.asarray(pd.to_numeric(column_values, errors="coerce"), dtype="float64")
         else:
-            typed[column] = values.astype("object").where(values.notna(), None)
-    return pd.DataFrame(typed, index=data.index, columns=list(columns))
+            column_values = column_values.copy()
+            column_values[pd.isna(column_values)] = None
+            typed[column] = pd.Series(column_values, index=data.index, dtype=object)  # not inferred as text
+    return pd.DataFrame(typed, index=data.index, columns=names)
 
 
 _FLOATS = {"survival", "context_survival", "latency_s", "rarity", "needed_weight", "needed_retained_weight"}
 
 
-def _typed(values: pd.Series, dtype: Literal["boolean", "Int64"], cast: Callable[[Any], Any]) -> Any:
+def _typed(values: np.ndarray, dtype: Literal["boolean", "Int64"], cast: Callable[[Any], Any]) -> Any:
     try:
-        return pd.array(values.to_numpy(dtype=object), dtype=dtype)
+        return pd.array(values, dtype=dtype)
     except (TypeError, ValueError):
         return pd.array([None if is_missing(v) else cast(v) for v in values], dtype=dtype)
 
