@@ -306,7 +306,7 @@ def build_report_data(
     measured = Measured()
     summarizers = _summarizer_order(entries, sweep)
     priced, unpriced = price_names(entries)
-    replay_costs = costs_per_replay(_to_price(direct, sweep, primary_model), primary_model, priced)
+    replay_costs = costs_per_replay(_to_price(entries, len(direct), sweep, primary_model), primary_model, priced)
     attempted = _results(sweep, [_direct_row(label, t, losses, measured) for label, t in direct], replay_costs)
     results = _complete(attempted)
     counts = combine_failure_counts(
@@ -459,17 +459,19 @@ def _direct_row(label: str, trace: Trace, losses: Losses | None, measured: Measu
     return row
 
 
-def _to_price(direct: list[tuple[str, Trace]], sweep: Sweep | None, primary_model: str) -> list[tuple[str, Trace]]:
-    """The replays whose costs the report computes: those given directly, and a sweep's cells it did not
-    price with ``primary_model`` (a summary model with no list price; a sweep priced for another model)."""
-    if sweep is None:
-        return list(direct)
-    cells = _sweep_entries(sweep)
+def _to_price(
+    entries: list[tuple[str, Trace]], direct: int, sweep: Sweep | None, primary_model: str
+) -> list[tuple[str, Trace]]:
+    """The replays whose costs the report computes: the ``direct`` first ``entries`` (given directly), and a
+    sweep's cells it did not price with ``primary_model`` (a summary model with no list price; a sweep priced
+    for another model)."""
+    if sweep is None or sweep.config.get("primary_model") != primary_model:
+        return list(entries)
     table = _compared(sweep)
-    if sweep.config.get("primary_model") == primary_model and "total_cost_usd" in table.columns:
-        keys = set(table.loc[table["total_cost_usd"].isna(), _REPLAY_KEYS].itertuples(index=False, name=None))
-        cells = [(label, trace) for label, trace in cells if _replay_key(label, trace) in keys]
-    return list(direct) + cells
+    if "total_cost_usd" not in table.columns:
+        return list(entries)
+    keys = set(table.loc[table["total_cost_usd"].isna(), _REPLAY_KEYS].itertuples(index=False, name=None))
+    return entries[:direct] + [(label, trace) for label, trace in entries[direct:] if _replay_key(label, trace) in keys]
 
 
 def _replay_key(label: str, trace: Trace) -> tuple[str, str, int, int]:
@@ -542,12 +544,7 @@ def recommend_report_setting(
         chosen = recommend(results, None, cost=RECOMMEND_COST, loss=RECOMMEND_LOSS)
     except NoFeasibleSetting:
         return None
-    ran = _complete(results)
-    part = ran[
-        (ran["summarizer"] == chosen.summarizer)
-        & (ran["max_tokens"] == chosen.max_tokens)
-        & (ran["keep_recent_tokens"] == chosen.keep_recent_tokens)
-    ]
+    part = _rows_at(_complete(results), chosen.summarizer, chosen.max_tokens, chosen.keep_recent_tokens)
     out = {
         **_setting(chosen.summarizer, chosen.max_tokens, chosen.keep_recent_tokens),
         "total_input_tokens": plain(chosen.cost, DIGITS),
@@ -568,6 +565,15 @@ def _setting(summarizer: Any, max_tokens: int, keep_recent_tokens: int) -> dict[
     return {"summarizer": str(summarizer), "max_tokens": int(max_tokens), "keep_recent_tokens": int(keep_recent_tokens)}
 
 
+def _rows_at(results: pd.DataFrame, summarizer: str | None, max_tokens: int, keep_recent_tokens: int) -> pd.DataFrame:
+    """The results rows of one summarizer at one setting."""
+    return results[
+        (results["summarizer"] == summarizer)
+        & (results["max_tokens"] == max_tokens)
+        & (results["keep_recent_tokens"] == keep_recent_tokens)
+    ]
+
+
 def timeline_conversations(
     results: pd.DataFrame, recommendation: dict[str, Any] | None, conversations: list[Conversation]
 ) -> list[str]:
@@ -577,11 +583,9 @@ def timeline_conversations(
     ids = [c.id for c in conversations]
     if recommendation is None or len(ids) <= TIMELINES_SHOWN:
         return ids
-    at = results[
-        (results["summarizer"] == recommendation["summarizer"])
-        & (results["max_tokens"] == recommendation["max_tokens"])
-        & (results["keep_recent_tokens"] == recommendation["keep_recent_tokens"])
-    ]
+    at = _rows_at(
+        results, recommendation["summarizer"], recommendation["max_tokens"], recommendation["keep_recent_tokens"]
+    )
     busiest = at.sort_values(
         ["compactions_applied", "steps_over_budget", "conversation_id"], ascending=[False, False, True], kind="stable"
     )
