@@ -397,37 +397,58 @@ def test_the_default_grid_stays_inside_the_primary_models_context_window(fixture
         default_grid(fixture_conversations, 0)
 
 
-def test_replays_shown_in_full_keep_what_the_report_uses_measured_here_or_on_the_pool(monkeypatch) -> None:
+def test_replays_shown_in_full_keep_what_the_report_uses_read_from_the_sweep_or_measured_here_or_on_the_pool(
+    monkeypatch, tmp_path
+) -> None:
+    """A report over a sweep reads the shown replays' lost anchors and counted flags the sweep kept (it measures
+    nothing); over a sweep saved before they were kept it measures them, on the pool's workers when a pool runs."""
     from zett_lab import measure
     from zett_lab.measure.columns import ANCHOR_ROWS
     from zett_lab.measure.compaction_metrics import retention_counts
     from zett_lab.study import executors, report_measured
     from zett_lab.study.report_study import report_sweep
+    from zett_lab.study.results import Sweep
+    from zett_lab.study.sources import ANCHOR_COUNTS_TABLE, LOST_ANCHORS_TABLE
 
     conversations = [coding_conversation(turns=8, cid="first-session"), evil_conversation(turns=8)]
     result = report_sweep(conversations, SUMMARIZERS, GRID, executor="serial", cache=False)
-    here = Report(sweep=result, date=DATE)
+
+    def not_here(trace):
+        raise AssertionError("measured in the report's process")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(report_measured, "measure", not_here)
+        patched.setattr(report_measured, "measure_lost_and_counted", not_here)
+        kept = Report(sweep=result, date=DATE)
+    saved = result.save(tmp_path / "earlier")
+    removed = [
+        path for table in (LOST_ANCHORS_TABLE, ANCHOR_COUNTS_TABLE) for path in saved.glob(f"sources/*.{table}.*")
+    ]
+    for path in removed:
+        path.unlink()
+    earlier = Sweep.load(saved)
+    assert len(removed) == 2 * len(list(saved.glob("sources/*.steps.parquet"))) > 0
+    here = Report(sweep=earlier, date=DATE)
     executors.shutdown_default_executor()
     executors.default_executor()
     try:
         # Measured in full only in the pool's workers: this process must not measure them.
-        def not_here(trace):
-            raise AssertionError("measured in the report's process although a pool runs")
-
         monkeypatch.setattr(report_measured, "measure", not_here)
         monkeypatch.setattr(report_measured, "measure_lost_and_counted", not_here)
-        pooled = Report(sweep=result, date=DATE)
+        pooled = Report(sweep=earlier, date=DATE)
     finally:
         executors.shutdown_default_executor()
-    assert pooled.to_html() == here.to_html() and pooled.to_json() == here.to_json()
+    assert kept.to_json() == here.to_json() == pooled.to_json()
+    assert pooled.to_html() == here.to_html()
     rec = here.recommendation
-    cells = [report.data.cell_traces(rec["max_tokens"], rec["keep_recent_tokens"]) for report in (here, pooled)]
-    assert len(cells[0]) == len(cells[1]) == len(SUMMARIZERS) * len(conversations)
+    reports = (kept, here, pooled)
+    cells = [report.data.cell_traces(rec["max_tokens"], rec["keep_recent_tokens"]) for report in reports]
+    assert len(cells[0]) == len(cells[1]) == len(cells[2]) == len(SUMMARIZERS) * len(conversations)
     lost_rows = 0
-    for (_, mine), (_, theirs) in zip(*cells, strict=True):
+    for (_, mine), *others in zip(*cells, strict=True):
         full = measure(mine)
         assert len(full.anchors)
-        for report, trace in ((here, mine), (pooled, theirs)):
+        for report, trace in zip(reports, (mine, *(theirs for _, theirs in others)), strict=True):
             pd.testing.assert_frame_equal(report.data.anchor_flags_for(trace), retention_counts(full.anchors))
             pd.testing.assert_frame_equal(report.data.losses_for(trace).anchors, full.lost_but_needed())
             pd.testing.assert_frame_equal(report.data.losses_for(trace).compactions, full.compactions)

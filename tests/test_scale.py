@@ -67,19 +67,34 @@ def test_a_sweep_keeps_replays_on_disk_and_reads_a_cell_back(small_sweep):
             trace.steps = fresh.steps
 
 
-def test_a_cells_losses_equal_its_traces_measure_for_replayed_and_derived_cells(small_sweep):
+def test_a_cells_losses_equal_its_traces_measure_for_replayed_and_derived_cells(small_sweep, tmp_path):
+    """What a sweep kept of each cell's losses (the tables, and as a report shows them: lost-but-needed rows and
+    counted flags) equals measuring the cell's trace, for replayed cells and cells derived from another's
+    replay, in memory and saved."""
+    from zett_lab.measure.losses import measure_lost_and_counted
+    from zett_lab.study.results import Sweep
+
     result, _ = small_sweep
-    kinds = set()
+    saved = Sweep.load(result.save(tmp_path / "saved"))
+    kinds, lost_rows = set(), 0
     for row in result.results.itertuples(index=False):
-        trace = result.trace(row.conversation_id, row.max_tokens, row.keep_recent_tokens)
+        cell = (row.conversation_id, row.max_tokens, row.keep_recent_tokens)
+        trace = result.trace(*cell)
         kinds.add(bool(row.replayed))
-        stored = result.losses(row.conversation_id, row.max_tokens, row.keep_recent_tokens, anchors=False)
+        stored = result.losses(*cell, anchors=False)
         assert stored is not None
         assert_same_losses(stored, measure(trace, anchors=False))
-        full = result.losses(row.conversation_id, row.max_tokens, row.keep_recent_tokens)
+        full = result.losses(*cell)
         assert full is not None
         pd.testing.assert_frame_equal(full.anchors, measure(trace).anchors)
-    assert kinds == {True, False}
+        lost, counts = measure_lost_and_counted(trace)
+        for sweep_ in (result, saved):
+            kept = sweep_.lost_and_counted(*cell)
+            assert kept is not None
+            assert_same_losses(kept[0], lost, (*LOSS_TABLES, "anchors", "updates"))
+            pd.testing.assert_frame_equal(kept[1], counts)
+        lost_rows += len(lost.anchors)
+    assert kinds == {True, False} and lost_rows > 0
 
 
 def test_progress_reports_every_cell_once(small_sweep):
@@ -352,6 +367,7 @@ def test_retention_counts_are_the_flags_grouped_and_counted(rows):
         .rename(ANCHOR_ROWS)
         .reset_index()
     )
+    expected["type"] = expected["type"].astype(object)  # text as plain objects, as in every measure table
     pd.testing.assert_frame_equal(counted, expected)
 
 

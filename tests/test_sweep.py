@@ -439,6 +439,72 @@ def test_a_conversation_costing_more_than_a_workers_share_is_cut_by_keep_recent_
         assert_same(trace, whole.trace(key[0], key[2], key[3], key[1]))
 
 
+class RecordingExecutor(cf.Executor):
+    """Two workers' worth of tasks, each run at once and recorded; tasks holding a conversation of ``fail``
+    fail as if their worker died."""
+
+    _max_workers = 2
+
+    def __init__(self, fail: tuple[str, ...] = ()) -> None:
+        self.fail = fail
+        self.tasks: list[list] = []
+
+    def submit(self, fn, /, *args, **kwargs):
+        units = args[0]
+        self.tasks.append(units)
+        future: cf.Future = cf.Future()
+        if any(unit.conversation.id in self.fail for unit in units):
+            future.set_exception(cf.BrokenExecutor("worker process died"))
+        else:
+            future.set_result(fn(*args, **kwargs))
+        return future
+
+
+def test_units_of_a_small_conversation_run_as_one_task_and_a_lost_task_costs_only_its_cells(small, monkeypatch):
+    """Units of one small conversation go to one worker together (it builds that conversation's anchor index
+    once), never past :data:`BATCH_SHARE` of a worker's part; the cells equal those of one task per unit,
+    and a task that fails marks its own cells and no others."""
+    import sys
+
+    from zett_lab.study.sweep import BATCH_SHARE, replay_cost
+
+    grid = dict(
+        max_tokens=[3_000, 6_000],
+        keep_recent_tokens=[500, 1_000],
+        summarizers=["extractive", "truncate", "anchors"],
+        cache=False,
+        progress=False,
+    )
+    recorded = RecordingExecutor()
+    clear_worker_state()  # every cell replayed here, none answered from an earlier test's replays
+    batched = sweep(small, executor=recorded, **grid)
+    costs = {c.id: replay_cost(c) for c in small}
+    budget = BATCH_SHARE * sum(costs.values()) * 3 * 4 / 2
+    by_conversation: dict[str, list[int]] = {}
+    for task in recorded.tasks:
+        assert len({unit.conversation.id for unit in task}) == 1
+        assert len(task) == 1 or sum(costs[unit.conversation.id] * len(unit.cells) for unit in task) <= budget
+        by_conversation.setdefault(task[0].conversation.id, []).append(len(task))
+    cheapest, *_, costliest = sorted(costs, key=costs.get)
+    assert by_conversation[cheapest] == [3] and by_conversation[costliest] == [1, 1, 1]
+    assert len(recorded.tasks) < batched.config["units"] == len(small) * 3
+
+    monkeypatch.setattr(sys.modules["zett_lab.study.sweep"], "BATCH_SHARE", 0.0)
+    alone = RecordingExecutor()
+    clear_worker_state()
+    one_each = sweep(small, executor=alone, **grid)
+    assert all(len(task) == 1 for task in alone.tasks) and len(alone.tasks) == len(small) * 3
+    timing = ["seconds", "worker"]
+    pd.testing.assert_frame_equal(batched.results.drop(columns=timing), one_each.results.drop(columns=timing))
+
+    monkeypatch.undo()
+    clear_worker_state()
+    failing = sweep(small, executor=RecordingExecutor(fail=(cheapest,)), **grid)
+    lost = failing.results["conversation_id"] == cheapest
+    assert failing.results.loc[lost, "error"].str.contains("BrokenExecutor").all() and lost.sum() == 3 * 4
+    assert failing.results.loc[~lost, "error"].isna().all()
+
+
 # --- decision boundaries ------------------------------------------------------------------------------
 
 

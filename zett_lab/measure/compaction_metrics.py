@@ -454,7 +454,7 @@ def _no_counts() -> pd.DataFrame:
 def _count_table(distinct: np.ndarray, counts: np.ndarray, type_names: Sequence[Any] | pd.Index) -> pd.DataFrame:
     """Distinct :func:`_flag_codes` and how many rows had each, as :data:`ANCHOR_COUNT_COLUMNS`."""
     names = RETENTION_COLUMNS[1:]
-    table = {"type": pd.Series(np.asarray(type_names, dtype=object)[distinct >> len(names)])}
+    table = {"type": pd.Series(np.asarray(type_names, dtype=object)[distinct >> len(names)], dtype=object)}
     for bit, name in enumerate(reversed(names)):
         table[name] = pd.Series((distinct >> bit) & 1 == 1, dtype=bool)
     table[ANCHOR_ROWS] = pd.Series(counts, dtype=np.int64)

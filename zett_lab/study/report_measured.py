@@ -4,9 +4,10 @@ The replays at the recommended setting are measured with their anchors. The repo
 lost-but-needed anchors and draws per-type counts of the others, so only those rows and the
 figure's flags, counted, are made
 (:func:`~zett_lab.measure.losses.measure_lost_and_counted`): never the per-anchor table, which
-on a long conversation has millions of rows. When a sweep's process pool is running, its workers
-measure them (a conversation's traces spread over the workers): the conversation's anchor index
-never enters the report's own process.
+on a long conversation has millions of rows. A sweep keeps them for every replay it measured, so
+a report over a sweep reads them; otherwise (traces, a sweep run with ``metrics=False``) a running
+process pool's workers measure them (a conversation's traces spread over the workers), and the
+conversation's anchor index never enters the report's own process.
 """
 
 from __future__ import annotations
@@ -97,17 +98,19 @@ class Measured:
         return self.by_id[id(trace)]
 
     def start_shown(self, traces: Sequence[Trace]) -> None:
-        """Measure replays the report shows in full: on the running process pool (collected by
-        :meth:`finish`), else here and now. A conversation's traces are split into as many tasks as
-        the pool has workers, the most compactions first (a worker reuses the anchor index its replays built)."""
+        """Losses of replays the report shows in full: as their sweep kept them, else measured on the running
+        process pool (collected by :meth:`finish`), else here and now. A conversation's traces are split
+        into as many tasks as the pool has workers, the most compactions first (a worker reuses the anchor
+        index its replays built)."""
         pool = running_pool()
         by_conversation: dict[str, list[Trace]] = {}
         for trace in traces:
             if id(trace) in self.shown_ids:
                 continue
             self.shown_ids.add(id(trace))
-            if id(trace) in self._in_full:
-                self._keep([trace], [_as_shown(self.by_id[id(trace)])])
+            known = self._known_in_full(trace)
+            if known is not None:
+                self._keep([trace], [known])
             else:
                 by_conversation.setdefault(trace.conversation.id, []).append(trace)
         for group in by_conversation.values():
@@ -128,8 +131,16 @@ class Measured:
         """A replay shown in full (see :meth:`start_shown`): its losses, anchors kept as the report uses them."""
         if id(trace) not in self.shown_ids:
             self.shown_ids.add(id(trace))
-            self._keep([trace], measure_shown([trace]))
+            known = self._known_in_full(trace)
+            self._keep([trace], [known] if known is not None else measure_shown([trace]))
         return self.by_id[id(trace)]
+
+    def _known_in_full(self, trace: Trace) -> tuple[Losses, pd.DataFrame] | None:
+        """What :func:`measure_shown` would give, without measuring: from losses measured in full here, or
+        from what the trace's sweep kept (None: neither)."""
+        if id(trace) in self._in_full:
+            return _as_shown(self.by_id[id(trace)])
+        return trace.lost_and_counted() if isinstance(trace, StoredTrace) else None
 
     def _keep(self, traces: Sequence[Trace], results: Sequence[tuple[Losses, pd.DataFrame]]) -> None:
         for trace, (losses, flags) in zip(traces, results, strict=True):

@@ -12,6 +12,7 @@ private cell index; split, the reader of a folder would live apart from its writ
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import json
 import os
@@ -43,7 +44,16 @@ from ..replay.trace import (
 )
 from .boundaries import Region, derive
 from .grid import STOCK_ENGINE, CellKey, resolve_values, summarizer_label
-from .sources import LOSS_TABLES, Source, SourceFolder, restore, storable, write_parquet
+from .sources import (
+    ANCHOR_COUNTS_TABLE,
+    LOSS_TABLES,
+    LOST_ANCHORS_TABLE,
+    Source,
+    SourceFolder,
+    restore,
+    storable,
+    write_parquet,
+)
 
 FORMAT = "zett-lab-sweep"
 #: 2: one Parquet file per replay table under ``sources/`` (1: all replays in one steps/compactions file).
@@ -202,6 +212,29 @@ class Sweep:
         if conversation is not None and len(conversation) and "steps_over_budget" in conversation:
             conversation["steps_over_budget"] = pd.array([self._steps_over(key)] * len(conversation), dtype="Int64")
         return Losses(**tables, settings={**self._settings_of(source, key), "conversation_id": key.conversation_id})  # type: ignore[arg-type]
+
+    def lost_and_counted(
+        self,
+        conversation_id: str,
+        max_tokens: float,
+        keep_recent_tokens: float,
+        summarizer: Any = None,
+        engine: str | None = None,
+    ) -> tuple[Losses, pd.DataFrame] | None:
+        """One cell's losses as a report shows them, read from what the sweep measured: every table, with
+        ``anchors`` holding only the lost-but-needed rows, and the per-anchor flags counted (what
+        :func:`~zett_lab.measure.losses.measure_lost_and_counted` gives for its trace). None when the
+        sweep did not keep them (``metrics=False``, or a sweep saved before they were kept)."""
+        losses = self.losses(conversation_id, max_tokens, keep_recent_tokens, summarizer, engine, anchors=False)
+        if losses is None:
+            return None
+        source = self._sources[
+            self._cells[self.key(conversation_id, max_tokens, keep_recent_tokens, summarizer, engine)]
+        ]
+        lost, counts = (source.folder.read(source.source_id, t) for t in (LOST_ANCHORS_TABLE, ANCHOR_COUNTS_TABLE))
+        if lost is None or counts is None:
+            return None
+        return dataclasses.replace(losses, anchors=lost), counts
 
     def traces(self) -> Iterator[tuple[CellKey, Trace]]:
         """``(CellKey, Trace)`` for every complete cell, read one at a time."""
@@ -393,7 +426,8 @@ class Sweep:
 
         ``results.parquet`` (the results table), ``cells.parquet`` (which replay each cell
         uses), ``sources/<id>.<table>.parquet`` (each distinct replay's ``steps`` and
-        ``compactions``, and its loss tables ``losses-*``; ``<id>.engine-events.json``, the engine's
+        ``compactions``, its loss tables ``losses-*``, and what a report shows of its anchors, ``lost-anchors``
+        and ``anchor-counts``; ``<id>.engine-events.json``, the engine's
         own events), ``sweep.json`` (config, per-replay settings and proven regions, and each
         conversation once).
         Never over one of :meth:`input_files`; an existing folder is replaced only with
@@ -554,14 +588,16 @@ class StoredTrace(Trace):
 
     def losses(self, *, anchors: bool = True) -> Losses | None:
         """:meth:`Sweep.losses` of this cell."""
-        return self.sweep.losses(
-            self.cell.conversation_id,
-            self.cell.max_tokens,
-            self.cell.keep_recent_tokens,
-            self.cell.summarizer,
-            self.cell.engine,
-            anchors=anchors,
-        )
+        return self.sweep.losses(*self._where, anchors=anchors)
+
+    def lost_and_counted(self) -> tuple[Losses, pd.DataFrame] | None:
+        """:meth:`Sweep.lost_and_counted` of this cell."""
+        return self.sweep.lost_and_counted(*self._where)
+
+    @property
+    def _where(self) -> tuple[Any, ...]:
+        cell = self.cell
+        return cell.conversation_id, cell.max_tokens, cell.keep_recent_tokens, cell.summarizer, cell.engine
 
 
 def _split_version_1(path: Path) -> SourceFolder:

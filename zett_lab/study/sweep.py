@@ -89,10 +89,13 @@ from .results import Sweep, SweepConfig, results_frame
 from .reuse import STORE, Proven, StoreKey
 from .sources import Source, SourceFolder, TableWriter
 from .ticks import CellTicks
-from .units import WORKER_CACHE, CellResult, Unit, UnitResult, run_unit, unit_store_key
+from .units import WORKER_CACHE, CellResult, Unit, UnitResult, run_units, unit_store_key
 
 #: Concurrent replays per unit for summarizers that call a provider (offline ones run one at a time).
 DEFAULT_PROVIDER_CONCURRENCY = 4
+#: Units of one conversation run as one task while together they cost at most this share of one worker's
+#: part of the sweep (on a local pool; on a cluster each unit is a task, so a lost worker costs only its own).
+BATCH_SHARE = 0.25
 
 
 @dataclass
@@ -111,6 +114,8 @@ class _Plan:
     keys: dict[int, StoreKey]
     #: The units in the order they are submitted: the costliest first (:func:`replay_cost` × cells).
     order: list[Unit]
+    #: Per unit index: its cost (:func:`replay_cost` × cells).
+    costs: dict[int, float]
 
 
 def sweep(
@@ -307,7 +312,8 @@ def _plan(
                 )
     keys = {unit.index: unit_store_key(unit) for unit in units}
     cost_of = {id(conversation): cost for conversation, cost in zip(items, costs, strict=True)}
-    order = sorted(units, key=lambda unit: -cost_of[id(unit.conversation)] * len(unit.cells))
+    unit_costs = {unit.index: cost_of[id(unit.conversation)] * len(unit.cells) for unit in units}
+    order = sorted(units, key=lambda unit: -unit_costs[unit.index])
     return _Plan(
         items,
         window,
@@ -320,6 +326,7 @@ def _plan(
         units,
         keys,
         order,
+        unit_costs,
     )
 
 
@@ -502,16 +509,32 @@ class _Collector:
         return rows, cell_map
 
 
-def _run(plan: _Plan, runner: cf.Executor, collector: _Collector, tracker: Progress, *, strict: bool) -> None:
-    """Submit units in the plan's order (the costliest first), a bounded number at a time, and collect them as
-    they finish.
+def _next_batch(order: deque[Unit], costs: dict[int, float], budget: float) -> list[Unit]:
+    """The next unit of ``order``, with the units after it of the same conversation while together they cost
+    at most ``budget``: one task, so one worker builds that conversation's anchor index once."""
+    batch = [order.popleft()]
+    spent = costs[batch[0].index]
+    while order and order[0].fingerprint == batch[0].fingerprint and spent + costs[order[0].index] <= budget:
+        spent += costs[order[0].index]
+        batch.append(order.popleft())
+    return batch
 
-    The bar moves cell by cell where units can report (:mod:`zett_lab.study.ticks`), else unit
-    by unit. ``strict``: stop at the first failed cell (:class:`~zett_lab.errors.ResultFailure` naming it).
+
+def _run(plan: _Plan, runner: cf.Executor, collector: _Collector, tracker: Progress, *, strict: bool) -> None:
+    """Submit units in the plan's order (the costliest first), a bounded number of tasks at a time, and collect
+    them as they finish.
+
+    A task is one unit, or on a local pool several units of one small conversation (:func:`_next_batch`;
+    together at most :data:`BATCH_SHARE` of one worker's share of the sweep, so the workers stay
+    balanced). A lost task marks the cells of its own units failed, no others. The bar moves cell by cell
+    where units can report (:mod:`zett_lab.study.ticks`), else unit by unit. ``strict``: stop at the first
+    failed cell (:class:`~zett_lab.errors.ResultFailure` naming it).
     """
     order = deque(plan.order)
-    in_flight_limit = max(2, 2 * parallelism(runner))
-    futures: dict[cf.Future[UnitResult], Unit] = {}
+    workers = parallelism(runner)
+    in_flight_limit = max(2, 2 * workers)
+    batch_budget = 0.0 if collector.remote else BATCH_SHARE * sum(plan.costs.values()) / workers
+    futures: dict[cf.Future[list[UnitResult]], list[Unit]] = {}
     reported: dict[int, int] = {}
 
     def on_cells(unit_index: int, cells: int, worker: str) -> None:
@@ -527,17 +550,22 @@ def _run(plan: _Plan, runner: cf.Executor, collector: _Collector, tracker: Progr
 
     def submit_more() -> None:
         while order and len(futures) < in_flight_limit:
-            unit = order.popleft()
-            remaining = collector.answer_from_store(unit)
-            if not remaining:
-                finish(unit, None)
+            task, sent = [], []
+            for unit in _next_batch(order, plan.costs, batch_budget):
+                remaining = collector.answer_from_store(unit)
+                if not remaining:
+                    finish(unit, None)
+                    continue
+                task.append(unit)
+                sent.append(replace(unit, cells=remaining, ticks=ticks.channel, tables_to=collector.tables_to))
+            if not task:
                 continue
             try:
-                sent = replace(unit, cells=remaining, ticks=ticks.channel, tables_to=collector.tables_to)
-                futures[runner.submit(run_unit, sent)] = unit
+                futures[runner.submit(run_units, sent)] = task
             except Exception as error:  # noqa: BLE001 - the executor refused: those cells carry it
-                collector.failures[unit.index] = f"executor: {type(error).__name__}: {error}"
-                finish(unit, None)
+                for unit in task:
+                    collector.failures[unit.index] = f"executor: {type(error).__name__}: {error}"
+                    finish(unit, None)
 
     try:
         submit_more()
@@ -545,17 +573,19 @@ def _run(plan: _Plan, runner: cf.Executor, collector: _Collector, tracker: Progr
             done, _ = cf.wait(list(futures), timeout=ticks.poll_s, return_when=cf.FIRST_COMPLETED)
             ticks.drain()
             for future in done:
-                unit = futures.pop(future)
-                worker = None
+                task = futures.pop(future)
                 try:
-                    result = future.result()
-                    collector.receive(unit, result)
-                    worker = result.worker
-                except Exception as error:  # noqa: BLE001 - a lost unit marks its own cells
-                    collector.failures[unit.index] = f"executor: {type(error).__name__}: {error}"
-                finish(unit, worker)
-                if strict:
-                    _stop_at_first_failure(unit, collector)
+                    results: list[UnitResult | None] = list(future.result())
+                except Exception as error:  # noqa: BLE001 - a lost task marks its own units' cells
+                    results = [None] * len(task)
+                    for unit in task:
+                        collector.failures[unit.index] = f"executor: {type(error).__name__}: {error}"
+                for unit, result in zip(task, results, strict=True):
+                    if result is not None:
+                        collector.receive(unit, result)
+                    finish(unit, result.worker if result is not None else None)
+                    if strict:
+                        _stop_at_first_failure(unit, collector)
             submit_more()
     except (KeyboardInterrupt, ResultFailure):
         for future in futures:

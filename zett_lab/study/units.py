@@ -31,8 +31,10 @@ from zett_agent.model import AgentModel, ModelRequest
 
 from ..errors import SettingError
 from ..load.conversation import Conversation
-from ..measure import Losses, measure
+from ..measure import Losses
+from ..measure.columns import ANCHOR_COLUMNS, frame
 from ..measure.cost import add_costs, cost_summary
+from ..measure.losses import measure_lost_and_counted
 from ..replay.engine import EngineSpec, engine_name, engine_reuse
 from ..replay.run import replay_forkable, resolve_summarizer
 from ..replay.trace import Trace, failure_counts
@@ -40,7 +42,7 @@ from ..summarizers import CachedSummary, SummaryCache, summarizer_identity
 from .boundaries import Region, region
 from .grid import STOCK_ENGINE, effort_identity
 from .reuse import STORE, ForkPlanner, Proven, StoreKey, sorted_sent
-from .sources import LOSS_TABLES, TableWriter
+from .sources import ANCHOR_COUNTS_TABLE, LOSS_TABLES, LOST_ANCHORS_TABLE, TableWriter
 from .ticks import TickChannel, tick
 
 #: ``Unit.cache`` for a worker that uses its own default summary cache (no shared filesystem).
@@ -323,6 +325,12 @@ def run_unit(unit: Unit) -> UnitResult:
     )
 
 
+def run_units(units: list[Unit]) -> list[UnitResult]:
+    """:func:`run_unit` for each of a few units of one conversation, one after another in one worker: they
+    share its message list, anchor index and token counts, built once instead of once per worker."""
+    return [run_unit(unit) for unit in units]
+
+
 def _finish_sources(state: _UnitRun) -> dict[str, SourcePayload]:
     """Rows for the replays the cells use (computed once each), as payloads for the driver."""
     used = list({id(a.proven): a.proven for a in state.answers.values()}.values())
@@ -342,7 +350,15 @@ def _finish_sources(state: _UnitRun) -> dict[str, SourcePayload]:
         tables = {"steps": trace.steps, "compactions": trace.compactions}
         measured = losses.get(proven.source_id)
         if measured is not None:
-            tables.update({f"losses-{name}": getattr(measured, name) for name in LOSS_TABLES})
+            kept, counts = measured
+            tables.update({f"losses-{name}": getattr(kept, name) for name in LOSS_TABLES if name != "anchors"})
+            tables.update(
+                {
+                    "losses-anchors": frame([], ANCHOR_COLUMNS),
+                    LOST_ANCHORS_TABLE: kept.anchors,
+                    ANCHOR_COUNTS_TABLE: counts,
+                }
+            )
         written = state.unit.tables_to
         if written is not None:
             written.write(proven.source_id, tables)
@@ -396,8 +412,10 @@ def summary_calls(trace: Trace) -> tuple[int, int]:
     return int(hits.eq(False).sum()), int(hits.eq(True).sum())
 
 
-def source_rows(sources: list[Proven], unit: Unit) -> dict[str, Losses]:
-    """Fill ``row`` (budget figures, cost, loss metrics) of replays that have none yet; return their losses.
+def source_rows(sources: list[Proven], unit: Unit) -> dict[str, tuple[Losses, pd.DataFrame]]:
+    """Fill ``row`` (budget figures, cost, loss metrics) of replays that have none yet; return their losses as
+    a report keeps them (:func:`~zett_lab.measure.losses.measure_lost_and_counted`: a report shows any cell
+    in full without measuring it again).
 
     Costs of all of them are computed in one :func:`zett_lab.measure.cost.add_costs` call
     (the tables concatenated with a ``run_id``), metrics per replay. A failure is kept in
@@ -409,15 +427,15 @@ def source_rows(sources: list[Proven], unit: Unit) -> dict[str, Losses]:
     traces = [p.trace for p in todo if p.trace is not None]
     rows = {n: trace.summary() for n, trace in enumerate(traces)}
     _add_costs(todo, traces, rows, unit)
-    measured: dict[str, Losses] = {}
+    measured: dict[str, tuple[Losses, pd.DataFrame]] = {}
     if unit.metrics:
         for n, (proven, trace) in enumerate(zip(todo, traces, strict=True)):
             try:
-                losses = measure(trace, anchors=False)
+                losses, counts = measure_lost_and_counted(trace)
             except Exception as exc:  # noqa: BLE001 - reported by the cells
                 proven.row_error = proven.row_error or f"metrics: {type(exc).__name__}: {exc}"
                 continue
-            measured[proven.source_id] = losses
+            measured[proven.source_id] = (losses, counts)
             for key, value in losses.conversation.iloc[0].to_dict().items():
                 rows[n].setdefault(str(key), value)
     for n, proven in enumerate(todo):
