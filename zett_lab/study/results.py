@@ -197,8 +197,10 @@ class Sweep:
         sweep ran with ``metrics=False``).
         """
         key = self._known(self.key(conversation_id, max_tokens, keep_recent_tokens, summarizer, engine))
-        if anchors:
-            return measure(self._trace(key))
+        return measure(self._trace(key)) if anchors else self._kept_losses(key)
+
+    def _kept_losses(self, key: CellKey) -> Losses | None:
+        """The loss tables the sweep measured for a known cell, its own settings filled in (None: none kept)."""
         source = self._sources[self._cells[key]]
         tables = {name: source.folder.read(source.source_id, f"losses-{name}") for name in LOSS_TABLES}
         if any(table is None for table in tables.values()):
@@ -225,12 +227,15 @@ class Sweep:
         ``anchors`` holding only the lost-but-needed rows, and the per-anchor flags counted (what
         :func:`~zett_lab.measure.losses.measure_lost_and_counted` gives for its trace). None when the
         sweep did not keep them (``metrics=False``, or a sweep saved before they were kept)."""
-        losses = self.losses(conversation_id, max_tokens, keep_recent_tokens, summarizer, engine, anchors=False)
+        return self._kept_lost_and_counted(
+            self._known(self.key(conversation_id, max_tokens, keep_recent_tokens, summarizer, engine))
+        )
+
+    def _kept_lost_and_counted(self, key: CellKey) -> tuple[Losses, pd.DataFrame] | None:
+        losses = self._kept_losses(key)
         if losses is None:
             return None
-        source = self._sources[
-            self._cells[self.key(conversation_id, max_tokens, keep_recent_tokens, summarizer, engine)]
-        ]
+        source = self._sources[self._cells[key]]
         lost, counts = (source.folder.read(source.source_id, t) for t in (LOST_ANCHORS_TABLE, ANCHOR_COUNTS_TABLE))
         if lost is None or counts is None:
             return None
@@ -588,16 +593,18 @@ class StoredTrace(Trace):
 
     def losses(self, *, anchors: bool = True) -> Losses | None:
         """:meth:`Sweep.losses` of this cell."""
-        return self.sweep.losses(*self._where, anchors=anchors)
+        return self.sweep.losses(
+            self.cell.conversation_id,
+            self.cell.max_tokens,
+            self.cell.keep_recent_tokens,
+            self.cell.summarizer,
+            self.cell.engine,
+            anchors=anchors,
+        )
 
     def lost_and_counted(self) -> tuple[Losses, pd.DataFrame] | None:
         """:meth:`Sweep.lost_and_counted` of this cell."""
-        return self.sweep.lost_and_counted(*self._where)
-
-    @property
-    def _where(self) -> tuple[Any, ...]:
-        cell = self.cell
-        return cell.conversation_id, cell.max_tokens, cell.keep_recent_tokens, cell.summarizer, cell.engine
+        return self.sweep._kept_lost_and_counted(self.cell)
 
 
 def _split_version_1(path: Path) -> SourceFolder:
