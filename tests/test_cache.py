@@ -404,6 +404,40 @@ def test_a_cache_locked_too_long_is_one_clear_error(tmp_path, monkeypatch):
     )
 
 
+def test_a_cache_locked_during_a_sweep_stops_it_with_one_clear_error(tmp_path, monkeypatch, fixture_conversations):
+    """A summary that cannot be written to a locked cache is no failed summary to record and go on from (every
+    later one would wait out the lock too): the sweep, the replay and the report stop with the cache's error."""
+    from zett_lab.study import sweep
+
+    monkeypatch.setattr(cache_module, "BUSY_TIMEOUT_S", 0.2)
+    path = tmp_path / "c.sqlite"
+    SummaryCache(path).close()  # the file exists: reads go on while another process holds the write lock
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(path)], stdout=subprocess.PIPE, text=True)
+    conversation = max(fixture_conversations, key=lambda c: len(c.messages))
+    try:
+        assert holder.stdout.readline().strip() == "holding"
+        for run in (
+            lambda: sweep(
+                conversation,
+                max_tokens=[6_000, 12_000],
+                keep_recent_tokens=[1_500],
+                executor="serial",
+                cache=path,
+                progress=False,
+            ),
+            lambda: zett_lab.replay(conversation, max_tokens=6_000, keep_recent_tokens=1_500, cache=path),
+        ):
+            with pytest.raises(CacheError) as error:
+                run()
+            assert str(error.value) == (
+                f"summary cache {path}: cannot write to it (locked by another process for 0.2 s); {WHAT_TO_DO}"
+            )
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+        holder.stdout.close()
+
+
 HOLDER = """
 import sqlite3, sys, time
 connection = sqlite3.connect(sys.argv[1], isolation_level=None)

@@ -45,6 +45,7 @@ from zett_agent.model import (
 
 from ..asyncrun import closing_stream, run_sync
 from ..errors import SettingError
+from ..summarizers.cache import CachedSummary, CacheError
 from .deadline import PassDeadline
 from .explain import window_skip_reason
 from .playback import ReplayCursor, TurnInterrupted
@@ -123,8 +124,6 @@ class _BoundChannel:
                 if event.response is not None:
                     self._record(event.response, time.perf_counter() - started)
                     if key is not None and call["text"] and not call["tool_calls"]:
-                        from ..summarizers.cache import CachedSummary
-
                         cache.put(
                             key,
                             CachedSummary(
@@ -268,6 +267,8 @@ class EngineProbe(CompactionExtension):
                 event = await super().compact(context, force=force)
             else:
                 event = await deadline.run(super().compact(context, force=force))
+        except CacheError:
+            raise  # the summary cache is unusable: the replay stops with its one message, no pass records it
         except Exception as error:
             state.error = error
             if self._probe_strict:

@@ -69,7 +69,7 @@ from ..progress import Progress, ProgressEvent
 from ..replay.deadline import check_engine_timeout
 from ..replay.engine import EngineSpec, ReplayProbe, build_engine, engine_name, engine_reuse
 from ..replay.run import check_limits, keep_fills_budget, resolve_cache, resolve_summarizer
-from ..summarizers import DEFAULT_SUMMARIZER, SummaryCache, summarizer_identity
+from ..summarizers import DEFAULT_SUMMARIZER, CacheError, SummaryCache, summarizer_identity
 from ..tokens import count_tokens as default_counter
 from .choose import measured_cells
 from .executors import in_process, is_remote, parallelism, resolve_executor
@@ -576,6 +576,8 @@ def _run(plan: _Plan, runner: cf.Executor, collector: _Collector, tracker: Progr
                 task = futures.pop(future)
                 try:
                     results: list[UnitResult | None] = list(future.result())
+                except CacheError:
+                    raise  # the summary cache is unusable: every later cell would wait on it, then fail
                 except Exception as error:  # noqa: BLE001 - a lost task marks its own units' cells
                     results = [None] * len(task)
                     for unit in task:
@@ -587,7 +589,7 @@ def _run(plan: _Plan, runner: cf.Executor, collector: _Collector, tracker: Progr
                     if strict:
                         _stop_at_first_failure(unit, collector)
             submit_more()
-    except (KeyboardInterrupt, ResultFailure):
+    except (KeyboardInterrupt, ResultFailure, CacheError):
         for future in futures:
             future.cancel()
         raise

@@ -38,7 +38,7 @@ from ..measure.losses import measure_lost_and_counted
 from ..replay.engine import EngineSpec, engine_name, engine_reuse
 from ..replay.run import replay_forkable, resolve_summarizer
 from ..replay.trace import Trace, failure_counts
-from ..summarizers import CachedSummary, SummaryCache, summarizer_identity
+from ..summarizers import CachedSummary, CacheError, SummaryCache, summarizer_identity
 from .boundaries import Region, region
 from .grid import STOCK_ENGINE, effort_identity
 from .reuse import STORE, ForkPlanner, Proven, StoreKey, sorted_sent
@@ -223,6 +223,8 @@ class _UnitRun:
                 fork=fork,
                 **unit.replay_options,
             )
+        except CacheError:
+            raise  # the summary cache is unusable: the sweep stops with its one message, no cell records it
         except Exception as exc:  # noqa: BLE001 - a cell records its own failure
             with self.lock:
                 self.failed[cell] = (f"{type(exc).__name__}: {exc}", time.perf_counter() - began)
