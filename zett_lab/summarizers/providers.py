@@ -225,12 +225,61 @@ def public_url(url: str) -> str:
     return urlunsplit((parts.scheme, host, parts.path.rstrip("/"), "", ""))
 
 
+#: Each provider's endpoint when none is given (zett-agent's own defaults): an identity names the
+#: endpoint only when it is another one, so ``openai:gpt-5-mini`` stays what it always meant.
+DEFAULT_ENDPOINTS = {
+    "openai": "https://api.openai.com/v1",
+    "anthropic": "https://api.anthropic.com",
+    "deepseek": "https://api.deepseek.com/v1",
+    "ollama": "http://localhost:11434",
+}
+#: Options that change a provider's answers, named in its identity (so two settings never share cache entries).
+_ANSWER_OPTIONS = ("temperature", "max_tokens", "response", "prompt_cache")
+#: Options named in an identity by a digest of their value (they may be long).
+_DIGEST_OPTIONS = ("extra_body", "extra_query")
+
+
+def provider_endpoint(model: object) -> str | None:
+    """Where a zett-agent provider object sends its requests (without credentials), or None when it does not say.
+
+    Read from the provider's SDK client (``base_url`` of the OpenAI and Anthropic clients, of the
+    httpx client inside the Ollama client).
+    """
+    client = getattr(model, "_client", None)
+    for holder in (client, getattr(client, "_client", None)):
+        url = getattr(holder, "base_url", None)
+        if url is not None and str(url).startswith(("http://", "https://")):
+            return public_url(str(url))
+    return None
+
+
+def provider_identity(prefix: str, model: str, endpoint: str | None, options: dict[str, Any]) -> str:
+    """``PREFIX:MODEL[@ENDPOINT][(options)]``: everything that decides a provider's answers, never a key.
+
+    The endpoint is left out when it is the provider's default (:data:`DEFAULT_ENDPOINTS`); options
+    that change answers are named (long ones by a digest of their value).
+    """
+    identity = f"{prefix}:{model}"
+    if endpoint is not None and endpoint != DEFAULT_ENDPOINTS.get(prefix):
+        identity += f"@{endpoint}"
+    shown = {name: options[name] for name in _ANSWER_OPTIONS if options.get(name) not in (None, False)}
+    for name in _DIGEST_OPTIONS:
+        if options.get(name):
+            digest = hashlib.sha256(json.dumps(options[name], sort_keys=True, default=repr).encode()).hexdigest()
+            shown[name] = digest[:12]
+    if shown:
+        identity += "(" + ",".join(f"{name}={value!r}" for name, value in sorted(shown.items())) + ")"
+    return identity
+
+
 def summarizer_identity(model: object) -> str:
     """A stable identity string for any summary model (used as cache key and in traces).
 
     The model's own ``identity`` attribute when it has one (every zett_lab summarizer does);
-    otherwise ``PREFIX:MODEL`` for a zett-agent provider (``openai:gpt-5-mini``), or the class's
-    qualified name. Never includes credentials.
+    otherwise, for a zett-agent provider, ``PREFIX:MODEL`` with its endpoint and the options that
+    change its answers (:func:`provider_identity`: ``openai:summ-1@http://127.0.0.1:8000/v1``), so two
+    endpoints serving one model name are two summarizers; else the class's qualified name. Never
+    includes credentials.
     """
     identity = getattr(model, "identity", None)
     if isinstance(identity, str) and identity.strip():
@@ -242,7 +291,8 @@ def summarizer_identity(model: object) -> str:
         if prefix is None:
             provider = getattr(model, "provider_name", None)
             prefix = provider if isinstance(provider, str) and provider else cls.__name__
-        return f"{prefix}:{name}"
+        options = {option: getattr(model, option, None) for option in (*_ANSWER_OPTIONS, *_DIGEST_OPTIONS)}
+        return provider_identity(prefix, name, provider_endpoint(model), options)
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
@@ -439,9 +489,6 @@ def _api_key(kind: ProviderKind, options: dict[str, Any]) -> str | None:
     return kind.placeholder_key
 
 
-_OUTPUT_OPTIONS = ("temperature", "max_tokens", "response", "prompt_cache")
-
-
 def _provider_summarizer(
     kind: ProviderKind, model: str, url: str | None, options: dict[str, Any]
 ) -> ProviderSummarizer:
@@ -490,13 +537,7 @@ def _provider_summarizer(
         except (TypeError, ValueError) as error:
             raise SettingError(f"{kind.name} summarizer: {error}") from error
 
-    identity = f"{kind.name}:{model}" + (f"@{public_url(url)}" if url else "")
-    shown = {name: options[name] for name in _OUTPUT_OPTIONS if options.get(name) is not None}
-    if options.get("extra_body"):
-        digest = hashlib.sha256(json.dumps(options["extra_body"], sort_keys=True, default=repr).encode()).hexdigest()
-        shown["extra_body"] = digest[:12]
-    if shown:
-        identity += "(" + ",".join(f"{name}={value!r}" for name, value in sorted(shown.items())) + ")"
+    identity = provider_identity(kind.name, model, public_url(url) if url else None, options)
     provider_retry = retry if retry is not None else getattr(cls, "retry", RetryOptions())
     return ProviderSummarizer(
         identity,
