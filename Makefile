@@ -41,7 +41,7 @@ install-check: $(STAMP)
 
 ## Benchmarks (ratios measured in the same run; not part of the test suite).
 bench: $(STAMP)
-	for script in $(filter-out bench/long_session.py,$(wildcard bench/*.py)); do echo "== $$script"; $(PY) $$script || exit 1; done
+	for script in $(filter-out bench/long_session.py bench/validity_pool.py bench/validity_dossiers.py,$(wildcard bench/*.py)); do echo "== $$script"; $(PY) $$script || exit 1; done
 
 clean:
 	rm -rf $(VENV) report.html test-output .pytest_cache build/docs docs/notebooks
