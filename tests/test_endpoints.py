@@ -89,3 +89,49 @@ def test_a_live_trace_names_the_endpoint_its_summaries_came_from(tmp_path, keyed
     again = zett_lab.replay(live.conversation, **LIMITS, summarizer=live.settings["summarizer"], cache=False)
     assert second.count("/v1/chat/completions") - before == len(again.compactions) > 0
     assert first.count() == 0
+
+
+# -- 2: saved results never decide where a request goes ------------------------------------------------------
+
+
+def test_a_report_over_a_received_sweep_calls_no_endpoint_it_names(tmp_path, keyed, two_servers, fixture_conversations):
+    """The sweep names server A (someone else's host); the report has OPENAI_API_KEY but is not asked to go online."""
+    from zett_lab.show.cli import main
+
+    first, second = two_servers
+    billing = [c for c in fixture_conversations if c.id == "billing-rounding"]
+    assert billing[0].native_compactions  # the report has production spans to summarize
+    named = f"openai:summ-1@{first.openai_url}"
+    grid = zett_lab.sweep(
+        billing,
+        max_tokens=[20_000],
+        keep_recent_tokens=[6_000],
+        summarizers=["anchors", named],
+        executor="serial",
+        cache=False,
+    )
+    grid.save(tmp_path / "shared.sweep")
+    sent = first.count()
+    assert sent > 0
+    page = tmp_path / "report.html"
+    code = main(["report", str(tmp_path / "shared.sweep"), "-o", str(page), "--no-progress", "--date", "2025-01-01"])
+    assert code == 0
+    assert first.count() == sent and second.count() == 0  # no request, no key sent anywhere
+    html = page.read_text(encoding="utf-8")
+    assert "Not summarized on these spans: " + named in html and "--summarizer" in html
+
+    # Asked on this run: only the endpoint the user named is called.
+    again = tmp_path / "asked.html"
+    argv = ["report", str(tmp_path / "shared.sweep"), "-o", str(again), "--no-progress", "--date", "2025-01-01"]
+    assert main([*argv, "--summarizer", f"openai:summ-1@{second.openai_url}"]) == 0
+    assert first.count() == sent and second.count() == len(billing[0].native_compactions)
+    assert all(r.headers["Authorization"] == f"Bearer {SECRET}" for r in second.requests)
+
+
+def test_spec_of_never_rebuilds_a_provider_from_an_identity(keyed, two_servers):
+    from zett_lab.summarizers import spec_of
+
+    first, _ = two_servers
+    assert spec_of(f"openai:summ-1@{first.openai_url}") is None
+    assert spec_of("openai:gpt-5-mini") is None
+    assert spec_of("anchors(budget=0.1)") == "anchors:0.1"

@@ -332,7 +332,8 @@ def _add_report_command(commands: argparse._SubParsersAction[_Parser], parents: 
         "--summarizer",
         nargs="+",
         metavar="SPEC",
-        help="summarizers for conversations (default: the built-in offline ones)",
+        help="summarizers for conversations (default: the built-in offline ones); over a saved sweep, the ones "
+        "that summarize its production spans (a report over saved results calls no provider it is not given here)",
     )
     _add_engines_argument(p)
     p.add_argument(

@@ -342,11 +342,13 @@ def cmd_report(args: argparse.Namespace) -> int:
     _output(args.output, paths, args)
     started = time.perf_counter()
     if sweep_files:
-        if args.max_tokens or args.keep_recent_tokens or args.summarizer or args.engine:
+        if args.max_tokens or args.keep_recent_tokens or args.engine:
             raise SettingError(
-                "--max-tokens/--keep-recent-tokens/--summarizer/--engine apply to recorded conversations, "
-                "not to a saved sweep"
+                "--max-tokens/--keep-recent-tokens/--engine apply to recorded conversations, not to a saved sweep"
             )
+        if args.summarizer:  # over saved results, only the summarizers named on this run are called
+            _check_summarizers(args.summarizer)
+            options["native_baselines"] = list(args.summarizer)
         from ..study import Sweep
 
         saved = Sweep.load(sweep_files[0])
@@ -366,6 +368,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             )
         summarizers = args.summarizer or list(DEFAULT_REPORT_SUMMARIZERS)
         _check_summarizers(summarizers)
+        options["native_baselines"] = list(summarizers)
         grid = default_grid(conversations, options.get("primary_model", DEFAULT_PRIMARY_MODEL))
         if args.max_tokens:
             grid["max_tokens"] = args.max_tokens

@@ -56,19 +56,23 @@ def production_entries(rows: pd.DataFrame) -> list[dict[str, Any]]:
 def report_production(
     conversations: Sequence[Conversation],
     identities: Mapping[str, str],
-    baselines: Sequence[str] | None = None,
+    baselines: Sequence[str] | Mapping[str, Any] | None = None,
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """(entries, summarizers left out) for a report's conversations.
 
-    The baselines are ``baselines`` when given, else the specs that rebuild the report's summarizers
-    (``identities``: label -> identity; :func:`zett_lab.summarizers.spec_of`). One given as a model object
-    is known only by its identity and may not rebuild: it is left out and named, never dropped silently.
+    The baselines are ``baselines`` when given (specs, or label -> spec or model: what the user named
+    on this run), else the offline summarizers among the report's own, rebuilt from their identities
+    (``identities``: label -> identity; :func:`zett_lab.summarizers.spec_of`). A provider named only by
+    an identity in saved results is never called (a file does not decide where requests go), nor is a
+    model known only by its identity: both are left out and named, never dropped silently.
     """
     if not any(c.native_compactions for c in conversations):
         return [], []
     skipped: list[str] = []
-    named: dict[str, str] = {}
-    if baselines is not None:
+    named: dict[str, Any] = {}
+    if isinstance(baselines, Mapping):
+        named = dict(baselines)
+    elif baselines is not None:
         named = {str(spec): str(spec) for spec in baselines}
     else:
         for name, identity in identities.items():

@@ -279,7 +279,7 @@ def build_report_data(
     explore: str | None = None,
     primary_model: str = DEFAULT_PRIMARY_MODEL,
     top_lost: int = 30,
-    native_baselines: Sequence[str] | None = None,
+    native_baselines: Sequence[str] | Mapping[str, Any] | None = None,
 ) -> ReportData:
     """Compute everything a report shows from replays (see :class:`ReportData`).
 
@@ -297,8 +297,9 @@ def build_report_data(
             applied compactions).
         primary_model: Price-table model for the money columns.
         top_lost: How many lost-but-needed items to list.
-        native_baselines: Summarizer specs for the production summaries (default: the report's own,
-            rebuilt from their identities).
+        native_baselines: Summarizer specs (or label -> spec or model) for the production summaries:
+            what the user named on this run. Default: the report's offline summarizers, rebuilt from their
+            identities; a provider named only in saved results is never called (it is listed as skipped).
     """
     if isinstance(top_lost, bool) or not isinstance(top_lost, int) or top_lost < 0:
         raise SettingError(f"top_lost must be a non-negative int, got {top_lost!r}")

@@ -614,11 +614,12 @@ _OFFLINE_IDENTITY = re.compile(r"^(?P<name>[a-z]+)\(budget=(?P<budget>[^,()]+)\)
 
 
 def spec_of(identity: str) -> str | None:
-    """The spec that rebuilds the summarizer a trace names by ``identity``, or None when it cannot be rebuilt.
+    """The spec that rebuilds the offline summarizer a saved result names by ``identity``, or None.
 
-    A spec is its own identity for provider models (``openai:gpt-5-mini``); an offline summarizer's identity
-    (``anchors(budget=0.1)``) maps back to ``anchors:0.1``. The spec counts only when the model it builds has
-    exactly that identity (a summarizer with extra options, or one given as an object, has none).
+    An offline summarizer's identity (``anchors(budget=0.1)``) maps back to ``anchors:0.1`` when the
+    model it builds has exactly that identity. A provider's identity is never rebuilt: an identity
+    read from a file (a saved sweep, a trace someone sent) must not decide where a request goes or
+    which key it carries, so a provider is called only when the user names it on that run.
     """
     match = _OFFLINE_IDENTITY.match(identity)
     candidates = [identity]
@@ -626,6 +627,8 @@ def spec_of(identity: str) -> str | None:
         budget = match.group("budget")
         candidates.insert(0, match.group("name") if budget == "None" else f"{match.group('name')}:{budget}")
     for spec in candidates:
+        if spec.partition(":")[0] not in OFFLINE_SUMMARIZERS:
+            continue
         try:
             model = summarizer(spec)
         except SettingError:

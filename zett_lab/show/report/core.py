@@ -21,8 +21,15 @@ from ...errors import SettingError
 from ...files import check_output, write_atomic
 from ...replay.deadline import DEFAULT_ENGINE_TIMEOUT
 from ...replay.engine import EngineSpec
-from ...study.report_study import DEFAULT_PRIMARY_MODEL, Failure, ReportData, build_report_data, report_sweep
-from ...study.session import SummarizerSpec
+from ...study.report_study import (
+    DEFAULT_PRIMARY_MODEL,
+    DEFAULT_REPORT_SUMMARIZERS,
+    Failure,
+    ReportData,
+    build_report_data,
+    report_sweep,
+)
+from ...study.session import SummarizerSpec, summarizer_labels
 from ...summarizers.cache import CacheSpec
 
 if TYPE_CHECKING:
@@ -73,8 +80,10 @@ class Report:
             ``"needed_anchor_recall >= 0.8"``, see :func:`zett_lab.study.recommend`);
             default: the knee of the Pareto front (the rule is printed in the report).
         notes: Extra sentences printed under "What was studied".
-        native_baselines: Summarizer specs that summarize each native compaction's span for the
-            "Production summaries" section (default: the report's summarizers).
+        native_baselines: Summarizer specs (or label -> spec or model) that summarize each native
+            compaction's span for the "Production summaries" section. Default: the report's offline
+            summarizers; a provider named only in saved results (a loaded sweep, traces) is never called
+            by a report: name it here (or with ``--summarizer`` on the command line) to include it.
 
     Example::
 
@@ -95,7 +104,7 @@ class Report:
     failures: Sequence[Failure] = ()
     constraints: str | Mapping[str, Any] | None = None
     notes: Sequence[str] = ()
-    native_baselines: Sequence[str] | None = None
+    native_baselines: Sequence[str] | Mapping[str, Any] | None = None
     data: ReportData = field(init=False, repr=False)
     _cache: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
 
@@ -151,6 +160,8 @@ class Report:
             engines=engines,
             engine_timeout=engine_timeout,
         )
+        # The summarizers named in this call summarize the production spans too (providers included).
+        options.setdefault("native_baselines", summarizer_labels(summarizers or list(DEFAULT_REPORT_SUMMARIZERS)))
         return cls(sweep=result, **options)
 
     # --- what the report states -------------------------------------------------------------------

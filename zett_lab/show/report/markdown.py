@@ -178,7 +178,10 @@ def _production(entries: list[Mapping[str, Any]], skipped: Sequence[str]) -> lis
     out = ["", "## Production summaries", "", direction_note(PRODUCTION_METRICS), ""]
     if skipped:
         out += [
-            md(f"Not summarized on these spans: {', '.join(skipped)} (given as models; pass native_baselines=)."),
+            md(
+                f"Not summarized on these spans: {', '.join(skipped)} (known here only by identity: a provider named in saved results is never called by a report; "
+                f"name it with --summarizer on this run, or native_baselines= in Python)."
+            ),
             "",
         ]
     for e in entries:
