@@ -1,0 +1,407 @@
+"""How often "lost but needed" is right: precision and recall on the labelled validation set.
+
+Reads the validation set (``bench/validation/items.json``: the sampled candidate lost items, their strata and
+weights; ``split.json``: the held-back quarter) and a label file (``bench/validation/labels.jsonl`` or
+``--labels PATH``, in the format of ``docs/validation/guidelines.md``), replays every item's conversation with
+its recorded setting through the metric as the code is now, and prints, per agent format and overall:
+
+* **precision**: of the items the metric flags as needed later, the share the labels call truly needed;
+* **recall**: of the items the labels call truly needed, the share the metric flags;
+
+each with a Wilson 95% interval, separately for the tuning part and the held-back part (``--part``). The
+sample is stratified (by conversation and by the flag of the metric the set was drawn with), so every figure
+is weighted by the items' sampling weights N_h / n_h, and its interval uses Kish's effective sample size
+(Σw)² / Σw². The same figures for the metric the set was drawn with (recorded in ``items.json``) are printed
+beside them: the "before" of any change. Cohen's κ between the labellers before resolution comes first.
+
+What the metric is asked: whether the item, at its compaction (span, tail and future as recorded), is
+*needed later* (``needed_later`` of :func:`zett_lab.measure`'s ``anchors`` table). Every item of the set is
+lost by construction (the recorded summary lacks it), so this is the metric's "lost but needed" verdict on it;
+a summary lookup that has since become looser is not what these labels judge. The item is found in the
+measured table by its type and text as written, else by its type and normal form, else by its text; an item
+the extractor no longer finds is not flagged. Where today's replay no longer compacts at the item's window
+(the anchors summary changed with the extractor, say), the window is measured on that replay's conversation
+as an applied compaction with an empty summary: ``needed_later`` does not read the summary.
+
+Run::
+
+    .venv/bin/python bench/validity.py [--labels PATH] [--part tune|held-back|both] [--logs DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import sys
+import warnings
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from validity_pool import (
+    HELD_BACK,
+    ITEMS_FILE,
+    LABELS_FILE,
+    LOGS,
+    SPLIT_FILE,
+    TUNE,
+    ReplaySetting,
+    read_items,
+    read_sources,
+    read_split,
+    replay,
+)
+
+import zett_lab
+from zett_lab.load.anchor_forms import normalize
+
+CONFIDENCES = ("low", "medium", "high")
+NEEDED_REASONS = {
+    "only-in-span": True,
+    "not-an-item": False,
+    "not-used": False,
+    "different-thing": False,
+    "generic": False,
+    "user-supplied": False,
+    "back-in-context": False,
+    "harness-resent": False,
+    "in-tail-or-system": False,
+    "unclear": None,
+}
+RESOLVED = "resolved"
+Z95 = 1.959963984540054
+
+
+class LabelError(ValueError):
+    """A label file that does not follow the format: names the file, the line and the field."""
+
+
+@dataclass(frozen=True)
+class Label:
+    """One labeller's answer for one item (``labeller`` is ``resolved`` for the row settling a disagreement)."""
+
+    id: str
+    labeller: str
+    needed: bool
+    confidence: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the metric says of one item: flagged (needed later) or not, and how the item was found."""
+
+    flagged: bool
+    found: str  # "replay" (today's replay compacts at the window), "pinned" (window measured alone), "not extracted"
+
+
+def read_labels(path: Path, known: set[str]) -> list[Label]:
+    """The ``needed`` rows of a label file (constraint rows, ``"kind": "constraint"``, are skipped)."""
+    if not path.is_file():
+        raise LabelError(f"{path}: no such label file")
+    labels = []
+    for number, text in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not text.strip():
+            continue
+        where = f"{path}, line {number}"
+        try:
+            row = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise LabelError(f"{where}: not JSON ({error.msg})") from error
+        if not isinstance(row, dict):
+            raise LabelError(f"{where}: expected a JSON object")
+        if row.get("kind", "needed") == "constraint":
+            continue
+        for field, kind in (("id", str), ("labeller", str), ("needed", bool), ("confidence", str), ("reason", str)):
+            if not isinstance(row.get(field), kind):
+                raise LabelError(f"{where}: field {field!r} must be a {kind.__name__}, got {row.get(field)!r}")
+        if row["id"] not in known:
+            raise LabelError(f"{where}: item {row['id']!r} is not in the validation set")
+        if row["confidence"] not in CONFIDENCES:
+            raise LabelError(f"{where}: confidence {row['confidence']!r} is not one of {', '.join(CONFIDENCES)}")
+        if row["reason"] not in NEEDED_REASONS:
+            raise LabelError(f"{where}: reason {row['reason']!r} is not one of {', '.join(NEEDED_REASONS)}")
+        implied = NEEDED_REASONS[row["reason"]]
+        if implied is not None and implied != row["needed"]:
+            raise LabelError(f"{where}: reason {row['reason']!r} goes with needed {implied}, not {row['needed']}")
+        labels.append(Label(row["id"], row["labeller"], row["needed"], row["confidence"], row["reason"]))
+    seen: set[tuple[str, str]] = set()
+    for label in labels:
+        if (label.id, label.labeller) in seen:
+            raise LabelError(f"{path}: labeller {label.labeller!r} labels item {label.id!r} twice")
+        seen.add((label.id, label.labeller))
+    return labels
+
+
+def resolve(labels: Iterable[Label]) -> tuple[dict[str, bool], set[str]]:
+    """The final answer per item (a ``resolved`` row, else the labellers' common answer) and the items whose
+    labellers disagree with no resolved row (left out of every figure)."""
+    by_item: dict[str, list[Label]] = defaultdict(list)
+    for label in labels:
+        by_item[label.id].append(label)
+    final, open_items = {}, set()
+    for item, rows in by_item.items():
+        resolved = [r for r in rows if r.labeller == RESOLVED]
+        answers = {r.needed for r in rows if r.labeller != RESOLVED}
+        if resolved:
+            final[item] = resolved[0].needed
+        elif len(answers) == 1:
+            final[item] = answers.pop()
+        else:
+            open_items.add(item)
+    return final, open_items
+
+
+def cohen_kappa(first: Sequence[bool], second: Sequence[bool]) -> float:
+    """Cohen's κ of two labellers' yes/no answers on the same items (NaN when chance agreement is certain)."""
+    n = len(first)
+    if n == 0 or n != len(second):
+        return math.nan
+    observed = sum(a == b for a, b in zip(first, second, strict=True)) / n
+    p1, p2 = sum(first) / n, sum(second) / n
+    expected = p1 * p2 + (1 - p1) * (1 - p2)
+    return math.nan if expected == 1 else (observed - expected) / (1 - expected)
+
+
+def agreement(labels: Iterable[Label], items: set[str]) -> list[tuple[str, str, int, float, float]]:
+    """(labeller, labeller, items both labelled, share agreeing, κ) for every pair of labellers, on ``items``."""
+    answers: dict[str, dict[str, bool]] = defaultdict(dict)
+    for label in labels:
+        if label.labeller != RESOLVED and label.id in items:
+            answers[label.labeller][label.id] = label.needed
+    names = sorted(answers)
+    rows = []
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            common = sorted(set(answers[a]) & set(answers[b]))
+            first, second = [answers[a][k] for k in common], [answers[b][k] for k in common]
+            agree = sum(x == y for x, y in zip(first, second, strict=True)) / len(common) if common else math.nan
+            rows.append((a, b, len(common), agree, cohen_kappa(first, second)))
+    return rows
+
+
+def wilson(p: float, n: float, z: float = Z95) -> tuple[float, float]:
+    """Wilson score interval of a proportion ``p`` observed on ``n`` (effective) trials."""
+    if n <= 0 or math.isnan(p):
+        return math.nan, math.nan
+    denominator = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denominator
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+@dataclass(frozen=True)
+class Rate:
+    """A weighted proportion: estimate, Wilson 95% interval on the effective n, and the raw counts."""
+
+    estimate: float
+    low: float
+    high: float
+    hits: int
+    n: int
+    n_effective: float
+
+    def text(self) -> str:
+        if self.n == 0:
+            return "n/a (no items)"
+        return f"{self.estimate:.2f} [{self.low:.2f}, {self.high:.2f}] ({self.hits}/{self.n}, n_eff {self.n_effective:.0f})"
+
+
+def weighted_rate(hits: Sequence[bool], weights: Sequence[float]) -> Rate:
+    """Σw·hit / Σw with a Wilson interval on Kish's effective sample size (Σw)² / Σw²."""
+    total = float(sum(weights))
+    if not hits or total <= 0:
+        return Rate(math.nan, math.nan, math.nan, 0, 0, 0.0)
+    estimate = sum(w for h, w in zip(hits, weights, strict=True) if h) / total
+    n_effective = total * total / sum(w * w for w in weights)
+    low, high = wilson(estimate, n_effective)
+    return Rate(estimate, low, high, sum(bool(h) for h in hits), len(hits), n_effective)
+
+
+def precision_recall(rows: pd.DataFrame, flag: str) -> tuple[Rate, Rate]:
+    """Precision and recall of the flag column ``flag`` against ``needed``, weighted by ``weight``."""
+    flagged = rows[rows[flag]]
+    needed = rows[rows["needed"]]
+    precision = weighted_rate(list(flagged["needed"]), list(flagged["weight"]))
+    recall = weighted_rate(list(needed[flag]), list(needed["weight"]))
+    return precision, recall
+
+
+def _measured_rows(trace: zett_lab.Trace) -> pd.DataFrame:
+    losses = zett_lab.measure(trace)
+    if not len(losses.anchors):
+        return pd.DataFrame(columns=["span_start", "span_end", "n_recorded", "type", "value", "normalized"])
+    windows = losses.compactions[["compaction_id", "span_start", "span_end", "n_recorded"]]
+    return losses.anchors.merge(windows, on="compaction_id")
+
+
+def pinned(trace: zett_lab.Trace, windows: Sequence[tuple[int, int, int]]) -> zett_lab.Trace:
+    """The trace's conversation with one applied compaction per window and an empty summary (nothing else)."""
+    columns = list(trace.compactions.columns)
+    rows = []
+    for number, (start, end, recorded) in enumerate(windows):
+        row: dict[str, Any] = dict.fromkeys(columns)
+        row.update(
+            compaction_id=number,
+            conversation_id=trace.conversation.id,
+            span_start=start,
+            span_end=end,
+            n_recorded=recorded,
+            applied=True,
+            summary_text="",
+            summarizer=trace.settings.get("summarizer"),
+        )
+        rows.append(row)
+    return dataclasses.replace(trace, compactions=pd.DataFrame(rows, columns=columns))
+
+
+def find(rows: pd.DataFrame, item: dict[str, Any]) -> pd.Series | None:
+    """The measured row of the item in its window's rows: by type and text, type and normal form, or text."""
+    if not len(rows):
+        return None
+    same_type = rows["type"] == item["type"]
+    for mask in (
+        same_type & (rows["value"] == item["text"]),
+        same_type & (rows["normalized"] == normalize(item["type"], item["text"])),
+        rows["value"] == item["text"],
+    ):
+        if mask.any():
+            return rows[mask].iloc[0]
+    return None
+
+
+def metric_verdicts(items: Sequence[dict[str, Any]], logs: Path) -> dict[str, Verdict]:
+    """The metric's verdict on every item, from one replay per (conversation, setting) as the code is now."""
+    sources = {(s.log, s.conversation.id): s for s in read_sources(logs)}
+    groups: dict[tuple[str, str, ReplaySetting], list[dict[str, Any]]] = defaultdict(list)
+    for item in items:
+        groups[(item["log"], item["conversation_id"], ReplaySetting(**item["setting"]))].append(item)
+    verdicts = {}
+    for (log, conversation_id, setting), members in groups.items():
+        source = sources.get((log, conversation_id))
+        if source is None:
+            raise SystemExit(f"{logs / log}: conversation {conversation_id!r} of the validation set is not there")
+        trace = replay(source.conversation, setting)
+        measured = _measured_rows(trace)
+        known = set(zip(measured["span_start"], measured["span_end"], measured["n_recorded"], strict=True))
+        window_of = {i["id"]: (i["span_start"], i["span_end"], i["n_recorded"]) for i in members}
+        missing = sorted({w for w in window_of.values() if w not in known})
+        alone = _measured_rows(pinned(trace, missing)) if missing else measured.iloc[0:0]
+        for item in members:
+            window = window_of[item["id"]]
+            table, how = (measured, "replay") if window in known else (alone, "pinned")
+            in_window = table[
+                (table["span_start"] == window[0])
+                & (table["span_end"] == window[1])
+                & (table["n_recorded"] == window[2])
+            ]
+            row = find(in_window, item)
+            flag = None if row is None else row["needed_later"]
+            verdicts[item["id"]] = (
+                Verdict(False, "not extracted") if row is None else Verdict(bool(not pd.isna(flag) and flag), how)
+            )
+    return verdicts
+
+
+def results_table(
+    items: Sequence[dict[str, Any]], parts: dict[str, str], final: dict[str, bool], verdicts: dict[str, Verdict]
+) -> pd.DataFrame:
+    """One row per labelled item: agent, part, weight, label, the metric's flag now and at sampling."""
+    rows = [
+        {
+            "id": item["id"],
+            "agent": item["agent"],
+            "part": parts[item["id"]],
+            "weight": float(item["weight"]),
+            "needed": final[item["id"]],
+            "flagged_now": verdicts[item["id"]].flagged,
+            "flagged_at_sampling": bool(item["flagged_at_sampling"]),
+        }
+        for item in items
+        if item["id"] in final
+    ]
+    return pd.DataFrame(rows, columns=["id", "agent", "part", "weight", "needed", "flagged_now", "flagged_at_sampling"])
+
+
+def report_lines(table: pd.DataFrame, title: str) -> list[str]:
+    """Precision and recall per agent format and overall, for the metric now and at sampling."""
+    lines = [f"\n## {title}: {len(table)} labelled items"]
+    if not len(table):
+        return [*lines, "  (no labelled items)"]
+    header = f"{'format':15} {'items':>5}  {'metric':11} {'precision [95% CI]':40} recall [95% CI]"
+    lines.append(header)
+    groups = [(agent, table[table["agent"] == agent]) for agent in sorted(table["agent"].unique())]
+    for name, rows in [*groups, ("overall", table)]:
+        for flag, label in (("flagged_now", "now"), ("flagged_at_sampling", "at sampling")):
+            precision, recall = precision_recall(rows, flag)
+            shown = name if label == "now" else ""
+            count = str(len(rows)) if label == "now" else ""
+            lines.append(f"{shown:15} {count:>5}  {label:11} {precision.text():40} {recall.text()}")
+    return lines
+
+
+def sampled_at(path: Path) -> str:
+    """The commit whose metric drew the set (``procedure.built_at_commit`` of the items file), or "unknown"."""
+    procedure = json.loads(path.read_text(encoding="utf-8")).get("procedure") or {}
+    return str(procedure.get("built_at_commit") or "unknown")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--labels", type=Path, default=None, help=f"label file (default {LABELS_FILE})")
+    parser.add_argument("--part", choices=(TUNE, HELD_BACK, "both"), default="both", help="which part to report")
+    parser.add_argument("--logs", type=Path, default=LOGS, help="the shared agent logs (default ../shared/agent-logs)")
+    parser.add_argument("--items", type=Path, default=ITEMS_FILE, help=argparse.SUPPRESS)
+    parser.add_argument("--split", type=Path, default=SPLIT_FILE, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.labels is None and not LABELS_FILE.is_file():
+        print(f"No labels yet at {LABELS_FILE}: nothing to measure (label the set from docs/validation/guidelines.md).")
+        return 0
+    items = read_items(args.items)
+    parts = read_split(args.split)
+    try:
+        labels = read_labels(args.labels or LABELS_FILE, {item["id"] for item in items})
+    except LabelError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    final, open_items = resolve(labels)
+    if not args.logs.is_dir():
+        print(f"error: no agent logs at {args.logs}: pass --logs DIR (the shared logs)", file=sys.stderr)
+        return 2
+    labelled = [item for item in items if item["id"] in final]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        verdicts = metric_verdicts(labelled, args.logs)
+    found: dict[str, int] = defaultdict(int)
+    for verdict in verdicts.values():
+        found[verdict.found] += 1
+    print(
+        f"labels: {args.labels or LABELS_FILE}: {len(labels)} rows, {len(final)} items decided, "
+        f"{len(open_items)} disagreements without a resolved row (left out)"
+    )
+    print(
+        f"metric now (this checkout): {found['replay']} items at their window of today's replay, "
+        f"{found['pinned']} windows measured alone (today's replay compacts elsewhere), "
+        f"{found['not extracted']} items no longer extracted (not flagged)"
+    )
+    print(f"metric at sampling: commit {sampled_at(args.items)[:12]}, as recorded in {args.items.name}")
+    table = results_table(items, parts, final, verdicts)
+    chosen = [TUNE, HELD_BACK] if args.part == "both" else [args.part]
+    for part in chosen:
+        ids = {item["id"] for item in items if parts[item["id"]] == part}
+        print("\n".join(report_lines(table[table["part"] == part], f"{part} part")))
+        for a, b, n, agree, kappa in agreement(labels, ids):
+            print(f"agreement before resolution, {a} vs {b}: {n} items, {agree:.0%} agree, Cohen's κ {kappa:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

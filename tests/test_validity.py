@@ -1,0 +1,215 @@
+"""bench/validity.py and its validation set: the statistics, the label format, the committed split, and a run
+end to end on a tiny synthetic set built from the bundled fixtures (never invented labels of real items)."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+sys.path.insert(0, str(BENCH))
+
+import validity  # noqa: E402
+import validity_pool  # noqa: E402
+
+FIXTURES = BENCH.parent / "fixtures"
+
+
+def test_wilson_interval_has_the_published_values():
+    low, high = validity.wilson(0.8, 10)
+    assert (round(low, 4), round(high, 4)) == (0.4902, 0.9433)
+    low, high = validity.wilson(0.0, 10)
+    assert low == 0.0 and round(high, 4) == 0.2775
+    assert all(math.isnan(x) for x in validity.wilson(0.5, 0))
+
+
+def test_weighted_rate_is_horvitz_thompson_with_kish_effective_n():
+    plain = validity.weighted_rate([True] * 8 + [False] * 2, [3.0] * 10)
+    assert plain.estimate == pytest.approx(0.8) and plain.n_effective == pytest.approx(10)
+    assert (plain.low, plain.high) == pytest.approx(validity.wilson(0.8, 10))
+    # two strata: one hit of weight 10 and one miss of weight 1, then two misses of weight 1
+    mixed = validity.weighted_rate([True, False, False, False], [10.0, 1.0, 1.0, 1.0])
+    assert mixed.estimate == pytest.approx(10 / 13)
+    assert mixed.n_effective == pytest.approx(13 * 13 / 103)
+    assert (mixed.hits, mixed.n) == (1, 4)
+    assert validity.weighted_rate([], []).n == 0
+
+
+def test_precision_and_recall_weight_each_item_by_its_stratum():
+    import pandas as pd
+
+    rows = pd.DataFrame(
+        {
+            "needed": [True, False, True, True, False],
+            "flag": [True, True, False, True, False],
+            "weight": [2.0, 2.0, 5.0, 1.0, 5.0],
+        }
+    )
+    precision, recall = validity.precision_recall(rows, "flag")
+    assert precision.estimate == pytest.approx((2 + 1) / (2 + 2 + 1))
+    assert recall.estimate == pytest.approx((2 + 1) / (2 + 5 + 1))
+
+
+def test_cohen_kappa_of_a_known_table():
+    # 20 both yes, 15 both no, 5 only the first says yes, 10 only the second: p_o 0.7, p_e 0.5, κ 0.4
+    first = [True] * 20 + [False] * 15 + [True] * 5 + [False] * 10
+    second = [True] * 20 + [False] * 15 + [False] * 5 + [True] * 10
+    assert validity.cohen_kappa(first, second) == pytest.approx(0.4)
+    assert validity.cohen_kappa(first, first) == pytest.approx(1.0)
+    assert math.isnan(validity.cohen_kappa([True, True], [True, True]))
+
+
+def label(item, labeller, needed, reason=None, confidence="high"):
+    reason = reason or ("only-in-span" if needed else "generic")
+    return {"id": item, "labeller": labeller, "needed": needed, "confidence": confidence, "reason": reason}
+
+
+def write_lines(path: Path, rows) -> Path:
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("{not json", "line 2: not JSON"),
+        (json.dumps(label("zz", "A", True)), "line 2: item 'zz' is not in the validation set"),
+        (json.dumps({**label("b", "A", True), "confidence": "sure"}), "line 2: confidence 'sure'"),
+        (json.dumps({**label("b", "A", True), "reason": "because"}), "line 2: reason 'because'"),
+        (json.dumps(label("b", "A", True, reason="generic")), "line 2: reason 'generic' goes with needed False"),
+        (json.dumps({**label("b", "A", True), "needed": "yes"}), "line 2: field 'needed' must be a bool"),
+        (json.dumps(label("a", "A", False)), "labeller 'A' labels item 'a' twice"),
+    ],
+)
+def test_a_bad_label_file_is_one_error_naming_file_and_line(tmp_path, line, message):
+    path = write_lines(tmp_path / "labels.jsonl", [label("a", "A", True), line])
+    with pytest.raises(validity.LabelError, match="labels.jsonl") as error:
+        validity.read_labels(path, {"a", "b"})
+    assert message in str(error.value)
+
+
+def test_constraint_rows_and_blank_lines_are_skipped(tmp_path):
+    constraint = {"id": "c1", "kind": "constraint", "labeller": "A", "is_rule": True}
+    path = write_lines(tmp_path / "labels.jsonl", [constraint, "", label("a", "A", False, reason="unclear")])
+    assert [(x.id, x.needed) for x in validity.read_labels(path, {"a"})] == [("a", False)]
+
+
+def test_resolution_takes_the_resolved_row_then_agreement_and_leaves_open_disagreements_out():
+    rows = [
+        validity.Label("agree", "A", True, "high", "only-in-span"),
+        validity.Label("agree", "B", True, "low", "only-in-span"),
+        validity.Label("settled", "A", True, "high", "only-in-span"),
+        validity.Label("settled", "B", False, "high", "generic"),
+        validity.Label("settled", "resolved", False, "high", "generic"),
+        validity.Label("open", "A", True, "high", "only-in-span"),
+        validity.Label("open", "B", False, "high", "not-used"),
+    ]
+    final, open_items = validity.resolve(rows)
+    assert final == {"agree": True, "settled": False} and open_items == {"open"}
+    [(a, b, n, agree, kappa)] = validity.agreement(rows, {"agree", "settled", "open"})
+    assert (a, b, n, agree) == ("A", "B", 3, pytest.approx(1 / 3))
+
+
+def test_the_committed_split_follows_its_rule_and_holds_back_about_a_quarter():
+    items = validity_pool.read_items()
+    parts = validity_pool.read_split()
+    assert set(parts) == {item["id"] for item in items}
+    assert all(parts[item["id"]] == validity_pool.part_of(item) for item in items)
+    held = sum(part == validity_pool.HELD_BACK for part in parts.values())
+    assert 0.18 < held / len(parts) < 0.32
+
+
+def test_the_committed_weights_are_pool_over_sample_size_per_stratum():
+    data = json.loads(validity_pool.ITEMS_FILE.read_text(encoding="utf-8"))
+    strata = {row["stratum"]: row for row in data["strata"]}
+    counts: dict[str, int] = {}
+    for item in data["items"]:
+        counts[item["stratum"]] = counts.get(item["stratum"], 0) + 1
+        assert item["weight"] == pytest.approx(strata[item["stratum"]]["N"] / strata[item["stratum"]]["n"])
+    assert counts == {name: row["n"] for name, row in strata.items() if row["n"]}
+    assert len(data["items"]) >= 440 and len({item["agent"] for item in data["items"]}) >= 6
+
+
+@pytest.fixture(scope="module")
+def fixture_set(tmp_path_factory):
+    """A synthetic validation set: the candidate lost items of one fixture conversation, as the pool builds them,
+    with made-up strata weights (flagged 2, not flagged 5) and parts (every third item held back)."""
+    source = next(s for s in validity_pool.read_sources(FIXTURES) if s.conversation.id == "ci-flaky-kafka")
+    pool = validity_pool.pool_of(source)
+    assert any(i["flagged_at_sampling"] for i in pool) and not all(i["flagged_at_sampling"] for i in pool)
+    items = [
+        {**item, "stratum": str(item["flagged_at_sampling"]), "weight": 2.0 if item["flagged_at_sampling"] else 5.0}
+        for item in sorted(pool, key=lambda i: i["id"])
+    ]
+    parts = {item["id"]: validity_pool.HELD_BACK if n % 3 == 0 else validity_pool.TUNE for n, item in enumerate(items)}
+    folder = tmp_path_factory.mktemp("set")
+    (folder / "items.json").write_text(json.dumps({"items": items}), encoding="utf-8")
+    (folder / "split.json").write_text(json.dumps({"parts": parts}), encoding="utf-8")
+    return folder, items, parts
+
+
+def test_the_metric_is_asked_at_each_items_own_window(fixture_set):
+    _, items, _ = fixture_set
+    verdicts = validity.metric_verdicts(items, FIXTURES)
+    assert {v.found for v in verdicts.values()} == {"replay"}
+    assert all(verdicts[i["id"]].flagged == i["flagged_at_sampling"] for i in items)
+
+
+def test_a_window_measured_alone_gets_the_replays_needed_later(fixture_set):
+    """The fallback for a window today's replay no longer compacts at: same verdicts as the replay's own."""
+    _, items, _ = fixture_set
+    source = next(s for s in validity_pool.read_sources(FIXTURES) if s.conversation.id == "ci-flaky-kafka")
+    trace = validity_pool.replay(source.conversation, validity_pool.ReplaySetting(**items[0]["setting"]))
+    real = validity._measured_rows(trace)
+    windows = sorted(set(zip(real["span_start"], real["span_end"], real["n_recorded"], strict=True)))
+    alone = validity._measured_rows(validity.pinned(trace, windows))
+    keys = ["span_start", "span_end", "n_recorded", "type", "normalized"]
+    merged = real.merge(alone, on=keys, suffixes=("", "_alone"))
+    assert len(merged) == len(real) > 0
+    assert (merged["needed_later"] == merged["needed_later_alone"]).all()
+
+
+def test_the_bench_prints_weighted_precision_and_recall_per_part(fixture_set, tmp_path, capsys):
+    folder, items, parts = fixture_set
+    tune = [i for i in items if parts[i["id"]] == validity_pool.TUNE]
+    # synthetic truth: an item is needed iff its text has a digit; labeller B disagrees on the first tune item,
+    # which a resolved row settles as A said
+    truth = {i["id"]: any(ch.isdigit() for ch in i["text"]) for i in items}
+    rows = [label(i["id"], "A", truth[i["id"]]) for i in items]
+    rows += [label(i["id"], "B", truth[i["id"]] if i is not tune[0] else not truth[i["id"]]) for i in items]
+    rows.append(label(tune[0]["id"], "resolved", truth[tune[0]["id"]]))
+    labels = write_lines(tmp_path / "labels.jsonl", rows)
+    code = validity.main(
+        ["--labels", str(labels), "--logs", str(FIXTURES), "--items", str(folder / "items.json"),
+         "--split", str(folder / "split.json"), "--part", "tune"]
+    )  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 0
+    flagged = [i for i in tune if i["flagged_at_sampling"]]
+    needed = [i for i in tune if truth[i["id"]]]
+    precision = sum(2.0 for i in flagged if truth[i["id"]]) / (2.0 * len(flagged))
+    recall = sum(i["weight"] for i in needed if i["flagged_at_sampling"]) / sum(i["weight"] for i in needed)
+    overall = next(line for line in out.splitlines() if line.startswith("overall"))
+    assert f"{precision:.2f} [" in overall and f"{recall:.2f} [" in overall
+    assert f"({sum(truth[i['id']] for i in flagged)}/{len(flagged)}," in overall
+    assert "held-back part" not in out and f"tune part: {len(tune)} labelled items" in out
+    kappa = validity.cohen_kappa([truth[i["id"]] for i in tune], [truth[i["id"]] != (i is tune[0]) for i in tune])
+    assert f"agreement before resolution, A vs B: {len(tune)} items" in out and f"κ {kappa:.2f}" in out
+
+
+def test_a_missing_label_file_is_one_error_and_exit_code_2(fixture_set, tmp_path, capsys):
+    folder, _, _ = fixture_set
+    missing = tmp_path / "nope.jsonl"
+    code = validity.main(["--labels", str(missing), "--items", str(folder / "items.json"),
+                          "--split", str(folder / "split.json")])  # fmt: skip
+    assert code == 2 and f"{missing}: no such label file" in capsys.readouterr().err
+
+
+def test_without_labels_yet_the_bench_says_so_and_measures_nothing(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(validity, "LABELS_FILE", tmp_path / "labels.jsonl")
+    assert validity.main([]) == 0
+    assert "No labels yet" in capsys.readouterr().out
