@@ -717,15 +717,9 @@ def test_decay_counts_every_pair_by_its_definition(fixture_conversations):
 
 
 def _column_kind(name: str) -> str:
-    from zett_lab.measure import columns
-
-    if name in columns._BOOLEANS[id(COMPACTION_COLUMNS)]:
-        return "boolean"
-    if name in columns._INT:
-        return "Int64"
-    if name in columns._FLOATS or columns._is_ratio(name):
-        return "float64"
-    return "object"
+    return {"flag": "boolean", "count": "Int64", "ratio": "float64", "float": "float64", "text": "object"}[
+        COMPACTION_COLUMNS.type(name)
+    ]
 
 
 _MISSING = st.sampled_from([None, math.nan, pd.NA])

@@ -416,8 +416,8 @@ def test_anchor_retention_by_type(fixture_conversations):
 def test_anchor_retention_of_counted_flags_draws_the_same_figure(fixture_conversations):
     """A report keeps the flags counted per distinct row: the figure must not change by a byte."""
     from zett_lab.measure import measure
+    from zett_lab.measure.attempt import retention_counts
     from zett_lab.measure.columns import ANCHOR_ROWS
-    from zett_lab.measure.compaction_metrics import retention_counts
 
     conversation = next(c for c in fixture_conversations if c.id == "billing-rounding")
     anchors = measure(replay(conversation, max_tokens=12_000, keep_recent_tokens=3_000)).anchors

@@ -24,8 +24,8 @@ from zett_agent.messages import (
 from tests.helpers import coding_conversation
 from zett_lab import Conversation, SettingError, replay
 from zett_lab.errors import OutputError
-from zett_lab.measure.catalogue import metric
-from zett_lab.show.report import REPORT_METRICS, Report, default_grid
+from zett_lab.measure.catalogue import default_metrics, metric
+from zett_lab.show.report import Report, default_grid
 from zett_lab.show.report.content import GLOSSARY
 from zett_lab.show.report.render import script_json
 from zett_lab.study.report_study import recommend_report_setting
@@ -128,12 +128,12 @@ def test_metrics_have_confidence_intervals(report: Report) -> None:
         assert row["ci_low"] <= row["mean"] <= row["ci_high"]
         assert row["ci_low"] >= 0 and row["ci_high"] <= 1
     assert metrics["pairwise"], "two summarizers give a paired comparison"
-    assert {r["metric"] for r in metrics["rows"]} <= set(REPORT_METRICS)
+    assert {r["metric"] for r in metrics["rows"]} <= set(default_metrics())
 
 
 def test_glossary_defines_every_metric_shown(page: str) -> None:
     terms = dict(GLOSSARY)
-    metrics = [metric(name) for name in (*REPORT_METRICS, "lost_but_needed")]
+    metrics = [metric(name) for name in (*default_metrics(), "lost_but_needed")]
     for needed in [m.label for m in metrics] + [
         "confidence interval",
         "Pareto front",
@@ -403,8 +403,8 @@ def test_replays_shown_in_full_keep_what_the_report_uses_read_from_the_sweep_or_
     """A report over a sweep reads the shown replays' lost anchors and counted flags the sweep kept (it measures
     nothing); over a sweep saved before they were kept it measures them, on the pool's workers when a pool runs."""
     from zett_lab import measure
+    from zett_lab.measure.attempt import retention_counts
     from zett_lab.measure.columns import ANCHOR_ROWS
-    from zett_lab.measure.compaction_metrics import retention_counts
     from zett_lab.study import executors, report_measured
     from zett_lab.study.report_study import report_sweep
     from zett_lab.study.results import Sweep

@@ -275,7 +275,7 @@ def test_the_anchor_table_joins_each_attempts_span_anchors_in_order(fixture_conv
 def test_lost_rows_and_counted_flags_are_those_of_the_full_anchor_table(fixture_conversations):
     """What a report keeps of a replay shown in full, made from arrays, equals taking it from the whole table:
     the lost-but-needed rows and the flags counted (every fixture with two summarizers, and attempts not applied)."""
-    from zett_lab.measure.compaction_metrics import retention_counts
+    from zett_lab.measure.attempt import retention_counts
     from zett_lab.measure.losses import measure_lost_and_counted
 
     replays = [
@@ -348,8 +348,8 @@ def test_refetches_are_the_later_tool_calls_that_name_a_lost_artifact(fixture_co
 def test_retention_counts_are_the_flags_grouped_and_counted(rows):
     """The counted flags the report keeps equal a plain groupby of the per-anchor table (missing flags False,
     rows without a type not counted), sorted the same way."""
+    from zett_lab.measure.attempt import retention_counts
     from zett_lab.measure.columns import ANCHOR_ROWS, RETENTION_COLUMNS
-    from zett_lab.measure.compaction_metrics import retention_counts
 
     anchors = pd.DataFrame(rows, columns=RETENTION_COLUMNS)
     for name in RETENTION_COLUMNS[1:]:

@@ -11,8 +11,8 @@ from zett_agent.model import ModelEvent, ModelResponse, ModelUsage, RetryOptions
 from zett_lab import Conversation, InputError, Probe
 from zett_lab.load.conversation import parse_probes
 from zett_lab.measure import compare, measure
-from zett_lab.measure.catalogue import HEADLINE_METRICS, metric
-from zett_lab.measure.columns import UPDATE_COLUMNS, ratio
+from zett_lab.measure.catalogue import default_metrics, metric, ratio
+from zett_lab.measure.columns import UPDATE_COLUMNS
 from zett_lab.measure.updates import find_updates, observe
 from zett_lab.records import is_missing
 from zett_lab.replay import replay
@@ -148,7 +148,7 @@ def test_compare_pairs_superseded_rate_with_its_direction():
     [pair] = result.pairwise.to_dict("records")
     assert (pair["a"], pair["b"], pair["mean_a"], pair["mean_b"]) == ("stale", "current", 1.0, 0.0)
     assert pair["loss_rate"] == 1.0  # a higher superseded rate is worse: stale loses
-    assert "superseded_rate" in HEADLINE_METRICS and not metric("superseded_rate").higher_is_better
+    assert "superseded_rate" in default_metrics() and not metric("superseded_rate").higher_is_better
 
 
 def test_update_probes_parse_and_round_trip(tmp_path):

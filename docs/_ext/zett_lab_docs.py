@@ -21,7 +21,7 @@ import re
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from sphinx.application import Sphinx
@@ -310,7 +310,7 @@ def columns_table(dotted: str) -> str:
         columns = getattr(importlib.import_module(module_name), attribute)
     except (ImportError, AttributeError) as error:
         raise ExtensionError(f"columns {dotted}: {error}") from error
-    if not isinstance(columns, dict) or not columns:
+    if not isinstance(columns, Mapping) or not columns:
         raise ExtensionError(f"columns {dotted}: expected a non-empty mapping of column name to meaning")
     rows = ["| column | meaning |", "|---|---|"]
     rows += [f"| `{name}` | {_escape(text)} |" for name, text in columns.items()]

@@ -1,9 +1,21 @@
-"""The metric catalogue: one entry per metric, read by everything that shows, ranks or compares metrics.
+"""The metric catalogue: every metric is one module, registered here, and everything that shows, ranks or compares
+metrics finds it here.
 
-Each :class:`Metric` says which column it is, at which levels it appears (a row per compaction
-attempt, per conversation replay, per sweep cell), which direction is better, the label a person
-reads, and its definition (DESIGN.md §4). Adding a metric is one computation plus one entry here:
-sweeps, comparisons, plots, widgets and the report pick it up from this table.
+A metric module (the built-in ones are :mod:`zett_lab.measure.metrics`; yours can be any module you import)
+holds the metric's computation, how it pools over a conversation's compactions and over conversations, and its
+catalogue entry (name, levels, direction, label, definition), like Inspect AI's ``@metric``:
+
+* :func:`compaction_metric` decorates a function of one compaction attempt
+  (:class:`~zett_lab.measure.attempt.Attempt`: its span's anchors as arrays, what the summary holds, its sizes)
+  that returns the metric's value (or its value and helper columns); ``over_compactions`` says how a
+  conversation's attempts pool into one value (:data:`MEAN`, :data:`SUM`, :func:`pooled`);
+* :func:`conversation_metric` decorates a function of one trace's tables (:class:`TraceTables`);
+* :func:`register` adds an entry computed elsewhere (the cost model's prices, a replay's own budget figures).
+
+:func:`zett_lab.measure` computes every registered metric, a sweep's results table and the report carry each
+one, and plots, widgets and comparisons read their labels and directions from :func:`metric`. The measured
+precision and recall of a metric on the labelled validation set (:class:`Validity`) are read from
+``zett_lab/data/metric_validity.json``; see the documentation's "Add a metric" page.
 
 Example::
 
@@ -16,280 +28,406 @@ Example::
 
 from __future__ import annotations
 
+import functools
+import importlib
+import importlib.util
+import json
+import math
+import sys
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from functools import cached_property
+from importlib import resources
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+
+import pandas as pd
 
 from ..errors import SettingError
-from ..load.anchors import ANCHOR_TYPES
+
+if TYPE_CHECKING:
+    from .attempt import Attempt
 
 Level = Literal["compaction", "conversation", "cell"]
 Direction = Literal["higher", "lower"]
+#: ``"loss"`` metrics say what a summary kept; ``"budget"`` and ``"cost"`` what a setting spent.
+Kind = Literal["loss", "budget", "cost"]
+#: How a column is typed: ``count`` nullable Int64, ``ratio`` / ``float`` float64 (NaN: undefined), ``flag``
+#: nullable boolean, ``text`` object.
+ColumnType = Literal["count", "ratio", "float", "flag", "text"]
+#: How a metric pools over conversations (a sweep's cells, a report's replays): their mean or their sum.
+AcrossConversations = Literal["mean", "sum"]
+
+ALL_LEVELS: tuple[Level, ...] = ("compaction", "conversation", "cell")
+RUN_LEVELS: tuple[Level, ...] = ("conversation", "cell")
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """One documented column of a result table: its name, what it holds, and how it is typed."""
+
+    name: str
+    meaning: str
+    type: ColumnType = "ratio"
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    """A share measured on labelled items, with its confidence interval."""
+
+    value: float
+    low: float
+    high: float
+    #: Labelled items it was measured on.
+    n: int
+
+
+@dataclass(frozen=True, slots=True)
+class Validity:
+    """How often a metric is right on the labelled validation set (held-back part, not tuned on)."""
+
+    precision: Estimate | None
+    recall: Estimate | None
+    #: What was labelled, by whom, and when (the data file's words).
+    source: str
+
+
+@dataclass(frozen=True)
+class TraceTables:
+    """One trace's measured tables, what a conversation-level metric reads.
+
+    ``compactions`` is the typed ``losses.compactions`` of the trace (every metric's per-attempt columns
+    filled), ``probes`` and ``decay`` its ``losses.probes`` and ``losses.decay``; ``steps`` the trace's step table.
+    """
+
+    steps: pd.DataFrame
+    compactions: pd.DataFrame
+    probes: pd.DataFrame
+    decay: pd.DataFrame
+    #: Gold probes of the conversation.
+    n_probes: int
+
+    @cached_property
+    def applied(self) -> pd.DataFrame:
+        """The attempts whose checkpoint was applied."""
+        table = self.compactions
+        return table[table["status"] == "applied"] if len(table) else table
+
+    @cached_property
+    def applied_probes(self) -> pd.DataFrame:
+        """Probe rows of applied attempts."""
+        probes = self.probes
+        return probes[probes["applied"].fillna(False).astype(bool)] if len(probes) else probes
+
+
+@dataclass(frozen=True, slots=True)
+class Pooling:
+    """How a compaction-level column pools into one value per conversation.
+
+    ``how``: ``"mean"`` of the column, ``"sum"`` of it, or ``"ratio"`` Σ ``numerator`` / Σ ``denominator``;
+    ``over``: the applied attempts (what the agent went on with) or every attempt.
+    """
+
+    how: Literal["mean", "sum", "ratio"]
+    numerator: str | None = None
+    denominator: str | None = None
+    over: Literal["applied", "attempts"] = "applied"
+
+    def __call__(self, tables: TraceTables, column: str) -> float | int:
+        rows = tables.applied if self.over == "applied" else tables.compactions
+        if self.how == "sum":
+            return _sum(rows[column]) if len(rows) else 0
+        if not len(rows):
+            return math.nan
+        if self.how == "mean":
+            values = pd.to_numeric(rows[column], errors="coerce").dropna()
+            return float(values.mean()) if len(values) else math.nan
+        assert self.numerator is not None and self.denominator is not None
+        total = float(pd.to_numeric(rows[self.denominator], errors="coerce").fillna(0).sum())
+        return (
+            float(pd.to_numeric(rows[self.numerator], errors="coerce").fillna(0).sum()) / total if total else math.nan
+        )
+
+    def describe(self, column: str) -> str:
+        """How the conversation's value is made, in words (its column's documentation)."""
+        over = "applied compactions" if self.over == "applied" else "all summary attempts"
+        if self.how == "mean":
+            return f"mean {column} over {over} (NaN with none)"
+        if self.how == "sum":
+            return f"Σ {column} over {over}"
+        return f"pooled over {over}: Σ {self.numerator} / Σ {self.denominator} (NaN when the denominator is 0)"
+
+
+#: The mean of a compaction-level metric over a conversation's applied compactions.
+MEAN = Pooling("mean")
+#: The sum over a conversation's applied compactions.
+SUM = Pooling("sum")
+
+
+def pooled(numerator: str, denominator: str) -> Pooling:
+    """Σ numerator / Σ denominator over a conversation's applied compactions (a ratio of totals, not of means)."""
+    return Pooling("ratio", numerator, denominator)
+
+
+def _sum(values: pd.Series) -> int:
+    return int(pd.to_numeric(values, errors="coerce").fillna(0).sum())
+
+
+#: A metric's computation for one attempt: its value, or a mapping of its columns (its own and helper columns).
+AttemptComputation: TypeAlias = "Callable[[Attempt], Any]"
+ConversationComputation: TypeAlias = Callable[[TraceTables], Any]
 
 
 @dataclass(frozen=True, slots=True)
 class Metric:
-    """One metric: its column name, where it appears, which way is better, and what it means."""
+    """One metric: its catalogue entry (column name, levels, direction, label, definition) and its computation.
+
+    ``compaction`` computes it for one attempt (called for every attempt with a window, or with a summary
+    when ``needs="summary"``, or for every attempt when ``needs="attempt"``); ``conversation`` pools a
+    trace's attempts into one value (a :class:`Pooling` of its compaction column, or a function of
+    :class:`TraceTables`); ``across`` how conversations pool (a sweep's cells, a report's replays). An entry
+    with neither computation is computed where ``computed_by`` says.
+    """
 
     name: str
     levels: tuple[Level, ...]
     direction: Direction
     label: str
     definition: str
-    #: ``"loss"`` metrics say what a summary kept; ``"budget"`` and ``"cost"`` what a setting spent.
-    kind: Literal["loss", "budget", "cost"] = "loss"
+    kind: Kind = "loss"
+    type: ColumnType = "ratio"
+    compaction: AttemptComputation | None = None
+    needs: Literal["attempt", "window", "summary"] = "window"
+    conversation: Pooling | ConversationComputation | None = None
+    across: AcrossConversations = "mean"
+    #: Helper columns the computations add (e.g. a ratio's numerator and denominator), per level.
+    compaction_columns: tuple[Column, ...] = ()
+    conversation_columns: tuple[Column, ...] = ()
+    #: What the compaction and conversation columns hold (default: the definition; a pooling describes itself).
+    compaction_meaning: str = ""
+    conversation_meaning: str = ""
+    #: In the default metric set (comparisons, the report) at the levels it has.
+    headline: bool = False
+    #: Where an entry without a computation here is computed.
+    computed_by: str = ""
+    #: The module that registered it (worker processes import it before measuring).
+    module: str = ""
 
     @property
     def higher_is_better(self) -> bool:
         return self.direction == "higher"
 
+    @property
+    def validity(self) -> Validity | None:
+        """Its measured precision and recall on the labelled validation set (None: not measured yet)."""
+        return _validity().get(self.name)
 
-_BOTH: tuple[Level, ...] = ("compaction", "conversation", "cell")
-_RUN: tuple[Level, ...] = ("conversation", "cell")
-
-METRICS: tuple[Metric, ...] = (
-    Metric(
-        "needed_anchor_recall",
-        _BOTH,
-        "higher",
-        "Needed-anchor recall",
-        "Of the span's anchors the user or the agent uses again later (in its text, tool-call arguments or "
-        "commands, not merely a tool result) and that the kept tail no longer shows, the share the summary keeps, "
-        "weighted by how rare each is in the conversation: NAR_k = Σ rarity(N_k ∩ Σ_k) / Σ rarity(N_k) "
-        "(pooled over applied compactions per conversation).",
-    ),
-    Metric(
-        "anchor_retention",
-        _BOTH,
-        "higher",
-        "Anchor retention",
-        "Share of the span's exact items (paths, identifiers, errors, commands, ...) present in the summary.",
-    ),
-    Metric(
-        "instruction_survival",
-        _BOTH,
-        "higher",
-        "Instruction survival",
-        "Share of the span's user constraints (always/never/must/don't sentences) visible in summary or tail.",
-    ),
-    Metric(
-        "probe_presence",
-        _BOTH,
-        "higher",
-        "Probe presence",
-        "Share of gold probes covered by the span whose answer is in the context the next step sees.",
-    ),
-    Metric(
-        "compression_ratio",
-        _BOTH,
-        "higher",
-        "Compression ratio",
-        "CR_k = 1 - tok(summary)/tok(span), against the raw span (mean over applied compactions).",
-    ),
-    Metric(
-        "context_reduction",
-        _BOTH,
-        "higher",
-        "Context reduction",
-        "1 - (tok(summary) + tok(tail)) / tok(before): how much smaller the context became.",
-    ),
-    Metric(
-        "engine_compression_ratio",
-        ("compaction",),
-        "higher",
-        "Engine compression ratio",
-        "1 - summary_tokens/older_tokens: what the engine's not-smaller check compares.",
-    ),
-    *(
-        Metric(
-            f"retention_{anchor_type}",
-            ("compaction",),
-            "higher",
-            f"Retention of {anchor_type} anchors",
-            f"Anchor retention over {anchor_type} anchors only.",
+    def columns(self, level: Literal["compaction", "conversation"]) -> list[Column]:
+        """The columns it adds to ``losses.compactions`` or ``losses.conversation`` (its own first, then helpers)."""
+        if level == "compaction":
+            if self.compaction is None:
+                return []
+            own = Column(self.name, self.compaction_meaning or self.definition, self.type)
+            return [own, *self.compaction_columns]
+        if self.conversation is None:
+            return []
+        meaning = self.conversation_meaning or (
+            self.conversation.describe(self.name) if isinstance(self.conversation, Pooling) else self.definition
         )
-        for anchor_type in ANCHOR_TYPES
-    ),
-    Metric(
-        "lost_but_needed",
-        _BOTH,
-        "lower",
-        "Lost but needed",
-        "Anchors used again later that the context no longer shows: |N_k \\ Σ_k| (summed per conversation).",
-    ),
-    Metric(
-        "superseded_rate",
-        _BOTH,
-        "lower",
-        "Superseded-only rate",
-        "Of the span's items whose value changed within the span (a setting, port, version, moved path, renamed "
-        "constant, reversed instruction, a test that failed then passed), the share whose summary carries only a "
-        "superseded value: an error, worse than dropping it (pooled over applied compactions per conversation).",
-    ),
-    Metric(
-        "superseded_only",
-        _BOTH,
-        "lower",
-        "Superseded values kept",
-        "Items of the span whose summary carries only a superseded value (summed per conversation).",
-    ),
-    Metric(
-        "superseded_probe_rate",
-        _RUN,
-        "lower",
-        "Update probes answered with the old value",
-        "Share of gold update probes covered by an applied compaction whose next step's context shows only the "
-        "superseded answer.",
-    ),
-    Metric(
-        "refetch_calls",
-        _BOTH,
-        "lower",
-        "Re-fetch calls",
-        "Later tool calls whose arguments mention an anchor of the span that is in neither tail nor summary.",
-    ),
-    Metric(
-        "decay_survival_1",
-        _RUN,
-        "higher",
-        "Survival to the next summary",
-        "Mean share of anchors kept at an applied compaction still present in the next applied summary.",
-    ),
-    Metric(
-        "final_survival",
-        _RUN,
-        "higher",
-        "Survival to the last summary",
-        "Share of anchors kept at the first applied compaction still present in the last applied summary.",
-    ),
-    Metric(
-        "steps_over_budget",
-        _RUN,
-        "lower",
-        "Steps over budget",
-        "Model steps whose context sent was still above max_tokens.",
-        "budget",
-    ),
-    Metric(
-        "steps_no_boundary",
-        _RUN,
-        "lower",
-        "Steps with no whole-turn boundary",
-        "Steps over the threshold where the engine found no whole-turn boundary to cut at.",
-        "budget",
-    ),
-    Metric(
-        "steps_only_checkpoints",
-        _RUN,
-        "lower",
-        "Steps with only earlier checkpoints",
-        "Steps over the threshold where only earlier checkpoints could be summarized.",
-        "budget",
-    ),
-    Metric(
-        "peak_context_tokens",
-        ("conversation",),
-        "lower",
-        "Peak context (tokens)",
-        "The largest context any model step was sent.",
-        "budget",
-    ),
-    Metric(
-        "peak_context",
-        ("cell",),
-        "lower",
-        "Peak context (tokens)",
-        "The largest context any model step was sent.",
-        "budget",
-    ),
-    Metric(
-        "rejected_not_smaller",
-        _RUN,
-        "lower",
-        "Summaries not smaller",
-        "Attempts the engine discarded because the checkpoint was not smaller than the span.",
-        "budget",
-    ),
-    Metric(
-        "failed",
-        _RUN,
-        "lower",
-        "Failed summaries",
-        "Summary attempts that produced no usable summary (never counted as a result).",
-        "budget",
-    ),
-    Metric(
-        "primary_input_tokens",
-        ("conversation",),
-        "lower",
-        "Primary input tokens",
-        "Sum over steps of the context each step sent to the primary model.",
-        "cost",
-    ),
-    Metric(
-        "total_input_tokens",
-        ("cell",),
-        "lower",
-        "Total input tokens",
-        "Primary input tokens plus summary-call input tokens: the tokens a setting costs.",
-        "cost",
-    ),
-    Metric(
-        "summary_input_tokens",
-        ("compaction", *_RUN),
-        "lower",
-        "Summary input tokens",
-        "Input tokens the summary model reported.",
-        "cost",
-    ),
-    Metric(
-        "summary_output_tokens",
-        ("compaction", *_RUN),
-        "lower",
-        "Summary output tokens",
-        "Output tokens the summary model reported.",
-        "cost",
-    ),
-    Metric(
-        "cache_breaks",
-        _RUN,
-        "lower",
-        "Prompt-cache breaks",
-        "Steps whose prompt cache was invalidated by a compaction.",
-        "cost",
-    ),
-    Metric(
-        "primary_cost_usd",
-        _RUN,
-        "lower",
-        "Primary cost (USD)",
-        "List-price cost of the primary model's input and output over all steps.",
-        "cost",
-    ),
-    Metric("summary_cost_usd", _RUN, "lower", "Summary cost (USD)", "List-price cost of the summary calls.", "cost"),
-    Metric("total_cost_usd", _RUN, "lower", "Total cost (USD)", "Primary plus summary cost.", "cost"),
-    Metric("latency_s", ("compaction",), "lower", "Summary latency (s)", "Wall time of the summary call.", "cost"),
-)
+        return [Column(self.name, meaning, self.type), *self.conversation_columns]
 
-CATALOGUE: dict[str, Metric] = {m.name: m for m in METRICS}
+    def at_compaction(self, attempt: Attempt) -> dict[str, Any]:
+        """Its columns for one attempt."""
+        assert self.compaction is not None
+        value = self.compaction(attempt)
+        return dict(value) if isinstance(value, Mapping) else {self.name: value}
 
-#: The loss metrics a comparison or a report shows by default, most telling first.
-HEADLINE_METRICS: tuple[str, ...] = (
-    "needed_anchor_recall",
-    "anchor_retention",
-    "instruction_survival",
-    "probe_presence",
-    "compression_ratio",
-    "context_reduction",
-    "superseded_rate",
-)
+    def at_conversation(self, tables: TraceTables) -> dict[str, Any]:
+        """Its columns for one trace."""
+        assert self.conversation is not None
+        if isinstance(self.conversation, Pooling):
+            return {self.name: self.conversation(tables, self.name)}
+        value = self.conversation(tables)
+        return dict(value) if isinstance(value, Mapping) else {self.name: value}
+
+
+# --- the registry ---------------------------------------------------------------------------------------------
+
+_REGISTRY: dict[str, Metric] = {}
+#: Bumped on every registration: cached column tables are rebuilt when it moves.
+_VERSION = [0]
+_BUILTIN = "zett_lab.measure.metrics"
+
+
+def register(entry: Metric) -> Metric:
+    """Add a metric to the catalogue (its module is recorded so that worker processes load it too).
+
+    Registering a name again from the module that registered it replaces the entry (a module imported
+    again); from another module it is a :class:`~zett_lab.errors.SettingError`.
+    """
+    module = entry.module or str(sys._getframe(1).f_globals.get("__name__", ""))
+    entry = _with_module(entry, module)
+    held = _REGISTRY.get(entry.name)
+    if held is not None and held.module != module:
+        raise SettingError(f"metric {entry.name!r} is already registered by {held.module}; choose another name")
+    levels = set(entry.levels)
+    if ("compaction" in levels) != (entry.compaction is not None) and not entry.computed_by:
+        raise SettingError(f"metric {entry.name!r}: a compaction-level metric needs a compaction computation")
+    _REGISTRY[entry.name] = entry
+    _VERSION[0] += 1
+    return entry
+
+
+def _with_module(entry: Metric, module: str) -> Metric:
+    if entry.module == module:
+        return entry
+    import dataclasses
+
+    return dataclasses.replace(entry, module=module)
+
+
+def compaction_metric(
+    *,
+    label: str,
+    direction: Direction,
+    definition: str,
+    over_compactions: Pooling | ConversationComputation | None = MEAN,
+    levels: tuple[Level, ...] | None = None,
+    name: str | None = None,
+    **entry: Any,
+) -> Callable[[AttemptComputation], AttemptComputation]:
+    """Register the decorated function of one attempt as a metric named after it (or ``name``).
+
+    ``over_compactions`` pools a conversation's attempts (None: the metric exists per compaction only);
+    ``levels`` defaults to every level when it pools, else ``("compaction",)``. Other keywords are
+    :class:`Metric` fields (``kind``, ``type``, ``needs``, ``compaction_columns``, ``headline``, ...).
+    """
+
+    def add(function: AttemptComputation) -> AttemptComputation:
+        register(
+            Metric(
+                name=name or function.__name__,
+                levels=levels or (ALL_LEVELS if over_compactions is not None else ("compaction",)),
+                direction=direction,
+                label=label,
+                definition=definition,
+                compaction=function,
+                conversation=over_compactions,
+                module=function.__module__,
+                **entry,
+            )
+        )
+        return function
+
+    return add
+
+
+def conversation_metric(
+    *,
+    label: str,
+    direction: Direction,
+    definition: str,
+    levels: tuple[Level, ...] = RUN_LEVELS,
+    name: str | None = None,
+    **entry: Any,
+) -> Callable[[ConversationComputation], ConversationComputation]:
+    """Register the decorated function of one trace's tables (:class:`TraceTables`) as a metric named after it."""
+
+    def add(function: ConversationComputation) -> ConversationComputation:
+        register(
+            Metric(
+                name=name or function.__name__,
+                levels=levels,
+                direction=direction,
+                label=label,
+                definition=definition,
+                conversation=function,
+                module=function.__module__,
+                **entry,
+            )
+        )
+        return function
+
+    return add
+
+
+def _loaded() -> dict[str, Metric]:
+    """The registry, with the built-in metric modules imported (on first use: they import this module)."""
+    if _BUILTIN not in sys.modules:
+        importlib.import_module(_BUILTIN)
+    return _REGISTRY
+
+
+def version() -> int:
+    """Changes whenever a metric is registered (what cached column tables are keyed on)."""
+    _loaded()
+    return _VERSION[0]
+
+
+def plugin_modules() -> tuple[tuple[str, str | None], ...]:
+    """(module name, file) of every module outside zett_lab that registered a metric, in registration order."""
+    seen: dict[str, str | None] = {}
+    for entry in _loaded().values():
+        if entry.module.startswith("zett_lab.") or entry.module in seen:
+            continue
+        module = sys.modules.get(entry.module)
+        seen[entry.module] = getattr(module, "__file__", None)
+    return tuple(seen.items())
+
+
+def load_plugins(modules: Iterable[tuple[str, str | None]]) -> None:
+    """Import metric modules another process registered (by name, else from their file) so this one measures them."""
+    for name, path in modules:
+        if name in sys.modules:
+            continue
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            if path is None:
+                raise SettingError(f"cannot import the metric module {name!r} in this process") from None
+            spec = importlib.util.spec_from_file_location(name, path)
+            if spec is None or spec.loader is None:
+                raise SettingError(f"cannot load the metric module {name!r} from {path}") from None
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            spec.loader.exec_module(module)
+
+
+# --- the catalogue's questions -----------------------------------------------------------------------------------
+
+
+class _Catalogue(Mapping[str, Metric]):
+    """Name -> :class:`Metric` of every registered metric, in registration order (a live view)."""
+
+    def __getitem__(self, name: str) -> Metric:
+        return _loaded()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(_loaded()))
+
+    def __len__(self) -> int:
+        return len(_loaded())
+
+
+class _Metrics(Sequence[Metric]):
+    """Every registered metric, in registration order (a live view)."""
+
+    def __len__(self) -> int:
+        return len(_loaded())
+
+    def __getitem__(self, index: Any) -> Any:
+        return list(_loaded().values())[index]
+
+
+CATALOGUE: Mapping[str, Metric] = _Catalogue()
+METRICS: Sequence[Metric] = _Metrics()
 
 
 def metric(name: str) -> Metric:
     """The catalogue entry of a metric; a :class:`SettingError` naming the known ones otherwise."""
     try:
-        return CATALOGUE[name]
+        return _loaded()[name]
     except KeyError:
-        known = ", ".join(sorted(CATALOGUE))
+        known = ", ".join(sorted(_loaded()))
         raise SettingError(f"{name!r} is not a metric of the catalogue; known metrics: {known}") from None
 
 
@@ -300,14 +438,14 @@ def higher_is_better(name: str) -> bool:
 
 def label(name: str) -> str:
     """The label a person reads for a metric column; the column name itself for anything not in the catalogue."""
-    entry = CATALOGUE.get(name)
+    entry = _loaded().get(name)
     return entry.label if entry else name
 
 
 def label_with_direction(name: str) -> str:
     """A metric's label and which way is better, e.g. ``Lost but needed (lower is better)``; a column outside the
     catalogue: its name."""
-    entry = CATALOGUE.get(name)
+    entry = _loaded().get(name)
     if entry is None:
         return name
     return f"{entry.label} ({'higher' if entry.higher_is_better else 'lower'} is better)"
@@ -315,4 +453,79 @@ def label_with_direction(name: str) -> str:
 
 def metrics(level: Level | None = None, kind: str | None = None) -> list[Metric]:
     """Catalogue entries, optionally those at one level or of one kind, in catalogue order."""
-    return [m for m in METRICS if (level is None or level in m.levels) and (kind is None or m.kind == kind)]
+    return [m for m in _loaded().values() if (level is None or level in m.levels) and (kind is None or m.kind == kind)]
+
+
+def default_metrics(level: Level = "conversation") -> tuple[str, ...]:
+    """The metric set comparisons and the report show by default, most telling first: the catalogue's headline
+    metrics that exist at ``level``."""
+    return tuple(m.name for m in metrics(level) if m.headline)
+
+
+def computed(level: Literal["compaction", "conversation"]) -> list[Metric]:
+    """The metrics :func:`zett_lab.measure` computes at a level, in catalogue order."""
+    attribute = "compaction" if level == "compaction" else "conversation"
+    return [m for m in _loaded().values() if getattr(m, attribute) is not None]
+
+
+def ratio(numerator: float, denominator: float) -> float:
+    """numerator / denominator, NaN when the denominator is 0 (a ratio over nothing is undefined, not 0)."""
+    return numerator / denominator if denominator else math.nan
+
+
+# --- measured validity ---------------------------------------------------------------------------------------
+
+#: The data file holding each metric's precision and recall on the labelled validation set.
+VALIDITY_FILE = "metric_validity.json"
+
+
+@functools.cache
+def _validity() -> dict[str, Validity]:
+    """``metric name -> Validity`` from :data:`VALIDITY_FILE` (empty when the file is absent)."""
+    path = resources.files("zett_lab") / "data" / VALIDITY_FILE
+    if not path.is_file():
+        return {}
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return {name: validity_of(name, entry) for name, entry in data.get("metrics", {}).items()}
+
+
+def validity_of(name: str, entry: Mapping[str, Any]) -> Validity:
+    """One metric's entry of the validity file (``precision`` / ``recall``: value, low, high, n; ``source``)."""
+
+    def estimate(key: str) -> Estimate | None:
+        value = entry.get(key)
+        if value is None:
+            return None
+        try:
+            return Estimate(float(value["value"]), float(value["low"]), float(value["high"]), int(value["n"]))
+        except (KeyError, TypeError, ValueError) as error:
+            raise SettingError(
+                f"{VALIDITY_FILE}: metrics.{name}.{key}: expected value, low, high, n ({error})"
+            ) from None
+
+    return Validity(estimate("precision"), estimate("recall"), str(entry.get("source", "")))
+
+
+__all__ = [
+    "CATALOGUE",
+    "MEAN",
+    "METRICS",
+    "SUM",
+    "Column",
+    "Estimate",
+    "Metric",
+    "Pooling",
+    "TraceTables",
+    "Validity",
+    "compaction_metric",
+    "conversation_metric",
+    "default_metrics",
+    "higher_is_better",
+    "label",
+    "label_with_direction",
+    "metric",
+    "metrics",
+    "pooled",
+    "ratio",
+    "register",
+]

@@ -74,11 +74,8 @@ import pandas as pd
 from ..errors import SettingError
 from ..load.conversation import Conversation
 from ..replay.recorder import NOT_SMALLER
-from .catalogue import CATALOGUE, HEADLINE_METRICS
+from .catalogue import CATALOGUE, default_metrics
 from .losses import Losses, measure
-
-#: Metrics compared by default (higher is better for all of them).
-DEFAULT_METRICS: tuple[str, ...] = HEADLINE_METRICS
 
 
 def metric_direction_higher(name: str) -> bool:
@@ -365,7 +362,8 @@ def compare(
             the same conversation, setting and summarizer.
         metrics: columns of ``losses.compactions`` (level "compaction") or
             ``losses.conversation`` (level "conversation"); the catalogue says which way is better.
-            None: :data:`DEFAULT_METRICS`, or :data:`ENGINE_METRICS` when ``by="engine"``.
+            None: the catalogue's default set at the level (:func:`~zett_lab.measure.catalogue.default_metrics`),
+            or :data:`ENGINE_METRICS` when ``by="engine"``.
         level: ``"compaction"`` (matched spans) or ``"conversation"`` (per-conversation
             aggregates). None: compaction for summarizers, conversation for engines (two
             engines rarely cut the same spans).
@@ -380,7 +378,9 @@ def compare(
     level = level or ("conversation" if by == "engine" else "compaction")
     if level not in ("compaction", "conversation"):
         raise ValueError(f"level must be 'compaction' or 'conversation', got {level!r}")
-    metrics = list(metrics if metrics is not None else (ENGINE_METRICS if by == "engine" else DEFAULT_METRICS))
+    metrics = list(
+        metrics if metrics is not None else (ENGINE_METRICS if by == "engine" else default_metrics("compaction"))
+    )
     losses: dict[str, Losses] = {}
     sweep_table = results if isinstance(results, pd.DataFrame) else getattr(results, "results", None)
     if isinstance(sweep_table, pd.DataFrame):

@@ -23,14 +23,17 @@ from __future__ import annotations
 
 import dataclasses
 import html
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
 from ..load.anchors import ANCHOR_TYPES
+from . import catalogue
 from .aggregate import conversation_row, decay_rows
+from .attempt import AnchorRows, AttemptRows, SummaryHolds, TraceView, anchor_table, measure_attempt
+from .catalogue import TraceTables
 from .columns import (
     ANCHOR_COLUMNS,
     COMPACTION_COLUMNS,
@@ -41,7 +44,6 @@ from .columns import (
     doc_table,
     frame,
 )
-from .compaction_metrics import AnchorRows, AttemptRows, SummaryHolds, TraceView, anchor_table, measure_attempt
 from .message_index import ConversationIndex, index_of
 from .probes import check_probes
 from .updates import GrowingSpanUpdates, observe
@@ -76,7 +78,7 @@ class Losses:
         if not items:
             return _empty_losses()
 
-        def cat(name: str, columns: dict[str, str]) -> pd.DataFrame:
+        def cat(name: str, columns: Mapping[str, str]) -> pd.DataFrame:
             frames = [getattr(item, name) for item in items if len(getattr(item, name))]
             if not frames:
                 return getattr(items[0], name).iloc[0:0].copy()
@@ -221,7 +223,7 @@ def measure(
 
 def measure_lost_and_counted(trace: Any) -> tuple[Losses, pd.DataFrame]:
     """:func:`measure` as a report keeps it: ``anchors`` holds only the rows :meth:`Losses.lost_but_needed`
-    gives, and the per-anchor flags come counted (:func:`~zett_lab.measure.compaction_metrics.retention_counts`),
+    gives, and the per-anchor flags come counted (:func:`~zett_lab.measure.attempt.retention_counts`),
     both made from arrays without the per-anchor table (on a long conversation, millions of rows)."""
     rows = AnchorRows(lost_only=True)
     losses, index = _measure_one(trace, _counter_for(trace, None), rows)
@@ -254,17 +256,8 @@ def _measure_one(
     compactions_frame = frame(rows.compactions, COMPACTION_COLUMNS)
     probes_frame = frame(rows.probes, PROBE_COLUMNS)
     decay_frame = frame(decay_rows(applied_chain, view.index, view.summary_index, view.base), DECAY_COLUMNS)
-    summary_row = conversation_row(
-        view.base,
-        view.max_tokens,
-        view.keep_recent,
-        len(view.messages),
-        trace.steps,
-        compactions_frame,
-        probes_frame,
-        decay_frame,
-        len(view.probes),
-    )
+    tables = TraceTables(trace.steps, compactions_frame, probes_frame, decay_frame, len(view.probes))
+    summary_row = conversation_row(view.base, view.max_tokens, view.keep_recent, len(view.messages), tables)
     losses = Losses(
         compactions=compactions_frame,
         anchors=frame([], ANCHOR_COLUMNS),
@@ -305,6 +298,7 @@ def _trace_view(trace: Any, counter: Callable[[Sequence[Any]], int]) -> TraceVie
         step_rows=step_rows,
         summaries={int(row["compaction_id"]): row.get("summary_text") for row in compactions.to_dict("records")},
         updates=GrowingSpanUpdates(observe(messages) if len(compactions) else []),
+        metrics=catalogue.computed("compaction"),
     )
 
 

@@ -20,7 +20,7 @@ import pandas as pd
 
 from ..load.conversation import Conversation
 from ..measure import Losses, measure
-from ..measure.compaction_metrics import retention_counts
+from ..measure.attempt import retention_counts
 from ..measure.losses import measure_lost_and_counted
 from ..measure.message_index import release_indexes
 from ..replay.trace import Trace

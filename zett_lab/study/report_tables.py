@@ -14,15 +14,12 @@ import pandas as pd
 
 from ..errors import SettingError
 from ..measure import Comparison, Losses, compare
-from ..measure.catalogue import HEADLINE_METRICS
+from ..measure.catalogue import default_metrics
 from ..measure.compare import bootstrap_mean_ci
 from ..measure.cost import add_costs, cost_summary, load_prices
 from ..records import plain, records
 from ..replay.trace import Trace
 from .report_lost import DIGITS
-
-#: Loss metrics shown per summarizer (columns of ``Losses.conversation``), from the metric catalogue.
-REPORT_METRICS: tuple[str, ...] = HEADLINE_METRICS
 
 #: Price-table name used for summary models with no known list price (their tokens still count).
 _UNPRICED = "unpriced-summary-model"
@@ -118,7 +115,7 @@ def compare_summarizers(results: pd.DataFrame, summarizers: list[str]) -> Compar
     """The summarizers compared, paired per conversation and setting (None with fewer than two)."""
     if len(summarizers) < 2:
         return None
-    metrics = [m for m in REPORT_METRICS if m in results.columns]
+    metrics = [m for m in default_metrics() if m in results.columns]
     empty = pd.DataFrame()
     parts = {
         name: Losses(
@@ -184,7 +181,7 @@ def metric_summary(
     rows = []
     for name in summarizers:
         part = results[results["summarizer"] == name]
-        for metric in (m for m in REPORT_METRICS if m in part):
+        for metric in (m for m in default_metrics() if m in part):
             values = pd.to_numeric(part[metric], errors="coerce").dropna().to_numpy(float)
             low, high = bootstrap_mean_ci(values, seed=0) if len(values) else (math.nan, math.nan)
             rows.append(

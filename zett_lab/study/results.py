@@ -32,6 +32,7 @@ from ..errors import InputError, OutputError, SettingError, ZettLabError
 from ..files import atomic_folder, check_output
 from ..load.conversation import Conversation
 from ..measure import Losses, measure
+from ..measure.catalogue import metrics
 from ..records import is_missing
 from ..replay.trace import (
     FAILURE_COLUMNS,
@@ -650,6 +651,7 @@ _TRAILING = [
 ]
 #: Columns that describe how a cell was computed, not what the engine did (they differ between executors).
 RUN_COLUMNS = ("replayed", "shared_steps", "model_calls", "cache_hits", "seconds", "worker")
+#: Count columns of the results table besides the catalogue's counts (:func:`_int_result_columns`).
 _INT_RESULT_COLUMNS = {
     "max_tokens",
     "keep_recent_tokens",
@@ -657,33 +659,23 @@ _INT_RESULT_COLUMNS = {
     "messages",
     "steps",
     "compactions_applied",
-    "rejected_not_smaller",
-    "failed",
-    "peak_context",
-    "total_input_tokens",
-    "steps_over_budget",
     "model_calls",
     "cache_hits",
-    "primary_input_tokens",
     "primary_cached_input_tokens",
     "primary_uncached_input_tokens",
     "primary_output_tokens",
-    "cache_breaks",
     "summary_calls",
-    "summary_input_tokens",
-    "summary_output_tokens",
     "compactions",
     "attempts",
-    "steps_no_boundary",
-    "steps_only_checkpoints",
-    "peak_context_tokens",
-    "lost_but_needed",
-    "refetch_calls",
     "probes",
-    "superseded_updates",
-    "superseded_only",
     "shared_steps",
 }
+
+
+def _int_result_columns() -> set[str]:
+    """The results table's count columns: its own, and every count the metric catalogue registers."""
+    counts = {column.name for entry in metrics() for column in entry.columns("conversation") if column.type == "count"}
+    return _INT_RESULT_COLUMNS | counts | {entry.name for entry in metrics() if entry.type == "count"}
 
 
 _TEXT_RESULT_COLUMNS = (
@@ -711,8 +703,9 @@ def results_frame(rows: Sequence[dict[str, Any]], relative: bool) -> pd.DataFram
                 seen.add(key)
     columns += _TRAILING
     table = pd.DataFrame(list(rows), columns=columns)
+    counts = _int_result_columns()
     for column in table.columns:
-        if column in _INT_RESULT_COLUMNS:
+        if column in counts:
             table[column] = pd.array([None if is_missing(v) else int(v) for v in table[column]], dtype="Int64")
         elif column == "replayed":
             table[column] = pd.array([None if is_missing(v) else bool(v) for v in table[column]], dtype="boolean")

@@ -65,6 +65,7 @@ from zett_agent.model import AgentModel, ReasoningEffort
 from ..errors import ResultFailure, SettingError, SettingWarning, SummaryFailureWarning
 from ..load.conversation import Conversation
 from ..load.text import message_text
+from ..measure.catalogue import plugin_modules
 from ..progress import Progress, ProgressEvent
 from ..replay.deadline import check_engine_timeout
 from ..replay.engine import EngineSpec, ReplayProbe, build_engine, engine_name, engine_reuse
@@ -187,6 +188,7 @@ def sweep(
         primary_model=primary_model,
         prices=prices,
         reuse=reuse,
+        metric_modules=plugin_modules() if metrics else (),
     )
     collector = _Collector(plan, reuse, remote=is_remote(runner))
     tracker = Progress(total=sum(len(u.cells) for u in plan.units), label="sweep", show=progress)

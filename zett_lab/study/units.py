@@ -32,6 +32,7 @@ from zett_agent.model import AgentModel, ModelRequest
 from ..errors import SettingError
 from ..load.conversation import Conversation
 from ..measure import Losses
+from ..measure.catalogue import load_plugins
 from ..measure.columns import ANCHOR_COLUMNS, frame
 from ..measure.cost import add_costs, cost_summary
 from ..measure.losses import measure_lost_and_counted
@@ -75,6 +76,9 @@ class Unit:
     #: The sweep's folder when the worker shares this machine's disk: it writes its replays' tables there.
     #: None (a cluster): the tables travel back with the result.
     tables_to: TableWriter | None = None
+    #: Metric modules of the user's registered in the driver (:func:`~zett_lab.measure.catalogue.plugin_modules`):
+    #: the worker imports them before it measures.
+    metric_modules: tuple[tuple[str, str | None], ...] = ()
 
 
 @dataclass(slots=True)
@@ -169,7 +173,9 @@ def store_key(unit: Unit, identity: str) -> StoreKey:
     rest = json.dumps({k: v for k, v in options.items() if k != "count_tokens"}, sort_keys=True, default=str)
     cache = unit.cache
     cache_key = "off" if cache is False else str(getattr(cache, "path", cache))
-    row_options = json.dumps([unit.metrics, unit.primary_model, unit.prices], sort_keys=True, default=repr)
+    row_options = json.dumps(
+        [unit.metrics, unit.primary_model, unit.prices, unit.metric_modules], sort_keys=True, default=repr
+    )
     return (unit.fingerprint, identity, engine_name(unit.engine), rest, counter_name, cache_key, row_options)
 
 
@@ -283,6 +289,7 @@ def shared_messages(conversation: Conversation, digest: str) -> Conversation:
 def run_unit(unit: Unit) -> UnitResult:
     """Answer every cell of ``unit`` (see the module docstring)."""
     started, cpu_started = time.perf_counter(), time.process_time()
+    load_plugins(unit.metric_modules)
     unit = dataclasses.replace(unit, conversation=shared_messages(unit.conversation, unit.fingerprint))
     model = resolve_summarizer(unit.summarizer)
     planner = ForkPlanner(

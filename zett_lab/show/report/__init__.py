@@ -20,13 +20,11 @@ from ...study.report_study import (
     Failure,
     default_grid,
 )
-from ...study.report_tables import REPORT_METRICS
 from .core import Report, report_date
 
 __all__ = [
     "DEFAULT_PRIMARY_MODEL",
     "DEFAULT_REPORT_SUMMARIZERS",
-    "REPORT_METRICS",
     "Failure",
     "Report",
     "default_grid",

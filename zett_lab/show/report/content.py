@@ -12,19 +12,18 @@ from collections.abc import Mapping, Sequence
 from pathlib import PurePath
 from typing import Any
 
-from ...measure.catalogue import metric
+from ...measure.catalogue import default_metrics, metric, metrics
 from ...records import plain, records
 from ...replay.recorder import NO_TURN_BOUNDARY, NOT_SMALLER, ONLY_CHECKPOINTS
 from ...replay.trace import FAILURE_COLUMNS
 from ...study.report_lost import DIGITS
 from ...study.report_study import ReportData
-from ...study.report_tables import REPORT_METRICS
 
 FORMAT = "zett-lab-report"
 VERSION = 1
 
-#: Per-replay columns kept in the JSON document's ``results`` (the rest is in the traces).
-RESULT_COLUMNS = (
+#: Per-replay columns kept in the JSON document's ``results`` before its metrics (the rest is in the traces).
+_RESULT_FIGURES = (
     "conversation_id",
     "summarizer",
     "max_tokens",
@@ -32,28 +31,15 @@ RESULT_COLUMNS = (
     "steps",
     "compactions",
     "attempts",
-    "rejected_not_smaller",
-    "failed",
-    "steps_over_budget",
-    "steps_no_boundary",
-    "steps_only_checkpoints",
-    "peak_context_tokens",
-    "primary_input_tokens",
-    *REPORT_METRICS,
-    "lost_but_needed",
-    "refetch_calls",
-    "decay_survival_1",
-    "final_survival",
-    "primary_cached_input_tokens",
-    "cached_input_share",
-    "cache_breaks",
-    "summary_calls",
-    "summary_input_tokens",
-    "summary_output_tokens",
-    "primary_cost_usd",
-    "summary_cost_usd",
-    "total_cost_usd",
 )
+#: Cost figures kept after the metrics: what the cost section's shares are made of.
+_COST_FIGURES = ("primary_cached_input_tokens", "cached_input_share", "summary_calls")
+
+
+def result_columns() -> tuple[str, ...]:
+    """Per-replay columns kept in the JSON document's ``results``: the replay's figures and every metric of the
+    catalogue at the conversation level (the rest is in the traces)."""
+    return (*_RESULT_FIGURES, *(m.name for m in metrics("conversation")), *_COST_FIGURES)
 
 
 #: Why a step is sent over max_tokens, in the skip reasons' own words (the summary section points to the timelines).
@@ -175,6 +161,12 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
 )
 
 
+def glossary() -> list[tuple[str, str]]:
+    """:data:`GLOSSARY`, then the entry of every other metric of the catalogue's default set (one registered later)."""
+    defined = {term for term, _ in GLOSSARY}
+    return [*GLOSSARY, *(_metric(name) for name in default_metrics() if metric(name).label not in defined)]
+
+
 def _zett_lab_version() -> str:
     try:
         from importlib.metadata import version
@@ -285,10 +277,10 @@ def build_document(data: ReportData, *, title: str, date: str, notes: Sequence[s
         "study": study_facts(data, date, notes),
         "recommendation": data.recommendation,
         "metrics": data.metrics,
-        "results": records(data.results, RESULT_COLUMNS, digits=DIGITS),
+        "results": records(data.results, result_columns(), digits=DIGITS),
         "lost_but_needed": data.lost_items,
         "native": data.native,
         "costs": data.costs,
         "explore": {"conversation_id": data.explore_id},
-        "glossary": [{"term": term, "definition": text} for term, text in GLOSSARY],
+        "glossary": [{"term": term, "definition": text} for term, text in glossary()],
     }

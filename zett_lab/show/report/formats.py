@@ -7,7 +7,6 @@ from typing import Any
 
 from ...measure.catalogue import higher_is_better, label
 from ...records import is_missing
-from ...study.report_tables import REPORT_METRICS
 
 
 def n_int(value: Any) -> str:
@@ -56,9 +55,12 @@ def confidence_text(metrics: Mapping[str, Any]) -> str:
 def metric_table(
     document: Mapping[str, Any], summarizers: list[str]
 ) -> tuple[list[str], dict[tuple[str, str], dict[str, Any]]]:
-    """The metrics shown per summarizer (those measured for any) and each row by ``(summarizer, metric)``."""
-    by = {(r["summarizer"], r["metric"]): r for r in document["metrics"]["rows"]}
-    return [m for m in REPORT_METRICS if any((s, m) in by for s in summarizers)], by
+    """The metrics shown per summarizer (those measured for any, in the document's order) and each row by
+    ``(summarizer, metric)``."""
+    rows = document["metrics"]["rows"]
+    by = {(r["summarizer"], r["metric"]): r for r in rows}
+    shown = dict.fromkeys(r["metric"] for r in rows)
+    return [m for m in shown if any((s, m) in by for s in summarizers)], by
 
 
 def direction_note(metrics: Sequence[str]) -> str:

@@ -1,17 +1,19 @@
-"""Metrics of one compaction attempt: status and sizes, anchor retention with needed-later and
-lost-but-needed anchors, refetches, gold probes in the next step's context, and superseded values.
+"""Measuring one compaction attempt: the :class:`Attempt` every compaction-level metric reads, and the attempt's
+rows (its compaction row, and its anchor, probe and update detail rows).
 
-Each function fills its columns of the attempt's row and appends its detail rows (anchors, probes,
-updates) to the trace's :class:`AttemptRows`; :func:`measure_attempt` runs them in order.
+:func:`measure_attempt` fills the attempt's own columns (status, window, sizes), then asks every metric
+of the catalogue (:mod:`zett_lab.measure.catalogue`) for its columns, then appends the detail rows to the
+trace's :class:`AttemptRows`. What several metrics read (the span's anchors and which of them the summary
+holds, the sizes, the updated items, the covered probes) is computed once per attempt, on first use.
 """
 
 from __future__ import annotations
 
 import functools
-import math
 import operator
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -21,11 +23,12 @@ from ..load.anchors import ANCHOR_TYPES, loose
 from ..load.conversation import CHECKPOINT_PREFIX, Probe
 from ..records import is_missing
 from ..replay.recorder import FAILURE_REASONS, NOT_SMALLER
-from .columns import ANCHOR_COLUMNS, ANCHOR_COUNT_COLUMNS, ANCHOR_ROWS, RETENTION_COLUMNS, frame, int_or_none, ratio
+from .catalogue import Metric
+from .columns import ANCHOR_COLUMNS, ANCHOR_COUNT_COLUMNS, ANCHOR_ROWS, RETENTION_COLUMNS, frame, int_or_none
 from .lookup import TextIndex, contains_loose
 from .message_index import ConversationIndex, SpanAnchors
 from .probes import covers_probe
-from .updates import GrowingSpanUpdates
+from .updates import GrowingSpanUpdates, Update
 
 
 @dataclass
@@ -43,6 +46,8 @@ class TraceView:
     summaries: dict[int, str | None]
     #: The updates of the trace's spans, folded on from attempt to attempt.
     updates: GrowingSpanUpdates
+    #: The compaction-level metrics of the catalogue, in its order.
+    metrics: list[Metric] = field(default_factory=list)
     _text_indexes: dict[int, TextIndex] = field(default_factory=dict)
 
     def summary_index(self, compaction_id: int) -> TextIndex | None:
@@ -74,7 +79,7 @@ class Window(NamedTuple):
     n_recorded: int
 
 
-class Attempt(NamedTuple):
+class Measured(NamedTuple):
     """What later attempts and the decay table need from a measured attempt."""
 
     compaction_id: int
@@ -91,37 +96,183 @@ class SummaryHolds(NamedTuple):
     in_summary: np.ndarray
 
 
+class Attempt:
+    """One compaction attempt k as its metrics read it (notation of the documentation's result tables).
+
+    ``row`` is its row of ``trace.compactions``; ``window`` its span S_k, tail T_k and future F_k (None:
+    the engine found no window); ``summary`` the lookup index of Σ_k (None: no summary). The arrays are
+    per anchor of the span, in span order (``span.ids`` index the conversation's ``index.arrays``): a
+    long conversation's cumulative spans hold tens of thousands, so metrics count over arrays. Each
+    property is computed on first use and shared by every metric of the attempt.
+    """
+
+    def __init__(
+        self,
+        trace: TraceView,
+        row: dict[Hashable, Any],
+        compaction_id: int,
+        applied: bool,
+        window: Window | None,
+        previous_checkpoint: tuple[int, int] | None = None,
+    ) -> None:
+        self.trace = trace
+        #: (compaction_id, span_end) of the last applied attempt before it.
+        self.previous_checkpoint = previous_checkpoint
+        self.row = row
+        self.compaction_id = compaction_id
+        self.applied = applied
+        self.window = window
+        self.summary: TextIndex | None = trace.summary_index(compaction_id) if window is not None else None
+
+    @property
+    def index(self) -> ConversationIndex:
+        return self.trace.index
+
+    @property
+    def the_window(self) -> Window:
+        """The window, for metrics that are only asked with one."""
+        assert self.window is not None, "asked of an attempt without a window"
+        return self.window
+
+    @cached_property
+    def span(self) -> SpanAnchors:
+        """The span's distinct anchors and where each is after it (tail, future, next use)."""
+        start, end, n_recorded = self.the_window
+        return self.index.span_anchors(start, end, n_recorded)
+
+    @cached_property
+    def types(self) -> np.ndarray:
+        """Per span anchor: its index into :data:`~zett_lab.load.anchors.ANCHOR_TYPES`."""
+        return self.index.arrays.type_code[self.span.ids]
+
+    @cached_property
+    def per_type(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per anchor type: the span's anchors of that type, and how many of them Σ_k holds."""
+        size = len(ANCHOR_TYPES)
+        return np.bincount(self.types, minlength=size), np.bincount(self.types, weights=self.in_summary, minlength=size)
+
+    @cached_property
+    def in_summary(self) -> np.ndarray:
+        """Per span anchor, whether Σ_k holds it: :meth:`TextIndex.contains` for all of them at once.
+
+        A key the summary's own anchors have, or a needle found in the one scan of the summary;
+        sentence types (constraints, decisions) are matched one by one, as ``contains`` does.
+        """
+        assert self.summary is not None, "asked of an attempt without a summary"
+        index, text_index = self.index, self.summary
+        arrays, ids = index.arrays, self.span.ids
+        present = np.zeros(len(arrays.keys), dtype=bool)
+        id_of = index.key_ids
+        present[[id_of[key] for key in text_index.keys if key in id_of]] = True
+        found = np.zeros(len(arrays.needles) + 1, dtype=bool)  # the last slot answers needle_id -1
+        needle_index = index.needle_ids
+        found[[needle_index[n] for n in text_index.found_needles(index.needles)]] = True
+        result = present[ids] | found[arrays.needle_id[ids]]
+        for position in np.flatnonzero(arrays.sentence[ids]):
+            result[position] = text_index.contains(arrays.keys[ids[position]])
+        return result
+
+    @cached_property
+    def needed_later(self) -> np.ndarray:
+        """Per span anchor, member of N_k: used again in F_k and not in T_k."""
+        return (self.span.next_use >= 0) & ~self.span.in_tail
+
+    @cached_property
+    def refetches(self) -> tuple[int, np.ndarray]:
+        """Tool calls of F_k mentioning an artifact anchor of S_k that is in neither T_k nor Σ_k, and those anchors'
+        ids (the (call, key) pairs of :class:`~zett_lab.measure.message_index.KeyArrays` from ``n_recorded`` on)."""
+        arrays, span = self.index.arrays, self.span
+        lost = span.ids[arrays.artifact[span.ids] & ~span.in_tail & ~self.in_summary]
+        is_lost = np.zeros(len(arrays.keys), dtype=bool)
+        is_lost[lost] = True
+        later = slice(int(np.searchsorted(arrays.call_message, self.the_window.n_recorded)), None)
+        hit = is_lost[arrays.call_key[later]]
+        return len(np.unique(arrays.call_number[later][hit])), np.unique(arrays.call_key[later][hit])
+
+    @cached_property
+    def span_tokens(self) -> int:
+        """tok(S_k): the counter over the raw span messages."""
+        start, end, _ = self.the_window
+        return self.trace.counter(self.trace.messages[start:end])
+
+    @cached_property
+    def tail_tokens(self) -> int:
+        """tok(T_k): as the engine recorded it, else the counter over the tail."""
+        recorded = int_or_none(self.row.get("recent_tokens"))
+        if recorded is not None:
+            return recorded
+        _, end, n_recorded = self.the_window
+        return self.trace.counter(self.trace.messages[end:n_recorded])
+
+    @property
+    def older_tokens(self) -> int | None:
+        """Tokens of the window the engine summarized (an earlier checkpoint included)."""
+        return int_or_none(self.row.get("older_tokens"))
+
+    @property
+    def summary_tokens(self) -> int | None:
+        """tok(Σ_k) as the engine counts the checkpoint message; None without a summary."""
+        return int_or_none(self.row.get("summary_tokens"))
+
+    @property
+    def before_tokens(self) -> int:
+        """Dialogue tokens before the compaction: older (else span) tokens plus the tail."""
+        older = self.older_tokens
+        return (older if older is not None else self.span_tokens) + self.tail_tokens
+
+    @cached_property
+    def updates(self) -> list[tuple[Update, str]]:
+        """Items of S_k whose value changed within S_k, each with what Σ_k carries: 'latest', 'superseded' or
+        'neither'."""
+        start, end, _ = self.the_window
+        summary = str(self.row.get("summary_text"))
+        return [(update, update.status_in(summary)) for update in self.trace.updates.find(start, end)]
+
+    @cached_property
+    def probe_rows(self) -> list[dict[str, Any]]:
+        """One row of ``losses.probes`` per gold probe the span covers."""
+        return _probe_rows(self)
+
+
+def sequential_sum(values: np.ndarray) -> float:
+    """Left-to-right float sum (the order the per-anchor loop added them in: the same float whatever numpy does)."""
+    return functools.reduce(operator.add, values.tolist(), 0.0)
+
+
 def measure_attempt(
     view: TraceView, row: dict[Hashable, Any], previous_checkpoint: tuple[int, int] | None, rows: AttemptRows
-) -> Attempt:
+) -> Measured:
     """Measure one row of ``trace.compactions``; appends its compaction row and detail rows to ``rows``.
 
     ``previous_checkpoint`` is (compaction_id, span_end) of the last applied attempt before it.
     """
     cid = int(row["compaction_id"])
     applied = bool(row.get("applied")) if not is_missing(row.get("applied")) else False
-    out = _attempt_columns(view, row, cid, applied)
     window = _window(row, len(view.messages))
-    if window is None:
-        rows.compactions.append(out)
-        return Attempt(cid, applied, None, None)
-    out.update(_size_columns(view, row, window))
-    text_index = view.summary_index(cid)
-    kept = None
-    if text_index is not None:
-        where = {**view.base, "compaction_id": cid, "applied": applied}
-        anchor_columns, kept = _anchor_columns(view, window, text_index, where, rows.anchors)
-        out.update(anchor_columns)
-        out.update(
-            _superseded(
-                view.updates, window.span_start, window.span_end, str(row.get("summary_text")), where, rows.updates
-            )
-        )
-    else:
-        out.update(span_anchors=len(view.index.span_anchors(window.span_start, window.span_end, window.n_recorded).ids))
-    out.update(_probe_columns(view, row, cid, applied, window, text_index, previous_checkpoint, rows.probes))
+    attempt = Attempt(view, row, cid, applied, window, previous_checkpoint)
+    out = _attempt_columns(view, row, cid, applied)
+    if window is not None:
+        out.update(_window_columns(attempt))
+    for entry in view.metrics:
+        if entry.needs == "attempt" or (
+            window is not None and (entry.needs == "window" or attempt.summary is not None)
+        ):
+            out.update(entry.at_compaction(attempt))
     rows.compactions.append(out)
-    return Attempt(cid, applied, window, kept)
+    if window is None:
+        return Measured(cid, applied, None, None)
+    kept = None
+    where = {**view.base, "compaction_id": cid, "applied": applied}
+    if attempt.summary is not None:
+        kept = SummaryHolds(attempt.span.ids, attempt.in_summary)
+        if rows.anchors is not None:
+            refetched = np.isin(attempt.span.ids, attempt.refetches[1])
+            rows.anchors.add(
+                view.index, AnchorPart(where, attempt.span, attempt.in_summary, attempt.needed_later, refetched)
+            )
+        rows.updates.extend(_update_row(where, update, status) for update, status in attempt.updates)
+    rows.probes.extend(attempt.probe_rows)
+    return Measured(cid, applied, window, kept)
 
 
 def _status(row: dict[Hashable, Any], applied: bool) -> str:
@@ -154,10 +305,7 @@ def _attempt_columns(view: TraceView, row: dict[Hashable, Any], cid: int, applie
         "n_recorded": int_or_none(row.get("n_recorded")),
         "older_tokens": row.get("older_tokens"),
         "summary_tokens": row.get("summary_tokens"),
-        "latency_s": row.get("latency_s"),
         "cache_hit": row.get("cache_hit"),
-        "summary_input_tokens": row.get("summary_input_tokens"),
-        "summary_output_tokens": row.get("summary_output_tokens"),
         "error_kind": row.get("error_kind"),
     }
 
@@ -173,126 +321,35 @@ def _window(row: dict[Hashable, Any], n_messages: int) -> Window | None:
     return Window(span_start, span_end, max(span_end, min(n_recorded, n_messages)))
 
 
-def _size_columns(view: TraceView, row: dict[Hashable, Any], window: Window) -> dict[str, Any]:
-    """Message counts, token sizes and compression ratios of the attempt."""
-    span_start, span_end, n_recorded = window
-    messages = view.messages
-    span_tokens = view.counter(messages[span_start:span_end])
-    tail_tokens = int_or_none(row.get("recent_tokens"))
-    if tail_tokens is None:
-        tail_tokens = view.counter(messages[span_end:n_recorded])
-    older_tokens = int_or_none(row.get("older_tokens"))
-    summary_tokens = int_or_none(row.get("summary_tokens"))
-    before = (older_tokens if older_tokens is not None else span_tokens) + tail_tokens
+def _window_columns(attempt: Attempt) -> dict[str, Any]:
+    """Message counts and token sizes of an attempt with a window."""
+    span_start, span_end, n_recorded = attempt.the_window
+    summary_tokens = attempt.summary_tokens
     return {
         "span_messages": span_end - span_start,
         "tail_messages": n_recorded - span_end,
-        "future_messages": len(messages) - n_recorded,
-        "span_tokens": span_tokens,
-        "tail_tokens": tail_tokens,
-        "before_tokens": before,
-        "after_tokens": summary_tokens + tail_tokens if summary_tokens is not None else None,
-        "compression_ratio": (
-            1 - summary_tokens / span_tokens if summary_tokens is not None and span_tokens else math.nan
-        ),
-        "engine_compression_ratio": (
-            1 - summary_tokens / older_tokens if summary_tokens is not None and older_tokens else math.nan
-        ),
-        "context_reduction": (
-            1 - (summary_tokens + tail_tokens) / before if summary_tokens is not None and before else math.nan
-        ),
+        "future_messages": len(attempt.trace.messages) - n_recorded,
+        "span_tokens": attempt.span_tokens,
+        "tail_tokens": attempt.tail_tokens,
+        "before_tokens": attempt.before_tokens,
+        "after_tokens": summary_tokens + attempt.tail_tokens if summary_tokens is not None else None,
+        "span_anchors": len(attempt.span.ids),
     }
 
 
-def _in_summary(index: ConversationIndex, span: SpanAnchors, text_index: TextIndex) -> np.ndarray:
-    """Per span anchor, whether Σ_k holds it: :meth:`TextIndex.contains` for all of them at once.
-
-    A key the summary's own anchors have, or a needle found in the one scan of the summary;
-    sentence types (constraints, decisions) are matched one by one, as ``contains`` does.
-    """
-    arrays, ids = index.arrays, span.ids
-    present = np.zeros(len(arrays.keys), dtype=bool)
-    id_of = index.key_ids
-    present[[id_of[key] for key in text_index.keys if key in id_of]] = True
-    found = np.zeros(len(arrays.needles) + 1, dtype=bool)  # the last slot answers needle_id -1
-    needle_index = index.needle_ids
-    found[[needle_index[n] for n in text_index.found_needles(index.needles)]] = True
-    result = present[ids] | found[arrays.needle_id[ids]]
-    for position in np.flatnonzero(arrays.sentence[ids]):
-        result[position] = text_index.contains(arrays.keys[ids[position]])
-    return result
-
-
-def _sequential_sum(values: np.ndarray) -> float:
-    """Left-to-right float sum (the order the per-anchor loop added them in, so the same float)."""
-    return functools.reduce(operator.add, values.tolist(), 0.0)
-
-
-def _refetches(index: ConversationIndex, lost: np.ndarray, n_recorded: int) -> tuple[int, np.ndarray]:
-    """Tool calls of F_k mentioning an artifact anchor of S_k that is in neither T_k nor Σ_k, and those anchors' ids.
-
-    ``lost`` holds the ids of those anchors. The calls are the (call, key) pairs of
-    :class:`~zett_lab.measure.message_index.KeyArrays` from message ``n_recorded`` on.
-    """
-    arrays = index.arrays
-    is_lost = np.zeros(len(arrays.keys), dtype=bool)
-    is_lost[lost] = True
-    later = slice(int(np.searchsorted(arrays.call_message, n_recorded)), None)
-    hit = is_lost[arrays.call_key[later]]
-    return len(np.unique(arrays.call_number[later][hit])), np.unique(arrays.call_key[later][hit])
-
-
-def _anchor_columns(
-    view: TraceView, window: Window, text_index: TextIndex, where: dict[str, Any], anchor_rows: AnchorRows | None
-) -> tuple[dict[str, Any], SummaryHolds]:
-    """Retention, needed-later recall, instruction survival and refetch columns of an attempt with a summary;
-    appends one anchor row per span anchor. Also returns which span anchors Σ_k holds.
-
-    Spans are cumulative, so a long conversation measures tens of thousands of anchors per attempt:
-    they are handled as arrays (:class:`~zett_lab.measure.message_index.SpanAnchors`).
-    """
-    index = view.index
-    arrays = index.arrays
-    span = index.span_anchors(window.span_start, window.span_end, window.n_recorded)
-    ids = span.ids
-    in_summary = _in_summary(index, span, text_index)
-    lost = arrays.artifact[ids] & ~span.in_tail & ~in_summary
-    refetch_calls, refetched_ids = _refetches(index, ids[lost], window.n_recorded)
-    needed_later = (span.next_use >= 0) & ~span.in_tail
-    if anchor_rows is not None:
-        anchor_rows.add(index, AnchorPart(where, span, in_summary, needed_later, np.isin(ids, refetched_ids)))
-    types = arrays.type_code[ids]
-    per_type_total = np.bincount(types, minlength=len(ANCHOR_TYPES))
-    per_type_kept = np.bincount(types, weights=in_summary, minlength=len(ANCHOR_TYPES))
-    rarity = arrays.rarity[ids]
-    needed, needed_kept = int(needed_later.sum()), int((needed_later & in_summary).sum())
-    needed_weight = _sequential_sum(rarity[needed_later])
-    needed_kept_weight = _sequential_sum(rarity[needed_later & in_summary])
-    constraint = types == ANCHOR_TYPES.index("constraint")
-    constraints = int(constraint.sum())
-    constraints_visible = int((constraint & (in_summary | span.in_tail)).sum())
-    kept = int(in_summary.sum())
-    columns = {
-        "span_anchors": len(ids),
-        "retained_anchors": kept,
-        "anchor_retention": ratio(kept, len(ids)),
-        "needed_anchors": needed,
-        "needed_retained": needed_kept,
-        "needed_weight": needed_weight,
-        "needed_retained_weight": needed_kept_weight,
-        "needed_anchor_recall": ratio(needed_kept_weight, needed_weight) if needed else math.nan,
-        "lost_but_needed": needed - needed_kept,
-        "constraints": constraints,
-        "constraints_visible": constraints_visible,
-        "instruction_survival": ratio(constraints_visible, constraints),
-        "refetch_calls": refetch_calls,
-        "refetched_anchors": len(refetched_ids),
-        **{
-            f"retention_{t}": ratio(int(per_type_kept[code]), int(per_type_total[code]))
-            for code, t in enumerate(ANCHOR_TYPES)
-        },
+def _update_row(where: dict[str, Any], update: Update, status: str) -> dict[str, Any]:
+    """One row of ``losses.updates``."""
+    return {
+        **where,
+        "kind": update.kind,
+        "key": update.key,
+        "name": update.name,
+        "superseded": " | ".join(update.superseded),
+        "latest": update.latest,
+        "superseded_index": update.superseded_index,
+        "latest_index": update.latest_index,
+        "status": status,
     }
-    return columns, SummaryHolds(ids, in_summary)
 
 
 @dataclass(frozen=True, slots=True)
@@ -461,21 +518,12 @@ def _count_table(distinct: np.ndarray, counts: np.ndarray, type_names: Sequence[
     return pd.DataFrame(table, columns=list(ANCHOR_COUNT_COLUMNS))
 
 
-def _probe_columns(
-    view: TraceView,
-    row: dict[Hashable, Any],
-    cid: int,
-    applied: bool,
-    window: Window,
-    text_index: TextIndex | None,
-    previous_checkpoint: tuple[int, int] | None,
-    probe_rows: list[dict[str, Any]],
-) -> dict[str, Any]:
-    """Probe presence of the gold probes the span covers (an update probe: both of its values);
-    appends one probe row per covered probe."""
+def _probe_rows(attempt: Attempt) -> list[dict[str, Any]]:
+    """One probe row per gold probe the span covers (an update probe: both of its values)."""
+    view, window, row = attempt.trace, attempt.the_window, attempt.row
     covered = [(n, p) for n, p in enumerate(view.probes) if covers_probe(p, window.span_start, window.span_end)]
     if not covered:
-        return {"probes_covered": 0, "probes_present": 0, "probe_presence": math.nan}
+        return []
     step = int_or_none(row.get("step"))
     step_row = view.step_rows.get(step) if step is not None else None
     context = loose(
@@ -483,23 +531,21 @@ def _probe_columns(
             step_row,
             view.index,
             view.summaries,
-            previous_checkpoint,
-            (cid, applied, window.span_end, window.n_recorded),
+            attempt.previous_checkpoint,
+            (attempt.compaction_id, attempt.applied, window.span_end, window.n_recorded),
         )
     )
     tail = loose(view.index.joined(window.span_end, window.n_recorded))
-    summary_loose = text_index.loose_text if text_index is not None else ""
-    present = 0
+    summary_loose = attempt.summary.loose_text if attempt.summary is not None else ""
+    rows = []
     for n, probe in covered:
-        in_context = contains_loose(context, probe.answer)
-        present += in_context
         superseded = probe.superseded_answer if probe.type == "update" else None
-        probe_rows.append(
+        rows.append(
             {
                 **view.base,
-                "compaction_id": cid,
+                "compaction_id": attempt.compaction_id,
                 "step": row.get("step"),
-                "applied": applied,
+                "applied": attempt.applied,
                 "probe": n,
                 "type": probe.type,
                 "question": probe.question,
@@ -508,47 +554,12 @@ def _probe_columns(
                 "answer_in_source": contains_loose(view.index.loose(probe.message_index), probe.answer),
                 "in_summary": contains_loose(summary_loose, probe.answer) if summary_loose else False,
                 "in_tail": contains_loose(tail, probe.answer),
-                "in_context": in_context,
+                "in_context": contains_loose(context, probe.answer),
                 "superseded_answer": superseded,
                 "superseded_in_context": contains_loose(context, superseded) if superseded else None,
             }
         )
-    return {"probes_covered": len(covered), "probes_present": present, "probe_presence": ratio(present, len(covered))}
-
-
-def _superseded(
-    updates: GrowingSpanUpdates,
-    span_start: int,
-    span_end: int,
-    summary: str,
-    base: dict[str, Any],
-    rows: list[dict[str, Any]],
-) -> dict[str, Any]:
-    """Superseded-value columns of one attempt; appends one row per updated item to ``rows``."""
-    counts = {"latest": 0, "superseded": 0, "neither": 0}
-    found = updates.find(span_start, span_end)
-    for update in found:
-        status = update.status_in(summary)
-        counts[status] += 1
-        rows.append(
-            {
-                **base,
-                "kind": update.kind,
-                "key": update.key,
-                "name": update.name,
-                "superseded": " | ".join(update.superseded),
-                "latest": update.latest,
-                "superseded_index": update.superseded_index,
-                "latest_index": update.latest_index,
-                "status": status,
-            }
-        )
-    return {
-        "superseded_updates": len(found),
-        "superseded_latest": counts["latest"],
-        "superseded_only": counts["superseded"],
-        "superseded_rate": ratio(counts["superseded"], len(found)),
-    }
+    return rows
 
 
 def _next_context_text(
