@@ -28,6 +28,7 @@ import json
 import random
 import re
 import sys
+from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -182,18 +183,48 @@ def line(part: Part, match: re.Match[str], width: int, note: str = "") -> str:
     return f"  [message {part.index}, {part.role}{note}]\n    {excerpt(part.text, match.start(), match.end(), width)}"
 
 
-def aider_chat_files(log: Path, conversation: Any) -> list[str]:
-    """Files the aider history says were added to the chat in this conversation's session (aider re-sends them)."""
+_AIDER_ADDED = re.compile(r"> Added (.+?) to (?:the chat|read-only files)")
+_AIDER_OUTPUT = re.compile(r"\d+ lines of output$")
+_AIDER_CONFIRM = re.compile(r"> Add file to the chat\?.*\]:\s*(?:y|yes|a|all)\s*$", re.IGNORECASE)
+
+
+def aider_chat_files(log: Path, conversation: Any) -> list[tuple[str, int | None]]:
+    """Files the aider history says went into the chat in this conversation's session (aider re-sends them),
+    each with the index of the first user input after it (None when the history has no later user input):
+    ``Added X to the chat`` lines, and a file aider proposed (``> X``) followed by a yes to ``Add file to the
+    chat?``."""
     start = int(str(conversation.metadata.get("session_line") or 0))
     lines = log.read_text(encoding="utf-8", errors="replace").splitlines()[max(0, start - 1) :]
-    added: list[str] = []
-    for number, text in enumerate(lines):
+    inputs = [
+        (index, flat(content_text(m.content))[:40])
+        for index, m in enumerate(conversation.messages)
+        if isinstance(m, UserMessage) and not (m.attributes or {}).get("aider_output")
+    ]
+    added: dict[str, int | None] = {}
+    pending: list[str] = []
+    proposed = None
+    for number, raw in enumerate(lines):
+        text = raw.rstrip()
         if number > 0 and text.startswith("# aider chat started at"):
             break
-        match = re.match(r"> Added (.+?) to the chat", text) or re.match(r"> Added (.+?) to read-only files", text)
-        if match and match.group(1) not in added:
-            added.append(match.group(1))
-    return added
+        said = flat(text[5:]) if text.startswith("#### ") else ""
+        if len(said) >= 8 and inputs and inputs[0][1].startswith(said[:30]):
+            index = inputs.pop(0)[0]
+            for name in pending:
+                added.setdefault(name, index)
+            pending = []
+        found = _AIDER_ADDED.match(text)
+        name = found.group(1) if found else (proposed if _AIDER_CONFIRM.match(text) else None)
+        if name and name not in added and name not in pending and not _AIDER_OUTPUT.match(name):
+            pending.append(name)
+        plain = text[2:].strip() if text.startswith("> ") else ""
+        if plain and " " not in plain:
+            proposed = plain
+        elif text.strip() and not _AIDER_CONFIRM.match(text) and not text.startswith("#### Add file"):
+            proposed = None
+    for name in pending:
+        added.setdefault(name, None)
+    return list(added.items())
 
 
 def harness_note(source: Source, logs: Path) -> list[str]:
@@ -202,12 +233,19 @@ def harness_note(source: Source, logs: Path) -> list[str]:
     notes = []
     if source.agent == "aider":
         files = aider_chat_files(logs / source.log, source.conversation)
+        by_message: dict[int | None, list[str]] = defaultdict(list)
+        for name, index in files:
+            by_message[index].append(name)
+        listed = "; ".join(
+            (f"by message {index} at the latest: " if index is not None else "after the last user input: ")
+            + ", ".join(names)
+            for index, names in by_message.items()
+        )
         notes.append(
             "aider sends its system prompt, a repository map (file names and symbols of the repository) and the "
             "full contents of every file added to the chat with EVERY request; the log shows none of them. "
             + (
-                "Files added to the chat during this session (the history does not say at which message): "
-                + ", ".join(files)
+                f"Files added to the chat in this session (from the history's own lines): {listed}"
                 if files
                 else "The history names no file added to the chat in this session."
             )

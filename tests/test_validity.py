@@ -213,3 +213,41 @@ def test_without_labels_yet_the_bench_says_so_and_measures_nothing(monkeypatch, 
     monkeypatch.setattr(validity, "LABELS_FILE", tmp_path / "labels.jsonl")
     assert validity.main([]) == 0
     assert "No labels yet" in capsys.readouterr().out
+
+
+def test_a_dossier_shows_span_use_and_tail_mentions_and_nothing_of_the_verdict(fixture_set):
+    import validity_dossiers
+
+    _, items, _ = fixture_set
+    item = next(i for i in items if i["text"] == "6000" and i["span_end"] == 6)
+    source = next(s for s in validity_pool.read_sources(FIXTURES) if s.conversation.id == "ci-flaky-kafka")
+    text = validity_dossiers.dossier(item, source, FIXTURES)
+    assert "messages 1..5: the span" in text and "messages 6..7: the tail" in text
+    assert "first in a message of the user or the agent (message 10)" in text
+    assert "[message 9, tool result grep]" in text and "⟦6000⟧" in text  # the grep that re-shows it, before the use
+    assert "MENTIONS IN THE TAIL (messages 6..7), loose search for '6000': 1 message(s)" in text
+    assert "[message 7, tool result read_file]" in text
+    for leak in ("flag", "stratum", "weight", "needed", "lost_in"):
+        assert leak not in text.lower()
+
+
+def test_aider_chat_files_are_read_from_the_history_with_the_message_they_were_there_by(tmp_path):
+    import validity_dossiers
+
+    import zett_lab
+
+    history = tmp_path / "afi.aider.chat.history.md"
+    history.write_text(
+        "\n# aider chat started at 2025-01-01 10:00:00\n\n"
+        "#### /add src/app.py\n\n> Added src/app.py to the chat  \n\n"
+        "#### Fix the bug in app  \n\nSure, here is the fix.\n\n"
+        "> src/util.py  \n> Add file to the chat? (Y)es/(N)o/(D)on't ask again [Yes]: y  \n"
+        "> Added 12 lines of output to the chat.  \n\n"
+        "#### Now add tests  \n\nDone.\n\n"
+        "> docs/notes.md  \n> Add file to the chat? (Y)es/(N)o/(D)on't ask again [Yes]: n  \n",
+        encoding="utf-8",
+    )
+    [conversation] = zett_lab.load_all(tmp_path)
+    files = validity_dossiers.aider_chat_files(history, conversation)
+    users = [i for i, m in enumerate(conversation.messages) if m.role == "user"]
+    assert files == [("src/app.py", users[0]), ("src/util.py", users[1])]
