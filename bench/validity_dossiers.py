@@ -6,7 +6,8 @@ A dossier is plain text (at most about 2,500 tokens) holding what the labelling 
 * the item's text, type and agent format;
 * the compaction boundary: which messages the summary replaced (the span), which it kept verbatim (the tail),
   which came after;
-* the item's first occurrence in the span, with its role and about 600 characters around it;
+* the span message the item was taken from (its first in the span, as the extractor reads it), with its role
+  and about 600 characters around it, and the other span messages holding it;
 * every occurrence after the compaction up to and including the first one in a message of the user or the agent
   (tool results included, each with its role, message index and about 400 characters around it; the nearest
   ones to that use are shown in full, the others listed);
@@ -167,7 +168,7 @@ def excerpt(text: str, start: int, end: int, width: int) -> str:
     )
 
 
-def first_hit(parts: list[Part], regex: re.Pattern[str] | None) -> list[tuple[Part, re.Match[str]]]:
+def hits_in(parts: list[Part], regex: re.Pattern[str] | None) -> list[tuple[Part, re.Match[str]]]:
     """Every part holding a match, with its first match."""
     if regex is None:
         return []
@@ -280,9 +281,9 @@ def dossier(item: dict[str, Any], source: Source, logs: Path) -> str:
     if start > 0:
         out.append(f"  messages 0..{start - 1}: system prompt, sent with every request")
     # the span
-    span_hits = first_hit([p for p in parts if start <= p.index < end], full_re)
+    span_hits = hits_in([p for p in parts if start <= p.index < end], full_re)
     where = [h for h in span_hits if h[0].index == item["message_index"]] or span_hits
-    out += ["", f"IN THE SPAN (first occurrence, message {item['message_index']})"]
+    out += ["", f"IN THE SPAN (message {item['message_index']}, where the item was taken from)"]
     if where:
         out.append(line(*where[0], SPAN_CONTEXT))
     else:
@@ -292,12 +293,14 @@ def dossier(item: dict[str, Any], source: Source, logs: Path) -> str:
         )
     others = sorted({p.index for p, _ in span_hits} - {item["message_index"]})
     if others:
-        out.append(f"  also in span messages: {', '.join(map(str, others[:30]))}{' …' if len(others) > 30 else ''}")
+        out.append(
+            f"  other span messages with it: {', '.join(map(str, others[:30]))}{' …' if len(others) > 30 else ''}"
+        )
     # after the compaction
     after = [p for p in parts if p.index >= recorded]
-    full_hits = first_hit(after, full_re)
+    full_hits = hits_in(after, full_re)
     found = {part for part, _ in full_hits}
-    short_all = [h for h in first_hit(after, short_re) if h[0] not in found]
+    short_all = [h for h in hits_in(after, short_re) if h[0] not in found]
     use = next((h for h in full_hits if h[0].is_use), None)
     use_note = ""
     if use is None:
@@ -335,7 +338,7 @@ def dossier(item: dict[str, Any], source: Source, logs: Path) -> str:
         (f"MENTIONS IN THE TAIL (messages {end}..{recorded - 1})", [p for p in parts if end <= p.index < recorded]),
         ("MENTIONS IN THE SYSTEM PROMPT", [p for p in parts if p.role == "system prompt"]),
     ):
-        hits = first_hit(region, any_re)
+        hits = hits_in(region, any_re)
         searched = ", ".join(f"'{v}'" for v in full + short)
         out += ["", f"{title}, loose search for {searched}: {len(hits)} message(s)"]
         out += [line(*h, MENTION_CONTEXT) for h in hits[:MENTIONS_SHOWN]]

@@ -281,7 +281,7 @@ def strata_table(pool: list[dict[str, Any]], chosen: list[dict[str, Any]]) -> li
     ]
 
 
-def procedure(logs: Path) -> dict[str, Any]:
+def procedure() -> dict[str, Any]:
     """How the pool and the sample were made, for the record."""
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
     import zett_agent
@@ -370,7 +370,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"pool: {len(pool):,} candidate lost items")
     print("\n".join(summary_lines(table, chosen)))
     if args.write:
-        write(ITEMS_FILE, {"procedure": procedure(args.logs), "strata": table, "items": chosen})
+        write(ITEMS_FILE, {"procedure": procedure(), "strata": table, "items": chosen})
         write(SPLIT_FILE, {"rule": SPLIT_RULE, "parts": {i["id"]: part_of(i) for i in chosen}})
         print(f"wrote {ITEMS_FILE.relative_to(ROOT)} and {SPLIT_FILE.relative_to(ROOT)}")
 
