@@ -8,7 +8,8 @@ its recorded setting through the metric as the code is now, and prints, per agen
 * **precision**: of the items the metric flags as needed later, the share the labels call truly needed;
 * **recall**: of the items the labels call truly needed, the share the metric flags;
 
-each with a Wilson 95% interval, separately for the tuning part and the held-back part (``--part``). The
+each with a Wilson 95% interval, separately for the tuning part and the held-back part (``--part``), and the
+false positives counted by the labels' reason code (``--errors`` lists them item by item). The
 sample is stratified (by conversation and by the flag of the metric the set was drawn with), so every figure
 is weighted by the items' sampling weights N_h / n_h, and its interval uses Kish's effective sample size
 (Σw)² / Σw². The same figures for the metric the set was drawn with (recorded in ``items.json``) are printed
@@ -23,9 +24,14 @@ the extractor no longer finds is not flagged. Where today's replay no longer com
 (the anchors summary changed with the extractor, say), the window is measured on that replay's conversation
 as an applied compaction with an empty summary: ``needed_later`` does not read the summary.
 
-Run::
+``--write [PATH]`` records one part's precision and recall of the metric now as the measured validity of the
+catalogue metrics resting on that verdict (:data:`NEEDED_LATER_METRICS`) in ``zett_lab/data/metric_validity.json``,
+which the catalogue, the report, the documentation and ``measure()``'s docstring show beside each metric.
 
-    .venv/bin/python bench/validity.py [--labels PATH] [--part tune|held-back|both] [--logs DIR]
+Run (from any checkout beside ``../shared/agent-logs``)::
+
+    .venv/bin/python bench/validity.py [--labels PATH] [--part tune|held-back|both] [--logs DIR] [--errors]
+    .venv/bin/python bench/validity.py --part held-back --write
 """
 
 from __future__ import annotations
@@ -34,11 +40,13 @@ import argparse
 import dataclasses
 import json
 import math
+import subprocess
 import sys
 import warnings
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +59,7 @@ from validity_pool import (
     ITEMS_FILE,
     LABELS_FILE,
     LOGS,
+    ROOT,
     SPLIT_FILE,
     TUNE,
     ReplaySetting,
@@ -78,6 +87,11 @@ NEEDED_REASONS = {
 }
 RESOLVED = "resolved"
 Z95 = 1.959963984540054
+#: The catalogue's data file of measured validity (what ``--write`` fills).
+VALIDITY_DATA = ROOT / "zett_lab" / "data" / "metric_validity.json"
+#: The catalogue metrics whose correctness is the "needed later" verdict on lost items (what these labels judge).
+NEEDED_LATER_METRICS = ("lost_but_needed", "needed_anchor_recall")
+PART_WORDS = {TUNE: "tuning part of the validation set", HELD_BACK: "held-back quarter of the validation set"}
 
 
 class LabelError(ValueError):
@@ -311,10 +325,30 @@ def metric_verdicts(items: Sequence[dict[str, Any]], logs: Path) -> dict[str, Ve
     return verdicts
 
 
+def reasons(labels: Iterable[Label]) -> dict[str, str]:
+    """The reason code per item: the resolved row's, else the labellers' common code, else their codes joined
+    (``generic / not-used``)."""
+    by_item: dict[str, list[Label]] = defaultdict(list)
+    for label in labels:
+        by_item[label.id].append(label)
+    chosen = {}
+    for item, rows in by_item.items():
+        resolved = [r.reason for r in rows if r.labeller == RESOLVED]
+        chosen[item] = resolved[0] if resolved else " / ".join(sorted({r.reason for r in rows}))
+    return chosen
+
+
+TABLE_COLUMNS = ["id", "agent", "part", "weight", "needed", "reason", "flagged_now", "flagged_at_sampling"]
+
+
 def results_table(
-    items: Sequence[dict[str, Any]], parts: dict[str, str], final: dict[str, bool], verdicts: dict[str, Verdict]
+    items: Sequence[dict[str, Any]],
+    parts: dict[str, str],
+    final: dict[str, bool],
+    verdicts: dict[str, Verdict],
+    reason: dict[str, str],
 ) -> pd.DataFrame:
-    """One row per labelled item: agent, part, weight, label, the metric's flag now and at sampling."""
+    """One row per labelled item: agent, part, weight, label and its reason, the metric's flag now and at sampling."""
     rows = [
         {
             "id": item["id"],
@@ -322,13 +356,14 @@ def results_table(
             "part": parts[item["id"]],
             "weight": float(item["weight"]),
             "needed": final[item["id"]],
+            "reason": reason[item["id"]],
             "flagged_now": verdicts[item["id"]].flagged,
             "flagged_at_sampling": bool(item["flagged_at_sampling"]),
         }
         for item in items
         if item["id"] in final
     ]
-    return pd.DataFrame(rows, columns=["id", "agent", "part", "weight", "needed", "flagged_now", "flagged_at_sampling"])
+    return pd.DataFrame(rows, columns=TABLE_COLUMNS)
 
 
 def report_lines(table: pd.DataFrame, title: str) -> list[str]:
@@ -348,6 +383,66 @@ def report_lines(table: pd.DataFrame, title: str) -> list[str]:
     return lines
 
 
+def error_lines(table: pd.DataFrame, listed: bool) -> list[str]:
+    """The metric's (now) false positives counted by the labels' reason code, with the share of the flagged
+    items' weight each takes (what it costs precision), and its misses; ``listed``: every such item too."""
+    flagged = table[table["flagged_now"]]
+    wrong = flagged[~flagged["needed"]]
+    missed = table[table["needed"] & ~table["flagged_now"]]
+    total = float(flagged["weight"].sum())
+    lines = [f"false positives (flagged now, labelled not needed): {len(wrong)} of {len(flagged)} flagged items"]
+    for code, rows in sorted(wrong.groupby("reason"), key=lambda pair: (-len(pair[1]), pair[0])):
+        share = float(rows["weight"].sum()) / total if total else math.nan
+        lines.append(f"  {code:36} {len(rows):>4}  {share:6.1%} of the flagged weight")
+    lines.append(f"missed (labelled needed, not flagged now): {len(missed)} of {int(table['needed'].sum())}")
+    if listed:
+        for kind, rows in (("false positive", wrong), ("missed", missed)):
+            lines += [f"  {kind:15} {r.id}  {r.agent:15} {r.reason}" for r in rows.sort_values("id").itertuples()]
+    return lines
+
+
+def checkout() -> str:
+    """This checkout's commit (short), marked when it has uncommitted changes; "unknown" outside git."""
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True).stdout.strip()
+
+    commit = git("rev-parse", "--short=12", "HEAD")
+    if not commit:
+        return "unknown"
+    return commit + (" with uncommitted changes" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+
+def validity_entries(
+    table: pd.DataFrame, part: str, kappa: float, *, logs: str, commit: str, day: str
+) -> dict[str, Any]:
+    """The data file's entry of every metric resting on the "needed later" verdict: the metric's (now) weighted
+    precision and recall on one part of the set, and the words saying what was measured on what."""
+    precision, recall = precision_recall(table, "flagged_now")
+    formats = sorted(table["agent"].unique())
+    source = (
+        f"{len(table):,} labelled lost items of {len(formats)} agent format{'s' * (len(formats) != 1)} "
+        f"({', '.join(formats)}) of {logs}, the {PART_WORDS[part]}; each labelled independently by two readers (Cohen's κ {kappa:.2f}), "
+        f'disagreements settled by a third; the "needed later" verdict of bench/validity.py at {commit}, {day}'
+    )
+
+    def estimate(rate: Rate) -> dict[str, Any] | None:
+        if rate.n == 0:
+            return None
+        return {"value": round(rate.estimate, 4), "low": round(rate.low, 4), "high": round(rate.high, 4), "n": rate.n}
+
+    entry = {"precision": estimate(precision), "recall": estimate(recall), "source": source}
+    return {name: entry for name in NEEDED_LATER_METRICS}
+
+
+def write_validity(path: Path, entries: dict[str, Any]) -> None:
+    """Put ``entries`` into the data file at ``path``, keeping the other metrics' entries it holds."""
+    data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    metrics = {**data.get("metrics", {}), **entries}
+    data = {"written_by": "bench/validity.py --write (do not edit by hand)", "metrics": metrics}
+    path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
 def sampled_at(path: Path) -> str:
     """The commit whose metric drew the set (``procedure.built_at_commit`` of the items file), or "unknown"."""
     procedure = json.loads(path.read_text(encoding="utf-8")).get("procedure") or {}
@@ -359,9 +454,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--labels", type=Path, default=None, help=f"label file (default {LABELS_FILE})")
     parser.add_argument("--part", choices=(TUNE, HELD_BACK, "both"), default="both", help="which part to report")
     parser.add_argument("--logs", type=Path, default=LOGS, help="the shared agent logs (default ../shared/agent-logs)")
+    parser.add_argument(
+        "--errors", action="store_true", help="list every false positive and missed item of the reported part(s)"
+    )
+    parser.add_argument(
+        "--write",
+        type=Path,
+        nargs="?",
+        const=VALIDITY_DATA,
+        default=None,
+        metavar="PATH",
+        help="record the --part's precision and recall of the metric now as the catalogue's measured validity "
+        f"(default {VALIDITY_DATA.relative_to(ROOT)})",
+    )
     parser.add_argument("--items", type=Path, default=ITEMS_FILE, help=argparse.SUPPRESS)
     parser.add_argument("--split", type=Path, default=SPLIT_FILE, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.write is not None and args.part == "both":
+        print(
+            "error: --write records one part's figures: add --part held-back (never tuned on) or --part tune",
+            file=sys.stderr,
+        )
+        return 2
     if args.labels is None and not LABELS_FILE.is_file():
         print(f"No labels yet at {LABELS_FILE}: nothing to measure (label the set from docs/validation/guidelines.md).")
         return 0
@@ -387,19 +501,33 @@ def main(argv: list[str] | None = None) -> int:
         f"labels: {args.labels or LABELS_FILE}: {len(labels)} rows, {len(final)} items decided, "
         f"{len(open_items)} disagreements without a resolved row (left out)"
     )
+    kappas = agreement(labels, {item["id"] for item in items})
+    for a, b, n, agree, kappa in kappas:
+        print(
+            f"agreement before resolution, all parts, {a} vs {b}: {n} items, {agree:.1%} agree, Cohen's κ {kappa:.3f}"
+        )
     print(
-        f"metric now (this checkout): {found['replay']} items at their window of today's replay, "
+        f"metric now (this checkout, {checkout()}): {found['replay']} items at their window of today's replay, "
         f"{found['pinned']} windows measured alone (today's replay compacts elsewhere), "
         f"{found['not extracted']} items no longer extracted (not flagged)"
     )
     print(f"metric at sampling: commit {sampled_at(args.items)[:12]}, as recorded in {args.items.name}")
-    table = results_table(items, parts, final, verdicts)
+    table = results_table(items, parts, final, verdicts, reasons(labels))
     chosen = [TUNE, HELD_BACK] if args.part == "both" else [args.part]
     for part in chosen:
         ids = {item["id"] for item in items if parts[item["id"]] == part}
-        print("\n".join(report_lines(table[table["part"] == part], f"{part} part")))
+        rows = table[table["part"] == part]
+        print("\n".join(report_lines(rows, f"{part} part")))
         for a, b, n, agree, kappa in agreement(labels, ids):
             print(f"agreement before resolution, {a} vs {b}: {n} items, {agree:.0%} agree, Cohen's κ {kappa:.2f}")
+        print("\n".join(error_lines(rows, args.errors)))
+    if args.write is not None:
+        kappa = min((row[4] for row in kappas), default=math.nan)
+        logs = "real agent logs" if args.logs.resolve() == LOGS.resolve() else f"the logs in {args.logs}"
+        rows = table[table["part"] == args.part]
+        entries = validity_entries(rows, args.part, kappa, logs=logs, commit=checkout(), day=date.today().isoformat())
+        write_validity(args.write, entries)
+        print(f"\nwrote the {args.part} part's figures for {', '.join(entries)} to {args.write}")
     return 0
 
 

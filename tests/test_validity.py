@@ -114,6 +114,41 @@ def test_resolution_takes_the_resolved_row_then_agreement_and_leaves_open_disagr
     assert (a, b, n, agree) == ("A", "B", 3, pytest.approx(1 / 3))
 
 
+def test_an_items_reason_is_the_resolved_one_else_the_common_one_else_both():
+    rows = [
+        validity.Label("same", "A", False, "high", "generic"),
+        validity.Label("same", "B", False, "high", "generic"),
+        validity.Label("split", "A", False, "high", "not-used"),
+        validity.Label("split", "B", False, "high", "generic"),
+        validity.Label("settled", "A", True, "high", "only-in-span"),
+        validity.Label("settled", "B", False, "high", "generic"),
+        validity.Label("settled", "resolved", False, "medium", "back-in-context"),
+    ]
+    assert validity.reasons(rows) == {"same": "generic", "split": "generic / not-used", "settled": "back-in-context"}
+
+
+def test_false_positives_are_counted_by_reason_with_their_share_of_the_flagged_weight():
+    import pandas as pd
+
+    table = pd.DataFrame(
+        {
+            "id": ["a", "b", "c", "d", "e"],
+            "agent": ["x"] * 5,
+            "needed": [True, False, False, False, True],
+            "reason": ["only-in-span", "generic", "generic", "not-used", "only-in-span"],
+            "flagged_now": [True, True, True, True, False],
+            "weight": [1.0, 1.0, 2.0, 4.0, 1.0],
+        }
+    )
+    lines = validity.error_lines(table, listed=True)
+    assert lines[0] == "false positives (flagged now, labelled not needed): 3 of 4 flagged items"
+    assert lines[1].split() == ["generic", "2", "37.5%", "of", "the", "flagged", "weight"]
+    assert lines[2].split()[:3] == ["not-used", "1", "50.0%"]
+    assert lines[3] == "missed (labelled needed, not flagged now): 1 of 2"
+    assert [line.split()[-2:] for line in lines[4:]] == [["x", "generic"], ["x", "generic"], ["x", "not-used"],
+                                                         ["x", "only-in-span"]]  # fmt: skip
+
+
 def test_the_committed_split_follows_its_rule_and_holds_back_about_a_quarter():
     items = validity_pool.read_items()
     parts = validity_pool.read_split()
@@ -199,6 +234,41 @@ def test_the_bench_prints_weighted_precision_and_recall_per_part(fixture_set, tm
     assert "held-back part" not in out and f"tune part: {len(tune)} labelled items" in out
     kappa = validity.cohen_kappa([truth[i["id"]] for i in tune], [truth[i["id"]] != (i is tune[0]) for i in tune])
     assert f"agreement before resolution, A vs B: {len(tune)} items" in out and f"κ {kappa:.2f}" in out
+    assert "agreement before resolution, all parts, A vs B" in out
+    wrong = sum(1 for i in flagged if not truth[i["id"]])
+    assert f"false positives (flagged now, labelled not needed): {wrong} of {len(flagged)} flagged items" in out
+
+
+def test_write_records_one_parts_figures_for_the_catalogue_and_keeps_other_entries(fixture_set, tmp_path, capsys):
+    from zett_lab.measure.catalogue import validity_of
+
+    folder, items, parts = fixture_set
+    truth = {i["id"]: any(ch.isdigit() for ch in i["text"]) for i in items}
+    labels = write_lines(tmp_path / "labels.jsonl", [label(i["id"], n, truth[i["id"]]) for i in items for n in "AB"])
+    data = tmp_path / "metric_validity.json"
+    other = {"precision": {"value": 0.5, "low": 0.1, "high": 0.9, "n": 4}, "recall": None, "source": "elsewhere"}
+    data.write_text(json.dumps({"metrics": {"probe_presence": other}}), encoding="utf-8")
+    common = ["--labels", str(labels), "--logs", str(FIXTURES), "--items", str(folder / "items.json"),
+              "--split", str(folder / "split.json")]  # fmt: skip
+    assert validity.main([*common, "--write", str(data)]) == 2
+    assert "--write records one part's figures" in capsys.readouterr().err
+    assert validity.main([*common, "--part", "held-back", "--write", str(data)]) == 0
+    out = capsys.readouterr().out
+    written = json.loads(data.read_text(encoding="utf-8"))["metrics"]
+    assert written["probe_presence"] == other
+    assert set(written) == {"probe_presence", *validity.NEEDED_LATER_METRICS}
+    held = [i for i in items if parts[i["id"]] == validity_pool.HELD_BACK]
+    flagged = [i for i in held if i["flagged_at_sampling"]]
+    overall = next(line for line in out.splitlines() if line.startswith("overall"))
+    for name in validity.NEEDED_LATER_METRICS:
+        entry = validity_of(name, written[name])
+        assert entry.precision is not None and entry.precision.n == len(flagged)
+        assert f"{entry.precision.value:.2f} [{entry.precision.low:.2f}, {entry.precision.high:.2f}]" in overall
+        assert (
+            f"{len(held)} labelled lost items of 1 agent format (zett-sqlite) of the logs in {FIXTURES},"
+            in entry.source
+        )
+        assert "held-back quarter" in entry.source and "κ 1.00" in entry.source
 
 
 def test_a_missing_label_file_is_one_error_and_exit_code_2(fixture_set, tmp_path, capsys):
