@@ -221,6 +221,14 @@ def measure(
     return dataclasses.replace(losses, anchors=anchor_table(index, rows.parts if rows is not None else []))
 
 
+if measure.__doc__ is not None:  # python -OO strips docstrings
+    measure.__doc__ += (
+        "\n    How far to trust each headline metric: its precision and recall on labelled real examples, with "
+        "95% intervals\n    (from the catalogue's measured validity; the documentation's page \"How far to trust "
+        'each metric" says how\n    they were measured):\n\n' + catalogue.trust_list(indent="    ") + "\n    "
+    )
+
+
 def measure_lost_and_counted(trace: Any) -> tuple[Losses, pd.DataFrame]:
     """:func:`measure` as a report keeps it: ``anchors`` holds only the rows :meth:`Losses.lost_but_needed`
     gives, and the per-anchor flags come counted (:func:`~zett_lab.measure.attempt.retention_counts`),
