@@ -1,0 +1,68 @@
+"""How far to trust each metric (issue 28.4): the measured validity in the data file is what the catalogue,
+``measure()``'s docstring, the documentation and the report say, and a metric without one says so."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+
+import pytest
+
+import zett_lab
+from zett_lab.measure import catalogue
+from zett_lab.measure.catalogue import NOT_VALIDATED, Estimate, Validity, metric, trust, trusted_metrics
+
+DATA = resources.files("zett_lab") / "data" / catalogue.VALIDITY_FILE
+
+
+def data_file() -> dict:
+    return json.loads(DATA.read_text(encoding="utf-8"))
+
+
+def test_the_data_file_is_the_catalogues_validity_of_real_metrics_written_by_the_bench():
+    data = data_file()
+    assert data["written_by"].startswith("bench/validity.py --write")
+    assert {"lost_but_needed", "needed_anchor_recall"} <= set(data["metrics"])
+    for name, entry in data["metrics"].items():
+        validity = metric(name).validity  # a name outside the catalogue raises
+        assert validity is not None and validity.source == entry["source"]
+        for key in ("precision", "recall"):
+            measured = getattr(validity, key)
+            if entry[key] is None:
+                assert measured is None
+                continue
+            assert measured == Estimate(**entry[key])
+            assert 0 <= measured.low <= measured.value <= measured.high <= 1 and measured.n > 0
+        assert "labelled" in entry["source"] and "agent format" in entry["source"]
+
+
+def test_a_metric_without_a_measurement_says_not_validated():
+    measured = set(data_file()["metrics"])
+    plain = next(m.name for m in trusted_metrics() if m.name not in measured)
+    assert metric(plain).validity is None and trust(plain) == NOT_VALIDATED == "not validated"
+
+
+def test_the_words_carry_the_interval_the_items_and_the_source():
+    validity = Validity(Estimate(0.8312, 0.7201, 0.9049, 1234), None, "448 labelled lost items of 7 agent formats")
+    assert validity.text() == (
+        "precision 0.83 [0.72, 0.90] (n = 1,234), 95% intervals, on 448 labelled lost items of 7 agent formats"
+    )
+    both = Validity(Estimate(0.5, 0.25, 0.75, 12), Estimate(0.9, 0.6, 0.98, 9), "")
+    assert both.text() == "precision 0.50 [0.25, 0.75] (n = 12), recall 0.90 [0.60, 0.98] (n = 9)"
+
+
+def test_measures_docstring_lists_every_headline_metrics_trust_from_the_data_file():
+    doc = zett_lab.measure.__doc__
+    assert doc is not None
+    for entry in trusted_metrics():
+        assert f"* {entry.label} (``{entry.name}``): {trust(entry.name)}" in doc
+    assert {m.name for m in trusted_metrics()} >= {m.name for m in catalogue.metrics() if m.headline}
+    recall = metric("needed_anchor_recall").validity
+    assert recall is not None and recall.precision is not None
+    assert f"precision {recall.precision.value:.2f} [{recall.precision.low:.2f}," in doc
+
+
+def test_a_malformed_entry_is_one_error_naming_the_file_and_field():
+    with pytest.raises(zett_lab.errors.SettingError, match=r"metric_validity.json: metrics.x.precision"):
+        catalogue.validity_of("x", {"precision": {"value": 0.5}, "source": ""})
+    assert catalogue.validity_of("x", {"source": "s"}) == Validity(None, None, "s")
