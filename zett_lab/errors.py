@@ -41,6 +41,14 @@ class ResultFailure(ZettLabError):
     or nothing succeeded at all; the command line exits 1 for it, not 2 as for bad input."""
 
 
+class Terminated(KeyboardInterrupt):
+    """The process was asked to stop (``SIGTERM``, as ``kill``, docker and CI runners send it).
+
+    A :class:`KeyboardInterrupt`, so every cleanup that Ctrl-C runs (workers stopped, temporary
+    data removed) runs for it too; the command line exits 143 for it.
+    """
+
+
 class ZettLabWarning(UserWarning):
     """Something zett_lab repaired or skipped; the message names the file and place, or the setting."""
 

@@ -7,7 +7,9 @@ as they were.
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import sqlite3
 from collections import defaultdict
 from dataclasses import asdict
@@ -358,6 +360,20 @@ register(Reader(ZETTCODE_FORMAT, "zettcode session tree (<workspace>/<id>/data.j
 # --- writing ----------------------------------------------------------------------------------
 
 
+def _disk_full(error: BaseException) -> bool:
+    """Whether SQLite (raw, or wrapped by SQLAlchemy) failed because the disk or the quota is full."""
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, sqlite3.Error) and (
+            "disk is full" in str(cause) or getattr(cause, "sqlite_errorcode", None) == 13  # SQLITE_FULL
+        ):
+            return True
+        cause = cause.__cause__ or getattr(cause, "orig", None)
+    return False
+
+
 def write_sqlite(conversations: list[Conversation], path: str | Path, *, overwrite: bool = False) -> Path:
     """Write conversations to a new zett-agent SQLite database through zett-agent's storage API.
 
@@ -408,16 +424,24 @@ def write_sqlite(conversations: list[Conversation], path: str | Path, *, overwri
         finally:
             await storage.close()
 
-    with atomic_path(path) as temporary:
+    with atomic_path(path, overwrite=overwrite) as temporary:
         try:
             asyncio.run(write(temporary))
             connection = sqlite3.connect(temporary)
             connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             connection.execute("PRAGMA journal_mode=DELETE")
             connection.close()
+        except Exception as error:
+            if _disk_full(error):  # SQLite says so in its own words, through zett-agent's storage
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(temporary)) from error
+            raise
         finally:
             for suffix in ("-wal", "-shm", "-journal"):
                 temporary.with_name(temporary.name + suffix).unlink(missing_ok=True)
     if sidecar:
-        write_atomic(probes_sidecar_path(path), json.dumps(sidecar, indent=1, ensure_ascii=False, default=str) + "\n")
+        write_atomic(
+            probes_sidecar_path(path),
+            json.dumps(sidecar, indent=1, ensure_ascii=False, default=str) + "\n",
+            overwrite=overwrite,
+        )
     return path

@@ -312,7 +312,9 @@ class Trace:
             raise OutputError(path, None, "a trace is saved as .json or .parquet")
         check_output(path, self.input_files(), overwrite=overwrite)
         if path.suffix == ".json":
-            return write_atomic(path, json.dumps(self._document(include_steps=True), ensure_ascii=False))
+            return write_atomic(
+                path, json.dumps(self._document(include_steps=True), ensure_ascii=False), overwrite=overwrite
+            )
         import pyarrow as pa
         import pyarrow.parquet as pq
 
@@ -321,7 +323,7 @@ class Trace:
             **(table.schema.metadata or {}),
             _PARQUET_KEY: json.dumps(self._document(include_steps=False)).encode(),
         }
-        with atomic_path(path) as temporary:
+        with atomic_path(path, overwrite=overwrite) as temporary:
             pq.write_table(table.replace_schema_metadata(metadata), temporary)
         return path
 

@@ -19,6 +19,8 @@ EXIT_FAILURES = 1
 EXIT_ERROR = 2
 EXIT_USAGE = EXIT_ERROR
 EXIT_INTERRUPTED = 130
+#: Stopped by SIGTERM (128 + 15, as a shell reports a process the signal ended).
+EXIT_TERMINATED = 143
 EXIT_CODES = {
     EXIT_OK: "success: every replay and every summary succeeded",
     EXIT_FAILURES: "the command ran, but some summaries, replays or sweep cells failed (one line per cause on "
@@ -26,6 +28,7 @@ EXIT_CODES = {
     EXIT_ERROR: "nothing was done: bad usage, unreadable input, a bad setting, or a refused output path "
     "(one of the inputs, or an existing file without --force)",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C)",
+    EXIT_TERMINATED: "terminated (SIGTERM, e.g. kill PID): stopped like Ctrl-C, workers stopped, temporary data removed",
 }
 #: How the command line asks to replace an existing output.
 FORCE = "--force"

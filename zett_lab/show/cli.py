@@ -12,7 +12,9 @@ Commands::
 Exit codes (:data:`EXIT_CODES`): 0 when everything succeeded; 1 when the command ran but some
 results failed (summaries, replays, sweep cells: one line per cause on stderr, and ``--strict``
 stops at the first); 2 when nothing was done (bad usage, unreadable input, a bad setting, a
-refused output path), with one line on stderr (``zett-lab: error: ...``); 130 when interrupted.
+refused output path), with one line on stderr (``zett-lab: error: ...``); 130 when interrupted
+(Ctrl-C), 143 when terminated (SIGTERM is handled like Ctrl-C: workers stopped, temporary data
+removed, no partial output left).
 ``--debug`` shows the Python traceback instead of the one line.
 
 Outputs: an output is never one of the command's inputs (nor a folder holding one); an existing
@@ -23,13 +25,15 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError, ResultFailure, SettingError, SummaryFailureWarning, ZettLabError
+from ..errors import InputError, ResultFailure, SettingError, SummaryFailureWarning, Terminated, ZettLabError
 from ..files import check_output
 from ..progress import Progress
 from ..replay.recorder import COMPACTION_SUMMARY_COLUMNS, STEP_SUMMARY_COLUMNS
@@ -39,6 +43,7 @@ from .arguments import (
     EXIT_FAILURES,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    EXIT_TERMINATED,
     EXIT_USAGE,
     FORCE,
     PROG,
@@ -53,6 +58,7 @@ __all__ = [
     "EXIT_FAILURES",
     "EXIT_INTERRUPTED",
     "EXIT_OK",
+    "EXIT_TERMINATED",
     "EXIT_USAGE",
     "build_parser",
     "main",
@@ -490,6 +496,12 @@ def _split_passthrough(argv: list[str]) -> tuple[list[str], list[str]]:
     return argv, []
 
 
+def _terminate(signum: int, frame: Any) -> None:
+    """SIGTERM: stop like Ctrl-C (a second SIGTERM during the cleanup ends the process at once)."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    raise Terminated
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``zett-lab`` console script; returns the exit code (:data:`EXIT_CODES`)."""
     import warnings
@@ -500,15 +512,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if passthrough:
         args.jupyter_args = passthrough
     debug = getattr(args, "debug", False)
+    on_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminate) if on_main_thread else None
     try:
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning
             return COMMANDS[args.command](args)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:
         if debug:
             raise
-        print(f"{PROG}: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        terminated = isinstance(stop, Terminated)
+        print(f"{PROG}: {'terminated' if terminated else 'interrupted'}", file=sys.stderr)
+        return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
     except BrokenPipeError:
         # The reader went away (e.g. `zett-lab replay ... | head`): stop quietly.
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -525,6 +540,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = f"{error.filename}: " if getattr(error, "filename", None) else ""
         print(f"{PROG}: error: {where}{error.strerror or _one_line(error)}", file=sys.stderr)
         return EXIT_ERROR
+    finally:
+        if on_main_thread:
+            signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
 
 
 if __name__ == "__main__":  # python -m zett_lab.show.cli

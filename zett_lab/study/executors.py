@@ -100,6 +100,31 @@ def shutdown_default_executor() -> None:
             _POOL = None
 
 
+def stop_workers(executor: cf.Executor) -> None:
+    """Stop a process pool's workers now, with what they run (Ctrl-C, SIGTERM): none outlives the sweep.
+
+    The pool is shut down without waiting; the default pool is started again by the next sweep.
+    Other executors are left alone (their futures are cancelled by the sweep).
+    """
+    global _POOL
+    if not isinstance(executor, cf.ProcessPoolExecutor):
+        return
+    processes = list((getattr(executor, "_processes", None) or {}).values())
+    for process in processes:
+        with contextlib.suppress(Exception):  # already gone
+            process.terminate()
+    with contextlib.suppress(Exception):
+        executor.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        with contextlib.suppress(Exception):
+            process.join(timeout=5)
+            if process.is_alive():
+                process.kill()
+    with _POOL_LOCK:
+        if _POOL is executor:
+            _POOL = None
+
+
 atexit.register(shutdown_default_executor)
 
 

@@ -441,7 +441,7 @@ class Sweep:
         """
         target = check_output(path, self.input_files(), overwrite=overwrite)
         check_sweep_target(target)
-        with atomic_folder(target) as staging:
+        with atomic_folder(target, overwrite=overwrite) as staging:
             self._write(staging)
         return target
 

@@ -73,7 +73,7 @@ from ..replay.run import check_limits, keep_fills_budget, resolve_cache, resolve
 from ..summarizers import DEFAULT_SUMMARIZER, CacheError, SummaryCache, summarizer_identity
 from ..tokens import count_tokens as default_counter
 from .choose import measured_cells
-from .executors import in_process, is_remote, parallelism, resolve_executor
+from .executors import in_process, is_remote, parallelism, resolve_executor, stop_workers
 from .grid import (
     REPLAY_OPTIONS,
     CellKey,
@@ -591,7 +591,12 @@ def _run(plan: _Plan, runner: cf.Executor, collector: _Collector, tracker: Progr
                     if strict:
                         _stop_at_first_failure(unit, collector)
             submit_more()
-    except (KeyboardInterrupt, ResultFailure, CacheError):
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: no worker goes on (or outlives this process)
+        for future in futures:
+            future.cancel()
+        stop_workers(runner)
+        raise
+    except (ResultFailure, CacheError):
         for future in futures:
             future.cancel()
         raise

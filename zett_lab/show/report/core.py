@@ -263,7 +263,7 @@ class Report:
             raise SettingError(f"report format must be html, md or json, got {format!r}")
         check_report_path(path)
         check_output(path, self.input_files(), overwrite=overwrite)
-        return write_atomic(path, render())
+        return write_atomic(path, render(), overwrite=overwrite)
 
     def _repr_html_(self) -> str:
         """The report in an isolated frame (its CSS and scripts cannot touch the notebook's)."""
