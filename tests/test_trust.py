@@ -66,3 +66,25 @@ def test_a_malformed_entry_is_one_error_naming_the_file_and_field():
     with pytest.raises(zett_lab.errors.SettingError, match=r"metric_validity.json: metrics.x.precision"):
         catalogue.validity_of("x", {"precision": {"value": 0.5}, "source": ""})
     assert catalogue.validity_of("x", {"source": "s"}) == Validity(None, None, "s")
+
+
+def test_the_documentation_page_shows_the_data_files_figures():
+    import importlib.util
+    from pathlib import Path
+
+    pytest.importorskip("sphinx")
+    docs = Path(__file__).resolve().parent.parent / "docs"
+    spec = importlib.util.spec_from_file_location("zett_lab_docs", docs / "_ext" / "zett_lab_docs.py")
+    assert spec is not None and spec.loader is not None
+    extension = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(extension)
+    assert "<!-- zett_lab: validity -->" in (docs / "trust.md").read_text(encoding="utf-8")
+    table = extension.validity_table()
+    assert table.count("\n| ") == len(trusted_metrics())
+    for entry in trusted_metrics():
+        validity = entry.validity
+        if validity is None:
+            assert f"| {entry.label} (`{entry.name}`) | not validated |" in table
+        else:
+            shares = [e.text() if e else "not measured" for e in (validity.precision, validity.recall)]
+            assert f"(`{entry.name}`) | {shares[0]} | {shares[1]} |" in table

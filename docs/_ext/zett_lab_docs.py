@@ -5,7 +5,8 @@
 * ``<!-- zett_lab: NAME ARGUMENT -->`` markers in pages are replaced by generated Markdown before they
   are parsed: ``api`` (every name in ``zett_lab.__all__`` and the display modules, grouped by stage),
   ``columns MODULE.NAME`` (a column-documentation mapping as a table), ``metrics`` (the metric
-  catalogue) and ``cli`` (the help of every ``zett-lab`` command). An unknown marker fails the build.
+  catalogue), ``validity`` (each headline metric's measured precision and recall, from the catalogue's data
+  file) and ``cli`` (the help of every ``zett-lab`` command). An unknown marker fails the build.
 """
 
 from __future__ import annotations
@@ -113,6 +114,8 @@ def _expand(app: Sphinx, docname: str, source: list[str]) -> None:
             return cli_reference()
         if name == "metrics" and not argument:
             return metrics_table()
+        if name == "validity" and not argument:
+            return validity_table()
         raise ExtensionError(f"{docname}: unknown marker {match[0]!r}")
 
     source[0] = _MARKER.sub(replace, source[0])
@@ -326,6 +329,22 @@ def metrics_table() -> str:
         f"| `{m.name}` | {_escape(m.label)} | {m.direction} | {', '.join(m.levels)} | {_escape(m.definition)} |"
         for m in METRICS
     ]
+    return "\n".join(rows) + "\n"
+
+
+def validity_table() -> str:
+    """How far to trust each headline metric (and any other with a measurement): precision and recall with their
+    95% intervals and what they were measured on, or "not validated"."""
+    from zett_lab.measure.catalogue import NOT_VALIDATED, trusted_metrics
+
+    rows = ["| metric | precision [95% CI] (n) | recall [95% CI] (n) | measured on |", "|---|---|---|---|"]
+    for m in trusted_metrics():
+        validity = m.validity
+        if validity is None:
+            rows.append(f"| {_escape(m.label)} (`{m.name}`) | {NOT_VALIDATED} | | |")
+            continue
+        shares = [e.text() if e is not None else "not measured" for e in (validity.precision, validity.recall)]
+        rows.append(f"| {_escape(m.label)} (`{m.name}`) | {' | '.join(shares)} | {_escape(validity.source)} |")
     return "\n".join(rows) + "\n"
 
 
