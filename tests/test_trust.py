@@ -88,3 +88,43 @@ def test_the_documentation_page_shows_the_data_files_figures():
         else:
             shares = [e.text() if e else "not measured" for e in (validity.precision, validity.recall)]
             assert f"(`{entry.name}`) | {shares[0]} | {shares[1]} |" in table
+
+
+@pytest.fixture(scope="module")
+def small_report():
+    from tests.helpers import coding_conversation
+    from zett_lab.show.report import Report
+
+    conversation = coding_conversation(turns=6)
+    traces = [
+        zett_lab.replay(conversation, max_tokens=900, keep_recent_tokens=400, summarizer=name, cache=False)
+        for name in ("anchors", "truncate")
+    ]
+    return Report(traces=traces, date="2025-02-03", title="Trust")
+
+
+def test_the_report_shows_each_metrics_precision_beside_the_loss_table(small_report):
+    from markupsafe import escape
+
+    document = small_report.document()["metrics"]
+    shown = list(dict.fromkeys(row["metric"] for row in document["rows"]))
+    assert list(document["validity"]) == [*shown, "lost_but_needed"]  # the outcome totals show it too
+    for name, shown_validity in document["validity"].items():
+        validity = metric(name).validity
+        assert (shown_validity is None) == (validity is None)
+        if validity is not None:
+            assert shown_validity["figures"] == validity.figures() and shown_validity["source"] == validity.source
+    recall = metric("needed_anchor_recall").validity
+    assert recall is not None
+    plain = [metric(name).label for name in document["validity"] if metric(name).validity is None]
+    assert plain
+    page = small_report.to_html()
+    assert page.index("<h2>Loss by summarizer</h2>") < page.index('<div id="metric-trust">')
+    trust_block = page[page.index('<div id="metric-trust">') : page.index("<h3>Outcomes over all replays</h3>")]
+    assert str(escape(f"Needed-anchor recall: {recall.figures()}")) in trust_block
+    assert f"Not validated: {', '.join(plain)}" in trust_block
+    assert str(escape(f"Measured on {recall.source}.")) in trust_block
+    markdown = small_report.to_markdown()
+    assert f"- Needed-anchor recall: {recall.figures()}" in markdown
+    assert f"- Not validated: {', '.join(plain)}" in markdown
+    assert f"Measured on {recall.source}." in markdown

@@ -7,14 +7,16 @@ per-replay results of :mod:`.report_study`; the summaries are plain, JSON-ready 
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Iterable
 from typing import Any
 
 import pandas as pd
 
 from ..errors import SettingError
 from ..measure import Comparison, Losses, compare
-from ..measure.catalogue import default_metrics
+from ..measure.catalogue import CATALOGUE, default_metrics
 from ..measure.compare import bootstrap_mean_ci
 from ..measure.cost import add_costs, cost_summary, load_prices
 from ..records import plain, records
@@ -23,6 +25,9 @@ from .report_lost import DIGITS
 
 #: Price-table name used for summary models with no known list price (their tokens still count).
 _UNPRICED = "unpriced-summary-model"
+
+#: Catalogue metrics the outcome totals show (beside the loss table's): their validity is shown too.
+_TOTAL_METRICS = ("lost_but_needed",)
 
 #: Per-configuration cost columns of the cost section.
 COST_COLUMNS = (
@@ -155,10 +160,11 @@ def metric_summary(
             }
         )
     if comparison is not None:
+        rows = records(comparison.summary, ["summarizer", "metric", "n", "mean", "ci_low", "ci_high"], DIGITS)
         return {
             "level": comparison.level,
             "confidence": float(comparison.settings.get("confidence", 0.95)),
-            "rows": records(comparison.summary, ["summarizer", "metric", "n", "mean", "ci_low", "ci_high"], DIGITS),
+            "rows": rows,
             "pairwise": records(
                 comparison.pairwise,
                 [
@@ -177,6 +183,7 @@ def metric_summary(
                 DIGITS,
             ),
             "totals": totals,
+            "validity": metric_validity([*(row["metric"] for row in rows), *_TOTAL_METRICS]),
         }
     rows = []
     for name in summarizers:
@@ -194,7 +201,35 @@ def metric_summary(
                     "ci_high": plain(high, DIGITS),
                 }
             )
-    return {"level": "conversation", "confidence": 0.95, "rows": rows, "pairwise": [], "totals": totals}
+    validity = metric_validity([*(row["metric"] for row in rows), *_TOTAL_METRICS])
+    return {
+        "level": "conversation",
+        "confidence": 0.95,
+        "rows": rows,
+        "pairwise": [],
+        "totals": totals,
+        "validity": validity,
+    }
+
+
+def metric_validity(names: Iterable[str]) -> dict[str, dict[str, Any] | None]:
+    """How far to trust each named metric, as plain data: its measured precision and recall (value, low, high,
+    n), their words (``figures``) and what they were measured on (``source``); None for a metric not validated.
+    """
+    shown: dict[str, dict[str, Any] | None] = {}
+    for name in dict.fromkeys(names):
+        validity = CATALOGUE[name].validity if name in CATALOGUE else None
+        shown[name] = (
+            None
+            if validity is None
+            else {
+                "precision": None if validity.precision is None else dataclasses.asdict(validity.precision),
+                "recall": None if validity.recall is None else dataclasses.asdict(validity.recall),
+                "figures": validity.figures(),
+                "source": validity.source,
+            }
+        )
+    return shown
 
 
 def cost_overview(results: pd.DataFrame, primary_model: str, unpriced: list[str]) -> dict[str, Any]:

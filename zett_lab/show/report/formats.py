@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ...measure.catalogue import higher_is_better, label
+from ...measure.catalogue import NOT_VALIDATED, higher_is_better, label
 from ...records import is_missing
 
 
@@ -72,6 +72,19 @@ def direction_note(metrics: Sequence[str]) -> str:
     if not higher:
         return "Lower is better for every column."
     return f"Higher is better for {', '.join(higher)}; lower is better for {', '.join(lower)}."
+
+
+def trust_lines(validity: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """How far to trust the metrics a report shows (``metric name -> validity or None``, in their order): one
+    line per measured metric (``Label: precision ...``), one naming those not validated; and what the figures
+    were measured on, once per source."""
+    metrics = list(validity)
+    measured = [m for m in metrics if validity[m]]
+    lines = [f"{label(m)}: {validity[m]['figures']}" for m in measured]
+    plain = [label(m) for m in metrics if not validity[m]]
+    if plain:
+        lines.append(f"{NOT_VALIDATED[0].upper()}{NOT_VALIDATED[1:]}: {', '.join(plain)}")
+    return lines, list(dict.fromkeys(str(validity[m]["source"]) for m in measured))
 
 
 def _one_decimal(value: Any) -> str:

@@ -26,6 +26,7 @@ from .formats import (
     outcome_table,
     setting_text,
     settings_text,
+    trust_lines,
 )
 
 
@@ -141,6 +142,15 @@ def _metrics(document: Mapping[str, Any], summarizers: list[str]) -> list[str]:
     out.append(
         md_table(["summarizer", *(label(m) for m in shown)], [[s, *(cell(s, m) for m in shown)] for s in summarizers])
     )
+    trust, sources = trust_lines(metrics["validity"])
+    out += [
+        "",
+        "**How far to trust these metrics**: precision and recall of what each one counts, checked against "
+        "people's labels on real conversations (95% intervals).",
+        "",
+        *(f"- {line}" for line in trust),
+        *(f"\nMeasured on {source}." for source in sources),
+    ]
     out += ["", md_table(*outcome_table(metrics["totals"])), ""]
     return out
 

@@ -39,6 +39,7 @@ from .formats import (
     outcome_table,
     setting_text,
     settings_text,
+    trust_lines,
 )
 from .svg import inline_svg
 
@@ -71,7 +72,11 @@ def _environment() -> jinja2.Environment:
         script_json=lambda data: Markup(script_json(data)),
     )
     env.globals.update(
-        setting_text=setting_text, ci_text=ci_text, direction_note=direction_note, outcome_table=outcome_table
+        setting_text=setting_text,
+        ci_text=ci_text,
+        direction_note=direction_note,
+        outcome_table=outcome_table,
+        trust_lines=trust_lines,
     )
     return env
 
