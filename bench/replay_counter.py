@@ -12,7 +12,8 @@ from pathlib import Path
 
 import zett_lab
 from zett_lab.replay import replay
-from zett_lab.tokens import MemoizingCounter, engine_count_tokens
+from zett_lab.replay.engine import engine_count_tokens
+from zett_lab.tokens import MemoizingCounter
 
 ROOT = Path(__file__).resolve().parent.parent
 

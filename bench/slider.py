@@ -29,8 +29,9 @@ from pathlib import Path
 import zett_lab
 from zett_lab import study as zsweep
 from zett_lab.replay import replay
+from zett_lab.replay.engine import engine_count_tokens
 from zett_lab.summarizers import DEFAULT_SUMMARIZER, SummaryCache
-from zett_lab.tokens import count_tokens, engine_count_tokens
+from zett_lab.tokens import count_tokens
 
 ROOT = Path(__file__).resolve().parent.parent
 KEEP = 8_000

@@ -1,7 +1,7 @@
 """A 10×10 grid over every fixture: zett_lab.study.sweep against naive per-point replays.
 
 Naive = what a user would write without zett_lab's sweep: for every grid point a fresh
-``zett_lab.replay(..., count_tokens=zett_lab.tokens.engine_count_tokens, cache=False)``
+``zett_lab.replay(..., count_tokens=zett_lab.replay.engine.engine_count_tokens, cache=False)``
 (zett-agent's own default counter, no summary cache, nothing shared).
 
 Sweep = ``zett_lab.study.sweep`` on the default process pool (fresh workers), same grid,
@@ -39,7 +39,8 @@ from pathlib import Path
 import zett_lab
 from zett_lab import study
 from zett_lab.replay import replay
-from zett_lab.tokens import count_tokens, engine_count_tokens
+from zett_lab.replay.engine import engine_count_tokens
+from zett_lab.tokens import count_tokens
 
 ROOT = Path(__file__).resolve().parent.parent
 MAX_TOKENS = [4_000, 6_000, 8_000, 12_000, 16_000, 24_000, 32_000, 48_000, 64_000, 96_000]

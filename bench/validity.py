@@ -271,7 +271,7 @@ def pinned(trace: zett_lab.Trace, windows: Sequence[tuple[int, int, int]]) -> ze
             n_recorded=recorded,
             applied=True,
             summary_text="",
-            summarizer=trace.settings.get("summarizer"),
+            summarizer=trace.settings.summarizer,
         )
         rows.append(row)
     return dataclasses.replace(trace, compactions=pd.DataFrame(rows, columns=columns))

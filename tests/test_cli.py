@@ -160,7 +160,7 @@ def test_replay_prints_steps_and_compactions(tmp_path: Path) -> None:
     assert "context_tokens_after" in text and "span_start" in text
     assert "applied" in text and "max_tokens=12000" in text
     trace = Trace.load(out)
-    assert trace.conversation.id == SESSION and trace.settings["max_tokens"] == 12000
+    assert trace.conversation.id == SESSION and trace.setting.max_tokens == 12000
     assert int(trace.compactions["applied"].sum()) >= 1
 
 
@@ -340,7 +340,7 @@ def test_engine_option_takes_a_short_name_a_module_or_a_file(tmp_path: Path) -> 
         assert result.returncode == 0, result.stderr
         assert f"engine={expected}," in result.stdout
         traces[spec] = Trace.load(out)
-        assert traces[spec].settings["engine"] == expected
+        assert traces[spec].setting.engine_name == expected
     fresh = zett_lab.replay(
         conversation, max_tokens=8000, keep_recent_tokens=2000, summarizer="truncate:0.1", engine=SplitTurnCompaction
     )

@@ -67,7 +67,7 @@ def test_a_recorded_identity_reaches_the_same_endpoint_again(keyed, two_servers)
     identity = summarizer_identity(OpenAIProvider("summ-1", SECRET, base_url=first.openai_url))
     conversation = coding_conversation(turns=4, output_lines=40)
     trace = zett_lab.replay(conversation, max_tokens=1_500, keep_recent_tokens=400, summarizer=identity, cache=False)
-    assert trace.settings["summarizer"] == identity
+    assert trace.settings.summarizer == identity
     assert first.count("/v1/chat/completions") == len(trace.compactions) > 0
 
 
@@ -83,10 +83,10 @@ def test_a_live_trace_names_the_endpoint_its_summaries_came_from(tmp_path, keyed
     path = tmp_path / "live.jsonl"
     asyncio.run(run_agent(zett_lab.instrument(CompactionExtension(model, **LIMITS), path), turns=3))
     live = zett_lab.Trace.load(path)
-    assert live.settings["summarizer"] == f"openai:summ-1@{second.openai_url}"
-    assert (live.compactions["summarizer"] == live.settings["summarizer"]).all()
+    assert live.settings.summarizer == f"openai:summ-1@{second.openai_url}"
+    assert (live.compactions["summarizer"] == live.settings.summarizer).all()
     before = second.count("/v1/chat/completions")
-    again = zett_lab.replay(live.conversation, **LIMITS, summarizer=live.settings["summarizer"], cache=False)
+    again = zett_lab.replay(live.conversation, **LIMITS, summarizer=live.settings.summarizer, cache=False)
     assert second.count("/v1/chat/completions") - before == len(again.compactions) > 0
     assert first.count() == 0
 

@@ -185,7 +185,7 @@ def test_reasoning_effort_reaches_the_summary_model_and_is_recorded():
         reasoning_effort="high",
     )
     assert seen and set(seen) == {ReasoningEffort.HIGH}
-    assert trace.settings["reasoning_effort"] == "high"
+    assert trace.setting.reasoning_effort == "high"
 
 
 def test_reasoning_effort_is_part_of_the_summary_cache_key(tmp_path):
@@ -222,5 +222,5 @@ def test_reasoning_effort_is_a_sweep_parameter(tmp_path):
         reasoning_effort="high",
     )
     ((_, trace),) = list(result.traces())
-    assert trace.settings["reasoning_effort"] == "high"
+    assert trace.setting.reasoning_effort == "high"
     assert seen and set(seen) == {ReasoningEffort.HIGH}

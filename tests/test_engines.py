@@ -124,7 +124,7 @@ def _timed_out(trace, reason):
     assert counts[["what", "kind", "count"]].values.tolist() == [
         ["engine pass" if reason == ENGINE_FAILED else "summary call", TIMEOUT_KIND, len(rows)]
     ]
-    assert trace.summary()["failed"] == len(rows) and trace.settings["engine_timeout"] == 0.2
+    assert trace.summary()["failed"] == len(rows) and trace.settings.engine_timeout == 0.2
     passes = trace.steps[trace.steps["compaction_id"].notna()]
     assert len(passes) == len(rows) and (passes["skip_reason"] == reason).all() and not passes["applied"].any()
     return rows
@@ -253,7 +253,7 @@ def test_sweeps_and_reports_pass_engine_timeout_on_and_never_measure_a_timed_out
 def test_the_stock_engine_by_class_is_the_default_engine():
     default, explicit = _replay(None), _replay(CompactionExtension)
     assert same_replay(default, explicit) == []
-    assert default.settings["engine"] == "CompactionExtension"
+    assert default.setting.engine_name == "CompactionExtension"
     assert engine_reuse(None) == engine_reuse(CompactionExtension) == ("max_tokens", "keep_recent_tokens")
 
 
@@ -284,7 +284,7 @@ def test_an_engine_failing_inside_its_pass_is_a_recorded_failed_attempt():
     assert (failed["error"] == "RuntimeError: window bug").all() and not failed["applied"].any()
     assert (trace.steps.loc[trace.steps["compaction_id"].notna(), "skip_reason"] == ENGINE_FAILED).all()
     assert trace.summary()["failed"] == len(failed)
-    assert trace.settings["engine"].endswith("test_engines.BrokenWindow")
+    assert trace.setting.engine_name.endswith("test_engines.BrokenWindow")
 
 
 def test_strict_mode_and_errors_outside_the_pass_stop_the_replay_naming_the_engine_and_step():
@@ -413,7 +413,7 @@ def test_decision_boundaries_walk_an_engine_only_along_what_it_declares(fixture_
         engine=SplitTurnCompaction,
         progress=False,
     )
-    assert walk.values and all(t.settings["engine"].endswith("SplitTurnCompaction") for t in walk.traces.values())
+    assert walk.values and all(t.setting.engine_name.endswith("SplitTurnCompaction") for t in walk.traces.values())
     with pytest.raises(zett_lab.SettingError, match="declares no proven reuse along keep_recent_tokens"):
         decision_boundaries(
             conversation,
@@ -542,7 +542,7 @@ def test_the_comparison_widget_pairs_engines_like_summarizers(fixture_conversati
     pairing = widget.engine_pairing
     assert widget.error is None and pairing is not None and pairing.comparison.by == "engine"
     assert set(pairing.comparison.summary["engine"]) == {"stock", "split"} and len(pairing.metrics) == 6
-    assert pairing.traces[("swe-httpq-4821", "split")].settings["engine"].endswith("SplitTurnCompaction")
+    assert pairing.traces[("swe-httpq-4821", "split")].setting.engine_name.endswith("SplitTurnCompaction")
     titles = [axis.get_title(loc="left") for axis in widget.figure.axes]
     assert (
         titles[0].startswith("stock: ") and titles[1].startswith("split: ") and titles[-1].startswith("Engines paired")
@@ -571,7 +571,7 @@ def test_the_report_shows_engines_where_it_shows_summarizers(fixture_conversatio
     page = report.to_html()
     assert "split" in page and "stock" in page
     trace = report.data.trace_for("swe-httpq-4821", "split", 30_000, 3_000)
-    assert trace is not None and trace.settings["engine"].endswith("SplitTurnCompaction")
+    assert trace is not None and trace.setting.engine_name.endswith("SplitTurnCompaction")
 
 
 def test_engines_named_in_text_get_their_short_name_or_class_name_as_label():

@@ -29,7 +29,7 @@ from tests.conftest import FIXTURES
 from tests.helpers import BadSummarizer, coding_conversation
 from tests.loopback import LoopbackServer
 from zett_lab.errors import ResultFailure, SettingError, SettingWarning, SummaryFailureWarning
-from zett_lab.replay.run import keep_fills_budget
+from zett_lab.replay.setting import keep_fills_budget
 from zett_lab.show import cli
 from zett_lab.show.report import Report
 from zett_lab.study import measured_cells, pareto_front, recommend, sweep

@@ -9,6 +9,7 @@ from zett_lab.replay import ObservationMaskingCompaction, SplitTurnCompaction, r
 from zett_lab.replay.engine import engine_reuse
 from zett_lab.replay.fork import Fork
 from zett_lab.replay.run import replay_forkable
+from zett_lab.replay.setting import ReplayOptions, Setting
 from zett_lab.study import clear_worker_state, prefix_regions, region, same_replay, sweep
 from zett_lab.study.reuse import ForkPlanner
 from zett_lab.tokens import count_tokens
@@ -56,7 +57,9 @@ def test_a_fork_from_every_proven_mark_equals_the_fresh_replay(fixture_conversat
     conversation = next(c for c in fixture_conversations if c.id == "billing-rounding")
     max_tokens, keep = setting
     source, run = replay_forkable(
-        conversation, max_tokens=60_000, keep_recent_tokens=8_000, summarizer="extractive", cache=False
+        conversation,
+        Setting(max_tokens=60_000, keep_recent_tokens=8_000, summarizer="extractive"),
+        ReplayOptions(cache=False),
     )
     assert run is not None and len(run.marks) == len(conversation.turns) - 1
     fresh = replay(conversation, max_tokens=max_tokens, keep_recent_tokens=keep, summarizer="extractive", cache=False)
@@ -66,10 +69,8 @@ def test_a_fork_from_every_proven_mark_equals_the_fresh_replay(fixture_conversat
     for mark in usable:
         forked, again = replay_forkable(
             conversation,
-            max_tokens=max_tokens,
-            keep_recent_tokens=keep,
-            summarizer="extractive",
-            cache=False,
+            Setting(max_tokens=max_tokens, keep_recent_tokens=keep, summarizer="extractive"),
+            ReplayOptions(cache=False),
             fork=Fork(run, mark),
         )
         assert same_replay(forked, fresh) == [], mark.turn
@@ -89,7 +90,9 @@ def test_on_every_fixture_a_fork_from_every_mark_that_holds_the_setting_equals_t
         keep = max(200, total // 10)
         # The source never compacts, so its early turns are shared with every lower max_tokens.
         source, run = replay_forkable(
-            conversation, max_tokens=total + 1, keep_recent_tokens=keep, summarizer="truncate", cache=False
+            conversation,
+            Setting(max_tokens=total + 1, keep_recent_tokens=keep, summarizer="truncate"),
+            ReplayOptions(cache=False),
         )
         assert run is not None
         multi_turn = len(conversation.turns) > 1
@@ -106,10 +109,8 @@ def test_on_every_fixture_a_fork_from_every_mark_that_holds_the_setting_equals_t
             for mark in usable:
                 forked, _ = replay_forkable(
                     conversation,
-                    max_tokens=max_tokens,
-                    keep_recent_tokens=keep,
-                    summarizer="truncate",
-                    cache=False,
+                    Setting(max_tokens=max_tokens, keep_recent_tokens=keep, summarizer="truncate"),
+                    ReplayOptions(cache=False),
                     fork=Fork(run, mark),
                 )
                 assert same_replay(forked, fresh) == [], (conversation.id, max_tokens, mark.turn)
@@ -172,7 +173,9 @@ def test_a_fork_is_proven_only_along_the_limits_an_engine_declares(fixture_conve
     keep = 2_000
     for engine, other_keep_forks in ((None, True), (SplitTurnCompaction, False)):
         trace, run = replay_forkable(
-            conversation, max_tokens=60_000, keep_recent_tokens=keep, summarizer="truncate", engine=engine, cache=False
+            conversation,
+            Setting(max_tokens=60_000, keep_recent_tokens=keep, summarizer="truncate", engine=engine),
+            ReplayOptions(cache=False),
         )
         clear_worker_state()
         planner = ForkPlanner(("billing-rounding", str(engine)), "truncate", None, engine_reuse(engine))
@@ -181,11 +184,8 @@ def test_a_fork_is_proven_only_along_the_limits_an_engine_declares(fixture_conve
         assert (planner.fork_for(15_000, keep + 500) is not None) == other_keep_forks
     masked, run = replay_forkable(
         conversation,
-        max_tokens=60_000,
-        keep_recent_tokens=keep,
-        summarizer="truncate",
-        engine=ObservationMaskingCompaction,
-        cache=False,
+        Setting(max_tokens=60_000, keep_recent_tokens=keep, summarizer="truncate", engine=ObservationMaskingCompaction),
+        ReplayOptions(cache=False),
     )
     clear_worker_state()
     planner = ForkPlanner(("billing-rounding", "masking"), "truncate", None, engine_reuse(ObservationMaskingCompaction))
@@ -199,7 +199,9 @@ def test_a_fork_into_another_summarizer_only_before_the_first_summary_attempt(fi
     """Until the engine first asks for a summary the summarizer has done nothing: up to there it is shared."""
     conversation = next(c for c in fixture_conversations if c.id == "billing-rounding")
     _, run = replay_forkable(
-        conversation, max_tokens=20_000, keep_recent_tokens=2_000, summarizer="truncate", cache=False
+        conversation,
+        Setting(max_tokens=20_000, keep_recent_tokens=2_000, summarizer="truncate"),
+        ReplayOptions(cache=False),
     )
     assert run is not None
     before = [m for m in run.marks if m.compactions == 0]
@@ -209,30 +211,23 @@ def test_a_fork_into_another_summarizer_only_before_the_first_summary_attempt(fi
     for mark in before:
         forked, _ = replay_forkable(
             conversation,
-            max_tokens=20_000,
-            keep_recent_tokens=2_000,
-            summarizer="extractive",
-            cache=False,
+            Setting(max_tokens=20_000, keep_recent_tokens=2_000, summarizer="extractive"),
+            ReplayOptions(cache=False),
             fork=Fork(run, mark),
         )
         assert same_replay(forked, fresh) == [], mark.turn
     with pytest.raises(SettingError, match="cannot fork"):
         replay_forkable(
             conversation,
-            max_tokens=20_000,
-            keep_recent_tokens=2_000,
-            summarizer="extractive",
-            cache=False,
+            Setting(max_tokens=20_000, keep_recent_tokens=2_000, summarizer="extractive"),
+            ReplayOptions(cache=False),
             fork=Fork(run, after[0]),
         )
     with pytest.raises(SettingError, match="cannot fork"):
         replay_forkable(
             conversation,
-            max_tokens=20_000,
-            keep_recent_tokens=2_000,
-            summarizer="truncate",
-            engine=SplitTurnCompaction,
-            cache=False,
+            Setting(max_tokens=20_000, keep_recent_tokens=2_000, summarizer="truncate", engine=SplitTurnCompaction),
+            ReplayOptions(cache=False),
             fork=Fork(run, before[0]),
         )
 

@@ -34,6 +34,7 @@ from zett_lab.load.agents import (
 )
 from zett_lab.load.agents._common import AgentLogWarning, Builder
 from zett_lab.measure.native import COLUMNS, compare_native, native_trace
+from zett_lab.replay.setting import TraceSettings
 from zett_lab.replay.trace import Trace
 
 DATA = Path(__file__).parent / "data" / "importers"
@@ -628,7 +629,9 @@ def test_compare_native_without_and_with_a_trace():
     steps = [
         {"step": s, "estimate": 1000 + s, "context_tokens_after": 900, "over_budget_after": False} for s in range(8)
     ]
-    trace = Trace.from_rows(main, steps, rows, {"max_tokens": 1000, "keep_recent_tokens": 100}, [])
+    trace = Trace.from_rows(
+        main, steps, rows, TraceSettings.from_record({"max_tokens": 1000, "keep_recent_tokens": 100}), []
+    )
     table = compare_native(trace, measure=True)
     row = table.iloc[0]
     assert (row["zett_compaction_id"], row["zett_position"], row["position_offset"], row["cut_offset"]) == (

@@ -108,7 +108,7 @@ def test_an_instrumented_extension_decides_exactly_as_the_original(tmp_path, eng
     ]
     trace = zett_lab.Trace.load(tmp_path / "trace.jsonl")
     assert len(trace.steps) == len(live_model.contexts)
-    assert trace.settings["engine"].endswith(engine.__name__) and trace.settings["live"] is True
+    assert trace.setting.engine_name.endswith(engine.__name__) and trace.settings.live is not None
 
 
 def test_a_failing_summary_fails_the_request_as_it_would_uninstrumented_and_is_recorded(tmp_path):
@@ -377,7 +377,7 @@ def test_a_killed_agent_loses_at_most_the_step_in_flight_and_a_restart_continues
     restarted = subprocess.run([sys.executable, "-c", script, str(path), str(database), "1"], env=env, timeout=120)
     assert restarted.returncode == 0
     resumed = zett_lab.Trace.load(path)
-    assert len(resumed.settings["runs"]) == 2 and not resumed.settings["in_flight"]
+    assert len(resumed.settings.live.runs) == 2 and not resumed.settings.live.in_flight
     assert resumed.steps["step"].tolist() == list(range(len(resumed.steps))) and len(resumed.steps) > len(after.steps)
     assert resumed.steps["turn"].iloc[-1] == after.steps["turn"].iloc[-1] + 1
 
@@ -399,7 +399,7 @@ def test_the_explorer_draws_the_live_decisions_beside_the_what_if_replay(tmp_pat
     assert titles[0].startswith("live: CompactionExtension, max_tokens=2,500") and titles[1].startswith("what-if")
     assert "<b>live</b>" in explorer.summary_area.value
     explorer.set(max_tokens=6_000)
-    assert explorer.live_trace is live and explorer.trace.settings["max_tokens"] == 6_000
+    assert explorer.live_trace is live and explorer.trace.setting.max_tokens == 6_000
     assert explorer.trace.summary()["compactions_applied"] < live.summary()["compactions_applied"]
     with pytest.raises(zett_lab.SettingError, match="live= takes traces a live agent recorded"):
         Explorer(None, live=[zett_lab.replay(live.conversation, **LIMITS)])

@@ -26,6 +26,7 @@ from zett_lab.measure.columns import (
     DECAY_COLUMNS,
     PROBE_COLUMNS,
 )
+from zett_lab.replay.setting import TraceSettings
 from zett_lab.replay.trace import Trace
 from zett_lab.tokens import approx_count_tokens, count_tokens
 
@@ -146,7 +147,7 @@ def hand_trace(conversation=None, compactions=None, steps=None) -> Trace:
     if compactions is None:
         compactions = [compaction_row(0, 3, 5, 8, SUMMARY_0), compaction_row(1, 5, 11, 12, SUMMARY_1)]
     settings = {"max_tokens": 1000, "keep_recent_tokens": 100, "summarizer": "hand-written", "counter": "count_tokens"}
-    return Trace.from_rows(conversation, steps, compactions, settings, [])
+    return Trace.from_rows(conversation, steps, compactions, TraceSettings.from_record(settings), [])
 
 
 @pytest.fixture(scope="module")

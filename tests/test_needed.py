@@ -17,6 +17,7 @@ import pytest
 
 import zett_lab
 from zett_lab.measure import measure
+from zett_lab.replay.setting import TraceSettings
 from zett_lab.replay.trace import Trace
 
 LABELS = Path(__file__).resolve().parent / "data" / "needed_labels.json"
@@ -47,7 +48,7 @@ def _span_trace(conversation, spans) -> Trace:
         for k, (start, end, n_recorded) in enumerate(spans)
     ]
     return Trace.from_rows(
-        conversation, [], rows, {"summarizer": "labels", "max_tokens": 0, "keep_recent_tokens": 0}, []
+        conversation, [], rows, TraceSettings(setting=None, summarizer="labels", counter="o200k"), []
     )
 
 

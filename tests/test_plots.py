@@ -132,8 +132,8 @@ def test_timeline_draws_into_given_axes(trace):
 def test_timeline_is_readable_in_black_and_white(trace):
     ax = plots.timeline(trace).axes[0]
     styles = {line.get_label(): line.get_linestyle() for line in ax.lines}
-    assert styles[f"max_tokens = {trace.settings['max_tokens']:,}"] == "-."
-    assert styles[f"keep_recent_tokens = {trace.settings['keep_recent_tokens']:,}"] == ":"
+    assert styles[f"max_tokens = {trace.setting.max_tokens:,}"] == "-."
+    assert styles[f"keep_recent_tokens = {trace.setting.keep_recent_tokens:,}"] == ":"
     assert any(label.startswith("context") and style == "-" for label, style in styles.items())
     assert {"v", "o"} <= markers(ax)  # applied compactions, estimates (and the ring of the manual compaction)
     assert "///" in hatches(ax)  # steps sent over budget

@@ -131,7 +131,7 @@ def test_split_turn_replays_the_autonomous_fixture_with_no_step_over_budget(fixt
     sent_contexts.clear()
     split = zett_lab.replay(conversation, **limits, summarizer="anchors:0.1", cache=False, engine=SplitTurnCompaction)
     check_fidelity(split, sent_contexts)
-    assert split.settings["engine"] == "zett_lab.replay.policies.SplitTurnCompaction"
+    assert split.setting.engine_name == "zett_lab.replay.policies.SplitTurnCompaction"
     assert split.summary()["steps_over_budget"] == 0 and split.summary()["compactions_applied"] >= 2
     turn_starts = {t.start for t in conversation.turns}
     assert not set(split.compactions["span_end"].dropna().astype(int)) & turn_starts  # cut inside the turn
@@ -173,7 +173,7 @@ def test_masking_policy_summarizes_the_masked_history_when_masking_is_not_enough
     trace = zett_lab.replay(
         conversation, max_tokens=3_000, keep_recent_tokens=900, summarizer=Capturing(), cache=False, engine=engine
     )
-    assert trace.settings["engine"] == "zett_lab.replay.policies.ObservationMaskingCompaction(masking_target=0.05)"
+    assert trace.setting.engine_name == "zett_lab.replay.policies.ObservationMaskingCompaction(masking_target=0.05)"
     applied = trace.compactions[trace.compactions["applied"]]
     assert len(seen) == len(trace.compactions) >= 2 and applied["summary_text"].str.startswith("Summary of").all()
     tool_results = [m for request in seen for m in request if isinstance(m, ToolMessage)]

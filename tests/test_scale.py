@@ -15,9 +15,10 @@ from tests.helpers import BadSummarizer, coding_conversation
 from zett_lab.measure import measure
 from zett_lab.progress import Progress, ProgressEvent
 from zett_lab.replay import replay
+from zett_lab.replay.engine import engine_count_tokens
 from zett_lab.study import sweep
 from zett_lab.study.results import StoredTrace
-from zett_lab.tokens import MemoizingCounter, engine_count_tokens
+from zett_lab.tokens import MemoizingCounter
 
 LOSS_TABLES = ("compactions", "conversation", "probes", "decay")
 

@@ -21,7 +21,7 @@ def session():
 
 
 def test_a_session_result_is_the_replay(session):
-    result = session.run("first", "mask", 700, 300)
+    result = session.run("first", session.setting("mask", 700, 300))
     alone = zett_lab.replay(
         session.conversations["first"], max_tokens=700, keep_recent_tokens=300, summarizer="mask", cache=False
     )
@@ -33,15 +33,15 @@ def test_a_session_result_is_the_replay(session):
 
 
 def test_a_session_computes_each_setting_once(session):
-    first = session.run("first", "mask", 700, 300)
-    again = session.run("first", "mask", 700, 300)
+    first = session.run("first", session.setting("mask", 700, 300))
+    again = session.run("first", session.setting("mask", 700, 300))
     assert again.cached and again.trace is first.trace and session.replays == 1
-    other = session.run("first", "mask", 700, 300, options={"usage": "synthetic"})
+    other = session.run("first", session.setting("mask", 700, 300, usage="synthetic"))
     assert not other.cached and session.replays == 2
     with pytest.raises(SettingError, match="no summarizer"):
-        session.run("first", "nope", 700, 300)
+        session.run("first", session.setting("nope", 700, 300))
     with pytest.raises(SettingError, match="no conversation"):
-        session.run("third", "mask", 700, 300)
+        session.run("third", session.setting("mask", 700, 300))
 
 
 def test_paired_comparison_forces_the_reference_steps(session):
@@ -50,7 +50,7 @@ def test_paired_comparison_forces_the_reference_steps(session):
     reference_steps = paired.reference.compactions.loc[paired.reference.compactions["applied"], "step"].tolist()
     assert paired.compact_at == tuple(f"step:{s}" for s in reference_steps) and reference_steps
     for trace in paired.traces.values():
-        assert trace.settings["max_tokens"] == UNREACHABLE
+        assert trace.setting.max_tokens == UNREACHABLE
         assert trace.compactions["step"].tolist() == reference_steps
     assert list(paired.metrics["summarizer"]) == list(session.summarizers) and label in paired.traces
     assert len(paired.table) == len(reference_steps) * len(session.summarizers)

@@ -16,6 +16,7 @@ from zett_lab.measure.columns import UPDATE_COLUMNS
 from zett_lab.measure.updates import find_updates, observe
 from zett_lab.records import is_missing
 from zett_lab.replay import replay
+from zett_lab.replay.setting import TraceSettings
 from zett_lab.replay.trace import Trace
 
 
@@ -59,7 +60,7 @@ def trace_with(summary: str, summarizer: str) -> Trace:
         "summarizer": summarizer,
     }
     settings = {"summarizer": summarizer, "max_tokens": 100, "keep_recent_tokens": 20}
-    return Trace.from_rows(conversation, [], [row], settings, [])
+    return Trace.from_rows(conversation, [], [row], TraceSettings.from_record(settings), [])
 
 
 STALE = "User: staging database on port 6543; 1284 invoices."
@@ -132,7 +133,11 @@ def test_an_update_probe_counts_only_when_the_span_holds_both_values():
     }
     losses = measure(
         Trace.from_rows(
-            conversation, [], [row], {"summarizer": "early", "max_tokens": 100, "keep_recent_tokens": 20}, []
+            conversation,
+            [],
+            [row],
+            TraceSettings.from_record({"summarizer": "early", "max_tokens": 100, "keep_recent_tokens": 20}),
+            [],
         )
     )
     assert len(losses.probes) == 0

@@ -177,7 +177,7 @@ def test_relative_settings_and_context_windows(small, tmp_path):
     assert list(s.results["keep_recent_tokens"]) == [1_280] * 3
     assert list(s.results["max_tokens_share"].fillna(-1)) == [0.025, 0.05, -1]
     assert (s.results["context_window"] == 128_000).all()
-    assert s.trace(conversation.id, 0.05, 0.01).settings["max_tokens"] == 6_400
+    assert s.trace(conversation.id, 0.05, 0.01).setting.max_tokens == 6_400
     assert CONTEXT_WINDOWS["claude-sonnet-4"] == 200_000
     from zett_lab.study import resolve_context_window
 

@@ -136,7 +136,7 @@ def test_approx_counter_is_close_but_cheap():
 
 
 def test_any_callable_counter_is_accepted_by_replay():
-    from zett_lab.replay.run import check_limits
+    from zett_lab.replay.setting import check_limits
 
     check_limits(10, 5)
     with pytest.raises(zett_lab.SettingError):

@@ -39,8 +39,8 @@ def live_figures() -> int:
 
 def test_explorer_initial_state(explorer):
     assert explorer.error is None
-    assert explorer.trace is not None and explorer.trace.settings["max_tokens"] == 700
-    assert explorer.trace.settings["keep_recent_tokens"] == 300
+    assert explorer.trace is not None and explorer.trace.setting.max_tokens == 700
+    assert explorer.trace.setting.keep_recent_tokens == 300
     assert explorer.losses is not None and "lost_but_needed" in explorer.losses.anchors.columns
     assert isinstance(explorer.figure, Figure) and explorer.figure.axes
     assert is_png(explorer.plot)
@@ -62,13 +62,13 @@ def test_slider_ranges_follow_the_conversation(explorer):
 
 def test_each_slider_move_is_one_render_and_new_state(explorer):
     explorer.max_tokens.value = 1_000
-    assert (explorer.renders, explorer.trace.settings["max_tokens"]) == (2, 1_000)
+    assert (explorer.renders, explorer.trace.setting.max_tokens) == (2, 1_000)
     explorer.keep_recent_tokens.value = 200
-    assert (explorer.renders, explorer.trace.settings["keep_recent_tokens"]) == (3, 200)
+    assert (explorer.renders, explorer.trace.setting.keep_recent_tokens) == (3, 200)
     steps = explorer.trace.steps
     assert f'data-steps="{len(steps)}"' in explorer.steps_area.value
     explorer.summarizer.value = "mask"
-    assert explorer.trace.settings["summarizer"].startswith("mask")
+    assert explorer.trace.settings.summarizer.startswith("mask")
 
 
 def test_revisiting_a_setting_uses_the_lru(explorer):
@@ -84,17 +84,17 @@ def test_set_changes_several_settings_with_one_render(explorer):
     assert explorer.renders == 2
     assert (
         explorer.trace.conversation.id,
-        explorer.trace.settings["max_tokens"],
-        explorer.trace.settings["keep_recent_tokens"],
+        explorer.trace.setting.max_tokens,
+        explorer.trace.setting.keep_recent_tokens,
     ) == ("second", 900, 250)
 
 
 def test_usage_baseline_control(explorer):
     explorer.usage.value = "synthetic"
-    assert explorer.trace.settings["usage"] == "synthetic"
+    assert explorer.trace.setting.usage == "synthetic"
     assert (explorer.trace.steps["estimate_source"] == "usage").any()
     explorer.usage.value = "recorded"  # no recorded usage here: falls back to the estimator, no exception
-    assert explorer.error is None and explorer.trace.settings["usage"] == "recorded"
+    assert explorer.error is None and explorer.trace.setting.usage == "recorded"
 
 
 def test_compaction_viewer(explorer):
@@ -128,13 +128,13 @@ def test_compact_here(explorer):
     assert manual is explorer.manual_trace and explorer.error is None
     rows = manual.compactions[manual.compactions["trigger"] == "manual"]
     assert rows["step"].tolist() == [step]
-    assert manual.settings["compact_at"] == [f"step:{step}"]
+    assert manual.setting.compact_at == (f"step:{step}",)
     assert is_png(explorer.manual_plot)
     assert "Difference" in explorer.manual_area.value and "with manual compaction" in explorer.manual_area.value
     # the button does the same with the step in the text box
     explorer.manual_step.value = step + 1
     explorer.compact_button.click()
-    assert explorer.manual_trace.settings["compact_at"] == [f"step:{step + 1}"]
+    assert explorer.manual_trace.setting.compact_at == (f"step:{step + 1}",)
     # moving a slider invalidates the comparison
     explorer.max_tokens.value = 1_100
     assert explorer.manual_trace is None and explorer.manual_area.value == ""
@@ -221,7 +221,7 @@ def test_sweep_explorer_metric_and_cell(small_sweep):
     explorer.summarizer.value = "truncate:0.1"
     explorer.select(1_200, 400)
     trace = explorer.trace
-    assert (trace.conversation.id, trace.settings["max_tokens"], trace.settings["keep_recent_tokens"]) == (
+    assert (trace.conversation.id, trace.setting.max_tokens, trace.setting.keep_recent_tokens) == (
         "s2",
         1_200,
         400,
@@ -231,7 +231,7 @@ def test_sweep_explorer_metric_and_cell(small_sweep):
     assert explorer.renders == renders + 1
     assert is_png(explorer.trace_plot)
     explorer.cell_max_tokens.value = 2_400
-    assert explorer.trace.settings["max_tokens"] == 2_400
+    assert explorer.trace.setting.max_tokens == 2_400
 
 
 def test_sweep_explorer_exact_boundaries(small_sweep):
@@ -354,7 +354,7 @@ def test_clicking_a_heatmap_cell_selects_it(small_sweep):
     explorer.plot.click("2400:400")
     assert (explorer.cell_max_tokens.value, explorer.cell_keep_recent_tokens.value) == (2_400, 400)
     trace = explorer.trace
-    shown = (trace.conversation.id, trace.settings["max_tokens"], trace.settings["keep_recent_tokens"])
+    shown = (trace.conversation.id, trace.setting.max_tokens, trace.setting.keep_recent_tokens)
     assert shown == ("s2", 2_400, 400)
     assert explorer.plot.selected == "2400:400" and is_png(explorer.trace_plot)
 

@@ -6,7 +6,7 @@ Example::
 
     import zett_lab
     conversations = zett_lab.load_all("fixtures/")
-    trace = zett_lab.replay(conversations[0], max_tokens=20_000, keep_recent_tokens=5_000)
+    trace = zett_lab.replay(conversations[0], zett_lab.Setting(max_tokens=20_000, keep_recent_tokens=5_000))
     trace.steps                     # one row per model step
     trace.compactions               # one row per summary attempt
     losses = zett_lab.measure(trace)
@@ -23,6 +23,7 @@ from .replay.engine import EngineError
 from .replay.live import instrument
 from .replay.policies import ObservationMaskingCompaction, SplitTurnCompaction
 from .replay.run import ReplayError, replay
+from .replay.setting import ReplayOptions, Setting
 from .replay.trace import Trace
 from .study import Sweep, decision_boundaries, pareto_front, recommend, sweep
 from .summarizers import DEFAULT_SUMMARIZER, SummaryCache, summarizer
@@ -59,6 +60,8 @@ __all__ = [
     "NativeCompaction",
     "Probe",
     "ReplayError",
+    "ReplayOptions",
+    "Setting",
     "SettingError",
     "SummaryCache",
     "Trace",

@@ -53,6 +53,12 @@ MAX_TOKEN_SETTING = 10**12
 
 TokenCounter = Callable[[Sequence[AnyMessage]], int]
 
+#: The identity of every exact counter: zett-agent's own estimator (tiktoken ``o200k_base`` per message)
+#: and zett_lab's memoizing counters, which give its integers.
+EXACT_COUNTER = "o200k"
+#: The identity of the fast approximation (characters / 4 per text piece).
+APPROX_COUNTER = "chars/4"
+
 
 class VocabularyError(ZettLabError):
     """The o200k_base vocabulary could not be provisioned or failed its checksum."""
@@ -117,14 +123,6 @@ def warm_up() -> None:
     _encoding()
 
 
-def engine_count_tokens(messages: Sequence[AnyMessage]) -> int:
-    """zett-agent's own default estimator, after making sure its vocabulary is present."""
-    from zett_agent.extensions.compaction import CompactionExtension
-
-    provision_o200k()
-    return CompactionExtension._count_tokens(messages)
-
-
 def engine_payload(message: AnyMessage) -> list[str | int]:
     """What zett-agent's default estimator tokenizes for one message.
 
@@ -159,7 +157,13 @@ def _content_payload(content: object) -> list[str | int]:
 
 
 class _PayloadCounter:
-    """Sum a per-text count over each message's payload, remembering counts by identity."""
+    """Sum a per-text count over each message's payload, remembering counts by identity.
+
+    ``identity`` names the counting rule (what :func:`counter_identity` reports): two counters
+    with one identity give the same integers, so they decide a replay the same way.
+    """
+
+    identity: str
 
     #: Identity entries kept before the identity memo is cleared (texts stay memoized).
     _MAX_IDENTITIES = 200_000
@@ -236,6 +240,8 @@ class MemoizingCounter(_PayloadCounter):
     recent window for every candidate cutoff) stops re-tokenizing.
     """
 
+    identity = EXACT_COUNTER
+
     def __init__(self, max_texts: int | None = None) -> None:
         """``max_texts`` bounds the text memo (None: unbounded, right for a replay; a live agent sets it)."""
         encoding = _encoding()
@@ -244,6 +250,8 @@ class MemoizingCounter(_PayloadCounter):
 
 class ApproxCounter(_PayloadCounter):
     """A fast approximation for speed studies: characters / 4, rounded up, per text piece."""
+
+    identity = APPROX_COUNTER
 
     def __init__(self) -> None:
         super().__init__(lambda text: -(-len(text) // 4))
@@ -300,4 +308,40 @@ def message_counter(counter: TokenCounter) -> Callable[[AnyMessage], int] | None
         return _approx_counter.count_message
     if isinstance(counter, _PayloadCounter):
         return counter.count_message
+    return None
+
+
+def counter_identity(counter: TokenCounter) -> str:
+    """The identity of a counter: its ``identity`` attribute (zett_lab's counters, a user's own), the exact one's
+    for :func:`count_tokens`, the approximation's for :func:`approx_count_tokens`, else its qualified name."""
+    identity = getattr(counter, "identity", None)
+    if isinstance(identity, str) and identity.strip():
+        return identity
+    if counter is count_tokens:
+        return EXACT_COUNTER
+    if counter is approx_count_tokens:
+        return APPROX_COUNTER
+    name = getattr(counter, "__qualname__", None) or type(counter).__qualname__
+    module = getattr(counter, "__module__", None) or type(counter).__module__
+    return f"{module}.{name}" if module and module != "builtins" else name
+
+
+#: Counter names traces written before counters had identities carry, by the identity they mean.
+_OLD_COUNTER_NAMES = {
+    "count_tokens": EXACT_COUNTER,
+    "MemoizingCounter": EXACT_COUNTER,
+    "CompactionExtension._count_tokens": EXACT_COUNTER,
+    "approx_count_tokens": APPROX_COUNTER,
+    "ApproxCounter": APPROX_COUNTER,
+}
+
+
+def counter_named(identity: str) -> TokenCounter | None:
+    """The shared counter of a known identity (also as a trace written before identities names it); None for
+    any other (a user's counter, which only its owner can rebuild)."""
+    identity = _OLD_COUNTER_NAMES.get(identity, identity)
+    if identity == EXACT_COUNTER:
+        return count_tokens
+    if identity == APPROX_COUNTER:
+        return approx_count_tokens
     return None

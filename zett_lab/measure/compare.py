@@ -61,6 +61,7 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import math
 import warnings
@@ -74,6 +75,7 @@ import pandas as pd
 from ..errors import SettingError
 from ..load.conversation import Conversation
 from ..replay.recorder import NOT_SMALLER
+from ..replay.setting import ReplayOptions
 from .catalogue import CATALOGUE, default_metrics
 from .losses import Losses, measure
 
@@ -234,33 +236,6 @@ def _traces_of(value: Any) -> list[Any]:
     return []
 
 
-def _replay_settings(trace: Any) -> dict[str, Any]:
-    """The replay arguments a trace was made with (limits, usage mode, effort, manual points, counter)."""
-    settings = trace.settings or {}
-    if "max_tokens" not in settings and len(trace.steps):
-        settings = {
-            **settings,
-            "max_tokens": trace.steps["max_tokens"].iloc[0],
-            "keep_recent_tokens": trace.steps["keep_recent_tokens"].iloc[0],
-        }
-    options: dict[str, Any] = {
-        "max_tokens": int(settings["max_tokens"]),
-        "keep_recent_tokens": int(settings["keep_recent_tokens"]),
-    }
-    for name in ("reasoning_effort", "usage", "usage_overhead"):
-        if settings.get(name) is not None:
-            options[name] = settings[name]
-    if settings.get("compact_at"):
-        options["compact_at"] = [int(c) if str(c).isdigit() else c for c in settings["compact_at"]]
-    if "Approx" in str(settings.get("counter") or ""):
-        from ..tokens import ApproxCounter
-
-        options["count_tokens"] = ApproxCounter()
-    if options.get("usage") == "recorded":
-        options["on_missing_usage"] = "estimate"
-    return options
-
-
 def _baseline_traces(results: Mapping[str, Any], names: Iterable[str]) -> dict[str, list[Any]]:
     """Replay the conversations of the given traces with offline baselines, same settings."""
     from ..replay.run import replay
@@ -272,13 +247,15 @@ def _baseline_traces(results: Mapping[str, Any], names: Iterable[str]) -> dict[s
             break
     if not template:
         raise ValueError("baselines need Traces (not only Losses) for at least one summarizer, to know what to replay")
-    out: dict[str, list[Any]] = {}
-    for name in names:
-        traces = []
-        for trace in template:
-            traces.append(replay(trace.conversation, summarizer=name, **_replay_settings(trace)))
-        out[name] = traces
-    return out
+    # The traces' own Settings with another summarizer; a recording without usage falls back to the estimator.
+    options = ReplayOptions(on_missing_usage="estimate")
+    return {
+        name: [
+            replay(trace.conversation, dataclasses.replace(trace.setting, summarizer=name), options)
+            for trace in template
+        ]
+        for name in names
+    }
 
 
 def _native_results(results: Mapping[str, Any], baselines: Iterable[str]) -> dict[str, Any]:
@@ -295,7 +272,7 @@ def _native_results(results: Mapping[str, Any], baselines: Iterable[str]) -> dic
     spans: list[Any] = []
     for name, value in results.items():
         if not name.startswith(NATIVE_PREFIX):
-            if any((trace.settings or {}).get("max_tokens") is not None for trace in _traces_of(value)):
+            if any(trace.settings.setting is not None for trace in _traces_of(value)):
                 raise SettingError(
                     f"{name!r} holds replays at a setting, which never pair with native compactions; "
                     f"pass it as baselines=[{name!r}] to summarize the native spans with it"

@@ -50,9 +50,8 @@ from zett_agent.model import AgentModel
 from ..asyncrun import run_sync
 from ..errors import SettingError
 from ..load.conversation import Probe
-from ..replay.run import resolve_cache
 from ..replay.trace import Trace
-from ..summarizers.cache import CacheSpec
+from ..summarizers.cache import CacheSpec, resolve_cache
 from .judged_calls import (
     CONDITIONS,
     Caller,
@@ -214,7 +213,7 @@ async def _run(
     for trace, row, source, chosen in units:
         base = {
             "conversation_id": trace.conversation.id,
-            "summarizer": row.get("summarizer") or (trace.settings or {}).get("summarizer"),
+            "summarizer": row.get("summarizer") or trace.settings.summarizer,
             "compaction_id": int(row["compaction_id"]),
             "probe_source": source,
         }

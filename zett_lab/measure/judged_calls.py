@@ -21,9 +21,8 @@ from ..asyncrun import closing_stream, run_sync
 from ..errors import SettingError, ZettLabError
 from ..load.conversation import PROBE_TYPES, Probe
 from ..load.text import message_text
-from ..replay.run import resolve_cache
 from ..replay.trace import Trace
-from ..summarizers.cache import CacheSpec, SummaryCache
+from ..summarizers.cache import CacheSpec, SummaryCache, resolve_cache
 from .lookup import contains_normalized
 from .probes import check_probes, covers_probe
 

@@ -13,9 +13,8 @@ import pandas as pd
 from zett_agent.model import AgentModel, ModelRequest
 
 from ..load.conversation import Probe
-from ..replay.run import resolve_cache
 from ..replay.trace import Trace
-from ..summarizers.cache import CacheSpec, SummaryCache
+from ..summarizers.cache import CacheSpec, SummaryCache, resolve_cache
 from .judged_calls import (
     CONDITIONS,
     OUTPUT_ESTIMATE,

@@ -30,6 +30,9 @@ from typing import Any
 import pandas as pd
 
 from ..load.anchors import ANCHOR_TYPES
+from ..replay.setting import TraceSettings
+from ..replay.trace import Trace
+from ..tokens import count_tokens, counter_named
 from . import catalogue
 from .aggregate import conversation_row, decay_rows
 from .attempt import AnchorRows, AttemptRows, SummaryHolds, TraceView, anchor_table, measure_attempt
@@ -69,7 +72,8 @@ class Losses:
     probes: pd.DataFrame
     decay: pd.DataFrame
     updates: pd.DataFrame = field(default_factory=lambda: frame([], UPDATE_COLUMNS))
-    settings: dict[str, Any] = field(default_factory=dict)
+    #: The settings of the traces measured, in order (:class:`~zett_lab.replay.setting.TraceSettings`).
+    settings: tuple[TraceSettings, ...] = ()
 
     @classmethod
     def concat(cls, items: Iterable[Losses]) -> Losses:
@@ -91,7 +95,7 @@ class Losses:
             probes=cat("probes", PROBE_COLUMNS),
             decay=cat("decay", DECAY_COLUMNS),
             updates=cat("updates", UPDATE_COLUMNS),
-            settings={"parts": [item.settings for item in items]},
+            settings=tuple(settings for item in items for settings in item.settings),
         )
 
     def lost_but_needed(self) -> pd.DataFrame:
@@ -177,7 +181,7 @@ Losses.__doc__ = (
 )
 
 
-def _empty_losses(settings: dict[str, Any] | None = None) -> Losses:
+def _empty_losses(settings: tuple[TraceSettings, ...] = ()) -> Losses:
     return Losses(
         compactions=frame([], COMPACTION_COLUMNS),
         anchors=frame([], ANCHOR_COLUMNS),
@@ -185,27 +189,28 @@ def _empty_losses(settings: dict[str, Any] | None = None) -> Losses:
         probes=frame([], PROBE_COLUMNS),
         decay=frame([], DECAY_COLUMNS),
         updates=frame([], UPDATE_COLUMNS),
-        settings=settings or {},
+        settings=settings,
     )
 
 
-def _counter_for(trace: Any, counter: Callable[[Sequence[Any]], int] | None) -> Callable[[Sequence[Any]], int]:
+def _counter_for(
+    settings: TraceSettings, counter: Callable[[Sequence[Any]], int] | None
+) -> Callable[[Sequence[Any]], int]:
+    """The counter given, else the one the trace's counter identity names (the exact one for a user's own counter,
+    which only its owner can rebuild)."""
     if counter is not None:
         return counter
-    from ..tokens import approx_count_tokens, count_tokens
-
-    name = str((getattr(trace, "settings", None) or {}).get("counter") or "")
-    return approx_count_tokens if "Approx" in name or "approx" in name else count_tokens
+    return counter_named(settings.counter) or count_tokens
 
 
 def measure(
-    trace: Any | Iterable[Any], *, counter: Callable[[Sequence[Any]], int] | None = None, anchors: bool = True
+    trace: Trace | Iterable[Trace], *, counter: Callable[[Sequence[Any]], int] | None = None, anchors: bool = True
 ) -> Losses:
     """Offline loss metrics of a trace (or of several traces, concatenated).
 
     ``counter`` is the token counter for span/tail sizes; by default the counter
-    the replay used (``trace.settings["counter"]``: the exact o200k counter, or the
-    approximate one when the replay used it). ``anchors=False`` leaves the ``anchors``
+    the replay used (the one ``trace.settings.counter`` names: the exact o200k counter, or
+    the approximate one when the replay used it). ``anchors=False`` leaves the ``anchors``
     table empty (one row per span anchor per attempt: on long conversations by far the
     largest part) and computes everything else the same way.
 
@@ -214,10 +219,10 @@ def measure(
     naming the probe. A trace with no compaction attempts gives empty per-compaction
     frames and a conversation row with 0 compactions and NaN ratios.
     """
-    if not hasattr(trace, "compactions") and not hasattr(trace, "steps"):
+    if not isinstance(trace, Trace):
         return Losses.concat(measure(item, counter=counter, anchors=anchors) for item in trace)
     rows = AnchorRows() if anchors else None
-    losses, index = _measure_one(trace, _counter_for(trace, counter), rows)
+    losses, index = _measure_one(trace, _counter_for(trace.settings, counter), rows)
     return dataclasses.replace(losses, anchors=anchor_table(index, rows.parts if rows is not None else []))
 
 
@@ -234,7 +239,7 @@ def measure_lost_and_counted(trace: Any) -> tuple[Losses, pd.DataFrame]:
     gives, and the per-anchor flags come counted (:func:`~zett_lab.measure.attempt.retention_counts`),
     both made from arrays without the per-anchor table (on a long conversation, millions of rows)."""
     rows = AnchorRows(lost_only=True)
-    losses, index = _measure_one(trace, _counter_for(trace, None), rows)
+    losses, index = _measure_one(trace, _counter_for(trace.settings, None), rows)
     return dataclasses.replace(losses, anchors=anchor_table(index, rows.parts)), rows.counts()
 
 
@@ -273,13 +278,9 @@ def _measure_one(
         probes=probes_frame,
         decay=decay_frame,
         updates=frame(rows.updates, UPDATE_COLUMNS),
-        settings={**_settings(trace), "conversation_id": trace.conversation.id},
+        settings=(trace.settings,),
     )
     return losses, view.index
-
-
-def _settings(trace: Any) -> dict[str, Any]:
-    return dict(getattr(trace, "settings", None) or {})
 
 
 def _trace_view(trace: Any, counter: Callable[[Sequence[Any]], int]) -> TraceView:
@@ -288,10 +289,8 @@ def _trace_view(trace: Any, counter: Callable[[Sequence[Any]], int]) -> TraceVie
     messages = conversation.messages
     steps: pd.DataFrame = trace.steps
     compactions: pd.DataFrame = trace.compactions
-    settings = _settings(trace)
-    summarizer = settings.get("summarizer")
-    if summarizer is None and len(compactions) and "summarizer" in compactions:
-        summarizer = compactions["summarizer"].iloc[0]
+    settings = trace.settings
+    summarizer = settings.summarizer
     step_rows: dict[int, dict[Hashable, Any]] = (
         {int(row["step"]): row for row in steps.to_dict("records")} if len(steps) else {}
     )
@@ -300,8 +299,8 @@ def _trace_view(trace: Any, counter: Callable[[Sequence[Any]], int]) -> TraceVie
         probes=check_probes(conversation),
         index=index_of(messages),
         base={"conversation_id": conversation.id, "summarizer": summarizer},
-        max_tokens=settings.get("max_tokens", steps["max_tokens"].iloc[0] if len(steps) else None),
-        keep_recent=settings.get("keep_recent_tokens", steps["keep_recent_tokens"].iloc[0] if len(steps) else None),
+        max_tokens=settings.max_tokens,
+        keep_recent=settings.keep_recent_tokens,
         counter=counter,
         step_rows=step_rows,
         summaries={int(row["compaction_id"]): row.get("summary_text") for row in compactions.to_dict("records")},

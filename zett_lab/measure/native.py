@@ -28,7 +28,9 @@ from zett_agent.model import AgentModel
 
 from ..load.conversation import Conversation
 from ..replay.recorder import NOT_SMALLER
+from ..replay.setting import TraceSettings
 from ..replay.trace import Trace, checkpoint_message
+from ..tokens import counter_identity
 
 #: Loss metrics copied from ``measure(...).compactions`` when ``measure`` is given.
 DEFAULT_METRICS = ("anchor_retention", "needed_anchor_recall", "instruction_survival", "context_reduction")
@@ -162,7 +164,7 @@ def native_trace(conversation: Conversation, *, counter: Counter | None = None, 
         )
     names = {row["summarizer"] for row in rows}
     label = subject or (names.pop() if len(names) == 1 else "native")
-    settings = {"summarizer": label, "max_tokens": None, "keep_recent_tokens": None, "native": True}
+    settings = TraceSettings(setting=None, summarizer=str(label), counter=counter_identity(count))
     return Trace.from_rows(conversation, [], rows, settings, [])
 
 

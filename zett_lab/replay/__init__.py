@@ -8,15 +8,19 @@ from .engine import EngineError
 from .live import instrument, live_sessions
 from .policies import ObservationMaskingCompaction, SplitTurnCompaction
 from .run import ReplayError, SummaryError, replay
+from .setting import ReplayOptions, Setting, TraceSettings
 from .trace import Trace
 
 __all__ = [
     "EngineError",
     "ObservationMaskingCompaction",
     "ReplayError",
+    "ReplayOptions",
+    "Setting",
     "SplitTurnCompaction",
     "SummaryError",
     "Trace",
+    "TraceSettings",
     "instrument",
     "live_sessions",
     "replay",

@@ -46,6 +46,7 @@ from zett_agent.model import (
 from ..asyncrun import closing_stream, run_sync
 from ..errors import SettingError
 from ..summarizers.cache import CachedSummary, CacheError
+from ..tokens import EXACT_COUNTER, provision_o200k
 from .deadline import PassDeadline
 from .explain import window_skip_reason
 from .playback import ReplayCursor, TurnInterrupted
@@ -147,6 +148,12 @@ class _BoundChannel:
             input_tokens=usage.input_tokens if reported else None,
             output_tokens=usage.output_tokens if reported else None,
         )
+
+
+def effort_identity(identity: str, reasoning_effort: ReasoningEffort | str | None) -> str:
+    """A summarizer identity with the reasoning effort the engine passes it (both decide its summaries: the cache's key)."""
+    effort = ReasoningEffort(reasoning_effort if reasoning_effort is not None else ReasoningEffort.LOW).value
+    return f"{identity}|effort={effort}"
 
 
 def _channel(model: AgentModel, state: PassRecord) -> AgentModel:
@@ -282,6 +289,15 @@ class EngineProbe(CompactionExtension):
         if event is not None and state.window is None:
             state.window = window_of_event(before, event)
         return event
+
+
+def stock_window(
+    messages: Sequence[AnyMessage], keep_recent_tokens: int, count_tokens: Callable[[Sequence[AnyMessage]], int]
+) -> Window | None:
+    """The stock engine's own window rule (``CompactionExtension._select_compaction_window``) on one context."""
+    return CompactionExtension._select_compaction_window(
+        messages, keep_recent_tokens=keep_recent_tokens, count_tokens=count_tokens
+    )
 
 
 def uses_stock_window(engine_class: type) -> bool:
@@ -523,6 +539,25 @@ class LiveProbe(EngineProbe):
             self._live.message(context, event.message, event.usage)
         elif isinstance(event, CompactionEvent):
             self._live.event(context, event)
+
+
+class _EngineEstimator:
+    """zett-agent's own default estimator (``CompactionExtension._count_tokens``), its vocabulary provisioned
+    offline first: the reference every exact counter is checked against, and the naive baseline of benchmarks."""
+
+    identity = EXACT_COUNTER
+
+    def __call__(self, messages: Sequence[AnyMessage]) -> int:
+        provision_o200k()
+        return CompactionExtension._count_tokens(messages)
+
+
+engine_count_tokens = _EngineEstimator()
+
+
+def counts_with_engine_estimator(extension: CompactionExtension) -> bool:
+    """Whether an extension counts with zett-agent's own estimator (the default), not a counter it was given."""
+    return extension.count_tokens is CompactionExtension._count_tokens
 
 
 def storage_sequences(context: AgentRunContext) -> list[int | None] | None:

@@ -17,7 +17,7 @@ from importlib.machinery import PathFinder
 from pathlib import Path
 from typing import cast
 
-from .engine import EngineError, EngineSpec, check_engine
+from .engine import EngineError, EngineSpec, check_engine, engine_name
 from .policies import ObservationMaskingCompaction, SplitTurnCompaction
 
 #: Engines the command line knows by a short name (``stock`` is zett-agent's own CompactionExtension).
@@ -45,6 +45,16 @@ def engine_from_spec(spec: str) -> EngineSpec:
         engine = getattr(engine, part)
     check_engine(cast(EngineSpec, engine))
     return cast(EngineSpec, engine)
+
+
+def engine_named(name: str) -> EngineSpec:
+    """The engine a saved trace names (:func:`~zett_lab.replay.engine.engine_name`): the stock engine or one of
+    :data:`ENGINE_NAMES`; :class:`EngineError` for any other, which the user names again (a file never decides which
+    code runs)."""
+    for engine in ENGINE_NAMES.values():
+        if engine_name(engine) == name.strip():
+            return engine
+    raise EngineError(f"engine {name!r} was read from a file; pass the engine itself to replay it")
 
 
 def labelled_engine(text: str) -> tuple[str, EngineSpec]:

@@ -22,7 +22,7 @@ on, so even then at most the step in flight is lost, at the price of one disk fl
 Requests are kept apart by their run context, sessions by their id, so one shared Agent
 serving concurrent requests writes one trace per session. ``Trace.load(path, session=...)``
 reads the file (:func:`read_live_session`), also while an agent is still writing it: a line
-not yet finished is left out and reported in ``settings["in_flight"]``.
+not yet finished is left out and reported in ``trace.settings.live.in_flight``.
 
 Example::
 
@@ -34,6 +34,7 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -56,8 +57,9 @@ from zett_agent.storage import decode_messages, encode_messages
 from ..errors import InputError, OutputError, SettingError
 from ..load.conversation import Conversation, starts_turn
 from ..tokens import MemoizingCounter, TokenCounter
-from .engine import LiveProbe, engine_name, graft, storage_sequences
+from .engine import LiveProbe, counts_with_engine_estimator, engine_name, graft, storage_sequences
 from .recorder import PassRecord, Recording
+from .setting import LiveFacts, Setting, TraceSettings
 
 LIVE_FORMAT = "zett-lab-live-trace"
 LIVE_VERSION = 1
@@ -204,9 +206,9 @@ class LiveRecorder:
     def __init__(self, log: TraceLog, extension: CompactionExtension) -> None:
         self.log = log
         self.run = uuid.uuid4().hex
-        custom = extension.count_tokens is not CompactionExtension._count_tokens
+        custom = not counts_with_engine_estimator(extension)
         self.counter: TokenCounter = extension.count_tokens if custom else MemoizingCounter(max_texts=COUNTER_TEXTS)
-        self.settings = live_settings(extension, custom)
+        self.settings = live_settings(extension, self.counter)
         self._sessions: dict[str, _Session] = {}
         self._requests: weakref.WeakKeyDictionary[AgentRunContext, _Request] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
@@ -219,10 +221,16 @@ class LiveRecorder:
                 "run": self.run,
                 "pid": os.getpid(),
                 "started_at": datetime.now(timezone.utc).isoformat(),
-                "settings": self.settings,
+                "settings": self.settings.record(),
             },
             flush=True,
         )
+
+    @property
+    def setting(self) -> Setting:
+        """The Setting the live engine runs with."""
+        assert self.settings.setting is not None  # a live engine always has its limits
+        return self.settings.setting
 
     # --- sessions and requests -------------------------------------------------------------------------
 
@@ -233,9 +241,9 @@ class LiveRecorder:
                 recording = Recording(
                     conversation_id=session_id,
                     counter=self.counter,
-                    max_tokens=self.settings["max_tokens"],
-                    keep_recent_tokens=self.settings["keep_recent_tokens"],
-                    summarizer_identity=self.settings["summarizer"],
+                    max_tokens=self.setting.max_tokens,
+                    keep_recent_tokens=self.setting.keep_recent_tokens,
+                    summarizer_identity=self.settings.summarizer,
                     keep_rows=False,
                     write=functools.partial(self._write_row, session_id),
                 )
@@ -376,24 +384,35 @@ class LiveRecorder:
         )
 
 
-def live_settings(extension: CompactionExtension, custom_counter: bool) -> dict[str, Any]:
-    """The settings a live trace names: the engine, its limits, its summarizer, the engine version."""
+#: The summarizer a live trace names when the engine summarizes with the agent's own (request) model.
+REQUEST_MODEL = "request model"
+
+
+def live_settings(extension: CompactionExtension, counter: TokenCounter) -> TraceSettings:
+    """What a live trace keeps of its engine: the Setting it runs with and the engine's version.
+
+    The live agent's usage baseline is the provider's own, so its Setting has ``usage="recorded"``: a
+    replay of the recorded session with that Setting decides as the agent did.
+    """
     from ..summarizers import summarizer_identity
 
     model = extension.model
-    counter = extension.count_tokens
-    return {
-        "max_tokens": extension.max_tokens,
-        "keep_recent_tokens": extension.keep_recent_tokens,
-        "summarizer": summarizer_identity(model) if model is not None else "request model",
-        "engine": engine_name(type(extension)),
-        "reasoning_effort": getattr(extension.reasoning_effort, "value", str(extension.reasoning_effort)),
-        "counter": getattr(counter, "__qualname__", type(counter).__name__)
-        if custom_counter
-        else "CompactionExtension._count_tokens",
-        "usage": "live",
-        "zett_agent_version": zett_agent.__version__,
-    }
+    summary = summarizer_identity(model) if model is not None else REQUEST_MODEL
+    setting = Setting(
+        max_tokens=extension.max_tokens,
+        keep_recent_tokens=extension.keep_recent_tokens,
+        summarizer=summary,
+        engine=engine_name(type(extension)),
+        counter=counter,
+        reasoning_effort=getattr(extension.reasoning_effort, "value", str(extension.reasoning_effort)),
+        usage="recorded",
+    )
+    return TraceSettings(
+        setting=setting,
+        summarizer=summary,
+        counter=setting.counter_name,
+        zett_agent_version=zett_agent.__version__,
+    )
 
 
 # --- reading ------------------------------------------------------------------------------------------------
@@ -447,7 +466,7 @@ class LiveSession:
     conversation: Conversation
     step_rows: list[dict[str, Any]]
     compaction_rows: list[dict[str, Any]]
-    settings: dict[str, Any]
+    settings: TraceSettings
     engine_events: list[dict[str, Any]]
 
 
@@ -482,14 +501,10 @@ def read_live_session(path: str | Path, session: str | None = None) -> LiveSessi
         raise InputError(path, f"session {session!r}", f"not in this trace (sessions: {sorted(parsed.sessions)})")
     records = parsed.sessions[session]
     runs = list(dict.fromkeys(r["run"] for kind in records.values() for r in kind))
-    settings = dict(parsed.runs[runs[-1]]["settings"]) if runs and runs[-1] in parsed.runs else {}
-    settings.update(
-        live=True,
-        source=str(path),
-        runs=runs,
-        in_flight=parsed.in_flight,
-        torn_records=parsed.torn,
-        interrupted_turns=[],
+    record = dict(parsed.runs[runs[-1]]["settings"]) if runs and runs[-1] in parsed.runs else {}
+    settings = dataclasses.replace(
+        TraceSettings.from_record(record),
+        live=LiveFacts(source=str(path), runs=tuple(runs), in_flight=parsed.in_flight, torn_records=tuple(parsed.torn)),
     )
     return LiveSession(
         conversation=_conversation(path, session, records),

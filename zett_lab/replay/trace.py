@@ -27,7 +27,7 @@ from zett_agent.messages import AnyMessage, SystemMessage
 from zett_agent.model import ModelUsage
 from zett_agent.storage import decode_messages, encode_messages
 
-from ..errors import InputError, OutputError
+from ..errors import InputError, OutputError, SettingError
 from ..files import atomic_path, check_output, write_atomic
 from ..load.conversation import CHECKPOINT_PREFIX, Conversation, NativeCompaction, Probe
 from ..records import is_missing, records
@@ -47,6 +47,7 @@ from .recorder import (
     STEP_SUMMARY_COLUMNS,
     SUMMARY_FAILED,
 )
+from .setting import Setting, TraceSettings
 
 TRACE_FORMAT = "zett-lab-trace"
 TRACE_VERSION = 1
@@ -182,14 +183,14 @@ class Trace:
         conversation: The replayed conversation (needed to rebuild contexts and measure loss).
         steps: One row per model step (``docs/trace-schema.md``).
         compactions: One row per summary attempt or manual pass.
-        settings: Limits, summarizer identity, counter, usage mode, engine version, cache stats.
+        settings: The Setting replayed and the facts of the run (:class:`~zett_lab.replay.setting.TraceSettings`).
         engine_events: The engine's own ``COMPACTION_COMPLETED`` events, for cross-checks.
     """
 
     conversation: Conversation
     steps: pd.DataFrame
     compactions: pd.DataFrame
-    settings: dict[str, Any] = field(default_factory=dict)
+    settings: TraceSettings
     engine_events: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
@@ -198,7 +199,7 @@ class Trace:
         conversation: Conversation,
         step_rows: list[dict[str, Any]],
         compaction_rows: list[dict[str, Any]],
-        settings: dict[str, Any],
+        settings: TraceSettings,
         engine_events: list[dict[str, Any]],
         *,
         live: bool = False,
@@ -212,12 +213,19 @@ class Trace:
             engine_events=engine_events,
         )
 
+    @property
+    def setting(self) -> Setting:
+        """The Setting this trace was replayed (or a live agent ran) with; a trace of given spans has none."""
+        if self.settings.setting is None:
+            raise SettingError(f"the trace of {self.conversation.id!r} summarizes given spans: it has no Setting")
+        return self.settings.setting
+
     def __repr__(self) -> str:
         return (
             f"Trace(conversation={self.conversation.id!r}, steps={len(self.steps)}, "
             f"compactions={int(self.compactions['applied'].sum()) if len(self.compactions) else 0} applied, "
-            f"max_tokens={self.settings.get('max_tokens')}, "
-            f"keep_recent_tokens={self.settings.get('keep_recent_tokens')})"
+            f"max_tokens={self.settings.max_tokens}, "
+            f"keep_recent_tokens={self.settings.keep_recent_tokens})"
         )
 
     @property
@@ -236,10 +244,10 @@ class Trace:
             "conversation_id": self.conversation.id,
             "messages": len(self.conversation.messages),
             "steps": len(steps),
-            "max_tokens": self.settings.get("max_tokens"),
-            "keep_recent_tokens": self.settings.get("keep_recent_tokens"),
-            "summarizer": self.settings.get("summarizer"),
-            "engine": self.settings.get("engine", "CompactionExtension"),
+            "max_tokens": self.settings.max_tokens,
+            "keep_recent_tokens": self.settings.keep_recent_tokens,
+            "summarizer": self.settings.summarizer,
+            "engine": self.settings.engine,
             "compactions_applied": int(compactions["applied"].sum()) if len(compactions) else 0,
             "rejected_not_smaller": int((reasons == NOT_SMALLER).sum()),
             "failed": int(reasons.isin(FAILURE_REASONS).sum()),
@@ -287,7 +295,7 @@ class Trace:
         document = {
             "format": TRACE_FORMAT,
             "version": TRACE_VERSION,
-            "settings": self.settings,
+            "settings": self.settings.record(),
             "compactions": records(self.compactions),
             "engine_events": self.engine_events,
             "conversation": conversation_document(self.conversation),
@@ -298,7 +306,7 @@ class Trace:
 
     def input_files(self) -> list[Path]:
         """The files this trace was made from: the conversation's files and the summary cache file."""
-        cache = (self.settings.get("cache") or {}).get("path")
+        cache = (self.settings.cache or {}).get("path")
         files = self.conversation.input_files()
         return [*files, Path(cache)] if cache and cache != ":memory:" else files
 
@@ -332,7 +340,7 @@ class Trace:
         """Read a trace written by :meth:`save`, or one session of a live trace (:func:`zett_lab.instrument`).
 
         A live trace may still be growing: what has been written so far is read, and a
-        record not yet finished is left out (``settings["in_flight"]``). ``session`` names
+        record not yet finished is left out (``settings.live.in_flight``). ``session`` names
         the session of a live trace that holds several.
         """
         path = Path(path)
@@ -362,7 +370,7 @@ class Trace:
             conversation_from_document(document["conversation"]),
             step_rows,
             document["compactions"],
-            document["settings"],
+            TraceSettings.from_record(document["settings"]),
             document["engine_events"],
         )
 

@@ -187,6 +187,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from ..load import load
     from ..replay.engine_names import engine_from_spec
     from ..replay.run import replay
+    from ..replay.setting import ReplayOptions, Setting
 
     engine = engine_from_spec(args.engine) if args.engine else None
     if args.output:
@@ -208,24 +209,23 @@ def cmd_replay(args: argparse.Namespace) -> int:
         conversation = load(args.path, session=args.session)
     if args.output:
         _output(args.output, _inputs([conversation], cache), args)
-    trace = replay(
-        conversation,
+    setting = Setting(
         max_tokens=args.max_tokens,
         keep_recent_tokens=args.keep_recent_tokens,
         summarizer=args.summarizer,
-        cache=cache,
-        usage=args.usage,
-        on_missing_usage="estimate",
-        strict=args.strict,
-        engine_timeout=args.engine_timeout,
         engine=engine,
+        usage=args.usage,
     )
+    options = ReplayOptions(
+        cache=cache, on_missing_usage="estimate", strict=args.strict, engine_timeout=args.engine_timeout
+    )
+    trace = replay(conversation, setting, options)
     summary = trace.summary()
     print(
         f"conversation {conversation.id}: {summary['messages']} messages, {summary['steps']} steps; "
-        f"max_tokens={args.max_tokens}, keep_recent_tokens={args.keep_recent_tokens}, "
-        f"summarizer={trace.settings.get('summarizer')}, engine={trace.settings.get('engine')}, "
-        f"zett-agent {trace.settings.get('zett_agent_version')}"
+        f"max_tokens={setting.max_tokens}, keep_recent_tokens={setting.keep_recent_tokens}, "
+        f"summarizer={trace.settings.summarizer}, engine={setting.engine_name}, "
+        f"zett-agent {trace.settings.zett_agent_version}"
     )
     print()
     print("steps:")

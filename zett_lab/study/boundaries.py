@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import bisect
 import copy
+import dataclasses
 import html
 import warnings
 from collections import namedtuple
@@ -59,7 +60,7 @@ from functools import partial
 from typing import Any
 
 import pandas as pd
-from zett_agent.extensions.compaction import CompactedMessage, CompactionExtension
+from zett_agent.extensions.compaction import CompactedMessage
 from zett_agent.messages import AnyMessage, SystemMessage
 
 from ..errors import ResultFailure, SettingError, SettingWarning
@@ -67,14 +68,13 @@ from ..load.conversation import Conversation, starts_turn
 from ..progress import Progress
 from ..records import is_missing
 from ..replay.deadline import TIMEOUT_KIND
-from ..replay.engine import STOCK_REUSE, EngineSpec, check_engine, engine_name, engine_reuse
+from ..replay.engine import STOCK_REUSE, EngineSpec, check_engine, engine_name, engine_reuse, stock_window
 from ..replay.explain import walk_cutoff
+from ..replay.setting import ReplayOptions, TraceSettings, check_limits, compose, keep_fills_budget
 from ..replay.trace import Trace, checkpoint_message
 from ..tokens import TokenCounter
 from ..tokens import count_tokens as default_counter
 
-#: Settings-dict keys that describe a run rather than the engine's behaviour.
-RUN_KEYS = ("replay_seconds", "cache")
 #: Compaction columns that describe how this run got a summary (cache or call), not what the engine did.
 RUN_COLUMNS = ("cache_hit", "latency_s")
 
@@ -145,7 +145,7 @@ def region(
 def trace_limits(trace: Trace) -> tuple[str, ...]:
     """The limits a trace's proof may be used along when nobody says: both for a stock replay, none otherwise."""
     settings = trace.settings
-    stock = settings.get("engine", engine_name(None)) == engine_name(None) and not settings.get("live")
+    stock = settings.engine == engine_name(None) and settings.live is None
     return STOCK_REUSE if stock else ()
 
 
@@ -176,15 +176,13 @@ def prefix_regions(
     the replayed point, so nothing is shared with it, not even a prefix.
     """
     counter = count_tokens or default_counter
-    settings = trace.settings
-    max_tokens, keep = int(settings["max_tokens"]), int(settings["keep_recent_tokens"])
+    setting = trace.setting
+    max_tokens, keep = setting.max_tokens, setting.keep_recent_tokens
     limits = trace_limits(trace) if limits is None else tuple(limits)
     if not limits:
-        reason = f"engine {settings.get('engine')} declares no proven reuse"
+        reason = f"engine {setting.engine_name} declares no proven reuse"
         return [Region.point(max_tokens, keep, reason)] * len(step_counts)
-    manual = bool(settings.get("compact_at")) or (
-        len(trace.compactions) and (trace.compactions["trigger"] != "auto").any()
-    )
+    manual = bool(setting.compact_at) or (len(trace.compactions) and (trace.compactions["trigger"] != "auto").any())
     if manual:
         return [Region.point(max_tokens, keep, "manual compaction passes")] * len(step_counts)
     walk = _DecisionWalk(trace, counter, verify, limits)
@@ -248,8 +246,7 @@ class _DecisionWalk:
 
     def __init__(self, trace: Trace, counter: TokenCounter, verify: bool, limits: Sequence[str]) -> None:
         self.trace, self.counter, self.verify, self.limits = trace, counter, verify, limits
-        settings = trace.settings
-        self.max_tokens, self.keep = int(settings["max_tokens"]), int(settings["keep_recent_tokens"])
+        self.max_tokens, self.keep = trace.setting.max_tokens, trace.setting.keep_recent_tokens
         self.messages = messages = trace.conversation.messages
         self.prefix, self.next_start, self.prev_start, self.first_system = _layout(messages, counter)
         self.checkpoints: dict[int, int] = {}
@@ -390,7 +387,7 @@ def _verify_pass(trace: Trace, step: int, keep: int, counter: TokenCounter, b: i
     if walked == 0:
         covers = window_skip_reason(context, keep_recent_tokens=keep, count_tokens=counter) == RECENT_COVERS_ALL
         slow_lo, slow_hi = (sums[1] if len(sums) > 1 else 0, None) if covers else (slow_lo, sums[1])
-    engine = CompactionExtension._select_compaction_window(context, keep_recent_tokens=keep, count_tokens=counter)
+    engine = stock_window(context, keep, counter)
     if engine is not None or (walked, slow_lo, slow_hi) != (b, lo, hi):
         raise AssertionError(
             f"step {step}: fast region ({b}, {lo}, {hi}) != slow ({walked}, {slow_lo}, {slow_hi}); engine window "
@@ -409,17 +406,11 @@ def derive(trace: Trace, max_tokens: int, keep_recent_tokens: int, where: Region
     steps["max_tokens"] = pd.array([max_tokens] * len(steps), dtype="Int64")
     steps["keep_recent_tokens"] = pd.array([keep_recent_tokens] * len(steps), dtype="Int64")
     steps["over_budget_after"] = pd.array((steps["context_tokens_after"] > max_tokens).tolist(), dtype="boolean")
-    settings = dict(trace.settings, max_tokens=max_tokens, keep_recent_tokens=keep_recent_tokens)
-    settings["replay_seconds"] = 0.0
-    settings["derived_from"] = {
-        "max_tokens": trace.settings.get("max_tokens"),
-        "keep_recent_tokens": trace.settings.get("keep_recent_tokens"),
-    }
     return Trace(
         conversation=trace.conversation,
         steps=steps,
         compactions=trace.compactions.copy(),
-        settings=settings,
+        settings=trace.settings.derive(trace.setting.with_limits(max_tokens, keep_recent_tokens)),
         engine_events=copy.deepcopy(trace.engine_events),
     )
 
@@ -501,13 +492,21 @@ def decision_boundaries(
             along the walked limit, or more than ``max_replays`` replays (regions shrink to
             points with manual passes: ``compact_at``).
     """
-    from ..replay.run import replay, resolve_cache, resolve_summarizer
+    from ..replay.run import replay
+    from ..summarizers import resolve_cache
 
     parameter, lo, hi, fixed = _axis(max_tokens, keep_recent_tokens, max_tokens_range, keep_recent_tokens_range)
     limits = _walkable(engine, parameter, lo, hi, fixed)
-    model = resolve_summarizer(summarizer)
+    first = (lo, fixed) if parameter == "max_tokens" else (fixed, lo)
     summary_cache = resolve_cache(cache)
-    counter = replay_options.get("count_tokens") or default_counter
+    limits_at = {"max_tokens": first[0], "keep_recent_tokens": first[1]}
+    setting, options = compose(
+        None,
+        ReplayOptions(cache=summary_cache if summary_cache is not None else False, warn=False),
+        {**limits_at, "summarizer": summarizer, "engine": engine, **replay_options},
+    )
+    setting = dataclasses.replace(setting, summarizer=setting.summary_model())  # built once for every replay
+    counter = setting.token_counter()
     decisions: list[dict[str, Any]] = []
     traces: dict[int, Trace] = {}
     x = lo
@@ -517,16 +516,7 @@ def decision_boundaries(
             if len(decisions) >= max_replays:
                 raise SettingError(f"decision_boundaries stopped after {max_replays} replays at {parameter}={x}")
             max_tokens_x, keep_x = (x, fixed) if parameter == "max_tokens" else (fixed, x)
-            trace = replay(
-                conversation,
-                summarizer=model,
-                cache=summary_cache if summary_cache is not None else False,
-                engine=engine,
-                max_tokens=max_tokens_x,
-                keep_recent_tokens=keep_x,
-                warn=False,
-                **replay_options,
-            )
+            trace = replay(conversation, setting.with_limits(max_tokens_x, keep_x), options)
             _refuse_failures(trace, parameter, x)
             where = region(trace, count_tokens=counter, limits=limits)
             end = where.m_hi if parameter == "max_tokens" else where.k_hi
@@ -555,8 +545,6 @@ def decision_boundaries(
 
 def _walkable(engine: EngineSpec, parameter: str, lo: int, hi: int | None, fixed: int) -> tuple[str, ...]:
     """The limits ``engine`` declares proven reuse along, after checking the walk can use them and its range."""
-    from ..replay.run import check_limits
-
     check_engine(engine)
     limits = engine_reuse(engine)
     if parameter not in limits:
@@ -635,8 +623,6 @@ def _segments(decisions: list[dict[str, Any]]) -> tuple[pd.DataFrame, list[int]]
 
 def _warn_once_if_keep_fills_budget(parameter: str, lo: int, hi: int | None, fixed: int) -> None:
     """One :class:`~zett_lab.errors.SettingWarning` for a walk that reaches ``keep_recent_tokens >= max_tokens``."""
-    from ..replay.run import keep_fills_budget
-
     if parameter == "keep_recent_tokens":
         meaning = keep_fills_budget(fixed, lo if hi is None else max(lo, hi))
     else:
@@ -664,7 +650,7 @@ def same_replay(a: Trace, b: Trace) -> list[str]:
     Compares the step and compaction tables cell by cell (``cache_hit`` and ``latency_s``
     excepted: they say how this run got the summary, not what the engine did; with a warm
     summary cache ``latency_s`` is the cached call's and matches too), the engine's events, and the
-    settings except run bookkeeping (``replay_seconds``, ``cache``, ``derived_from``).
+    settings except the run's bookkeeping (``replay_seconds``, ``cache``, ``derived_from``).
     """
     problems = []
     if not a.steps.equals(b.steps):
@@ -674,9 +660,13 @@ def same_replay(a: Trace, b: Trace) -> list[str]:
         problems.append("compactions differ")
     if a.engine_events != b.engine_events:
         problems.append("engine events differ")
-    skip = set(RUN_KEYS) | {"derived_from"}
-    sa = {k: v for k, v in a.settings.items() if k not in skip}
-    sb = {k: v for k, v in b.settings.items() if k not in skip}
+    sa, sb = (_decisive(t.settings) for t in (a, b))
     if sa != sb:
-        problems.append(f"settings differ: {sorted(k for k in sa.keys() | sb.keys() if sa.get(k) != sb.get(k))}")
+        differ = sorted(f.name for f in dataclasses.fields(TraceSettings) if getattr(sa, f.name) != getattr(sb, f.name))
+        problems.append(f"settings differ: {differ}")
     return problems
+
+
+def _decisive(settings: TraceSettings) -> TraceSettings:
+    """Settings without the run's bookkeeping (how long it took, the cache, what it was derived from)."""
+    return dataclasses.replace(settings, replay_seconds=None, cache=None, derived_from=None)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
-from zett_agent.model import AgentModel, ReasoningEffort
+from zett_agent.model import AgentModel
 from zett_agent.storage import encode_messages
 
 from ..errors import SettingError
@@ -195,12 +195,6 @@ def summarizer_label(spec: str | AgentModel) -> str:
 def is_offline(model: AgentModel) -> bool:
     """Whether a summary model runs in-process without a provider (one replay at a time is fastest)."""
     return isinstance(model, OfflineSummarizer)
-
-
-def effort_identity(identity: str, reasoning_effort: ReasoningEffort | str | None) -> str:
-    """A summarizer identity with the reasoning effort the engine passes it (both decide its summaries)."""
-    effort = ReasoningEffort(reasoning_effort if reasoning_effort is not None else ReasoningEffort.LOW).value
-    return f"{identity}|effort={effort}"
 
 
 def resolve_engines(engines: Mapping[str, EngineSpec] | None, in_process: bool) -> list[tuple[str, EngineSpec]]:

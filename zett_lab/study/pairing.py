@@ -84,7 +84,9 @@ def paired_comparison(
 ) -> PairedComparison:
     """Replay the reference, then every summarizer on the reference's compaction steps (through ``session``)."""
     labels = list(summarizers or session.summarizers)
-    reference = session.run(conversation_id, labels[0], max_tokens, keep_recent_tokens, measure_losses=False).trace
+    reference = session.run(
+        conversation_id, session.setting(labels[0], max_tokens, keep_recent_tokens), measure_losses=False
+    ).trace
     compactions = reference.compactions
     steps = sorted({int(s) for s in compactions.loc[flags(compactions["applied"]), "step"]}) if len(compactions) else []
     compact_at = tuple(f"step:{step}" for step in steps)
@@ -94,10 +96,7 @@ def paired_comparison(
         for label in labels:
             result = session.run(
                 conversation_id,
-                label,
-                UNREACHABLE,
-                keep_recent_tokens,
-                compact_at=compact_at,
+                session.setting(label, UNREACHABLE, keep_recent_tokens, compact_at=compact_at),
                 measure_losses=measure_losses,
             )
             traces[label], losses[label] = result.trace, result.losses
@@ -170,7 +169,7 @@ def paired_engines(
     for conversation_id in session.conversations:
         for label, engine in engines.items():
             result = session.run(
-                conversation_id, summarizer, max_tokens, keep_recent_tokens, options={"engine": engine}
+                conversation_id, session.setting(summarizer, max_tokens, keep_recent_tokens, engine=engine)
             )
             losses = result.losses if result.losses is not None else measure(result.trace)
             traces[(conversation_id, label)] = result.trace

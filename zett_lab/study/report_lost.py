@@ -55,8 +55,8 @@ def trace_index(entries: Sequence[tuple[str, Trace]]) -> dict[tuple[str, str, in
         key = (
             trace.conversation.id,
             label,
-            int(trace.settings["max_tokens"]),
-            int(trace.settings["keep_recent_tokens"]),
+            trace.setting.max_tokens,
+            trace.setting.keep_recent_tokens,
         )
         index.setdefault(key, trace)
     return index
@@ -69,8 +69,7 @@ def cell_entries(
     return [
         (label, trace)
         for label, trace in entries
-        if int(trace.settings["max_tokens"]) == int(max_tokens)
-        and int(trace.settings["keep_recent_tokens"]) == int(keep_recent_tokens)
+        if trace.setting.max_tokens == int(max_tokens) and trace.setting.keep_recent_tokens == int(keep_recent_tokens)
     ]
 
 
@@ -110,8 +109,8 @@ def _lost_rows(entries: Sequence[tuple[str, Trace]], measured: Callable[[Trace],
         side = losses.compactions[["compaction_id", "step", "span_start", "span_end", "n_recorded"]]
         lost = lost.merge(side, on="compaction_id", how="left")
         lost["summarizer"] = label
-        lost["max_tokens"] = int(trace.settings["max_tokens"])
-        lost["keep_recent_tokens"] = int(trace.settings["keep_recent_tokens"])
+        lost["max_tokens"] = trace.setting.max_tokens
+        lost["keep_recent_tokens"] = trace.setting.keep_recent_tokens
         frames.append(lost)
     if not frames:
         return None

@@ -57,7 +57,7 @@ def _plain(trace: Trace) -> Trace:
         conversation=trace.conversation,
         steps=trace.steps,
         compactions=trace.compactions,
-        settings=dict(trace.settings),
+        settings=trace.settings.named(),
     )
 
 

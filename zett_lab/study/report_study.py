@@ -253,7 +253,7 @@ class ReportData:
             return self.losses[id(trace)]
         except KeyError:
             raise KeyError(
-                f"replay of {trace.conversation.id!r} at max_tokens={trace.settings.get('max_tokens')} "
+                f"replay of {trace.conversation.id!r} at max_tokens={trace.settings.max_tokens} "
                 "was not measured for the report"
             ) from None
 
@@ -263,7 +263,7 @@ class ReportData:
             return self.anchor_flags[id(trace)]
         except KeyError:
             raise KeyError(
-                f"replay of {trace.conversation.id!r} at max_tokens={trace.settings.get('max_tokens')} "
+                f"replay of {trace.conversation.id!r} at max_tokens={trace.settings.max_tokens} "
                 "is not at the recommended setting"
             ) from None
 
@@ -354,7 +354,7 @@ def _replays(
 
     A sweep adds its complete cells to the replays and its failed cells to the failures.
     """
-    direct = [(str(t.settings.get("summarizer")), t) for t in traces]
+    direct = [(t.settings.summarizer, t) for t in traces]
     entries, failed = list(direct), list(failures)
     if sweep is not None:
         entries.extend(_sweep_entries(sweep))
@@ -366,14 +366,15 @@ def _replays(
 
 def _identities(entries: list[tuple[str, Trace]], summarizers: list[str]) -> dict[str, str]:
     """Per summarizer label, the identity of the summarizer its first replay ran with."""
-    return {
-        name: str(next(t for label, t in entries if label == name).settings.get("summarizer")) for name in summarizers
-    }
+    return {name: next(t for label, t in entries if label == name).settings.summarizer for name in summarizers}
 
 
 def _grid(entries: list[tuple[str, Trace]]) -> dict[str, list[int]]:
     """The ``max_tokens`` and ``keep_recent_tokens`` values replayed, in increasing order."""
-    return {name: sorted({int(t.settings[name]) for _, t in entries}) for name in ("max_tokens", "keep_recent_tokens")}
+    return {
+        "max_tokens": sorted({t.setting.max_tokens for _, t in entries}),
+        "keep_recent_tokens": sorted({t.setting.keep_recent_tokens for _, t in entries}),
+    }
 
 
 def _unmeasured_settings(attempted: pd.DataFrame) -> set[tuple[str, int, int]]:
@@ -447,9 +448,9 @@ def _direct_row(label: str, trace: Trace, losses: Losses | None, measured: Measu
         table = losses.conversation
         match = table[
             (table["conversation_id"] == trace.conversation.id)
-            & (table["summarizer"] == str(trace.settings.get("summarizer")))
-            & (table["max_tokens"] == int(trace.settings["max_tokens"]))
-            & (table["keep_recent_tokens"] == int(trace.settings["keep_recent_tokens"]))
+            & (table["summarizer"] == trace.settings.summarizer)
+            & (table["max_tokens"] == trace.setting.max_tokens)
+            & (table["keep_recent_tokens"] == trace.setting.keep_recent_tokens)
         ]
         found = match.iloc[0].to_dict() if len(match) else None
     if found is None:
@@ -476,8 +477,7 @@ def _to_price(
 
 
 def _replay_key(label: str, trace: Trace) -> tuple[str, str, int, int]:
-    settings = trace.settings
-    return (trace.conversation.id, label, int(settings["max_tokens"]), int(settings["keep_recent_tokens"]))
+    return (trace.conversation.id, label, trace.setting.max_tokens, trace.setting.keep_recent_tokens)
 
 
 def _results(sweep: Sweep | None, direct_rows: list[dict[str, Any]], costs: pd.DataFrame) -> pd.DataFrame:

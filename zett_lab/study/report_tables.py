@@ -56,7 +56,7 @@ def price_names(entries: list[tuple[str, Trace]]) -> tuple[dict[str, str], list[
     for label, trace in entries:
         if label in priced:
             continue
-        identity = str(trace.settings.get("summarizer"))
+        identity = trace.settings.summarizer
         try:
             table.lookup(identity)
             priced[label] = identity
@@ -97,8 +97,8 @@ def _costs_of(
             compactions.append(
                 table.assign(
                     summarizer=label,
-                    max_tokens=int(trace.settings["max_tokens"]),
-                    keep_recent_tokens=int(trace.settings["keep_recent_tokens"]),
+                    max_tokens=trace.setting.max_tokens,
+                    keep_recent_tokens=trace.setting.keep_recent_tokens,
                 )
             )
     all_compactions = pd.concat(compactions, ignore_index=True) if compactions else None

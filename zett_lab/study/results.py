@@ -34,6 +34,7 @@ from ..load.conversation import Conversation
 from ..measure import Losses, measure
 from ..measure.catalogue import metrics
 from ..records import is_missing
+from ..replay.setting import TraceSettings
 from ..replay.trace import (
     FAILURE_COLUMNS,
     Trace,
@@ -214,7 +215,7 @@ class Sweep:
         conversation = tables["conversation"]
         if conversation is not None and len(conversation) and "steps_over_budget" in conversation:
             conversation["steps_over_budget"] = pd.array([self._steps_over(key)] * len(conversation), dtype="Int64")
-        return Losses(**tables, settings={**self._settings_of(source, key), "conversation_id": key.conversation_id})  # type: ignore[arg-type]
+        return Losses(**tables, settings=(self._settings_of(source, key),))  # type: ignore[arg-type]
 
     def lost_and_counted(
         self,
@@ -271,14 +272,12 @@ class Sweep:
         value = row.get("steps_over_budget") if row is not None else None
         return 0 if value is None or is_missing(value) else int(value)
 
-    def _settings_of(self, source: Source, key: CellKey) -> dict[str, Any]:
+    def _settings_of(self, source: Source, key: CellKey) -> TraceSettings:
         """A cell's trace settings (as :func:`~zett_lab.study.boundaries.derive` gives them for a shared replay)."""
-        settings = dict(source.settings)
-        if (settings["max_tokens"], settings["keep_recent_tokens"]) != key[2:4]:
-            replayed = {"max_tokens": settings["max_tokens"], "keep_recent_tokens": settings["keep_recent_tokens"]}
-            settings.update(max_tokens=key.max_tokens, keep_recent_tokens=key.keep_recent_tokens, replay_seconds=0.0)
-            settings["derived_from"] = replayed
-        return settings
+        settings = source.settings
+        setting = settings.setting
+        assert setting is not None  # a sweep's replays all have their Setting
+        return settings.derive(setting.with_limits(key.max_tokens, key.keep_recent_tokens))
 
     def _cell_trace(self, key: CellKey) -> Trace:
         """One cell's tables read from the folder (the last few are kept; shared, so never modified).
@@ -300,9 +299,9 @@ class Sweep:
                 conversation=self._conversations[source.conversation_id],
                 steps=steps,
                 compactions=compactions,
-                settings=dict(source.settings),
+                settings=source.settings,
             )
-            if (trace.settings["max_tokens"], trace.settings["keep_recent_tokens"]) != key[2:4]:
+            if (trace.setting.max_tokens, trace.setting.keep_recent_tokens) != key[2:4]:
                 trace = derive(trace, key.max_tokens, key.keep_recent_tokens, source.region)
             self._read[key] = (trace, _summary_chars(trace))
         self._read.move_to_end(key)
@@ -320,7 +319,7 @@ class Sweep:
             conversation=trace.conversation,
             steps=trace.steps.copy(),
             compactions=trace.compactions.copy(),
-            settings=dict(trace.settings),
+            settings=trace.settings,
             engine_events=self._engine_events(key),
         )
 
@@ -469,7 +468,7 @@ class Sweep:
             "sources": {
                 sid: {
                     "conversation_id": src.conversation_id,
-                    "settings": src.settings,
+                    "settings": src.settings.record(),
                     "region": _region_document(src.region),
                     "failures": source_failures(src).to_dict("records"),
                 }
@@ -498,7 +497,7 @@ class Sweep:
                 sid,
                 info["conversation_id"],
                 Region(**info["region"]),
-                info["settings"],
+                TraceSettings.from_record(info["settings"]),
                 info.get("engine_events"),  # sweeps saved before the events were kept beside the tables
                 folder,
                 pd.DataFrame(info["failures"], columns=FAILURE_COLUMNS) if "failures" in info else None,

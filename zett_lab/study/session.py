@@ -12,7 +12,7 @@ values (:class:`SessionResult`: a :class:`~zett_lab.replay.trace.Trace` and its
 Example::
 
     >>> session = Session(zett_lab.load_all("fixtures/"), ["anchors:0.1", "mask"])   # doctest: +SKIP
-    >>> result = session.run("billing-rounding", "mask", max_tokens=12_000, keep_recent_tokens=3_000)  # doctest: +SKIP
+    >>> result = session.run("billing-rounding", session.setting("mask", 12_000, 3_000))  # doctest: +SKIP
     >>> result.trace.summary(), result.losses.conversation, result.cached       # doctest: +SKIP
 """
 
@@ -29,9 +29,10 @@ from zett_agent.model import AgentModel
 from ..errors import SettingError
 from ..load.conversation import Conversation
 from ..measure import Losses, measure
-from ..replay.run import replay, resolve_cache
+from ..replay.run import replay
+from ..replay.setting import ReplayOptions, Setting, split_changes
 from ..replay.trace import Trace
-from ..summarizers import DEFAULT_SUMMARIZER, OFFLINE_SUMMARIZERS, summarizer, summarizer_identity
+from ..summarizers import DEFAULT_SUMMARIZER, OFFLINE_SUMMARIZERS, resolve_cache, summarizer, summarizer_identity
 from ..tokens import MemoizingCounter
 from .boundaries import Boundaries, decision_boundaries
 from .sweep import Sweep
@@ -125,7 +126,8 @@ class Session:
         cache: Summary cache (see :func:`zett_lab.replay`); False for none.
         count_tokens: Counter shared by every replay (default: one MemoizingCounter).
         lru_size: Results kept in memory.
-        replay_options: More keyword arguments for :func:`zett_lab.replay` (``usage=...``, ``strict=...``).
+        replay_options: Fields of every Setting and of the ReplayOptions (``usage=...``, ``engine=...``,
+            ``strict=...``), composed once (:func:`~zett_lab.replay.setting.compose`).
 
     ``replays`` counts the replays actually run; ``cache`` holds the finished results.
     """
@@ -144,7 +146,11 @@ class Session:
         self.summarizers = summarizer_labels(summarizers)
         self.counter = count_tokens if count_tokens is not None else MemoizingCounter()
         self.summary_cache = resolve_cache(cache)
-        self.replay_options = dict(replay_options or {})
+        #: Setting fields every replay of the session shares (``engine``, ``usage``, ...), and how it replays.
+        self.setting_fields, option_fields = split_changes(replay_options or {})
+        self.options = ReplayOptions(
+            **{"cache": self.summary_cache if self.summary_cache is not None else False, **option_fields}
+        )
         self.cache = ResultCache(lru_size)
         self.replays = 0
         self._models: dict[str, AgentModel] = {}
@@ -171,45 +177,27 @@ class Session:
             self._models[label] = summarizer(spec) if isinstance(spec, str) else spec
         return self._models[label]
 
-    def run(
-        self,
-        conversation_id: str,
-        summarizer_label: str,
-        max_tokens: int,
-        keep_recent_tokens: int,
-        *,
-        compact_at: Sequence[str] = (),
-        measure_losses: bool = True,
-        options: Mapping[str, Any] | None = None,
-    ) -> SessionResult:
-        """Replay (and measure) one setting, or return it from the LRU when it was computed before."""
-        conversation = self.conversation(conversation_id)
-        options = {**self.replay_options, **(options or {})}
-        key = (
-            conversation.id,
-            id(conversation),
-            summarizer_label,
-            int(max_tokens),
-            int(keep_recent_tokens),
-            tuple(compact_at),
-            measure_losses,
-            tuple(sorted((k, repr(v)) for k, v in options.items())),
+    def setting(self, summarizer_label: str, max_tokens: int, keep_recent_tokens: int, **fields: Any) -> Setting:
+        """The Setting of a summarizer's label at these limits: the session's summary model, counter and
+        shared fields, with ``fields`` (``usage=...``, ``compact_at=...``) over them."""
+        given = {"counter": self.counter, **self.setting_fields, **fields}
+        return Setting(
+            max_tokens=int(max_tokens),
+            keep_recent_tokens=int(keep_recent_tokens),
+            summarizer=self.summary_model(summarizer_label),
+            **given,
         )
+
+    def run(self, conversation_id: str, setting: Setting, *, measure_losses: bool = True) -> SessionResult:
+        """Replay (and measure) one Setting, or return it from the LRU when it was computed before."""
+        conversation = self.conversation(conversation_id)
+        key = (conversation.id, id(conversation), setting, measure_losses)
         hit = self.cache.get(key)
         if hit is not None:
             return SessionResult(hit[0], hit[1], True)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # e.g. "no recorded usage": the trace's estimate_source says what decided
-            trace = replay(
-                conversation,
-                max_tokens=int(max_tokens),
-                keep_recent_tokens=int(keep_recent_tokens),
-                summarizer=self.summary_model(summarizer_label),
-                count_tokens=self.counter,
-                cache=self.summary_cache if self.summary_cache is not None else False,
-                compact_at=list(compact_at) or None,
-                **options,
-            )
+            trace = replay(conversation, setting, self.options)
         self.replays += 1
         losses = measure(trace) if measure_losses else None
         self.cache.put(key, (trace, losses))
@@ -221,7 +209,7 @@ def live_map(live: Trace | Sequence[Trace] | None) -> dict[str, Trace]:
     items = [] if live is None else [live] if isinstance(live, Trace) else list(live)
     out: dict[str, Trace] = {}
     for trace in items:
-        if not isinstance(trace, Trace) or not trace.settings.get("live"):
+        if not isinstance(trace, Trace) or trace.settings.live is None:
             raise SettingError("live= takes traces a live agent recorded (zett_lab.Trace.load(path, session=...))")
         out[trace.conversation.id] = trace
     return out
@@ -241,21 +229,16 @@ def live_setting(trace: Trace | None) -> tuple[int | None, int | None]:
     """The limits a live trace was recorded with ((None, None) without one)."""
     if trace is None:
         return None, None
-    return int(trace.settings["max_tokens"]), int(trace.settings["keep_recent_tokens"])
+    return trace.setting.max_tokens, trace.setting.keep_recent_tokens
 
 
 def live_description(trace: Trace) -> str:
     """A live trace's engine, limits and summarizer, in one line."""
-    settings = trace.settings
+    setting = trace.setting
     return (
-        f"{settings.get('engine')}, max_tokens={settings.get('max_tokens'):,}, "
-        f"keep={settings.get('keep_recent_tokens'):,}, summarizer {settings.get('summarizer')}"
+        f"{setting.engine_name}, max_tokens={setting.max_tokens:,}, "
+        f"keep={setting.keep_recent_tokens:,}, summarizer {setting.summarizer_name}"
     )
-
-
-def usage_options(usage: str) -> dict[str, str]:
-    """Replay options for a usage-baseline mode; a recording without usage falls back to the estimator."""
-    return {"usage": usage, "on_missing_usage": "estimate"} if usage == "recorded" else {"usage": usage}
 
 
 class SweepWalks:

@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 
 from ..errors import InputError
 from ..records import is_missing
+from ..replay.setting import TraceSettings
 from .boundaries import Region
 
 #: Loss tables kept per replay (the frames of :class:`~zett_lab.measure.Losses`). A sweep measures
@@ -129,7 +130,7 @@ class Source:
     source_id: str
     conversation_id: str
     region: Region
-    settings: dict[str, Any]
+    settings: TraceSettings
     #: The engine's events when held in memory (a sweep saved before they were kept on disk); None: in ``folder``.
     held_events: list[dict[str, Any]] | None
     folder: SourceFolder

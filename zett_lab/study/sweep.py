@@ -49,6 +49,7 @@ Example::
 from __future__ import annotations
 
 import concurrent.futures as cf
+import dataclasses
 import itertools
 import math
 import os
@@ -67,11 +68,9 @@ from ..load.conversation import Conversation
 from ..load.text import message_text
 from ..measure.catalogue import plugin_modules
 from ..progress import Progress, ProgressEvent
-from ..replay.deadline import check_engine_timeout
 from ..replay.engine import EngineSpec, ReplayProbe, build_engine, engine_name, engine_reuse
-from ..replay.run import check_limits, keep_fills_budget, resolve_cache, resolve_summarizer
-from ..summarizers import DEFAULT_SUMMARIZER, CacheError, SummaryCache, summarizer_identity
-from ..tokens import count_tokens as default_counter
+from ..replay.setting import ReplayOptions, build_summarizer, check_limits, compose, keep_fills_budget
+from ..summarizers import DEFAULT_SUMMARIZER, CacheError, SummaryCache, resolve_cache, summarizer_identity
 from .choose import measured_cells
 from .executors import in_process, is_remote, parallelism, resolve_executor, stop_workers
 from .grid import (
@@ -246,7 +245,6 @@ def _plan(
         raise SettingError(
             f"unknown sweep option(s) {unknown}; replay options a sweep passes on: {', '.join(REPLAY_OPTIONS)}"
         )
-    check_engine_timeout(replay_options.get("engine_timeout"))
     items = conversations_of(conversations)
     window = resolve_context_window(context_window)
     max_values = resolve_values(max_tokens, "max_tokens", window)
@@ -254,6 +252,12 @@ def _plan(
     for m, _ in max_values:
         for k, _ in keep_values:
             check_limits(m, k)
+    # The grid's Setting at its first cell, and how each replay runs: every option checked before anything runs.
+    template, options = compose(
+        None,
+        ReplayOptions(warn=False),
+        {"max_tokens": max_values[0][0], "keep_recent_tokens": keep_values[0][0], **replay_options},
+    )
     _warn_keep_fills_budget(max_values, keep_values)
     specs = (
         [DEFAULT_SUMMARIZER]
@@ -262,7 +266,7 @@ def _plan(
     )
     if not specs:
         raise SettingError("summarizers is empty: a sweep needs at least one summarizer")
-    models = [resolve_summarizer(spec) for spec in specs]  # fails fast on a bad spec
+    models = [build_summarizer(spec) for spec in specs]  # fails fast on a bad spec
     labels = [summarizer_label(spec) for spec in specs]
     if len(set(labels)) != len(labels):
         raise SettingError(f"summarizers must be distinct, got {labels}")
@@ -273,10 +277,10 @@ def _plan(
             engine,
             ReplayProbe,
             model=models[0],
-            max_tokens=max_values[0][0],
-            keep_recent_tokens=keep_values[0][0],
-            count_tokens=replay_options.get("count_tokens") or default_counter,
-            reasoning_effort=ReasoningEffort(replay_options.get("reasoning_effort", ReasoningEffort.LOW)),
+            max_tokens=template.max_tokens,
+            keep_recent_tokens=template.keep_recent_tokens,
+            count_tokens=template.token_counter(),
+            reasoning_effort=ReasoningEffort(template.reasoning_effort),
         )
     shipped = _shippable(specs, models, in_process(runner))
     unit_cache: SummaryCache | str | bool = (
@@ -301,13 +305,12 @@ def _plan(
                         index=len(units),
                         conversation=conversation,
                         fingerprint=digest,
-                        summarizer=spec,
+                        setting=dataclasses.replace(template, summarizer=spec, engine=engine),
+                        options=options,
                         label=label,
                         cells=[(m, k) for k in keeps for m, _ in max_values],
                         cache=unit_cache,
-                        replay_options=dict(replay_options),
                         concurrency=concurrency,
-                        engine=engine,
                         engine_label=engine_label,
                         **unit_options,
                     )
@@ -484,7 +487,7 @@ class _Collector:
                     rows.append(
                         {
                             **base,
-                            "engine_identity": engine_name(unit.engine),
+                            "engine_identity": unit.setting.engine_name,
                             "summarizer_identity": identity[unit.label],
                             "error": self.failures.get(unit.index) or "not run",
                         }
@@ -495,7 +498,7 @@ class _Collector:
                     {
                         **base,
                         **row,
-                        "engine_identity": engine_name(unit.engine),
+                        "engine_identity": unit.setting.engine_name,
                         "summarizer_identity": identity[unit.label],
                         "replayed": cell.replayed,
                         "shared_steps": cell.shared_steps,
@@ -613,7 +616,7 @@ def _stop_at_first_failure(unit: Unit, collector: _Collector) -> None:
         failed.insert(0, (*unit.cells[0], lost))
     if failed:
         max_tokens, keep, error = failed[0]
-        engine = f"engine {unit.engine_label!r}, " if unit.engine is not None else ""
+        engine = f"engine {unit.engine_label!r}, " if unit.setting.engine is not None else ""
         raise ResultFailure(
             f"sweep stopped at its first failure (strict): conversation {unit.conversation.id!r}, {engine}"
             f"summarizer {unit.label!r}, max_tokens={max_tokens}, keep_recent_tokens={keep}: {error}"

@@ -23,11 +23,11 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
-from zett_agent.model import AgentModel, ModelRequest
+from zett_agent.model import ModelRequest
 
 from ..errors import SettingError
 from ..load.conversation import Conversation
@@ -36,12 +36,13 @@ from ..measure.catalogue import load_plugins
 from ..measure.columns import ANCHOR_COLUMNS, frame
 from ..measure.cost import add_costs, cost_summary
 from ..measure.losses import measure_lost_and_counted
-from ..replay.engine import EngineSpec, engine_name, engine_reuse
-from ..replay.run import replay_forkable, resolve_summarizer
+from ..replay.engine import effort_identity, engine_reuse
+from ..replay.run import replay_forkable
+from ..replay.setting import ReplayOptions, Setting, TraceSettings
 from ..replay.trace import Trace, failure_counts
-from ..summarizers import CachedSummary, CacheError, SummaryCache, summarizer_identity
+from ..summarizers import CachedSummary, CacheError, CacheSpec, SummaryCache
 from .boundaries import Region, region
-from .grid import STOCK_ENGINE, effort_identity
+from .grid import STOCK_ENGINE
 from .reuse import STORE, ForkPlanner, Proven, StoreKey, sorted_sent
 from .sources import ANCHOR_COUNTS_TABLE, LOSS_TABLES, LOST_ANCHORS_TABLE, TableWriter
 from .ticks import TickChannel, tick
@@ -57,19 +58,20 @@ class Unit:
     index: int
     conversation: Conversation
     fingerprint: str
-    summarizer: str | AgentModel
+    #: The Setting of the unit's engine and summarizer (at its first cell's limits; each cell replays it at its own).
+    setting: Setting
+    #: How each replay runs (its summary cache is the unit's :attr:`cache`, opened by the worker).
+    options: ReplayOptions
     label: str
     #: ``(max_tokens, keep_recent_tokens)`` to answer.
     cells: list[tuple[int, int]]
     #: The driver's cache (a SummaryCache or its path), False for none, or :data:`WORKER_CACHE`.
     cache: SummaryCache | str | bool
-    replay_options: dict[str, Any]
     metrics: bool
     primary_model: str | None
     prices: Mapping[str, Any] | None
     concurrency: int
     reuse: bool
-    engine: EngineSpec = None
     engine_label: str = STOCK_ENGINE
     #: Where to report each cell done (:mod:`zett_lab.study.ticks`); None: nobody watches.
     ticks: TickChannel | None = None
@@ -109,7 +111,8 @@ class SourcePayload:
     tables: dict[str, pd.DataFrame] | None
     #: The tokens each step sent, sorted (:func:`~zett_lab.study.reuse.sorted_sent`).
     sent: np.ndarray
-    settings: dict[str, Any]
+    #: Its settings, by name (they cross a process boundary).
+    settings: TraceSettings
     #: The engine's events, or None when the worker wrote them with the tables.
     engine_events: list[dict[str, Any]] | None
     row: dict[str, Any] | None
@@ -161,32 +164,34 @@ def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def store_key(unit: Unit, identity: str) -> StoreKey:
-    """Replays comparable for reuse: same conversation, summarizer (with effort), engine, options and row contents."""
-    options = unit.replay_options
-    counter = options.get("count_tokens")
-    counter_name = (
-        ""
-        if counter is None
-        else (f"{getattr(counter, '__module__', '')}.{getattr(counter, '__qualname__', type(counter).__name__)}")
-    )
-    rest = json.dumps({k: v for k, v in options.items() if k != "count_tokens"}, sort_keys=True, default=str)
+def unit_store_key(unit: Unit) -> StoreKey:
+    """Replays comparable for reuse: same conversation, summarizer (with effort), engine, the rest of the
+    Setting but its limits, the options that bound a pass, the cache and row contents."""
+    setting, options = unit.setting, unit.options
+    names = setting.names()
+    rest = {k: v for k, v in names.items() if k not in ("max_tokens", "keep_recent_tokens", "summarizer", "engine")}
+    rest.pop("counter")
+    rest.update(strict=options.strict, engine_timeout=options.engine_timeout, on_missing_usage=options.on_missing_usage)
     cache = unit.cache
     cache_key = "off" if cache is False else str(getattr(cache, "path", cache))
     row_options = json.dumps(
         [unit.metrics, unit.primary_model, unit.prices, unit.metric_modules], sort_keys=True, default=repr
     )
-    return (unit.fingerprint, identity, engine_name(unit.engine), rest, counter_name, cache_key, row_options)
+    identity = effort_identity(setting.summarizer_name, setting.reasoning_effort)
+    return (
+        unit.fingerprint,
+        identity,
+        setting.engine_name,
+        json.dumps(rest, sort_keys=True, default=str),
+        setting.counter_name,
+        cache_key,
+        row_options,
+    )
 
 
 def prefix_key(unit: Unit) -> StoreKey:
     """Replays that can fork from each other: same conversation, engine, replay options and cache (any summarizer)."""
     return tuple(part for n, part in enumerate(unit_store_key(unit)) if n in (0, 2, 3, 4, 5))
-
-
-def unit_store_key(unit: Unit) -> StoreKey:
-    model = resolve_summarizer(unit.summarizer)
-    return store_key(unit, effort_identity(summarizer_identity(model), unit.replay_options.get("reasoning_effort")))
 
 
 @dataclass(slots=True)
@@ -204,7 +209,8 @@ class _UnitRun:
     """The state of one unit while it runs."""
 
     unit: Unit
-    model: AgentModel
+    #: The unit's Setting with its summary model built once (each cell replays it at its own limits).
+    setting: Setting
     key: StoreKey
     cache: SummaryCache | _CollectingCache | bool
     planner: ForkPlanner
@@ -220,14 +226,9 @@ class _UnitRun:
         try:
             trace, run = replay_forkable(
                 unit.conversation,
-                max_tokens=max_tokens,
-                keep_recent_tokens=keep,
-                summarizer=self.model,
-                engine=unit.engine,
-                cache=self.cache,
-                warn=False,
+                self.setting.with_limits(max_tokens, keep),
+                dataclasses.replace(unit.options, cache=cast(CacheSpec, self.cache), warn=False),  # or a cache alike
                 fork=fork,
-                **unit.replay_options,
             )
         except CacheError:
             raise  # the summary cache is unusable: the sweep stops with its one message, no cell records it
@@ -236,9 +237,8 @@ class _UnitRun:
                 self.failed[cell] = (f"{type(exc).__name__}: {exc}", time.perf_counter() - began)
             tick(unit.ticks, unit.index, worker_name())
             return
-        counter = unit.replay_options.get("count_tokens")
         where = (
-            region(trace, count_tokens=counter, limits=engine_reuse(unit.engine))
+            region(trace, count_tokens=self.setting.token_counter(), limits=engine_reuse(self.setting.engine_spec()))
             if unit.reuse
             else Region.point(max_tokens, keep, "reuse off")
         )
@@ -291,14 +291,14 @@ def run_unit(unit: Unit) -> UnitResult:
     started, cpu_started = time.perf_counter(), time.process_time()
     load_plugins(unit.metric_modules)
     unit = dataclasses.replace(unit, conversation=shared_messages(unit.conversation, unit.fingerprint))
-    model = resolve_summarizer(unit.summarizer)
+    setting = dataclasses.replace(unit.setting, summarizer=unit.setting.summary_model())
     planner = ForkPlanner(
         prefix_key(unit),
-        summarizer_identity(model),
-        unit.replay_options.get("count_tokens"),
-        engine_reuse(unit.engine),
+        setting.summarizer_name,
+        setting.token_counter(),
+        engine_reuse(setting.engine_spec()),
     )
-    state = _UnitRun(unit, model, unit_store_key(unit), _open_cache(unit), planner)
+    state = _UnitRun(unit, setting, unit_store_key(unit), _open_cache(unit), planner)
     keep_order = {cell: n for n, cell in enumerate(unit.cells)}
     # Highest max_tokens first: its replay compacts least, and lower ones fork from it where they first differ.
     pending = sorted(set(unit.cells), key=lambda cell: (-cell[0], -cell[1]))
@@ -377,7 +377,7 @@ def _finish_sources(state: _UnitRun) -> dict[str, SourcePayload]:
             region=proven.region,
             tables=None if written is not None else tables,
             sent=sorted_sent(trace.steps),
-            settings=trace.settings,
+            settings=trace.settings.named(),
             engine_events=None if written is not None else trace.engine_events,
             row=proven.row,
             row_error=proven.row_error,
@@ -459,8 +459,8 @@ def _add_costs(todo: list[Proven], traces: list[Trace], rows: dict[int, dict[str
         compactions = _stacked(
             [t.compactions for t in traces],
             run_id=runs,
-            max_tokens=[t.settings["max_tokens"] for t in traces],
-            keep_recent_tokens=[t.settings["keep_recent_tokens"] for t in traces],
+            max_tokens=[t.setting.max_tokens for t in traces],
+            keep_recent_tokens=[t.setting.keep_recent_tokens for t in traces],
         )
         priced_steps, priced_compactions = add_costs(
             steps, compactions, primary_model=unit.primary_model or "offline", prices=unit.prices

@@ -14,7 +14,7 @@ Every summarizer is a zett-agent ``AgentModel``: the engine calls ``stream(reque
 ``[SystemMessage(instructions), *older, UserMessage("Produce the checkpoint now.")]``.
 """
 
-from .cache import CachedSummary, CacheError, CacheSpec, SummaryCache, default_cache_path
+from .cache import CachedSummary, CacheError, CacheSpec, SummaryCache, default_cache_path, resolve_cache
 from .offline import (
     OFFLINE_SUMMARIZERS,
     Anchors,
@@ -69,6 +69,7 @@ __all__ = [
     "parse_budget",
     "render",
     "reset_endpoint_breakers",
+    "resolve_cache",
     "segments",
     "span_of",
     "spec_of",

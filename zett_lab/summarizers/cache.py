@@ -571,6 +571,17 @@ _ENCODINGS = _MessageEncodings()
 CacheSpec: TypeAlias = SummaryCache | str | os.PathLike[str] | bool | None
 
 
+def resolve_cache(cache: CacheSpec) -> SummaryCache | None:
+    """The SummaryCache a ``cache=`` argument names (:data:`CacheSpec`); None for none."""
+    if cache is False:
+        return None
+    if cache is None or cache is True:
+        return SummaryCache()
+    if isinstance(cache, (str, os.PathLike)):
+        return SummaryCache(cache)
+    return cache
+
+
 def _not_a_database(error: sqlite3.DatabaseError) -> bool:
     message = str(error).lower()
     return "not a database" in message or "malformed" in message or "file is encrypted" in message

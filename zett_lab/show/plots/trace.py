@@ -93,15 +93,8 @@ def timeline(trace: Trace, ax: Axes | None = None, *, title: str | None = None, 
 
 
 def _limits(trace: Trace) -> tuple[int | None, int | None]:
-    """``max_tokens`` and ``keep_recent_tokens`` of the replay (from its settings, else from its first step)."""
-    steps, settings = trace.steps, trace.settings
-    max_tokens = settings.get("max_tokens")
-    keep_recent = settings.get("keep_recent_tokens")
-    if max_tokens is None and len(steps):
-        max_tokens = int(steps["max_tokens"].iloc[0])
-    if keep_recent is None and len(steps):
-        keep_recent = int(steps["keep_recent_tokens"].iloc[0])
-    return max_tokens, keep_recent
+    """``max_tokens`` and ``keep_recent_tokens`` of the replay (None for a trace of given spans)."""
+    return trace.settings.max_tokens, trace.settings.keep_recent_tokens
 
 
 def _over_budget_spans(ax: Axes, steps: pd.DataFrame, x: np.ndarray) -> list[Any]:

@@ -18,6 +18,7 @@ from ...replay.recorder import NO_TURN_BOUNDARY, NOT_SMALLER, ONLY_CHECKPOINTS
 from ...replay.trace import FAILURE_COLUMNS
 from ...study.report_lost import DIGITS
 from ...study.report_study import ReportData
+from ...tokens import EXACT_COUNTER
 
 FORMAT = "zett-lab-report"
 VERSION = 1
@@ -203,13 +204,21 @@ def study_facts(data: ReportData, date: str, notes: Sequence[str]) -> dict[str, 
                 "probes": len(conversation.probes),
             }
         )
-    engines = sorted({str(t.settings.get("zett_agent_version")) for t in traces})
-    counters = sorted({str(t.settings.get("counter")) for t in traces})
-    shown = {
-        key: plain(first.get(key), DIGITS)
-        for key in ("usage", "usage_overhead", "reasoning_effort", "strict")
-        if key in first
-    }
+    engines = sorted({str(t.settings.zett_agent_version) for t in traces})
+    counters = sorted({t.settings.counter for t in traces})
+    setting = first.setting
+    chosen: dict[str, Any] = (
+        {}
+        if setting is None
+        else {
+            "usage": setting.usage,
+            "usage_overhead": setting.usage_overhead,
+            "reasoning_effort": setting.reasoning_effort,
+        }
+    )
+    if first.strict is not None:
+        chosen["strict"] = first.strict
+    shown = {key: plain(value, DIGITS) for key, value in chosen.items()}
     return {
         "date": date,
         "engine": "zett-agent " + ", ".join(engines),
@@ -217,7 +226,7 @@ def study_facts(data: ReportData, date: str, notes: Sequence[str]) -> dict[str, 
         "zett_lab_version": _zett_lab_version(),
         "counter": counters[0] if len(counters) == 1 else counters,
         "counter_note": "o200k_base, exact and memoized (the engine's default counter)"
-        if counters == ["count_tokens"]
+        if counters == [EXACT_COUNTER]
         else None,
         "settings": shown,
         "summarizers": list(data.summarizers),

@@ -102,7 +102,7 @@ def cell_data(data: ReportData, trace: Trace) -> dict[str, Any]:
     nar = losses.conversation.iloc[0].get("needed_anchor_recall") if len(losses.conversation) else None
     if not is_missing(nar):
         status += f" · needed-anchor recall {n_ratio(nar)}"
-    svg = mini_timeline(trace.steps, int(trace.settings["max_tokens"]), int(trace.settings["keep_recent_tokens"]))
+    svg = mini_timeline(trace.steps, trace.setting.max_tokens, trace.setting.keep_recent_tokens)
     return {"svg": svg, "status": status, "steps": _step_rows(trace), "compactions": _compaction_rows(trace, measured)}
 
 

@@ -19,6 +19,7 @@ from ...errors import SettingError
 from ...load.conversation import Conversation
 from ...measure import Losses
 from ...replay.engine import EngineSpec
+from ...replay.setting import Setting
 from ...replay.trace import Trace
 from ...study.session import (
     ResultCache,
@@ -27,7 +28,6 @@ from ...study.session import (
     live_description,
     live_map,
     live_setting,
-    usage_options,
     with_live_conversations,
 )
 from ...summarizers.cache import CacheSpec
@@ -94,7 +94,10 @@ class Explorer(WidgetBase):
     ) -> None:
         super().__init__()
         self.live = live_map(live)
-        options = {**(replay_options or {}), **({"engine": engine} if engine is not None else {})}
+        # A recording without usage falls back to the estimator when the usage control asks for recorded usage.
+        options = {"on_missing_usage": "estimate", **(replay_options or {})}
+        if engine is not None:
+            options["engine"] = engine
         # With live traces the what-if follows the live run's usage path: at the live setting, the live decisions.
         initial_usage = options.pop("usage", "recorded" if self.live else "none")
         self.session = Session(
@@ -308,25 +311,35 @@ class Explorer(WidgetBase):
             "usage": self.usage.value,
         }
 
-    def set(self, **settings: Any) -> Explorer:
-        """Change several settings with one render (``explorer.set(max_tokens=..., keep_recent_tokens=...)``)."""
-        unknown = set(settings) - {"conversation_id", "summarizer", "max_tokens", "keep_recent_tokens", "usage"}
+    def setting(self, **fields: Any) -> Setting:
+        """The Setting the controls show (``fields`` over it, e.g. a manual compaction point)."""
+        return self.session.setting(
+            self.summarizer.value,
+            int(self.max_tokens.value),
+            int(self.keep_recent_tokens.value),
+            usage=self.usage.value,
+            **fields,
+        )
+
+    def set(self, **controls: Any) -> Explorer:
+        """Change several controls with one render (``explorer.set(max_tokens=..., keep_recent_tokens=...)``)."""
+        unknown = set(controls) - {"conversation_id", "summarizer", "max_tokens", "keep_recent_tokens", "usage"}
         if unknown:
-            raise SettingError(f"unknown setting(s) {sorted(unknown)}")
+            raise SettingError(f"unknown control(s) {sorted(unknown)}")
         with self._suspend():
-            if "conversation_id" in settings:
-                self.conversation.value = settings["conversation_id"]
+            if "conversation_id" in controls:
+                self.conversation.value = controls["conversation_id"]
                 self._apply_ranges(
-                    settings["conversation_id"], settings.get("max_tokens"), settings.get("keep_recent_tokens")
+                    controls["conversation_id"], controls.get("max_tokens"), controls.get("keep_recent_tokens")
                 )
-            if "summarizer" in settings:
-                self.summarizer.value = settings["summarizer"]
-            if "usage" in settings:
-                self.usage.value = settings["usage"]
+            if "summarizer" in controls:
+                self.summarizer.value = controls["summarizer"]
+            if "usage" in controls:
+                self.usage.value = controls["usage"]
             for name in ("max_tokens", "keep_recent_tokens"):
-                if name in settings:
+                if name in controls:
                     slider = getattr(self, name)
-                    value = int(settings[name])
+                    value = int(controls[name])
                     slider.max = max(slider.max, value)
                     slider.min = min(slider.min, value)
                     slider.value = value
@@ -345,27 +358,20 @@ class Explorer(WidgetBase):
     def render(self) -> None:
         """Replay (through the caches) for the current settings and redraw everything."""
         started = time.perf_counter()
-        settings = self.settings()
+        conversation_id = self.conversation.value
         self.manual_trace = self.manual_losses = None
         self.manual_plot.value = b""
         self.manual_area.value = ""
         self.manual_status.value = '<span class="zl-muted">choose a step and press “compact here” to compare</span>'
         try:
             self.status.value = (
-                f'<span class="zl-muted">⏳ computing… replaying <b>{html.escape(settings["conversation_id"])}</b> '
-                f"with {html.escape(settings['summarizer'])}</span>"
+                f'<span class="zl-muted">⏳ computing… replaying <b>{html.escape(conversation_id)}</b> '
+                f"with {html.escape(self.summarizer.value)}</span>"
             )
-            result = self.session.run(
-                settings["conversation_id"],
-                settings["summarizer"],
-                settings["max_tokens"],
-                settings["keep_recent_tokens"],
-                measure_losses=self.measure,
-                options=usage_options(self.usage.value),
-            )
+            result = self.session.run(conversation_id, self.setting(), measure_losses=self.measure)
             trace, losses = result.trace, result.losses
             self.trace, self.losses, self.error = trace, losses, None
-            self.live_trace = self.live.get(settings["conversation_id"])
+            self.live_trace = self.live.get(conversation_id)
             self._draw_timeline(trace)
             lost = lost_count(losses)
             extra = f' <span class="zl-chip">lost but needed anchors: {lost}</span>' if lost is not None else ""
@@ -387,7 +393,7 @@ class Explorer(WidgetBase):
             elapsed = time.perf_counter() - started
             self.status.value = (
                 f'<span class="zl-muted">{"cached" if result.cached else "replayed"} in {elapsed:.2f} s · '
-                f"{len(trace.steps)} steps · {html.escape(str(trace.settings.get('summarizer')))}</span>"
+                f"{len(trace.steps)} steps · {html.escape(trace.settings.summarizer)}</span>"
             )
         except Exception as error:  # noqa: BLE001 - shown in place, kept on .error
             self.trace = self.losses = None
@@ -413,10 +419,8 @@ class Explorer(WidgetBase):
         def paint_both(ax: Any, live: Trace) -> None:
             plots.timeline(live, ax=ax[0], title=f"live: {live_description(live)}")
             axes.append(ax[1])
-            what_if = (
-                f"what-if at max_tokens={trace.settings['max_tokens']:,}, keep={trace.settings['keep_recent_tokens']:,}"
-            )
-            plots.timeline(trace, ax=ax[1], title=f"{what_if} ({trace.settings.get('engine')})")
+            what_if = f"what-if at max_tokens={trace.setting.max_tokens:,}, keep={trace.setting.keep_recent_tokens:,}"
+            plots.timeline(trace, ax=ax[1], title=f"{what_if} ({trace.setting.engine_name})")
 
         png = draw(self.figure, paint) if live is None else draw(self.figure, lambda ax: paint_both(ax, live), nrows=2)
         steps = [int(s) for s in trace.steps["step"]]
@@ -489,18 +493,11 @@ class Explorer(WidgetBase):
             with self._suspend():
                 self.manual_step.value = int(step)
         step = int(self.manual_step.value)
-        settings = self.settings()
         try:
             if self.trace is None:
                 raise SettingError("no baseline trace (fix the error above first)")
             result = self.session.run(
-                settings["conversation_id"],
-                settings["summarizer"],
-                settings["max_tokens"],
-                settings["keep_recent_tokens"],
-                compact_at=(f"step:{step}",),
-                measure_losses=self.measure,
-                options=usage_options(self.usage.value),
+                self.conversation.value, self.setting(compact_at=(f"step:{step}",)), measure_losses=self.measure
             )
             manual, manual_losses = result.trace, result.losses
             self.manual_trace, self.manual_losses = manual, manual_losses

@@ -101,15 +101,15 @@ def steps_table_html(trace: Trace, columns: Sequence[str] = STEP_DETAIL_COLUMNS,
         '<span style="background:#f1e0ec">threshold crossed, no window</span> · '
         '<span style="background:#fbe3dd">sent over budget</span></div>'
     )
-    settings = getattr(trace, "settings", {}) or {}
+    settings = trace.settings
     caption = (
         f"<b>{len(steps)} steps</b> of {html.escape(str(getattr(trace.conversation, 'id', '')))} at "
-        f"max_tokens={cell(settings.get('max_tokens'))}, keep_recent_tokens={cell(settings.get('keep_recent_tokens'))}"
-        f" · {html.escape(str(settings.get('summarizer', '')))}"
+        f"max_tokens={cell(settings.max_tokens)}, keep_recent_tokens={cell(settings.keep_recent_tokens)}"
+        f" · {html.escape(settings.summarizer)}"
     )
     return (
         f'{CSS}<div class="zl-steps-caption">{caption}</div>{legend}<div class="zl-scroll">'
-        f'<table class="zl-table zl-steps" data-steps="{len(steps)}" data-max-tokens="{settings.get("max_tokens")}">'
+        f'<table class="zl-table zl-steps" data-steps="{len(steps)}" data-max-tokens="{settings.max_tokens}">'
         f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
     )
 
