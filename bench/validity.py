@@ -24,8 +24,16 @@ the extractor no longer finds is not flagged. Where today's replay no longer com
 (the anchors summary changed with the extractor, say), the window is measured on that replay's conversation
 as an applied compaction with an empty summary: ``needed_later`` does not read the summary.
 
+When the constraint set exists (``bench/validation/constraint_items.json``, built by
+``bench/validity_constraints.py``) and the label file holds constraint rows (``"kind": "constraint"``), the same
+is printed for constraint survival: the precision and recall of the metric's "dropped" against the rules the
+labels call truly dropped (a real rule, still in force, that the summary and the tail no longer convey), the
+share of its "kept" the labels call conveyed, and the share of extracted texts that are real rules; each label
+judges one summary, so an item whose summary today's replay no longer produces is left out and counted.
+
 ``--write [PATH]`` records one part's precision and recall of the metric now as the measured validity of the
-catalogue metrics resting on that verdict (:data:`NEEDED_LATER_METRICS`) in ``zett_lab/data/metric_validity.json``,
+catalogue metrics resting on that verdict (:data:`NEEDED_LATER_METRICS`, and :data:`CONSTRAINT_METRICS` once the
+constraint set is labelled) in ``zett_lab/data/metric_validity.json``,
 which the catalogue, the report, the documentation and ``measure()``'s docstring show beside each metric.
 
 Run (from any checkout beside ``../shared/agent-logs``)::
@@ -43,10 +51,11 @@ import math
 import subprocess
 import sys
 import warnings
-from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +63,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import validity_constraints
 from validity_pool import (
     HELD_BACK,
     ITEMS_FILE,
@@ -91,6 +101,11 @@ Z95 = 1.959963984540054
 VALIDITY_DATA = ROOT / "zett_lab" / "data" / "metric_validity.json"
 #: The catalogue metrics whose correctness is the "needed later" verdict on lost items (what these labels judge).
 NEEDED_LATER_METRICS = ("lost_but_needed", "needed_anchor_recall")
+#: The catalogue metric whose verdict the constraint labels judge (kept or dropped, per rule and compaction).
+CONSTRAINT_METRICS = ("constraint_survival",)
+#: What a constraint label's reason says the summary and the tail convey: the rule (True) or not (False).
+CONVEYED = {"conveyed-verbatim": True, "conveyed-paraphrase": True, "weakened": False, "absent": False}
+SCOPES = ("session", "task", "over")
 PART_WORDS = {TUNE: "tuning part of the validation set", HELD_BACK: "held-back quarter of the validation set"}
 
 
@@ -117,11 +132,39 @@ class Verdict:
     found: str  # "replay" (today's replay compacts at the window), "pinned" (window measured alone), "not extracted"
 
 
-def read_labels(path: Path, known: set[str]) -> list[Label]:
-    """The ``needed`` rows of a label file (constraint rows, ``"kind": "constraint"``, are skipped)."""
+@dataclass(frozen=True)
+class ConstraintLabel:
+    """One labeller's answer for one constraint item: a real rule or not, its scope, what the summary and the
+    tail convey (``reason``)."""
+
+    id: str
+    labeller: str
+    is_rule: bool
+    scope: str
+    confidence: str
+    reason: str
+
+    @property
+    def conveyed(self) -> bool:
+        """The summary or the tail still convey it, with its force."""
+        return CONVEYED[self.reason]
+
+    @property
+    def dropped(self) -> bool:
+        """Truly dropped: a rule still in force that the summary and the tail no longer convey."""
+        return self.is_rule and self.scope != "over" and not self.conveyed
+
+    @property
+    def answer(self) -> tuple[bool, bool, bool]:
+        """What resolution compares: (truly dropped, conveyed, a real rule)."""
+        return self.dropped, self.conveyed, self.is_rule
+
+
+def label_rows(path: Path, kind: str) -> list[tuple[str, dict[str, Any]]]:
+    """(where, row) of every row of one kind (``needed``, the default, or ``constraint``) of a label file."""
     if not path.is_file():
         raise LabelError(f"{path}: no such label file")
-    labels = []
+    rows = []
     for number, text in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not text.strip():
             continue
@@ -132,41 +175,76 @@ def read_labels(path: Path, known: set[str]) -> list[Label]:
             raise LabelError(f"{where}: not JSON ({error.msg})") from error
         if not isinstance(row, dict):
             raise LabelError(f"{where}: expected a JSON object")
-        if row.get("kind", "needed") == "constraint":
-            continue
-        for field, kind in (("id", str), ("labeller", str), ("needed", bool), ("confidence", str), ("reason", str)):
-            if not isinstance(row.get(field), kind):
-                raise LabelError(f"{where}: field {field!r} must be a {kind.__name__}, got {row.get(field)!r}")
-        if row["id"] not in known:
-            raise LabelError(f"{where}: item {row['id']!r} is not in the validation set")
-        if row["confidence"] not in CONFIDENCES:
-            raise LabelError(f"{where}: confidence {row['confidence']!r} is not one of {', '.join(CONFIDENCES)}")
+        if row.get("kind", "needed") == kind:
+            rows.append((where, row))
+    return rows
+
+
+def _check(where: str, row: dict[str, Any], fields: Sequence[tuple[str, type]], known: set[str]) -> None:
+    for field, kind in fields:
+        if not isinstance(row.get(field), kind):
+            raise LabelError(f"{where}: field {field!r} must be a {kind.__name__}, got {row.get(field)!r}")
+    if row["id"] not in known:
+        raise LabelError(f"{where}: item {row['id']!r} is not in the validation set")
+    if row["confidence"] not in CONFIDENCES:
+        raise LabelError(f"{where}: confidence {row['confidence']!r} is not one of {', '.join(CONFIDENCES)}")
+
+
+def _once(path: Path, labels: Sequence[Any]) -> None:
+    seen: set[tuple[str, str]] = set()
+    for label in labels:
+        if (label.id, label.labeller) in seen:
+            raise LabelError(f"{path}: labeller {label.labeller!r} labels item {label.id!r} twice")
+        seen.add((label.id, label.labeller))
+
+
+def read_labels(path: Path, known: set[str]) -> list[Label]:
+    """The ``needed`` rows of a label file (constraint rows, ``"kind": "constraint"``, are skipped)."""
+    labels = []
+    fields = (("id", str), ("labeller", str), ("needed", bool), ("confidence", str), ("reason", str))
+    for where, row in label_rows(path, "needed"):
+        _check(where, row, fields, known)
         if row["reason"] not in NEEDED_REASONS:
             raise LabelError(f"{where}: reason {row['reason']!r} is not one of {', '.join(NEEDED_REASONS)}")
         implied = NEEDED_REASONS[row["reason"]]
         if implied is not None and implied != row["needed"]:
             raise LabelError(f"{where}: reason {row['reason']!r} goes with needed {implied}, not {row['needed']}")
         labels.append(Label(row["id"], row["labeller"], row["needed"], row["confidence"], row["reason"]))
-    seen: set[tuple[str, str]] = set()
-    for label in labels:
-        if (label.id, label.labeller) in seen:
-            raise LabelError(f"{path}: labeller {label.labeller!r} labels item {label.id!r} twice")
-        seen.add((label.id, label.labeller))
+    _once(path, labels)
     return labels
 
 
-def resolve(labels: Iterable[Label]) -> tuple[dict[str, bool], set[str]]:
-    """The final answer per item (a ``resolved`` row, else the labellers' common answer) and the items whose
+def read_constraint_labels(path: Path, known: set[str]) -> list[ConstraintLabel]:
+    """The ``"kind": "constraint"`` rows of a label file."""
+    labels = []
+    fields = (("id", str), ("labeller", str), ("is_rule", bool), ("scope", str), ("confidence", str), ("reason", str))
+    for where, row in label_rows(path, "constraint"):
+        _check(where, row, fields, known)
+        if row["reason"] not in CONVEYED:
+            raise LabelError(f"{where}: reason {row['reason']!r} is not one of {', '.join(CONVEYED)}")
+        if row["scope"] not in SCOPES:
+            raise LabelError(f"{where}: scope {row['scope']!r} is not one of {', '.join(SCOPES)}")
+        labels.append(
+            ConstraintLabel(row["id"], row["labeller"], row["is_rule"], row["scope"], row["confidence"], row["reason"])
+        )
+    _once(path, labels)
+    return labels
+
+
+def resolve(
+    labels: Iterable[Any], answer: Callable[[Any], Any] = attrgetter("needed")
+) -> tuple[dict[str, Any], set[str]]:
+    """The final answer per item (a ``resolved`` row's, else the labellers' common answer) and the items whose
     labellers disagree with no resolved row (left out of every figure)."""
-    by_item: dict[str, list[Label]] = defaultdict(list)
+    by_item: dict[str, list[Any]] = defaultdict(list)
     for label in labels:
         by_item[label.id].append(label)
     final, open_items = {}, set()
     for item, rows in by_item.items():
         resolved = [r for r in rows if r.labeller == RESOLVED]
-        answers = {r.needed for r in rows if r.labeller != RESOLVED}
+        answers = {answer(r) for r in rows if r.labeller != RESOLVED}
         if resolved:
-            final[item] = resolved[0].needed
+            final[item] = answer(resolved[0])
         elif len(answers) == 1:
             final[item] = answers.pop()
         else:
@@ -185,12 +263,14 @@ def cohen_kappa(first: Sequence[bool], second: Sequence[bool]) -> float:
     return math.nan if expected == 1 else (observed - expected) / (1 - expected)
 
 
-def agreement(labels: Iterable[Label], items: set[str]) -> list[tuple[str, str, int, float, float]]:
+def agreement(
+    labels: Iterable[Any], items: set[str], answer: Callable[[Any], bool] = attrgetter("needed")
+) -> list[tuple[str, str, int, float, float]]:
     """(labeller, labeller, items both labelled, share agreeing, κ) for every pair of labellers, on ``items``."""
     answers: dict[str, dict[str, bool]] = defaultdict(dict)
     for label in labels:
         if label.labeller != RESOLVED and label.id in items:
-            answers[label.labeller][label.id] = label.needed
+            answers[label.labeller][label.id] = answer(label)
     names = sorted(answers)
     rows = []
     for i, a in enumerate(names):
@@ -240,12 +320,12 @@ def weighted_rate(hits: Sequence[bool], weights: Sequence[float]) -> Rate:
     return Rate(estimate, low, high, sum(bool(h) for h in hits), len(hits), n_effective)
 
 
-def precision_recall(rows: pd.DataFrame, flag: str) -> tuple[Rate, Rate]:
-    """Precision and recall of the flag column ``flag`` against ``needed``, weighted by ``weight``."""
+def precision_recall(rows: pd.DataFrame, flag: str, truth: str = "needed") -> tuple[Rate, Rate]:
+    """Precision and recall of the flag column ``flag`` against the label column ``truth``, weighted by ``weight``."""
     flagged = rows[rows[flag]]
-    needed = rows[rows["needed"]]
-    precision = weighted_rate(list(flagged["needed"]), list(flagged["weight"]))
-    recall = weighted_rate(list(needed[flag]), list(needed["weight"]))
+    true = rows[rows[truth]]
+    precision = weighted_rate(list(flagged[truth]), list(flagged["weight"]))
+    recall = weighted_rate(list(true[flag]), list(true["weight"]))
     return precision, recall
 
 
@@ -401,6 +481,102 @@ def error_lines(table: pd.DataFrame, listed: bool) -> list[str]:
     return lines
 
 
+# --- constraint survival ----------------------------------------------------------------------------------------
+
+CONSTRAINT_COLUMNS = ["id", "agent", "part", "weight", "dropped", "conveyed", "is_rule", "verdict", "at_sampling"]
+
+
+def constraint_table(
+    items: Sequence[dict[str, Any]], parts: dict[str, str], final: dict[str, tuple[bool, bool, bool]],
+    verdicts: dict[str, str],
+) -> pd.DataFrame:  # fmt: skip
+    """One row per labelled constraint item the metric can be asked about now: its labels (truly dropped,
+    conveyed, a real rule), the metric's verdict now (kept, dropped, not extracted) and at sampling."""
+    rows = [
+        {
+            "id": item["id"],
+            "agent": item["agent"],
+            "part": parts[item["id"]],
+            "weight": float(item["weight"]),
+            "dropped": final[item["id"]][0],
+            "conveyed": final[item["id"]][1],
+            "is_rule": final[item["id"]][2],
+            "verdict": verdicts[item["id"]],
+            "at_sampling": item["verdict_at_sampling"],
+        }
+        for item in items
+        if item["id"] in final and verdicts[item["id"]] in ("kept", "dropped", "not extracted")
+    ]
+    table = pd.DataFrame(rows, columns=CONSTRAINT_COLUMNS)
+    table["dropped_now"] = table["verdict"] == "dropped"
+    table["dropped_at_sampling"] = table["at_sampling"] == "dropped"
+    return table
+
+
+def constraint_lines(table: pd.DataFrame, title: str) -> list[str]:
+    """Per agent format and overall: precision and recall of the metric's "dropped" against the rules the labels
+    call truly dropped, the share of its "kept" the labels call conveyed, and the share of real rules."""
+    lines = [f"\n## constraint survival, {title}: {len(table)} labelled (rule, compaction) items"]
+    if not len(table):
+        return [*lines, "  (no labelled items)"]
+    lines.append(
+        f"{'format':15} {'items':>5}  {'metric':11} {'dropped: precision [95% CI]':40} {'dropped: recall [95% CI]':40} "
+        f"{'kept: precision [95% CI]':40} real rules"
+    )
+    groups = [(agent, table[table["agent"] == agent]) for agent in sorted(table["agent"].unique())]
+    for name, rows in [*groups, ("overall", table)]:
+        for flag, label in (("dropped_now", "now"), ("dropped_at_sampling", "at sampling")):
+            precision, recall = precision_recall(rows, flag, truth="dropped")
+            kept = rows[~rows[flag] & (rows["verdict"] != "not extracted")] if label == "now" else rows[~rows[flag]]
+            kept_precision = weighted_rate(list(kept["conveyed"]), list(kept["weight"]))
+            rules = weighted_rate(list(rows["is_rule"]), list(rows["weight"]))
+            shown, count = (name, str(len(rows))) if label == "now" else ("", "")
+            lines.append(
+                f"{shown:15} {count:>5}  {label:11} {precision.text():40} {recall.text():40} "
+                f"{kept_precision.text():40} {rules.text() if label == 'now' else ''}"
+            )
+    return lines
+
+
+def constraint_report(args: argparse.Namespace, chosen: list[str]) -> tuple[dict[str, pd.DataFrame], float]:
+    """Print the constraint set's figures (when it and its labels exist); its table per reported part and the
+    labellers' κ on "truly dropped"."""
+    if not args.constraint_items.is_file():
+        print("\nconstraint survival: no constraint set yet (bench/validity_constraints.py --write builds it)")
+        return {}, math.nan
+    items = validity_constraints.read_items(args.constraint_items)
+    labels = read_constraint_labels(args.labels or LABELS_FILE, {item["id"] for item in items})
+    if not labels:
+        print(f"\nconstraint survival: {len(items)} items, no constraint labels yet")
+        return {}, math.nan
+    parts = read_split(args.constraint_split)
+    final, open_items = resolve(labels, attrgetter("answer"))
+    labelled = [item for item in items if item["id"] in final]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        verdicts = validity_constraints.constraint_verdicts(labelled, args.logs)
+    found = Counter(verdicts.values())
+    print(
+        f"\nconstraint labels: {len(labels)} rows, {len(final)} items decided, {len(open_items)} disagreements "
+        f"without a resolved row (left out); metric now: {found['kept']} kept, {found['dropped']} dropped, "
+        f"{found['not extracted']} no longer extracted (not dropped), {found['window gone'] + found['summary changed']} "
+        "whose labelled summary today's replay no longer has (left out)"
+    )
+    ids = {item["id"] for item in items}
+    kappas: dict[str, list[float]] = defaultdict(list)
+    for what, answer in (("truly dropped", attrgetter("dropped")), ("a real rule", attrgetter("is_rule"))):
+        for a, b, n, agree, kappa in agreement(labels, ids, answer):
+            kappas[what].append(kappa)
+            shown = "n/a (one answer throughout)" if math.isnan(kappa) else f"{kappa:.2f}"
+            print(f"agreement before resolution on {what}, {a} vs {b}: {n} items, {agree:.1%} agree, κ {shown}")
+    table = constraint_table(items, parts, final, verdicts)
+    tables = {}
+    for part in chosen:
+        tables[part] = table[table["part"] == part]
+        print("\n".join(constraint_lines(tables[part], f"{part} part")))
+    return tables, min(kappas["truly dropped"], default=math.nan)
+
+
 def checkout() -> str:
     """This checkout's commit (short), marked when it has uncommitted changes; "unknown" outside git."""
 
@@ -413,17 +589,19 @@ def checkout() -> str:
     return commit + (" with uncommitted changes" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
-def validity_entries(
-    table: pd.DataFrame, part: str, kappa: float, *, logs: str, commit: str, day: str
-) -> dict[str, Any]:
-    """The data file's entry of every metric resting on the "needed later" verdict: the metric's (now) weighted
-    precision and recall on one part of the set, and the words saying what was measured on what."""
-    precision, recall = precision_recall(table, "flagged_now")
+def validity_entry(
+    table: pd.DataFrame, flag: str, truth: str, *, what: str, part: str, kappa: float, logs: str, verdict: str,
+    commit: str, day: str,
+) -> dict[str, Any]:  # fmt: skip
+    """One metric's entry of the data file: the weighted precision and recall of its verdict ``flag`` against the
+    labels' ``truth`` on one part of a set, and the words saying what was measured on what."""
+    precision, recall = precision_recall(table, flag, truth)
     formats = sorted(table["agent"].unique())
     source = (
-        f"{len(table):,} labelled lost items of {len(formats)} agent format{'s' * (len(formats) != 1)} "
-        f"({', '.join(formats)}) of {logs}, the {PART_WORDS[part]}; each labelled independently by two readers (Cohen's κ {kappa:.2f}), "
-        f'disagreements settled by a third; the "needed later" verdict of bench/validity.py at {commit}, {day}'
+        f"{len(table):,} labelled {what} of {len(formats)} agent format{'s' * (len(formats) != 1)} "
+        f"({', '.join(formats)}) of {logs}, the {PART_WORDS[part]}; each labelled independently by two readers "
+        f"(Cohen's κ {kappa:.2f}), disagreements settled by a third; the {verdict} verdict of bench/validity.py at "
+        f"{commit}, {day}"
     )
 
     def estimate(rate: Rate) -> dict[str, Any] | None:
@@ -431,8 +609,7 @@ def validity_entries(
             return None
         return {"value": round(rate.estimate, 4), "low": round(rate.low, 4), "high": round(rate.high, 4), "n": rate.n}
 
-    entry = {"precision": estimate(precision), "recall": estimate(recall), "source": source}
-    return {name: entry for name in NEEDED_LATER_METRICS}
+    return {"precision": estimate(precision), "recall": estimate(recall), "source": source}
 
 
 def write_validity(path: Path, entries: dict[str, Any]) -> None:
@@ -469,6 +646,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--items", type=Path, default=ITEMS_FILE, help=argparse.SUPPRESS)
     parser.add_argument("--split", type=Path, default=SPLIT_FILE, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--constraint-items", type=Path, default=validity_constraints.ITEMS_FILE, help=argparse.SUPPRESS
+    )
+    parser.add_argument(
+        "--constraint-split", type=Path, default=validity_constraints.SPLIT_FILE, help=argparse.SUPPRESS
+    )
     args = parser.parse_args(argv)
     if args.write is not None and args.part == "both":
         print(
@@ -521,11 +704,31 @@ def main(argv: list[str] | None = None) -> int:
         for a, b, n, agree, kappa in agreement(labels, ids):
             print(f"agreement before resolution, {a} vs {b}: {n} items, {agree:.0%} agree, Cohen's κ {kappa:.2f}")
         print("\n".join(error_lines(rows, args.errors)))
+    try:
+        constraint_tables, constraint_kappa = constraint_report(args, chosen)
+    except LabelError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     if args.write is not None:
+        common = {
+            "part": args.part,
+            "logs": "real agent logs" if args.logs.resolve() == LOGS.resolve() else f"the logs in {args.logs}",
+            "commit": checkout(),
+            "day": date.today().isoformat(),
+        }
         kappa = min((row[4] for row in kappas), default=math.nan)
-        logs = "real agent logs" if args.logs.resolve() == LOGS.resolve() else f"the logs in {args.logs}"
-        rows = table[table["part"] == args.part]
-        entries = validity_entries(rows, args.part, kappa, logs=logs, commit=checkout(), day=date.today().isoformat())
+        needed = validity_entry(
+            table[table["part"] == args.part], "flagged_now", "needed", what="lost items", kappa=kappa,
+            verdict='"needed later"', **common,
+        )  # fmt: skip
+        entries = dict.fromkeys(NEEDED_LATER_METRICS, needed)
+        rules = constraint_tables.get(args.part)
+        if rules is not None and len(rules):
+            dropped = validity_entry(
+                rules, "dropped_now", "dropped", what="(rule, compaction) items", kappa=constraint_kappa,
+                verdict='"dropped"', **common,
+            )  # fmt: skip
+            entries.update(dict.fromkeys(CONSTRAINT_METRICS, dropped))
         write_validity(args.write, entries)
         print(f"\nwrote the {args.part} part's figures for {', '.join(entries)} to {args.write}")
     return 0

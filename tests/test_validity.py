@@ -321,3 +321,123 @@ def test_aider_chat_files_are_read_from_the_history_with_the_message_they_were_t
     files = validity_dossiers.aider_chat_files(history, conversation)
     users = [i for i, m in enumerate(conversation.messages) if m.role == "user"]
     assert files == [("src/app.py", users[0]), ("src/util.py", users[1])]
+
+
+# --- the constraint set ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def constraint_set(tmp_path_factory):
+    """The constraint set of the fixture conversations (billing-rounding has the agent's own compactions), as the
+    pool builds it, with the committed kind of split."""
+    import validity_constraints
+
+    sources = validity_pool.read_sources(FIXTURES)
+    pool = [row for source in sources for row in validity_constraints.verdicts_of(source)]
+    items = validity_constraints.sample(pool)
+    parts = {item["id"]: validity_pool.part_of(item) for item in items}
+    folder = tmp_path_factory.mktemp("constraints")
+    (folder / "constraint_items.json").write_text(json.dumps({"items": items}), encoding="utf-8")
+    (folder / "constraint_split.json").write_text(json.dumps({"parts": parts}), encoding="utf-8")
+    return folder, pool, items, parts, sources
+
+
+def test_the_constraint_sample_takes_every_rule_once_per_verdict_weighted_by_its_compactions(constraint_set):
+    import validity_constraints
+
+    _, pool, items, parts, _ = constraint_set
+    strata = {(validity_constraints.rule_of(r), r["verdict_at_sampling"]) for r in pool}
+    assert len(items) == len(strata) and {i["verdict_at_sampling"] for i in items} == {"kept", "dropped"}
+    for item in items:
+        same = [r for r in pool if (validity_constraints.rule_of(r), r["verdict_at_sampling"]) == (
+            validity_constraints.rule_of(item), item["verdict_at_sampling"])]  # fmt: skip
+        assert item["weight"] == len(same) and item["id"] in {r["id"] for r in same}
+    assert {i["setting"]["summarizer"] for i in items} <= {"truncate:0.1", "native"}
+    assert any(i["setting"]["summarizer"] == "native" for i in pool)  # billing-rounding's own compactions
+    rule_parts = defaultdict_set()
+    for item in items:
+        rule_parts[(item["conversation_id"], item["text"])].add(parts[item["id"]])
+    assert all(len(p) == 1 for p in rule_parts.values())  # one rule, one part
+
+
+def defaultdict_set():
+    from collections import defaultdict
+
+    return defaultdict(set)
+
+
+def test_the_constraint_metric_is_asked_about_the_summary_the_labels_judged(constraint_set):
+    import validity_constraints
+
+    _, _, items, _, _ = constraint_set
+    verdicts = validity_constraints.constraint_verdicts(items, FIXTURES)
+    assert all(verdicts[i["id"]] == i["verdict_at_sampling"] for i in items)
+    changed = {**items[0], "summary_sha256": "0" * 16}
+    assert validity_constraints.constraint_verdicts([changed], FIXTURES) == {changed["id"]: "summary changed"}
+    moved = {**items[0], "span_end": items[0]["span_end"] + 1}
+    assert validity_constraints.constraint_verdicts([moved], FIXTURES) == {moved["id"]: "window gone"}
+
+
+def test_a_constraint_dossier_shows_rule_summary_and_tail_and_never_the_verdict(constraint_set):
+    import validity_constraints
+
+    _, _, items, _, sources = constraint_set
+    item = next(
+        i for i in items if i["conversation_id"] == "billing-rounding" and i["setting"]["summarizer"] == "native"
+    )
+    source = next(s for s in sources if s.conversation.id == "billing-rounding")
+    window = (json.dumps(item["setting"], sort_keys=True), item["span_start"], item["span_end"], item["n_recorded"])
+    summary = validity_constraints.summaries_of(source)[window]
+    text = validity_constraints.dossier(item, source, summary, FIXTURES)
+    assert f"Rule (as extracted): {item['text']}" in text and "⟦" in text
+    assert "Summary: the agent's own (production) summary" in text
+    assert "THE SUMMARY" in text and "CLOSEST WORDING IN THE TAIL" in text and "AFTER THE COMPACTION" in text
+    assert summary.splitlines()[0].strip() in text
+    for leak in ("kept", "dropped", "verdict", "weight", "stratum", "in_summary"):
+        assert leak not in text.lower().replace(item["text"].lower(), "").replace("the tail, kept verbatim", "")
+
+
+def constraint_label(item, labeller, *, is_rule=True, scope="session", reason="absent"):
+    return {"id": item, "kind": "constraint", "labeller": labeller, "is_rule": is_rule, "scope": scope,
+            "confidence": "high", "reason": reason}  # fmt: skip
+
+
+def test_the_bench_prints_and_writes_the_precision_of_dropped_rules(fixture_set, constraint_set, tmp_path, capsys):
+    folder, items, _ = fixture_set
+    cfolder, _, rules, parts, _ = constraint_set
+    # synthetic truth: every rule is real; the labels call conveyed what the metric kept, except one dropped item
+    # they say the summary conveys in other words (a false "dropped")
+    dropped = [r for r in rules if r["verdict_at_sampling"] == "dropped"]
+    part = max(set(parts.values()), key=lambda p: sum(parts[r["id"]] == p for r in dropped))
+    wrong = next(r for r in dropped if parts[r["id"]] == part)
+    rows = [label(i["id"], n, True) for i in items for n in "AB"]
+    for rule in rules:
+        reason = "conveyed-paraphrase" if rule["verdict_at_sampling"] == "kept" or rule is wrong else "absent"
+        rows += [constraint_label(rule["id"], n, reason=reason) for n in "AB"]
+    labels = write_lines(tmp_path / "labels.jsonl", rows)
+    data = tmp_path / "metric_validity.json"
+    args = ["--labels", str(labels), "--logs", str(FIXTURES), "--items", str(folder / "items.json"),
+            "--split", str(folder / "split.json"), "--constraint-items", str(cfolder / "constraint_items.json"),
+            "--constraint-split", str(cfolder / "constraint_split.json")]  # fmt: skip
+    assert validity.main([*args, "--part", part, "--write", str(data)]) == 0
+    out = capsys.readouterr().out
+    mine = [r for r in rules if parts[r["id"]] == part]
+    flagged = [r for r in mine if r["verdict_at_sampling"] == "dropped"]
+    assert len(flagged) >= 2
+    precision = sum(r["weight"] for r in flagged if r is not wrong) / sum(r["weight"] for r in flagged)
+    section = out[out.index("## constraint survival") :]
+    overall = next(line for line in section.splitlines() if line.startswith("overall"))
+    assert f"{precision:.2f} [" in overall and f"({len(flagged) - 1}/{len(flagged)}," in overall
+    assert "agreement before resolution on truly dropped, A vs B" in out
+    entry = json.loads(data.read_text(encoding="utf-8"))["metrics"]["constraint_survival"]
+    assert entry["precision"]["value"] == pytest.approx(precision, abs=1e-4) and entry["precision"]["n"] == len(flagged)
+    assert entry["recall"]["value"] == pytest.approx(1.0)
+    assert "(rule, compaction) items" in entry["source"] and '"dropped" verdict' in entry["source"]
+
+
+def test_a_bad_constraint_label_is_one_error_naming_file_and_line(tmp_path):
+    rows = [constraint_label("c1", "A"), {**constraint_label("c1", "B"), "reason": "not-a-rule"}]
+    path = write_lines(tmp_path / "labels.jsonl", rows)
+    with pytest.raises(validity.LabelError, match=r"labels.jsonl, line 2: reason 'not-a-rule'"):
+        validity.read_constraint_labels(path, {"c1"})
+    assert validity.read_labels(path, {"c1"}) == []  # the lost-item reader skips them
