@@ -17,15 +17,16 @@ import zett_lab
 from tests.helpers import coding_conversation
 from zett_lab import SettingError
 from zett_lab.measure.cost import (
-    SUMMARY_INSTRUCTIONS,
-    SUMMARY_REQUEST,
     add_costs,
     cost_summary,
     default_prices,
     load_prices,
     price_for,
+    summary_request_overhead_tokens,
 )
 from zett_lab.replay import replay
+from zett_lab.replay.engine import summary_frame
+from zett_lab.tokens import count_tokens
 
 M = 1_000_000
 
@@ -275,7 +276,7 @@ def test_offline_summary_is_free_but_changes_primary_cost():
 
 
 def test_engine_instructions_match():
-    """The estimate of a summary call's input uses the engine's own instruction text."""
+    """The estimate of a summary call's input uses the engine's own instruction text, read from the engine."""
 
     class Capture:
         retry = RetryOptions(max_retries=0)
@@ -295,5 +296,7 @@ def test_engine_instructions_match():
             context, [UserMessage(content="hi")], model=model, reasoning_effort=ReasoningEffort.LOW
         )
     )
-    assert Capture.request.messages[0].content == SUMMARY_INSTRUCTIONS
-    assert Capture.request.messages[-1].content == SUMMARY_REQUEST
+    instructions, request = summary_frame()
+    assert Capture.request.messages == (instructions, UserMessage(content="hi"), request)
+    assert instructions.content.startswith("Summarize the following conversation") and request.content.strip()
+    assert summary_request_overhead_tokens() == count_tokens([instructions, request]) > 50

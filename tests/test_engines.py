@@ -15,7 +15,7 @@ from zett_lab.replay import ReplayError, SummaryError
 from zett_lab.replay.deadline import TIMEOUT_KIND
 from zett_lab.replay.engine import EngineError, engine_name, engine_reuse
 from zett_lab.replay.policies import ObservationMaskingCompaction, SplitTurnCompaction
-from zett_lab.replay.recorder import ENGINE_FAILED, NO_WINDOW, SKIP_REASONS, SUMMARY_FAILED
+from zett_lab.replay.schema import ENGINE_FAILED, NO_WINDOW, SKIP_REASONS, SUMMARY_FAILED
 from zett_lab.study.boundaries import same_replay
 
 from .helpers import BadSummarizer, CountingSummarizer, coding_conversation

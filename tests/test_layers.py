@@ -143,3 +143,46 @@ def test_no_import_cycles():
 def test_graph_sees_function_level_imports(module):
     """The checker itself: imports inside functions are counted (the cli imports stages lazily)."""
     assert import_graph()[module], f"{module} has imports the graph must see"
+
+
+def test_only_the_replay_stage_reads_the_recorder_and_later_stages_read_the_trace_schema():
+    """The trace's vocabulary (columns, skip reasons) has its own home, ``replay/schema.py``; the recorder that
+    fills the rows is replay's own business."""
+    graph = import_graph()
+    readers = sorted(module for module, targets in graph.items() if "zett_lab.replay.recorder" in targets)
+    assert all(module.startswith("zett_lab.replay.") for module in readers), readers
+    schema_readers = {module for module, targets in graph.items() if "zett_lab.replay.schema" in targets}
+    assert any(m.startswith("zett_lab.measure.") for m in schema_readers)
+    assert any(m.startswith("zett_lab.show.") for m in schema_readers)
+
+
+#: The example engines are engines: they override the engine's hooks, as any user subclass does.
+ENGINE_SUBCLASSES = {"zett_lab.replay.policies"}
+
+
+def test_zett_agents_internals_are_touched_only_in_replay_engine():
+    """A private name of zett-agent (imported from it, or an attribute of a zett-agent class) appears only in
+    ``replay/engine.py``, the one module that instruments the engine."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = module_name(path)
+        if module in {"zett_lab.replay.engine", *ENGINE_SUBCLASSES}:
+            continue
+        tree = parse(path)
+        agent_names = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("zett_agent"):
+                for alias in node.names:
+                    agent_names.add(alias.asname or alias.name)
+                    if alias.name.startswith("_"):
+                        found.append(f"{module}:{node.lineno} imports {alias.name}")
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+                and isinstance(node.value, ast.Name)
+                and node.value.id in agent_names
+            ):
+                found.append(f"{module}:{node.lineno} {ast.unparse(node)}")
+    assert found == []

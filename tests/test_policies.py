@@ -16,7 +16,7 @@ from zett_agent.storage import SQLiteSessionStorage
 
 import zett_lab
 from zett_lab.replay.policies import ObservationMaskingCompaction, SplitTurnCompaction, tool_group_starts
-from zett_lab.replay.recorder import NO_TURN_BOUNDARY
+from zett_lab.replay.schema import NO_TURN_BOUNDARY
 from zett_lab.tokens import engine_payload
 
 from .helpers import CountingSummarizer, ScriptedAgentModel, coding_conversation, read_agent_tool

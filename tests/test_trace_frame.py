@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 import zett_lab
 from zett_lab.records import is_missing
-from zett_lab.replay.recorder import BOOLEAN_COLUMNS, COMPACTION_COLUMNS, FLOAT_COLUMNS, INTEGER_COLUMNS, STEP_COLUMNS
+from zett_lab.replay.schema import BOOLEAN_COLUMNS, COMPACTION_COLUMNS, FLOAT_COLUMNS, INTEGER_COLUMNS, STEP_COLUMNS
 from zett_lab.replay.trace import frame
 
 #: One column of each kind: integer, boolean, float, anything else.

@@ -22,7 +22,7 @@ import pandas as pd
 from ..load.anchors import ANCHOR_TYPES, loose
 from ..load.conversation import CHECKPOINT_PREFIX, Probe
 from ..records import is_missing
-from ..replay.recorder import FAILURE_REASONS, NOT_SMALLER
+from ..replay.schema import FAILURE_REASONS, NOT_SMALLER
 from .catalogue import Metric
 from .columns import ANCHOR_COLUMNS, ANCHOR_COUNT_COLUMNS, ANCHOR_ROWS, RETENTION_COLUMNS, frame, int_or_none
 from .lookup import TextIndex, contains_loose

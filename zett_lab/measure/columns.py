@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ..records import is_missing
-from ..replay.recorder import NOT_SMALLER
+from ..replay.schema import NOT_SMALLER
 from . import catalogue
 from .catalogue import Column, ColumnType
 

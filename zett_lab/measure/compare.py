@@ -74,7 +74,7 @@ import pandas as pd
 
 from ..errors import SettingError
 from ..load.conversation import Conversation
-from ..replay.recorder import NOT_SMALLER
+from ..replay.schema import NOT_SMALLER
 from ..replay.setting import ReplayOptions
 from .catalogue import CATALOGUE, default_metrics
 from .losses import Losses, measure

@@ -27,7 +27,7 @@ from zett_agent.messages import AnyMessage, SystemMessage
 from zett_agent.model import AgentModel
 
 from ..load.conversation import Conversation
-from ..replay.recorder import NOT_SMALLER
+from ..replay.schema import NOT_SMALLER
 from ..replay.setting import TraceSettings
 from ..replay.trace import Trace, checkpoint_message
 from ..tokens import counter_identity

@@ -50,7 +50,8 @@ from ..tokens import EXACT_COUNTER, provision_o200k
 from .deadline import PassDeadline
 from .explain import window_skip_reason
 from .playback import ReplayCursor, TurnInterrupted
-from .recorder import NO_WINDOW, PassRecord, Window
+from .recorder import PassRecord, Window
+from .schema import NO_WINDOW
 
 #: A class or a factory called like ``CompactionExtension(model, *, max_tokens, keep_recent_tokens,
 #: count_tokens, reasoning_effort)``; None is the stock engine.
@@ -497,6 +498,35 @@ def summarize_span(
         return run_sync(summarizing), None, call
     except Exception as error:  # noqa: BLE001 - a failed summary is a recorded attempt, never a result
         return None, error, call
+
+
+class _FrameCapture:
+    """A summary model that keeps the request it is sent and answers it with one word."""
+
+    retry = RetryOptions(max_retries=0)
+
+    def __init__(self) -> None:
+        self.request: ModelRequest | None = None
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        self.request = request
+        yield ModelEvent.completed(ModelResponse(AssistantMessage(content="checkpoint")))
+
+
+@functools.lru_cache(maxsize=1)
+def summary_frame() -> tuple[AnyMessage, AnyMessage]:
+    """The messages the engine's summary step puts around a span: its instructions and its closing request.
+
+    Read from the engine itself (its summary step asked to summarize an empty span), never copied: what a
+    summary call's input costs beyond the span (:mod:`zett_lab.measure.cost`) follows the installed engine.
+    """
+    capture = _FrameCapture()
+    context = cast(AgentRunContext, _SpanContext("summary-frame"))
+    engine = CompactionExtension(model=capture, max_tokens=1, keep_recent_tokens=1)
+    run_sync(engine._summarize_checkpoint(context, [], model=capture, reasoning_effort=ReasoningEffort.LOW))
+    assert capture.request is not None  # the summary step always sends its request
+    messages = capture.request.messages
+    return messages[0], messages[-1]
 
 
 # --- live agents ---------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from zett_agent.messages import AnyMessage, SystemMessage
 
 from ..load.conversation import starts_turn
 from ..tokens import TokenCounter, message_counter
-from .recorder import NO_TURN_BOUNDARY, ONLY_CHECKPOINTS, RECENT_COVERS_ALL
+from .schema import NO_TURN_BOUNDARY, ONLY_CHECKPOINTS, RECENT_COVERS_ALL
 
 
 def walk_cutoff(

@@ -35,7 +35,7 @@ from zett_agent.model import AgentModel, ReasoningEffort
 from ..load.conversation import CHECKPOINT_PREFIX, starts_turn
 from ..summarizers.offline import Mask, omitted_output
 from .explain import walk_cutoff
-from .recorder import NO_GROUP_BOUNDARY, ONLY_CHECKPOINTS, RECENT_COVERS_ALL
+from .schema import NO_GROUP_BOUNDARY, ONLY_CHECKPOINTS, RECENT_COVERS_ALL
 
 __all__ = ["ObservationMaskingCompaction", "SplitTurnCompaction", "tool_group_starts"]
 

@@ -49,7 +49,8 @@ from .deadline import pass_deadline
 from .engine import ReplayProbe, SummaryChannel, build_engine, effort_identity, engine_name, summarize_span
 from .fork import Fork, ForkableRun, TurnMark
 from .playback import EndOfRecording, RecordedTools, ReplayCursor, ReplayModel, TurnInterrupted
-from .recorder import NOT_SMALLER, SUMMARY_FAILED, Recording, summary_call_columns
+from .recorder import Recording, summary_call_columns
+from .schema import NOT_SMALLER, SUMMARY_FAILED
 from .setting import ReplayOptions, Setting, TraceSettings, build_summarizer, compose
 from .trace import Trace
 

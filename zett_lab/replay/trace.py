@@ -32,11 +32,12 @@ from ..files import atomic_path, check_output, write_atomic
 from ..load.conversation import CHECKPOINT_PREFIX, Conversation, NativeCompaction, Probe
 from ..records import is_missing, records
 from .live import is_live_trace, read_live_session
-from .recorder import (
+from .schema import (
     BOOLEAN_COLUMNS,
     COMPACTION_COLUMNS,
     COMPACTION_SUMMARY_COLUMNS,
     ENGINE_FAILED,
+    FAILURE_COLUMNS,
     FAILURE_REASONS,
     FLOAT_COLUMNS,
     INTEGER_COLUMNS,
@@ -52,11 +53,6 @@ from .setting import Setting, TraceSettings
 TRACE_FORMAT = "zett-lab-trace"
 TRACE_VERSION = 1
 _PARQUET_KEY = b"zett_lab.trace"
-
-#: Columns of a failure count (``failure_counts`` of a Trace, Sweep or Report): one row per distinct
-#: cause, i.e. per failed thing (``what``: "summary call" or "sweep cell"), summarizer and kind of
-#: error, with the first error's text (``cause``) and how often it happened (``count``).
-FAILURE_COLUMNS = ["what", "summarizer", "kind", "cause", "count"]
 
 
 def one_line(text: object, limit: int = 400) -> str:

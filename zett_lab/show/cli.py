@@ -36,7 +36,7 @@ from typing import Any
 from ..errors import InputError, ResultFailure, SettingError, SummaryFailureWarning, Terminated, ZettLabError
 from ..files import check_output
 from ..progress import Progress
-from ..replay.recorder import COMPACTION_SUMMARY_COLUMNS, STEP_SUMMARY_COLUMNS
+from ..replay.schema import COMPACTION_SUMMARY_COLUMNS, STEP_SUMMARY_COLUMNS
 from .arguments import (
     EXIT_CODES,
     EXIT_ERROR,
@@ -173,7 +173,7 @@ def _table(frame: Any, columns: list[str], limit: int | None = None) -> str:
 
 def _no_compaction_line(steps: Any) -> str:
     """What the steps' own skip reasons say about a replay that made no compaction attempt."""
-    from ..replay.recorder import BELOW_THRESHOLD
+    from ..replay.schema import BELOW_THRESHOLD
 
     reasons = steps["skip_reason"].dropna()
     over = reasons[reasons != BELOW_THRESHOLD].value_counts()

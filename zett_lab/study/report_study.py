@@ -181,7 +181,7 @@ class ReportData:
         grid: The ``max_tokens`` and ``keep_recent_tokens`` values replayed.
         failures: Replays that could not run.
         failure_counts: Failed summary calls and replays per distinct cause
-            (:data:`~zett_lab.replay.trace.FAILURE_COLUMNS`).
+            (:data:`~zett_lab.replay.schema.FAILURE_COLUMNS`).
         attempted: How many replays were attempted (measured or not).
         unmeasured_settings: ``(summarizer, max_tokens, keep_recent_tokens)`` with a failed
             replay or summary in any conversation: never recommended.

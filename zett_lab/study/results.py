@@ -34,9 +34,9 @@ from ..load.conversation import Conversation
 from ..measure import Losses, measure
 from ..measure.catalogue import metrics
 from ..records import is_missing
+from ..replay.schema import FAILURE_COLUMNS
 from ..replay.setting import TraceSettings
 from ..replay.trace import (
-    FAILURE_COLUMNS,
     Trace,
     combine_failure_counts,
     conversation_document,
@@ -347,7 +347,7 @@ class Sweep:
 
     @property
     def failure_counts(self) -> pd.DataFrame:
-        """Failures per distinct cause (:data:`~zett_lab.replay.trace.FAILURE_COLUMNS`): summary calls
+        """Failures per distinct cause (:data:`~zett_lab.replay.schema.FAILURE_COLUMNS`): summary calls
         that failed (each distinct replay counted once, however many cells share it) and cells
         that failed; empty when everything succeeded."""
         identities = self.config.get("summarizer_identities", [])

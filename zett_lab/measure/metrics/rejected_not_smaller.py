@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ...replay.recorder import NOT_SMALLER
+from ...replay.schema import NOT_SMALLER
 from ..catalogue import TraceTables, conversation_metric
 
 

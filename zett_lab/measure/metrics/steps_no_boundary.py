@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ...replay.recorder import NO_TURN_BOUNDARY
+from ...replay.schema import NO_TURN_BOUNDARY
 from ..catalogue import TraceTables, conversation_metric
 
 

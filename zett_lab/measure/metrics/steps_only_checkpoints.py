@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ...replay.recorder import ONLY_CHECKPOINTS
+from ...replay.schema import ONLY_CHECKPOINTS
 from ..catalogue import TraceTables, conversation_metric
 
 

@@ -16,7 +16,7 @@ from matplotlib.axis import Axis
 from matplotlib.figure import Figure
 
 from ...errors import SettingError
-from ...replay.recorder import NOT_SMALLER, SUMMARY_FAILED
+from ...replay.schema import NOT_SMALLER, SUMMARY_FAILED
 
 if TYPE_CHECKING:
     from matplotlib.typing import RcKeyType

@@ -16,7 +16,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from ...records import flags
-from ...replay.recorder import FAILURE_REASONS, NO_WINDOW_REASONS, NOT_SMALLER, SUMMARY_FAILED
+from ...replay.schema import FAILURE_REASONS, NO_WINDOW_REASONS, NOT_SMALLER, SUMMARY_FAILED
 from .base import (
     KIND_STYLES,
     LINE_COLOR,

@@ -14,8 +14,7 @@ from typing import Any
 
 from ...measure.catalogue import default_metrics, metric, metrics
 from ...records import plain, records
-from ...replay.recorder import NO_TURN_BOUNDARY, NOT_SMALLER, ONLY_CHECKPOINTS
-from ...replay.trace import FAILURE_COLUMNS
+from ...replay.schema import FAILURE_COLUMNS, NO_TURN_BOUNDARY, NOT_SMALLER, ONLY_CHECKPOINTS
 from ...study.report_lost import DIGITS
 from ...study.report_study import ReportData
 from ...tokens import EXACT_COUNTER

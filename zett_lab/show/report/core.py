@@ -183,7 +183,7 @@ class Report:
 
     @property
     def failure_counts(self) -> pd.DataFrame:
-        """Failed summary calls and replays per distinct cause (:data:`~zett_lab.replay.trace.FAILURE_COLUMNS`)."""
+        """Failed summary calls and replays per distinct cause (:data:`~zett_lab.replay.schema.FAILURE_COLUMNS`)."""
         return self.data.failure_counts
 
     def input_files(self) -> list[Path]:

@@ -12,7 +12,7 @@ from typing import Any
 
 from ...measure.catalogue import label
 from ...records import is_missing, plain
-from ...replay.recorder import BELOW_THRESHOLD
+from ...replay.schema import BELOW_THRESHOLD
 from ...replay.trace import Trace
 from ...study.report_lost import DIGITS, excerpt
 from ...study.report_study import ReportData

@@ -18,7 +18,7 @@ import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
 from ...records import is_missing
-from ...replay.recorder import FAILURE_REASONS, NO_WINDOW_REASONS, NOT_SMALLER, SUMMARY_FAILED
+from ...replay.schema import FAILURE_REASONS, NO_WINDOW_REASONS, NOT_SMALLER, SUMMARY_FAILED
 from ..plots.base import NO_WINDOW_OUTCOME, OUTCOME_STYLES
 
 WIDTH, HEIGHT = 760, 230

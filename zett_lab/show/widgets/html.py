@@ -18,7 +18,7 @@ from ...load.conversation import role_of
 from ...load.text import message_text
 from ...measure import Losses
 from ...records import flags, is_missing
-from ...replay.recorder import (
+from ...replay.schema import (
     COMPACTION_SUMMARY_COLUMNS,
     FAILURE_REASONS,
     NO_WINDOW_REASONS,
