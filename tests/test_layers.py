@@ -23,6 +23,7 @@ BASE_MODULES = {
     "zett_lab.records",
     "zett_lab.version",
     "zett_lab.progress",
+    "zett_lab.formatting",
 }
 
 

@@ -67,12 +67,14 @@ import math
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, NamedTuple, Protocol, TypeAlias, cast
 
 import numpy as np
 import pandas as pd
 
 from ..errors import SettingError
+from ..formatting import decimal, frame_html
 from ..load.conversation import Conversation
 from ..replay.schema import NOT_SMALLER
 from ..replay.setting import ReplayOptions
@@ -159,13 +161,11 @@ class Comparison:
         return self.summary.pivot(index=self.by, columns="metric", values="mean")
 
     def _repr_html_(self) -> str:
-        fmt = lambda v: f"{v:.3f}"  # noqa: E731
         return (
-            f"<div><h4>{html.escape(repr(self))}</h4><h5>Matched units</h5>{self.matched.to_html(index=False)}"
+            f"<div><h4>{html.escape(repr(self))}</h4><h5>Matched units</h5>{frame_html(self.matched)}"
             f"<h5>Means with {self.settings.get('confidence', 0.95):.0%} bootstrap CI</h5>"
-            f"{self.summary.to_html(index=False, na_rep='', float_format=fmt)}"
-            "<h5>Paired "
-            f"differences</h5>{self.pairwise.to_html(index=False, na_rep='', float_format=fmt, max_rows=60)}</div>"
+            f"{frame_html(self.summary)}"
+            f"<h5>Paired differences</h5>{frame_html(self.pairwise, max_rows=60, formatters={'p_value': partial(decimal, digits=4)})}</div>"
         )
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import pandas as pd
 from zett_agent.model import AgentModel, ModelRequest
 
+from ..formatting import frame_html, number, usd
 from ..load.conversation import Probe
 from ..replay.trace import Trace
 from ..summarizers.cache import CacheSpec, SummaryCache, resolve_cache
@@ -65,7 +66,7 @@ class JudgedPlan:
         return float(self.table["cost_usd"].sum(min_count=1)) if len(self.table) else 0.0
 
     def __repr__(self) -> str:
-        cost = "unknown" if math.isnan(self.cost_usd) else f"${self.cost_usd:.4f}"
+        cost = "unknown" if math.isnan(self.cost_usd) else usd(self.cost_usd)
         return (
             f"JudgedPlan(compactions={self.compactions}, probes={self.probes}, calls to make<={self.calls}, est. "
             f"cost={cost})"
@@ -73,7 +74,9 @@ class JudgedPlan:
 
     def _repr_html_(self) -> str:
         notes = "".join(f"<li>{html.escape(n)}</li>" for n in self.notes)
-        table = self.table.to_html(index=False, na_rep="?")
+        unknown = {column: (lambda v: number(v) or "?") for column in self.table.columns}
+        unknown |= {"cost_usd": lambda v: usd(v) or "?"} if "cost_usd" in self.table.columns else {}
+        table = frame_html(self.table, formatters=unknown)
         return f"<div><h4>{html.escape(repr(self))}</h4>{table}<ul>{notes}</ul></div>"
 
 

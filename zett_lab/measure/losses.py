@@ -29,6 +29,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..formatting import frame_html
 from ..load.anchors import ANCHOR_TYPES
 from ..replay.setting import TraceSettings
 from ..replay.trace import Trace
@@ -129,7 +130,7 @@ class Losses:
         )
 
     def _repr_html_(self) -> str:
-        conversation = self.conversation.to_html(index=False, na_rep="", float_format=lambda v: f"{v:.3f}")
+        conversation = frame_html(self.conversation)
         columns = [
             "conversation_id",
             "compaction_id",
@@ -146,14 +147,16 @@ class Losses:
             "probe_presence",
         ]
         compactions = (
-            self.compactions[columns].to_html(index=False, na_rep="", max_rows=30, float_format=lambda v: f"{v:.3f}")
+            frame_html(self.compactions, columns=columns, max_rows=30)
             if len(self.compactions)
             else "<p>No compaction attempts.</p>"
         )
         lost = self.lost_but_needed()
         lost_html = (
-            lost[["conversation_id", "compaction_id", "type", "value", "next_use_index", "refetched"]].to_html(
-                index=False, na_rep="", max_rows=20
+            frame_html(
+                lost,
+                columns=["conversation_id", "compaction_id", "type", "value", "next_use_index", "refetched"],
+                max_rows=20,
             )
             if len(lost)
             else "<p>Nothing needed later was lost.</p>"

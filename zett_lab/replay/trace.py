@@ -29,6 +29,7 @@ from zett_agent.storage import decode_messages, encode_messages
 
 from ..errors import InputError, OutputError, SettingError
 from ..files import atomic_path, check_output, write_atomic
+from ..formatting import cell, count, frame_html
 from ..load.conversation import CHECKPOINT_PREFIX, Conversation, NativeCompaction, Probe
 from ..records import is_missing, records
 from .live import is_live_trace, read_live_session
@@ -220,8 +221,8 @@ class Trace:
         return (
             f"Trace(conversation={self.conversation.id!r}, steps={len(self.steps)}, "
             f"compactions={int(self.compactions['applied'].sum()) if len(self.compactions) else 0} applied, "
-            f"max_tokens={self.settings.max_tokens}, "
-            f"keep_recent_tokens={self.settings.keep_recent_tokens})"
+            f"max_tokens={count(self.settings.max_tokens)}, "
+            f"keep_recent_tokens={count(self.settings.keep_recent_tokens)})"
         )
 
     @property
@@ -272,11 +273,11 @@ class Trace:
     def _repr_html_(self) -> str:
         summary = self.summary()
         head = "".join(
-            f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(str(v))}</td></tr>" for k, v in summary.items()
+            f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(cell(v))}</td></tr>" for k, v in summary.items()
         )
-        steps = self.steps[STEP_SUMMARY_COLUMNS].to_html(max_rows=30, index=False, na_rep="")
+        steps = frame_html(self.steps, columns=STEP_SUMMARY_COLUMNS, max_rows=30)
         compactions = (
-            self.compactions[COMPACTION_SUMMARY_COLUMNS].to_html(index=False, na_rep="")
+            frame_html(self.compactions, columns=COMPACTION_SUMMARY_COLUMNS)
             if len(self.compactions)
             else "<p>No compaction attempts.</p>"
         )

@@ -160,15 +160,19 @@ def cmd_import(args: argparse.Namespace) -> int:
 def _table(frame: Any, columns: list[str], limit: int | None = None) -> str:
     import pandas as pd
 
+    from ..formatting import frame_formatters
+
     shown = frame[[c for c in columns if c in frame.columns]]
+    written = frame_formatters(shown)
     if limit is not None and len(shown) > limit:
         head = limit // 2
-        text = pd.concat([shown.head(head), shown.tail(limit - head)]).to_string(index=False, na_rep="")
+        text = pd.concat([shown.head(head), shown.tail(limit - head)]).to_string(
+            index=False, na_rep="", formatters=written
+        )
         lines = text.splitlines()
         lines.insert(head + 1, f"... {len(shown) - limit} more steps (use --all-steps) ...")
         return "\n".join(lines)
-    with pd.option_context("display.float_format", "{:.3f}".format):
-        return shown.to_string(index=False, na_rep="")
+    return shown.to_string(index=False, na_rep="", formatters=written)
 
 
 def _no_compaction_line(steps: Any) -> str:

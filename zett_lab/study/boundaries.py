@@ -64,6 +64,7 @@ from zett_agent.extensions.compaction import CompactedMessage
 from zett_agent.messages import AnyMessage, SystemMessage
 
 from ..errors import ResultFailure, SettingError, SettingWarning
+from ..formatting import count, frame_html
 from ..load.conversation import Conversation, starts_turn
 from ..progress import Progress
 from ..records import is_missing
@@ -455,11 +456,13 @@ class Boundaries:
     traces: dict[int, Trace] = field(default_factory=dict, repr=False)
 
     def __repr__(self) -> str:
-        return f"Boundaries({self.parameter}: {len(self.values)} changes at {self.values}, {self.replays} replays)"
+        at = ", ".join(map(count, self.values))
+        return f"Boundaries({self.parameter}: {len(self.values)} changes at [{at}], {self.replays} replays)"
 
     def _repr_html_(self) -> str:
         title = html.escape(repr(self))
-        return f"<div><h4>{title}</h4>{self.segments.to_html(index=False, na_rep='∞')}</div>"
+        unbounded = {column: (lambda v: count(v) or "∞") for column in ("start", "end")}
+        return f"<div><h4>{title}</h4>{frame_html(self.segments, formatters=unbounded)}</div>"
 
 
 def decision_boundaries(

@@ -29,6 +29,7 @@ import pandas as pd
 from pandas.api.typing import DataFrameGroupBy
 
 from ..errors import SettingError
+from ..formatting import count, frame_html, number
 from ..measure.catalogue import CATALOGUE, higher_is_better
 from ..measure.catalogue import label as metric_label
 from .grid import SETTING_COLUMNS, STOCK_ENGINE
@@ -238,17 +239,31 @@ class Recommendation:
     engine: str = STOCK_ENGINE
 
     def __repr__(self) -> str:
-        values = ", ".join(f"{k}={v:.3g}" for k, v in self.values.items())
+        values = ", ".join(f"{k}={number(v)}" for k, v in self.values.items())
         engine = f"engine={self.engine!r}, " if self.engine != STOCK_ENGINE else ""
         return (
-            f"Recommendation({engine}summarizer={self.summarizer!r}, max_tokens={self.max_tokens}, "
-            f"keep_recent_tokens={self.keep_recent_tokens}, {self.cost_column}={self.cost:.6g}; {values}; "
+            f"Recommendation({engine}summarizer={self.summarizer!r}, max_tokens={count(self.max_tokens)}, "
+            f"keep_recent_tokens={count(self.keep_recent_tokens)}, {self.cost_column}={count(self.cost)}; {values}; "
             f"{len(self.candidates)} feasible settings)"
         )
 
     def _repr_html_(self) -> str:
-        table = self.candidates.to_html(index=False, max_rows=20, na_rep="")
-        return f"<div><h4>{html.escape(repr(self))}</h4>{table}</div>"
+        """The setting, its figures labelled from the metric catalogue, the rule, and the candidates it beat."""
+        engine = f" · engine <code>{html.escape(self.engine)}</code>" if self.engine != STOCK_ENGINE else ""
+        figures = {metric_label(self.cost_column): count(self.cost)} | {
+            metric_label(k): number(v) for k, v in self.values.items()
+        }
+        rows = "".join(
+            f"<tr><th style='text-align:left'>{html.escape(k)}</th><td style='text-align:right'>{html.escape(v)}</td></tr>"
+            for k, v in figures.items()
+        )
+        rule = f"<p>{html.escape(self.rule)}</p>" if self.rule else ""
+        return (
+            f"<div><h4>Recommended: <code>{html.escape(str(self.summarizer))}</code> at "
+            f"max_tokens={count(self.max_tokens)}, keep_recent_tokens={count(self.keep_recent_tokens)}{engine}</h4>"
+            f"<table>{rows}</table>{rule}<details><summary>{len(self.candidates)} feasible settings</summary>"
+            f"{frame_html(self.candidates, max_rows=20)}</details></div>"
+        )
 
 
 def recommend(
@@ -374,7 +389,7 @@ def _nothing_feasible(
 ) -> NoFeasibleSetting:
     """The error for constraints no setting meets, with the best value any setting reached per constraint."""
     closest = "; ".join(
-        f"{c} {op} {v:g}: best reached {(s.max() if higher[c] else s.min()):.4g}"
+        f"{c} {op} {number(v)}: best reached {number(s.max() if higher[c] else s.min(), 4)}"
         for (c, op, v), s in ((p, shown[p[0]]) for p in parsed)
     )
     return NoFeasibleSetting(

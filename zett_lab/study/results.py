@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 
 from ..errors import InputError, OutputError, SettingError, ZettLabError
 from ..files import atomic_folder, check_output
+from ..formatting import count, frame_html
 from ..load.conversation import Conversation
 from ..measure import Losses, measure
 from ..measure.catalogue import metrics
@@ -384,12 +385,12 @@ class Sweep:
         c = self.config
         facts = {
             "conversations": ", ".join(c["conversations"]),
-            "max_tokens": c["max_tokens"],
-            "keep_recent_tokens": c["keep_recent_tokens"],
+            "max_tokens": ", ".join(map(count, c["max_tokens"])),
+            "keep_recent_tokens": ", ".join(map(count, c["keep_recent_tokens"])),
             "summarizers": ", ".join(c["summarizers"]),
             "engines": ", ".join(c.get("engines", [STOCK_ENGINE])),
-            "context_window": c.get("context_window"),
-            "cells": len(self.results),
+            "context_window": count(c.get("context_window")),
+            "cells": count(len(self.results)),
             "replays (forked) / reused / errors": (
                 f"{c.get('replays', 0)} ({c.get('forked', 0)}) / {c.get('reused', 0)} / {c.get('errors', 0)}"
             ),
@@ -421,7 +422,7 @@ class Sweep:
             "error",
         ]
         columns = [col for col in preferred if col in self.results.columns]
-        table = self.results[columns].to_html(index=False, max_rows=40, na_rep="", float_format=lambda v: f"{v:.3g}")
+        table = frame_html(self.results, columns=columns, max_rows=40)
         return f"<div><h4>{html.escape(repr(self))}</h4><table>{head}</table>{table}</div>"
 
     # --- files --------------------------------------------------------------------

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -16,6 +15,7 @@ from matplotlib.axis import Axis
 from matplotlib.figure import Figure
 
 from ...errors import SettingError
+from ...formatting import compact
 from ...replay.schema import NOT_SMALLER, SUMMARY_FAILED
 
 if TYPE_CHECKING:
@@ -132,23 +132,11 @@ def true_runs(mask: np.ndarray) -> list[tuple[int, int]]:
     return list(zip(changes[0::2].tolist(), changes[1::2].tolist(), strict=True))
 
 
-def token_label(value: float | None) -> str:
-    """Compact token count: 950, 12.5k, 1.2M."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return ""
-    value = float(value)
-    if abs(value) >= 1e6:
-        return f"{value / 1e6:.3g}M"
-    if abs(value) >= 1e3:
-        return f"{value / 1e3:.3g}k"
-    return f"{value:.0f}"
-
-
 def token_axis(axis: Axis) -> None:
     """Label an axis's ticks in tokens (``12k``, ``1.5M``)."""
     from matplotlib.ticker import FuncFormatter
 
-    axis.set_major_formatter(FuncFormatter(lambda value, _: token_label(value)))
+    axis.set_major_formatter(FuncFormatter(lambda value, _: compact(value)))
 
 
 def whiten(color: str, amount: float) -> tuple[float, float, float]:

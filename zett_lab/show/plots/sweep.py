@@ -16,8 +16,9 @@ from matplotlib.patches import Rectangle
 from numpy.typing import ArrayLike
 
 from ...errors import SettingError
+from ...formatting import compact, decimal, number
 from ...measure.catalogue import higher_is_better
-from .base import SERIES_COLORS, SERIES_MARKERS, drawing_style, figure_and_axes, token_axis, token_label
+from .base import SERIES_COLORS, SERIES_MARKERS, drawing_style, figure_and_axes, token_axis
 from .boundaries import BOUNDARY_STYLES, BoundaryInput, boundary_frames, draw_boundary
 
 if TYPE_CHECKING:
@@ -203,8 +204,8 @@ def _grid_axes(
         ax.set_yscale("log")
     ax.set_xlim(xe[0], xe[-1])
     ax.set_ylim(ye[0], ye[-1])
-    ax.set_xticks(xs, [token_label(v) for v in xs], minor=False)
-    ax.set_yticks(ys, [token_label(v) for v in ys], minor=False)
+    ax.set_xticks(xs, [compact(v) for v in xs], minor=False)
+    ax.set_yticks(ys, [compact(v) for v in ys], minor=False)
     ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
     ax.yaxis.set_minor_locator(matplotlib.ticker.NullLocator())
 
@@ -302,11 +303,10 @@ def image_boxes(ax: Axes, x0: ArrayLike, x1: ArrayLike, y0: ArrayLike, y1: Array
 
 
 def _format_value(value: float) -> str:
-    if float(value).is_integer():
-        return token_label(value) if abs(value) >= 10_000 else f"{value:.0f}"
-    if abs(value) < 1:
-        return f"{value:.2f}"
-    return f"{value:.3g}"
+    """A heatmap cell's value: token-sized counts with a suffix (``1.3M``), others readable (``0.69``, ``31.1``)."""
+    if abs(value) >= 10_000:
+        return compact(value)
+    return decimal(value, 2) if abs(value) < 1 else number(value)
 
 
 def pareto(
@@ -428,7 +428,7 @@ def _front_staircase(ax: Axes, front: pd.DataFrame, cost: str, loss: str, higher
     if label_front and len(ordered) <= 15 and {"max_tokens", "keep_recent_tokens"} <= set(ordered.columns):
         for _, row in ordered.iterrows():
             ax.annotate(
-                f"{token_label(row['max_tokens'])}/{token_label(row['keep_recent_tokens'])}",
+                f"{compact(row['max_tokens'])}/{compact(row['keep_recent_tokens'])}",
                 (row[cost], row[loss]),
                 xytext=(5, -9 if higher else 5),
                 textcoords="offset points",

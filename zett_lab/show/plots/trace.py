@@ -15,6 +15,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
+from ...formatting import compact
 from ...records import flags
 from ...replay.schema import FAILURE_REASONS, NO_WINDOW_REASONS, NOT_SMALLER, SUMMARY_FAILED
 from .base import (
@@ -26,7 +27,6 @@ from .base import (
     figure_and_axes,
     floats,
     token_axis,
-    token_label,
     true_runs,
     whiten,
 )
@@ -270,7 +270,7 @@ def _timeline_title(trace: Trace, max_tokens: int | None, keep_recent: int | Non
     conversation_id = getattr(trace.conversation, "id", "")
     summary = trace.summary()
     return (
-        f"{conversation_id}: max_tokens={token_label(max_tokens)}, keep_recent_tokens={token_label(keep_recent)}"
+        f"{conversation_id}: max_tokens={compact(max_tokens)}, keep_recent_tokens={compact(keep_recent)}"
         f" — {summary['compactions_applied']} applied, {summary['rejected_not_smaller']} not smaller,"
         f" {summary['failed']} failed, {summary['steps_over_budget']} of {summary['steps']} steps over budget"
     )

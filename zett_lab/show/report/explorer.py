@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ...formatting import count, decimal
 from ...measure.catalogue import label
 from ...records import is_missing, plain
 from ...replay.schema import BELOW_THRESHOLD
 from ...replay.trace import Trace
 from ...study.report_lost import DIGITS, excerpt
 from ...study.report_study import ReportData
-from .formats import n_int, n_ratio
 from .svg import marker_legend, mini_timeline
 
 #: Columns of the explorer's step table (``num``: right-aligned).
@@ -76,9 +76,9 @@ def _compaction_rows(trace: Trace, measured: Mapping[int, Mapping[Any, Any]]) ->
                 span,
                 plain(row["older_tokens"], DIGITS),
                 plain(row["summary_tokens"], DIGITS),
-                n_ratio(row["compression_ratio"]),
+                decimal(row["compression_ratio"]),
                 outcome,
-                n_ratio(m.get("needed_anchor_recall")),
+                decimal(m.get("needed_anchor_recall")),
                 plain(m.get("lost_but_needed"), DIGITS),
                 excerpt(row["summary_text"] or "", None, 110),
             ]
@@ -96,12 +96,12 @@ def cell_data(data: ReportData, trace: Trace) -> dict[str, Any]:
     status = (
         f"{summary['steps']} steps · {summary['compactions_applied']} compaction(s) applied · "
         f"{summary['rejected_not_smaller']} rejected as not smaller · "
-        f"peak context {n_int(summary['peak_context'])} tokens · {summary['steps_over_budget']} step(s) over budget · "
-        f"{n_int(summary['total_input_tokens'])} primary input tokens"
+        f"peak context {count(summary['peak_context'])} tokens · {summary['steps_over_budget']} step(s) over budget · "
+        f"{count(summary['total_input_tokens'])} primary input tokens"
     )
     nar = losses.conversation.iloc[0].get("needed_anchor_recall") if len(losses.conversation) else None
     if not is_missing(nar):
-        status += f" · needed-anchor recall {n_ratio(nar)}"
+        status += f" · needed-anchor recall {decimal(nar)}"
     svg = mini_timeline(trace.steps, trace.setting.max_tokens, trace.setting.keep_recent_tokens)
     return {"svg": svg, "status": status, "steps": _step_rows(trace), "compactions": _compaction_rows(trace, measured)}
 

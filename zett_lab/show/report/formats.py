@@ -5,28 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ...formatting import count, decimal
 from ...measure.catalogue import NOT_VALIDATED, higher_is_better, label
 from ...records import is_missing
-
-
-def n_int(value: Any) -> str:
-    """``12345.6`` -> ``12,346``; missing -> empty."""
-    return "" if is_missing(value) else f"{int(round(float(value))):,}"
-
-
-def n_ratio(value: Any, digits: int = 3) -> str:
-    return "" if is_missing(value) else f"{float(value):.{digits}f}"
-
-
-def n_pct(value: Any) -> str:
-    return "" if is_missing(value) else f"{100 * float(value):.1f}%"
-
-
-def n_usd(value: Any) -> str:
-    if is_missing(value):
-        return ""
-    value = float(value)
-    return f"${value:,.4f}" if value < 10 else f"${value:,.2f}"
 
 
 def ci_text(mean: Any, low: Any, high: Any) -> str:
@@ -34,12 +15,12 @@ def ci_text(mean: Any, low: Any, high: Any) -> str:
     if is_missing(mean):
         return "n/a"
     if is_missing(low) or is_missing(high):
-        return f"{float(mean):.3f}"
-    return f"{float(mean):.3f} [{float(low):.3f}, {float(high):.3f}]"
+        return decimal(mean)
+    return f"{decimal(mean)} [{decimal(low)}, {decimal(high)}]"
 
 
 def setting_text(max_tokens: Any, keep_recent_tokens: Any) -> str:
-    return f"max_tokens={n_int(max_tokens)}, keep_recent_tokens={n_int(keep_recent_tokens)}"
+    return f"max_tokens={count(max_tokens)}, keep_recent_tokens={count(keep_recent_tokens)}"
 
 
 def settings_text(settings: Mapping[str, Any]) -> str:
@@ -88,19 +69,19 @@ def trust_lines(validity: Mapping[str, Any]) -> tuple[list[str], list[str]]:
 
 
 def _one_decimal(value: Any) -> str:
-    return n_ratio(value, 1)
+    return decimal(value, 1)
 
 
 #: The outcome totals per summarizer over all replays: each total's key, its header (the metric catalogue's label
 #: where the total is a catalogued metric) and how its value is written.
 OUTCOME_TOTALS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
-    ("replays", "replays", n_int),
-    ("compactions", "compactions applied", n_int),
-    ("rejected_not_smaller", label("rejected_not_smaller"), n_int),
-    ("failed", label("failed"), n_int),
-    ("steps_over_budget", label("steps_over_budget"), n_int),
+    ("replays", "replays", count),
+    ("compactions", "compactions applied", count),
+    ("rejected_not_smaller", label("rejected_not_smaller"), count),
+    ("failed", label("failed"), count),
+    ("steps_over_budget", label("steps_over_budget"), count),
     ("lost_but_needed_per_replay", f"{label('lost_but_needed')} per replay", _one_decimal),
-    ("refetch_calls", label("refetch_calls"), n_int),
+    ("refetch_calls", label("refetch_calls"), count),
 )
 
 

@@ -10,6 +10,7 @@ import html
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ...formatting import count, decimal, percent, usd
 from ...measure.catalogue import label
 from ...measure.native import PRODUCTION_METRICS
 from ...study.report_study import ReportData
@@ -19,10 +20,6 @@ from .formats import (
     confidence_text,
     direction_note,
     metric_table,
-    n_int,
-    n_pct,
-    n_ratio,
-    n_usd,
     outcome_table,
     setting_text,
     settings_text,
@@ -82,10 +79,10 @@ def _study(study: Mapping[str, Any]) -> list[str]:
                 ("Engine", study["engine"]),
                 ("Token counter", study["counter"]),
                 ("Summarizers", ", ".join(study["summarizers"])),
-                ("max_tokens", ", ".join(n_int(v) for v in study["grid"]["max_tokens"])),
-                ("keep_recent_tokens", ", ".join(n_int(v) for v in study["grid"]["keep_recent_tokens"])),
+                ("max_tokens", ", ".join(count(v) for v in study["grid"]["max_tokens"])),
+                ("keep_recent_tokens", ", ".join(count(v) for v in study["grid"]["keep_recent_tokens"])),
                 ("Other replay settings", settings_text(study["settings"])),
-                ("Replays", n_int(study["replays"])),
+                ("Replays", count(study["replays"])),
             ],
         )
     )
@@ -98,11 +95,11 @@ def _study(study: Mapping[str, Any]) -> list[str]:
                     c["id"],
                     c["file"] or "(in memory)",
                     c["format"],
-                    n_int(c["messages"]),
-                    n_int(c["turns"]),
-                    n_int(c["model_steps"]),
-                    n_int(c["tokens"]),
-                    n_int(c["probes"]),
+                    count(c["messages"]),
+                    count(c["turns"]),
+                    count(c["model_steps"]),
+                    count(c["tokens"]),
+                    count(c["probes"]),
                 )
                 for c in study["conversations"]
             ],
@@ -196,7 +193,7 @@ def _production(entries: list[Mapping[str, Any]], skipped: Sequence[str]) -> lis
         ]
     for e in entries:
         agent = (
-            f"{n_int(e['tokens_before'])} tokens by the agent's count"
+            f"{count(e['tokens_before'])} tokens by the agent's count"
             if e["tokens_before"] is not None
             else "no token figure in the log"
         )
@@ -204,8 +201,8 @@ def _production(entries: list[Mapping[str, Any]], skipped: Sequence[str]) -> lis
             f"### {md(e['subject'])} · {md(e['conversation_id'])} · compaction #{e['native_id']}",
             "",
             md(
-                f"{e['trigger'] or e['kind']}, before message {e['position']}: {agent}, {n_int(e['estimate_before'])} by "
-                f"zett-agent's estimate; it replaced messages {e['span_start']}–{e['span_end']} ({n_int(e['span_tokens'])} tokens)."
+                f"{e['trigger'] or e['kind']}, before message {e['position']}: {agent}, {count(e['estimate_before'])} by "
+                f"zett-agent's estimate; it replaced messages {e['span_start']}–{e['span_end']} ({count(e['span_tokens'])} tokens)."
             ),
             "",
         ]
@@ -215,7 +212,7 @@ def _production(entries: list[Mapping[str, Any]], skipped: Sequence[str]) -> lis
             (
                 name,
                 v["status"],
-                *(n_int(v[m]) if m == "lost_but_needed" else n_ratio(v[m], 2) for m in PRODUCTION_METRICS),
+                *(count(v[m]) if m == "lost_but_needed" else decimal(v[m], 2) for m in PRODUCTION_METRICS),
             )
             for name, v in e["summarizers"].items()
         ]
@@ -249,12 +246,12 @@ def _costs(costs: Mapping[str, Any]) -> list[str]:
             [
                 (
                     r["summarizer"],
-                    n_int(r["max_tokens"]),
-                    n_int(r["keep_recent_tokens"]),
-                    n_int(r.get("primary_input_tokens")),
-                    n_pct(r.get("cached_input_share")),
-                    n_ratio(r.get("summary_calls"), 1),
-                    n_usd(r.get("total_cost_usd")),
+                    count(r["max_tokens"]),
+                    count(r["keep_recent_tokens"]),
+                    count(r.get("primary_input_tokens")),
+                    percent(r.get("cached_input_share")),
+                    decimal(r.get("summary_calls"), 1),
+                    usd(r.get("total_cost_usd")),
                 )
                 for r in costs["rows"]
             ],

@@ -19,6 +19,7 @@ import pandas as pd
 from markupsafe import Markup
 from matplotlib.figure import Figure
 
+from ...formatting import count, decimal, percent, usd
 from ...measure.catalogue import label, label_with_direction
 from ...measure.columns import ANCHOR_ROWS
 from ...measure.native import PRODUCTION_METRICS
@@ -32,10 +33,6 @@ from .formats import (
     confidence_text,
     direction_note,
     metric_table,
-    n_int,
-    n_pct,
-    n_ratio,
-    n_usd,
     outcome_table,
     setting_text,
     settings_text,
@@ -63,10 +60,10 @@ def _environment() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
     )
     env.filters.update(
-        int_text=n_int,
-        ratio=n_ratio,
-        pct=n_pct,
-        usd=n_usd,
+        int_text=count,
+        ratio=decimal,
+        pct=percent,
+        usd=usd,
         settings_text=settings_text,
         metric_label=label,
         script_json=lambda data: Markup(script_json(data)),
@@ -141,7 +138,7 @@ def _timelines(data: ReportData, rec: Mapping[str, Any], figures: _Figures) -> l
         summary = trace.summary()
         caption = (
             f"{conversation_id}: {summary['compactions_applied']} compaction(s) applied, "
-            f"{summary['steps_over_budget']} of {summary['steps']} steps over budget, peak {n_int(summary['peak_context'])} tokens."
+            f"{summary['steps_over_budget']} of {summary['steps']} steps over budget, peak {count(summary['peak_context'])} tokens."
         )
         views.append(figures.add(plots.timeline(trace), caption, conversation_id))
     return views

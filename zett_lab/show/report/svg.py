@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
+from ...formatting import compact
 from ...records import is_missing
 from ...replay.schema import FAILURE_REASONS, NO_WINDOW_REASONS, NOT_SMALLER, SUMMARY_FAILED
 from ..plots.base import NO_WINDOW_OUTCOME, OUTCOME_STYLES
@@ -61,18 +62,6 @@ def marker_legend() -> str:
 _STEPS = [1, 2, 2.5, 5, 10]
 
 
-def tokens_label(value: float) -> str:
-    """``12000`` -> ``12k``, ``1500`` -> ``1.5k``, ``800`` -> ``800``."""
-    value = float(value)
-    if abs(value) >= 1_000_000:
-        text = f"{value / 1_000_000:.1f}".rstrip("0").rstrip(".")
-        return f"{text}M"
-    if abs(value) >= 1000:
-        text = f"{value / 1000:.1f}".rstrip("0").rstrip(".")
-        return f"{text}k"
-    return f"{value:.0f}"
-
-
 def _num(value: Any) -> float | None:
     return None if is_missing(value) else float(value)
 
@@ -111,7 +100,7 @@ def _axes(scale: _Scale) -> list[str]:
             yy = _fmt(scale.y(value))
             parts.append(_line(_LEFT, WIDTH - _RIGHT, yy, yy, 'stroke="#e4e4e4" stroke-width="1"'))
             parts.append(
-                _text(_LEFT - 6, yy, tokens_label(value), 'text-anchor="end" dominant-baseline="middle" font-size="10"')
+                _text(_LEFT - 6, yy, compact(value), 'text-anchor="end" dominant-baseline="middle" font-size="10"')
             )
     axis = 'stroke="#444" stroke-width="1"'
     parts.append(
@@ -139,7 +128,7 @@ def _limits(scale: _Scale, max_tokens: int, keep_recent_tokens: int) -> list[str
         + _text(
             WIDTH - _RIGHT - 2,
             _fmt(scale.y(max_tokens) - 4),
-            f"max_tokens {tokens_label(max_tokens)}",
+            f"max_tokens {compact(max_tokens)}",
             f'text-anchor="end" font-size="10" fill="{_LIMIT}"',
         )
     ]
@@ -150,7 +139,7 @@ def _limits(scale: _Scale, max_tokens: int, keep_recent_tokens: int) -> list[str
             + _text(
                 WIDTH - _RIGHT - 2,
                 _fmt(scale.y(keep_recent_tokens) - 4),
-                f"keep_recent_tokens {tokens_label(keep_recent_tokens)}",
+                f"keep_recent_tokens {compact(keep_recent_tokens)}",
                 f'text-anchor="end" font-size="10" fill="{_KEEP}"',
             )
         )

@@ -7,13 +7,13 @@ Every builder takes results (a :class:`~zett_lab.replay.trace.Trace`, its
 from __future__ import annotations
 
 import html
-import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from ...formatting import cell as formatted_cell
 from ...load.conversation import role_of
 from ...load.text import message_text
 from ...measure import Losses
@@ -57,18 +57,8 @@ def error_html(error: BaseException, where: str) -> str:
 
 
 def cell(value: Any) -> str:
-    """One table cell: missing values empty, booleans as ✓, numbers formatted, text escaped."""
-    if value is None or value is pd.NA:
-        return ""
-    if isinstance(value, float) and math.isnan(value):
-        return ""
-    if isinstance(value, (bool, np.bool_)):
-        return "✓" if value else ""
-    if isinstance(value, (int, np.integer)):
-        return f"{int(value):,}"
-    if isinstance(value, float):
-        return f"{value:.3g}"
-    return html.escape(str(value))
+    """One table cell, escaped: missing values empty, booleans as ✓, numbers readable."""
+    return html.escape(formatted_cell(value))
 
 
 def steps_table_html(trace: Trace, columns: Sequence[str] = STEP_DETAIL_COLUMNS, max_rows: int | None = None) -> str:

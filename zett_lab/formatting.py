@@ -1,0 +1,139 @@
+"""How zett_lab writes a number for a person: the one home of every figure in reports, widgets, plots and reprs.
+
+Thousands separators for counts (``1,304,190``), ``k``/``M``/``B`` suffixes where space is short
+(``13k``, ``1.3M``), fixed decimals for ratios (``0.693``), and never scientific notation, whatever the
+magnitude. Missing values (None, NaN, ``pd.NA``) are written as an empty string. Data files (JSON,
+Parquet) keep exact values; only what a person reads goes through here.
+
+Example::
+
+    >>> count(1304190.4), compact(1304190), decimal(0.6931), number(31.08), percent(0.16)
+    ('1,304,190', '1.3M', '0.693', '31.1', '16.0%')
+    >>> number(9308850.0), number(1.2e-7), number(1080.0)
+    ('9,308,850', '0.000', '1,080')
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .records import is_missing
+
+#: Suffixes of :func:`compact`, largest first.
+_SUFFIXES = ((1e9, "B"), (1e6, "M"), (1e3, "k"))
+
+
+def _float(value: Any) -> float | None:
+    """The value as a finite float; None when missing, not a number or not finite."""
+    if is_missing(value) or isinstance(value, (bool, np.bool_)):
+        return None
+    try:
+        result = float(value)
+    except (TypeError, ValueError):
+        return None
+    return result if math.isfinite(result) else None
+
+
+def count(value: Any) -> str:
+    """A whole number with thousands separators: ``1304190.4`` -> ``1,304,190``."""
+    x = _float(value)
+    return "" if x is None else f"{round(x):,}"
+
+
+def decimal(value: Any, digits: int = 3) -> str:
+    """A ratio or mean with fixed decimals (thousands separated when large): ``0.6931`` -> ``0.693``."""
+    x = _float(value)
+    return "" if x is None else f"{x:,.{digits}f}"
+
+
+def percent(value: Any, digits: int = 1) -> str:
+    """A share as a percentage: ``0.16`` -> ``16.0%``."""
+    x = _float(value)
+    return "" if x is None else f"{100 * x:,.{digits}f}%"
+
+
+def usd(value: Any) -> str:
+    """Money: four decimals below $10 (summary calls cost fractions of a cent), two above: ``$0.0123``, ``$12.34``."""
+    x = _float(value)
+    if x is None:
+        return ""
+    return f"${x:,.4f}" if abs(x) < 10 else f"${x:,.2f}"
+
+
+def compact(value: Any) -> str:
+    """A token count where space is short (plot ticks, heatmap cells): ``950``, ``12.5k``, ``1.3M``, ``13k``.
+
+    Two significant digits past the suffix's first (``12.5k``, ``125k``), trailing zeros dropped.
+    """
+    x = _float(value)
+    if x is None:
+        return ""
+    for size, suffix in _SUFFIXES:
+        if abs(x) >= size * 0.9995:
+            scaled = x / size
+            digits = 0 if abs(scaled) >= 100 else 1 if abs(scaled) >= 10 else 2
+            text = f"{scaled:,.{digits}f}".rstrip("0").rstrip(".") if digits else f"{scaled:,.0f}"
+            return text + suffix
+    return f"{x:.0f}" if float(x).is_integer() or abs(x) >= 100 else number(x)
+
+
+def number(value: Any, digits: int = 3) -> str:
+    """Any figure, written the readable way for its size.
+
+    Whole numbers and anything of a thousand or more: thousands separators (``9,308,850``); below one:
+    ``digits`` decimals (``0.597``); in between, ``digits`` significant digits (``31.1``, ``2.29``).
+    """
+    x = _float(value)
+    if x is None:
+        return ""
+    if x.is_integer() or abs(x) >= 1000:
+        return count(x)
+    if abs(x) < 1:
+        return f"{x:.{digits}f}"
+    places = max(digits - len(str(int(abs(x)))), 0)
+    return f"{x:.{places}f}"
+
+
+def cell(value: Any) -> str:
+    """One table cell of any type: numbers by :func:`number`, booleans as ``✓``/empty, text as it is."""
+    if isinstance(value, (bool, np.bool_)):
+        return "✓" if value else ""
+    if is_missing(value):
+        return ""
+    if isinstance(value, (int, float, np.integer, np.floating)):
+        return number(value)
+    return str(value)
+
+
+def frame_formatters(
+    frame: pd.DataFrame, columns: Mapping[str, Callable[[Any], str]] | None = None
+) -> dict[str, Callable[[Any], str]]:
+    """``DataFrame.to_html(formatters=...)`` writing every numeric column by :func:`number` (or ``columns``)."""
+    formatters: dict[str, Callable[[Any], str]] = {}
+    for name in frame.columns:
+        dtype = frame[name].dtype
+        if pd.api.types.is_bool_dtype(dtype):
+            continue
+        if pd.api.types.is_numeric_dtype(dtype):
+            formatters[name] = number
+    formatters.update(columns or {})
+    return formatters
+
+
+def frame_html(
+    frame: pd.DataFrame,
+    *,
+    max_rows: int | None = None,
+    columns: Sequence[str] | None = None,
+    formatters: Mapping[str, Callable[[Any], str]] | None = None,
+) -> str:
+    """A DataFrame as an HTML table with readable numbers (what the ``_repr_html_`` of every result uses)."""
+    shown = frame if columns is None else frame[[c for c in columns if c in frame.columns]]
+    return shown.to_html(
+        index=False, na_rep="", max_rows=max_rows, formatters=frame_formatters(shown, formatters), escape=True
+    )
