@@ -457,3 +457,78 @@ def test_notebook_display_formatter_is_png():
         )
     finally:
         InteractiveShell.clear_instance()
+
+
+# --- presentation: one colour scale, labels from the catalogue, legends that fit ------------------------------
+
+
+def test_heatmap_panels_share_one_colour_scale(sweep_table):
+    """A summarizer whose values stay low is not painted as bright as one whose values are high."""
+    low = sweep_table.assign(
+        needed_anchor_recall=np.where(
+            sweep_table["summarizer"] == "mask",
+            sweep_table["needed_anchor_recall"] * 0.05,
+            sweep_table["needed_anchor_recall"],
+        )
+    )
+    fig = plots.heatmaps(low, "needed_anchor_recall", by="summarizer", highlight={"mask": (8_000, 2_000)})
+    meshes = [c for ax in fig.axes for c in ax.collections if c.get_gid() == plots.HEATMAP_GID]
+    assert len(meshes) == 2
+    assert {(m.norm.vmin, m.norm.vmax) for m in meshes} == {(low["needed_anchor_recall"].min(), 1.0)}
+    assert len([ax for ax in fig.axes if ax.get_label() == "<colorbar>"]) == 1, "one colour bar for every panel"
+    assert [ax.get_title("left") for ax in fig.axes[:2]] == ["anchors:0.1", "mask"]
+    outlined = [
+        len([p for p in ax.patches if p.get_edgecolor()[:3] == (0, 0, 0) and p.get_linewidth() == 2.4])
+        for ax in fig.axes[:2]
+    ]
+    assert outlined == [0, 1], "the highlighted cell is outlined in its own panel only"
+    colourbar = next(ax for ax in fig.axes if ax.get_label() == "<colorbar>")
+    assert colourbar.get_ylabel() == "Needed-anchor recall (higher is better)"
+
+
+def test_heatmap_cells_and_scale_never_use_scientific_notation(sweep_table):
+    table = sweep_table.assign(total_input_tokens=sweep_table["total_input_tokens"] * 1_000 + 0.5)
+    fig = plots.heatmap(table, "total_input_tokens", where={"summarizer": "mask"})
+    plots.to_png(fig)
+    texts = [t.get_text() for ax in fig.axes for t in [*ax.texts, *ax.get_yticklabels(), *ax.get_xticklabels()]]
+    assert texts and not [t for t in texts if re.search(r"\de[+-]?\d", t)], texts
+    assert any(t.endswith("M") for t in texts)
+    assert fig.axes[0].get_title("left") == "Total input tokens (mean of up to 2 rows per cell)\nsummarizer=mask"
+
+
+def test_pareto_reads_from_the_catalogue_and_marks_the_recommended_setting(sweep_table):
+    chosen = {"summarizer": "mask", "max_tokens": 8_000, "keep_recent_tokens": 2_000}
+    ax = plots.pareto(sweep_table, cost="total_input_tokens", loss="needed_anchor_recall", highlight=chosen).axes[0]
+    assert ax.get_xlabel() == "Total input tokens, summed over conversations (lower is better)"
+    assert ax.get_ylabel() == "Needed-anchor recall, mean per conversation (higher is better)"
+    star = next(line for line in ax.lines if line.get_marker() == "*")
+    assert star.get_label() == "recommended: mask 8k/2k"
+    few = sweep_table[sweep_table["keep_recent_tokens"] == 1_000]  # a front short enough to be labelled
+    ax = plots.pareto(few, cost="total_input_tokens", loss="needed_anchor_recall").axes[0]
+    labels = [t.get_text() for t in ax.texts]
+    assert labels and all(t.split()[0] in ("anchors:0.1", "mask") for t in labels), (
+        "each front label names its summarizer"
+    )
+
+
+def test_comparison_legend_fits_with_many_long_metric_labels():
+    """Seven headline metrics used to collapse the axes ("constrained_layout not applied") and cut the legend."""
+    import warnings
+
+    from zett_lab.measure.catalogue import HEADLINE_METRICS
+
+    table = pd.DataFrame(
+        [
+            {"summarizer": s, "metric": m, "mean": 0.5, "ci_low": 0.4, "ci_high": 0.6}
+            for s in ("anchors", "extractive", "truncate", "mask")
+            for m in HEADLINE_METRICS
+        ]
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fig = plots.summarizer_comparison(table)
+        plots.to_png(fig)
+    legend = fig.legends[0]
+    box, frame = legend.get_window_extent(), fig.bbox
+    assert frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0, "the legend is inside the figure"
+    assert fig.axes[0].get_window_extent().width > 0.5 * frame.width

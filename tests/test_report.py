@@ -147,6 +147,30 @@ def test_glossary_defines_every_metric_shown(page: str) -> None:
         assert terms[entry.label].endswith("Higher is better." if entry.higher_is_better else "Lower is better.")
 
 
+def test_headers_and_terms_explain_themselves(page: str) -> None:
+    """Every metric's column header shows its catalogue definition on hover; the words a reader meets before the
+    glossary (span, threshold crossed with no window, primary input tokens) carry theirs where they appear."""
+    for name in REPORT_METRICS:
+        entry = metric(name)
+        assert f'title="{markupsafe.escape(entry.definition)}' in page, name
+        assert f'<span class="term">{html.escape(entry.label)}</span>' in page
+    for word in ("threshold crossed, no window", "span", "primary input tokens", "max_tokens"):
+        assert re.search(rf'<abbr class="term" title="[^"]+">{re.escape(word)}</abbr>', page), word
+
+
+def test_long_parts_are_folded_with_their_counts(report: Report, page: str) -> None:
+    summaries = re.findall(r'<details class="more"[^>]*><summary>(.*?)</summary>', page, re.S)
+    glossary = report.document()["glossary"]
+    assert f"{len(glossary)} terms and metrics" in " ".join(summaries)
+    assert any(re.search(r"\d+ more timeline", s) for s in summaries)
+    assert any(s.startswith("Every configuration: ") for s in summaries)
+
+
+def test_no_number_in_scientific_notation(page: str) -> None:
+    text = re.sub(r"<svg.*?</svg>|<script.*?</script>|<style.*?</style>", "", page, flags=re.S)
+    assert not re.findall(r"[\d.]e[+-]\d", text)
+
+
 def test_lost_items_carry_span_and_summary(report: Report) -> None:
     items = report.document()["lost_but_needed"]
     assert items, "truncate and mask drop tool outputs that the session refers to later"

@@ -106,6 +106,47 @@ def test_report_from_disk_makes_no_request_and_switches_settings(browser, fixtur
         watched.close()
 
 
+#: Elements that reach past the right edge of the window, or scroll sideways inside it.
+_SIDEWAYS = """() => {
+    const width = document.documentElement.clientWidth;
+    const wide = [...document.querySelectorAll('body *')]
+        .filter(e => e.getBoundingClientRect().right > width + 0.5)
+        .map(e => e.tagName + '.' + e.className);
+    const scrolling = [...document.querySelectorAll('body *')]
+        .filter(e => e.scrollWidth > e.clientWidth + 1 && !['visible', 'hidden', 'clip'].includes(getComputedStyle(e).overflowX))
+        .map(e => e.tagName + '.' + e.className + ' ' + e.scrollWidth + '>' + e.clientWidth);
+    return {page: document.documentElement.scrollWidth, wide: wide.slice(0, 5), scrolling: scrolling.slice(0, 5)};
+}"""
+
+
+def test_report_reads_at_1280_px_without_sideways_scrolling(browser, fixture_report: Path) -> None:
+    """Folded and unfolded, nothing is wider than a 1280 px window; long parts are folded with their counts;
+    every metric's column header carries its catalogue definition."""
+    from zett_lab.measure.catalogue import CATALOGUE
+
+    watched = Watched(browser)
+    try:
+        watched.open(fixture_report)
+        page = watched.page
+        folded = page.evaluate("document.documentElement.scrollHeight")
+        assert page.evaluate(_SIDEWAYS) == {"page": 1280, "wide": [], "scrolling": []}
+        summaries = page.locator("details.more > summary").all_inner_texts()
+        assert any("more timeline" in s for s in summaries) and any("terms and metrics" in s for s in summaries)
+        assert all(any(ch.isdigit() for ch in s) for s in summaries), f"a folded part without its count: {summaries}"
+        titles = dict(page.eval_on_selector_all("#metrics th[title]", "ths => ths.map(t => [t.innerText, t.title])"))
+        for entry in CATALOGUE.values():
+            if entry.label in titles:
+                assert titles[entry.label].startswith(entry.definition)
+        assert "Needed-anchor recall" in titles
+        page.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
+        page.wait_for_timeout(200)
+        assert page.evaluate(_SIDEWAYS) == {"page": 1280, "wide": [], "scrolling": []}
+        assert page.evaluate("document.documentElement.scrollHeight") > folded
+        assert watched.errors == []
+    finally:
+        watched.close()
+
+
 def test_injected_content_stays_text(browser, tmp_path: Path) -> None:
     report = build([evil_conversation()], explore=EVIL_ID)
     path = report.save_html(tmp_path / "evil.html")

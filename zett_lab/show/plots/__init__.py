@@ -27,7 +27,7 @@ from matplotlib.figure import Figure
 
 from .base import KIND_STYLES, OUTCOME_STYLES, STYLE, figure, to_png, to_svg
 from .comparison import anchor_retention, comparison_frame, summarizer_comparison
-from .sweep import HEATMAP_GID, heatmap, heatmap_cells, image_boxes, numeric_columns, pareto, pareto_points
+from .sweep import HEATMAP_GID, heatmap, heatmap_cells, heatmaps, image_boxes, numeric_columns, pareto, pareto_points
 from .trace import message_strip, timeline
 
 __all__ = [
@@ -40,6 +40,7 @@ __all__ = [
     "figure",
     "heatmap",
     "heatmap_cells",
+    "heatmaps",
     "image_boxes",
     "message_strip",
     "numeric_columns",

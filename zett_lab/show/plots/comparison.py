@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -12,6 +13,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from ...errors import SettingError
+from ...formatting import count
 from ...measure.catalogue import label_with_direction
 from .base import SERIES_COLORS, SERIES_MARKERS, drawing_style, figure_and_axes
 
@@ -86,8 +88,14 @@ def summarizer_comparison(
         frame = frame[frame["metric"].isin(list(metrics))]
     names = list(dict.fromkeys(frame["summarizer"]))
     metric_names = list(dict.fromkeys(frame["metric"]))
+    legend = len(metric_names) > 1 or metric_names != ["value"]
+    # Two legend columns for long labels ("Needed-anchor recall (higher is better)"), so the legend fits the figure.
+    ncol = min(len(metric_names), 4 if max(map(len, map(label_with_direction, metric_names)), default=0) <= 18 else 2)
+    legend_rows = math.ceil(len(metric_names) / max(ncol, 1)) if legend else 0
+    own = ax is None
+    height = 1.4 + 0.45 * max(len(names), 1) * max(1, len(metric_names)) ** 0.5 + 0.2 * legend_rows
     with drawing_style():
-        fig, ax = figure_and_axes(ax, (6.8, 1.2 + 0.45 * max(len(names), 1) * max(1, len(metric_names)) ** 0.5))
+        fig, ax = figure_and_axes(ax, (6.8, height))
         width = 0.7
         for k, metric in enumerate(metric_names):
             part = frame[frame["metric"] == metric]
@@ -116,8 +124,10 @@ def summarizer_comparison(
         ax.grid(axis="x", color="#DDDDDD", linewidth=0.6)
         ax.set_axisbelow(True)
         ax.set_xlabel("estimate with confidence interval")
-        if len(metric_names) > 1 or metric_names != ["value"]:
-            ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=min(len(metric_names), 4), frameon=False)
+        if legend and own:  # below the axes, inside the figure: the layout engine makes room for it
+            fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncol=ncol, frameon=False)
+        elif legend:  # the caller's axes: below them, within the margin the caller left
+            ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=ncol, frameon=False)
         compared = "Engines" if len(frame) and frame["by"].iloc[0] == "engine" else "Summarizers"
         ax.set_title(title or f"{compared} compared (bars: confidence intervals)", loc="left")
     return fig
@@ -173,11 +183,11 @@ def anchor_retention(
             for c in ("in_summary", "in_tail", "needed_later", "lost_but_needed")
         }
         needed = flags["needed_later"] & ~flags["in_tail"]
-        count = table[count_column].astype("int64") if count_column else pd.Series(1, index=table.index)
+        weights = table[count_column].astype("int64") if count_column else pd.Series(1, index=table.index)
         rows = []
         for kind, part in table.groupby("type", sort=True):
             index = part.index
-            weight, in_summary = count[index], flags["in_summary"][index]
+            weight, in_summary = weights[index], flags["in_summary"][index]
             n_anchors, n_needed = int(weight.sum()), int(weight[needed[index]].sum())
             rows.append(
                 {
@@ -214,9 +224,14 @@ def anchor_retention(
         )
         for i, row in stats.iterrows():
             ax.text(
-                1.02, i - height / 2, f"n={row['anchors']}", va="center", fontsize=7, transform=ax.get_yaxis_transform()
+                1.02,
+                i - height / 2,
+                f"n={count(row['anchors'])}",
+                va="center",
+                fontsize=7,
+                transform=ax.get_yaxis_transform(),
             )
-            text = f"needed={row['needed']}, lost={row['lost']}" if row["needed"] else "none needed later"
+            text = f"needed={count(row['needed'])}, lost={count(row['lost'])}" if row["needed"] else "none needed later"
             ax.text(1.02, i + height / 2, text, va="center", fontsize=7, transform=ax.get_yaxis_transform())
         ax.set_yticks(y, stats["type"].tolist())
         ax.set_ylim(len(stats) - 0.4, -0.6 - 0.9)
@@ -228,7 +243,7 @@ def anchor_retention(
         total_lost = int(stats["lost"].sum())
         ax.set_title(
             title
-            or f"Anchor retention by type ({int(stats['anchors'].sum())} span anchors, {total_lost} lost but needed)",
+            or f"Anchor retention by type ({count(stats['anchors'].sum())} span anchors, {count(total_lost)} lost but needed)",
             loc="left",
         )
     return fig

@@ -17,7 +17,8 @@ from numpy.typing import ArrayLike
 
 from ...errors import SettingError
 from ...formatting import compact, decimal, number
-from ...measure.catalogue import higher_is_better
+from ...measure.catalogue import higher_is_better, label, label_with_direction
+from ...records import is_missing
 from .base import SERIES_COLORS, SERIES_MARKERS, drawing_style, figure_and_axes, token_axis
 from .boundaries import BOUNDARY_STYLES, BoundaryInput, boundary_frames, draw_boundary
 
@@ -66,6 +67,8 @@ def heatmap(
     cmap: str = "viridis",
     highlight: tuple[int, int] | None = None,
     title: str | None = None,
+    limits: tuple[float, float] | None = None,
+    colorbar: bool = True,
 ) -> Figure:
     """One sweep column over ``max_tokens`` (x) × ``keep_recent_tokens`` (y).
 
@@ -90,6 +93,9 @@ def heatmap(
             walked along ``keep_recent_tokens`` a horizontal mark across its column; only
             ``max_tokens`` is a vertical line, only ``keep_recent_tokens`` a horizontal one.
         highlight: ``(max_tokens, keep_recent_tokens)`` of a cell to outline.
+        limits: ``(low, high)`` of the colour scale (default: this map's own range); :func:`heatmaps` passes
+            one range to every panel so equal colours mean equal values.
+        colorbar: Draw the colour bar (labelled from the metric catalogue).
     """
     xs, ys, grid, per_cell = _heatmap_grid(sweep_results, column, aggregate, where)
     with drawing_style():
@@ -99,18 +105,21 @@ def heatmap(
             return fig
         xlog, ylog = _use_log(xs), _use_log(ys)
         xe, ye = _edges(xs, xlog), _edges(ys, ylog)
-        mesh = _cell_mesh(fig, ax, xe, ye, grid, cmap)
-        colorbar = fig.colorbar(mesh, ax=ax, pad=0.02)
-        colorbar.set_label(column if aggregate == "mean" or per_cell.max() <= 1 else f"{column} ({aggregate})")
+        mesh = _cell_mesh(fig, ax, xe, ye, grid, cmap, limits)
+        if colorbar:
+            bar = fig.colorbar(mesh, ax=ax, pad=0.02)
+            bar.set_label(_scale_label(column, aggregate, int(per_cell.max())))
+            bar.formatter = matplotlib.ticker.FuncFormatter(lambda value, _: _format_value(value))
+            bar.update_ticks()
         _grid_axes(ax, xs, ys, xe, ye, xlog, ylog)
         if annotate is None:
             annotate = len(xs) * len(ys) <= 144
         if annotate:
             _print_values(ax, mesh, grid, xe, ye, xlog, ylog)
         handles = []
-        for k, (label, points) in enumerate(boundary_frames(boundaries, column)):
+        for k, (name, points) in enumerate(boundary_frames(boundaries, column)):
             linestyle, marker = BOUNDARY_STYLES[k % len(BOUNDARY_STYLES)]
-            handles.append(draw_boundary(ax, points, xs, ys, xe, ye, linestyle, marker, label))
+            handles.append(draw_boundary(ax, points, xs, ys, xe, ye, linestyle, marker, name))
         if highlight is not None:
             _outline_cell(ax, highlight, xs, ys, xe, ye)
         if handles:
@@ -121,11 +130,81 @@ def heatmap(
             filters = ", ".join(f"{k}={v}" for k, v in (where or {}).items())
             many = per_cell.max() > 1
             title = (
-                column
+                label(column)
                 + (f" ({aggregate} of up to {per_cell.max()} rows per cell)" if many else "")
                 + (f"\n{filters}" if filters else "")
             )
         ax.set_title(title, loc="left")
+    return fig
+
+
+def _scale_label(column: str, aggregate: str, per_cell: int) -> str:
+    """A colour bar's label: the metric's catalogue label and direction, and how rows were combined."""
+    return label_with_direction(column) + ("" if aggregate == "mean" or per_cell <= 1 else f" ({aggregate})")
+
+
+def heatmaps(
+    sweep_results: Sweep | pd.DataFrame,
+    column: str,
+    by: str = "summarizer",
+    *,
+    aggregate: str = "mean",
+    where: Mapping[str, Any] | None = None,
+    highlight: tuple[int, int] | Mapping[Any, tuple[int, int]] | None = None,
+    panels: Sequence[Any] | None = None,
+    ncols: int = 2,
+    cmap: str = "viridis",
+    title: str | None = None,
+) -> Figure:
+    """One :func:`heatmap` panel per value of ``by`` (e.g. per summarizer), all on one colour scale.
+
+    Equal colours mean equal values in every panel (a summarizer whose recall stays between 0.01 and
+    0.03 is not painted as bright as one between 0.65 and 0.80), and one colour bar serves them all.
+    ``highlight`` outlines a cell in every panel, or, as ``{panel value: (max_tokens, keep_recent_tokens)}``,
+    in the panels named (e.g. the recommended setting in its summarizer's panel only). ``panels``: which values
+    of ``by`` to draw, in that order (default: every value, in the order of the results).
+
+    Example::
+
+        >>> fig = heatmaps(sweep, "needed_anchor_recall", by="summarizer")   # doctest: +SKIP
+    """
+    data = sweep_results if isinstance(sweep_results, pd.DataFrame) else getattr(sweep_results, "results", None)
+    if not isinstance(data, pd.DataFrame):
+        raise SettingError(f"heatmaps needs a Sweep or its results DataFrame, got {type(sweep_results).__name__}")
+    if by not in data.columns:
+        raise SettingError(f"heatmaps: the results have no {by!r} column to draw one panel per value of")
+    panels = list(dict.fromkeys(data[by])) if panels is None else list(panels)
+    grids = [_heatmap_grid(data, column, aggregate, {**(where or {}), by: value})[2] for value in panels]
+    finite = np.concatenate([g[np.isfinite(g)] for g in grids]) if grids else np.array([])
+    limits = (float(finite.min()), float(finite.max())) if len(finite) else None
+    ncols = max(1, min(ncols, len(panels)))
+    nrows = max(1, math.ceil(len(panels) / ncols))
+    with drawing_style():
+        fig = Figure(figsize=(3.6 * ncols + 1.0, 2.7 * nrows + 0.5), layout="constrained")
+        axes = fig.subplots(nrows, ncols, squeeze=False)
+        for k, value in enumerate(panels):
+            cell = highlight.get(value) if isinstance(highlight, Mapping) else highlight
+            heatmap(
+                data,
+                column,
+                ax=axes.flat[k],
+                aggregate=aggregate,
+                where={**(where or {}), by: value},
+                cmap=cmap,
+                highlight=cell,
+                title=str(value),
+                limits=limits,
+                colorbar=False,
+            )
+        for ax in axes.flat[len(panels) :]:
+            ax.set_visible(False)
+        meshes = [c for ax in axes.flat[: len(panels)] for c in ax.collections if c.get_gid() == HEATMAP_GID]
+        if meshes:
+            bar = fig.colorbar(meshes[0], ax=list(axes.flat[: len(panels)]), shrink=0.9, pad=0.02)
+            bar.set_label(_scale_label(column, aggregate, 2))
+            bar.formatter = matplotlib.ticker.FuncFormatter(lambda value, _: _format_value(value))
+            bar.update_ticks()
+        fig.suptitle(title or f"{label(column)} per {by}, one colour scale", x=0.01, ha="left", fontsize=10)
     return fig
 
 
@@ -175,7 +254,15 @@ def _heatmap_grid(
     return xs, ys, table.to_numpy(dtype=float), per_cell
 
 
-def _cell_mesh(fig: Figure, ax: Axes, xe: np.ndarray, ye: np.ndarray, grid: np.ndarray, cmap: str) -> QuadMesh:
+def _cell_mesh(
+    fig: Figure,
+    ax: Axes,
+    xe: np.ndarray,
+    ye: np.ndarray,
+    grid: np.ndarray,
+    cmap: str,
+    limits: tuple[float, float] | None = None,
+) -> QuadMesh:
     """The coloured cells over a cross-hatched background (which shows through missing cells)."""
     ax.add_patch(
         Rectangle(
@@ -189,7 +276,10 @@ def _cell_mesh(fig: Figure, ax: Axes, xe: np.ndarray, ye: np.ndarray, grid: np.n
             zorder=0,
         )
     )
-    mesh = ax.pcolormesh(xe, ye, np.ma.masked_invalid(grid), cmap=cmap, edgecolors="white", linewidth=0.6, zorder=1)
+    low, high = limits if limits is not None else (None, None)
+    mesh = ax.pcolormesh(
+        xe, ye, np.ma.masked_invalid(grid), cmap=cmap, vmin=low, vmax=high, edgecolors="white", linewidth=0.6, zorder=1
+    )
     mesh.set_gid(HEATMAP_GID)
     return mesh
 
@@ -229,7 +319,7 @@ def _print_values(
                 _format_value(value),
                 ha="center",
                 va="center",
-                fontsize=7,
+                fontsize=9 if grid.size <= 48 else 7,
                 color="black" if light else "white",
                 zorder=3,
             )
@@ -321,6 +411,7 @@ def pareto(
     front: pd.DataFrame | None = None,
     label_front: bool = True,
     title: str | None = None,
+    highlight: Mapping[str, Any] | None = None,
 ) -> Figure:
     """Cost against loss for every setting, with the Pareto front.
 
@@ -329,8 +420,10 @@ def pareto(
     guessed from its name (``recall``, ``retention``, ``survival``... are higher-is-better)
     unless ``maximize=`` is given. The front is :func:`zett_lab.study.pareto_front`'s (or
     ``front=``), drawn as a dashed staircase through outlined points labelled
-    ``max_tokens/keep_recent_tokens``. One marker shape (and colour) per ``group`` value
-    (``"auto"``: per engine when the sweep compares engines, else per summarizer).
+    with the summarizer (and engine) and ``max_tokens/keep_recent_tokens``. One marker shape (and colour)
+    per ``group`` value (``"auto"``: per engine when the sweep compares engines, else per summarizer).
+    Axes are labelled from the metric catalogue. ``highlight`` marks one setting with a star (e.g. the
+    recommended one: ``{"summarizer": "anchors", "max_tokens": 13_000, "keep_recent_tokens": 1_600}``).
     Missing loss values (nothing compacted) count as the best value, as in the sweep.
     """
     data = sweep_results if isinstance(sweep_results, pd.DataFrame) else getattr(sweep_results, "results", None)
@@ -352,18 +445,56 @@ def pareto(
         fig, ax = figure_and_axes(ax, (6.6, 4.4))
         _setting_marks(ax, points, cost, loss, group)
         if front is not None and len(front):
-            _front_staircase(ax, front, cost, loss, higher, label_front)
-        ax.set_xlabel(f"{cost}" + (" (summed over conversations)" if keys else "") + " — lower is better")
-        ax.set_ylabel(f"{loss} — {'higher' if higher else 'lower'} is better")
+            _front_staircase(ax, front, points, cost, loss, higher, label_front)
+        if highlight:
+            _mark_setting(ax, points, cost, loss, highlight)
+        ax.set_xlabel(f"{label(cost)}" + (", summed over conversations" if keys else "") + " (lower is better)")
+        ax.set_ylabel(
+            f"{label(loss)}"
+            + (", mean per conversation" if keys else "")
+            + f" ({'higher' if higher else 'lower'} is better)"
+        )
         if any(token in cost for token in ("token",)):
             token_axis(ax.xaxis)
         if ax.get_legend_handles_labels()[0]:  # no points (every cell failed): no legend to draw
             ax.legend(loc="lower right" if higher else "upper right", frameon=True, framealpha=0.92)
         ax.set_title(
-            title or f"Cost vs {loss}: {len(points)} settings, {0 if front is None else len(front)} on the front",
+            title
+            or f"{label(cost)} against {label(loss).lower()}: {len(points)} settings, "
+            f"{0 if front is None else len(front)} on the front",
             loc="left",
         )
     return fig
+
+
+def _setting_name(row: Mapping[str, Any] | pd.Series, keys: Sequence[str] = ("engine", "summarizer")) -> str:
+    """A setting as a point label: its ``keys`` (engine, summarizer) and ``max_tokens/keep_recent_tokens``."""
+    names = [str(row[k]) for k in keys if k in row and not is_missing(row[k])]
+    limits = f"{compact(row['max_tokens'])}/{compact(row['keep_recent_tokens'])}"
+    return " ".join([*names, limits])
+
+
+def _mark_setting(ax: Axes, points: pd.DataFrame, cost: str, loss: str, setting: Mapping[str, Any]) -> None:
+    """A star on the point of ``setting`` (its columns that the points have), labelled in the legend."""
+    chosen = points
+    for key, value in setting.items():
+        if key in chosen.columns and value is not None:
+            chosen = chosen[chosen[key] == value]
+    if len(chosen) != 1:
+        return
+    row = chosen.iloc[0]
+    ax.plot(
+        [row[cost]],
+        [row[loss]],
+        linestyle="none",
+        marker="*",
+        markersize=17,
+        markerfacecolor="#FFD54F",
+        markeredgecolor="black",
+        markeredgewidth=1.0,
+        zorder=5,
+        label=f"recommended: {_setting_name(row, _varying(points, ('engine', 'summarizer')) or ['summarizer'])}",
+    )
 
 
 def _setting_points(
@@ -406,7 +537,14 @@ def _setting_marks(ax: Axes, points: pd.DataFrame, cost: str, loss: str, group: 
         )
 
 
-def _front_staircase(ax: Axes, front: pd.DataFrame, cost: str, loss: str, higher: bool, label_front: bool) -> None:
+def _varying(points: pd.DataFrame, keys: Sequence[str]) -> list[str]:
+    """The ``keys`` whose value differs between points (a label need not name the one engine every point used)."""
+    return [k for k in keys if k in points.columns and points[k].nunique() > 1]
+
+
+def _front_staircase(
+    ax: Axes, front: pd.DataFrame, points: pd.DataFrame, cost: str, loss: str, higher: bool, label_front: bool
+) -> None:
     """The front as a dashed staircase through outlined points, labelled ``max_tokens/keep_recent_tokens``."""
     ordered = front.sort_values([cost, loss], ascending=[True, not higher])
     fx, fy = ordered[cost].to_numpy(float), ordered[loss].to_numpy(float)
@@ -426,11 +564,13 @@ def _front_staircase(ax: Axes, front: pd.DataFrame, cost: str, loss: str, higher
         label=f"on the front ({len(ordered)})",
     )
     if label_front and len(ordered) <= 15 and {"max_tokens", "keep_recent_tokens"} <= set(ordered.columns):
-        for _, row in ordered.iterrows():
+        keys = _varying(points, ("engine", "summarizer"))
+        for k, (_, row) in enumerate(ordered.iterrows()):
+            below = (k % 2 == 0) == higher  # alternate sides, so neighbours' labels do not overlap
             ax.annotate(
-                f"{compact(row['max_tokens'])}/{compact(row['keep_recent_tokens'])}",
+                _setting_name(row, keys),
                 (row[cost], row[loss]),
-                xytext=(5, -9 if higher else 5),
+                xytext=(6, -11 if below else 6),
                 textcoords="offset points",
                 fontsize=7,
             )

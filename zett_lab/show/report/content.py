@@ -43,7 +43,7 @@ def result_columns() -> tuple[str, ...]:
 
 
 #: Why a step is sent over max_tokens, in the skip reasons' own words (the summary section points to the timelines).
-OVER_BUDGET_CAUSES = f"{NO_TURN_BOUNDARY}, {ONLY_CHECKPOINTS}, or {NOT_SMALLER}"
+OVER_BUDGET_CAUSES = (NO_TURN_BOUNDARY, ONLY_CHECKPOINTS, NOT_SMALLER)
 
 
 def _metric(name: str) -> tuple[str, str]:
@@ -165,6 +165,39 @@ def glossary() -> list[tuple[str, str]]:
     """:data:`GLOSSARY`, then the entry of every other metric of the catalogue's default set (one registered later)."""
     defined = {term for term, _ in GLOSSARY}
     return [*GLOSSARY, *(_metric(name) for name in default_metrics() if metric(name).label not in defined)]
+
+
+#: Words of the page (column headers, legends) explained on hover by a glossary entry under another name.
+_SAME_AS = {
+    "span": "span S_k, tail T_k, future F_k",
+    "span (messages)": "span S_k, tail T_k, future F_k",
+    "where it was (in the span)": "span S_k, tail T_k, future F_k",
+    "threshold crossed, no window": f"{NO_TURN_BOUNDARY} / {ONLY_CHECKPOINTS}",
+    NO_TURN_BOUNDARY: f"{NO_TURN_BOUNDARY} / {ONLY_CHECKPOINTS}",
+    ONLY_CHECKPOINTS: f"{NO_TURN_BOUNDARY} / {ONLY_CHECKPOINTS}",
+    "cached share": "cache break / cached input share",
+    "needed again": "needed anchors N_k",
+    "re-fetched": "re-fetched",
+    "compaction applied": "compaction applied",
+    "compactions applied": "compaction applied",
+    "compactions": "compaction applied",
+    "lost-but-needed": "Lost but needed",
+    f"rejected: {NOT_SMALLER}": NOT_SMALLER,
+    "failed (summary or engine)": "failed",
+    "over budget": "steps_over_budget",
+    "source": "estimate",
+    "decision": "compaction applied",
+}
+
+
+def definition(term: str) -> str | None:
+    """What a word of the page means, for a hover: a catalogue metric's definition and direction (by column
+    name or label), else its glossary entry; None for a word the glossary does not define."""
+    term = _SAME_AS.get(term, term)
+    entry = next((m for m in metrics() if term in (m.name, m.label)), None)
+    if entry is not None:
+        return _metric(entry.name)[1]
+    return dict(GLOSSARY).get(term)
 
 
 def _zett_lab_version() -> str:

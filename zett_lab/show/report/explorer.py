@@ -17,32 +17,39 @@ from ...replay.schema import BELOW_THRESHOLD
 from ...replay.trace import Trace
 from ...study.report_lost import DIGITS, excerpt
 from ...study.report_study import ReportData
+from .content import definition
 from .svg import marker_legend, mini_timeline
 
+
+def _columns(*columns: tuple[str, bool]) -> list[dict[str, Any]]:
+    """Table columns for the page's script: label, right-aligned or not, and the label's meaning on hover."""
+    return [{"label": text, "num": num, "title": definition(text)} for text, num in columns]
+
+
 #: Columns of the explorer's step table (``num``: right-aligned).
-STEP_COLUMNS = [
-    {"label": "step", "num": True},
-    {"label": "turn", "num": True},
-    {"label": "estimate", "num": True},
-    {"label": "source", "num": False},
-    {"label": "decision", "num": False},
-    {"label": "context sent", "num": True},
-    {"label": "over budget", "num": False},
-]
+STEP_COLUMNS = _columns(
+    ("step", True),
+    ("turn", True),
+    ("estimate", True),
+    ("source", False),
+    ("decision", False),
+    ("context sent", True),
+    ("over budget", False),
+)
 
 #: Columns of the explorer's compaction table.
-COMPACTION_COLUMNS = [
-    {"label": "#", "num": True},
-    {"label": "step", "num": True},
-    {"label": "span (messages)", "num": False},
-    {"label": "span tokens", "num": True},
-    {"label": "summary tokens", "num": True},
-    {"label": "compression", "num": True},
-    {"label": "outcome", "num": False},
-    {"label": label("needed_anchor_recall"), "num": True},
-    {"label": label("lost_but_needed"), "num": True},
-    {"label": "summary (start)", "num": False},
-]
+COMPACTION_COLUMNS = _columns(
+    ("#", True),
+    ("step", True),
+    ("span (messages)", False),
+    ("span tokens", True),
+    ("summary tokens", True),
+    ("compression", True),
+    ("outcome", False),
+    (label("needed_anchor_recall"), True),
+    (label("lost_but_needed"), True),
+    ("summary (start)", False),
+)
 
 
 def _step_rows(trace: Trace) -> list[list[Any]]:
@@ -51,12 +58,12 @@ def _step_rows(trace: Trace) -> list[list[Any]]:
         decision = "applied" if row.applied else ("" if row.skip_reason == BELOW_THRESHOLD else (row.skip_reason or ""))
         rows.append(
             [
-                plain(row.step, DIGITS),
-                plain(row.turn, DIGITS),
-                plain(row.estimate, DIGITS),
+                count(row.step),
+                count(row.turn),
+                count(row.estimate),
                 plain(row.estimate_source, DIGITS),
                 decision,
-                plain(row.context_tokens_after, DIGITS),
+                count(row.context_tokens_after),
                 "yes" if bool(row.over_budget_after) else "",
             ]
         )
@@ -71,15 +78,15 @@ def _compaction_rows(trace: Trace, measured: Mapping[int, Mapping[Any, Any]]) ->
         span = "" if is_missing(row["span_start"]) else f"{int(row['span_start'])}–{int(row['span_end'])}"
         rows.append(
             [
-                plain(row["compaction_id"], DIGITS),
-                plain(row["step"], DIGITS),
+                count(row["compaction_id"]),
+                count(row["step"]),
                 span,
-                plain(row["older_tokens"], DIGITS),
-                plain(row["summary_tokens"], DIGITS),
+                count(row["older_tokens"]),
+                count(row["summary_tokens"]),
                 decimal(row["compression_ratio"]),
                 outcome,
                 decimal(m.get("needed_anchor_recall")),
-                plain(m.get("lost_but_needed"), DIGITS),
+                count(m.get("lost_but_needed")),
                 excerpt(row["summary_text"] or "", None, 110),
             ]
         )
@@ -94,9 +101,9 @@ def cell_data(data: ReportData, trace: Trace) -> dict[str, Any]:
     )
     summary = trace.summary()
     status = (
-        f"{summary['steps']} steps · {summary['compactions_applied']} compaction(s) applied · "
+        f"{count(summary['steps'])} steps · {summary['compactions_applied']} compaction(s) applied · "
         f"{summary['rejected_not_smaller']} rejected as not smaller · "
-        f"peak context {count(summary['peak_context'])} tokens · {summary['steps_over_budget']} step(s) over budget · "
+        f"peak context {count(summary['peak_context'])} tokens · {count(summary['steps_over_budget'])} step(s) over budget · "
         f"{count(summary['total_input_tokens'])} primary input tokens"
     )
     nar = losses.conversation.iloc[0].get("needed_anchor_recall") if len(losses.conversation) else None
@@ -122,6 +129,6 @@ def explorer_view(data: ReportData) -> dict[str, Any]:
         "summarizer": names.index(rec["summarizer"]) if rec.get("summarizer") in names else 0,
         "max_tokens": rec.get("max_tokens", grid["max_tokens"][0]),
         "keep_recent_tokens": rec.get("keep_recent_tokens", grid["keep_recent_tokens"][0]),
-        "marker_legend": marker_legend(),
+        "markers": [(symbol, name, definition(name)) for symbol, name in marker_legend()],
         "data": {"cells": cells, "step_columns": STEP_COLUMNS, "compaction_columns": COMPACTION_COLUMNS},
     }

@@ -26,7 +26,7 @@ from ...measure.native import PRODUCTION_METRICS
 from ...study.report_study import RECOMMEND_COST, RECOMMEND_LOSS, ReportData
 from .. import plots
 from .assets import CSS, JS, content_security_policy
-from .content import OVER_BUDGET_CAUSES, failure_headline
+from .content import OVER_BUDGET_CAUSES, definition, failure_headline
 from .explorer import explorer_view
 from .formats import (
     ci_text,
@@ -53,6 +53,28 @@ def script_json(data: Any) -> str:
     )
 
 
+@dataclass(frozen=True)
+class Header:
+    """A column header: the words shown, and what they mean (shown on hover), when the page defines them."""
+
+    text: str
+    title: str | None = None
+
+
+def header(name: str | Header) -> Header:
+    """A column's header: a metric's catalogue label with its definition, else the word with its glossary entry."""
+    return name if isinstance(name, Header) else Header(label(name), definition(name))
+
+
+def term(name: str, text: str | None = None) -> Markup:
+    """A word of the page with its meaning on hover (its catalogue definition or glossary entry), where it first
+    appears; the word alone when the page does not define it."""
+    meaning = definition(name)
+    if meaning is None:
+        return Markup.escape(text or name)
+    return Markup('<abbr class="term" title="{}">{}</abbr>').format(meaning, text or name)
+
+
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader(__package__, "templates"),
@@ -66,6 +88,7 @@ def _environment() -> jinja2.Environment:
         usd=usd,
         settings_text=settings_text,
         metric_label=label,
+        header=header,
         script_json=lambda data: Markup(script_json(data)),
     )
     env.globals.update(
@@ -74,6 +97,7 @@ def _environment() -> jinja2.Environment:
         direction_note=direction_note,
         outcome_table=outcome_table,
         trust_lines=trust_lines,
+        term=term,
     )
     return env
 
@@ -128,39 +152,53 @@ def _figures(data: ReportData, document: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _timelines(data: ReportData, rec: Mapping[str, Any], figures: _Figures) -> list[FigureView]:
-    """The context timelines at the recommended setting (of :attr:`ReportData.timeline_ids`)."""
+    """The context timelines at the recommended setting (of :attr:`ReportData.timeline_ids`), busiest first: most
+    compactions applied, then most steps over budget (the page shows the first and folds the others)."""
+    traces = {
+        conversation_id: data.trace_for(
+            conversation_id, rec["summarizer"], rec["max_tokens"], rec["keep_recent_tokens"]
+        )
+        for conversation_id in data.timeline_ids
+    }
+    summaries = {i: t.summary() for i, t in traces.items() if t is not None}
+    order = sorted(
+        traces,
+        key=lambda i: (
+            (-summaries[i]["compactions_applied"], -summaries[i]["steps_over_budget"]) if i in summaries else (1, 0)
+        ),
+    )
     views = []
-    for conversation_id in data.timeline_ids:
-        trace = data.trace_for(conversation_id, rec["summarizer"], rec["max_tokens"], rec["keep_recent_tokens"])
+    for conversation_id in order:
+        trace = traces[conversation_id]
         if trace is None:
             views.append(FigureView(None, "", conversation_id))
             continue
-        summary = trace.summary()
+        summary = summaries[conversation_id]
         caption = (
             f"{conversation_id}: {summary['compactions_applied']} compaction(s) applied, "
-            f"{summary['steps_over_budget']} of {summary['steps']} steps over budget, peak {count(summary['peak_context'])} tokens."
+            f"{count(summary['steps_over_budget'])} of {count(summary['steps'])} steps over budget, "
+            f"peak {count(summary['peak_context'])} tokens."
         )
         views.append(figures.add(plots.timeline(trace), caption, conversation_id))
     return views
 
 
 def _sweep_figures(data: ReportData, rec: Mapping[str, Any] | None, figures: _Figures) -> dict[str, Any]:
-    """Heatmaps over the grid and the Pareto front."""
+    """Heatmaps over the grid (every summarizer on one colour scale) and the Pareto front."""
     results = data.results
     highlight = (rec["max_tokens"], rec["keep_recent_tokens"]) if rec else None
-    recall_maps = [
-        figures.add(
-            plots.heatmap(
-                results,
-                "needed_anchor_recall",
-                where={"summarizer": name},
-                highlight=highlight,
-                title=f"{label('needed_anchor_recall')} — {name}",
-            ),
-            f"{label_with_direction('needed_anchor_recall')}, {name}.",
-        )
-        for name in data.summarizers
-    ]
+    recall_map = figures.add(
+        plots.heatmaps(
+            results,
+            "needed_anchor_recall",
+            by="summarizer",
+            panels=data.summarizers,
+            highlight={rec["summarizer"]: highlight} if rec and highlight else None,
+            title=f"{label('needed_anchor_recall')} per summarizer (mean over conversations), one colour scale",
+        ),
+        f"{label_with_direction('needed_anchor_recall')}: the same colour is the same value in every panel; "
+        "the recommended setting is outlined in its summarizer's panel.",
+    )
     chosen = rec.get("summarizer") if rec else data.summarizers[0]
     cost_map = figures.add(
         plots.heatmap(
@@ -180,12 +218,15 @@ def _sweep_figures(data: ReportData, rec: Mapping[str, Any] | None, figures: _Fi
     )
     pareto = None
     if RECOMMEND_COST in results and RECOMMEND_LOSS in results:
+        setting = {k: rec[k] for k in ("summarizer", "max_tokens", "keep_recent_tokens")} if rec else None
         pareto = figures.add(
-            plots.pareto(results, cost=RECOMMEND_COST, loss=RECOMMEND_LOSS),
-            "Every configuration: mean primary input tokens against mean lost-but-needed anchors per conversation; "
-            "the dashed staircase is the Pareto front.",
+            plots.pareto(results, cost=RECOMMEND_COST, loss=RECOMMEND_LOSS, highlight=setting),
+            f"Every configuration: {label(RECOMMEND_COST).lower()} summed over conversations against "
+            f"{label(RECOMMEND_LOSS).lower()} anchors per conversation (mean); the dashed staircase is the Pareto "
+            "front, each of its points labelled summarizer max_tokens/keep_recent_tokens; the star is the "
+            "recommended setting.",
         )
-    return {"recall_maps": recall_maps, "cost_map": cost_map, "over_budget_map": over_budget_map, "pareto": pareto}
+    return {"recall_map": recall_map, "cost_map": cost_map, "over_budget_map": over_budget_map, "pareto": pareto}
 
 
 #: The means per conversation the "every configuration" table shows (headed by their catalogue labels).

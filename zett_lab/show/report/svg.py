@@ -54,9 +54,9 @@ _MARKERS = {
 }
 
 
-def marker_legend() -> str:
-    """What each outcome marker of :func:`mini_timeline` means, in the words of its tooltip."""
-    return ", ".join(f"{symbol} {title}" for _, title, symbol in _MARKERS.values())
+def marker_legend() -> list[tuple[str, str]]:
+    """Each outcome marker of :func:`mini_timeline`: its symbol and the words of its tooltip."""
+    return [(symbol, title) for _, title, symbol in _MARKERS.values()]
 
 
 _STEPS = [1, 2, 2.5, 5, 10]

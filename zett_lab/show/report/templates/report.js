@@ -19,6 +19,7 @@
       var th = document.createElement("th");
       th.textContent = column.label;
       if (column.num) { th.className = "num"; }
+      if (column.title) { th.title = column.title; th.classList.add("term"); }
       head.appendChild(th);
     });
     var body = table.createTBody();
@@ -30,6 +31,8 @@
         if (columns[i].num) { td.className = "num"; }
       });
     });
+    var count = document.getElementById(id + "-count");
+    if (count) { count.textContent = rows.length.toLocaleString("en-US"); }
   }
 
   function render() {
