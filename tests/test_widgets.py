@@ -12,6 +12,7 @@ import pytest
 from matplotlib.figure import Figure
 
 from tests.helpers import BadSummarizer, CountingSummarizer, coding_conversation
+from zett_lab.measure.catalogue import metric
 from zett_lab.show.widgets import Comparison, Explorer, SweepExplorer, steps_table_html
 
 
@@ -213,9 +214,16 @@ def small_sweep():
 def test_sweep_explorer_metric_and_cell(small_sweep):
     explorer = SweepExplorer(small_sweep)
     assert explorer.error is None
-    assert explorer.metric.value == "compactions_applied"
-    assert {"total_input_tokens", "compression_ratio"} <= set(explorer.metric.options)
-    assert "conversation_id" not in explorer.metric.options and "max_tokens" not in explorer.metric.options
+    # The picker lists catalogue metrics by label (never an internal column such as replayed or seconds); it opens
+    # on steps over budget (compactions_applied, the old first choice, is a count outside the catalogue).
+    assert explorer.metric.value == "steps_over_budget"
+    offered = dict(explorer.metric.options)
+    assert offered["Total input tokens"] == "total_input_tokens" and offered["Compression ratio"] == "compression_ratio"
+    assert not {"conversation_id", "max_tokens", "replayed", "shared_steps", "model_calls", "seconds"} & set(
+        offered.values()
+    )
+    assert set(offered) == {metric(name).label for name in offered.values()}
+    assert SweepExplorer(small_sweep, metric="compactions_applied").metric.value == "compactions_applied"
     assert is_png(explorer.plot)
     explorer.conversation.value = "s2"
     explorer.summarizer.value = "truncate:0.1"
@@ -227,7 +235,7 @@ def test_sweep_explorer_metric_and_cell(small_sweep):
         400,
     )
     renders = explorer.renders
-    explorer.metric.value = "steps_over_budget"
+    explorer.metric.value = "compression_ratio"  # (steps over budget is now the first metric shown)
     assert explorer.renders == renders + 1
     assert is_png(explorer.trace_plot)
     explorer.cell_max_tokens.value = 2_400

@@ -28,10 +28,14 @@ Example::
     >>> explorer.max_tokens.value = 40_000; explorer.trace.summary()  # doctest: +SKIP
 """
 
-from .comparison import Comparison
-from .explorer import Explorer
-from .html import compaction_html, manual_diff_html, step_html, steps_table_html
-from .sweep_explorer import SweepExplorer
+from ..extras import require
+
+require("lab", "zett_lab.show.widgets")
+
+from .comparison import Comparison  # noqa: E402 - after the check, so a missing extra is named, not a bare ImportError
+from .explorer import Explorer  # noqa: E402
+from .html import compaction_html, manual_diff_html, step_html, steps_table_html  # noqa: E402
+from .sweep_explorer import SweepExplorer  # noqa: E402
 
 __all__ = [
     "Comparison",

@@ -48,6 +48,17 @@ def draw(figure: Figure, paint: Callable[[Any], Any], nrows: int = 1, margins: s
     return plots.to_png(figure, tight=False)
 
 
+def png_image() -> widgets.Image:
+    """An area for a widget's PNG figure, hidden while it has none (an empty image shows a broken-image icon)."""
+    return widgets.Image(format="png", layout=widgets.Layout(max_width="100%", display="none"))
+
+
+def show_png(image: widgets.Image, png: bytes) -> None:
+    """Show ``png`` in an area made by :func:`png_image`; hide the area when there is nothing to show."""
+    image.value = png
+    image.layout.display = None if png else "none"
+
+
 def step_regions(ax: Axes, steps: list[int]) -> list[list[Any]]:
     """One clickable band per model step of a timeline drawn in ``ax`` (the full height of the axes)."""
     if not steps:

@@ -27,7 +27,7 @@ from ...summarizers.cache import CacheSpec
 from ...tokens import TokenCounter
 from .. import plots
 from ..report.render import render_production
-from .base import WidgetBase, draw, new_figure, nice_step, round_to
+from .base import WidgetBase, draw, new_figure, nice_step, png_image, round_to, show_png
 from .html import CSS, cell, frame_html
 
 
@@ -99,7 +99,7 @@ class Comparison(WidgetBase):
         self.plot_metrics = tuple(plot_metrics)
         height = 2.2 * (len(self.engines) + 1) if self.engines else 1.6 + 0.55 * len(self.session.summarizers)
         self.figure = new_figure((10.5 if self.engines else 8.0, height))
-        self.plot = widgets.Image(format="png", layout=widgets.Layout(max_width="100%"))
+        self.plot = png_image()
         self.metrics_area = widgets.HTML()
         self.table_area = widgets.HTML()
         self.production: pd.DataFrame | None = None
@@ -207,19 +207,22 @@ class Comparison(WidgetBase):
             self.paired = paired
             statistics = paired.comparison
             if statistics is not None:
-                self.plot.value = draw(
-                    self.figure,
-                    lambda ax: plots.summarizer_comparison(
-                        statistics,
-                        ax=ax,
-                        metrics=self.plot_metrics,
-                        title=f"Paired over {len(paired.compact_at)} compactions ({self.conversation.value}): "
-                        "means with 95% bootstrap CIs",
+                show_png(
+                    self.plot,
+                    draw(
+                        self.figure,
+                        lambda ax: plots.summarizer_comparison(
+                            statistics,
+                            ax=ax,
+                            metrics=self.plot_metrics,
+                            title=f"Paired over {len(paired.compact_at)} compactions ({self.conversation.value}): "
+                            "means with 95% bootstrap CIs",
+                        ),
+                        margins="comparison",
                     ),
-                    margins="comparison",
                 )
             else:
-                self.plot.value = b""
+                show_png(self.plot, b"")
             self.error, self.error_area.value = None, ""
             self.metrics_area.value = (
                 f"{CSS}<h4>Per summarizer</h4>{frame_html(paired.metrics)}" if len(paired.metrics) else ""
@@ -235,7 +238,7 @@ class Comparison(WidgetBase):
         except Exception as error:  # noqa: BLE001 - shown in place, kept on .error
             self.paired, self.production = None, None
             self.metrics_area.value = self.table_area.value = self.production_area.value = ""
-            self.plot.value = b""
+            show_png(self.plot, b"")
             self._fail(error, "comparison failed")
 
     def _render_engines(self, started: float) -> None:
@@ -249,8 +252,9 @@ class Comparison(WidgetBase):
                 int(self.keep_recent_tokens.value),
             )
             self.engine_pairing = pairing
-            self.plot.value = draw(
-                self.figure, lambda axes: self._draw_engines(axes, pairing), nrows=len(self.engines) + 1
+            show_png(
+                self.plot,
+                draw(self.figure, lambda axes: self._draw_engines(axes, pairing), nrows=len(self.engines) + 1),
             )
             self.error, self.error_area.value = None, ""
             first = next(iter(self.engines))
@@ -268,7 +272,7 @@ class Comparison(WidgetBase):
         except Exception as error:  # noqa: BLE001 - shown in place, kept on .error
             self.engine_pairing = None
             self.metrics_area.value = self.table_area.value = self.production_area.value = ""
-            self.plot.value = b""
+            show_png(self.plot, b"")
             self._fail(error, "engine comparison failed")
 
     def _draw_engines(self, axes: Any, pairing: EnginePairing) -> None:

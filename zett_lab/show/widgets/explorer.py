@@ -33,7 +33,7 @@ from ...study.session import (
 from ...summarizers.cache import CacheSpec
 from ...tokens import TokenCounter
 from .. import plots
-from .base import WidgetBase, draw, new_figure, nice_step, round_to, set_range, step_regions
+from .base import WidgetBase, draw, new_figure, nice_step, png_image, round_to, set_range, show_png, step_regions
 from .clickable import ClickableImage
 from .html import (
     CSS,
@@ -217,7 +217,7 @@ class Explorer(WidgetBase):
             tooltip="re-run the replay with a manual compaction before this step",
         )
         self.manual_status = widgets.HTML()
-        self.manual_plot = widgets.Image(format="png", layout=widgets.Layout(max_width="100%"))
+        self.manual_plot = png_image()
         self.manual_area = widgets.HTML()
 
     def _connect_controls(self) -> None:
@@ -360,7 +360,7 @@ class Explorer(WidgetBase):
         started = time.perf_counter()
         conversation_id = self.conversation.value
         self.manual_trace = self.manual_losses = None
-        self.manual_plot.value = b""
+        show_png(self.manual_plot, b"")
         self.manual_area.value = ""
         self.manual_status.value = '<span class="zl-muted">choose a step and press “compact here” to compare</span>'
         try:
@@ -507,7 +507,7 @@ class Explorer(WidgetBase):
                 plots.timeline(baseline, ax=axes[0], title=f"baseline: {baseline.conversation.id}")
                 plots.timeline(manual, ax=axes[1], title=f"with a manual compaction before step {step}")
 
-            self.manual_plot.value = draw(self.manual_figure, paint, nrows=2)
+            show_png(self.manual_plot, draw(self.manual_figure, paint, nrows=2))
             self.manual_area.value = manual_diff_html(baseline, manual, self.losses, manual_losses)
             self.manual_status.value = f'<span class="zl-muted">manual compaction before step {step}</span>'
             self.error_area.value = ""

@@ -7,16 +7,18 @@ Every builder takes results (a :class:`~zett_lab.replay.trace.Trace`, its
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from ...formatting import cell as formatted_cell
+from ...formatting import decimal, percent
 from ...load.conversation import role_of
 from ...load.text import message_text
 from ...measure import Losses
+from ...measure.catalogue import CATALOGUE, label
 from ...records import flags, is_missing
 from ...replay.schema import (
     COMPACTION_SUMMARY_COLUMNS,
@@ -28,12 +30,15 @@ from ...replay.schema import (
 )
 from ...replay.trace import Trace
 from ...study.session import live_description
+from ..report.content import definition
 
 CSS = """
 <style>
 .zl-table {border-collapse: collapse; font-size: 12px; font-family: var(--jp-code-font-family, monospace);}
 .zl-table th, .zl-table td {border: 1px solid #ddd; padding: 2px 6px; text-align: right; white-space: nowrap;}
 .zl-table th {background: #f3f3f3; position: sticky; top: 0;}
+.zl-table caption {text-align: left; font-weight: bold; padding: 4px 0;}
+.zl-table th[title] {text-decoration: underline dotted #888; cursor: help;}
 .zl-table tr.zl-applied td {background: #e3f2e1;}
 .zl-table tr.zl-over td {background: #fbe3dd;}
 .zl-table tr.zl-nowindow td {background: #f1e0ec;}
@@ -121,9 +126,18 @@ def live_summary_html(trace: Trace | None) -> str:
         return ""
     summary = trace.summary()
     keys = ("steps", "compactions_applied", "peak_context", "steps_over_budget")
-    chips = " ".join(f'<span class="zl-chip">{html.escape(k)}: {cell(summary.get(k))}</span>' for k in keys)
+    chips = _chips(summary, keys)
     described = html.escape(live_description(trace))
     return f"{CSS}<div><b>live</b> ({described}): {chips}</div><div><b>what-if</b>:</div>"
+
+
+def _chips(summary: Mapping[str, Any], keys: Sequence[str]) -> str:
+    """Headline figures as chips, each named in words (its catalogue label where it is a metric)."""
+    return " ".join(
+        f'<span class="zl-chip">{html.escape(label(k) if k in CATALOGUE else k.replace("_", " "))}: '
+        f"{cell(summary.get(k))}</span>"
+        for k in keys
+    )
 
 
 def summary_html(trace: Trace, extra: str = "") -> str:
@@ -138,7 +152,7 @@ def summary_html(trace: Trace, extra: str = "") -> str:
         "total_input_tokens",
         "steps_over_budget",
     ]
-    chips = " ".join(f'<span class="zl-chip">{html.escape(k)}: {cell(summary.get(k))}</span>' for k in keys)
+    chips = _chips(summary, keys)
     return f"{CSS}<div>{chips}{extra}</div>"
 
 
@@ -168,13 +182,26 @@ def _anchors_for(losses: Losses | None, compaction_id: int) -> pd.DataFrame | No
     return anchors
 
 
-def compaction_html(trace: Trace, compaction_id: int, losses: Losses | None = None, max_messages: int = 120) -> str:
-    """One compaction: where it happened, the span and the kept tail, the summary, and what was lost."""
+def compaction_html(
+    trace: Trace, compaction_id: int, losses: Losses | None = None, max_messages: int = 120, *, facts: bool = True
+) -> str:
+    """One compaction: where it happened, the span and the kept tail, the summary, and what was lost.
+
+    ``facts=False`` leaves out the table of its facts (:func:`step_html` puts them in the step's own table).
+    """
     rows = trace.compactions[trace.compactions["compaction_id"] == compaction_id]
     if not len(rows):
         return f'{CSS}<p class="zl-muted">No compaction #{compaction_id}.</p>'
     row = rows.iloc[0]
-    parts = [CSS, _compaction_facts_html(row, compaction_id)]
+    parts = [CSS]
+    if facts:
+        table = _fact_rows(
+            {"step": row["step"], "turn": row["turn"], "trigger": row["trigger"], **_compaction_facts(row)}
+        )
+        parts.append(
+            f'<table class="zl-table zl-compaction" data-compaction="{compaction_id}">'
+            f"<caption>Compaction #{compaction_id}</caption>{table}</table>"
+        )
     anchors = _anchors_for(losses, compaction_id)
     lost_values: list[str] = []
     if anchors is not None and len(anchors):
@@ -190,13 +217,10 @@ def compaction_html(trace: Trace, compaction_id: int, losses: Losses | None = No
     return "".join(parts)
 
 
-def _compaction_facts_html(row: pd.Series, compaction_id: int) -> str:
-    """The table of one compaction's facts: step, trigger, outcome, span, tokens, summarizer, error."""
+def _compaction_facts(row: pd.Series) -> dict[str, Any]:
+    """One compaction attempt's facts, by the words a person reads: outcome, span, tokens, summarizer, error."""
     outcome = "applied" if bool(row["applied"]) else f"not applied: {row['skip_reason']}"
-    facts = {
-        "step": row["step"],
-        "turn": row["turn"],
-        "trigger": row["trigger"],
+    return {
         "outcome": outcome,
         "span (summarized)": f"messages[{row['span_start']}:{row['span_end']}]"
         if pd.notna(row["span_start"])
@@ -205,18 +229,41 @@ def _compaction_facts_html(row: pd.Series, compaction_id: int) -> str:
         "older tokens": row["older_tokens"],
         "kept tokens": row["recent_tokens"],
         "summary tokens": row["summary_tokens"],
-        "compression": f"{row['compression_ratio']:.1%}" if pd.notna(row["compression_ratio"]) else "",
+        "compression": percent(row["compression_ratio"]),
         "summarizer": row["summarizer"],
-        "latency": f"{row['latency_s']:.3f} s" if pd.notna(row["latency_s"]) else "",
+        "latency": f"{decimal(row['latency_s'])} s" if pd.notna(row["latency_s"]) else "",
         "cache hit": row["cache_hit"],
         "error": row["error"],
     }
-    head = "".join(
-        f"<tr><th style='text-align:left'>{html.escape(k)}</th><td style='text-align:left'>{cell(v)}</td></tr>"
-        for k, v in facts.items()
-        if not is_missing(v) and v != ""
-    )
-    return f'<table class="zl-table zl-compaction" data-compaction="{compaction_id}">{head}</table>'
+
+
+#: What the rows of the step and compaction tables mean, shown on hover (the report's glossary words).
+_ROW_TERMS = {
+    "estimate": "estimate",
+    "estimate from": "estimate",
+    "max_tokens": "max_tokens",
+    "threshold crossed": "max_tokens",
+    "context sent": "context sent",
+    "over budget": "steps_over_budget",
+    "span (summarized)": "span",
+    "kept verbatim": "span",
+    "compression": "compression_ratio",
+}
+
+
+def _fact_rows(facts: Mapping[str, Any]) -> str:
+    """Rows of a labelled facts table (a word the glossary defines carries its definition on hover)."""
+    rows = []
+    for key, value in facts.items():
+        if is_missing(value) or value == "":
+            continue
+        meaning = definition(_ROW_TERMS[key]) if key in _ROW_TERMS else None
+        title = f' title="{html.escape(meaning)}"' if meaning else ""
+        rows.append(
+            f"<tr><th style='text-align:left'{title}>{html.escape(key)}</th>"
+            f"<td style='text-align:left'>{cell(value)}</td></tr>"
+        )
+    return "".join(rows)
 
 
 def _lost_anchors_html(anchors: pd.DataFrame) -> tuple[str, list[str]]:
@@ -309,7 +356,8 @@ def manual_diff_html(
 
 
 def step_html(trace: Trace, step: int, losses: Losses | None = None) -> str:
-    """One model step: what the engine estimated, decided and sent; for a compaction attempt, that compaction."""
+    """One model step in one labelled table: what the engine estimated, decided and sent, and for a compaction
+    attempt its facts; then that compaction's summary and what it lost."""
     rows = trace.steps[trace.steps["step"] == step]
     if not len(rows):
         return f'{CSS}<p class="zl-muted">No step {int(step)} in this replay.</p>'
@@ -322,7 +370,6 @@ def step_html(trace: Trace, step: int, losses: Losses | None = None) -> str:
     else:
         decision = f"{reason}: {SKIP_REASON_MEANINGS.get(str(reason), '')}".rstrip(": ")
     facts = {
-        "step": row["step"],
         "turn": row["turn"],
         "estimate": row["estimate"],
         "estimate from": row["estimate_source"],
@@ -338,12 +385,21 @@ def step_html(trace: Trace, step: int, losses: Losses | None = None) -> str:
         "context sent": row["context_tokens_after"],
         "over budget": bool(row["over_budget_after"]),
     }
-    table = "".join(
-        f"<tr><th style='text-align:left'>{html.escape(k)}</th><td style='text-align:left'>{cell(v)}</td></tr>"
-        for k, v in facts.items()
-        if not is_missing(v) and v != ""
-    )
-    parts = [CSS, f'<h4>Step {int(step)}</h4><table class="zl-table zl-step" data-step="{int(step)}">{table}</table>']
-    if not is_missing(row["compaction_id"]):
-        parts.append(compaction_html(trace, int(row["compaction_id"]), losses))
+    compaction = None if is_missing(row["compaction_id"]) else int(row["compaction_id"])
+    attempt = ""
+    if compaction is not None:
+        attempts = trace.compactions[trace.compactions["compaction_id"] == compaction]
+        if len(attempts):
+            attempt = (
+                f"<tr><th colspan='2' style='text-align:left'>compaction #{compaction}</th></tr>"
+                f"{_fact_rows(_compaction_facts(attempts.iloc[0]))}"
+            )
+    marker = f' data-compaction="{compaction}"' if compaction is not None else ""
+    parts = [
+        CSS,
+        f'<table class="zl-table zl-step" data-step="{int(step)}"{marker}><caption>Step {int(step)}: what the '
+        f"engine estimated, decided and sent</caption>{_fact_rows(facts)}{attempt}</table>",
+    ]
+    if compaction is not None:
+        parts.append(compaction_html(trace, compaction, losses, facts=False))
     return "".join(parts)

@@ -7,7 +7,7 @@ boundaries come from :class:`~zett_lab.study.session.SweepWalks` (replays, so of
 from __future__ import annotations
 
 import html
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
 import ipywidgets as widgets
@@ -15,12 +15,13 @@ import pandas as pd
 
 from ...errors import SettingError
 from ...load.conversation import Conversation
+from ...measure.catalogue import label, metrics
 from ...replay.trace import Trace
 from ...study import Sweep
 from ...study.session import SweepWalks
 from .. import plots
 from ..plots.boundaries import BoundaryInput
-from .base import WidgetBase, draw, new_figure
+from .base import WidgetBase, draw, new_figure, png_image, show_png
 from .clickable import ClickableImage
 from .html import error_html, summary_html
 
@@ -29,13 +30,13 @@ ALL = "(all: mean)"
 
 
 class SweepExplorer(WidgetBase):
-    """A sweep's heatmap for any numeric column; click a cell (or choose it below) to see its timeline.
+    """A sweep's heatmap for any metric it measured; click a cell (or choose it below) to see its timeline.
 
     Args:
         sweep: A :class:`zett_lab.study.Sweep` (``.results`` and ``.trace(...)``) or a results
             DataFrame (then pass ``trace=`` to get cell timelines).
-        metric: Initial column (default: ``compactions_applied`` when present, else the first
-            numeric result column).
+        metric: The metric shown first, by column name (default: steps over budget). The picker lists
+            every catalogue metric the sweep measured, by its catalogue label.
         boundaries: Exact decision boundaries to draw: anything :func:`zett_lab.show.plots.heatmap`
             accepts, or a callable ``(explorer) -> boundaries``. With ``"auto"`` (default) a
             checkbox offers :func:`zett_lab.study.decision_boundaries` for the chosen
@@ -50,8 +51,6 @@ class SweepExplorer(WidgetBase):
     ``show_boundaries`` (controls); ``trace`` (the selected cell's), ``figure``, ``trace_figure``,
     ``boundaries``, ``error``, ``renders``.
     """
-
-    SETTINGS = ("max_tokens", "keep_recent_tokens")
 
     def __init__(
         self,
@@ -75,8 +74,8 @@ class SweepExplorer(WidgetBase):
         self.trace: Trace | None = None
         self.boundaries: BoundaryInput = None
 
-        numeric, metric = _numeric_and_metric(results, self.SETTINGS, metric)
-        self._build_filters(results, numeric, metric)
+        options, metric = _metric_options(results, metric)
+        self._build_filters(results, options, metric)
         self._build_cell_controls(results)
         self._build_views()
         for control in (
@@ -100,10 +99,10 @@ class SweepExplorer(WidgetBase):
         self.add_class("zl-sweep-explorer")
         self.render()
 
-    def _build_filters(self, results: pd.DataFrame, numeric: list[str], metric: str) -> None:
-        """The metric, conversation and summarizer dropdowns."""
+    def _build_filters(self, results: pd.DataFrame, options: list[tuple[str, str]], metric: str) -> None:
+        """The metric (catalogue labels), conversation and summarizer dropdowns."""
         self.metric = widgets.Dropdown(
-            options=numeric,
+            options=options,
             value=metric,
             description="metric",
             style={"description_width": "initial"},
@@ -153,7 +152,7 @@ class SweepExplorer(WidgetBase):
         self.plot = ClickableImage(alt="heatmap: click a cell")
         self.plot.add_class("zl-heatmap")
         self.plot.on_click(self._on_plot_click)
-        self.trace_plot = widgets.Image(format="png", layout=widgets.Layout(max_width="100%"))
+        self.trace_plot = png_image()
         self.trace_plot.add_class("zl-cell-timeline")
         self.trace_summary = widgets.HTML()
         self.trace_summary.add_class("zl-cell-summary")
@@ -232,7 +231,7 @@ class SweepExplorer(WidgetBase):
     def _draw_heatmap(self, data: pd.DataFrame, metric: str, cell: tuple[int, int], where: Mapping[str, Any]) -> None:
         """The heatmap as PNG, with one clickable region per cell of the grid."""
         axes: list[Any] = []
-        title = metric + (f"\n{', '.join(f'{k}={v}' for k, v in where.items())}" if where else "")
+        title = label(metric) + (f"\n{', '.join(f'{k}={v}' for k, v in where.items())}" if where else "")
 
         def paint(ax: Any) -> None:
             axes.append(ax)
@@ -249,7 +248,7 @@ class SweepExplorer(WidgetBase):
 
     def _render_cell(self, max_tokens: int, keep_recent_tokens: int) -> None:
         self.trace = None
-        self.trace_plot.value = b""
+        show_png(self.trace_plot, b"")
         self.trace_summary.value = ""
         if self._trace_fn is None:
             self.status.value = '<span class="zl-muted">no trace source: pass trace= to show a cell\'s timeline</span>'
@@ -273,7 +272,7 @@ class SweepExplorer(WidgetBase):
                 kwargs["summarizer"] = summarizer
             trace = self._trace_fn(**kwargs)
             self.trace = trace
-            self.trace_plot.value = draw(self.trace_figure, lambda ax: plots.timeline(trace, ax=ax))
+            show_png(self.trace_plot, draw(self.trace_figure, lambda ax: plots.timeline(trace, ax=ax)))
             self.trace_summary.value = summary_html(trace)
             self.status.value = (
                 f'<span class="zl-muted">cell below: {html.escape(str(conversation))} · '
@@ -298,14 +297,22 @@ def _results_table(sweep: Sweep | pd.DataFrame) -> pd.DataFrame:
     return results
 
 
-def _numeric_and_metric(results: pd.DataFrame, settings: Sequence[str], metric: str | None) -> tuple[list[str], str]:
-    """The numeric columns worth showing, and the metric shown first (checked against them)."""
-    exclude = {*settings, "step", "compaction_id", "context_window", "max_tokens_share", "keep_recent_share"}
-    numeric = [c for c in plots.numeric_columns(results, exclude) if results[c].notna().any()]
-    if not numeric:
-        raise SettingError(f"sweep results have no numeric column to show; columns: {list(results.columns)}")
+def _metric_options(results: pd.DataFrame, metric: str | None) -> tuple[list[tuple[str, str]], str]:
+    """The metric picker's choices, ``(catalogue label, column)`` in catalogue order for every catalogue metric the
+    results measured (never an internal column), and the metric shown first: ``metric`` (a column outside the
+    catalogue only when asked for by name), else steps over budget, else the first."""
+    numeric = set(plots.numeric_columns(results))
+    measured = [m for m in metrics("cell") if m.name in numeric and results[m.name].notna().any()]
+    options = [(m.label, m.name) for m in measured]
+    if metric is not None and metric not in {name for _, name in options}:
+        if metric not in numeric:
+            raise SettingError(f"no numeric column {metric!r}; the metrics measured: {[n for _, n in options]}")
+        options.append((label(metric), metric))
+    if not options:
+        raise SettingError(
+            f"sweep results have no metric of the catalogue to show; numeric columns: {sorted(numeric) or 'none'}"
+        )
+    names = [name for _, name in options]
     if metric is None:
-        metric = "compactions_applied" if "compactions_applied" in numeric else numeric[0]
-    if metric not in numeric:
-        raise SettingError(f"no numeric column {metric!r}; choose one of {numeric}")
-    return numeric, metric
+        metric = "steps_over_budget" if "steps_over_budget" in names else names[0]
+    return options, metric
