@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[test,docs]"
+	$(PY) -m pip install --quiet -e ".[test,docs,lab]"
 	touch $(STAMP)
 
 ## The main job: an HTML report over the bundled fixtures, offline, with the built-in summarizers

@@ -677,6 +677,52 @@ def test_lab_dry_run(tmp_path: Path) -> None:
     assert "no such notebooks folder" in one_error_line(run("lab", tmp_path / "nope", "--dry-run"))
 
 
+def test_lab_as_root_passes_allow_root_and_says_so(tmp_path: Path, monkeypatch, capsys) -> None:
+    """Jupyter refuses to run as root without --allow-root, and most containers run as root."""
+    from zett_lab.show import cli
+
+    for root in (True, False):
+        monkeypatch.setattr(cli, "_is_root", lambda root=root: root)
+        assert cli.main(["lab", str(tmp_path), "--dry-run", "--", "--port", "8899"]) == 0
+        out, err = capsys.readouterr()
+        assert ("--allow-root" in out) == root and out.rstrip().endswith("--port 8899")
+        assert ("running as root: starting JupyterLab with --allow-root" in err) == root
+    monkeypatch.setattr(cli, "_is_root", lambda: True)
+    assert cli.main(["lab", str(tmp_path), "--dry-run", "--", "--allow-root"]) == 0
+    assert capsys.readouterr().out.count("--allow-root") == 1
+
+
+@pytest.mark.parametrize("command", [["lab", "--dry-run"], ["demo", "study"]])
+def test_lab_and_demo_name_the_extra_they_need(tmp_path: Path, command: list[str]) -> None:
+    """Without the notebook side (``pip install zett-lab``), one line names the extra; nothing is written."""
+    blocked = "import sys; sys.modules.update(jupyterlab=None, ipywidgets=None, anywidget=None); "
+    result = subprocess.run(
+        [sys.executable, "-c", blocked + "from zett_lab.show.cli import main; sys.exit(main(sys.argv[1:]))", *command],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    line = one_error_line(result)
+    assert result.returncode == 2
+    assert "needs zett-lab's 'lab' extra" in line and 'pip install "zett-lab[lab]"' in line
+    assert "jupyterlab, ipywidgets, anywidget" in line
+    assert not (tmp_path / "study").exists()
+
+
+def test_widgets_name_the_extra_they_need() -> None:
+    blocked = "import sys; sys.modules.update(ipywidgets=None); "
+    result = subprocess.run(
+        [sys.executable, "-c", blocked + "import zett_lab, zett_lab.show.report; import zett_lab.show.widgets"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode != 0
+    assert "MissingExtra: zett_lab.show.widgets needs zett-lab's 'lab' extra" in result.stderr
+    assert 'pip install "zett-lab[lab]"' in result.stderr
+
+
 # --- demo --------------------------------------------------------------------------------------------------
 
 

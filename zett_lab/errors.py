@@ -36,6 +36,18 @@ class OutputError(InputError):
     """An output path zett_lab refuses to write: one of the inputs, or an existing file not to be replaced."""
 
 
+class MissingExtra(ZettLabError, ImportError):
+    """A part of zett-lab whose optional dependencies are not installed; the message names the extra to install."""
+
+    def __init__(self, what: str, extra: str, missing: list[str]) -> None:
+        self.extra = extra
+        self.missing = missing
+        super().__init__(
+            f"{what} needs zett-lab's {extra!r} extra, which is not installed (missing: {', '.join(missing)}): "
+            f'pip install "zett-lab[{extra}]"'
+        )
+
+
 class ResultFailure(ZettLabError):
     """Part of the work failed (a summary, a replay, a sweep cell) and a strict run stopped there,
     or nothing succeeded at all; the command line exits 1 for it, not 2 as for bad input."""

@@ -381,7 +381,8 @@ def _add_demo_command(commands: argparse._SubParsersAction[_Parser], parents: li
         help="write the notebooks and the sample sessions into a folder",
         description="Write the notebooks and the sample sessions (recorded through zett-agent, with gold probes) "
         "that come with zett-lab into DIR: DIR/notebooks/*.ipynb, DIR/fixtures/sessions.sqlite and its probes. "
-        "A file that is already there is kept, never overwritten. Then run 'zett-lab lab DIR'.",
+        "A file that is already there is kept, never overwritten. Then run 'zett-lab lab DIR'. Needs the notebook "
+        'side: pip install "zett-lab[lab]".',
         epilog=(
             "examples:\n  zett-lab demo my-study\n  zett-lab lab my-study\n"
             "  zett-lab report my-study -o my-study/report.html"
@@ -399,7 +400,8 @@ def _add_lab_command(commands: argparse._SubParsersAction[_Parser], parents: lis
         help="open JupyterLab on the notebooks",
         description="Start JupyterLab on the notebooks of DIR (a folder written by 'zett-lab demo', or any folder "
         "of notebooks); without DIR, on the notebooks of the source checkout. Replaces this process. Arguments "
-        "after '--' go to jupyter lab.",
+        "after '--' go to jupyter lab. Run as root (as in most containers), it passes Jupyter's --allow-root and "
+        'says so. Needs the notebook side: pip install "zett-lab[lab]".',
         epilog=(
             "examples:\n  zett-lab lab my-study\n  zett-lab lab my-study --dry-run\n"
             "  zett-lab lab my-study -- --port 8899"
