@@ -515,13 +515,13 @@ def test_comparison_legend_fits_with_many_long_metric_labels():
     """Seven headline metrics used to collapse the axes ("constrained_layout not applied") and cut the legend."""
     import warnings
 
-    from zett_lab.measure.catalogue import HEADLINE_METRICS
+    from zett_lab.measure.catalogue import default_metrics
 
     table = pd.DataFrame(
         [
             {"summarizer": s, "metric": m, "mean": 0.5, "ci_low": 0.4, "ci_high": 0.6}
             for s in ("anchors", "extractive", "truncate", "mask")
-            for m in HEADLINE_METRICS
+            for m in default_metrics()
         ]
     )
     with warnings.catch_warnings():
