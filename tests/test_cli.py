@@ -576,7 +576,8 @@ def test_no_progress_is_quiet_and_the_last_line_says_what_was_done_and_how_long(
     imported = run("import", FIXTURES / "sessions.sqlite", "-o", source, "--no-progress")
     assert imported.returncode == 0 and imported.stderr == "", imported.stderr
     assert re.fullmatch(
-        rf"wrote 7 conversation\(s\), \d+ messages, \d+ native compaction\(s\), to {re.escape(str(source))} {TOOK}",
+        rf"wrote 7 conversation\(s\), \d+ messages, \d+ native compaction\(s\), to {re.escape(str(source))} "
+        rf"from 1 file\(s\) read {TOOK}",
         imported.stdout.strip().splitlines()[-1],
     ), imported.stdout
     swept = tmp_path / "s.sweep"
@@ -599,7 +600,7 @@ def test_no_progress_is_quiet_and_the_last_line_says_what_was_done_and_how_long(
     assert re.fullmatch(
         r"swept 1 conversation\(s\) x 2 max_tokens x 1 keep_recent_tokens x 1 summarizer\(s\) "
         rf"\(2 cells: \d+ replays \(\d+ forked\), \d+ proven identical to one, \d+ summary calls\) {TOOK}; "
-        rf"saved to {re.escape(str(swept))}",
+        rf"saved to {re.escape(str(swept))}; 1 file\(s\) read",
         result.stdout.strip().splitlines()[-1],
     ), result.stdout
     page = tmp_path / "r.html"
@@ -607,7 +608,8 @@ def test_no_progress_is_quiet_and_the_last_line_says_what_was_done_and_how_long(
     assert result.returncode == 0 and result.stderr == "", result.stderr
     assert re.fullmatch(
         rf"wrote html report to {re.escape(str(page))} \([\d,]+ bytes\): 1 conversation\(s\), 1 summarizer\(s\), "
-        rf"2 replay\(s\); 2 cells: \d+ replays \(\d+ forked\), \d+ proven identical to one, \d+ summary calls; {TOOK}",
+        rf"2 replay\(s\); 2 cells: \d+ replays \(\d+ forked\), \d+ proven identical to one, \d+ summary calls; "
+        rf"from a saved sweep; {TOOK}",
         result.stdout.strip().splitlines()[-1],
     ), result.stdout
 

@@ -69,6 +69,10 @@ class SummaryFailureWarning(ZettLabWarning):
     """Summaries failed: the results hold no measurement for them (one warning per distinct cause)."""
 
 
+class SkippedFileWarning(ZettLabWarning):
+    """A file of a folder was not read (unknown format, or broken): the message names it and says why."""
+
+
 class SettingWarning(ZettLabWarning):
     """A setting the engine accepts but that does not do what its name suggests."""
 

@@ -35,6 +35,7 @@ Example::
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
 import errno
@@ -377,6 +378,31 @@ def release_output(path: str | os.PathLike[str]) -> None:
         holder = _CLAIMS.pop(_claim_name(Path(path)), None)
     if holder is not None:
         holder.close()
+
+
+@contextmanager
+def claims_released() -> Iterator[None]:
+    """Release, when the block ends, every claim taken inside it (a command's outputs, written or not)."""
+    with _CLAIMS_LOCK:
+        before = set(_CLAIMS)
+    try:
+        yield
+    finally:
+        with _CLAIMS_LOCK:
+            taken = [_CLAIMS.pop(name) for name in list(_CLAIMS) if name not in before]
+        for holder in taken:
+            holder.close()
+
+
+def _release_every_claim() -> None:
+    with _CLAIMS_LOCK:
+        holders = list(_CLAIMS.values())
+        _CLAIMS.clear()
+    for holder in holders:
+        holder.close()
+
+
+atexit.register(_release_every_claim)
 
 
 # --- the rule --------------------------------------------------------------------------------------------

@@ -16,49 +16,109 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from ..errors import InputError
+from ..errors import InputError, SkippedFileWarning, warn
 from ..progress import Progress, ProgressEvent
 from . import agents, neutral, zett  # noqa: F401  (reader modules register themselves, specific formats first)
 from .conversation import Conversation
-from .registry import HEAD_BYTES, Reader, detect, file_kind, read_file, read_with, readers, register
+from .registry import (
+    HEAD_BYTES,
+    NotRecordedData,
+    Reader,
+    detect,
+    file_kind,
+    read_file,
+    read_with,
+    readers,
+    register,
+)
 
-__all__ = ["HEAD_BYTES", "Conversation", "Reader", "detect", "load", "load_all", "read_file", "readers", "register"]
+__all__ = [
+    "HEAD_BYTES",
+    "Conversation",
+    "FileOutcome",
+    "Reader",
+    "detect",
+    "load",
+    "load_all",
+    "read_file",
+    "readers",
+    "register",
+]
+
+
+#: Called once per file of a folder with the file, why it was not read (None: it was), and whether that
+#: failure counts (True: it looked like recorded data but could not be read; False: not recorded data).
+FileOutcome = Callable[[Path, "str | None", bool], None]
 
 
 def load_all(
-    path: str | Path | Iterable[str | Path], *, progress: bool | Callable[[ProgressEvent], None] = False
+    path: str | Path | Iterable[str | Path],
+    *,
+    progress: bool | Callable[[ProgressEvent], None] = False,
+    on_file: FileOutcome | None = None,
 ) -> list[Conversation]:
     """Every conversation under a path: a file, a directory (searched recursively), or several paths.
 
-    In a directory, files no reader recognises are skipped; a file that is
-    recognised but broken raises its :class:`InputError`. ``progress`` shows a bar with an
-    ETA over the files (or calls a function after each), for imports of many files.
+    A file named directly must be readable (else its :class:`InputError`). A folder's files are each
+    read or passed over with the reason, given to ``on_file(file, reason, unreadable)``
+    (:data:`FileOutcome`): a file that looks like recorded data (JSON, JSON lines, SQLite) but that no
+    reader takes, or that is broken, is *unreadable*; notes, source code, notebooks and web pages are
+    *not recorded data*; a database's probes sidecar counts as read. Without ``on_file``, one
+    :class:`~zett_lab.errors.SkippedFileWarning` per unreadable file. A folder with nothing readable
+    is an :class:`InputError`. ``progress`` shows a bar with an ETA over the files (or calls a function
+    after each), for imports of many files.
     """
     files = _files(path)
     tracker = Progress(total=len(files), label="load", show=progress, unit="file")
     conversations: list[Conversation] = []
     found: dict[Path, int] = {}
+    passed_over: dict[Path, list[str]] = {}
+    told = on_file or _warn_unreadable
     try:
         for child, folder in files:
             if folder is None:
                 conversations.extend(read_file(child))
+                told(child, None, False)
+            elif _is_sidecar(child):
+                told(child, None, False)  # read with its database
             else:
                 found.setdefault(folder, 0)
                 try:
-                    reader = detect(child)
-                except InputError:
+                    read = read_with(detect(child), child)
+                except InputError as error:
+                    reason = error.problem if error.path == str(child) and error.where is None else str(error)
+                    if error.path == str(child) and error.where is not None:
+                        reason = f"{error.where}: {error.problem}"
+                    passed_over.setdefault(folder, []).append(f"{child.relative_to(folder)}: {reason}")
+                    told(child, reason, not isinstance(error, NotRecordedData))
                     tracker.advance(1)
                     continue
-                read = read_with(reader, child)
                 found[folder] += len(read)
                 conversations.extend(read)
+                told(child, None, False)
             tracker.advance(1)
     finally:
         tracker.close()
     for folder, count in found.items():
         if not count:
-            raise InputError(folder, None, "no recorded conversations found in this directory")
+            reasons = passed_over.get(folder, [])
+            listed = "; ".join(reasons[:3]) + ("; ..." if len(reasons) > 3 else "")
+            why = f" ({len(reasons)} file(s) not read: {listed})" if reasons else ""
+            raise InputError(folder, None, f"no recorded conversations found in this directory{why}")
     return conversations
+
+
+def _warn_unreadable(path: Path, reason: str | None, unreadable: bool) -> None:
+    if reason is not None and unreadable:
+        warn(f"skipped {path}: {reason}", SkippedFileWarning)
+
+
+def _is_sidecar(path: Path) -> bool:
+    """A probes sidecar beside the recording it belongs to (``<stem>.probes.json``, read with that file)."""
+    if not path.name.endswith(".probes.json"):
+        return False
+    stem = path.name[: -len(".probes.json")]
+    return any(sibling != path and sibling.stem == stem for sibling in path.parent.iterdir())
 
 
 def _files(path: str | Path | Iterable[str | Path]) -> list[tuple[Path, Path | None]]:

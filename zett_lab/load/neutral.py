@@ -14,6 +14,7 @@ and ``usage`` on assistant messages, ``success`` on tool messages, role
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,7 @@ from zett_agent.model import ModelUsage
 
 from ..errors import InputError
 from .conversation import Conversation, parse_native_compactions, parse_probes
-from .registry import HEAD_BYTES, Reader, register
+from .registry import Reader, register
 from .storable import decode, loads
 
 FORMAT = "neutral-json"
@@ -73,66 +74,57 @@ def _read_text(path: Path) -> str:
 _OBJECT_KEYS = {"id", "messages", "probes", "native_compactions", "metadata"}
 
 
-def _is_neutral_message_list(value: Any) -> bool:
-    """A list of messages: some object with a role this format knows, none with another agent's content blocks.
-
-    Items that are not valid messages (no role, not an object) are left for the reader to name.
-    """
-    if not isinstance(value, list) or not any(isinstance(m, dict) and m.get("role") in _ROLES for m in value):
-        return False
-    return not _has_foreign_blocks(value)
-
-
-def _has_foreign_blocks(messages: Any) -> bool:
-    """Whether any message carries content blocks of another agent's format (Anthropic tool_use, thinking, ...)."""
-    return isinstance(messages, list) and any(
-        isinstance(message, dict)
-        and isinstance(message.get("content"), list)
-        and any(_is_foreign_block(part) for part in message["content"])
-        for message in messages
-    )
-
-
-def _is_foreign_block(part: Any) -> bool:
-    return isinstance(part, dict) and isinstance(part.get("type"), str) and part["type"] in _FOREIGN_BLOCKS
-
-
-def _is_neutral_object(value: Any) -> bool:
-    """``{"id", "messages", ...}`` with only this format's keys (other agents' files carry more).
-
-    The messages may be empty or broken: the reader then says what is wrong, not "unknown format".
-    """
+def _is_message_list(value: Any) -> bool:
+    """A bare list of messages (objects with a role), not a list of conversations (objects with messages)."""
     return (
-        isinstance(value, dict)
-        and "messages" in value
-        and set(value) <= _OBJECT_KEYS
-        and not _has_foreign_blocks(value["messages"])
+        isinstance(value, list)
+        and any(isinstance(m, dict) and "role" in m for m in value)
+        and not any(isinstance(m, dict) and "messages" in m for m in value)
     )
+
+
+#: Keys a neutral message may start with (an object starting with one of them is taken as a message).
+_MESSAGE_KEYS = {
+    "role",
+    "content",
+    "tool_calls",
+    "tool_call_id",
+    "name",
+    "success",
+    "reasoning",
+    "reasoning_content",
+    "provider",
+    "model",
+    "usage",
+}
+_FIRST_KEY = re.compile(rb'\s*(\[\s*)?\{\s*("(?:[^"\\]|\\.){0,200}")\s*:')
 
 
 def _sniff(path: Path, head: bytes) -> bool:
-    """Recognise the format from the head: the whole file when small, else its first JSONL line."""
-    stripped = head.lstrip()
-    if not path.is_file() or stripped[:1] not in (b"{", b"["):
+    """Recognise the format by the first key of the first object: the same at any file size.
+
+    A document (or a JSONL file's first line) that opens an object with one of this format's keys
+    (``{"id": ...``, ``{"messages": ...``), or a list whose first object does (``[{"id": ...``, or a
+    message: ``[{"role": ...``). Nothing later in the file decides, so a large file is recognised
+    exactly as a small one of the same shape; what does not fit (another format's keys or content
+    blocks) is refused by the reader, naming the place.
+    """
+    if not path.is_file():
         return False
-    candidates = [head] if len(head) < HEAD_BYTES else []
-    candidates.append(stripped.split(b"\n", 1)[0])
-    for candidate in candidates:
-        try:
-            data = loads(candidate)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(data, list) and data and all(_is_neutral_object(item) for item in data):
-            return True
-        return _is_neutral_object(data) or _is_neutral_message_list(data)
-    text = head.decode("utf-8", errors="ignore")
-    return '"messages"' in text and '"role"' in text and not any(f'"{b}"' in text for b in _FOREIGN_BLOCKS)
+    match = _FIRST_KEY.match(head)
+    if match is None:
+        return False
+    try:
+        key = json.loads(match.group(2))
+    except ValueError:
+        return False
+    return key in _OBJECT_KEYS or (match.group(1) is not None and key in _MESSAGE_KEYS)
 
 
 def read_neutral(path: Path) -> list[Conversation]:
     """Read every conversation in a neutral JSON/JSONL file."""
     data, is_jsonl = parse_json_document(path)
-    if _is_neutral_message_list(data):
+    if _is_message_list(data):
         items: list[tuple[str, Any]] = [("", {"id": path.stem, "messages": data})]
     elif isinstance(data, list):
         label = "line" if is_jsonl else "item"
@@ -143,6 +135,14 @@ def read_neutral(path: Path) -> list[Conversation]:
     for where, item in items:
         if not isinstance(item, dict) or not isinstance(item.get("messages"), list):
             raise InputError(path, where or None, "expected an object with a 'messages' list")
+        unexpected = sorted(set(item) - _OBJECT_KEYS)
+        if unexpected:
+            raise InputError(
+                path,
+                where or None,
+                f"unexpected key(s) {unexpected}: not zett_lab's neutral JSON, whose objects hold only "
+                f"{sorted(_OBJECT_KEYS)}",
+            )
         if not item["messages"]:
             raise InputError(path, where or None, "'messages' is an empty list: there is no conversation to read")
         conversations.append(conversation_from_neutral(item, path, where))
@@ -198,7 +198,8 @@ def _text_parts(content: Any, path: Path, place: str) -> str | list[TextContent 
                 raise InputError(path, f"{place}, content part {n}", "an image_url part needs a URL string")
             parts.append(ImageContent(source=ImageUrlSource(url=url)))
         else:
-            raise InputError(path, f"{place}, content part {n}", f"unknown content part type {kind!r}")
+            foreign = " (another agent's content block: not zett_lab's neutral JSON)" if kind in _FOREIGN_BLOCKS else ""
+            raise InputError(path, f"{place}, content part {n}", f"unknown content part type {kind!r}{foreign}")
     return parts
 
 

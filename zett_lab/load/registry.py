@@ -73,7 +73,43 @@ def detect(path: str | Path) -> Reader:
         if reader.sniff(path, head):
             return reader
     known = ", ".join(reader.name for reader in readers())
+    what = not_recorded_data(path, head)
+    if what is not None:
+        raise NotRecordedData(path, None, f"unknown format ({what}); zett_lab reads: {known}")
     raise InputError(path, None, f"unknown format; zett_lab reads: {known}")
+
+
+class NotRecordedData(InputError):
+    """A file no reader takes that is not recorded data at all (notes, source code, a notebook, a web page).
+
+    In a folder it is named and passed over without failing the run; a file that looks like recorded
+    data (JSON, JSON lines, SQLite) but that no reader takes is an :class:`InputError` that does.
+    """
+
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def not_recorded_data(path: Path, head: bytes) -> str | None:
+    """What a file no reader takes is, when it is not recorded data (None: it looks like data; by content)."""
+    if path.is_dir():
+        return None
+    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if text.startswith(_SQLITE_MAGIC):
+        return None
+    if text[:1] in (b"{", b"["):
+        if b'"nbformat"' in head and b'"cells"' in head:
+            return "not recorded data: a Jupyter notebook"
+        if b'"format":"zett-lab-live-trace"' in head.replace(b" ", b""):
+            return "not recorded data: a zett_lab live trace of compactions (read it with zett_lab.Trace.load)"
+        if any((parent / "sweep.json").is_file() for parent in path.parents):
+            return "not recorded data: part of a saved zett_lab sweep (give its folder to zett-lab report)"
+        return None
+    if head.startswith(b"PAR1"):
+        return "not recorded data: a Parquet table"
+    if text[:15].lower().startswith((b"<!doctype html", b"<html")):
+        return "not recorded data: a web page"
+    return "not recorded data: not JSON, JSON lines or SQLite"
 
 
 _KINDS = {

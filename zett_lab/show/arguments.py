@@ -175,10 +175,18 @@ def build_parser() -> argparse.ArgumentParser:
         f"(default: {DEFAULT_ENGINE_TIMEOUT:g}; 'none': no limit)",
     )
 
-    _add_import_command(commands, [common, writes])
-    _add_replay_command(commands, [common, writes, summarizes])
-    _add_sweep_command(commands, [common, writes, summarizes])
-    _add_report_command(commands, [common, writes, summarizes])
+    reads = _Parser(add_help=False)
+    reads.add_argument(
+        "--skip-unreadable",
+        action="store_true",
+        help="accept files of input folders that cannot be read (each is still named on stderr); "
+        "without it, a run that skipped any exits 1",
+    )
+
+    _add_import_command(commands, [common, writes, reads])
+    _add_replay_command(commands, [common, writes, reads, summarizes])
+    _add_sweep_command(commands, [common, writes, reads, summarizes])
+    _add_report_command(commands, [common, writes, reads, summarizes])
     _add_demo_command(commands, [common])
     _add_lab_command(commands, [common])
     return parser

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError, ResultFailure, SettingError, SummaryFailureWarning, Terminated, ZettLabError
-from ..files import check_output
+from ..files import check_output, claims_released
 from ..progress import Progress
 from ..replay.schema import COMPACTION_SUMMARY_COLUMNS, STEP_SUMMARY_COLUMNS
 from .arguments import (
@@ -69,10 +69,69 @@ __all__ = [
 # --- commands -------------------------------------------------------------------------------------------
 
 
-def _load(paths: Sequence[str], sessions: Sequence[str] | None = None, progress: bool = False) -> list[Any]:
+class _Reading:
+    """What a command's inputs gave: the files read, and the files of folders not read, each with why.
+
+    Each file not read is named on stderr as it is passed over; the command's final line counts them;
+    a run that skipped a file that looked like recorded data (JSON, JSON lines, SQLite) but could not
+    be read exits 1 unless ``--skip-unreadable`` accepts it.
+    """
+
+    def __init__(self, accept_skipped: bool) -> None:
+        self.read = 0
+        self.skipped: list[Path] = []
+        self.not_data: list[Path] = []
+        self.accept_skipped = accept_skipped
+        self._lines: list[str] = []
+
+    def __call__(self, path: Path, reason: str | None, unreadable: bool) -> None:
+        if reason is None:
+            self.read += 1
+        elif unreadable:
+            self.skipped.append(path)
+            self._lines.append(f"{PROG}: skipped {_shown(path)}: {_one_line(reason)}")
+        else:
+            self.not_data.append(path)
+            self._lines.append(f"{PROG}: not read {_shown(path)}: {_one_line(reason)}")
+
+    def name_passed_over(self) -> None:
+        """Name every file not read, one line each, when the work starts (a run refused before says only why)."""
+        for line in self._lines:
+            print(line, file=sys.stderr)
+        self._lines.clear()
+
+    def counts(self) -> str:
+        """``3 file(s) read, 1 skipped, 2 not recorded data (named above)``, as the final line says it."""
+        parts = [f"{self.read} file(s) read"]
+        if self.skipped:
+            parts.append(f"{len(self.skipped)} skipped")
+        if self.not_data:
+            parts.append(f"{len(self.not_data)} not recorded data")
+        return ", ".join(parts) + (" (named above)" if len(parts) > 1 else "")
+
+    def exit_code(self, code: int) -> int:
+        """``code``, or 1 when files were skipped and the run did not accept it (with one line saying so)."""
+        if not self.skipped or self.accept_skipped or code != EXIT_OK:
+            return code
+        print(
+            f"{PROG}: {len(self.skipped)} file(s) of the input folders could not be read (named above); "
+            "pass --skip-unreadable to accept that",
+            file=sys.stderr,
+        )
+        return EXIT_FAILURES
+
+
+def _shown(path: Path | str) -> str:
+    """A path as printed: bytes that are not UTF-8 in a file name shown as escapes, never an encoding error."""
+    return os.fsdecode(path).encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _load(
+    paths: Sequence[str], sessions: Sequence[str] | None = None, progress: bool = False, reading: _Reading | None = None
+) -> list[Any]:
     from ..load import load_all
 
-    conversations = load_all([Path(p) for p in paths], progress=progress)
+    conversations = load_all([Path(p) for p in paths], progress=progress, on_file=reading)
     if sessions:
         known = {c.id for c in conversations}
         missing = [s for s in sessions if s not in known]
@@ -124,13 +183,15 @@ def cmd_import(args: argparse.Namespace) -> int:
     if not out.parent.is_dir():
         raise InputError(out, None, f"folder {out.parent} does not exist")
     started = time.perf_counter()
-    conversations = _load(args.paths, progress=not args.no_progress)
+    reading = _Reading(args.skip_unreadable)
+    conversations = _load(args.paths, progress=not args.no_progress, reading=reading)
     ids = [c.id for c in conversations]
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:
         raise InputError(
             args.paths[0], f"session {duplicates[0]!r}", "the same session id occurs more than once in the inputs"
         )
+    reading.name_passed_over()
     if suffix == ".json":
         from ..load.neutral_writer import write_neutral
 
@@ -147,14 +208,14 @@ def cmd_import(args: argparse.Namespace) -> int:
     messages = sum(len(c.messages) for c in conversations)
     natives = sum(len(c.native_compactions) for c in conversations)
     print(
-        f"wrote {len(conversations)} conversation(s), {messages} messages, {natives} native compaction(s), to {out} "
-        f"in {_took(started)}"
+        f"wrote {len(conversations)} conversation(s), {messages} messages, {natives} native compaction(s), to "
+        f"{_shown(out)} from {reading.counts()} in {_took(started)}"
     )
     from ..load.conversation import probes_sidecar_path
 
     if suffix != ".json" and (sidecar := probes_sidecar_path(out)).exists():
-        print(f"probes and native compactions: {sidecar}")
-    return EXIT_OK
+        print(f"probes and native compactions: {_shown(sidecar)}")
+    return reading.exit_code(EXIT_OK)
 
 
 def _table(frame: Any, columns: list[str], limit: int | None = None) -> str:
@@ -188,7 +249,6 @@ def _no_compaction_line(steps: Any) -> str:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from ..load import load
     from ..replay.engine_names import engine_from_spec
     from ..replay.run import replay
     from ..replay.setting import ReplayOptions, Setting
@@ -201,18 +261,17 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if args.summarizer:
         _check_summarizers([args.summarizer])
     cache = _cache(args)
-    if args.session is None:
-        conversations = _load([args.path])
-        if len(conversations) > 1:
-            listing = ", ".join(c.id for c in conversations[:20])
-            raise InputError(
-                args.path, None, f"holds {len(conversations)} conversations ({listing}); choose one with --session ID"
-            )
-        conversation = conversations[0]
-    else:
-        conversation = load(args.path, session=args.session)
+    reading = _Reading(args.skip_unreadable)
+    conversations = _load([args.path], [args.session] if args.session is not None else None, reading=reading)
+    if len(conversations) > 1:
+        listing = ", ".join(c.id for c in conversations[:20])
+        raise InputError(
+            args.path, None, f"holds {len(conversations)} conversations ({listing}); choose one with --session ID"
+        )
+    conversation = conversations[0]
     if args.output:
         _output(args.output, _inputs([conversation], cache), args)
+    reading.name_passed_over()
     setting = Setting(
         max_tokens=args.max_tokens,
         keep_recent_tokens=args.keep_recent_tokens,
@@ -244,12 +303,13 @@ def cmd_replay(args: argparse.Namespace) -> int:
     print(
         f"applied {summary['compactions_applied']}, not smaller {summary['rejected_not_smaller']}, "
         f"failed {summary['failed']}; peak context {summary['peak_context']} tokens; "
-        f"{summary['steps_over_budget']} step(s) over budget; {summary['total_input_tokens']} input tokens in total"
+        f"{summary['steps_over_budget']} step(s) over budget; {summary['total_input_tokens']} input tokens in total; "
+        f"{reading.counts()}"
     )
     if args.output:
         path = trace.save(args.output, overwrite=args.force)
-        print(f"saved trace to {path}")
-    return _report_failures(trace.failure_counts)
+        print(f"saved trace to {_shown(path)}")
+    return reading.exit_code(_report_failures(trace.failure_counts))
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -264,9 +324,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     _check_summarizers(summarizers)
     cache = _cache(args)
     started = time.perf_counter()
-    conversations = _load(args.paths, args.session, progress=not args.no_progress)
+    reading = _Reading(args.skip_unreadable)
+    conversations = _load(args.paths, args.session, progress=not args.no_progress, reading=reading)
     _output(args.output, _inputs(conversations, cache), args)
     check_sweep_target(out)
+    reading.name_passed_over()
     result = sweep(
         conversations,
         max_tokens=args.max_tokens,
@@ -285,7 +347,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         f"swept {len(conversations)} conversation(s) x {len(args.max_tokens)} max_tokens x "
         f"{len(args.keep_recent_tokens)} keep_recent_tokens x {len(summarizers)} summarizer(s)"
         + (f" x {len(engines)} engine(s) ({', '.join(engines)})" if engines else "")
-        + f" ({_work_done(result)}) in {_took(started)}; saved to {out}"
+        + f" ({_work_done(result)}) in {_took(started)}; saved to {_shown(out)}; {reading.counts()}"
         + (
             f"; {unmeasured} of {len(result.results)} cell(s) are no measurement (failed summaries or replays: "
             "see the failed, summary_error and error columns)"
@@ -293,7 +355,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             else ""
         )
     )
-    return _report_failures(result.failure_counts)
+    return reading.exit_code(_report_failures(result.failure_counts))
 
 
 def _took(started: float) -> str:
@@ -351,6 +413,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     _check_report_options(out, options)
     _output(args.output, paths, args)
     started = time.perf_counter()
+    reading = _Reading(args.skip_unreadable)
     if sweep_files:
         if args.max_tokens or args.keep_recent_tokens or args.engine:
             raise SettingError(
@@ -369,7 +432,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
         engines = labelled_engines(args.engine) if args.engine else None
         cache = _cache(args)
-        conversations = _load([str(p) for p in recorded], progress=not args.no_progress)
+        conversations = _load([str(p) for p in recorded], progress=not args.no_progress, reading=reading)
         _output(args.output, _inputs(conversations, cache), args)
         if args.explore is not None and args.explore not in {c.id for c in conversations}:
             raise SettingError(
@@ -384,6 +447,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             grid["max_tokens"] = args.max_tokens
         if args.keep_recent_tokens:
             grid["keep_recent_tokens"] = args.keep_recent_tokens
+        reading.name_passed_over()
         result = report_sweep(
             conversations,
             summarizers,
@@ -406,15 +470,16 @@ def cmd_report(args: argparse.Namespace) -> int:
         phases.close()
     sweep_done = f"; {_work_done(report.sweep)}" if report.sweep is not None else ""
     print(
-        f"wrote {fmt} report to {out} ({out.stat().st_size:,} bytes): {len(report.conversations)} conversation(s), "
-        f"{len(report.summarizers)} summarizer(s), {len(report.traces)} replay(s){sweep_done}; in {_took(started)}"
+        f"wrote {fmt} report to {_shown(out)} ({out.stat().st_size:,} bytes): {len(report.conversations)} conversation(s), "
+        f"{len(report.summarizers)} summarizer(s), {len(report.traces)} replay(s){sweep_done}; "
+        f"{reading.counts() if not sweep_files else 'from a saved sweep'}; in {_took(started)}"
     )
     if not len(report.results):
         print(
             f"{PROG}: no replay in this report is a measurement: every one failed or had a failed summary",
             file=sys.stderr,
         )
-    return _report_failures(report.failure_counts)
+    return reading.exit_code(_report_failures(report.failure_counts))
 
 
 def _check_report_options(out: Path, options: dict[str, Any]) -> None:
@@ -533,7 +598,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     on_main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _terminate) if on_main_thread else None
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), claims_released():
             warnings.showwarning = _show_warning
             return COMMANDS[args.command](args)
     except KeyboardInterrupt as stop:
