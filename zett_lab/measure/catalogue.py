@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 import pandas as pd
 
 from ..errors import SettingError
+from ..formatting import count, decimal
 
 if TYPE_CHECKING:
     from .attempt import Attempt
@@ -82,7 +83,7 @@ class Estimate:
 
     def text(self) -> str:
         """``0.83 [0.72, 0.90] (n = 120)``: the share, its 95% interval and the items it rests on."""
-        return f"{self.value:.2f} [{self.low:.2f}, {self.high:.2f}] (n = {self.n:,})"
+        return f"{decimal(self.value, 2)} [{decimal(self.low, 2)}, {decimal(self.high, 2)}] (n = {count(self.n)})"
 
 
 @dataclass(frozen=True, slots=True)
