@@ -18,6 +18,38 @@ from zett_agent.model import (
 )
 
 from zett_lab import Conversation
+from zett_lab.replay.setting import TraceSettings
+from zett_lab.replay.trace import Trace
+
+
+def span_trace(conversation: Conversation, spans: list[tuple[int, int, int]]) -> Trace:
+    """One applied compaction per ``(span_start, span_end, n_recorded)``, each with a summary holding no anchor:
+    every span anchor is lost, so ``needed_later`` is ``lost_but_needed``."""
+    rows = [
+        {
+            "compaction_id": k,
+            "conversation_id": conversation.id,
+            "step": k,
+            "turn": 0,
+            "trigger": "auto",
+            "span_start": start,
+            "span_end": end,
+            "n_recorded": n_recorded,
+            "older_messages": end - start,
+            "older_tokens": None,
+            "recent_messages": n_recorded - end,
+            "recent_tokens": None,
+            "summary_tokens": 10,
+            "applied": True,
+            "skip_reason": None,
+            "summary_text": "(summary)",
+            "summarizer": "labels",
+        }
+        for k, (start, end, n_recorded) in enumerate(spans)
+    ]
+    return Trace.from_rows(
+        conversation, [], rows, TraceSettings(setting=None, summarizer="labels", counter="o200k"), []
+    )
 
 
 def coding_conversation(

@@ -101,13 +101,16 @@ def test_shas_need_a_digit_and_a_letter():
 @pytest.mark.parametrize(
     "text, expected",
     [
-        ("port 6543", ["6543"]),
+        ("port 6543", ["port 6543"]),
+        ("The port is 6543.", ["port 6543"]),
+        ("PORT=6543 and Process.sleep(200)", ["port 6543", "sleep 200"]),
+        ("at line 304 of app.tsx:304", ["304"]),
         ("took 250 ms", ["250ms"]),
         ("took 250ms", ["250ms"]),
         ("took 250 milliseconds", ["250ms"]),
         ("3.2 GB of RAM", ["3.2gb"]),
         ("version v0.2.1", ["0.2.1"]),
-        ("Python 3.11", ["3.11"]),
+        ("Python 3.11", ["python 3.11"]),
         ("1,000 users", ["1000users"]),
         ("costs $12.50 or 50%", ["$12.50", "50%"]),
         ("only 42 and 7", []),
@@ -179,7 +182,7 @@ def test_extract_anchors_indexes_messages_and_roles():
     for anchor in anchors:
         by_index.setdefault(anchor.message_index, set()).add((anchor.type, anchor.normalized))
     assert ("constraint", "never edit config.yaml") in by_index[1]
-    assert ("number", "6543") in by_index[1] and ("number", "6543") in by_index[2]
+    assert ("number", "port 6543") in by_index[1] and ("number", "port 6543") in by_index[2]
     assert ("decision", "we'll use port 6543") in by_index[2]
     assert ("command", "ls src/") in by_index[2]
     assert ("error", "KeyError: x") in by_index[3]

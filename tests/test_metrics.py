@@ -199,7 +199,7 @@ def test_anchor_lookup_in_summary_tail_and_future(hand_losses):
     assert (path["in_summary"], path["in_tail"], path["in_future"]) == (False, False, True)
     assert path["needed_later"] and path["lost_but_needed"] and path["refetched"]
     assert path["next_use_index"] == 8 and path["message_index"] == 1
-    port = anchor(hand_losses, 0, "number", "6543")
+    port = anchor(hand_losses, 0, "number", "port 6543")
     assert port["in_summary"] and port["needed_later"] and not port["lost_but_needed"]
     user_id = anchor(hand_losses, 0, "identifier", "user_id")
     assert user_id["in_tail"] and not user_id["needed_later"]  # still visible verbatim in the tail
@@ -219,11 +219,14 @@ def test_needed_anchor_recall_and_lists(hand_losses):
     row = hand_losses.compactions.iloc[0]
     anchors = hand_losses.anchors[hand_losses.anchors["compaction_id"] == 0]
     needed = anchors[anchors["needed_later"]]
-    assert set(needed["normalized"]) == {"src/auth/session.py", "6543"}  # read again by the agent, said again by it
+    assert set(needed["normalized"]) == {
+        "src/auth/session.py",
+        "port 6543",
+    }  # read again by the agent, said again by it
     assert row["needed_anchors"] == 2 and row["needed_retained"] == 1
     weights = dict(zip(needed["normalized"], needed["rarity"], strict=True))
     assert row["needed_weight"] == pytest.approx(sum(weights.values()))
-    assert row["needed_anchor_recall"] == pytest.approx(weights["6543"] / sum(weights.values()))
+    assert row["needed_anchor_recall"] == pytest.approx(weights["port 6543"] / sum(weights.values()))
     assert row["lost_but_needed"] == 1
     lost = hand_losses.lost_but_needed()
     assert set(lost[lost["compaction_id"] == 0]["normalized"]) == {"src/auth/session.py"}
@@ -424,7 +427,7 @@ def linked_conversation(turns: int = 8, pad: int = 120) -> Conversation:
         messages.append(
             AssistantMessage(
                 content=f"We'll use load_user_{earlier} with a default on port {6500 + earlier}. "
-                f"Fixed src/pkg/module_{t}.py."
+                f"Fixed src/pkg/module_{t}.py; tests/test_module_{earlier}.py still passes."
             )
         )
     return Conversation(id="linked", messages=messages, probes=probes)

@@ -1,10 +1,14 @@
-""" "Needed later" that means needed: precision of lost-but-needed against hand labels on real logs.
+""" "Needed later" that means needed: lost-but-needed against the project's older hand labels on real logs.
 
 ``tests/data/needed_labels.json`` holds lost-but-needed items sampled from replays of the shared
-real agent logs under the old definition (the anchor recurs anywhere after the compaction), each
-labelled by reading the conversation: did the user or the agent actually use it later? The new
-definition counts a reuse only in the user's or the agent's own later actions (text, tool-call
-arguments, commands; not a tool result, not re-injected harness text) and weights items by rarity.
+real agent logs under the first definition (the anchor recurs anywhere after the compaction and
+not in the kept tail), each labelled by reading the conversation. Their guideline called an item
+needed when the user or the agent acted on it later, even right after a tool result had shown it
+again or while aider re-sent the file holding it. The definition now (issue 28, from labels of
+logs this project had never seen) asks more: the agent could have had the item from nowhere but
+the span. So on these labels the flags must be right (precision), and every labelled-needed item
+no longer flagged must be one the definition leaves out by design, checked here item by item
+with a plain re-reading of the conversation (not the index's arrays).
 """
 
 from __future__ import annotations
@@ -14,47 +18,61 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from zett_agent.messages import AssistantMessage, SystemMessage
 
 import zett_lab
+from tests.helpers import span_trace
+from zett_lab.load.anchor_forms import spellings
+from zett_lab.load.anchors import action_keys, anchor_keys, message_keys
+from zett_lab.load.vocabulary import is_generic
 from zett_lab.measure import measure
-from zett_lab.replay.setting import TraceSettings
-from zett_lab.replay.trace import Trace
 
 LABELS = Path(__file__).resolve().parent / "data" / "needed_labels.json"
 
 
-def _span_trace(conversation, spans) -> Trace:
-    """One applied compaction per span, each with a summary holding no anchor: every span anchor is lost."""
-    rows = [
-        {
-            "compaction_id": k,
-            "conversation_id": conversation.id,
-            "step": k,
-            "turn": 0,
-            "trigger": "auto",
-            "span_start": start,
-            "span_end": end,
-            "n_recorded": n_recorded,
-            "older_messages": end - start,
-            "older_tokens": None,
-            "recent_messages": n_recorded - end,
-            "recent_tokens": None,
-            "summary_tokens": 10,
-            "applied": True,
-            "skip_reason": None,
-            "summary_text": "(summary)",
-            "summarizer": "labels",
-        }
-        for k, (start, end, n_recorded) in enumerate(spans)
-    ]
-    return Trace.from_rows(
-        conversation, [], rows, TraceSettings(setting=None, summarizer="labels", counter="o200k"), []
-    )
+def _one_item(a, b) -> bool:
+    (canonical_a, forms_a), (canonical_b, forms_b) = spellings(a), spellings(b)
+    return canonical_a in forms_b or canonical_b in forms_a
+
+
+def _why_not_needed(conversation, key, span_end, n_recorded) -> str | None:
+    """Why the definition leaves a span item out, read message by message; None when it is needed."""
+    messages = conversation.messages
+    use = next((i for i in range(n_recorded, len(messages)) if _agent_uses(messages[i], key)), None)
+    if use is None:
+        return "no later use by the agent"
+    if is_generic(key):
+        return "vocabulary"
+    system = [k for m in messages if isinstance(m, SystemMessage) for k in message_keys(m)]
+    if any(_one_item(key, k) for k in system):
+        return "system prompt"
+    for i in range(span_end, use):
+        if not isinstance(messages[i], SystemMessage) and any(_one_item(key, k) for k in message_keys(messages[i])):
+            return "kept tail" if i < n_recorded else "shown again before the use"
+    for entry in conversation.harness_context:
+        held = entry.start <= use and (entry.end is None or entry.end > n_recorded)
+        if held and any(_one_item(key, k) for k in anchor_keys(entry.text)):
+            return "harness context"
+    return None
+
+
+def _agent_uses(message, key) -> bool:
+    return isinstance(message, AssistantMessage) and key in action_keys(message)
+
+
+def _row_of(anchors, labelled):
+    """The anchor row of a labelled item; a number labelled bare may now carry its key (``limit 100``)."""
+    same_type = anchors[anchors["type"] == labelled["type"]]
+    row = same_type[same_type["normalized"] == labelled["normalized"]]
+    if len(row) or labelled["type"] != "number":
+        return row
+    keyed = same_type["normalized"].str.endswith(" " + labelled["normalized"])
+    return same_type[keyed & (same_type["message_index"] == labelled["message_index"])].head(1)
 
 
 @pytest.fixture(scope="module")
 def judged(agent_logs):
-    """Each labelled item with the old and the new definition's verdict and its rarity."""
+    """Each labelled item with the definition's verdict, its rarity and the plain re-reading's reason."""
     items = json.loads(LABELS.read_text(encoding="utf-8"))["items"]
     by_conversation = defaultdict(list)
     for item in items:
@@ -63,22 +81,22 @@ def judged(agent_logs):
     for (log, conversation_id), group in by_conversation.items():
         conversation = next(c for c in zett_lab.load_all(agent_logs / log) if c.id == conversation_id)
         spans = sorted({(i["span_start"], i["span_end"], i["n_recorded"]) for i in group})
-        anchors = measure(_span_trace(conversation, spans)).anchors
+        anchors = measure(span_trace(conversation, spans)).anchors
         for item in group:
             k = spans.index((item["span_start"], item["span_end"], item["n_recorded"]))
-            row = anchors[
-                (anchors["compaction_id"] == k)
-                & (anchors["type"] == item["anchor"]["type"])
-                & (anchors["normalized"] == item["anchor"]["normalized"])
-            ]
+            row = _row_of(anchors[anchors["compaction_id"] == k], item["anchor"])
             assert len(row) == 1, item
+            key = (row.iloc[0]["type"], row.iloc[0]["normalized"])
             row = row.iloc[0]
             out.append(
                 {
                     "label": item["needed"],
-                    "old": bool(row["in_future"] and not row["in_tail"]),
+                    "recurs": bool(row["in_future"]),
                     "new": bool(row["needed_later"]),
                     "rarity": float(row["rarity"]),
+                    "why_not": _why_not_needed(conversation, key, item["span_end"], item["n_recorded"]),
+                    "value": key[1],
+                    "keyed": key[1] != item["anchor"]["normalized"],
                 }
             )
     return out
@@ -92,21 +110,33 @@ def test_labels_cover_at_least_100_items_with_reasons():
         assert item["span_start"] <= item["anchor"]["message_index"] < item["span_end"] <= item["n_recorded"]
 
 
-def test_every_labelled_item_was_lost_but_needed_under_the_old_definition(judged):
-    assert all(item["old"] for item in judged)
+def test_every_labelled_item_recurs_after_the_compaction(judged):
+    # a number that now carries its key (``limit 100``) is another item than the bare number that recurred
+    assert all(item["recurs"] or item["keyed"] for item in judged)
+    assert any(item["keyed"] for item in judged)
 
 
-def test_needed_means_used_later_precision_before_and_after(judged):
+def test_the_definition_agrees_with_a_plain_reading_of_each_conversation(judged):
+    """The index's arrays flag exactly the items a message-by-message reading finds no reason to leave out."""
+    disagree = [item["value"] for item in judged if item["new"] != (item["why_not"] is None)]
+    assert not disagree
+
+
+def test_needed_precision_on_the_older_labels(judged):
     labels = [item["label"] for item in judged]
     flagged = [item for item in judged if item["new"]]
     before = sum(labels) / len(labels)
     after = sum(item["label"] for item in flagged) / len(flagged)
-    weighted = sum(item["rarity"] * item["label"] for item in flagged) / sum(item["rarity"] for item in flagged)
-    recall = sum(item["label"] for item in flagged) / sum(labels)
+    kept = sum(item["label"] for item in flagged) / sum(labels)
+    reasons: dict[str, int] = defaultdict(int)
+    for item in judged:
+        if item["label"] and not item["new"]:
+            reasons[str(item["why_not"])] += 1
     print(
-        f"\nneeded precision: before {before:.3f} (n={len(labels)}), after {after:.3f} (n={len(flagged)}), "
-        f"rarity-weighted {weighted:.3f}; labelled-needed items still flagged: {recall:.3f}"
+        f"\nneeded precision on the older labels: before {before:.3f} (n={len(labels)}), "
+        f"after {after:.3f} (n={len(flagged)}); labelled-needed items still flagged: {kept:.3f}; "
+        f"the others by reason: {dict(reasons)}"
     )
-    assert after >= before + 0.2
-    assert weighted >= after
-    assert recall >= 0.95  # dropping noise must not drop what was really needed
+    assert after >= 0.8
+    # what the older guideline called needed and the definition leaves out is only what issue 28 names
+    assert set(reasons) <= {"shown again before the use", "harness context", "kept tail", "vocabulary"}

@@ -239,8 +239,9 @@ def normalize(type_: str, value: str) -> str:
     if type_ == "sha":
         return value.strip().lower()
     if type_ == "number":
-        match = NUMBER.search(value.strip())
-        return normalize_number(match) if match else _collapse(value).lower()
+        value = value.strip()
+        match = NUMBER.search(value)
+        return keyed_number(value, match)[1] if match else _collapse(value).lower()
     if type_ == "error":
         return normalize_error(value)
     if type_ == "command":
@@ -256,6 +257,31 @@ def normalize_number(match: re.Match[str]) -> str:
     unit = match.group("unit")
     currency = match.group("cur") or ""
     return currency + number + (_UNITS.get(unit.lower(), unit.lower()) if unit else "")
+
+
+#: The key a number without a unit stands for, right before it: ``port 6543``, ``The port is 6543``,
+#: ``PORT=6543``, ``"port": 6543``, ``--port 6543``, ``Process.sleep(200``. A key is a word of three or
+#: more letters, then ``=`` or ``:`` (not a file extension: ``app.tsx:304`` is a line number), or a space
+#: with at most one word of one or two letters after it; or a called name and ``(``.
+_NUMBER_KEY = re.compile(
+    r"(?:(?<![\w.])(?P<key>[A-Za-z][A-Za-z_]{2,})[\"'\]]?[ \t]*(?:[=:][ \t]*|[ \t](?:[A-Za-z]{1,2}[ \t]+)?)"
+    r"|(?<!\w)(?P<call>[A-Za-z][A-Za-z_]{2,})\()[\"']?$"
+)
+
+
+def keyed_number(text: str, match: re.Match[str]) -> tuple[str, str]:
+    """``(value, normalized)`` of a :data:`NUMBER` match in ``text``: a number without a unit, currency or
+    version mark carries the key written right before it (``port 6543``; see :data:`_NUMBER_KEY`), so
+    ``200`` as an HTTP status and ``sleep(200)`` are two items. A key that is itself a unit of position
+    or count (``line 304``, ``row 12``) is no key: such a number stays bare (and never specific)."""
+    value, normalized = match.group().strip(), normalize_number(match)
+    if match.group("unit") or match.group("cur") or match.group("v"):
+        return value, normalized
+    found = _NUMBER_KEY.search(text, max(0, match.start() - 40), match.start())
+    key = (found.group("key") or found.group("call")).lower() if found else None
+    if found is None or key in _UNITS:
+        return value, normalized
+    return text[found.start() : match.end()].strip(), f"{key} {normalized}"
 
 
 _DOT_SLASH = re.compile(r"(?<![\w.])\./")
@@ -282,3 +308,54 @@ def loose(text: str) -> str:
 @lru_cache(maxsize=65_536)
 def loose_needle(text: str) -> str:
     return loose(text)
+
+
+# ---------------------------------------------------------------------------
+# Spellings: the forms under which an item can be visible again
+
+#: Types whose items are names made of components: ``src/a/b.py``, ``a.b.Name``, ``Name``.
+NAME_TYPES: frozenset[str] = frozenset({"path", "identifier"})
+_FILE_EXTENSION = re.compile(r"\.[A-Za-z0-9]{1,10}$")
+_SHA_PREFIX = 7
+
+
+def components(type_: str, normalized: str) -> list[str]:
+    """A name's components: a path split at its slashes (leading ``/``, ``~``, ``.``, ``..`` dropped), an
+    identifier at its dots (a trailing ``()`` or ``(`` dropped). Case is kept (``BITBUCKET_TOKEN`` and
+    ``bitbucket_token`` are two names)."""
+    value = normalized
+    if type_ == "path":
+        parts = re.split(r"[/\\]+", value)
+        return [p for p in parts if p not in ("", "~", ".", "..") and not re.fullmatch(r"[A-Za-z]:", p)]
+    value = value.removesuffix("()").removesuffix("(")
+    return [p for p in value.split(".") if p]
+
+
+@lru_cache(maxsize=1 << 18)
+def spellings(key: tuple[str, str]) -> tuple[str, frozenset[str]]:
+    """``(canonical, forms)`` of an anchor: two anchors are one item in another spelling when the canonical
+    form of either is among the other's forms.
+
+    Paths and identifiers are names made of components (``/`` and ``.`` separated): their
+    forms are every trailing run of components, also without the last one's file extension when at
+    least two components remain. So an absolute path and the relative one it ends with, a qualified
+    name and the bare one (``Hooks.TranscriptHighlighter``, ``TranscriptHighlighter``), a module path
+    with and without ``.py`` (``src/project/__init__``) and a dotted module and its file
+    (``pkg.mod``, ``src/pkg/mod.py``) are one item; ``a/x/b.py`` and ``c/x/b.py`` are not. A commit
+    SHA's forms are its prefixes of seven characters or more (``dde0244`` is ``dde0244f…``). Other
+    types have one form, their normalized value.
+    """
+    type_, normalized = key
+    if type_ in NAME_TYPES:
+        parts = components(type_, normalized)
+        if parts:
+            forms = {"/".join(parts[i:]) for i in range(len(parts))}
+            bare = _FILE_EXTENSION.sub("", parts[-1])
+            if type_ == "path" and bare and bare != parts[-1]:
+                stripped = [*parts[:-1], bare]
+                forms.update("/".join(stripped[i:]) for i in range(len(stripped) - 1))
+            return "name:" + "/".join(parts), frozenset("name:" + form for form in forms)
+    if type_ == "sha":
+        return "sha:" + normalized, frozenset("sha:" + normalized[:n] for n in range(_SHA_PREFIX, len(normalized) + 1))
+    canonical = f"{type_}:{normalized}"
+    return canonical, frozenset({canonical})

@@ -25,7 +25,10 @@ Types (:data:`ANCHOR_TYPES`):
     Numbers with a unit or currency (``250 ms`` -> ``250ms``, ``3.2 GB`` -> ``3.2gb``,
     ``$12``), percentages, versions (``v0.2.1`` -> ``0.2.1``), decimals, and bare
     integers of three or more digits (``6543``). Thousands separators removed,
-    units lower-cased and mapped to one spelling (``seconds`` -> ``s``).
+    units lower-cased and mapped to one spelling (``seconds`` -> ``s``). A number
+    without a unit keeps the key written right before it (``The port is 6543`` ->
+    ``port 6543``, ``sleep(200)`` -> ``sleep 200``; not ``line 304``): the number
+    alone is not the item.
 ``error``
     Exception lines with a message (``KeyError: 'user_id'``), pytest failures
     (``FAILED tests/x.py::test_y``), ``error:``/``fatal:``/``panic:`` lines and
@@ -72,12 +75,12 @@ from .anchor_forms import (
     TRAILING_PUNCTUATION,
     Anchor,
     AnchorKey,
+    keyed_number,
     loose,
     loose_needle,
     normalize,
     normalize_command,
     normalize_error,
-    normalize_number,
     normalize_path,
     normalize_sentence,
     normalize_url,
@@ -349,8 +352,7 @@ def _extract(text: str, role: str) -> tuple[tuple[str, str, str], ...]:
 
     for match in NUMBER.finditer(masked):
         if _keep_number(match):
-            value = match.group().strip()
-            add("number", value, normalize_number(match))
+            add("number", *keyed_number(text, match))
 
     if role in ("user", "any"):
         for sentence in _sentences_matching(text, _CONSTRAINT_WORDS):

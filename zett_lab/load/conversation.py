@@ -89,6 +89,24 @@ class NativeCompaction:
 
 
 @dataclass(frozen=True)
+class HarnessContext:
+    """Text the recording agent's harness sent with every model request while it held, that the log does
+    not show as a message: aider's files added to the chat (path and the contents the log shows of them).
+
+    It was in the model's context for every message of ``messages[start:end]`` (``end`` None: to the
+    end). Replay does not send it (the log holds too little of it to count its tokens); loss metrics
+    read it: an item the harness kept re-sending was never lost by a summary (see the docs' page on
+    loss metrics).
+    """
+
+    start: int
+    text: str
+    end: int | None = None
+    #: What it is, for a person: ``"aider chat file src/app.py"``.
+    label: str = ""
+
+
+@dataclass(frozen=True)
 class Turn:
     """One user turn: ``messages[start:end]``, starting at a user or agent message."""
 
@@ -109,6 +127,8 @@ class Conversation:
         usage: Recorded provider usage by message index (assistant messages only).
         native_compactions: Compactions the recording agent performed itself.
         probes: Gold probes (planted facts) for loss metrics.
+        harness_context: What the recording agent's harness re-sent with every request beside the
+            messages (see :class:`HarnessContext`); empty for most formats.
         metadata: Anything else the source said (title, agent, model, counts of dropped items).
     """
 
@@ -120,6 +140,7 @@ class Conversation:
     native_compactions: list[NativeCompaction] = field(default_factory=list)
     probes: list[Probe] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
+    harness_context: list[HarnessContext] = field(default_factory=list)
 
     def __repr__(self) -> str:
         return f"Conversation(id={self.id!r}, messages={len(self.messages)}, format={self.format!r})"
@@ -277,6 +298,37 @@ def parse_native_compactions(data: Any, path: object, n_messages: int) -> list[N
         if not isinstance(item.get("summary", ""), str) or not isinstance(item.get("metadata", {}), dict):
             raise InputError(path, place, "summary must be a string and metadata an object")
         out.append(NativeCompaction(**item))
+    return out
+
+
+def parse_harness_context(data: Any, path: object, n_messages: int) -> list[HarnessContext]:
+    """Harness context from its JSON form (the :class:`HarnessContext` fields), checked against the conversation.
+
+    Raises :class:`InputError` naming the file and the entry for a wrong shape, an unknown field, or a
+    ``start`` / ``end`` outside the conversation.
+    """
+    if not isinstance(data, list):
+        raise InputError(path, "harness_context", "expected a list of harness context objects")
+    out = []
+    for n, item in enumerate(data):
+        place = f"harness context {n}"
+        if not isinstance(item, dict) or not isinstance(item.get("text"), str):
+            raise InputError(path, place, "a harness context entry must be an object with start and text")
+        unknown = sorted(set(item) - {"start", "end", "text", "label"})
+        if unknown:
+            raise InputError(path, place, f"unknown field(s): {', '.join(unknown)}")
+        start, end = item.get("start"), item.get("end")
+        for name, value in (("start", start), ("end", end)):
+            if name == "end" and value is None:
+                continue
+            low = start if name == "end" and isinstance(start, int) else 0
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= n_messages:
+                raise InputError(
+                    path, f"{place}, field {name!r}", f"{value!r} is not a message index of this conversation"
+                )
+        if not isinstance(item.get("label", ""), str):
+            raise InputError(path, f"{place}, field 'label'", "expected a string")
+        out.append(HarnessContext(**item))
     return out
 
 

@@ -8,7 +8,7 @@ use ``role`` system/user/assistant/tool, ``content`` (text, or a list of
 zett_lab adds optional fields so nothing is lost on a round trip: ``reasoning``
 and ``usage`` on assistant messages, ``success`` on tool messages, role
 ``checkpoint`` for an earlier compaction summary, and top-level ``probes``,
-``native_compactions`` and ``metadata``.
+``native_compactions``, ``harness_context`` and ``metadata``.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from zett_agent.messages import (
 from zett_agent.model import ModelUsage
 
 from ..errors import InputError
-from .conversation import Conversation, parse_native_compactions, parse_probes
+from .conversation import Conversation, parse_harness_context, parse_native_compactions, parse_probes
 from .registry import Reader, register
 from .storable import decode, loads
 
@@ -71,7 +71,7 @@ def _read_text(path: Path) -> str:
     return decode(path.read_bytes())
 
 
-_OBJECT_KEYS = {"id", "messages", "probes", "native_compactions", "metadata"}
+_OBJECT_KEYS = {"id", "messages", "probes", "native_compactions", "harness_context", "metadata"}
 
 
 def _is_message_list(value: Any) -> bool:
@@ -175,6 +175,7 @@ def conversation_from_neutral(item: dict[str, Any], path: Path, where: str = "")
         native_compactions=parse_native_compactions(item.get("native_compactions", []), path, len(messages)),
         probes=parse_probes(item.get("probes", []), path, len(messages)),
         metadata=dict(item.get("metadata", {})),
+        harness_context=parse_harness_context(item.get("harness_context", []), path, len(messages)),
     )
     return conversation.validate()
 

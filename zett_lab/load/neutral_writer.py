@@ -46,6 +46,8 @@ class Recorded(Protocol):
     @property
     def native_compactions(self) -> Sequence[Any]: ...
     @property
+    def harness_context(self) -> Sequence[Any]: ...
+    @property
     def metadata(self) -> Mapping[str, Any]: ...
     def input_files(self) -> list[Path]: ...
 
@@ -109,6 +111,11 @@ def conversation_to_neutral(conversation: Recorded) -> dict[str, Any]:
         "probes": [p.to_dict() for p in conversation.probes],
         "native_compactions": [asdict(n) for n in conversation.native_compactions],
         "metadata": conversation.metadata,
+        **(
+            {"harness_context": [asdict(h) for h in conversation.harness_context]}
+            if conversation.harness_context
+            else {}
+        ),
     }
 
 

@@ -174,8 +174,8 @@ class Attempt:
 
     @cached_property
     def needed_later(self) -> np.ndarray:
-        """Per span anchor, member of N_k: used again in F_k and not in T_k."""
-        return (self.span.next_use >= 0) & ~self.span.in_tail
+        """Per span anchor, member of N_k (:attr:`~zett_lab.measure.message_index.SpanAnchors.needed_later`)."""
+        return self.span.needed_later
 
     @cached_property
     def refetches(self) -> tuple[int, np.ndarray]:
@@ -473,6 +473,7 @@ def _rows(part: AnchorPart, keep: np.ndarray) -> AnchorPart:
             in_tail=span.in_tail[keep],
             in_future=span.in_future[keep],
             next_use=span.next_use[keep],
+            needed_later=span.needed_later[keep],
         ),
         part.in_summary[keep],
         part.needed_later[keep],

@@ -154,15 +154,31 @@ ANCHOR_COLUMNS = Columns(
         _c("normalized", "its comparison form"),
         _c("message_index", "first span message holding it", "count"),
         _c("in_summary", "present in Σ_k", "flag"),
-        _c("in_tail", "present in T_k or in the system prompt, which every step sends (exact)", "flag"),
+        _c(
+            "in_tail",
+            "shown by T_k or by the system prompt, which every step sends, in any spelling (a path it ends with, a "
+            "qualified or bare name, with or without its file extension)",
+            "flag",
+        ),
         _c("in_future", "present anywhere in F_k, tool results included (exact)", "flag"),
-        _c("next_use_index", "first message of F_k where the user or the agent uses it (NA when none)", "count"),
+        _c(
+            "next_use_index",
+            "first message of F_k where the agent uses it: its text, tool-call arguments or commands (NA when none)",
+            "count",
+        ),
         _c(
             "rarity",
             "how rare it is in the conversation, 0..1: log(N/df)/log(N/2) over N dialogue messages, df holding it",
             "float",
         ),
-        _c("needed_later", "used again in F_k (next_use_index) and not in_tail (member of N_k)", "flag"),
+        _c(
+            "needed_later",
+            "member of N_k: used again (next_use_index), specific (not vocabulary of a language, its standard library, "
+            "a common framework or most projects; a number only with its key or unit), and until that use shown in no "
+            "spelling by T_k, the system prompt, any message after T_k (a re-read, the user saying it) or harness "
+            "context (aider's chat files)",
+            "flag",
+        ),
         _c("lost_but_needed", "needed_later and not in_summary", "flag"),
         _c("refetched", "a later tool call's arguments mention it while it was in neither T_k nor Σ_k", "flag"),
     ]

@@ -300,7 +300,7 @@ def _trace_view(trace: Any, counter: Callable[[Sequence[Any]], int]) -> TraceVie
     return TraceView(
         messages=messages,
         probes=check_probes(conversation),
-        index=index_of(messages),
+        index=index_of(messages, conversation.harness_context),
         base={"conversation_id": conversation.id, "summarizer": summarizer},
         max_tokens=settings.max_tokens,
         keep_recent=settings.keep_recent_tokens,

@@ -1,35 +1,39 @@
 """Per-conversation anchor lookups shared by every compaction attempt of a trace.
 
-Which anchors each message holds, where each anchor occurs and where the user or the agent
-uses it again, the artifact anchors of tool calls, and how rare each anchor is. A sweep or a
-comparison measures one conversation many times, so the last few indexes are kept.
+Which anchors each message holds, where each anchor occurs and where the agent uses it again, where it is visible in any spelling (messages, the system prompt, what the
+harness re-sent), the artifact anchors of tool calls, and how rare and how specific each
+anchor is. A sweep or a comparison measures one conversation many times, so the last few
+indexes are kept.
 """
 
 from __future__ import annotations
 
 import math
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from zett_agent.extensions.compaction import CompactedMessage
-from zett_agent.messages import AssistantMessage, SystemMessage, UserMessage
+from zett_agent.messages import AssistantMessage, SystemMessage
 
+from ..load.anchor_forms import spellings
 from ..load.anchors import (
     ANCHOR_TYPES,
     ARTIFACT_TYPES,
     SENTENCE_TYPES,
     AnchorKey,
     action_keys,
+    anchor_keys,
     clear_anchor_caches,
     loose,
     message_anchors,
     message_keys,
     tool_call_keys,
 )
+from ..load.conversation import HarnessContext
 from ..load.text import message_text
+from ..load.vocabulary import is_generic
 from .lookup import NeedleSet, clear_needle_caches, needle_of
 
 
@@ -38,9 +42,6 @@ def _first_in(positions: Sequence[int], start: int, end: int) -> int | None:
     at = bisect_left(positions, start)
     return positions[at] if at < len(positions) and positions[at] < end else None
 
-
-#: Share of a user message's lines seen in earlier user messages that makes it a re-injected copy.
-REPEATED_USER_TEXT = 0.8
 
 #: Span starts whose first occurrences an index remembers (a trace's spans share one or two).
 _STARTS_KEPT = 8
@@ -51,17 +52,6 @@ def _objects(values: list[Any]) -> np.ndarray:
     array = np.empty(len(values), dtype=object)
     array[:] = values
     return array
-
-
-def _repeats_user_text(message: Any, seen_lines: set[str]) -> bool:
-    """Whether a user message mostly repeats earlier user messages (instructions a harness re-injects);
-    records its lines. A repeat is no new use of what it mentions."""
-    if not isinstance(message, UserMessage) or isinstance(message, CompactedMessage):
-        return False
-    lines = {line.strip() for line in message_text(message).splitlines() if line.strip()}
-    repeated = bool(lines) and len(lines & seen_lines) >= REPEATED_USER_TEXT * len(lines)
-    seen_lines |= lines
-    return repeated
 
 
 @dataclass(frozen=True)
@@ -80,7 +70,18 @@ class KeyArrays:
     rank: np.ndarray
     uses: np.ndarray
     rarity: np.ndarray
+    #: Per key: whether the system prompt shows it in any spelling.
     system: np.ndarray
+    #: ``i * stride + message index`` of every message showing key ``i`` in any spelling
+    #: (:func:`~zett_lab.load.anchor_forms.spellings`), sorted.
+    seen: np.ndarray
+    #: Per key: not vocabulary any agent could write unseen (:func:`~zett_lab.load.vocabulary.is_generic`).
+    specific: np.ndarray
+    #: Per harness context entry (:class:`~zett_lab.load.conversation.HarnessContext`): the messages it held for,
+    #: ``[start, end)``, and the ids of the keys it shows in any spelling.
+    harness_start: np.ndarray
+    harness_end: np.ndarray
+    harness_ids: list[np.ndarray]
     sentence: np.ndarray
     artifact: np.ndarray
     #: Per key: the last message holding it.
@@ -112,16 +113,36 @@ class KeyArrays:
         found = (at < len(codes)) & (value < base + min(max(start, end), self.stride))
         return np.where(found, value - base, -1), clipped
 
+    def shown_between(self, ids: np.ndarray, start: int, ends: np.ndarray) -> np.ndarray:
+        """Per key of ``ids``: whether a message in ``[start, ends[i])`` shows it in any spelling."""
+        base = ids * self.stride
+        at = np.searchsorted(self.seen, base + start)
+        if not len(self.seen):
+            return np.zeros(len(ids), dtype=bool)
+        value = self.seen[np.minimum(at, len(self.seen) - 1)]
+        return (at < len(self.seen)) & (value < base + np.clip(ends, start, self.stride))
+
+    def harness_shown(self, ids: np.ndarray, start: int, ends: np.ndarray) -> np.ndarray:
+        """Per key of ``ids``: whether harness context held for a message in ``[start, ends[i]]`` shows it."""
+        shown = np.zeros(len(ids), dtype=bool)
+        for entry_start, entry_end, entry_ids in zip(
+            self.harness_start, self.harness_end, self.harness_ids, strict=True
+        ):
+            if entry_end > start:
+                shown |= np.isin(ids, entry_ids) & (ends >= entry_start)
+        return shown
+
 
 @dataclass(frozen=True)
 class SpanAnchors:
     """The distinct anchors of a span ``messages[start:end]``, in span order, and where each is after it.
 
-    ``first_index``: the first span message holding it; ``in_tail``: in the tail
-    ``[end, n_recorded)`` or the system prompt; ``in_future``: anywhere from ``n_recorded``
-    on; ``next_use``: the first message from ``n_recorded`` on where the user or the agent uses
-    it (-1: none). In order of the first span message holding each, then of its place among
-    that message's anchors.
+    ``first_index``: the first span message holding it; ``in_tail``: shown, in any spelling, by
+    the tail ``[end, n_recorded)`` or the system prompt; ``in_future``: anywhere from ``n_recorded``
+    on; ``next_use``: the first message from ``n_recorded`` on where the agent uses it (its text,
+    tool-call arguments or commands; -1: none); ``needed_later``: the agent could have had it from nowhere but the span at that
+    use (see :meth:`ConversationIndex.span_anchors`). In order of the first span message holding
+    each, then of its place among that message's anchors.
     """
 
     ids: np.ndarray
@@ -129,20 +150,22 @@ class SpanAnchors:
     in_tail: np.ndarray
     in_future: np.ndarray
     next_use: np.ndarray
+    needed_later: np.ndarray
 
 
 class ConversationIndex:
-    """Per-conversation lookups: anchors per message, occurrences and uses per key, tool calls, rarity."""
+    """Per-conversation lookups: anchors per message, occurrences and uses per key, tool calls, rarity,
+    where each key is shown in any spelling."""
 
-    def __init__(self, messages: Sequence[Any]) -> None:
+    def __init__(self, messages: Sequence[Any], harness_context: Sequence[HarnessContext] = ()) -> None:
         self.messages = messages
+        self.harness_context = tuple(harness_context)
         self.first_value: dict[AnchorKey, str] = {}
         self.occurrences: dict[AnchorKey, list[int]] = {}
         self.uses: dict[AnchorKey, list[int]] = {}
         self.keys_by_message: list[tuple[AnchorKey, ...]] = []
         self.tool_calls: list[tuple[int, frozenset[AnchorKey]]] = []
         self.system_keys: set[AnchorKey] = set()
-        user_lines: set[str] = set()
         for index, message in enumerate(messages):
             if isinstance(message, SystemMessage):
                 # sent with every step: its anchors never need a summary
@@ -156,10 +179,9 @@ class ConversationIndex:
                 self.first_value.setdefault(key, anchor.value)
                 self.occurrences.setdefault(key, []).append(index)
             self.keys_by_message.append(tuple(keys))
-            if not _repeats_user_text(message, user_lines):
+            if isinstance(message, AssistantMessage):
                 for key in action_keys(message):
                     self.uses.setdefault(key, []).append(index)
-            if isinstance(message, AssistantMessage):
                 for call in message.tool_calls or ():
                     call_keys = frozenset(k for k in tool_call_keys(call) if k[0] in ARTIFACT_TYPES)
                     if call_keys:
@@ -217,6 +239,8 @@ class ConversationIndex:
         sorted_occurrences = np.asarray(occurrences, dtype=np.int64)[order]
         ids = np.arange(len(keys), dtype=np.int64)
         last = sorted_occurrences[np.searchsorted(sorted_occurrences, (ids + 1) * stride) - 1] - ids * stride
+        spelled = _Spellings(keys)
+        harness = [entry for entry in self.harness_context if entry.start < (entry.end or stride)]
         return KeyArrays(
             keys=keys,
             stride=stride,
@@ -224,7 +248,12 @@ class ConversationIndex:
             rank=np.asarray(rank, dtype=np.int64)[order],
             uses=np.sort(np.asarray(uses, dtype=np.int64)),
             rarity=np.asarray([self.rarity(key) for key in keys], dtype=np.float64),
-            system=np.asarray([key in self.system_keys for key in keys], dtype=bool),
+            system=spelled.shown_by(self.system_keys),
+            seen=spelled.seen(sorted_occurrences, stride),
+            specific=np.asarray([not is_generic(key) for key in keys], dtype=bool),
+            harness_start=np.asarray([entry.start for entry in harness], dtype=np.int64),
+            harness_end=np.asarray([stride if entry.end is None else entry.end for entry in harness], dtype=np.int64),
+            harness_ids=[np.flatnonzero(spelled.shown_by(anchor_keys(entry.text))) for entry in harness],
             sentence=np.asarray([key[0] in SENTENCE_TYPES for key in keys], dtype=bool),
             artifact=np.asarray([key[0] in ARTIFACT_TYPES for key in keys], dtype=bool),
             last=last,
@@ -240,19 +269,31 @@ class ConversationIndex:
         )
 
     def span_anchors(self, start: int, end: int, n_recorded: int) -> SpanAnchors:
-        """The anchors of ``messages[start:end]`` and where each is after the span (see :class:`SpanAnchors`)."""
+        """The anchors of ``messages[start:end]`` and where each is after the span (see :class:`SpanAnchors`).
+
+        Needed later: used again by the agent (``next_use``), specific (not vocabulary
+        of a language, its standard library, a common framework or most projects), and at that
+        use shown in no spelling by anything the model saw since the compaction: not the tail,
+        not any message between the tail and the use (a tool result that re-read it, text the
+        harness injected), not the system prompt, not harness context held on until the use.
+        """
         arrays = self.arrays
         first, at = self._first_from(start)
         ids = np.flatnonzero(first < max(start, end))
         ids = ids[np.lexsort((arrays.rank[at[ids]], first[ids]))]
-        tail, _ = arrays.first_in(arrays.occurrences, ids, end, n_recorded)
+        in_tail = arrays.system[ids] | arrays.shown_between(ids, end, np.full(len(ids), n_recorded))
         next_use, _ = arrays.first_in(arrays.uses, ids, n_recorded, len(self.messages))
+        used = next_use >= 0
+        needed = used & arrays.specific[ids] & ~in_tail
+        needed &= ~arrays.shown_between(ids, n_recorded, next_use)
+        needed &= ~arrays.harness_shown(ids, n_recorded, np.where(used, next_use, -1))
         return SpanAnchors(
             ids=ids,
             first_index=first[ids],
-            in_tail=arrays.system[ids] | (tail >= 0),
+            in_tail=in_tail,
             in_future=arrays.last[ids] >= n_recorded,
             next_use=next_use,
+            needed_later=needed,
         )
 
     def _first_from(self, start: int) -> tuple[np.ndarray, np.ndarray]:
@@ -303,18 +344,68 @@ class ConversationIndex:
         return "\n".join(self.text(i) for i in range(start, end))
 
 
+class _Spellings:
+    """Which keys are one item in another spelling (:func:`~zett_lab.load.anchor_forms.spellings`).
+
+    Keys ``a`` and ``b`` are related when the canonical form of either is among the other's forms.
+    """
+
+    def __init__(self, keys: Sequence[AnchorKey]) -> None:
+        self.keys = keys
+        self._by_canonical: dict[str, list[int]] = {}
+        self._by_form: dict[str, list[int]] = {}
+        for i, key in enumerate(keys):
+            canonical, forms = spellings(key)
+            self._by_canonical.setdefault(canonical, []).append(i)
+            for form in forms:
+                self._by_form.setdefault(form, []).append(i)
+
+    def related(self, key: AnchorKey) -> set[int]:
+        """Ids of the keys that are ``key`` in any spelling (itself included when it is one of them)."""
+        canonical, forms = spellings(key)
+        found = set(self._by_form.get(canonical, ()))
+        for form in forms:
+            found.update(self._by_canonical.get(form, ()))
+        return found
+
+    def shown_by(self, keys: Iterable[AnchorKey]) -> np.ndarray:
+        """Per key: whether any of ``keys`` shows it in some spelling."""
+        shown = np.zeros(len(self.keys), dtype=bool)
+        for key in keys:
+            found = self.related(key)
+            if found:
+                shown[list(found)] = True
+        return shown
+
+    def seen(self, occurrences: np.ndarray, stride: int) -> np.ndarray:
+        """``occurrences`` (``id * stride + message``, sorted) widened to every related key, sorted, unique."""
+        pairs = [(i, j) for i, key in enumerate(self.keys) for j in self.related(key) if j != i]
+        if not pairs:
+            return occurrences
+        source, target = np.asarray(pairs, dtype=np.int64).T
+        ids = np.arange(len(self.keys), dtype=np.int64)
+        starts = np.searchsorted(occurrences, ids * stride)
+        counts = np.searchsorted(occurrences, (ids + 1) * stride) - starts
+        repeats = counts[source]
+        offsets = np.repeat(starts[source] - np.cumsum(repeats) + repeats, repeats) + np.arange(repeats.sum())
+        messages = occurrences[offsets] - np.repeat(source, repeats) * stride
+        return np.unique(np.concatenate([occurrences, np.repeat(target, repeats) * stride + messages]))
+
+
 #: Indexes of the last few message lists: a sweep or a comparison measures one conversation many times.
-_INDEXES: dict[int, tuple[Sequence[Any], int, ConversationIndex]] = {}
+_INDEXES: dict[int, tuple[Sequence[Any], int, tuple[HarnessContext, ...], ConversationIndex]] = {}
 
 
-def index_of(messages: Sequence[Any]) -> ConversationIndex:
+def index_of(messages: Sequence[Any], harness_context: Sequence[HarnessContext] = ()) -> ConversationIndex:
+    """The index of a conversation's messages and harness context (kept for the last few conversations)."""
+    harness = tuple(harness_context)
     held = _INDEXES.get(id(messages))
-    if held is not None and held[0] is messages and held[1] == len(messages):
-        return held[2]
+    if held is not None and held[0] is messages and held[1] == len(messages) and held[2] == harness:
+        return held[3]
     if len(_INDEXES) >= 4:
         _INDEXES.clear()
-    index = ConversationIndex(messages)
-    _INDEXES[id(messages)] = (messages, len(messages), index)
+    index = ConversationIndex(messages, harness)
+    _INDEXES[id(messages)] = (messages, len(messages), harness, index)
     return index
 
 

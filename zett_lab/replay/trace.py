@@ -30,7 +30,7 @@ from zett_agent.storage import decode_messages, encode_messages
 from ..errors import InputError, OutputError, SettingError
 from ..files import atomic_path, check_output, write_atomic
 from ..formatting import cell, count, frame_html
-from ..load.conversation import CHECKPOINT_PREFIX, Conversation, NativeCompaction, Probe
+from ..load.conversation import CHECKPOINT_PREFIX, Conversation, HarnessContext, NativeCompaction, Probe
 from ..records import is_missing, records
 from .live import is_live_trace, read_live_session
 from .schema import (
@@ -389,6 +389,7 @@ def conversation_document(conversation: Conversation) -> dict[str, Any]:
         "native_compactions": [asdict(n) for n in conversation.native_compactions],
         "probes": [p.to_dict() for p in conversation.probes],
         "metadata": conversation.metadata,
+        "harness_context": [asdict(h) for h in conversation.harness_context],
     }
 
 
@@ -402,4 +403,5 @@ def conversation_from_document(document: dict[str, Any]) -> Conversation:
         native_compactions=[NativeCompaction(**n) for n in document["native_compactions"]],
         probes=[Probe(**p) for p in document["probes"]],
         metadata=document["metadata"],
+        harness_context=[HarnessContext(**h) for h in document.get("harness_context", [])],
     )

@@ -64,7 +64,7 @@ from zett_agent.model import ModelUsage
 
 from ...errors import InputError, ZettLabWarning
 from ...errors import warn as zett_lab_warn
-from ..conversation import Conversation, NativeCompaction, starts_turn
+from ..conversation import Conversation, HarnessContext, NativeCompaction, starts_turn
 from ..storable import loads
 
 #: Content of a placeholder inserted when a log's dialogue opens with assistant output.
@@ -289,6 +289,7 @@ class Builder:
         self.messages: list[AnyMessage] = []
         self.usage: dict[int, ModelUsage] = {}
         self.native: list[NativeCompaction] = []
+        self.harness: list[HarnessContext] = []
         self.counts: Counter = Counter()
         self.demonstrations: list[int] = []
         self.extra: dict[str, Any] = {}
@@ -564,6 +565,7 @@ class Builder:
             usage=self.usage,
             native_compactions=self.native,
             metadata=meta,
+            harness_context=self.harness,
         )
         return conversation.validate()
 

@@ -23,6 +23,16 @@ contents of files added to the chat, which aider sends with every request:
 token counts from these conversations are far below what the model saw
 (``metadata["lossy"]`` says so). Sessions with no message to the model are
 skipped.
+
+What the log does show of the chat files becomes the conversation's
+``harness_context`` (:class:`~zett_lab.load.conversation.HarnessContext`), held
+from the message where the file joined the chat until aider's output says it
+left (``Removed ... from the chat``, ``/drop``, ``/reset``): each file's path
+(``Added ... to the chat``, ``Added ... to read-only files``, a file name
+answered yes to "Add file to the chat?" or "Create new file?", ``Applied edit
+to ...``), and the text of each SEARCH/REPLACE or whole-file block the model
+wrote for it (the file held that text, and aider re-sent it). Files stay in the
+chat across ``/clear``.
 """
 
 from __future__ import annotations
@@ -32,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import InputError
-from ..conversation import Conversation
+from ..conversation import Conversation, HarnessContext
 from ..registry import Reader, register
 from ..storable import decode
 from ._common import Builder, require_conversations
@@ -45,6 +55,66 @@ _CLEARING = {"clear", "reset"}
 _MAIN_MODEL = re.compile(r"^Main model: (\S+)")
 _VERSION = re.compile(r"^Aider v(\S+)")
 _TOKENS = re.compile(r"^Tokens: ")
+_ADDED = re.compile(r"^Added (?!\d+ lines of output)(?P<path>\S.*?) to (?:the chat|read-only files)\.?\s*$")
+_REMOVED = re.compile(r"^Removed (?:read-only file )?(?P<path>\S.*?) from the chat\.?\s*$")
+_APPLIED = re.compile(r"^Applied edit to (?P<path>\S.*?)\s*$")
+_CONFIRMED = re.compile(r"^(?:Add file to the chat|Create new file)\?.*:\s*(?:y|yes|a|all)\s*$", re.I)
+#: An edit block as aider's edit formats write it: the file name on its own line, then (after an optional
+#: fence line) SEARCH/REPLACE halves, or a fenced whole file.
+_EDIT_BLOCK = re.compile(
+    r"^(?P<path>[^\s`][^\n`]*?)[ \t]*\n(?P<fence>```[^\n]*\n)?"
+    r"(?:<<<<<<< SEARCH\n(?P<search>.*?)^=======\n(?P<replace>.*?)^>>>>>>> REPLACE|(?(fence)(?P<whole>.*?)^```|(?!)))",
+    re.M | re.S,
+)
+
+
+class _ChatFiles:
+    """The files aider holds in the chat and what the log shows of them, as harness context entries."""
+
+    def __init__(self) -> None:
+        #: path -> the open entries (start, text, label) for it
+        self.open: dict[str, list[tuple[int, str, str]]] = {}
+
+    def add(self, b: Builder, path: str) -> None:
+        path = path.strip().strip("`'\"")
+        if path and path not in self.open:
+            self.open[path] = [(len(b.messages), path, f"aider chat file {path}")]
+
+    def edited(self, b: Builder, assistant_index: int, text: str) -> None:
+        """The edit blocks of an assistant reply: their files join the chat, holding the blocks' text."""
+        for block in _EDIT_BLOCK.finditer(text):
+            path = block.group("path").strip().strip("`'\"*:")
+            body = "\n".join(filter(None, (block.group("search"), block.group("replace"), block.group("whole"))))
+            if " " in path or not ("." in path or "/" in path) or not body.strip():
+                continue
+            self.add(b, path)
+            self.open[path].append((assistant_index, body, f"aider chat file {path} (edit block)"))
+
+    def drop(self, b: Builder, path: str | None = None) -> None:
+        """``path`` (every file when None) leaves the chat before the next message."""
+        for name in [path.strip()] if path is not None else list(self.open):
+            for start, text, label in self.open.pop(name, []):
+                b.harness.append(HarnessContext(start, text, len(b.messages), label))
+
+    def carry(self, old: Builder, new: Builder) -> None:
+        """A /clear: the files stay in the chat of the conversation that starts."""
+        kept = {path: [(0, text, label) for _, text, label in entries] for path, entries in self.open.items()}
+        self.drop(old)
+        self.open = kept
+
+    def close(self, b: Builder) -> None:
+        for entries in self.open.values():
+            b.harness.extend(HarnessContext(start, text, None, label) for start, text, label in entries)
+        self.open = {}
+
+    def read_output(self, b: Builder, lines: list[str]) -> None:
+        for previous, line in zip(["", *lines[:-1]], lines, strict=True):
+            if (m := _ADDED.match(line)) or (m := _APPLIED.match(line)):
+                self.add(b, m.group("path"))
+            elif m := _REMOVED.match(line):
+                self.drop(b, m.group("path"))
+            elif _CONFIRMED.match(line) and previous.strip():
+                self.add(b, previous)
 
 
 def sniff(path: Path, head: bytes) -> bool:
@@ -108,9 +178,11 @@ def _session(
     parts: list[Builder] = [Builder("aider")]
     pending_tool: list[str] = []
     last: str | None = None  # last role that reached the model: user / assistant
+    files = _ChatFiles()
     for _number, role, lines in blocks:
         b = parts[-1]
         if role == "tool":
+            files.read_output(b, lines)
             for item in lines:
                 if (m := _MAIN_MODEL.match(item)) and "model" not in info:
                     info["model"] = m.group(1)
@@ -132,8 +204,11 @@ def _session(
                     content = rest.strip()
                 else:
                     b.counts["commands_dropped"] += 1
+                    if content[:1] == "/" and (command == "reset" or (command == "drop" and not rest.strip())):
+                        files.drop(b)
                     if content[:1] == "/" and command in _CLEARING and b.has_dialogue():
                         parts.append(Builder("aider"))
+                        files.carry(b, parts[-1])
                         last = None
                     continue
             b.user(content)
@@ -147,8 +222,10 @@ def _session(
             between = "\n".join(x for x in pending_tool if x.strip() and not _TOKENS.match(x)).strip()
             b.user(between or "[aider output between two replies]", aider_output=True)
         b.assistant(content)
+        files.edited(b, len(b.messages) - 1, content)
         pending_tool = []
         last = "assistant"
+    files.close(parts[-1])
     conversations = []
     for n, b in enumerate(b for b in parts if b.has_dialogue()):
         meta = {

@@ -1,4 +1,4 @@
-"""Lost but needed: anchors used again later that the context no longer shows."""
+"""Lost but needed: anchors needed later (docs/needed-later.md) that the summary dropped."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from ..catalogue import SUM, compaction_metric
 @compaction_metric(
     label="Lost but needed",
     direction="lower",
-    definition="Anchors used again later that the context no longer shows: |N_k \\ Σ_k| (summed per conversation).",
-    compaction_meaning="|N_k \\ Σ_k|: anchors needed later that the context no longer shows (listed in losses.anchors)",
+    definition="Anchors needed later (see needed-anchor recall) that the summary dropped: |N_k \\ Σ_k| (summed per "
+    "conversation).",
+    compaction_meaning="|N_k \\ Σ_k|: anchors needed later that the summary dropped (listed in losses.anchors)",
     over_compactions=SUM,
     type="count",
     needs="summary",

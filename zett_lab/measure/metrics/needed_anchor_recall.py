@@ -1,4 +1,5 @@
-"""Needed-anchor recall: of what was used again later and is no longer in view, the share the summary kept."""
+"""Needed-anchor recall: of what the agent needed later and could have had only from the span, the share the
+summary kept (what "needed later" means: docs/needed-later.md)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,10 @@ from ..catalogue import Column, compaction_metric, pooled, ratio
 @compaction_metric(
     label="Needed-anchor recall",
     direction="higher",
-    definition="Of the span's anchors the user or the agent uses again later (in its text, tool-call arguments or "
-    "commands, not merely a tool result) and that the kept tail no longer shows, the share the summary keeps, "
-    "weighted by how rare each is in the conversation: NAR_k = Σ rarity(N_k ∩ Σ_k) / Σ rarity(N_k) "
-    "(pooled over applied compactions per conversation).",
+    definition="Of the span's anchors needed later (the agent uses them again, they are specific, and until that use "
+    "nothing it saw since the compaction showed them in any spelling: not the kept tail, a re-read, the system "
+    "prompt or what the harness re-sent), the share the summary keeps, weighted by how rare each is in the "
+    "conversation: NAR_k = Σ rarity(N_k ∩ Σ_k) / Σ rarity(N_k) (pooled over applied compactions per conversation).",
     compaction_meaning="NAR_k = needed_retained_weight / needed_weight: rarity-weighted (NaN when N_k is empty)",
     over_compactions=pooled("needed_retained_weight", "needed_weight"),
     conversation_meaning="pooled NAR over applied compactions: Σ needed_retained_weight / Σ needed_weight",
@@ -24,8 +25,7 @@ from ..catalogue import Column, compaction_metric, pooled, ratio
     compaction_columns=(
         Column(
             "needed_anchors",
-            "|N_k|: span anchors the user or the agent uses again in F_k (text, tool-call arguments, commands; "
-            "not a tool result) that are not in T_k (nor in the system prompt)",
+            "|N_k|: span anchors needed later (see the anchors table's needed_later)",
             "count",
         ),
         Column("needed_retained", "|N_k ∩ Σ_k|", "count"),

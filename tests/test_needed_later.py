@@ -1,0 +1,236 @@
+""" "Needed later": the agent could have had the item from nowhere but the compacted span.
+
+One test per cause of a false "needed" found on unseen logs: the kept tail shows it in another
+spelling, a message between the compaction and the use shows it again (a re-read), the system
+prompt or the harness (aider's chat files) shows it, it is vocabulary of a language, its
+standard library or a framework, or it is a number without its unit. Each has a control where
+the item really was needed.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from zett_agent.messages import AssistantMessage, SystemMessage, ToolCall, ToolMessage, UserMessage
+
+import zett_lab
+from tests.helpers import span_trace
+from zett_lab import Conversation, InputError
+from zett_lab.load.anchor_forms import spellings
+from zett_lab.load.conversation import HarnessContext
+from zett_lab.load.vocabulary import is_generic
+from zett_lab.measure import measure
+
+
+def _needed(span: list, tail: list, later: list, *, system: str | None = None, harness=()) -> dict[str, bool]:
+    """``needed_later`` per anchor value of a span compacted at once, with ``tail`` kept and ``later`` after it."""
+    head = [SystemMessage(content=system)] if system else []
+    messages = [*head, *span, *tail, *later]
+    start = len(head)
+    end = start + len(span)
+    conversation = Conversation(id="c", messages=messages, harness_context=list(harness))
+    anchors = measure(span_trace(conversation, [(start, end, end + len(tail))])).anchors
+    return dict(zip(anchors["value"], anchors["needed_later"].astype(bool), strict=True))
+
+
+def _use(text: str) -> AssistantMessage:
+    return AssistantMessage(content=text)
+
+
+SPAN = [UserMessage(content="Start from Hooks.TranscriptHighlighter please."), _use("Looking at it.")]
+
+
+def test_a_qualified_name_is_needed_when_nothing_after_the_span_shows_it():
+    assert _needed(SPAN, [UserMessage(content="Go on.")], [_use("Editing Hooks.TranscriptHighlighter now.")])[
+        "Hooks.TranscriptHighlighter"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("in_span", "in_tail"),
+    [
+        ("Hooks.TranscriptHighlighter", "TranscriptHighlighter"),
+        ("TranscriptHighlighter", "Hooks.TranscriptHighlighter"),
+        ("/home/user/app/src/billing/invoice_totals.py", "src/billing/invoice_totals.py"),
+        ("src/billing/invoice_totals.py", "/home/user/app/src/billing/invoice_totals.py"),
+        ("src/project/__init__.py", "src/project/__init__"),
+        ("billing.invoice_totals", "src/billing/invoice_totals.py"),
+    ],
+)
+def test_the_tail_showing_it_in_another_spelling_is_not_needed(in_span, in_tail):
+    span = [UserMessage(content=f"Start from {in_span} please."), _use("Looking at it.")]
+    needed = _needed(span, [UserMessage(content=f"Keep {in_tail} in mind.")], [_use(f"Editing {in_span} now.")])
+    assert needed == {**needed, in_span: False}
+
+
+def test_spellings_relate_suffixes_not_siblings():
+    def one_item(a, b):
+        (ca, fa), (cb, fb) = spellings(a), spellings(b)
+        return ca in fb or cb in fa
+
+    assert one_item(("path", "/repo/src/a/b.py"), ("path", "a/b.py"))
+    assert not one_item(("path", "src/x/b.py"), ("path", "lib/x/b.py"))
+    assert not one_item(("path", "config.json"), ("path", "config.yaml"))
+    assert one_item(("sha", "dde0244"), ("sha", "dde0244abc1234567"))
+    assert not one_item(("number", "200"), ("number", "2000"))
+
+
+def test_a_re_read_between_the_compaction_and_the_use_makes_it_not_needed():
+    span = [UserMessage(content="The helper is parse_invoice_total."), _use("Noted.")]
+    re_read = [
+        _use_call("r1", "read_file", {"path": "billing.md"}),
+        ToolMessage(tool_call_id="r1", name="read_file", content="def parse_invoice_total(rows): ..."),
+    ]
+    use = [_use("Calling parse_invoice_total now.")]
+    assert not _needed(span, [UserMessage(content="Go on.")], [*re_read, *use])["parse_invoice_total"]
+    # the re-read after the use does not help the use
+    assert _needed(span, [UserMessage(content="Go on.")], [*use, *re_read])["parse_invoice_total"]
+
+
+def _use_call(call_id: str, name: str, arguments: dict) -> AssistantMessage:
+    return AssistantMessage(content="", tool_calls=(ToolCall(call_id, name, arguments),))
+
+
+def test_the_system_prompt_showing_it_makes_it_not_needed():
+    span = [UserMessage(content="Use render_invoice_pdf for the output."), _use("OK.")]
+    later = [_use("Calling render_invoice_pdf now.")]
+    assert _needed(span, [UserMessage(content="Go on.")], later, system="You are helpful.")["render_invoice_pdf"]
+    shown = _needed(span, [UserMessage(content="Go on.")], later, system="Tools: billing.render_invoice_pdf(x).")
+    assert not shown["render_invoice_pdf"]
+
+
+def test_harness_context_held_at_the_use_makes_it_not_needed():
+    span = [UserMessage(content="Export it from schemas/ledger_schema.ts."), _use("OK.")]
+    later = [UserMessage(content="Next."), _use("Added the export to schemas/ledger_schema.ts.")]
+    tail = [UserMessage(content="Go on.")]
+    assert _needed(span, tail, later)["schemas/ledger_schema.ts"]
+    held = HarnessContext(start=1, text="schemas/ledger_schema.ts", label="aider chat file")
+    assert not _needed(span, tail, later, harness=[held])["schemas/ledger_schema.ts"]
+    dropped = HarnessContext(start=1, end=2, text="schemas/ledger_schema.ts", label="dropped before the compaction")
+    assert _needed(span, tail, later, harness=[dropped])["schemas/ledger_schema.ts"]
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "JSON.parse",
+        "Object.fromEntries",
+        "line.trim",
+        "os.path.dirname",
+        "GenServer.start_link",
+        "ExUnit.Case",
+        "to_string",
+        "json.dumps",
+        "re.search",
+        "headers.get",
+        "Enum.filter",
+        "el.classList.add",
+        "module.exports",
+    ],
+)
+def test_vocabulary_of_languages_and_standard_libraries_is_never_needed(name):
+    assert is_generic(("identifier", name))
+    span = [UserMessage(content=f"It uses {name} here."), _use("OK.")]
+    assert not _needed(span, [UserMessage(content="Go on.")], [_use(f"Now {name} again.")])[name]
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["Hooks.TranscriptHighlighter", "self._provider_tokens", "user_auth.get_provider_tokens", "GithubServiceImpl"],
+)
+def test_project_names_are_specific(name):
+    assert not is_generic(("identifier", name))
+
+
+def test_a_number_counts_only_with_its_key_or_unit():
+    span = [UserMessage(content="It returned 200 at line 304; the limit is 250 ms and the port is 6543."), _use("OK.")]
+    later = [_use("Process.sleep(200) at line 304 with a 250 ms budget on port 6543.")]
+    needed = _needed(span, [UserMessage(content="Go on.")], later)
+    # "returned 200" is not "sleep 200"; a line number alone is never an item
+    assert needed == {**needed, "returned 200": False, "304": False, "250 ms": True, "port is 6543": True}
+    assert is_generic(("number", "304")) and not is_generic(("number", "250ms"))
+
+
+def test_a_command_is_specific_only_through_what_it_names():
+    assert is_generic(("command", "git status"))
+    assert not is_generic(("command", "mix test test/spotter/services/transcript_renderer_test.exs"))
+
+
+AIDER = """# aider chat started at 2025-01-01 10:00:00
+
+> Aider v0.85.1
+> Main model: gpt-4o with diff edit format
+
+#### /add src/ledger.ts
+> Added src/ledger.ts to the chat
+
+#### add a total function
+
+src/ledger.ts
+```
+<<<<<<< SEARCH
+export const ledgerRows = [];
+=======
+export const ledgerRows = [];
+export function ledgerTotal() { return 0; }
+>>>>>>> REPLACE
+```
+
+> Applied edit to src/ledger.ts
+
+#### /drop src/ledger.ts
+> Removed src/ledger.ts from the chat
+
+#### thanks
+
+Done.
+"""
+
+
+def test_aider_records_the_chat_files_it_re_sends(tmp_path: Path):
+    path = tmp_path / ".aider.chat.history.md"
+    path.write_text(AIDER, encoding="utf-8")
+    (conversation,) = zett_lab.load_all(path)
+    entries = conversation.harness_context
+    assert [(e.start, e.end, e.text.splitlines()[0]) for e in entries] == [
+        (0, 2, "src/ledger.ts"),
+        (1, 2, "export const ledgerRows = [];"),
+    ]
+    assert "ledgerTotal" in entries[1].text
+    copy = conversation.save(tmp_path / "copy.json")
+    assert zett_lab.load_all(copy)[0].harness_context == entries
+
+
+_COMPONENT = st.from_regex(r"[a-z][a-z0-9]{2,7}_[a-z0-9]{2,7}", fullmatch=True)
+
+
+@settings(max_examples=40, deadline=None)
+@given(parts=st.lists(_COMPONENT, min_size=3, max_size=5, unique=True), data=st.data())
+def test_a_renamed_spelling_in_the_tail_never_flags(parts, data):
+    """Whatever spelling of a span item the tail shows (a trailing run of its path, absolute, without its
+    extension, as a dotted module), the item is not needed later."""
+    path = "/".join(parts) + ".py"
+    cut = data.draw(st.integers(0, len(parts) - 1))
+    spelling = data.draw(
+        st.sampled_from(
+            ["/".join(parts[cut:]) + ".py", "/srv/app/" + path, "/".join(parts), ".".join(parts[min(cut, 1) :])]
+        )
+    )
+    span = [UserMessage(content=f"Open {path} first."), _use("OK.")]
+    needed = _needed(span, [UserMessage(content=f"Remember {spelling} here.")], [_use(f"Editing {path} now.")])
+    assert not needed[path]
+
+
+def test_a_bad_harness_context_entry_is_one_clear_error(tmp_path: Path):
+    path = tmp_path / "bad.json"
+    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    path.write_text(
+        json.dumps({"id": "x", "messages": messages, "harness_context": [{"start": 5, "text": "a.py"}]}),
+        encoding="utf-8",
+    )
+    with pytest.raises(InputError, match=r"harness context 0, field 'start'"):
+        zett_lab.load_all(path)
