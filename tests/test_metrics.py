@@ -237,12 +237,50 @@ def test_needed_anchor_recall_and_lists(hand_losses):
     assert math.isnan(row["retention_url"])  # no URL in the span
 
 
-def test_instruction_survival_and_refetch(hand_losses):
+def test_constraint_survival_and_refetch(hand_losses):
     first, second = hand_losses.compactions.iloc[0], hand_losses.compactions.iloc[1]
-    assert (first["constraints"], first["constraints_visible"], first["instruction_survival"]) == (1, 1, 1.0)
-    assert (second["constraints"], second["constraints_visible"], second["instruction_survival"]) == (1, 0, 0.0)
+    assert (first["constraints"], first["constraints_kept"], first["constraint_survival"]) == (1, 1, 1.0)
+    assert (second["constraints"], second["constraints_kept"], second["constraint_survival"]) == (1, 0, 0.0)
     assert first["refetch_calls"] == 1 and first["refetched_anchors"] == 1
     assert second["refetch_calls"] == 0  # nothing read after the second compaction
+    dropped = hand_losses.dropped_constraints()
+    assert list(zip(dropped["compaction_id"], dropped["normalized"], strict=True)) == [
+        (1, "never edit config/prod.yaml")
+    ]
+    listed = hand_losses.listed()  # what a report keeps: lost but needed, and dropped constraints
+    assert set(listed["normalized"]) == set(hand_losses.lost_but_needed()["normalized"]) | set(dropped["normalized"])
+
+
+def test_a_report_lists_each_dropped_rule_once_with_the_summarizers_that_dropped_it(hand_losses):
+    from zett_lab.study.report_lost import dropped_constraint_items
+
+    trace = hand_trace()
+    items = dropped_constraint_items([("a", trace), ("b", trace)], None, lambda _: hand_losses, limit=5)
+    assert items == [
+        {
+            "conversation_id": "hand",
+            "value": "Never edit config/prod.yaml.",
+            "message_index": 1,
+            "dropped_by": [{"summarizer": "a", "compaction_id": 1}, {"summarizer": "b", "compaction_id": 1}],
+        }
+    ]
+    assert dropped_constraint_items([("a", trace)], None, lambda _: hand_losses, limit=0) == []
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [
+        "Never touch migrations/ — the DBA team owns them.",
+        "Python 3.9, no new dependencies.",
+        "The patch must only contain changes to the specific source files you modified.",
+        "Only change the files under src/.",
+        "Avoid global state in the handlers.",
+    ],
+)
+def test_rules_of_the_user_and_the_task_are_constraints(rule):
+    from zett_lab.load.anchors import anchors_in_text
+
+    assert [a.type for a in anchors_in_text(rule, "user") if a.type == "constraint"] == ["constraint"]
 
 
 def test_probes_are_checked_in_the_next_steps_context(hand_losses):
@@ -315,7 +353,7 @@ def test_trace_without_compactions_gives_empty_frames_and_nan_ratios():
         "context_reduction",
         "anchor_retention",
         "needed_anchor_recall",
-        "instruction_survival",
+        "constraint_survival",
         "probe_presence",
         "decay_survival_1",
         "final_survival",
@@ -466,7 +504,7 @@ def test_measure_agrees_with_the_trace(replayed):
             applied["tail_tokens"].to_numpy()
             == trace.compactions[trace.compactions["applied"]]["recent_tokens"].to_numpy()
         ).all()
-        assert row["instruction_survival"] >= 0
+        assert row["constraint_survival"] >= 0
 
 
 def test_mask_keeps_more_needed_anchors_than_truncate(replayed):
@@ -762,3 +800,11 @@ def test_a_measure_table_types_every_column_and_keeps_every_value(rows):
                 assert value == float(given_value)
             else:
                 assert value == given_value and type(value) is type(given_value), (name, value, given_value)
+
+
+def test_the_explorer_lists_the_rules_a_compaction_dropped(hand_losses):
+    from zett_lab.show.widgets.html import compaction_html
+
+    page = compaction_html(hand_trace(), 1, hand_losses)
+    assert "Constraints dropped (1):" in page and "<li>Never edit config/prod.yaml.</li>" in page
+    assert "Constraints dropped" not in compaction_html(hand_trace(), 0, hand_losses)  # the summary kept it

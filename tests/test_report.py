@@ -184,6 +184,16 @@ def test_lost_items_carry_span_and_summary(report: Report) -> None:
             assert entry["summary_text"]
 
 
+def test_dropped_constraints_are_listed_in_every_format(report: Report, page: str) -> None:
+    items = report.document()["dropped_constraints"]
+    assert isinstance(items, list)
+    for item in items:
+        assert item["value"] and item["dropped_by"]
+        assert {entry["summarizer"] for entry in item["dropped_by"]} <= set(SUMMARIZERS)
+    assert '<h3 id="dropped-constraints">Constraints dropped</h3>' in page
+    assert "### Constraints dropped" in report.to_markdown()
+
+
 def test_explorer_has_one_cell_per_setting_and_summarizer(report: Report, page: str) -> None:
     data = json.loads(
         re.search(r'<script type="application/json" id="zl-explore-data">(.*?)</script>', page, re.S).group(1)
@@ -474,12 +484,12 @@ def test_replays_shown_in_full_keep_what_the_report_uses_read_from_the_sweep_or_
         assert len(full.anchors)
         for report, trace in zip(reports, (mine, *(theirs for _, theirs in others)), strict=True):
             pd.testing.assert_frame_equal(report.data.anchor_flags_for(trace), retention_counts(full.anchors))
-            pd.testing.assert_frame_equal(report.data.losses_for(trace).anchors, full.lost_but_needed())
+            pd.testing.assert_frame_equal(report.data.losses_for(trace).anchors, full.listed())
             pd.testing.assert_frame_equal(report.data.losses_for(trace).compactions, full.compactions)
         counts = retention_counts(full.anchors)
         assert counts[ANCHOR_ROWS].sum() == len(full.anchors) and len(counts) < len(full.anchors)
-        lost_rows += len(full.lost_but_needed())
-    assert lost_rows  # the lost-but-needed list had rows to keep
+        lost_rows += len(full.listed())
+    assert lost_rows  # the lists (lost but needed, dropped constraints) had rows to keep
 
 
 def test_a_report_prices_only_what_its_sweep_did_not_price_for_its_model(monkeypatch) -> None:

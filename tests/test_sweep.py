@@ -587,7 +587,7 @@ def _table():
                     "keep_recent_tokens": 10,
                     "total_input_tokens": cost,
                     "needed_anchor_recall": recall,
-                    "instruction_survival": survival,
+                    "constraint_survival": survival,
                     "error": None,
                 }
             )
@@ -599,7 +599,7 @@ def _table():
             "keep_recent_tokens": 10,
             "total_input_tokens": 1,
             "needed_anchor_recall": 1.0,
-            "instruction_survival": 1.0,
+            "constraint_survival": 1.0,
             "error": "boom",
         }
     )
@@ -618,8 +618,8 @@ def test_pareto_front():
     assert list(front["total_input_tokens"]) == [200, 300, 600, 800, 1000]  # summed over both conversations
     dropped = pareto_front(_table(), nan="drop")
     assert ("b", 5000) not in set(zip(dropped["summarizer"], dropped["max_tokens"], strict=True))
-    lower = pareto_front(_table(), loss="instruction_survival", maximize=False)  # NaN counts as best: 0 here
-    assert list(zip(lower["summarizer"], lower["max_tokens"], lower["instruction_survival"], strict=True)) == [
+    lower = pareto_front(_table(), loss="constraint_survival", maximize=False)  # NaN counts as best: 0 here
+    assert list(zip(lower["summarizer"], lower["max_tokens"], lower["constraint_survival"], strict=True)) == [
         ("a", 1000, 1.0),
         ("a", 3000, 0.5),
         ("b", 5000, 0.0),
@@ -630,11 +630,11 @@ def test_pareto_front():
 
 def test_recommend_dict_and_string_forms():
     table = _table()
-    best = recommend(table, {"needed_anchor_recall": (">=", 0.9), "instruction_survival": ("==", 1)})
+    best = recommend(table, {"needed_anchor_recall": (">=", 0.9), "constraint_survival": ("==", 1)})
     assert (best.summarizer, best.max_tokens) == ("b", 1000) and best.cost == 300
-    same = recommend(table, "needed_anchor_recall >= 0.9 and instruction_survival == 1")
+    same = recommend(table, "needed_anchor_recall >= 0.9 and constraint_survival == 1")
     assert (same.summarizer, same.max_tokens) == ("b", 1000)
-    strict = recommend(table, "needed_anchor_recall >= 0.96, instruction_survival = 1")
+    strict = recommend(table, "needed_anchor_recall >= 0.96, constraint_survival = 1")
     assert (strict.summarizer, strict.max_tokens) == ("a", 4000)
     with pytest.raises(NoFeasibleSetting, match="best reached"):
         recommend(table, "needed_anchor_recall >= 0.99", nan="drop")
@@ -673,7 +673,7 @@ def test_recommend_on_a_real_sweep(small, tmp_path):
         cache=tmp_path / "c.sqlite",
         progress=False,
     )
-    choice = recommend(s, "instruction_survival >= 0.5")
+    choice = recommend(s, "constraint_survival >= 0.5")
     assert choice.cost == choice.candidates[choice.cost_column].min()
     s.trace(small[2].id, choice.max_tokens, choice.keep_recent_tokens, choice.summarizer)
     assert len(pareto_front(s)) >= 1

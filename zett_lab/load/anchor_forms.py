@@ -265,7 +265,7 @@ def normalize_number(match: re.Match[str]) -> str:
 #: with at most one word of one or two letters after it; or a called name and ``(``.
 _NUMBER_KEY = re.compile(
     r"(?:(?<![\w.])(?P<key>[A-Za-z][A-Za-z_]{2,})[\"'\]]?[ \t]*(?:[=:][ \t]*|[ \t](?:[A-Za-z]{1,2}[ \t]+)?)"
-    r"|(?<!\w)(?P<call>[A-Za-z][A-Za-z_]{2,})\()[\"']?$"
+    r"|(?<!\w)(?P<call>[A-Za-z][A-Za-z_]{2,})\()[\"']?\Z"
 )
 
 

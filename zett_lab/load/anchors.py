@@ -39,9 +39,11 @@ Types (:data:`ANCHOR_TYPES`):
     shell, sh, zsh, terminal, exec, run, command, cmd, console, powershell).
     Whitespace collapsed.
 ``constraint``
-    Sentences of *user* messages containing always / never / must / don't /
-    do not / should not / make sure. Lower-cased, whitespace collapsed,
-    bullets and trailing punctuation removed.
+    Sentences of *user* messages (the user's rules, and the task a harness
+    states as a user message) containing always / never / must / don't /
+    do not / should not / make sure / avoid / no new / not allowed / only
+    change (modify, touch, edit, use, contain, add, fix). Lower-cased,
+    whitespace collapsed, bullets and trailing punctuation removed.
 ``decision``
     Sentences of *assistant* messages such as "we'll use ...", "decided ...",
     "let's go with ...". Normalized like constraints.
@@ -173,7 +175,9 @@ _OS_ERROR = re.compile(
 )
 
 _CONSTRAINT_WORDS = re.compile(
-    r"\b(?:always|never|must|mustn['’]t|don['’]?t|do not|should not|shouldn['’]t|make sure)\b", re.I
+    r"\b(?:always|never|must|mustn['’]t|don['’]?t|do not|should not|shouldn['’]t|make sure|avoid|no new"
+    r"|not allowed|only (?:change|modify|touch|edit|use|contain|add|fix)s?)\b",
+    re.I,
 )
 _DECISION_WORDS = re.compile(
     r"\b(?:we['’]ll use|we will use|i['’]ll use|i will use|let['’]s use|let['’]s go with|we['’]ll go with"

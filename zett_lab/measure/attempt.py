@@ -30,6 +30,9 @@ from .message_index import ConversationIndex, SpanAnchors
 from .probes import covers_probe
 from .updates import GrowingSpanUpdates, Update
 
+#: Index of the constraint type (a report keeps the dropped constraints beside the lost-but-needed rows).
+_CONSTRAINT = ANCHOR_TYPES.index("constraint")
+
 
 @dataclass
 class TraceView:
@@ -423,8 +426,8 @@ def anchor_table(index: ConversationIndex, parts: Sequence[AnchorPart]) -> pd.Da
 class AnchorRows:
     """The per-anchor rows of a trace's attempts as :class:`AnchorPart` arrays, kept as the caller asks.
 
-    Every row (``losses.anchors``), or (``lost_only``) only the rows :meth:`Losses.lost_but_needed`
-    keeps, with every row's :data:`~zett_lab.measure.columns.RETENTION_COLUMNS` counted as the attempts
+    Every row (``losses.anchors``), or (``lost_only``) only the rows :meth:`Losses.listed` keeps (lost but
+    needed, dropped constraints), with every row's :data:`~zett_lab.measure.columns.RETENTION_COLUMNS` counted as the attempts
     come (:meth:`counts`): what a report keeps. A long conversation's cumulative spans make millions
     of rows, hundreds of MB even as arrays.
     """
@@ -449,9 +452,10 @@ class AnchorRows:
             "lost_but_needed": part.lost_but_needed,
         }
         self._counted.append(np.unique(_flag_codes(self._types[0][part.span.ids], flags), return_counts=True))
-        lost = flags["lost_but_needed"]
-        if applied and lost.any():
-            self.parts.append(_rows(part, lost))
+        constraint = index.arrays.type_code[part.span.ids] == _CONSTRAINT
+        listed = flags["lost_but_needed"] | (constraint & ~part.in_summary & ~part.span.in_tail)
+        if applied and listed.any():
+            self.parts.append(_rows(part, listed))
 
     def counts(self) -> pd.DataFrame:
         """The flags of every row added, counted (what :func:`retention_counts` gives of the whole table)."""

@@ -105,6 +105,22 @@ class Losses:
             return self.anchors
         return self.anchors[self.anchors["lost_but_needed"] & self.anchors["applied"]].reset_index(drop=True)
 
+    def dropped_constraints(self) -> pd.DataFrame:
+        """The rules stated in a span that neither the applied summary nor the kept tail conveys (rows of
+        ``anchors`` of type ``constraint``; see the ``constraint_survival`` metric)."""
+        if not len(self.anchors):
+            return self.anchors
+        return self.anchors[_dropped_constraint(self.anchors)].reset_index(drop=True)
+
+    def listed(self) -> pd.DataFrame:
+        """The anchors a report lists: lost but needed, and dropped constraints (rows of ``anchors``)."""
+        if not len(self.anchors):
+            return self.anchors
+        anchors = self.anchors
+        return anchors[(anchors["lost_but_needed"] & anchors["applied"]) | _dropped_constraint(anchors)].reset_index(
+            drop=True
+        )
+
     def retention_by_type(self) -> pd.DataFrame:
         """Anchor retention per type, pooled over applied compactions (rows: summarizer, columns: type)."""
         anchors = self.anchors[self.anchors["applied"]] if len(self.anchors) else self.anchors
@@ -143,7 +159,7 @@ class Losses:
             "anchor_retention",
             "needed_anchor_recall",
             "lost_but_needed",
-            "instruction_survival",
+            "constraint_survival",
             "probe_presence",
         ]
         compactions = (
@@ -182,6 +198,10 @@ Losses.__doc__ = (
         )
     )
 )
+
+
+def _dropped_constraint(anchors: pd.DataFrame) -> pd.Series:
+    return (anchors["type"] == "constraint") & anchors["applied"] & ~anchors["in_summary"] & ~anchors["in_tail"]
 
 
 def _empty_losses(settings: tuple[TraceSettings, ...] = ()) -> Losses:
@@ -238,9 +258,8 @@ if measure.__doc__ is not None:  # python -OO strips docstrings
 
 
 def measure_lost_and_counted(trace: Any) -> tuple[Losses, pd.DataFrame]:
-    """:func:`measure` as a report keeps it: ``anchors`` holds only the rows :meth:`Losses.lost_but_needed`
-    gives, and the per-anchor flags come counted (:func:`~zett_lab.measure.attempt.retention_counts`),
-    both made from arrays without the per-anchor table (on a long conversation, millions of rows)."""
+    """:func:`measure` as a report keeps it: ``anchors`` holds only the rows :meth:`Losses.listed` gives, and the
+    per-anchor flags come counted (:func:`~zett_lab.measure.attempt.retention_counts`), both made from arrays without the per-anchor table (on a long conversation, millions of rows)."""
     rows = AnchorRows(lost_only=True)
     losses, index = _measure_one(trace, _counter_for(trace.settings, None), rows)
     return dataclasses.replace(losses, anchors=anchor_table(index, rows.parts)), rows.counts()

@@ -33,7 +33,7 @@ from ..replay.trace import Trace, checkpoint_message
 from ..tokens import counter_identity
 
 #: Loss metrics copied from ``measure(...).compactions`` when ``measure`` is given.
-DEFAULT_METRICS = ("anchor_retention", "needed_anchor_recall", "instruction_survival", "context_reduction")
+DEFAULT_METRICS = ("anchor_retention", "needed_anchor_recall", "constraint_survival", "context_reduction")
 
 #: Columns of :func:`compare_native` (metric columns ``native_<m>`` / ``zett_<m>`` follow when measured).
 COLUMNS: dict[str, str] = {
@@ -391,7 +391,7 @@ PRODUCTION_METRICS: tuple[str, ...] = (
     "compression_ratio",
     "needed_anchor_recall",
     "anchor_retention",
-    "instruction_survival",
+    "constraint_survival",
     "superseded_rate",
     "lost_but_needed",
 )

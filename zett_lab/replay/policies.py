@@ -68,7 +68,7 @@ class SplitTurnCompaction(CompactionExtension):
     budget walk), then to the nearest tool-group boundary (:func:`tool_group_starts`)
     instead of the turn's user message. The tail then starts with an assistant message
     whose calls all have their results in the tail; the turn's user request goes into the
-    checkpoint, which is the price the lab measures (instruction survival, recall).
+    checkpoint, which is the price the lab measures (constraint survival, recall).
     """
 
     #: The limits along which one replay provably stands for others (see ``zett_lab.boundaries``):

@@ -176,7 +176,7 @@ def parse_constraints(constraints: str | Mapping[str, Any]) -> list[tuple[str, s
     """``[(column, operator, value)]`` from a dict ``{column: (op, value)}`` or a string.
 
     The string form is clauses joined by ``and`` (or commas): ``"needed_anchor_recall >= 0.9
-    and instruction_survival == 1"``. Operators: ``>= <= == != > <`` (``=`` means ``==``).
+    and constraint_survival == 1"``. Operators: ``>= <= == != > <`` (``=`` means ``==``).
     Parsed with a regular expression; nothing is evaluated.
     """
     parsed: list[tuple[str, str, float]] = []
@@ -279,8 +279,8 @@ def recommend(
 
     Args:
         results: a :class:`Sweep` or its results table.
-        constraints: ``{"needed_anchor_recall": (">=", 0.9), "instruction_survival": ("==", 1)}``
-            or ``"needed_anchor_recall >= 0.9 and instruction_survival == 1"``. None: the
+        constraints: ``{"needed_anchor_recall": (">=", 0.9), "constraint_survival": ("==", 1)}``
+            or ``"needed_anchor_recall >= 0.9 and constraint_survival == 1"``. None: the
             setting on the Pareto front of (``cost``, ``loss``) closest to the ideal corner.
         cost: the column to minimize, summed over conversations.
         loss: the quality metric of the Pareto front (used only without constraints), averaged

@@ -98,6 +98,40 @@ def lost_but_needed_items(
     return [_item(part, traces) for part in _ranked(lost, summarizers, limit)]
 
 
+def dropped_constraint_items(
+    entries: Sequence[tuple[str, Trace]],
+    recommendation: Mapping[str, Any] | None,
+    measured: Callable[[Trace], Losses],
+    limit: int,
+) -> list[dict[str, Any]]:
+    """At most ``limit`` rules a summary dropped (:meth:`~zett_lab.measure.losses.Losses.dropped_constraints`) at the
+    recommended setting: one item per (conversation, rule) with the summarizers that dropped it, each with the
+    first applied compaction that did; the rules dropped by more summarizers first, then in conversation order."""
+    if limit <= 0:
+        return []
+    if recommendation is not None:
+        entries = cell_entries(entries, recommendation["max_tokens"], recommendation["keep_recent_tokens"]) or list(
+            entries
+        )
+    items: dict[tuple[str, str], dict[str, Any]] = {}
+    for label, trace in entries:
+        dropped = measured(trace).dropped_constraints()
+        for row in dropped.sort_values("compaction_id", kind="mergesort").to_dict("records"):
+            item = items.setdefault(
+                (row["conversation_id"], row["normalized"]),
+                {
+                    "conversation_id": row["conversation_id"],
+                    "value": row["value"],
+                    "message_index": plain(row["message_index"], DIGITS),
+                    "dropped_by": [],
+                },
+            )
+            if all(entry["summarizer"] != label for entry in item["dropped_by"]):
+                item["dropped_by"].append({"summarizer": label, "compaction_id": plain(row["compaction_id"], DIGITS)})
+    ranked = sorted(items.values(), key=lambda i: (-len(i["dropped_by"]), i["conversation_id"], i["message_index"]))
+    return ranked[:limit]
+
+
 def _lost_rows(entries: Sequence[tuple[str, Trace]], measured: Callable[[Trace], Losses]) -> pd.DataFrame | None:
     """Every lost-but-needed anchor of the entries, once per (summarizer, conversation, anchor), with its compaction."""
     frames = []

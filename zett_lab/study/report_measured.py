@@ -47,7 +47,7 @@ def measure_shown_on_worker(traces: Sequence[Trace]) -> list[tuple[Losses, pd.Da
 
 def _as_shown(losses: Losses) -> tuple[Losses, pd.DataFrame]:
     """What :func:`measure_shown` keeps, of losses measured in full."""
-    return dataclasses.replace(losses, anchors=losses.lost_but_needed()), retention_counts(losses.anchors)
+    return dataclasses.replace(losses, anchors=losses.listed()), retention_counts(losses.anchors)
 
 
 def _plain(trace: Trace) -> Trace:

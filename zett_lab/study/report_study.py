@@ -32,7 +32,7 @@ from ..replay.trace import Trace, combine_failure_counts
 from ..tokens import count_tokens
 from .choose import NoFeasibleSetting, measured_cells, recommend
 from .grid import STOCK_ENGINE, resolve_context_window
-from .report_lost import DIGITS, cell_entries, lost_but_needed_items, trace_index
+from .report_lost import DIGITS, cell_entries, dropped_constraint_items, lost_but_needed_items, trace_index
 from .report_measured import Measured
 from .report_native import report_production
 from .report_tables import compare_summarizers, cost_overview, costs_per_replay, metric_summary, price_names
@@ -194,6 +194,8 @@ class ReportData:
         timeline_ids: The conversations whose context timeline the report draws (at most
             :data:`TIMELINES_SHOWN`, see :func:`timeline_conversations`), in report order.
         lost_items: The top lost-but-needed anchors at the recommended setting.
+        dropped_constraints: The rules summaries dropped at the recommended setting
+            (:func:`~zett_lab.study.report_lost.dropped_constraint_items`).
         metrics: Per summarizer: means with confidence intervals, paired differences, totals.
         costs: Tokens and money per configuration and the prices used.
         conversation_tokens: Tokens of every conversation (the engine's counter).
@@ -221,6 +223,7 @@ class ReportData:
     explore_id: str
     timeline_ids: list[str]
     lost_items: list[dict[str, Any]]
+    dropped_constraints: list[dict[str, Any]]
     metrics: dict[str, Any]
     costs: dict[str, Any]
     conversation_tokens: dict[str, int]
@@ -321,6 +324,7 @@ def build_report_data(
     comparison = comparison if comparison is not None else compare_summarizers(results, summarizers)
     measured.finish()
     lost_items = lost_but_needed_items(entries, recommendation, summarizers, measured.shown, top_lost)
+    dropped = dropped_constraint_items(entries, recommendation, measured.shown, top_lost)
     native, native_skipped = report_production(conversations, _identities(entries, summarizers), native_baselines)
     return ReportData(
         entries=entries,
@@ -337,6 +341,7 @@ def build_report_data(
         explore_id=explore_id,
         timeline_ids=timeline_conversations(results, recommendation, conversations),
         lost_items=lost_items,
+        dropped_constraints=dropped,
         metrics=metric_summary(results, summarizers, comparison, counts),
         costs=cost_overview(results, primary_model, unpriced),
         conversation_tokens={c.id: int(count_tokens(c.messages)) for c in conversations},

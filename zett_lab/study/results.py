@@ -227,7 +227,7 @@ class Sweep:
         engine: str | None = None,
     ) -> tuple[Losses, pd.DataFrame] | None:
         """One cell's losses as a report shows them, read from what the sweep measured: every table, with
-        ``anchors`` holding only the lost-but-needed rows, and the per-anchor flags counted (what
+        ``anchors`` holding only the rows a report lists (lost but needed, dropped constraints), and the per-anchor flags counted (what
         :func:`~zett_lab.measure.losses.measure_lost_and_counted` gives for its trace). None when the
         sweep did not keep them (``metrics=False``, or a sweep saved before they were kept)."""
         return self._kept_lost_and_counted(
@@ -415,7 +415,7 @@ class Sweep:
             "total_input_tokens",
             "total_cost_usd",
             "needed_anchor_recall",
-            "instruction_survival",
+            "constraint_survival",
             "replayed",
             "failed",
             "summary_error",

@@ -24,8 +24,8 @@ from .boundaries import Region
 #: with ``anchors=False``: that table (one row per span anchor per attempt, by far the largest)
 #: is kept empty and measured again when asked for.
 LOSS_TABLES = ("compactions", "anchors", "conversation", "probes", "decay", "updates")
-#: What a report keeps of the per-anchor table, kept per replay beside the loss tables: the lost-but-needed
-#: rows, and every row's flags counted (:func:`~zett_lab.measure.losses.measure_lost_and_counted`).
+#: What a report keeps of the per-anchor table, kept per replay beside the loss tables: the rows it lists
+#: (:meth:`~zett_lab.measure.losses.Losses.listed`: lost but needed, dropped constraints), and every row's flags counted (:func:`~zett_lab.measure.losses.measure_lost_and_counted`).
 LOST_ANCHORS_TABLE, ANCHOR_COUNTS_TABLE = "lost-anchors", "anchor-counts"
 #: What to do when a file of a sweep folder cannot be read.
 _RUN_AGAIN = "the sweep folder is damaged or incomplete; run the sweep again to rebuild it"

@@ -43,7 +43,7 @@ Example::
     ...           keep_recent_tokens=[0.02, 0.05], summarizers=["anchors:0.1", "mask"],
     ...           context_window="gpt-4o")                                   # doctest: +SKIP
     >>> s.results[["conversation_id", "max_tokens", "needed_anchor_recall"]]   # doctest: +SKIP
-    >>> recommend(s, "needed_anchor_recall >= 0.9 and instruction_survival == 1")  # doctest: +SKIP
+    >>> recommend(s, "needed_anchor_recall >= 0.9 and constraint_survival == 1")  # doctest: +SKIP
 """
 
 from __future__ import annotations

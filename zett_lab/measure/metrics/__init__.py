@@ -12,7 +12,7 @@ import importlib
 BUILTIN = (
     "needed_anchor_recall",
     "anchor_retention",
-    "instruction_survival",
+    "constraint_survival",
     "probe_presence",
     "compression_ratio",
     "context_reduction",

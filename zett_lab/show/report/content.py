@@ -125,7 +125,7 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
         "A later tool call's arguments mention a lost anchor: the agent had to fetch again what the summary "
         "dropped (refetch_calls counts such calls).",
     ),
-    _metric("instruction_survival"),
+    _metric("constraint_survival"),
     _metric("probe_presence"),
     _metric("decay_survival_1"),
     _metric("final_survival"),
@@ -320,6 +320,7 @@ def build_document(data: ReportData, *, title: str, date: str, notes: Sequence[s
         "metrics": data.metrics,
         "results": records(data.results, result_columns(), digits=DIGITS),
         "lost_but_needed": data.lost_items,
+        "dropped_constraints": data.dropped_constraints,
         "native": data.native,
         "costs": data.costs,
         "explore": {"conversation_id": data.explore_id},

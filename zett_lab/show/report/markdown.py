@@ -152,6 +152,22 @@ def _metrics(document: Mapping[str, Any], summarizers: list[str]) -> list[str]:
     return out
 
 
+def _dropped(items: list[Mapping[str, Any]]) -> list[str]:
+    out = ["", "### Constraints dropped", ""]
+    if not items:
+        return [*out, "No summary dropped a rule."]
+    rows = [
+        (
+            i["value"],
+            i["conversation_id"],
+            f"message {i['message_index']}",
+            ", ".join(f"{e['summarizer']} (#{e['compaction_id']})" for e in i["dropped_by"]),
+        )
+        for i in items
+    ]
+    return [*out, md_table(["rule", "conversation", "stated in", "dropped by"], rows)]
+
+
 def _lost(items: list[Mapping[str, Any]]) -> list[str]:
     out = ["## Lost but needed later", ""]
     if not items:
@@ -263,7 +279,8 @@ def _costs(costs: Mapping[str, Any]) -> list[str]:
 def render_markdown(data: ReportData, document: Mapping[str, Any]) -> str:
     """The report's findings and tables as Markdown."""
     out = _summary(document) + _study(document["study"]) + _metrics(document, data.summarizers)
-    out += _lost(document["lost_but_needed"]) + _production(document["native"], data.native_skipped)
+    out += _lost(document["lost_but_needed"]) + _dropped(document.get("dropped_constraints", []))
+    out += _production(document["native"], data.native_skipped)
     out += _costs(document["costs"])
     out += ["", "## Glossary", ""]
     out += [f"- **{md(g['term'])}**: {md(g['definition'])}" for g in document["glossary"]]

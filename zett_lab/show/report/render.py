@@ -132,7 +132,7 @@ def _figures(data: ReportData, document: Mapping[str, Any]) -> dict[str, Any]:
     rec = document["recommendation"]
     shown, _ = metric_table(document, data.summarizers)
     if data.comparison is not None and len(data.comparison.summary):
-        headline = [m for m in ("needed_anchor_recall", "anchor_retention", "instruction_survival") if m in shown]
+        headline = [m for m in ("needed_anchor_recall", "anchor_retention", "constraint_survival") if m in shown]
         out["comparison"] = figures.add(
             plots.summarizer_comparison(data.comparison, metrics=headline),
             f"Means with {confidence_text(document['metrics'])} bootstrap intervals, per summarizer.",
@@ -270,6 +270,7 @@ def render_html(data: ReportData, document: Mapping[str, Any]) -> str:
         costs=document["costs"],
         glossary=document["glossary"],
         lost_items=document["lost_but_needed"],
+        dropped_constraints=document.get("dropped_constraints", []),
         native=document["native"],
         native_skipped=data.native_skipped,
         native_metrics=PRODUCTION_METRICS,

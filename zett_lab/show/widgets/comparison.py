@@ -76,7 +76,7 @@ class Comparison(WidgetBase):
             "compression_ratio",
             "anchor_retention",
             "needed_anchor_recall",
-            "instruction_survival",
+            "constraint_survival",
         ),
         engines: Mapping[str, EngineSpec] | None = None,
     ) -> None:

@@ -289,6 +289,11 @@ def _lost_anchors_html(anchors: pd.DataFrame) -> tuple[str, list[str]]:
             for r in needed.to_dict("records")[:200]
         )
         parts.append(f"<p><b>Lost but needed:</b> {chips}</p>")
+    constraint = anchors["type"].eq("constraint").to_numpy(bool) if "type" in anchors else np.zeros(len(anchors), bool)
+    dropped = anchors[constraint & ~flags["in_summary"] & ~flags["in_tail"]]
+    if len(dropped):
+        rules = "".join(f"<li>{html.escape(str(value))}</li>" for value in dropped["value"][:50])
+        parts.append(f"<p><b>Constraints dropped ({len(dropped)}):</b></p><ul class='zl-dropped'>{rules}</ul>")
     other = lost[~lost.index.isin(needed.index)]
     if len(other):
         chips = " ".join(
