@@ -22,17 +22,12 @@ from zett_agent.messages import AssistantMessage, SystemMessage
 
 import zett_lab
 from tests.helpers import span_trace
-from zett_lab.load.anchor_forms import spellings
+from zett_lab.load.anchor_forms import shows
 from zett_lab.load.anchors import action_keys, anchor_keys, message_keys
 from zett_lab.load.vocabulary import is_generic
 from zett_lab.measure import measure
 
 LABELS = Path(__file__).resolve().parent / "data" / "needed_labels.json"
-
-
-def _one_item(a, b) -> bool:
-    (canonical_a, forms_a), (canonical_b, forms_b) = spellings(a), spellings(b)
-    return canonical_a in forms_b or canonical_b in forms_a
 
 
 def _why_not_needed(conversation, key, span_end, n_recorded) -> str | None:
@@ -44,20 +39,22 @@ def _why_not_needed(conversation, key, span_end, n_recorded) -> str | None:
     if is_generic(key):
         return "vocabulary"
     system = [k for m in messages if isinstance(m, SystemMessage) for k in message_keys(m)]
-    if any(_one_item(key, k) for k in system):
-        return "system prompt"
+    tools = [("identifier", c.name) for m in messages if isinstance(m, AssistantMessage) for c in m.tool_calls]
+    if any(shows(k, key) for k in [*system, *tools]):
+        return "system prompt or tool definitions"
     for i in range(span_end, use):
-        if not isinstance(messages[i], SystemMessage) and any(_one_item(key, k) for k in message_keys(messages[i])):
+        if not isinstance(messages[i], SystemMessage) and any(shows(k, key) for k in message_keys(messages[i])):
             return "kept tail" if i < n_recorded else "shown again before the use"
     for entry in conversation.harness_context:
         held = entry.start <= use and (entry.end is None or entry.end > n_recorded)
-        if held and any(_one_item(key, k) for k in anchor_keys(entry.text)):
+        if held and any(shows(k, key) for k in anchor_keys(entry.text)):
             return "harness context"
     return None
 
 
 def _agent_uses(message, key) -> bool:
-    return isinstance(message, AssistantMessage) and key in action_keys(message)
+    """The agent names the item in its text, tool-call arguments or commands, in any spelling."""
+    return isinstance(message, AssistantMessage) and any(shows(k, key, folders=False) for k in action_keys(message))
 
 
 def _row_of(anchors, labelled):
@@ -139,4 +136,10 @@ def test_needed_precision_on_the_older_labels(judged):
     )
     assert after >= 0.8
     # what the older guideline called needed and the definition leaves out is only what issue 28 names
-    assert set(reasons) <= {"shown again before the use", "harness context", "kept tail", "vocabulary"}
+    assert set(reasons) <= {
+        "shown again before the use",
+        "harness context",
+        "kept tail",
+        "vocabulary",
+        "system prompt or tool definitions",
+    }

@@ -20,7 +20,7 @@ from zett_agent.messages import AssistantMessage, SystemMessage, ToolCall, ToolM
 import zett_lab
 from tests.helpers import span_trace
 from zett_lab import Conversation, InputError
-from zett_lab.load.anchor_forms import spellings
+from zett_lab.load.anchor_forms import shows
 from zett_lab.load.conversation import HarnessContext
 from zett_lab.load.vocabulary import is_generic
 from zett_lab.measure import measure
@@ -67,16 +67,33 @@ def test_the_tail_showing_it_in_another_spelling_is_not_needed(in_span, in_tail)
     assert needed == {**needed, in_span: False}
 
 
-def test_spellings_relate_suffixes_not_siblings():
-    def one_item(a, b):
-        (ca, fa), (cb, fb) = spellings(a), spellings(b)
-        return ca in fb or cb in fa
+def test_spellings_relate_suffixes_and_folders_not_siblings():
+    assert shows(("path", "/repo/src/a/b.py"), ("path", "a/b.py"))
+    assert shows(("path", "a/b.py"), ("path", "/repo/src/a/b.py"))
+    assert not shows(("path", "src/x/b.py"), ("path", "lib/x/b.py"))
+    assert not shows(("path", "config.json"), ("path", "config.yaml"))
+    assert shows(("sha", "dde0244abc1234567"), ("sha", "dde0244"))
+    assert not shows(("number", "200"), ("number", "2000"))
+    # a path shows its folders (and a dotted name its packages), not the other way round
+    assert shows(("path", "/testbed/src/a.py"), ("path", "/testbed"))
+    assert not shows(("path", "/testbed"), ("path", "/testbed/src/a.py"))
+    assert shows(("url", "file:///testbed"), ("path", "/testbed"))
+    assert shows(("path", "pvlib/tools.py"), ("identifier", "pvlib.tools"))
 
-    assert one_item(("path", "/repo/src/a/b.py"), ("path", "a/b.py"))
-    assert not one_item(("path", "src/x/b.py"), ("path", "lib/x/b.py"))
-    assert not one_item(("path", "config.json"), ("path", "config.yaml"))
-    assert one_item(("sha", "dde0244"), ("sha", "dde0244abc1234567"))
-    assert not one_item(("number", "200"), ("number", "2000"))
+
+def test_the_agent_using_another_spelling_is_a_use():
+    span = [UserMessage(content="Read /srv/app/assistants/lead_memory.txt first."), _use("OK.")]
+    later = [_use("lead_memory.txt holds the lead's notes.")]
+    assert _needed(span, [UserMessage(content="Go on.")], later)["/srv/app/assistants/lead_memory.txt"]
+
+
+def test_the_names_of_the_tools_the_agent_calls_are_never_news():
+    span = [UserMessage(content="Use find_file to locate it."), _use("OK.")]
+    later = [
+        _use_call("c1", "find_file", {"name": "x.py"}),
+        ToolMessage(tool_call_id="c1", name="find_file", content=""),
+    ]
+    assert not _needed(span, [UserMessage(content="Go on.")], [*later, _use("find_file found it.")])["find_file"]
 
 
 def test_a_re_read_between_the_compaction_and_the_use_makes_it_not_needed():
@@ -153,6 +170,7 @@ def test_a_number_counts_only_with_its_key_or_unit():
     # "returned 200" is not "sleep 200"; a line number alone is never an item
     assert needed == {**needed, "returned 200": False, "304": False, "250 ms": True, "port is 6543": True}
     assert is_generic(("number", "304")) and not is_generic(("number", "250ms"))
+    assert not is_generic(("number", "1.4"))  # a decimal is rarely a coincidence: ~> 1.4
 
 
 def test_a_command_is_specific_only_through_what_it_names():

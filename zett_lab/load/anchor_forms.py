@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 from .text import clean_text
 
@@ -331,31 +332,54 @@ def components(type_: str, normalized: str) -> list[str]:
     return [p for p in value.split(".") if p]
 
 
-@lru_cache(maxsize=1 << 18)
-def spellings(key: tuple[str, str]) -> tuple[str, frozenset[str]]:
-    """``(canonical, forms)`` of an anchor: two anchors are one item in another spelling when the canonical
-    form of either is among the other's forms.
+class Spelling(NamedTuple):
+    """How an anchor can be visible in another spelling (:func:`spellings`)."""
 
-    Paths and identifiers are names made of components (``/`` and ``.`` separated): their
-    forms are every trailing run of components, also without the last one's file extension when at
-    least two components remain. So an absolute path and the relative one it ends with, a qualified
-    name and the bare one (``Hooks.TranscriptHighlighter``, ``TranscriptHighlighter``), a module path
-    with and without ``.py`` (``src/project/__init__``) and a dotted module and its file
-    (``pkg.mod``, ``src/pkg/mod.py``) are one item; ``a/x/b.py`` and ``c/x/b.py`` are not. A commit
-    SHA's forms are its prefixes of seven characters or more (``dde0244`` is ``dde0244f…``). Other
-    types have one form, their normalized value.
+    #: Its own form.
+    canonical: str
+    #: Spellings that name it too (a trailing run of its components, itself included).
+    forms: frozenset[str]
+    #: What it names on the way (leading runs of its components: the folders of a path, the packages of a
+    #: dotted name): an occurrence of it shows them.
+    prefixes: frozenset[str]
+
+
+@lru_cache(maxsize=1 << 18)
+def spellings(key: tuple[str, str]) -> Spelling:
+    """The spellings of an anchor; :func:`shows` says when an occurrence of one anchor shows another.
+
+    Paths and identifiers are names made of components (``/`` and ``.`` separated, compared
+    lower-cased: ``IFNULL`` is ``ifnull``): their forms are every trailing run of components, also without the last one's file extension when at
+    least two components remain; their prefixes every leading run but the whole. So an absolute path
+    and the relative one it ends with, a qualified name and the bare one (``Hooks.TranscriptHighlighter``,
+    ``TranscriptHighlighter``), a module path with and without ``.py`` (``src/project/__init__``) and a
+    dotted module and its file (``pkg.mod``, ``src/pkg/mod.py``) are one item; ``a/x/b.py`` and
+    ``c/x/b.py`` are not; and ``/testbed/src/a.py`` shows the folder ``/testbed``. A ``file://`` URL is
+    its path. A commit SHA's forms are its prefixes of seven characters or more (``dde0244`` is
+    ``dde0244f…``). Other types have one form, their normalized value.
     """
     type_, normalized = key
+    if type_ == "url" and normalized.lower().startswith("file://"):
+        type_, normalized = "path", normalized[len("file://") :]
     if type_ in NAME_TYPES:
-        parts = components(type_, normalized)
+        parts = [part.lower() for part in components(type_, normalized)]
         if parts:
             forms = {"/".join(parts[i:]) for i in range(len(parts))}
             bare = _FILE_EXTENSION.sub("", parts[-1])
             if type_ == "path" and bare and bare != parts[-1]:
                 stripped = [*parts[:-1], bare]
                 forms.update("/".join(stripped[i:]) for i in range(len(stripped) - 1))
-            return "name:" + "/".join(parts), frozenset("name:" + form for form in forms)
+            prefixes = frozenset("name:" + "/".join(parts[:n]) for n in range(1, len(parts)))
+            return Spelling("name:" + "/".join(parts), frozenset("name:" + form for form in forms), prefixes)
     if type_ == "sha":
-        return "sha:" + normalized, frozenset("sha:" + normalized[:n] for n in range(_SHA_PREFIX, len(normalized) + 1))
+        prefixes = frozenset("sha:" + normalized[:n] for n in range(_SHA_PREFIX, len(normalized) + 1))
+        return Spelling("sha:" + normalized, prefixes, frozenset())
     canonical = f"{type_}:{normalized}"
-    return canonical, frozenset({canonical})
+    return Spelling(canonical, frozenset({canonical}), frozenset())
+
+
+def shows(seen: tuple[str, str], item: tuple[str, str], folders: bool = True) -> bool:
+    """Whether an occurrence of anchor ``seen`` shows anchor ``item`` in some spelling (see :func:`spellings`):
+    either is a spelling of the other, or (``folders``) ``item`` is a leading part of ``seen``."""
+    a, b = spellings(seen), spellings(item)
+    return b.canonical in a.forms or a.canonical in b.forms or (folders and b.canonical in a.prefixes)

@@ -144,7 +144,7 @@ _HAS_LETTER = re.compile(r"[A-Za-z]")
 _HAS_EXT = re.compile(r"\.(?:" + _EXT + r")$", re.I)
 
 _IDENT = re.compile(
-    r"\b(?:"
+    r"(?<!\\)\b(?:"
     r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"  # uuid
     r"|[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+(?:\(\))?"  # dotted
     r"|_*[A-Za-z][A-Za-z0-9]*(?:_+[A-Za-z0-9]+)+_*"  # snake / SCREAMING

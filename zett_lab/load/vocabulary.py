@@ -20,8 +20,8 @@ metrics), never a hand-typed list:
 Rules per anchor type (:func:`is_generic`): an identifier is generic when each of its dotted
 components is (``line.trim``, ``os.path.dirname``; not ``self._provider_tokens``); a path, URL
 or number with a unit when it is common in the background corpus; a number without a unit,
-currency, percent sign or version form is never specific (``200``, a line number): a number
-counts only with its unit; a command when none of the paths, identifiers, URLs or numbers in it is
+currency, percent sign, key or decimal point is never specific (``200``, a line number): a number
+counts only with its unit or key (``~> 1.4`` and ``0.25`` are specific, not ``304``); a command when none of the paths, identifiers, URLs or numbers in it is
 specific; errors, SHAs, constraints and decisions are always specific.
 """
 
@@ -40,11 +40,11 @@ from .anchors import anchor_keys
 #: Where the built vocabulary lives.
 VOCABULARY_PATH = Path(__file__).resolve().parent.parent / "data" / "vocabulary.json.gz"
 #: Share of the background corpus's projects from which a name is common vocabulary.
-GENERIC_SHARE = 0.02
+GENERIC_SHARE = 0.0075
 #: ... and the fewest projects (a small corpus must not make a name generic from one or two).
-GENERIC_MIN_PROJECTS = 3
+GENERIC_MIN_PROJECTS = 5
 
-_BARE_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+_BARE_NUMBER = re.compile(r"\d+")
 _NAME_TYPES = ("identifier", "path")
 
 

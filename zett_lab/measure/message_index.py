@@ -68,6 +68,8 @@ class KeyArrays:
     stride: int
     occurrences: np.ndarray
     rank: np.ndarray
+    #: The agent's uses (its text, tool-call arguments, commands), in any spelling: the agent writing
+    #: ``pvlib/tools.py`` uses ``pvlib.tools`` (a deeper path shows a folder, it does not use it).
     uses: np.ndarray
     rarity: np.ndarray
     #: Per key: whether the system prompt shows it in any spelling.
@@ -182,6 +184,8 @@ class ConversationIndex:
             if isinstance(message, AssistantMessage):
                 for key in action_keys(message):
                     self.uses.setdefault(key, []).append(index)
+                # the tools' definitions go with every request: their names are never news
+                self.system_keys.update(("identifier", call.name) for call in message.tool_calls or ())
                 for call in message.tool_calls or ():
                     call_keys = frozenset(k for k in tool_call_keys(call) if k[0] in ARTIFACT_TYPES)
                     if call_keys:
@@ -246,10 +250,10 @@ class ConversationIndex:
             stride=stride,
             occurrences=sorted_occurrences,
             rank=np.asarray(rank, dtype=np.int64)[order],
-            uses=np.sort(np.asarray(uses, dtype=np.int64)),
+            uses=spelled.widen(np.unique(np.asarray(uses, dtype=np.int64)), stride, folders=False),
             rarity=np.asarray([self.rarity(key) for key in keys], dtype=np.float64),
             system=spelled.shown_by(self.system_keys),
-            seen=spelled.seen(sorted_occurrences, stride),
+            seen=spelled.widen(sorted_occurrences, stride),
             specific=np.asarray([not is_generic(key) for key in keys], dtype=bool),
             harness_start=np.asarray([entry.start for entry in harness], dtype=np.int64),
             harness_end=np.asarray([stride if entry.end is None else entry.end for entry in harness], dtype=np.int64),
@@ -345,26 +349,24 @@ class ConversationIndex:
 
 
 class _Spellings:
-    """Which keys are one item in another spelling (:func:`~zett_lab.load.anchor_forms.spellings`).
-
-    Keys ``a`` and ``b`` are related when the canonical form of either is among the other's forms.
-    """
+    """Which keys an occurrence of a key shows in some spelling (:func:`~zett_lab.load.anchor_forms.shows`)."""
 
     def __init__(self, keys: Sequence[AnchorKey]) -> None:
         self.keys = keys
         self._by_canonical: dict[str, list[int]] = {}
         self._by_form: dict[str, list[int]] = {}
         for i, key in enumerate(keys):
-            canonical, forms = spellings(key)
-            self._by_canonical.setdefault(canonical, []).append(i)
-            for form in forms:
+            spelling = spellings(key)
+            self._by_canonical.setdefault(spelling.canonical, []).append(i)
+            for form in spelling.forms:
                 self._by_form.setdefault(form, []).append(i)
 
-    def related(self, key: AnchorKey) -> set[int]:
-        """Ids of the keys that are ``key`` in any spelling (itself included when it is one of them)."""
-        canonical, forms = spellings(key)
-        found = set(self._by_form.get(canonical, ()))
-        for form in forms:
+    def shown(self, key: AnchorKey, folders: bool = True) -> set[int]:
+        """Ids of the keys an occurrence of ``key`` shows (itself included when it is one of them); with
+        ``folders``, also the leading parts it names on the way."""
+        spelling = spellings(key)
+        found = set(self._by_form.get(spelling.canonical, ()))
+        for form in spelling.forms | spelling.prefixes if folders else spelling.forms:
             found.update(self._by_canonical.get(form, ()))
         return found
 
@@ -372,24 +374,25 @@ class _Spellings:
         """Per key: whether any of ``keys`` shows it in some spelling."""
         shown = np.zeros(len(self.keys), dtype=bool)
         for key in keys:
-            found = self.related(key)
+            found = self.shown(key)
             if found:
                 shown[list(found)] = True
         return shown
 
-    def seen(self, occurrences: np.ndarray, stride: int) -> np.ndarray:
-        """``occurrences`` (``id * stride + message``, sorted) widened to every related key, sorted, unique."""
-        pairs = [(i, j) for i, key in enumerate(self.keys) for j in self.related(key) if j != i]
+    def widen(self, codes: np.ndarray, stride: int, folders: bool = True) -> np.ndarray:
+        """``codes`` (``id * stride + message``, sorted): also every key each one shows (:meth:`shown`), sorted,
+        unique."""
+        pairs = [(i, j) for i, key in enumerate(self.keys) for j in self.shown(key, folders) if j != i]
         if not pairs:
-            return occurrences
+            return codes
         source, target = np.asarray(pairs, dtype=np.int64).T
         ids = np.arange(len(self.keys), dtype=np.int64)
-        starts = np.searchsorted(occurrences, ids * stride)
-        counts = np.searchsorted(occurrences, (ids + 1) * stride) - starts
+        starts = np.searchsorted(codes, ids * stride)
+        counts = np.searchsorted(codes, (ids + 1) * stride) - starts
         repeats = counts[source]
         offsets = np.repeat(starts[source] - np.cumsum(repeats) + repeats, repeats) + np.arange(repeats.sum())
-        messages = occurrences[offsets] - np.repeat(source, repeats) * stride
-        return np.unique(np.concatenate([occurrences, np.repeat(target, repeats) * stride + messages]))
+        messages = codes[offsets] - np.repeat(source, repeats) * stride
+        return np.unique(np.concatenate([codes, np.repeat(target, repeats) * stride + messages]))
 
 
 #: Indexes of the last few message lists: a sweep or a comparison measures one conversation many times.

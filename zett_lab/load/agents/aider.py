@@ -58,7 +58,12 @@ _TOKENS = re.compile(r"^Tokens: ")
 _ADDED = re.compile(r"^Added (?!\d+ lines of output)(?P<path>\S.*?) to (?:the chat|read-only files)\.?\s*$")
 _REMOVED = re.compile(r"^Removed (?:read-only file )?(?P<path>\S.*?) from the chat\.?\s*$")
 _APPLIED = re.compile(r"^Applied edit to (?P<path>\S.*?)\s*$")
-_CONFIRMED = re.compile(r"^(?:Add file to the chat|Create new file)\?.*:\s*(?:y|yes|a|all)\s*$", re.I)
+_CONFIRMED = re.compile(r"^(?:Add file to the chat|Create new file)\?.*:\s*(?P<answer>y|yes|a|all)\s*$", re.I)
+_PROPOSED = re.compile(r"^Add file to the chat\?")
+_DROPPING = re.compile(r"^Dropping (?P<path>\S.*?) from the chat\.?\s*$")
+#: aider's listings of files (``/ls``): in the chat, read-only, or only in the repository map.
+_LISTING = re.compile(r"^(?P<kind>Files in chat|Read-only files|Repo files not in the chat):\s*$")
+_FILE_NAME = re.compile(r"^[\w./@+~-]*[\w@+-]\.?[\w./@+-]*$")
 #: An edit block as aider's edit formats write it: the file name on its own line, then (after an optional
 #: fence line) SEARCH/REPLACE halves, or a fenced whole file.
 _EDIT_BLOCK = re.compile(
@@ -74,6 +79,8 @@ class _ChatFiles:
     def __init__(self) -> None:
         #: path -> the open entries (start, text, label) for it
         self.open: dict[str, list[tuple[int, str, str]]] = {}
+        #: files aider named as the repository's (proposed for the chat, or listed): its repo map names them
+        self.repo: set[str] = set()
 
     def add(self, b: Builder, path: str) -> None:
         path = path.strip().strip("`'\"")
@@ -100,20 +107,42 @@ class _ChatFiles:
         """A /clear: the files stay in the chat of the conversation that starts."""
         kept = {path: [(0, text, label) for _, text, label in entries] for path, entries in self.open.items()}
         self.drop(old)
+        self._repo_map(old)
         self.open = kept
 
     def close(self, b: Builder) -> None:
         for entries in self.open.values():
             b.harness.extend(HarnessContext(start, text, None, label) for start, text, label in entries)
         self.open = {}
+        self._repo_map(b)
+
+    def _repo_map(self, b: Builder) -> None:
+        """The repository's file names the log shows, as the repo map aider sends with every request."""
+        if self.repo:
+            b.harness.append(HarnessContext(0, "\n".join(sorted(self.repo)), None, "aider repo map (file names)"))
 
     def read_output(self, b: Builder, lines: list[str]) -> None:
+        listing: str | None = None  # what the file names that follow are: "chat", "repo", or None
         for previous, line in zip(["", *lines[:-1]], lines, strict=True):
+            name = line.strip()
+            if listing and _FILE_NAME.match(name) and ("." in name or "/" in name):
+                self.repo.add(name)
+                if listing == "chat":
+                    self.add(b, name)
+                continue
+            listing = None
             if (m := _ADDED.match(line)) or (m := _APPLIED.match(line)):
                 self.add(b, m.group("path"))
-            elif m := _REMOVED.match(line):
+            elif (m := _REMOVED.match(line)) or (m := _DROPPING.match(line)):
                 self.drop(b, m.group("path"))
-            elif _CONFIRMED.match(line) and previous.strip():
+            elif m := _LISTING.match(name):
+                listing = "repo" if m.group("kind").startswith("Repo") else "chat"
+            elif _PROPOSED.match(line) and previous.strip():
+                self.repo.add(previous.strip())
+                if m := _CONFIRMED.match(line):
+                    self.add(b, previous)
+                    listing = "chat" if m.group("answer").lower() in ("a", "all") else None
+            elif (m := _CONFIRMED.match(line)) and previous.strip():
                 self.add(b, previous)
 
 
