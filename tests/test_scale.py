@@ -209,18 +209,41 @@ def test_the_extractive_duplicate_check_gives_the_floats_of_indexing_the_taken_r
 
 
 def test_the_anchors_of_a_span_as_arrays_are_what_a_loop_over_its_messages_finds(fixture_conversations):
-    """Order, first message, tail, future and next use of every span anchor, against a plain loop."""
+    """Order, first message, tail, future and next use of every span anchor, against a plain loop (shown and
+    used in any spelling: :func:`~zett_lab.load.anchor_forms.spellings`)."""
     from bisect import bisect_left
 
+    from zett_agent.messages import AssistantMessage
+
+    from zett_lab.load.anchor_forms import spellings
+    from zett_lab.load.anchors import action_keys
     from zett_lab.measure.message_index import index_of
 
     def first(positions, start, end):
         at = bisect_left(positions, start)
         return positions[at] if at < len(positions) and positions[at] < end else None
 
+    def showing(keys, folders=True):
+        """What an occurrence of each of ``keys`` shows: its forms (and folders), and the keys' own forms."""
+        spelled = [spellings(k) for k in keys]
+        return (
+            {f for s in spelled for f in (s.forms | s.prefixes if folders else s.forms)},
+            {s.canonical for s in spelled},
+        )
+
+    def shown(key, seen):
+        spelling = spellings(key)
+        return spelling.canonical in seen[0] or bool(spelling.forms & seen[1])
+
     checked = 0
     for conversation in fixture_conversations:
         index, n = index_of(conversation.messages), len(conversation.messages)
+        by_message = [showing(keys) for keys in index.keys_by_message]
+        system = showing(index.system_keys)
+        agent = [
+            showing(action_keys(m), folders=False) if isinstance(m, AssistantMessage) else (set(), set())
+            for m in conversation.messages
+        ]
         spans = [(0, n // 3, n // 2), (1, n // 2, n // 2), (n // 4, 3 * n // 4, n), (0, n, n), (0, n // 2, n + 3)]
         spans += [(n // 2, n // 2, n), (n // 2, n // 4, n), (1, n // 3, n // 3)]  # empty spans; a start seen before
         for start, end, recorded in spans:
@@ -232,11 +255,11 @@ def test_the_anchors_of_a_span_as_arrays_are_what_a_loop_over_its_messages_finds
             keys = [index.arrays.keys[i] for i in span.ids.tolist()]
             assert keys == list(expected) and span.first_index.tolist() == list(expected.values())
             for position, key in enumerate(keys):
-                occurrences, uses = index.occurrences[key], index.uses.get(key, [])
-                tail = key in index.system_keys or first(occurrences, end, recorded) is not None
+                occurrences = index.occurrences[key]
+                tail = shown(key, system) or any(shown(key, by_message[i]) for i in range(end, min(recorded, n)))
                 assert bool(span.in_tail[position]) == tail, key
                 assert bool(span.in_future[position]) == (first(occurrences, recorded, n) is not None), key
-                use = first(uses, recorded, n)
+                use = next((i for i in range(recorded, n) if shown(key, agent[i])), None)
                 assert span.next_use[position] == (-1 if use is None else use), key
                 checked += 1
     assert checked > 5_000
@@ -275,7 +298,7 @@ def test_the_anchor_table_joins_each_attempts_span_anchors_in_order(fixture_conv
 
 def test_lost_rows_and_counted_flags_are_those_of_the_full_anchor_table(fixture_conversations):
     """What a report keeps of a replay shown in full, made from arrays, equals taking it from the whole table:
-    the lost-but-needed rows and the flags counted (every fixture with two summarizers, and attempts not applied)."""
+    the rows it lists (lost but needed, dropped constraints) and the flags counted (every fixture with two summarizers, and attempts not applied)."""
     from zett_lab.measure.attempt import retention_counts
     from zett_lab.measure.losses import measure_lost_and_counted
 
@@ -298,7 +321,7 @@ def test_lost_rows_and_counted_flags_are_those_of_the_full_anchor_table(fixture_
     for trace in replays:
         full = measure(trace)
         kept, counts = measure_lost_and_counted(trace)
-        pd.testing.assert_frame_equal(kept.anchors, full.lost_but_needed())
+        pd.testing.assert_frame_equal(kept.anchors, full.listed())
         pd.testing.assert_frame_equal(counts, retention_counts(full.anchors))
         assert_same_losses(kept, full, (*LOSS_TABLES, "updates"))
         assert counts["anchor_rows"].sum() == len(full.anchors)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -353,13 +354,14 @@ class _Spellings:
 
     def __init__(self, keys: Sequence[AnchorKey]) -> None:
         self.keys = keys
-        self._by_canonical: dict[str, list[int]] = {}
-        self._by_form: dict[str, list[int]] = {}
-        for i, key in enumerate(keys):
-            spelling = spellings(key)
-            self._by_canonical.setdefault(spelling.canonical, []).append(i)
+        self._spelled = [spellings(key) for key in keys]
+        self._by_canonical: dict[str, list[int]] = defaultdict(list)
+        self._by_form: dict[str, list[int]] = defaultdict(list)
+        for i, spelling in enumerate(self._spelled):
+            self._by_canonical[spelling.canonical].append(i)
             for form in spelling.forms:
-                self._by_form.setdefault(form, []).append(i)
+                self._by_form[form].append(i)
+        self._pairs: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def shown(self, key: AnchorKey, folders: bool = True) -> set[int]:
         """Ids of the keys an occurrence of ``key`` shows (itself included when it is one of them); with
@@ -379,13 +381,40 @@ class _Spellings:
                 shown[list(found)] = True
         return shown
 
+    def pairs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every (key, other key it shows) once: sources, targets, and whether only as a folder (built once)."""
+        if self._pairs is None:
+            source, target, folder = [], [], []
+            by_canonical, by_form = self._by_canonical, self._by_form
+            for i, spelling in enumerate(self._spelled):
+                same = set(by_form.get(spelling.canonical, ()))
+                for form in spelling.forms:
+                    same.update(by_canonical.get(form, ()))
+                same.discard(i)
+                folders: set[int] = set()
+                for form in spelling.prefixes:
+                    folders.update(by_canonical.get(form, ()))
+                folders -= same
+                folders.discard(i)
+                for j, as_folder in [*((j, False) for j in same), *((j, True) for j in folders)]:
+                    source.append(i)
+                    target.append(j)
+                    folder.append(as_folder)
+            self._pairs = (
+                np.asarray(source, dtype=np.int64),
+                np.asarray(target, dtype=np.int64),
+                np.asarray(folder, dtype=bool),
+            )
+        return self._pairs
+
     def widen(self, codes: np.ndarray, stride: int, folders: bool = True) -> np.ndarray:
         """``codes`` (``id * stride + message``, sorted): also every key each one shows (:meth:`shown`), sorted,
         unique."""
-        pairs = [(i, j) for i, key in enumerate(self.keys) for j in self.shown(key, folders) if j != i]
-        if not pairs:
+        source, target, folder = self.pairs()
+        if not folders:
+            source, target = source[~folder], target[~folder]
+        if not len(source):
             return codes
-        source, target = np.asarray(pairs, dtype=np.int64).T
         ids = np.arange(len(self.keys), dtype=np.int64)
         starts = np.searchsorted(codes, ids * stride)
         counts = np.searchsorted(codes, (ids + 1) * stride) - starts
