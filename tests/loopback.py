@@ -23,7 +23,12 @@ Responses are chunked HTTP/1.1 with keep-alive. Behaviour is set at construction
 * ``empty=True``: an empty summary; ``tool_call=True``: a tool call instead of text;
 * ``reasoning``: reasoning text streamed before the answer;
 * ``drop=True``: accept every connection and close it at once, without a response (an endpoint
-  that cannot be talked to; the client sees a failed connection).
+  that cannot be talked to; the client sees a failed connection);
+* ``cut=True`` (OpenAI protocol): send one content chunk, then half an event, then close the
+  connection, with no ``finish_reason`` and no ``[DONE]`` (a body ended by the connection's close, so
+  the client sees a clean end of stream: what a proxy that drops a response mid-way looks like);
+* ``finish``: the ``finish_reason`` of the last chunk (default ``"stop"``; ``"length"``: cut by the
+  output limit).
 
 Every request is recorded (:attr:`LoopbackServer.requests`): method, path, headers and JSON body;
 every accepted connection is counted (:attr:`LoopbackServer.connections`).
@@ -114,7 +119,11 @@ class _Handler(BaseHTTPRequestHandler):
         record.status = 200
         self.send_response(200)
         self.send_header("Content-Type", content_type)
-        self.send_header("Transfer-Encoding", "chunked")
+        if self.server.owner.cut:
+            self.send_header("Connection", "close")  # the body ends where the connection closes
+            self.close_connection = True
+        else:
+            self.send_header("Transfer-Encoding", "chunked")
         self.send_header("Cache-Control", "no-cache")
         self.end_headers()
 
@@ -189,16 +198,16 @@ class _Handler(BaseHTTPRequestHandler):
         self._start_stream("text/event-stream; charset=utf-8", record)
 
         def event(delta: dict[str, Any], finish: str | None = None) -> None:
-            chunk = {
-                "id": "chatcmpl-loopback",
-                "object": "chat.completion.chunk",
-                "created": 0,
-                "model": model,
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-            }
-            self._chunk(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+            self._chunk(b"data: " + json.dumps(_chunk_of(model, delta, finish)).encode() + b"\n\n")
 
         event({"role": "assistant", "content": ""})
+        if owner.cut:
+            self.wfile.write(
+                b"data: " + json.dumps(_chunk_of(model, {"content": text[: max(1, len(text) // 2)]})).encode()
+            )
+            self.wfile.write(b'\n\ndata: {"choices":[{"delta":{"con')
+            self.wfile.flush()
+            return
         if owner.reasoning:
             event({"reasoning_content": owner.reasoning})
         if owner.tool_call:
@@ -218,7 +227,7 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             for piece in _pieces(text):
                 event({"content": piece})
-            event({}, "stop")
+            event({}, owner.finish)
         if (body.get("stream_options") or {}).get("include_usage"):
             prompt = _prompt_tokens(messages)
             usage = {"prompt_tokens": prompt, "completion_tokens": _words(text), "total_tokens": prompt + _words(text)}
@@ -268,6 +277,16 @@ class _Handler(BaseHTTPRequestHandler):
             }
         )
         self._end_stream()
+
+
+def _chunk_of(model: str, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-loopback",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": model,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
 
 
 def _pieces(text: str) -> list[str]:
@@ -332,6 +351,8 @@ class LoopbackServer:
         tool_call: bool = False,
         reasoning: str | None = None,
         drop: bool = False,
+        cut: bool = False,
+        finish: str = "stop",
     ) -> LoopbackServer:
         """Set the behaviour for the following requests (resets the failure counter)."""
         with self._lock:
@@ -344,6 +365,8 @@ class LoopbackServer:
             self.tool_call = tool_call
             self.reasoning = reasoning
             self.drop = drop
+            self.cut = cut
+            self.finish = finish
         return self
 
     # -- lifecycle --------------------------------------------------------------------------------------

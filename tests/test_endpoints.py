@@ -11,6 +11,7 @@ from zett_agent.providers import OpenAIProvider
 import zett_lab
 from tests.helpers import coding_conversation
 from tests.loopback import LoopbackServer
+from zett_lab.errors import ZettLabWarning
 from zett_lab.summarizers import SummaryCache, summarizer, summarizer_identity
 
 SECRET = "sk-loopback-SECRET-endpoints"
@@ -135,3 +136,93 @@ def test_spec_of_never_rebuilds_a_provider_from_an_identity(keyed, two_servers):
     assert spec_of(f"openai:summ-1@{first.openai_url}") is None
     assert spec_of("openai:gpt-5-mini") is None
     assert spec_of("anchors(budget=0.1)") == "anchors:0.1"
+
+
+# -- 1: a summary counts only when the provider finished it; one bounded retry policy per span ------------------
+
+
+@pytest.fixture()
+def server():
+    with LoopbackServer(summary="A checkpoint of the work so far, with its decisions.") as running:
+        yield running
+
+
+def _over_budget_replay(model, cache=False, **options):
+    conversation = coding_conversation(turns=8, output_lines=40)
+    return zett_lab.replay(
+        conversation, max_tokens=1_500, keep_recent_tokens=400, summarizer=model, cache=cache, **options
+    )
+
+
+def test_a_cut_stream_is_a_failed_attempt_never_applied_or_cached(tmp_path, keyed, server):
+    """One content chunk, half an event, the connection closed: no finish reason, no [DONE]."""
+    server.configure(cut=True)
+    cache = SummaryCache(tmp_path / "cache.sqlite")
+    model = summarizer(f"openai:summ-1@{server.openai_url}")
+    with pytest.warns(ZettLabWarning, match="cut off"):
+        trace = _over_budget_replay(model, cache=cache)
+    attempts = trace.compactions
+    assert len(attempts) and not attempts["applied"].any()
+    assert set(attempts["error_kind"]) == {"unfinished"}
+    assert "without a finish reason" in attempts["error"].iloc[0]
+    assert attempts["summary_text"].isna().all()  # what arrived is no summary
+    assert trace.summary()["failed"] == len(attempts) and trace.summary()["compactions_applied"] == 0
+    server.configure()  # the provider works again: nothing was cached, so it is asked (and answers)
+    again = _over_budget_replay(model, cache=cache)
+    assert again.compactions["applied"].any() and not again.compactions["cache_hit"].any()
+    cache.close()
+
+
+@pytest.mark.parametrize("finish", ["length", "content_filter"])
+def test_a_summary_the_provider_did_not_finish_is_a_failed_attempt(keyed, server, finish):
+    server.configure(finish=finish)
+    model = summarizer(f"openai:summ-1@{server.openai_url}")
+    with pytest.warns(ZettLabWarning):
+        trace = _over_budget_replay(model)
+    first = trace.compactions.iloc[0]
+    assert not first["applied"] and first["error_kind"] == "unfinished" and finish in first["error"]
+
+
+def test_a_failing_span_is_asked_at_most_twice_however_many_steps_follow(keyed, server):
+    from zett_lab.replay.engine import SPAN_ATTEMPTS
+
+    server.configure(cut=True)
+    model = summarizer(f"openai:summ-1@{server.openai_url}")
+    with pytest.warns(ZettLabWarning):
+        trace = _over_budget_replay(model)
+    attempts = trace.compactions
+    assert len(attempts) > SPAN_ATTEMPTS + 2  # the engine tried at many later steps ...
+    assert server.count("/v1/chat/completions") == SPAN_ATTEMPTS  # ... and the provider was asked twice
+    later = attempts.iloc[SPAN_ATTEMPTS:]
+    assert (later["error_kind"] == "unfinished").all() and not later["applied"].any()  # counted under their cause
+    assert later["error"].str.contains("not asked again: the summary of this span already failed 2 times").all()
+    assert later["error"].str.contains("without a finish reason").all()
+    assert len(trace.failure_counts) == 1  # one cause, one line
+
+
+def test_a_replay_makes_at_most_a_bounded_number_of_failed_requests(keyed):
+    """Distinct spans each fail: after REPLAY_FAILED_REQUESTS failed requests, no request is made."""
+    import asyncio
+
+    from zett_agent.messages import SystemMessage, UserMessage
+    from zett_agent.model import ModelRequest
+
+    from zett_lab.replay.engine import REPLAY_FAILED_REQUESTS, SummaryChannel, SummaryNotAsked, UnfinishedSummary
+
+    with LoopbackServer(cut=True) as cutting:
+        channel = SummaryChannel(summarizer(f"openai:summ-1@{cutting.openai_url}"), "openai:summ-1")
+
+        async def ask(n: int) -> type[BaseException]:
+            bound = channel.bound({})
+            request = ModelRequest(messages=[SystemMessage(content="Summarize."), UserMessage(content=f"span {n}")])
+            try:
+                async for _ in bound.stream(request):
+                    pass
+            except (UnfinishedSummary, SummaryNotAsked) as error:
+                bound.failed(error)
+                return type(error)
+            return type(None)
+
+        outcomes = [asyncio.run(ask(n)) for n in range(REPLAY_FAILED_REQUESTS + 3)]
+        assert outcomes == [UnfinishedSummary] * REPLAY_FAILED_REQUESTS + [SummaryNotAsked] * 3
+        assert cutting.count("/v1/chat/completions") == REPLAY_FAILED_REQUESTS

@@ -29,6 +29,7 @@ from tests.conftest import FIXTURES
 from tests.helpers import BadSummarizer, coding_conversation
 from tests.loopback import LoopbackServer
 from zett_lab.errors import ResultFailure, SettingError, SettingWarning, SummaryFailureWarning
+from zett_lab.replay.engine import SPAN_ATTEMPTS
 from zett_lab.replay.setting import keep_fills_budget
 from zett_lab.show import cli
 from zett_lab.show.report import Report
@@ -76,7 +77,9 @@ def test_an_endpoint_that_drops_every_connection_is_given_up_on(billing, retries
     failed = int((trace.compactions["skip_reason"] == "summary failed").sum())
     assert failed == len(trace.compactions) and failed > BREAKER_THRESHOLD
     per_call = retries + 1
-    assert connections == math.ceil(BREAKER_THRESHOLD / per_call) * per_call, "the calls stopped at the threshold"
+    # The calls stop at the breaker's threshold, or at the span's attempts, whichever comes first.
+    calls = min(math.ceil(BREAKER_THRESHOLD / per_call), SPAN_ATTEMPTS)
+    assert connections == calls * per_call, "the calls stopped at the threshold"
     counts = trace.failure_counts
     assert counts[["what", "summarizer", "kind", "count"]].values.tolist() == [
         ["summary call", model.identity, "SummarizerConnectionError", failed]
@@ -92,10 +95,12 @@ def test_a_closed_port_fails_the_remaining_calls_at_once(billing) -> None:
     trace = zett_lab.replay(billing, **LIMITS, summarizer=model, cache=False, warn=False)
     failed = trace.summary()["failed"]
     assert failed == len(trace.compactions) == 24  # the issue's 24 summary calls
-    assert endpoint_breaker(url).refused == failed - 1, "one call was made; every other failed without a request"
+    # One call was made; the breaker failed the second at once, the span's policy every later one.
+    assert endpoint_breaker(url).refused == SPAN_ATTEMPTS - 1
     refused = trace.compactions["error"].iloc[1]
     assert refused.startswith(trace.compactions["error"].iloc[0])
     assert f"[not sent: 4 connection attempts in a row to {url} failed; it is tried again" in refused
+    assert trace.compactions["error"].iloc[SPAN_ATTEMPTS:].str.contains("not asked again").all()
     assert trace.failure_counts["count"].tolist() == [failed]
 
 
@@ -112,7 +117,7 @@ def test_rate_limits_and_server_errors_keep_their_backoff(status: int) -> None:
         requests, url = server.count(), server.openai_url
     attempts = len(trace.compactions)
     assert attempts > BREAKER_THRESHOLD and trace.summary()["failed"] == attempts
-    assert requests == 3 * attempts, "every call was sent and retried"
+    assert requests == 3 * SPAN_ATTEMPTS, "every call of the span was sent and retried, then it was not asked again"
     assert endpoint_breaker(url).refused == 0
     assert trace.failure_counts["kind"].tolist() == [f"ProviderHTTPError:{status}"]
 
@@ -170,7 +175,7 @@ def test_the_issue_case_on_the_command_line(capsys) -> None:
         f"summarizer {spec} could not reach {url} "
         "after 4 attempt(s): APIConnectionError: Connection error."
     )
-    assert endpoint_breaker(url).refused == 23
+    assert endpoint_breaker(url).refused == SPAN_ATTEMPTS - 1  # then the span is not asked again
 
 
 def test_strict_stops_at_the_first_failure(capsys, tmp_path: Path) -> None:
@@ -207,7 +212,7 @@ def test_strict_stops_at_the_first_failure(capsys, tmp_path: Path) -> None:
 def test_exit_codes_are_documented() -> None:
     parser_help = cli.build_parser().format_help()
     reference = (FIXTURES.parent / "docs" / "reference" / "cli.md").read_text().replace("`", "")
-    assert set(cli.EXIT_CODES) == {0, 1, 2, 130}
+    assert set(cli.EXIT_CODES) == {0, 1, 2, 130, 143}
     for code, meaning in cli.EXIT_CODES.items():
         assert f"  {code:<4} {meaning}" in parser_help
         assert f"| {code} | {meaning} |" in reference
@@ -404,7 +409,7 @@ def test_a_sweep_with_failed_cells_says_so_and_exits_1(capsys, tmp_path: Path) -
     assert re.fullmatch(
         r"swept 1 conversation\(s\) x 1 max_tokens x 1 keep_recent_tokens x 2 summarizer\(s\) "
         r"\(2 cells: 2 replays \(\d+ forked\), 0 proven identical to one, \d+ summary calls\) in [\d.]+ s; "
-        rf"saved to {re.escape(str(out))}; 1 of 2 cell\(s\) are "
+        rf"saved to {re.escape(str(out))}; 1 file\(s\) read; 1 of 2 cell\(s\) are "
         r"no measurement \(failed summaries or replays: see the failed, summary_error and error columns\)\n",
         stdout,
     )

@@ -102,7 +102,7 @@ class PassDeadline:
         except (Exception, asyncio.CancelledError) as error:
             if self._expired:
                 _uncancel(task)
-                raise EngineTimeout(self._message("was still waiting (an await that never finished)")) from None
+                raise self.expired_error() from None
             if self._interrupted and not isinstance(error, asyncio.CancelledError):
                 cause = None if isinstance(error, EngineTimeout) else error
                 raise EngineTimeout(
@@ -112,6 +112,15 @@ class PassDeadline:
         finally:
             expiry.cancel()
             self._ends = None
+
+    @property
+    def expired(self) -> bool:
+        """Whether the running pass's await was cancelled because its time ran out."""
+        return self._expired
+
+    def expired_error(self) -> EngineTimeout:
+        """The error a pass whose await ran out of time ends with."""
+        return EngineTimeout(self._message("was still waiting (an await that never finished)"))
 
     def _expire(self, task: asyncio.Task[object]) -> None:
         """The limit passed while the pass awaited: cancel it (asyncio.timeout does the same, from Python 3.11)."""

@@ -19,9 +19,12 @@ re-implemented logic (why a stock window was not found), checked against the eng
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import copy
 import functools
+import hashlib
+import json
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
@@ -50,7 +53,7 @@ from ..tokens import EXACT_COUNTER, provision_o200k
 from .deadline import PassDeadline
 from .explain import window_skip_reason
 from .playback import ReplayCursor, TurnInterrupted
-from .recorder import PassRecord, Window
+from .recorder import PassRecord, Window, error_kind
 from .schema import NO_WINDOW
 
 #: A class or a factory called like ``CompactionExtension(model, *, max_tokens, keep_recent_tokens,
@@ -72,20 +75,104 @@ class EngineError(SettingError):
 # --- the summary model ----------------------------------------------------------------------------
 
 
+#: How often a replay asks for the summary of one span: the first attempt and one retry. A span is the
+#: stretch of the conversation a summary stands for, named by its first message (the first dialogue
+#: message, or the checkpoint it continues): the engine asks again at every later step while the context
+#: is over budget, with the same start and a longer end; after this many failed requests the later ones
+#: fail at once, without a request (:class:`SummaryNotAsked`), with the last failure's cause and kind.
+SPAN_ATTEMPTS = 2
+#: Failed summary requests a replay makes at most, over all its spans; the later ones fail at once. With
+#: each pass bounded by ``engine_timeout``, the time one replay spends on failing summaries is at most
+#: ``REPLAY_FAILED_REQUESTS * engine_timeout`` (documented in docs/limits.md).
+REPLAY_FAILED_REQUESTS = 6
+
+
+class UnfinishedSummary(Exception):
+    """The provider did not finish the summary: its stream ended without a finish reason (cut off), or it
+    stopped for another reason than the end of its answer (the output limit, a refusal, an interruption).
+
+    Never applied, never cached, never measured: a failed attempt with this cause.
+    """
+
+    error_kind = "unfinished"
+
+
+class SummaryNotAsked(Exception):
+    """The summary was not asked for: its span (or the replay) already failed as often as the policy allows.
+
+    It carries the last failure's ``error_kind``, and its message starts with that failure's, so the
+    attempts count under the cause they failed for.
+    """
+
+    #: The recorder shows the message alone (it already names the error it repeats).
+    names_its_cause = True
+
+    def __init__(self, message: str, error_kind: str) -> None:
+        super().__init__(message)
+        self.error_kind = error_kind
+
+
+def speaks_a_wire_protocol(model: object) -> bool:
+    """Whether a summary model is a provider behind a streaming protocol (zett-agent's providers, built or
+    passed), whose answer is finished only when the provider says so (a finish reason)."""
+    from zett_agent.providers.base import RetryingProvider
+
+    from ..summarizers import LimitedModel, ProviderSummarizer
+
+    while isinstance(model, LimitedModel):
+        model = model.model
+    return isinstance(model, (ProviderSummarizer, RetryingProvider))
+
+
+def unfinished(response: ModelResponse, from_provider: bool) -> str | None:
+    """Why a summary response is not a finished summary, or None when it is.
+
+    A provider's answer counts only with a finish reason that says the model ended its answer
+    (``stop`` and its synonyms); a model that is not a provider (an offline summarizer, a user's
+    object) counts unless it says it stopped for another reason.
+    """
+    chars = f" ({len(response.message.content)} characters received)"
+    if response.finish_reason is None:
+        if from_provider:
+            return "the provider's stream ended without a finish reason: the response was cut off" + chars
+        return None
+    stop = response.stop
+    if stop is not None and not stop.ok:
+        return f"the provider did not finish the summary: {stop.describe()}" + chars
+    return None
+
+
 class SummaryChannel:
     """The summary model as the engine sees it: records text, usage, latency and errors; serves the cache.
 
     One channel is configured per replay (model, identity, cache); :meth:`bound` gives the
-    per-call proxy that writes into one pass's record, so concurrent requests never mix.
+    per-call proxy that writes into one pass's record, so concurrent requests never mix. A replay's
+    channel (``policy=True``) counts only finished summaries (:func:`unfinished`) and asks for one
+    span's summary at most :data:`SPAN_ATTEMPTS` times, and at most :data:`REPLAY_FAILED_REQUESTS`
+    failed requests in all; a live agent's channel only records (the agent decides as it would alone).
     """
 
     retry = RetryOptions(max_retries=0)
 
-    def __init__(self, model: AgentModel, identity: str, cache: Any = None, cache_identity: str | None = None) -> None:
+    def __init__(
+        self,
+        model: AgentModel,
+        identity: str,
+        cache: Any = None,
+        cache_identity: str | None = None,
+        *,
+        policy: bool = True,
+    ) -> None:
         self.model = model
         self.identity = identity
         self.cache = cache
         self.cache_identity = cache_identity or identity
+        self.policy = policy
+        self.from_provider = speaks_a_wire_protocol(model)
+        #: Per span (its first message's digest): failed requests, the last cause and its error kind.
+        self.span_failures: dict[str, tuple[int, str, str]] = {}
+        self.failed_requests = 0
+        self._last: tuple[str, str] = ("", "")
 
     def bound(self, call: dict[str, Any]) -> _BoundChannel:
         return _BoundChannel(self, call)
@@ -95,12 +182,53 @@ class SummaryChannel:
         async for event in self.bound({}).stream(request):
             yield event
 
+    def refusal(self, span: str) -> SummaryNotAsked | None:
+        """The error a summary of ``span`` fails with at once, or None when it may be asked for."""
+        if not self.policy:
+            return None
+        failed, cause, kind = self.span_failures.get(span, (0, "", ""))
+        if failed >= SPAN_ATTEMPTS:
+            return SummaryNotAsked(
+                f"{cause} [not asked again: the summary of this span already failed {failed} times in this replay; "
+                f"a span is asked at most {SPAN_ATTEMPTS} times]",
+                kind,
+            )
+        if self.failed_requests >= REPLAY_FAILED_REQUESTS:
+            cause, kind = self._last
+            return SummaryNotAsked(
+                f"{cause} [not asked again: {self.failed_requests} summary requests of this replay failed; "
+                f"a replay makes at most {REPLAY_FAILED_REQUESTS}]",
+                kind,
+            )
+        return None
+
+    def failed(self, span: str, error: BaseException, kind: str) -> None:
+        """A request for ``span`` was sent and failed with ``error`` (of ``kind``)."""
+        failed, _, _ = self.span_failures.get(span, (0, "", ""))
+        if isinstance(error, asyncio.CancelledError):
+            cause = "CancelledError: the pass was cancelled while the summary was being written"
+        else:
+            cause = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+        self.span_failures[span] = (failed + 1, cause, kind)
+        self._last = (cause, kind)
+        self.failed_requests += 1
+
+
+def _span_key(request: ModelRequest) -> str:
+    """A span's name: a digest of the first message the summary request holds after its instructions."""
+    from zett_agent.storage import encode_messages
+
+    first = request.messages[1:2]
+    return hashlib.sha256(json.dumps(encode_messages(list(first)), sort_keys=True, default=str).encode()).hexdigest()
+
 
 @dataclass
 class _BoundChannel:
     channel: SummaryChannel
     call: dict[str, Any]
     retry: RetryOptions = field(default_factory=lambda: RetryOptions(max_retries=0))
+    #: The span of the request sent through this proxy (None: served from the cache, refused, or not yet sent).
+    sent_span: str | None = None
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         channel, call = self.channel, self.call
@@ -118,13 +246,24 @@ class _BoundChannel:
             )
             yield ModelEvent.text(cached.text)
             usage = ModelUsage(input_tokens=cached.input_tokens or 0, output_tokens=cached.output_tokens or 0)
-            yield ModelEvent.completed(ModelResponse(AssistantMessage(content=cached.text), usage=usage))
+            yield ModelEvent.completed(
+                ModelResponse(AssistantMessage(content=cached.text), finish_reason="stop", usage=usage)
+            )
             return
+        span = _span_key(request)
+        refusal = channel.refusal(span)
+        if refusal is not None:
+            raise refusal
+        self.sent_span = span
         started = time.perf_counter()
         async with closing_stream(channel.model.stream(request)) as events:
             async for event in events:
                 if event.response is not None:
                     self._record(event.response, time.perf_counter() - started)
+                    problem = unfinished(event.response, channel.from_provider) if channel.policy else None
+                    if problem is not None:
+                        call["text"] = None  # what arrived is no summary: never shown, cached or measured
+                        raise UnfinishedSummary(problem)
                     if key is not None and call["text"] and not call["tool_calls"]:
                         cache.put(
                             key,
@@ -138,6 +277,12 @@ class _BoundChannel:
                 elif event.tool_call_delta is not None:
                     call["tool_calls"] = True
                 yield event
+
+    def failed(self, error: BaseException) -> None:
+        """The summary step failed (in the stream, or in the engine's checks of what it returned)."""
+        if self.sent_span is not None and not isinstance(error, CacheError):
+            self.channel.failed(self.sent_span, error, error_kind(error, self.call))
+            self.sent_span = None
 
     def _record(self, response: ModelResponse, latency: float) -> None:
         usage = response.usage
@@ -164,7 +309,7 @@ def _channel(model: AgentModel, state: PassRecord) -> AgentModel:
     if not isinstance(model, SummaryChannel):
         from ..summarizers import summarizer_identity
 
-        model = SummaryChannel(model, summarizer_identity(model))
+        model = SummaryChannel(model, summarizer_identity(model), policy=False)  # a live agent decides alone
     return model.bound(call)
 
 
@@ -253,9 +398,13 @@ class EngineProbe(CompactionExtension):
             checkpoint = await super()._summarize_checkpoint(
                 context, older, model=model, reasoning_effort=reasoning_effort
             )
-        except BaseException:
+        except BaseException as error:
             if state is not None:
                 state.error_in_summary = True
+            if isinstance(model, _BoundChannel):
+                deadline = self._probe_deadline
+                expired = isinstance(error, asyncio.CancelledError) and deadline is not None and deadline.expired
+                model.failed(deadline.expired_error() if expired and deadline is not None else error)
             raise
         if state is not None:
             state.checkpoint = checkpoint
@@ -493,10 +642,12 @@ def summarize_span(
     )
     call: dict[str, Any] = {}
     context = cast(AgentRunContext, _SpanContext(session_id))  # all the summary step reads of a context
+    bound = channel.bound(call)
     try:
-        summarizing = engine._summarize_checkpoint(context, older, model=channel.bound(call), reasoning_effort=effort)
+        summarizing = engine._summarize_checkpoint(context, older, model=bound, reasoning_effort=effort)
         return run_sync(summarizing), None, call
     except Exception as error:  # noqa: BLE001 - a failed summary is a recorded attempt, never a result
+        bound.failed(error)
         return None, error, call
 
 

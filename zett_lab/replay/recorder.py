@@ -86,7 +86,11 @@ def summary_call_columns(call: dict[str, Any], error: BaseException | None) -> d
         "cache_hit": call.get("cache_hit"),
         "summary_input_tokens": call.get("input_tokens"),
         "summary_output_tokens": call.get("output_tokens"),
-        "error": f"{type(error).__name__}: {error}" if error is not None else None,
+        "error": None
+        if error is None
+        else str(error)
+        if getattr(error, "names_its_cause", False)
+        else f"{type(error).__name__}: {error}",
         "error_kind": error_kind(error, call) if error is not None else None,
     }
 
