@@ -441,3 +441,18 @@ def test_a_bad_constraint_label_is_one_error_naming_file_and_line(tmp_path):
     with pytest.raises(validity.LabelError, match=r"labels.jsonl, line 2: reason 'not-a-rule'"):
         validity.read_constraint_labels(path, {"c1"})
     assert validity.read_labels(path, {"c1"}) == []  # the lost-item reader skips them
+
+
+def test_the_committed_constraint_split_follows_its_rule_and_the_weights_their_strata():
+    import validity_constraints
+
+    data = json.loads(validity_constraints.ITEMS_FILE.read_text(encoding="utf-8"))
+    parts = json.loads(validity_constraints.SPLIT_FILE.read_text(encoding="utf-8"))["parts"]
+    items = data["items"]
+    assert set(parts) == {item["id"] for item in items}
+    assert all(parts[item["id"]] == validity_pool.part_of(item) for item in items)
+    assert 0.18 < sum(p == validity_pool.HELD_BACK for p in parts.values()) / len(parts) < 0.35
+    pooled = {row["stratum"]: row["N"] for row in data["strata"]}
+    assert all(item["weight"] == pooled[item["stratum"]] for item in items)
+    assert len({validity_constraints.rule_of(item) for item in items}) == len({s.rsplit("|", 1)[0] for s in pooled})
+    assert {item["setting"]["summarizer"] for item in items} <= {"truncate:0.1", "native"}
