@@ -18,7 +18,6 @@ from pathlib import Path
 
 import zett_lab
 from zett_lab import ObservationMaskingCompaction, SplitTurnCompaction
-from zett_lab.measure.compare import ENGINE_METRICS
 
 ROOT = Path(__file__).resolve().parent.parent
 ENGINES = {"stock": None, "split": SplitTurnCompaction, "mask": ObservationMaskingCompaction}
@@ -52,7 +51,7 @@ def study(name: str, folder: Path) -> None:
         print(f"   failed: {row['conversation_id']} {row['engine']} {row['max_tokens']}: {row['error']}")
     totals = results.groupby("engine")[["steps_over_budget", "compactions_applied"]].sum()
     print(totals.loc[list(ENGINES)].to_string())
-    comparison = zett_lab.compare(results, by="engine", metrics=ENGINE_METRICS, seed=0)
+    comparison = zett_lab.compare(results, by="engine", seed=0)
     pairs = comparison.pairwise[comparison.pairwise["a"] == "stock"]
     print(f"{'policy':>6} {'metric':>22} {'n':>4} {'stock':>9} {'policy':>9} {'policy - stock [95% CI]':>32}")
     for _, row in pairs.iterrows():

@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from zett_lab.measure import Losses, compare, measure
+from zett_lab import compare
+from zett_lab.measure import Losses, measure
 from zett_lab.measure.columns import (
     ANCHOR_COLUMNS,
     COMPACTION_COLUMNS,
@@ -18,7 +19,7 @@ from zett_lab.measure.columns import (
     PROBE_COLUMNS,
     frame,
 )
-from zett_lab.measure.compare import (
+from zett_lab.measure.statistics import (
     PAIRWISE_COLUMNS,
     SUMMARY_COLUMNS,
     bootstrap_mean_ci,

@@ -68,7 +68,7 @@ def test_names_imported_for_type_checkers_are_qualified(extension):
     import zett_lab.show.plots.comparison  # noqa: F401 - the module must be loaded, as autodoc loads it
 
     names = extension.type_checking_imports("zett_lab.show.plots.comparison")
-    assert names["Comparison"] == "zett_lab.measure.compare.Comparison"
+    assert names["Comparison"] == "zett_lab.study.compare.Comparison"
 
 
 def test_no_merge_conflict_markers_in_the_prose():

@@ -493,14 +493,16 @@ def engine_sweep(fixture_conversations):
 
 
 def test_compare_pairs_engines_per_conversation_and_setting(engine_sweep):
-    from zett_lab.measure.compare import ENGINE_METRICS
+    from zett_lab.measure.catalogue import default_metrics
 
     traces: dict[str, list] = {}
     for (*_, engine), trace in engine_sweep.traces():
         traces.setdefault(engine, []).append(trace)
     result = zett_lab.compare(traces, by="engine", seed=1)
     assert (
-        result.by == "engine" and result.level == "conversation" and result.settings["metrics"] == list(ENGINE_METRICS)
+        result.by == "engine"
+        and result.level == "conversation"
+        and result.settings["metrics"] == list(default_metrics("conversation"))
     )
     assert set(result.summary["engine"]) == {"stock", "split", "mask"}
     assert (result.matched["matched"] == 3 * 3).all()  # every conversation × setting, paired
@@ -532,17 +534,17 @@ def test_plots_draw_engines_side_by_side(engine_sweep):
 
 
 def test_the_comparison_widget_pairs_engines_like_summarizers(fixture_conversations):
-    from zett_lab.show.widgets import Comparison
+    from zett_lab.show.widgets import ComparisonExplorer
 
     conversations = [
         c for c in fixture_conversations if c.id in ("swe-httpq-4821", "billing-rounding", "ci-flaky-kafka")
     ]
     engines = {"stock": None, "split": SplitTurnCompaction}
-    widget = Comparison(conversations, ["anchors:0.1"], 14_000, 3_000, engines=engines)
-    pairing = widget.engine_pairing
-    assert widget.error is None and pairing is not None and pairing.comparison.by == "engine"
-    assert set(pairing.comparison.summary["engine"]) == {"stock", "split"} and len(pairing.metrics) == 6
-    assert pairing.traces[("swe-httpq-4821", "split")].setting.engine_name.endswith("SplitTurnCompaction")
+    widget = ComparisonExplorer(conversations, ["anchors:0.1"], 14_000, 3_000, engines=engines)
+    pairing = widget.comparison
+    assert widget.error is None and pairing is not None and pairing.by == "engine"
+    assert set(pairing.summary["engine"]) == {"stock", "split"} and len(pairing.figures()) == 6
+    assert pairing.trace("split", "swe-httpq-4821").setting.engine_name.endswith("SplitTurnCompaction")
     titles = [axis.get_title(loc="left") for axis in widget.figure.axes]
     assert (
         titles[0].startswith("stock: ") and titles[1].startswith("split: ") and titles[-1].startswith("Engines paired")
@@ -551,7 +553,7 @@ def test_the_comparison_widget_pairs_engines_like_summarizers(fixture_conversati
     fresh = zett_lab.replay(
         swe, max_tokens=14_000, keep_recent_tokens=3_000, summarizer="anchors:0.1", engine=SplitTurnCompaction
     )
-    shown = pairing.metrics.set_index(["conversation_id", "engine"]).loc[("swe-httpq-4821", "split")]
+    shown = pairing.figures().set_index(["conversation_id", "engine"]).loc[("swe-httpq-4821", "split")]
     assert shown["steps_over_budget"] == fresh.summary()["steps_over_budget"]
     assert "Paired differences" in widget.metrics_area.value
 

@@ -88,8 +88,8 @@ def test_frame_html_writes_every_numeric_column():
 
 def test_result_reprs_write_numbers_readably():
     """What notebook 02 and 03 showed as ``total_input_tokens=9.30885e+06`` and ``1.08e+03``."""
-    from zett_lab.measure.compare import Comparison
     from zett_lab.study.choose import Recommendation
+    from zett_lab.study.compare import Comparison
 
     candidates = pd.DataFrame(
         {"summarizer": ["anchors"], "total_input_tokens": [9_308_850.0], "lost_but_needed": [18.04]}

@@ -33,7 +33,8 @@ from zett_lab.load.agents import (
     swe_agent,
 )
 from zett_lab.load.agents._common import AgentLogWarning, Builder
-from zett_lab.measure.native import COLUMNS, compare_native, native_trace
+from zett_lab.measure.catalogue import default_metrics
+from zett_lab.measure.native import COLUMNS, native_alignment, native_trace
 from zett_lab.replay.setting import TraceSettings
 from zett_lab.replay.trace import Trace
 
@@ -607,11 +608,11 @@ def test_native_trace_is_measurable():
     assert len(losses.compactions) == 1 and losses.compactions["status"].iloc[0] == "applied"
 
 
-def test_compare_native_without_and_with_a_trace():
+def test_native_alignment_without_and_with_a_trace():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", AgentLogWarning)
         main, _ = claude_code.read(DATA / "claude_code_edge.jsonl")
-    alone = compare_native(conversation=main)
+    alone = native_alignment(conversation=main)
     assert list(alone.columns) == list(COLUMNS) and len(alone) == 1
     row = alone.iloc[0]
     assert (row["native_position"], row["native_cut"], row["native_tokens_before"]) == (12, 12, 1234)
@@ -632,7 +633,7 @@ def test_compare_native_without_and_with_a_trace():
     trace = Trace.from_rows(
         main, steps, rows, TraceSettings.from_record({"max_tokens": 1000, "keep_recent_tokens": 100}), []
     )
-    table = compare_native(trace, measure=True)
+    table = native_alignment(trace, metrics=default_metrics("compaction"))
     row = table.iloc[0]
     assert (row["zett_compaction_id"], row["zett_position"], row["position_offset"], row["cut_offset"]) == (
         1,
@@ -645,14 +646,14 @@ def test_compare_native_without_and_with_a_trace():
     assert table["native_position"].dtype == "Int64"
 
 
-def test_compare_native_on_a_real_replay(agent_logs):
+def test_native_alignment_on_a_real_replay(agent_logs):
     from zett_lab.replay import replay
 
     (c,) = read(
         agent_logs / "openhands/issue_10730_complete_trajectory_297_events.json", "openhands-v0-trajectory-json"
     )
     trace = replay(c, max_tokens=80_000, keep_recent_tokens=10_000)
-    table = compare_native(trace)
+    table = native_alignment(trace)
     assert len(table) == 2 and table["zett_compaction_id"].notna().all()
     assert (table["native_compression_ratio"] > 0.9).all()
     assert table["zett_position"].is_monotonic_increasing

@@ -187,3 +187,26 @@ def test_zett_agents_internals_are_touched_only_in_replay_engine():
             ):
                 found.append(f"{module}:{node.lineno} {ast.unparse(node)}")
     assert found == []
+
+
+def _imported_from(folder: Path, modules: tuple[str, ...]) -> list[str]:
+    """``module: name`` for every name the folder's modules import from ``modules``."""
+    taken = []
+    for path in sorted(folder.rglob("*.py")):
+        package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
+        for node in _runtime_nodes(parse(path)):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            base = package.split(".")[: len(package.split(".")) - (node.level - 1)] if node.level else []
+            target = ".".join([*base, *([node.module] if node.module else [])])
+            if target in modules:
+                taken += [f"{module_name(path)}: {alias.name}" for alias in node.names]
+    return taken
+
+
+def test_measure_runs_no_replay_and_summarizes_no_span():
+    """measure is pure: it computes from the traces and summaries it is given (replaying and summarizing spans
+    are the study stage's, e.g. ``zett_lab.study.compare``, where the checker does see them)."""
+    runner = ("zett_lab.replay.run", "zett_lab.replay.fork")
+    assert not _imported_from(PACKAGE / "measure", runner)
+    assert "zett_lab.study.compare: replay" in _imported_from(PACKAGE / "study", runner)

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 import zett_lab
-from zett_lab import SettingError
+from zett_lab import SettingError, compare
 from zett_lab.load.conversation import probes_sidecar_path as sidecar_path
 from zett_lab.load.zett import write_sqlite
-from zett_lab.measure import compare, compare_native_subjects
-from zett_lab.measure.native import native_subject, native_trace, native_traces, span_traces
+from zett_lab.measure.native import native_subject, native_trace, native_traces
+from zett_lab.study.production import span_traces
 
 ROOT = Path(__file__).resolve().parents[1]
 CLAUDE = "claude-code/4d5611e5-241a-462a-8d15-5122611a9569.jsonl"
@@ -81,7 +81,10 @@ def test_native_subjects_refuse_what_cannot_pair(fixture_conversations):
 
 def test_shared_logs_with_native_compactions_compare_per_subject(agent_logs):
     conversations = zett_lab.load_all([agent_logs / CLAUDE, agent_logs / OPENHANDS])
-    results = compare_native_subjects(conversations, ("mask",), resamples=200)
+    results = {
+        subject: compare({subject: traces}, baselines=("mask",), resamples=200)
+        for subject, traces in native_traces(conversations).items()
+    }
     assert set(results) == {"native:claude-code", "native:openhands"}
     assert results["native:claude-code"].matched["matched"].tolist() == [1, 1]
     assert results["native:openhands"].matched["matched"].tolist() == [2, 2]

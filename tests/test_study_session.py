@@ -7,7 +7,7 @@ import pytest
 import zett_lab
 from tests.helpers import CountingSummarizer, coding_conversation
 from zett_lab.errors import SettingError
-from zett_lab.study.pairing import UNREACHABLE, paired_comparison
+from zett_lab.study.compare import UNREACHABLE, Comparison
 from zett_lab.study.session import Session
 
 
@@ -44,29 +44,35 @@ def test_a_session_computes_each_setting_once(session):
         session.run("third", session.setting("mask", 700, 300))
 
 
+def paired_comparison(session: Session, conversation: str, max_tokens: int, keep_recent_tokens: int) -> Comparison:
+    return zett_lab.compare(
+        session, conversation=conversation, max_tokens=max_tokens, keep_recent_tokens=keep_recent_tokens
+    )
+
+
 def test_paired_comparison_forces_the_reference_steps(session):
     label = next(iter(session.summarizers))
     paired = paired_comparison(session, "first", 700, 300)
     reference_steps = paired.reference.compactions.loc[paired.reference.compactions["applied"], "step"].tolist()
     assert paired.compact_at == tuple(f"step:{s}" for s in reference_steps) and reference_steps
-    for trace in paired.traces.values():
+    for (trace,) in paired.traces.values():
         assert trace.setting.max_tokens == UNREACHABLE
         assert trace.compactions["step"].tolist() == reference_steps
-    assert list(paired.metrics["summarizer"]) == list(session.summarizers) and label in paired.traces
-    assert len(paired.table) == len(reference_steps) * len(session.summarizers)
+    assert list(paired.figures()["summarizer"]) == list(session.summarizers) and label in paired.traces
+    assert len(paired.summaries()) == len(reference_steps) * len(session.summarizers)
 
 
 def test_paired_figures_are_the_measured_ones(session):
     paired = paired_comparison(session, "second", 700, 300)
-    for row in paired.metrics.to_dict("records"):
+    for row in paired.figures().to_dict("records"):
         conversation = paired.losses[row["summarizer"]].conversation.iloc[0]
         for name in ("anchor_retention", "needed_anchor_recall", "lost_but_needed", "compression_ratio"):
             assert row[name] == conversation[name] or (
                 row[name] != row[name] and conversation[name] != conversation[name]
             )
-    assert {"ci_low", "ci_high"} <= set(paired.comparison.summary.columns)
+    assert {"ci_low", "ci_high"} <= set(paired.summary.columns)
 
 
 def test_nothing_to_compare(session):
     paired = paired_comparison(session, "first", 10**9, 300)
-    assert paired.compact_at == () and paired.traces == {} and paired.comparison is None and paired.table.empty
+    assert paired.compact_at == () and paired.traces == {} and paired.summary.empty and paired.summaries().empty

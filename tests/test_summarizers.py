@@ -224,7 +224,7 @@ def test_anchors_summaries_are_the_same_whether_their_lines_were_seen_before(fix
     """Each line's items are remembered across summaries; a summary after others equals one made fresh,
     and the items a caller is handed are its own to change."""
     from zett_lab.summarizers.offline import anchor_items, selection
-    from zett_lab.summarizers.transcript import Unit
+    from zett_lab.summarizers.transcript import TranscriptLine
 
     conversation = max(fixture_conversations, key=lambda c: len(c.messages))
     n = len(conversation.messages)
@@ -236,7 +236,7 @@ def test_anchors_summaries_are_the_same_whether_their_lines_were_seen_before(fix
     for span, text in zip(spans, after_others, strict=True):
         selection._line_items.cache_clear()
         assert anchors.summarize(span) == text
-    unit = Unit(0, 0, "user", "user", "Never edit src/app.py; run pytest -x first.")
+    unit = TranscriptLine(0, 0, "user", "user", "Never edit src/app.py; run pytest -x first.")
     items, _ = anchor_items(unit)
     items.clear()
     assert anchor_items(unit)[0]

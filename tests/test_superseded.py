@@ -1,4 +1,4 @@
-"""Superseded-value metrics in measure/compare, update probes, and the detector against the fixtures' gold probes."""
+"""Superseded-value metrics in measure and compare, update probes, and the detector against the fixtures' gold probes."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import pytest
 from zett_agent.messages import AssistantMessage, SystemMessage, ToolCall, ToolMessage, UserMessage
 from zett_agent.model import ModelEvent, ModelResponse, ModelUsage, RetryOptions
 
-from zett_lab import Conversation, InputError, Probe
+from zett_lab import Conversation, InputError, Probe, compare
 from zett_lab.load.conversation import parse_probes
-from zett_lab.measure import compare, measure
+from zett_lab.measure import measure
 from zett_lab.measure.catalogue import default_metrics, metric, ratio
 from zett_lab.measure.columns import UPDATE_COLUMNS
 from zett_lab.measure.updates import find_updates, observe

@@ -13,7 +13,7 @@ from matplotlib.figure import Figure
 
 from tests.helpers import BadSummarizer, CountingSummarizer, coding_conversation
 from zett_lab.measure.catalogue import metric
-from zett_lab.show.widgets import Comparison, Explorer, SweepExplorer, steps_table_html
+from zett_lab.show.widgets import ComparisonExplorer, Explorer, SweepExplorer, steps_table_html
 
 
 @pytest.fixture
@@ -266,7 +266,7 @@ def test_sweep_explorer_with_a_plain_table(small_sweep):
 
 
 def test_comparison_pairs_summarizers_on_the_same_spans(conversations):
-    comparison = Comparison(
+    comparison = ComparisonExplorer(
         conversations, [CountingSummarizer(), "mask", "truncate:0.1"], max_tokens=700, keep_recent_tokens=300
     )
     assert comparison.error is None
@@ -292,13 +292,13 @@ def test_comparison_pairs_summarizers_on_the_same_spans(conversations):
 
 
 def test_comparison_nothing_to_compare(conversations):
-    comparison = Comparison(conversations, ["mask"], max_tokens=10**9, keep_recent_tokens=300)
+    comparison = ComparisonExplorer(conversations, ["mask"], max_tokens=10**9, keep_recent_tokens=300)
     assert comparison.error is None and comparison.traces == {}
     assert "nothing to compare" in comparison.table_area.value
 
 
 def test_comparison_error_in_place(conversations):
-    comparison = Comparison(
+    comparison = ComparisonExplorer(
         conversations, [BadSummarizer("raise")], max_tokens=700, keep_recent_tokens=300, replay_options={"strict": True}
     )
     assert comparison.error is not None and "zl-error" in comparison.error_area.value
@@ -380,7 +380,9 @@ def test_comparison_shows_production_summaries_of_a_recorded_log(fixture_convers
 
     claude = zett_lab.load_all(agent_logs / "claude-code/4d5611e5-241a-462a-8d15-5122611a9569.jsonl")
     billing = [c for c in fixture_conversations if c.id == "billing-rounding"]
-    comparison = Comparison(billing + claude, ["mask", "truncate:0.1"], max_tokens=20_000, keep_recent_tokens=6_000)
+    comparison = ComparisonExplorer(
+        billing + claude, ["mask", "truncate:0.1"], max_tokens=20_000, keep_recent_tokens=6_000
+    )
     assert comparison.error is None
     production = comparison.production
     assert set(production["summarizer"]) == {"native:zett-agent", "mask", "truncate:0.1"}

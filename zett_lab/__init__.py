@@ -18,14 +18,14 @@ from typing import Any
 from .errors import InputError, SettingError, ZettLabError
 from .load import load, load_all
 from .load.conversation import Conversation, NativeCompaction, Probe, Turn
-from .measure import Losses, compare, measure
+from .measure import Losses, measure
 from .replay.engine import EngineError
 from .replay.live import instrument
 from .replay.policies import ObservationMaskingCompaction, SplitTurnCompaction
 from .replay.run import ReplayError, replay
 from .replay.setting import ReplayOptions, Setting
 from .replay.trace import Trace
-from .study import Sweep, decision_boundaries, pareto_front, recommend, sweep
+from .study import Sweep, compare, decision_boundaries, pareto_front, recommend, sweep
 from .summarizers import DEFAULT_SUMMARIZER, SummaryCache, summarizer
 from .tokens import (
     ApproxCounter,

@@ -39,7 +39,12 @@ BASE_MODULES = ("errors", "tokens")
 #: Display modules documented beside ``zett_lab.__all__`` (notebook users import them directly).
 DISPLAY_MODULES = ("zett_lab.show.plots", "zett_lab.show.widgets")
 #: Modules of the study stage the widgets use, documented in full (a script can use them the same way).
-STUDY_MODULES = ("zett_lab.study.session", "zett_lab.study.pairing")
+STUDY_MODULES = ("zett_lab.study.session", "zett_lab.study.production")
+#: What a metric of one's own is written with (documented in full: the "Add a metric" page points here).
+METRIC_DOCS = (
+    ".. automodule:: zett_lab.measure.catalogue",
+    ".. autoclass:: zett_lab.measure.attempt.Attempt\n   :members:",
+)
 
 _MARKER = re.compile(r"<!--\s*zett_lab:\s*(?P<name>[a-z]+)(?:\s+(?P<argument>[\w.]+))?\s*-->")
 
@@ -158,7 +163,9 @@ def api_reference() -> str:
         index = "\n   :no-index:" if hasattr(zett_lab, stage) and not inspect.ismodule(getattr(zett_lab, stage)) else ""
         head = [f".. automodule:: zett_lab.{stage}\n   :no-members:{index}"] if stage not in BASE_MODULES else []
         parts.append(_rst("\n\n".join([*head, *sorted(groups[stage], key=_short_name)])))
-    parts.append("## Sessions and paired comparisons\n")
+    parts.append("## Metrics: the catalogue, and what a metric reads\n")
+    parts.append(_rst("\n\n".join(METRIC_DOCS)))
+    parts.append("## Sessions and production summaries\n")
     parts.append(_rst("\n\n".join(f".. automodule:: {module}" for module in STUDY_MODULES)))
     parts.append("## Display: plots and widgets\n")
     parts.append(_rst("\n\n".join(f".. automodule:: {module}" for module in DISPLAY_MODULES)))

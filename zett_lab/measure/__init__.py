@@ -1,12 +1,16 @@
-"""Loss metrics: what compaction summaries lose (DESIGN.md §4).
+"""Loss metrics: what compaction summaries lose (definitions: the documentation's result tables).
 
 Offline tier (deterministic, no network):
 
 * :func:`extract_anchors` / :func:`anchors_in_text` — typed exact items of messages and texts;
 * :func:`measure` — per-compaction, per-anchor, per-conversation, per-probe and decay tables
   (:class:`Losses`);
-* :func:`compare` — several summarizers over the same spans, with paired bootstrap
-  confidence intervals, win rates and Wilcoxon tests (:class:`~zett_lab.measure.compare.Comparison`).
+* :mod:`~zett_lab.measure.catalogue` — every metric, one module each (:mod:`zett_lab.measure.metrics`);
+* :mod:`~zett_lab.measure.statistics` — paired statistics over given loss tables (what
+  :func:`zett_lab.compare` reports).
+
+Pure: it computes from the traces and summaries it is given (replays and summaries are made in
+:mod:`zett_lab.replay` and :mod:`zett_lab.study`).
 
 LLM tier (opt-in, :mod:`zett_lab.measure.judged`): probe QA with an answerer and a judge
 model, normalized between a floor and a ceiling; :func:`plan_judged` shows the calls and
@@ -22,7 +26,6 @@ Example::
 """
 
 from ..load.anchors import ANCHOR_TYPES, Anchor, anchors_in_text, extract_anchors, message_anchors, normalize
-from .compare import Comparison, compare, compare_native_subjects
 from .judged import JudgedResult, agreement, run_judged
 from .judged_calls import generate_probes
 from .judged_plan import JudgedPlan, plan_judged
@@ -33,7 +36,6 @@ from .probes import check_probes, parse_probes
 __all__ = [
     "ANCHOR_TYPES",
     "Anchor",
-    "Comparison",
     "JudgedPlan",
     "JudgedResult",
     "Losses",
@@ -41,8 +43,6 @@ __all__ = [
     "agreement",
     "anchors_in_text",
     "check_probes",
-    "compare",
-    "compare_native_subjects",
     "contains_normalized",
     "extract_anchors",
     "generate_probes",

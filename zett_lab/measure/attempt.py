@@ -82,7 +82,7 @@ class Window(NamedTuple):
     n_recorded: int
 
 
-class Measured(NamedTuple):
+class AttemptResult(NamedTuple):
     """What later attempts and the decay table need from a measured attempt."""
 
     compaction_id: int
@@ -244,7 +244,7 @@ def sequential_sum(values: np.ndarray) -> float:
 
 def measure_attempt(
     view: TraceView, row: dict[Hashable, Any], previous_checkpoint: tuple[int, int] | None, rows: AttemptRows
-) -> Measured:
+) -> AttemptResult:
     """Measure one row of ``trace.compactions``; appends its compaction row and detail rows to ``rows``.
 
     ``previous_checkpoint`` is (compaction_id, span_end) of the last applied attempt before it.
@@ -263,7 +263,7 @@ def measure_attempt(
             out.update(entry.at_compaction(attempt))
     rows.compactions.append(out)
     if window is None:
-        return Measured(cid, applied, None, None)
+        return AttemptResult(cid, applied, None, None)
     kept = None
     where = {**view.base, "compaction_id": cid, "applied": applied}
     if attempt.summary is not None:
@@ -275,7 +275,7 @@ def measure_attempt(
             )
         rows.updates.extend(_update_row(where, update, status) for update, status in attempt.updates)
     rows.probes.extend(attempt.probe_rows)
-    return Measured(cid, applied, window, kept)
+    return AttemptResult(cid, applied, window, kept)
 
 
 def _status(row: dict[Hashable, Any], applied: bool) -> str:

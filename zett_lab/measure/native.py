@@ -1,41 +1,39 @@
-"""Compare an agent's own (native) compactions with zett-agent's in a replay.
+"""An agent's own (native) compactions as traces, and where they fall beside zett-agent's in a replay.
 
 Imported logs keep the recording agent's compactions in
 ``Conversation.native_compactions`` (Claude Code compact boundaries, Codex
 ``compacted`` records, OpenHands condensations). :func:`native_trace` puts them in
 the trace schema (``docs/trace-schema.md``, compactions table only) so the same
-loss metrics apply; :func:`compare_native` lines each native compaction up with
-the nearest compaction zett-agent made when replaying the same conversation.
+loss metrics apply; :func:`native_alignment` lines each native compaction up with
+the nearest compaction zett-agent made when replaying the same conversation (where each cut, how large
+each summary is, and optionally their loss metrics side by side). Summarizing native spans with other
+summarizers, and comparing them with statistics, is :func:`zett_lab.study.compare`.
 
 Example::
 
     >>> import zett_lab
-    >>> from zett_lab.measure.native import compare_native
+    >>> from zett_lab.measure.native import native_alignment
     >>> conversation = zett_lab.load("session.jsonl")                                   # doctest: +SKIP
     >>> trace = zett_lab.replay(conversation, max_tokens=150_000, keep_recent_tokens=20_000)  # doctest: +SKIP
-    >>> compare_native(trace, measure=True)[["native_position", "zett_position", "native_anchor_retention",
-    ...                                      "zett_anchor_retention"]]                 # doctest: +SKIP
+    >>> native_alignment(trace, metrics=["anchor_retention"])[["native_position", "zett_position",
+    ...                                      "native_anchor_retention", "zett_anchor_retention"]]  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any
 
 import pandas as pd
 from zett_agent.messages import AnyMessage, SystemMessage
-from zett_agent.model import AgentModel
 
 from ..load.conversation import Conversation
-from ..replay.schema import NOT_SMALLER
 from ..replay.setting import TraceSettings
 from ..replay.trace import Trace, checkpoint_message
 from ..tokens import counter_identity
+from .losses import Losses, measure
 
-#: Loss metrics copied from ``measure(...).compactions`` when ``measure`` is given.
-DEFAULT_METRICS = ("anchor_retention", "needed_anchor_recall", "constraint_survival", "context_reduction")
-
-#: Columns of :func:`compare_native` (metric columns ``native_<m>`` / ``zett_<m>`` follow when measured).
+#: Columns of :func:`native_alignment` (metric columns ``native_<m>`` / ``zett_<m>`` follow when measured).
 COLUMNS: dict[str, str] = {
     "conversation_id": "Conversation.id",
     "native_id": "0-based index in Conversation.native_compactions",
@@ -179,25 +177,6 @@ def native_traces(conversations: Iterable[Conversation], subject: str | None = N
     return out
 
 
-def span_traces(traces: Sequence[Trace], summarizer: AgentModel | str | None, **options: Any) -> list[Trace]:
-    """The spans of (native) traces summarized by ``summarizer`` through the engine's summary step.
-
-    One trace per input trace, with the same ``compaction_id``, spans and ``n_recorded``: the
-    comparison pairs each native summary with the baseline's summary of the identical span.
-    ``options`` go to :func:`zett_lab.replay.run.summarize_spans` (``cache``, ``reasoning_effort``).
-    """
-    from ..replay.run import summarize_spans
-
-    out = []
-    for trace in traces:
-        rows = trace.compactions.sort_values("compaction_id").to_dict("records")
-        spans = [(int(r["span_start"]), int(r["span_end"]), int(r["n_recorded"])) for r in rows]
-        result = summarize_spans(trace.conversation, spans, summarizer=summarizer, **options)
-        result.compactions["compaction_id"] = [int(r["compaction_id"]) for r in rows]
-        out.append(result)
-    return out
-
-
 def _turn_at(conversation: Conversation, index: int) -> int | None:
     turn = None
     for t in conversation.turns:
@@ -206,13 +185,12 @@ def _turn_at(conversation: Conversation, index: int) -> int | None:
     return turn
 
 
-def compare_native(
+def native_alignment(
     trace: Trace | None = None,
     *,
     conversation: Conversation | None = None,
     counter: Counter | None = None,
-    measure: bool | Callable[[Trace], Any] | None = None,
-    metrics: Sequence[str] = DEFAULT_METRICS,
+    metrics: Sequence[str] = (),
 ) -> pd.DataFrame:
     """One row per native compaction: where the agent cut and how big its summary was,
     next to the nearest compaction zett-agent made in ``trace`` (columns: :data:`COLUMNS`).
@@ -224,12 +202,9 @@ def compare_native(
         conversation: The conversation, when no trace is given (default: ``trace.conversation``).
         counter: Token counter for spans and summaries (default: zett-agent's exact estimate,
             :func:`zett_lab.count_tokens`).
-        measure: Loss-metric hook. ``True`` uses :func:`zett_lab.measure.measure`; a callable
-            gets a trace-like object (the replay trace, and :func:`native_trace` for the
-            native side) and must return an object whose ``compactions`` DataFrame has a
-            ``compaction_id`` column; the ``metrics`` columns are copied as ``native_<m>``
-            and ``zett_<m>``. None (default) computes no loss metrics.
-        metrics: Which columns of the measured ``compactions`` table to copy.
+        metrics: Columns of ``measure(...).compactions`` to show side by side, as ``native_<m>`` and
+            ``zett_<m>`` (both sides measured with :func:`zett_lab.measure.measure`; one the table has
+            anyway is not added again); none by default.
 
     The nearest zett compaction is the applied attempt (or, when none was applied, any
     attempt with a window) whose ``n_recorded`` is closest to the native position.
@@ -238,6 +213,7 @@ def compare_native(
         if trace is None:
             raise ValueError("pass a trace or a conversation")
         conversation = trace.conversation
+    metrics = [m for m in metrics if f"native_{m}" not in COLUMNS]  # (compression_ratio is one of its own)
     count = _counter(counter)
     messages = conversation.messages
     native = native_trace(conversation, counter=count)
@@ -247,9 +223,8 @@ def compare_native(
     if len(candidates) and candidates["applied"].fillna(False).astype(bool).any():
         candidates = candidates[candidates["applied"].fillna(False).astype(bool)]
 
-    measurer = _measurer(measure)
-    native_metrics = _metric_table(measurer(native), metrics) if measurer and len(native.compactions) else {}
-    zett_metrics = _metric_table(measurer(trace), metrics) if measurer and trace is not None and len(zett) else {}
+    native_metrics = _metric_table(measure(native), metrics) if metrics and len(native.compactions) else {}
+    zett_metrics = _metric_table(measure(trace), metrics) if metrics and trace is not None and len(zett) else {}
 
     span_cache: dict[tuple[int, int], int] = {}
 
@@ -266,12 +241,12 @@ def compare_native(
         position, summary_tokens = out["native_position"], out["native_summary_tokens"]
         nearest = _nearest(candidates, position)
         out.update(_zett_columns(nearest, position, out["native_cut"], summary_tokens, steps, span_tokens))
-        for metric in metrics if measurer else ():
+        for metric in metrics:
             out[f"native_{metric}"] = native_metrics.get(k, {}).get(metric)
             zid = out.get("zett_compaction_id")
             out[f"zett_{metric}"] = zett_metrics.get(zid, {}).get(metric) if zid is not None else None
         rows.append(out)
-    columns = list(COLUMNS) + ([f"{side}_{m}" for m in metrics for side in ("native", "zett")] if measurer else [])
+    columns = list(COLUMNS) + [f"{side}_{m}" for m in metrics for side in ("native", "zett")]
     return _typed_table(rows, columns)
 
 
@@ -364,114 +339,11 @@ def _nearest(candidates: pd.DataFrame, position: int) -> dict[Hashable, Any] | N
     return min(records, key=lambda r: (abs(int(r["n_recorded"]) - position), int(r["compaction_id"])))
 
 
-def _measurer(measure: bool | Callable[[Trace], Any] | None) -> Callable[[Trace], Any] | None:
-    if measure is None or measure is False:
-        return None
-    if measure is True:
-        from .losses import measure as offline_measure
-
-        return offline_measure
-    if not callable(measure):
-        raise TypeError("measure must be None, True or a callable taking a trace")
-    return measure
-
-
-def _metric_table(losses: Any, metrics: Sequence[str]) -> dict[int, dict[str, Any]]:
-    table = getattr(losses, "compactions", None)
-    if table is None or not len(table):
+def _metric_table(losses: Losses, metrics: Sequence[str]) -> dict[int, dict[str, Any]]:
+    table = losses.compactions
+    if not len(table):
         return {}
     out: dict[int, dict[str, Any]] = {}
     for row in table.to_dict("records"):
         out[int(row["compaction_id"])] = {m: row.get(m) for m in metrics}
     return out
-
-
-#: Loss metrics shown for each production summary and each baseline on its span.
-PRODUCTION_METRICS: tuple[str, ...] = (
-    "compression_ratio",
-    "needed_anchor_recall",
-    "anchor_retention",
-    "constraint_survival",
-    "superseded_rate",
-    "lost_but_needed",
-)
-
-#: Columns of :func:`production_summaries` (then one column per :data:`PRODUCTION_METRICS` entry, then ``lost``).
-PRODUCTION_COLUMNS: dict[str, str] = {
-    "conversation_id": "Conversation.id",
-    "subject": "the production summarizer, native:<agent>",
-    "native_id": "index in Conversation.native_compactions",
-    "kind": "NativeCompaction.kind",
-    "trigger": "what the log says triggered it (auto / manual), when it says",
-    "position": "first message recorded after it: when it happened",
-    "tokens_before": "context size before it by the agent's own figure (NA when the log has none)",
-    "estimate_before": "zett-agent's estimate of messages[:position] (the engine's counter)",
-    "span_start": "first message the summary stands for",
-    "span_end": "first message it does not stand for",
-    "span_tokens": "the engine's counter over the raw span",
-    "summarizer": "the native subject (its recorded summary) or a baseline summarizing the identical span",
-    "status": f"'applied', '{NOT_SMALLER}' (a baseline the engine would discard), 'failed', or 'summary missing from log'",
-    "summary_tokens": "the summary as a checkpoint message (NA when missing or failed)",
-}
-
-
-def production_summaries(
-    conversations: Iterable[Conversation],
-    baselines: Sequence[Any] | Mapping[str, Any] = (),
-    *,
-    metrics: Sequence[str] = PRODUCTION_METRICS,
-    lost_limit: int = 10,
-    **options: Any,
-) -> pd.DataFrame:
-    """Every recorded production summary next to each baseline summarizing its identical span.
-
-    One row per (native compaction, summarizer): where and when it happened (the agent's own
-    token figure beside zett-agent's estimate), the span it replaced, its size, the loss
-    metrics, and ``lost``: the items the user or the agent used again later that this summary
-    dropped (rarest first, at most ``lost_limit``). A native compaction whose log lost the
-    summary text keeps its row (``status`` says so, metrics NA). ``baselines`` are summarizer
-    specs or models, or a mapping name -> spec or model; ``options`` go to :func:`span_traces`
-    (``cache``, ``reasoning_effort``).
-    """
-    from .losses import measure
-
-    conversations = list(conversations)
-    rows: list[dict[str, Any]] = []
-    for subject, natives in native_traces(conversations).items():
-        named = baselines.items() if isinstance(baselines, Mapping) else [(str(b), b) for b in baselines]
-        subjects = [(subject, natives)] + [(name, span_traces(natives, model, **options)) for name, model in named]
-        facts = {(c.id, k): (c, n) for c in conversations for k, n in enumerate(c.native_compactions)}
-        for name, traces in subjects:
-            losses = measure(traces)
-            lost = losses.lost_but_needed()
-            for row in losses.compactions.to_dict("records"):
-                conversation, native = facts[(row["conversation_id"], int(row["compaction_id"]))]
-                missing = name == subject and not native.summary
-                dropped = lost[
-                    (lost["conversation_id"] == row["conversation_id"])
-                    & (lost["compaction_id"] == row["compaction_id"])
-                ]
-                dropped = dropped.sort_values(["rarity", "message_index"], ascending=[False, True])["value"].head(
-                    lost_limit
-                )
-                rows.append(
-                    {
-                        "conversation_id": row["conversation_id"],
-                        "subject": subject,
-                        "native_id": int(row["compaction_id"]),
-                        "kind": native.kind,
-                        "trigger": native.metadata.get("trigger"),
-                        "position": native.position,
-                        "tokens_before": native.tokens_before,
-                        "estimate_before": _counter(None)(conversation.messages[: native.position]),
-                        "span_start": row["span_start"],
-                        "span_end": row["span_end"],
-                        "span_tokens": row["span_tokens"],
-                        "summarizer": name,
-                        "status": "summary missing from log" if missing else row["status"],
-                        "summary_tokens": row["summary_tokens"],
-                        **{m: row.get(m) for m in metrics},
-                        "lost": list(dropped),
-                    }
-                )
-    return pd.DataFrame(rows, columns=[*PRODUCTION_COLUMNS, *metrics, "lost"])

@@ -11,7 +11,9 @@ DataFrames for :mod:`zett_lab.show` to display. The modules, in the order a swee
 - :mod:`~zett_lab.study.executors`: in-process, the local process pool, ``dask.distributed``;
 - :mod:`~zett_lab.study.sweep`: the driver; :mod:`~zett_lab.study.results` and
   :mod:`~zett_lab.study.sources`: the :class:`Sweep` result, with replays' tables on disk;
-- :mod:`~zett_lab.study.choose`: Pareto front, constraints, one recommendation.
+- :mod:`~zett_lab.study.choose`: Pareto front, constraints, one recommendation;
+- :mod:`~zett_lab.study.compare`: :func:`compare` of summarizers, engines and production summaries
+  (:mod:`~zett_lab.study.production`: their spans summarized by baselines), one :class:`Comparison`.
 """
 
 from ..progress import ProgressEvent
@@ -32,6 +34,7 @@ from .choose import (
     parse_constraints,
     recommend,
 )
+from .compare import Comparison, compare
 from .executors import SerialExecutor, default_executor, shutdown_default_executor
 from .grid import CONTEXT_WINDOWS, SETTING_COLUMNS, STOCK_ENGINE, CellKey, resolve_context_window
 from .results import Sweep, SweepConfig, check_sweep_target
@@ -44,6 +47,7 @@ __all__ = [
     "STOCK_ENGINE",
     "Boundaries",
     "CellKey",
+    "Comparison",
     "NoFeasibleSetting",
     "ProgressEvent",
     "Recommendation",
@@ -53,6 +57,7 @@ __all__ = [
     "SweepConfig",
     "check_sweep_target",
     "clear_worker_state",
+    "compare",
     "decision_boundaries",
     "default_executor",
     "derive",

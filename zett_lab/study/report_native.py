@@ -1,6 +1,6 @@
 """The report's "Production summaries": recorded native compactions beside the baselines on the same span.
 
-:func:`production_entries` turns :func:`zett_lab.measure.native.production_summaries` rows into the
+:func:`production_entries` turns :func:`zett_lab.study.production.production_summaries` rows into the
 entries the report shows and writes under ``native`` in JSON: one per native compaction (when it
 happened, the agent's own token figure beside zett-agent's estimate, the span it replaced), with
 every summarizer's metrics on that span under ``summarizers`` and what the production summary
@@ -16,9 +16,9 @@ from typing import Any
 import pandas as pd
 
 from ..load.conversation import Conversation
-from ..measure.native import PRODUCTION_METRICS, production_summaries
 from ..records import plain
 from ..summarizers import spec_of
+from .production import PRODUCTION_COLUMNS, production_summaries
 from .report_lost import DIGITS
 
 #: Facts of one native compaction (the columns that do not depend on the summarizer).
@@ -35,18 +35,19 @@ _FACTS = (
     "span_end",
     "span_tokens",
 )
-_PER_SUMMARIZER = ("status", "summary_tokens", *PRODUCTION_METRICS, "lost")
 
 
 def production_entries(rows: pd.DataFrame) -> list[dict[str, Any]]:
     """One JSON-ready entry per native compaction: its facts, then ``summarizers`` (the native one first)."""
+    metrics = [c for c in rows.columns if c not in PRODUCTION_COLUMNS and c != "lost"]
+    per_summarizer = ("status", "summary_tokens", *metrics, "lost")
     out: list[dict[str, Any]] = []
     for _, group in rows.groupby(["conversation_id", "subject", "native_id"], sort=False):
         first = group.iloc[0]
         entry = {name: plain(first[name], DIGITS) for name in _FACTS}
         entry["summary_missing"] = bool((group["status"] == "summary missing from log").any())
         entry["summarizers"] = {
-            str(row["summarizer"]): {name: plain(row[name], DIGITS) for name in _PER_SUMMARIZER}
+            str(row["summarizer"]): {name: plain(row[name], DIGITS) for name in per_summarizer}
             for _, row in group.iterrows()
         }
         out.append(entry)

@@ -24,18 +24,20 @@ import pandas as pd
 
 from ..errors import ResultFailure, SettingError
 from ..load.conversation import Conversation
-from ..measure import Comparison, Losses
+from ..measure import Losses
+from ..measure.catalogue import default_metrics
 from ..records import plain
 from ..replay.deadline import DEFAULT_ENGINE_TIMEOUT
 from ..replay.engine import EngineSpec
 from ..replay.trace import Trace, combine_failure_counts
 from ..tokens import count_tokens
 from .choose import NoFeasibleSetting, measured_cells, recommend
+from .compare import Comparison, compare
 from .grid import STOCK_ENGINE, resolve_context_window
 from .report_lost import DIGITS, cell_entries, dropped_constraint_items, lost_but_needed_items, trace_index
 from .report_measured import Measured
 from .report_native import report_production
-from .report_tables import compare_summarizers, cost_overview, costs_per_replay, metric_summary, price_names
+from .report_tables import cost_overview, costs_per_replay, metric_summary, price_names
 from .results import Sweep
 from .sweep import sweep
 
@@ -321,7 +323,10 @@ def build_report_data(
     explore_id = _explore_id(results, conversations, explore)
     recommendation = recommend_report_setting(attempted, constraints)
     _measure_shown(entries, explore_id, recommendation, measured)
-    comparison = comparison if comparison is not None else compare_summarizers(results, summarizers)
+    if comparison is None and len(summarizers) >= 2:
+        chosen = results[results["summarizer"].isin(summarizers)]
+        shown = [m for m in default_metrics() if m in results.columns]
+        comparison = compare(chosen, metrics=shown, level="conversation", seed=0)
     measured.finish()
     lost_items = lost_but_needed_items(entries, recommendation, summarizers, measured.shown, top_lost)
     dropped = dropped_constraint_items(entries, recommendation, measured.shown, top_lost)

@@ -1,7 +1,7 @@
 """The per-summarizer and per-configuration tables of a report: costs, the comparison, metric summaries.
 
 Computed with the measure stage's own functions (:func:`~zett_lab.measure.cost.add_costs`,
-:func:`~zett_lab.measure.compare`, :func:`~zett_lab.measure.compare.bootstrap_mean_ci`) from the
+:func:`~zett_lab.study.compare`, :func:`~zett_lab.measure.statistics.bootstrap_mean_ci`) from the
 per-replay results of :mod:`.report_study`; the summaries are plain, JSON-ready data.
 """
 
@@ -15,12 +15,12 @@ from typing import Any
 import pandas as pd
 
 from ..errors import SettingError
-from ..measure import Comparison, Losses, compare
 from ..measure.catalogue import CATALOGUE, default_metrics
-from ..measure.compare import bootstrap_mean_ci
 from ..measure.cost import add_costs, cost_summary, load_prices
+from ..measure.statistics import bootstrap_mean_ci
 from ..records import plain, records
 from ..replay.trace import Trace
+from .compare import Comparison
 from .report_lost import DIGITS
 
 #: Price-table name used for summary models with no known list price (their tokens still count).
@@ -114,25 +114,6 @@ def _costs_of(
     if all_compactions is not None and len(priced_compactions):
         priced_compactions["summarizer"] = labels
     return cost_summary(priced_steps, priced_compactions if all_compactions is not None else None)
-
-
-def compare_summarizers(results: pd.DataFrame, summarizers: list[str]) -> Comparison | None:
-    """The summarizers compared, paired per conversation and setting (None with fewer than two)."""
-    if len(summarizers) < 2:
-        return None
-    metrics = [m for m in default_metrics() if m in results.columns]
-    empty = pd.DataFrame()
-    parts = {
-        name: Losses(
-            compactions=empty,
-            anchors=empty,
-            conversation=results[results["summarizer"] == name].reset_index(drop=True),
-            probes=empty,
-            decay=empty,
-        )
-        for name in summarizers
-    }
-    return compare(parts, metrics=metrics, level="conversation", seed=0)
 
 
 def metric_summary(

@@ -152,7 +152,7 @@ def render(messages: Sequence[AnyMessage]) -> str:
 
 
 @dataclass(frozen=True)
-class Unit:
+class TranscriptLine:
     """One selectable line of the transcript (used by the extractive and anchor summarizers).
 
     Attributes:
@@ -171,7 +171,7 @@ class Unit:
     text: str
 
 
-def join_units(units: Sequence[Unit]) -> str:
+def join_units(units: Sequence[TranscriptLine]) -> str:
     """Render selected units in transcript order, labelling each run from one segment once."""
     lines: list[str] = []
     previous_segment = None
@@ -184,6 +184,6 @@ def join_units(units: Sequence[Unit]) -> str:
     return "\n".join(lines)
 
 
-def unit_cost(unit: Unit) -> int:
+def unit_cost(unit: TranscriptLine) -> int:
     """Estimated tokens the unit adds when rendered with its label (plus the newline)."""
     return count_text_tokens(f"[{unit.label}] {unit.text}\n")

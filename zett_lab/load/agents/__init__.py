@@ -16,8 +16,8 @@ format (``Conversation.format``)   what
 The shared rules (tool-call pairing, synthesized results, encrypted reasoning,
 native compactions, unknown record types, truncated JSONL) are documented in
 :mod:`zett_lab.load.agents._common`; each module documents its mapping.
-:func:`zett_lab.measure.native.compare_native` compares an agent's own
-compactions with zett-agent's in a replay trace.
+:func:`zett_lab.measure.native.native_alignment` lines an agent's own
+compactions up with zett-agent's in a replay trace; :func:`zett_lab.compare` compares their summaries.
 
 Example::
 

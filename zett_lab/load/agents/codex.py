@@ -93,7 +93,7 @@ def sniff(path: Path, head: bytes) -> bool:
     return bool(_SESSION_META.search(line[:400])) and bool(_PAYLOAD.search(line[:400]))
 
 
-class _Session:
+class _CodexSession:
     def __init__(self, id: str, meta: dict[str, Any]) -> None:
         self.id = id
         self.meta = meta
@@ -110,13 +110,13 @@ class _Rollout:
     def __init__(self, path: Path, unknown: Counter) -> None:
         self.path = path
         self.unknown = unknown
-        self.sessions: list[_Session] = []
-        self.current: _Session | None = None
+        self.sessions: list[_CodexSession] = []
+        self.current: _CodexSession | None = None
 
-    def session(self) -> _Session:
+    def session(self) -> _CodexSession:
         """The current session (one named after the file when no ``session_meta`` came first)."""
         if self.current is None:
-            self.current = _Session(self.path.stem, {})
+            self.current = _CodexSession(self.path.stem, {})
             self.sessions.append(self.current)
         return self.current
 
@@ -154,7 +154,7 @@ class _Rollout:
             return
         if self.current is not None:
             _flush(self.current)
-        self.current = _Session(meta_id, dict(payload))
+        self.current = _CodexSession(meta_id, dict(payload))
         self.sessions.append(self.current)
         instructions = payload.get("base_instructions") or payload.get("instructions")
         if isinstance(instructions, dict):
@@ -202,14 +202,14 @@ def _envelope(record: dict[str, Any], number: int) -> tuple[Any, Any] | None:
     return "response_item", record
 
 
-def _turn_context(s: _Session, payload: dict[str, Any]) -> None:
+def _turn_context(s: _CodexSession, payload: dict[str, Any]) -> None:
     model = payload.get("model")
     if model:
         s.models[model] += 1
     s.meta.setdefault("cwd", payload.get("cwd"))
 
 
-def _event(s: _Session, payload: dict[str, Any], number: int) -> None:
+def _event(s: _CodexSession, payload: dict[str, Any], number: int) -> None:
     """A UI event: ``token_count`` gives the last call's usage, ``context_compacted`` marks a compaction."""
     ptype = payload.get("type")
     if ptype == "token_count":
@@ -239,7 +239,7 @@ def _event(s: _Session, payload: dict[str, Any], number: int) -> None:
             s.compacted_at = len(s.builder.messages)
 
 
-def _compacted(s: _Session, payload: dict[str, Any], record: dict[str, Any], number: int) -> None:
+def _compacted(s: _CodexSession, payload: dict[str, Any], record: dict[str, Any], number: int) -> None:
     """A native compaction with its summary (``payload.message``)."""
     _flush(s)
     history = payload.get("replacement_history")
@@ -257,7 +257,7 @@ def _compacted(s: _Session, payload: dict[str, Any], record: dict[str, Any], num
     s.compacted_at = len(s.builder.messages)
 
 
-def _item(s: _Session, item: dict[str, Any], number: int, unknown: Counter) -> None:
+def _item(s: _CodexSession, item: dict[str, Any], number: int, unknown: Counter) -> None:
     """One Responses API item: model-side items gather into the pending assistant message, inputs flush it."""
     itype = item.get("type")
     if not isinstance(itype, str):
@@ -280,7 +280,7 @@ def _item(s: _Session, item: dict[str, Any], number: int, unknown: Counter) -> N
         _output(s, item)
 
 
-def _message(s: _Session, item: dict[str, Any]) -> None:
+def _message(s: _CodexSession, item: dict[str, Any]) -> None:
     """A message item: assistant text, a system/developer message, or user input (injected context marked)."""
     b = s.builder
     role = item.get("role")
@@ -306,7 +306,7 @@ def _message(s: _Session, item: dict[str, Any]) -> None:
         b.user(content)
 
 
-def _reasoning(s: _Session, item: dict[str, Any]) -> None:
+def _reasoning(s: _CodexSession, item: dict[str, Any]) -> None:
     """Reasoning summary and content text join the pending message; an encrypted blob is only counted."""
     pending = _pending(s)
     summary = item.get("summary") or []
@@ -319,7 +319,7 @@ def _reasoning(s: _Session, item: dict[str, Any]) -> None:
         s.builder.counts["encrypted_reasoning_dropped"] += 1
 
 
-def _call(s: _Session, item: dict[str, Any], itype: str) -> None:
+def _call(s: _CodexSession, item: dict[str, Any], itype: str) -> None:
     """A tool call of the pending message; a server-side web search gets its synthesized result at the flush."""
     b = s.builder
     pending = _pending(s)
@@ -350,7 +350,7 @@ def _call(s: _Session, item: dict[str, Any], itype: str) -> None:
     pending["calls"].append(call)
 
 
-def _output(s: _Session, item: dict[str, Any]) -> None:
+def _output(s: _CodexSession, item: dict[str, Any]) -> None:
     """A tool call's output (a dict output carries its own success flag)."""
     _flush(s)
     output = item.get("output")
@@ -365,13 +365,13 @@ def _output(s: _Session, item: dict[str, Any]) -> None:
     )
 
 
-def _pending(s: _Session) -> dict[str, Any]:
+def _pending(s: _CodexSession) -> dict[str, Any]:
     if s.pending is None:
         s.pending = {"content": [], "reasoning": [], "calls": [], "server": []}
     return s.pending
 
 
-def _flush(s: _Session) -> None:
+def _flush(s: _CodexSession) -> None:
     """Emit the model-side items gathered since the last input as one assistant message."""
     pending, s.pending = s.pending, None
     if pending is None:

@@ -15,6 +15,7 @@ from ..catalogue import SUM, compaction_metric
     over_compactions=SUM,
     type="count",
     needs="summary",
+    headline=True,
 )
 def lost_but_needed(attempt: Attempt) -> int:
     return int((attempt.needed_later & ~attempt.in_summary).sum())

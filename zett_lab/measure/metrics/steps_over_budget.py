@@ -13,6 +13,7 @@ from ..catalogue import TraceTables, conversation_metric
     kind="budget",
     type="count",
     across="sum",
+    headline=True,
 )
 def steps_over_budget(tables: TraceTables) -> int:
     steps = tables.steps

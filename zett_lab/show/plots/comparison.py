@@ -18,8 +18,8 @@ from ...measure.catalogue import label_with_direction
 from .base import SERIES_COLORS, SERIES_MARKERS, drawing_style, figure_and_axes
 
 if TYPE_CHECKING:
-    from ...measure.compare import Comparison
     from ...measure.losses import Losses
+    from ...study.compare import Comparison
 
 
 def _find(columns: Iterable[str], *candidates: str) -> str | None:
@@ -78,7 +78,7 @@ def summarizer_comparison(
     """Summarizers (or engines) side by side: point estimates with confidence intervals, per metric.
 
     Accepts a DataFrame (or an object with one, e.g. the result of
-    :func:`zett_lab.measure.compare`) with a summarizer (or engine) column, an estimate/mean column,
+    :func:`zett_lab.compare`) with a summarizer (or engine) column, an estimate/mean column,
     ``ci_low``/``ci_high`` and optionally a ``metric`` column. One row per summarizer,
     one marker shape per metric (offset within the row), horizontal whiskers for the
     intervals.

@@ -36,9 +36,10 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from ...load.conversation import Conversation
-    from ...measure import Comparison, Losses
+    from ...measure import Losses
     from ...replay.trace import Trace
     from ...study import Sweep
+    from ...study.compare import Comparison
 
 
 def report_date(value: str | _dt.date | None) -> str:
@@ -65,7 +66,7 @@ class Report:
             settings and summarizers.
         sweep: A :class:`zett_lab.study.Sweep` (its traces are added to ``traces``).
         losses: :class:`~zett_lab.measure.Losses` of those traces (measured when None).
-        comparison: :class:`~zett_lab.measure.Comparison` of the summarizers (computed,
+        comparison: :class:`~zett_lab.study.Comparison` of the summarizers (computed,
             paired per conversation and setting, when None and there are two or more).
         title: Report title.
         date: Date printed in the report (``YYYY-MM-DD`` or a date; default today). It is

@@ -90,3 +90,11 @@ def outcome_table(totals: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[
     headers = ["summarizer", *(header for _, header, _ in OUTCOME_TOTALS)]
     rows = [[str(t["summarizer"]), *(write(t[key]) for key, _, write in OUTCOME_TOTALS)] for t in totals]
     return headers, rows
+
+
+def production_metrics(entries: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The metrics the "Production summaries" entries carry per summarizer (all but its status, size and lost items)."""
+    if not entries:
+        return []
+    first = next(iter(entries[0]["summarizers"].values()))
+    return [name for name in first if name not in ("status", "summary_tokens", "lost")]

@@ -12,7 +12,6 @@ from typing import Any
 
 from ...formatting import count, decimal, percent, usd
 from ...measure.catalogue import label
-from ...measure.native import PRODUCTION_METRICS
 from ...study.report_study import ReportData
 from .content import failure_headline
 from .formats import (
@@ -21,6 +20,7 @@ from .formats import (
     direction_note,
     metric_table,
     outcome_table,
+    production_metrics,
     setting_text,
     settings_text,
     trust_lines,
@@ -198,7 +198,8 @@ def _production(entries: list[Mapping[str, Any]], skipped: Sequence[str]) -> lis
     """Recorded production summaries, each beside the baselines on its span (nothing without any)."""
     if not entries:
         return []
-    out = ["", "## Production summaries", "", direction_note(PRODUCTION_METRICS), ""]
+    shown = production_metrics(entries)
+    out = ["", "## Production summaries", "", direction_note(shown), ""]
     if skipped:
         out += [
             md(
@@ -228,11 +229,11 @@ def _production(entries: list[Mapping[str, Any]], skipped: Sequence[str]) -> lis
             (
                 name,
                 v["status"],
-                *(count(v[m]) if m == "lost_but_needed" else decimal(v[m], 2) for m in PRODUCTION_METRICS),
+                *(count(v[m]) if m == "lost_but_needed" else decimal(v[m], 2) for m in shown),
             )
             for name, v in e["summarizers"].items()
         ]
-        out.append(md_table(["summarizer", "status", *(label(m) for m in PRODUCTION_METRICS)], rows))
+        out.append(md_table(["summarizer", "status", *(label(m) for m in shown)], rows))
         lost = e["summarizers"][e["subject"]]["lost"]
         if lost:
             out += ["", "Used again later but dropped by the production summary: " + ", ".join(md(v) for v in lost)]

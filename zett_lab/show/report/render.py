@@ -22,7 +22,6 @@ from matplotlib.figure import Figure
 from ...formatting import count, decimal, percent, usd
 from ...measure.catalogue import label, label_with_direction
 from ...measure.columns import ANCHOR_ROWS
-from ...measure.native import PRODUCTION_METRICS
 from ...study.report_study import RECOMMEND_COST, RECOMMEND_LOSS, ReportData
 from .. import plots
 from .assets import CSS, JS, content_security_policy
@@ -34,6 +33,7 @@ from .formats import (
     direction_note,
     metric_table,
     outcome_table,
+    production_metrics,
     setting_text,
     settings_text,
     trust_lines,
@@ -273,7 +273,7 @@ def render_html(data: ReportData, document: Mapping[str, Any]) -> str:
         dropped_constraints=document.get("dropped_constraints", []),
         native=document["native"],
         native_skipped=data.native_skipped,
-        native_metrics=PRODUCTION_METRICS,
+        native_metrics=production_metrics(document["native"]),
         summarizers=data.summarizers,
         grid=data.grid,
         confidence=confidence_text(metrics),
@@ -297,7 +297,7 @@ def render_html(data: ReportData, document: Mapping[str, Any]) -> str:
 def render_production(entries: list[dict[str, Any]], skipped: Sequence[str] = ()) -> str:
     """The "Production summaries" section alone (entries of :func:`zett_lab.study.report_native.production_entries`)."""
     template = _ENV.get_template("production.html.j2")
-    return template.render(native=entries, native_skipped=list(skipped), native_metrics=PRODUCTION_METRICS)
+    return template.render(native=entries, native_skipped=list(skipped), native_metrics=production_metrics(entries))
 
 
 def render_frame(page: str) -> str:

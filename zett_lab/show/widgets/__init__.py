@@ -5,7 +5,7 @@
   there and, for a compaction, its summary and what it lost), the step table, a compaction
   viewer and "compact here".
 * :class:`~zett_lab.show.widgets.SweepExplorer`: a sweep's heatmap for any metric; click a cell to see its timeline.
-* :class:`~zett_lab.show.widgets.Comparison`: several summarizers on the *same* compactions, side by side.
+* :class:`~zett_lab.show.widgets.ComparisonExplorer`: several summarizers on the *same* compactions, side by side.
 
 Conventions (DESIGN.md §6): every control is observed with ``names="value"`` into one render;
 sliders use ``continuous_update=False``; results live on attributes (``.trace``, ``.losses``,
@@ -17,7 +17,7 @@ plot select the same things from the keyboard. Where no widget front end runs, a
 static snapshot of itself.
 
 Replays, loss metrics and the paired design come from :mod:`zett_lab.study` (``Session``,
-``paired_comparison``); these classes only show them.
+``compare``); these classes only show them.
 
 Example::
 
@@ -32,13 +32,13 @@ from ..extras import require
 
 require("lab", "zett_lab.show.widgets")
 
-from .comparison import Comparison  # noqa: E402 - after the check, so a missing extra is named, not a bare ImportError
+from .comparison import ComparisonExplorer  # noqa: E402 - after the check, so a missing extra is named, not a bare ImportError
 from .explorer import Explorer  # noqa: E402
 from .html import compaction_html, manual_diff_html, step_html, steps_table_html  # noqa: E402
 from .sweep_explorer import SweepExplorer  # noqa: E402
 
 __all__ = [
-    "Comparison",
+    "ComparisonExplorer",
     "Explorer",
     "SweepExplorer",
     "compaction_html",

@@ -1,7 +1,8 @@
-"""The Comparison widget: several summarizers on the same compactions, side by side.
+"""The comparison explorer: several summarizers on the same compactions (or several engines), side by side.
 
-The paired design lives in :func:`zett_lab.study.pairing.paired_comparison`; this widget shows its
-result (a plot of means with bootstrap intervals, per-summarizer figures, the summaries per compaction).
+The paired design lives in :func:`zett_lab.compare` (given a session); this widget shows its
+:class:`~zett_lab.study.Comparison` (a plot of means with bootstrap intervals, per-summarizer figures,
+the summaries per compaction).
 """
 
 from __future__ import annotations
@@ -15,12 +16,11 @@ import ipywidgets as widgets
 import pandas as pd
 
 from ...load.conversation import Conversation
-from ...measure import Comparison as PairedStatistics
 from ...measure import Losses
-from ...measure.native import production_summaries
 from ...replay.engine import EngineSpec
 from ...replay.trace import Trace
-from ...study.pairing import EnginePairing, PairedComparison, paired_comparison, paired_engines
+from ...study.compare import Comparison, compare
+from ...study.production import production_summaries
 from ...study.report_native import production_entries
 from ...study.session import Session, SummarizerSpec
 from ...summarizers.cache import CacheSpec
@@ -31,7 +31,7 @@ from .base import WidgetBase, draw, new_figure, nice_step, png_image, round_to, 
 from .html import CSS, cell, frame_html
 
 
-class Comparison(WidgetBase):
+class ComparisonExplorer(WidgetBase):
     """Several summarizers on the same compactions, side by side.
 
     The first summarizer is replayed with the engine deciding (``max_tokens``,
@@ -42,22 +42,19 @@ class Comparison(WidgetBase):
 
     When the conversation holds compactions the recording agent made itself (a Claude Code,
     OpenHands or zett-agent log), ``production`` lists each beside every summarizer on its
-    identical span (:func:`zett_lab.measure.native.production_summaries`), shown as in the
+    identical span (:func:`zett_lab.study.production.production_summaries`), shown as in the
     report's "Production summaries" section.
 
     With ``engines={label: engine}`` it compares compaction engines instead
-    (:func:`zett_lab.study.pairing.paired_engines`): every conversation is replayed at the setting
-    with each engine and the first summarizer, paired per conversation; ``engine_pairing`` holds the
-    result, the figure shows the selected conversation's timeline under each engine above the
-    engines' paired means with bootstrap intervals, and the tables the paired differences and the
-    figures per conversation.
+    (``compare(session, by="engine", engines=...)``): every conversation is replayed at the setting
+    with each engine and the first summarizer, paired per conversation; the figure shows the selected
+    conversation's timeline under each engine above the engines' paired means with bootstrap intervals,
+    and the tables the paired differences and the figures per conversation.
 
-    State: ``paired`` (the :class:`~zett_lab.study.pairing.PairedComparison`), and from it
-    ``reference`` (the engine-decided trace), ``traces`` and ``losses`` (by summarizer),
-    ``table`` (one row per compaction and summarizer), ``metrics`` (one row per summarizer),
-    ``comparison`` (:func:`zett_lab.compare` over the shared compactions: means with bootstrap
-    CIs, pairwise tests); ``production``; ``figure``, ``error``; controls ``conversation``, ``max_tokens``,
-    ``keep_recent_tokens``.
+    State: ``comparison`` (the :class:`~zett_lab.study.Comparison`), and from it ``reference`` (the
+    engine-decided trace), ``traces`` and ``losses`` (by summarizer or engine), ``table`` (one row per
+    compaction and summarizer), ``metrics`` (one row per summarizer, or per conversation and engine);
+    ``production``; ``figure``, ``error``; controls ``conversation``, ``max_tokens``, ``keep_recent_tokens``.
     """
 
     def __init__(
@@ -70,7 +67,6 @@ class Comparison(WidgetBase):
         cache: CacheSpec = None,
         count_tokens: TokenCounter | None = None,
         replay_options: Mapping[str, Any] | None = None,
-        measure: bool = True,
         text_chars: int = 600,
         plot_metrics: Sequence[str] = (
             "compression_ratio",
@@ -82,7 +78,6 @@ class Comparison(WidgetBase):
     ) -> None:
         super().__init__()
         self.engines = dict(engines or {})
-        self.engine_pairing: EnginePairing | None = None
         self.session = Session(
             conversations,
             summarizers,
@@ -92,9 +87,8 @@ class Comparison(WidgetBase):
             replay_options=replay_options,
         )
         self.conversations = self.session.conversations
-        self.measure = measure
         self.text_chars = text_chars
-        self.paired: PairedComparison | None = None
+        self.comparison: Comparison | None = None
         self._build_settings_controls(*self._initial_settings(max_tokens, keep_recent_tokens))
         self.plot_metrics = tuple(plot_metrics)
         height = 2.2 * (len(self.engines) + 1) if self.engines else 1.6 + 0.55 * len(self.session.summarizers)
@@ -163,27 +157,26 @@ class Comparison(WidgetBase):
 
     @property
     def reference(self) -> Trace | None:
-        return self.paired.reference if self.paired is not None else None
+        return self.comparison.reference if self.comparison is not None else None
 
     @property
     def traces(self) -> dict[str, Trace]:
-        return self.paired.traces if self.paired is not None else {}
+        """The compared summarizers' traces on the selected conversation."""
+        if self.comparison is None:
+            return {}
+        return {name: traces[0] for name, traces in self.comparison.traces.items() if traces}
 
     @property
-    def losses(self) -> dict[str, Losses | None]:
-        return self.paired.losses if self.paired is not None else {}
+    def losses(self) -> dict[str, Losses]:
+        return dict(self.comparison.losses) if self.comparison is not None else {}
 
     @property
     def table(self) -> pd.DataFrame | None:
-        return self.paired.table if self.paired is not None else None
+        return self.comparison.summaries() if self.comparison is not None else None
 
     @property
     def metrics(self) -> pd.DataFrame | None:
-        return self.paired.metrics if self.paired is not None else None
-
-    @property
-    def comparison(self) -> PairedStatistics | None:
-        return self.paired.comparison if self.paired is not None else None
+        return self.comparison.figures() if self.comparison is not None else None
 
     def _on_change(self, change: dict[str, Any]) -> None:
         if not self._suspended:
@@ -197,25 +190,24 @@ class Comparison(WidgetBase):
             self._render_engines(started)
             return
         try:
-            paired = paired_comparison(
+            comparison = compare(
                 self.session,
-                self.conversation.value,
-                int(self.max_tokens.value),
-                int(self.keep_recent_tokens.value),
-                measure_losses=self.measure,
+                conversation=self.conversation.value,
+                max_tokens=int(self.max_tokens.value),
+                keep_recent_tokens=int(self.keep_recent_tokens.value),
+                seed=0,
             )
-            self.paired = paired
-            statistics = paired.comparison
-            if statistics is not None:
+            self.comparison = comparison
+            if comparison.compact_at:
                 show_png(
                     self.plot,
                     draw(
                         self.figure,
                         lambda ax: plots.summarizer_comparison(
-                            statistics,
+                            comparison,
                             ax=ax,
                             metrics=self.plot_metrics,
-                            title=f"Paired over {len(paired.compact_at)} compactions ({self.conversation.value}): "
+                            title=f"Paired over {len(comparison.compact_at)} compactions ({self.conversation.value}): "
                             "means with 95% bootstrap CIs",
                         ),
                         margins="comparison",
@@ -224,19 +216,22 @@ class Comparison(WidgetBase):
             else:
                 show_png(self.plot, b"")
             self.error, self.error_area.value = None, ""
+            figures = comparison.figures()
             self.metrics_area.value = (
-                f"{CSS}<h4>Per summarizer</h4>{frame_html(paired.metrics)}" if len(paired.metrics) else ""
+                f"{CSS}<h4>Per summarizer</h4>{frame_html(figures.drop(columns='conversation_id'))}"
+                if len(figures)
+                else ""
             )
             self.table_area.value = self._table_html()
             self.production = self._production(self.conversation.value)
             self.production_area.value = self._production_html()
             self.status.value = (
-                f'<span class="zl-muted">{len(paired.compact_at)} compaction points from '
+                f'<span class="zl-muted">{len(comparison.compact_at)} compaction points from '
                 f"{html.escape(self.summarizers[0])} (engine-decided); {len(self.summarizers)} summarizers in "
                 f"{time.perf_counter() - started:.2f} s</span>"
             )
         except Exception as error:  # noqa: BLE001 - shown in place, kept on .error
-            self.paired, self.production = None, None
+            self.comparison, self.production = None, None
             self.metrics_area.value = self.table_area.value = self.production_area.value = ""
             show_png(self.plot, b"")
             self._fail(error, "comparison failed")
@@ -244,25 +239,26 @@ class Comparison(WidgetBase):
     def _render_engines(self, started: float) -> None:
         """Every conversation under every engine at the setting, paired; the selected one's timelines."""
         try:
-            pairing = paired_engines(
+            comparison = compare(
                 self.session,
-                self.engines,
-                self.summarizers[0],
-                int(self.max_tokens.value),
-                int(self.keep_recent_tokens.value),
+                by="engine",
+                engines=self.engines,
+                max_tokens=int(self.max_tokens.value),
+                keep_recent_tokens=int(self.keep_recent_tokens.value),
+                seed=0,
             )
-            self.engine_pairing = pairing
+            self.comparison = comparison
             show_png(
                 self.plot,
-                draw(self.figure, lambda axes: self._draw_engines(axes, pairing), nrows=len(self.engines) + 1),
+                draw(self.figure, lambda axes: self._draw_engines(axes, comparison), nrows=len(self.engines) + 1),
             )
             self.error, self.error_area.value = None, ""
             first = next(iter(self.engines))
-            pairs = pairing.comparison.pairwise[pairing.comparison.pairwise["a"] == first]
+            pairs = comparison.pairwise[comparison.pairwise["a"] == first]
             columns = ["b", "metric", "n", "mean_a", "mean_b", "mean_diff", "ci_low", "ci_high"]
             self.metrics_area.value = (
                 f"{CSS}<h4>Paired differences (each engine against {html.escape(first)})</h4>{frame_html(pairs[columns])}"
-                f"<h4>Per conversation</h4>{frame_html(pairing.metrics)}"
+                f"<h4>Per conversation</h4>{frame_html(comparison.figures())}"
             )
             self.table_area.value = self.production_area.value = ""
             self.status.value = (
@@ -270,18 +266,18 @@ class Comparison(WidgetBase):
                 f"{html.escape(self.summarizers[0])} in {time.perf_counter() - started:.2f} s</span>"
             )
         except Exception as error:  # noqa: BLE001 - shown in place, kept on .error
-            self.engine_pairing = None
+            self.comparison = None
             self.metrics_area.value = self.table_area.value = self.production_area.value = ""
             show_png(self.plot, b"")
             self._fail(error, "engine comparison failed")
 
-    def _draw_engines(self, axes: Any, pairing: EnginePairing) -> None:
+    def _draw_engines(self, axes: Any, comparison: Comparison) -> None:
         conversation_id = self.conversation.value
         for axis, label in zip(axes, self.engines, strict=False):
-            trace = pairing.traces[(conversation_id, label)]
+            trace = comparison.trace(label, conversation_id)
             plots.timeline(trace, ax=axis, title=f"{label}: {conversation_id}", legend=axis is axes[0])
         plots.summarizer_comparison(
-            pairing.comparison,
+            comparison,
             ax=axes[-1],
             metrics=["context_reduction", "needed_anchor_recall"],
             title="Engines paired over the conversations: means with 95% bootstrap CIs",

@@ -15,11 +15,11 @@ from zett_agent.messages import AnyMessage
 from ...errors import SettingError
 from ...load.anchors import anchors_in_text
 from ...tokens import count_text_tokens
-from ..transcript import Segment, Unit, join_units, segments, unit_cost
+from ..transcript import Segment, TranscriptLine, join_units, segments, unit_cost
 from .base import CLASS_DEFAULT, Budget, OfflineSummarizer
 
 
-def _fit_selection(selected: list[tuple[float, Unit]], limit: int) -> str:
+def _fit_selection(selected: list[tuple[float, TranscriptLine]], limit: int) -> str:
     """Join selected units; while the exact count is over ``limit``, drop the lowest-valued."""
     selected = sorted(selected, key=lambda pair: (-pair[0], pair[1].order))
     text = join_units([unit for _, unit in selected])
@@ -44,9 +44,9 @@ def _clip(text: str, max_chars: int, at: int = 0) -> str:
     return ("…" if start else "") + piece + ("…" if start + max_chars < len(text) else "")
 
 
-def line_units(segs: Sequence[Segment], *, split_sentences: bool) -> list[Unit]:
+def line_units(segs: Sequence[Segment], *, split_sentences: bool) -> list[TranscriptLine]:
     """Split segments into lines (and prose lines into sentences when asked)."""
-    units: list[Unit] = []
+    units: list[TranscriptLine] = []
     for number, segment in enumerate(segs):
         for line in segment.text.split("\n"):
             line = line.strip()
@@ -56,7 +56,7 @@ def line_units(segs: Sequence[Segment], *, split_sentences: bool) -> list[Unit]:
             for piece in pieces:
                 piece = piece.strip()
                 if piece:
-                    units.append(Unit(len(units), number, segment.label, segment.kind, piece))
+                    units.append(TranscriptLine(len(units), number, segment.label, segment.kind, piece))
     return units
 
 
@@ -208,7 +208,7 @@ class Extractive(OfflineSummarizer):
 
     def _summarize(self, messages: list[AnyMessage], limit: int | None) -> str:
         units = line_units(segments(messages), split_sentences=True)
-        units = [Unit(u.order, u.segment, u.label, u.kind, _clip(u.text, self.max_unit_chars)) for u in units]
+        units = [TranscriptLine(u.order, u.segment, u.label, u.kind, _clip(u.text, self.max_unit_chars)) for u in units]
         if not units:
             return ""
         if limit is None:
@@ -268,7 +268,9 @@ ANCHOR_WEIGHTS: dict[str, float] = {
 TOOL_OUTPUT_WEIGHT = 0.6
 
 
-def anchor_items(unit: Unit, *, first_user_segment: int | None = None) -> tuple[dict[tuple[str, str], float], int]:
+def anchor_items(
+    unit: TranscriptLine, *, first_user_segment: int | None = None
+) -> tuple[dict[tuple[str, str], float], int]:
     """Items a line carries, with their weights, and where the first one starts.
 
     Items are the anchors of :mod:`zett_lab.load.anchors` (the same definition the loss metrics
@@ -344,12 +346,12 @@ class Anchors(OfflineSummarizer):
         segs = segments(messages)
         first_user = next((i for i, s in enumerate(segs) if s.kind in ("user", "agent") and s.text), None)
         raw_units = line_units(segs, split_sentences=False)
-        candidates: list[tuple[Unit, dict[tuple[str, str], float], int]] = []
+        candidates: list[tuple[TranscriptLine, dict[tuple[str, str], float], int]] = []
         for unit in raw_units:
             items, first = anchor_items(unit, first_user_segment=first_user)
             if not items:
                 continue
-            clipped = Unit(
+            clipped = TranscriptLine(
                 unit.order, unit.segment, unit.label, unit.kind, _clip(unit.text, self.max_line_chars, first)
             )
             candidates.append((clipped, items, unit_cost(clipped)))
@@ -364,7 +366,7 @@ class Anchors(OfflineSummarizer):
 
         heap = [(-gain(items) / cost, unit.order, n) for n, (unit, items, cost) in enumerate(candidates)]
         heapq.heapify(heap)
-        selected: list[tuple[float, Unit]] = []
+        selected: list[tuple[float, TranscriptLine]] = []
         remaining = limit
         while heap and remaining > 2:
             _, order, n = heapq.heappop(heap)
