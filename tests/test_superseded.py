@@ -315,4 +315,5 @@ def test_superseded_rate_in_sweeps_and_plots(fixture_conversations):
         resamples=200,
     )
     figure = plots.summarizer_comparison(comparison)
-    assert [t.get_text() for t in figure.axes[0].get_legend().get_texts()] == ["Superseded-only rate (lower is better)"]
+    legend = figure.axes[0].get_legend() or figure.legends[0]  # a figure of its own keeps the legend below the axes
+    assert [t.get_text() for t in legend.get_texts()] == ["Superseded-only rate (lower is better)"]

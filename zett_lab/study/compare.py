@@ -55,6 +55,7 @@ from ..measure.statistics import GROUPINGS, PairedTables, paired, sweep_tables, 
 from ..records import flags
 from ..replay.engine import EngineSpec
 from ..replay.run import replay
+from ..replay.schema import COMPACTION_SUMMARY_COLUMNS
 from ..replay.setting import ReplayOptions
 from ..replay.trace import Trace
 from .production import span_traces
@@ -62,20 +63,8 @@ from .session import Session
 
 #: ``max_tokens`` of the paired design's forced replays: far above any context, so only the forced compactions happen.
 UNREACHABLE = 10**12
-#: Columns of :meth:`Comparison.summaries` (one row per compaction attempt and name).
-SUMMARIES_COLUMNS = [
-    "compaction_id",
-    "step",
-    "span_start",
-    "span_end",
-    "older_tokens",
-    "summary_tokens",
-    "compression_ratio",
-    "applied",
-    "skip_reason",
-    "latency_s",
-    "summary_text",
-]
+#: Columns of :meth:`Comparison.summaries` (one row per compaction attempt and name, after the name).
+SUMMARIES_COLUMNS = [*COMPACTION_SUMMARY_COLUMNS, "latency_s", "summary_text"]
 
 
 @dataclass(frozen=True)

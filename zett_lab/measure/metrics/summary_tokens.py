@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ..attempt import Attempt
@@ -11,33 +12,27 @@ from ..catalogue import Pooling, compaction_metric
 _ALL_ATTEMPTS = Pooling("sum", over="attempts")
 
 
-@compaction_metric(
-    label="Summary input tokens",
-    direction="lower",
-    definition="Input tokens the summary model reported.",
-    compaction_meaning="usage the summary model reported (trace)",
-    over_compactions=_ALL_ATTEMPTS,
-    conversation_meaning="summed summary-call input usage (0 when none reported)",
-    kind="cost",
-    type="count",
-    across="sum",
-    needs="attempt",
-)
-def summary_input_tokens(attempt: Attempt) -> Any:
-    return attempt.row.get("summary_input_tokens")
+def _reported(column: str) -> Callable[[Attempt], Any]:
+    def reported(attempt: Attempt) -> Any:
+        return attempt.row.get(column)
+
+    return reported
 
 
-@compaction_metric(
-    label="Summary output tokens",
-    direction="lower",
-    definition="Output tokens the summary model reported.",
-    compaction_meaning="usage the summary model reported (trace)",
-    over_compactions=_ALL_ATTEMPTS,
-    conversation_meaning="summed summary-call output usage",
-    kind="cost",
-    type="count",
-    across="sum",
-    needs="attempt",
-)
-def summary_output_tokens(attempt: Attempt) -> Any:
-    return attempt.row.get("summary_output_tokens")
+for _side, _meaning in (
+    ("input", "summed summary-call input usage (0 when none reported)"),
+    ("output", "summed summary-call output usage"),
+):
+    compaction_metric(
+        name=f"summary_{_side}_tokens",
+        label=f"Summary {_side} tokens",
+        direction="lower",
+        definition=f"{_side.capitalize()} tokens the summary model reported.",
+        compaction_meaning="usage the summary model reported (trace)",
+        over_compactions=_ALL_ATTEMPTS,
+        conversation_meaning=_meaning,
+        kind="cost",
+        type="count",
+        across="sum",
+        needs="attempt",
+    )(_reported(f"summary_{_side}_tokens"))
