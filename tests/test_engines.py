@@ -356,7 +356,9 @@ def test_a_sweep_compares_engines_cell_by_cell_with_no_unproven_reuse(fixture_co
     }
     assert table.loc[table["engine"] == "mask", "replayed"].all()  # never reused: the masking policy declares nothing
     assert not table.loc[table["engine"] == "stock", "replayed"].all()
-    for (cid, _summarizer, m, k, engine), trace in result.traces():
+    for (cid, setting), trace in result.traces():
+        _summarizer, engine = result.labels(setting)
+        m, k = setting.max_tokens, setting.keep_recent_tokens
         fresh = zett_lab.replay(
             result.conversations[cid],
             max_tokens=m,
@@ -367,12 +369,11 @@ def test_a_sweep_compares_engines_cell_by_cell_with_no_unproven_reuse(fixture_co
         assert same_replay(trace, fresh) == [], (cid, engine, m, k)
     split = table[table["engine"] == "split"]
     for _, row in split[~split["replayed"]].iterrows():  # a reused split cell stands on a replay with the same keep
-        source = result._sources[
-            result._cells[
-                (row["conversation_id"], row["summarizer"], row["max_tokens"], row["keep_recent_tokens"], "split")
-            ]
-        ]
-        assert source["settings"]["keep_recent_tokens"] == row["keep_recent_tokens"]
+        cell = result.cell(
+            row["conversation_id"], row["max_tokens"], row["keep_recent_tokens"], row["summarizer"], "split"
+        )
+        source = result._sources[result._cells[cell]]
+        assert source.settings.keep_recent_tokens == row["keep_recent_tokens"]
     swe = table[table["conversation_id"] == "swe-httpq-4821"].set_index(["engine", "max_tokens", "keep_recent_tokens"])
     assert (
         swe.loc[("split", 30_000, 8_000), "steps_over_budget"]
@@ -496,8 +497,8 @@ def test_compare_pairs_engines_per_conversation_and_setting(engine_sweep):
     from zett_lab.measure.catalogue import default_metrics
 
     traces: dict[str, list] = {}
-    for (*_, engine), trace in engine_sweep.traces():
-        traces.setdefault(engine, []).append(trace)
+    for (_, setting), trace in engine_sweep.traces():
+        traces.setdefault(engine_sweep.labels(setting)[1], []).append(trace)
     result = zett_lab.compare(traces, by="engine", seed=1)
     assert (
         result.by == "engine"

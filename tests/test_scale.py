@@ -60,7 +60,7 @@ def test_a_sweep_keeps_replays_on_disk_and_reads_a_cell_back(small_sweep):
     stored = dict(result.stored_traces())
     assert set(stored) == set(result.cells())
     for key, trace in stored.items():
-        fresh = result.trace(key.conversation_id, key.max_tokens, key.keep_recent_tokens)
+        fresh = result.trace(key.conversation_id, key.setting)
         assert isinstance(trace, StoredTrace) and trace.settings == fresh.settings
         pd.testing.assert_frame_equal(trace.steps, fresh.steps)
         pd.testing.assert_frame_equal(trace.compactions, fresh.compactions)

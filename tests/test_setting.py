@@ -107,17 +107,45 @@ def test_a_setting_round_trips_through_a_saved_sweep(fixture_conversations, tmp_
         usage_overhead=50,
     )
     loaded = zett_lab.Sweep.load(swept.save(tmp_path / "sweep"))
-    for key in swept.cells():
-        engine = None if key.engine == "stock" else SplitTurnCompaction
+    assert set(swept.cells()) == set(loaded.cells()) and len(swept.cells()) == 2 * 2 * 2
+    for cell in swept.cells():
+        summarizer_label, engine_label = swept.labels(cell.setting)
+        engine = None if engine_label == "stock" else SplitTurnCompaction
         expected = Setting(
-            key.max_tokens, key.keep_recent_tokens, "truncate:0.1", engine, usage="synthetic", usage_overhead=50
+            cell.setting.max_tokens,
+            cell.setting.keep_recent_tokens,
+            "truncate:0.1",
+            engine,
+            usage="synthetic",
+            usage_overhead=50,
         )
-        fresh, read = (
-            swept.trace(*key[:1], *key[2:4], key.summarizer, key.engine),
-            loaded.trace(*key[:1], *key[2:4], key.summarizer, key.engine),
+        assert cell.setting == expected and loaded.labels(cell.setting) == (summarizer_label, engine_label)
+        by_labels = loaded.setting(expected.max_tokens, expected.keep_recent_tokens, summarizer_label, engine_label)
+        assert by_labels == expected
+        fresh, read = swept.trace(*cell), loaded.trace(cell.conversation_id, expected)
+        assert fresh.setting == read.setting == expected
+        pd.testing.assert_frame_equal(fresh.steps, read.steps)
+
+
+def test_two_labels_naming_one_summarizer_or_engine_are_refused(fixture_conversations):
+    with pytest.raises(SettingError, match="are the same"):
+        zett_lab.sweep(
+            fixture_conversations[:1],
+            max_tokens=[4_000],
+            keep_recent_tokens=[1_000],
+            summarizers=["truncate:0.1", "truncate:0.10"],
+            executor="serial",
+            progress=False,
         )
-        assert fresh.setting == read.setting == expected, key
-        assert read.settings.derived_from is None or read.settings.derived_from.max_tokens != key.max_tokens
+    with pytest.raises(SettingError, match="are the same"):
+        zett_lab.sweep(
+            fixture_conversations[:1],
+            max_tokens=[4_000],
+            keep_recent_tokens=[1_000],
+            engines={"a": SplitTurnCompaction, "b": SplitTurnCompaction},
+            executor="serial",
+            progress=False,
+        )
 
 
 def test_a_setting_round_trips_through_a_live_trace_and_replays_its_decisions(tmp_path):

@@ -314,7 +314,7 @@ def test_default_process_pool_and_dask_give_the_same_results(small, tmp_path):
     for other in (pooled, remote):
         pd.testing.assert_frame_equal(local.results.drop(columns=run_columns), other.results.drop(columns=run_columns))
         for key, trace in local.traces():
-            assert_same(trace, other.trace(key[0], key[2], key[3], key[1]))
+            assert_same(trace, other.trace(*key))
 
 
 class SlowModel:
@@ -379,7 +379,7 @@ def test_save_load_round_trip(small, tmp_path):
     pd.testing.assert_frame_equal(s.results, loaded.results)
     assert loaded.config == s.config
     for key, trace in s.traces():
-        assert_same(trace, loaded.trace(key[0], key[2], key[3], key[1]))
+        assert_same(trace, loaded.trace(*key))
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "keep.txt").write_text("mine")
     with pytest.raises(zett_lab.InputError, match="already exists"):
@@ -402,14 +402,14 @@ def test_workers_write_replays_to_disk_and_the_engine_events_stay_there(small, t
         assert source.held_events is None
         assert source.folder.writer.events_file(source.source_id).exists()
     for key, trace in s.traces():
-        conversation = next(c for c in small if c.id == key[0])
-        assert_same(trace, replay(conversation, max_tokens=key[2], keep_recent_tokens=key[3], cache=False))
+        conversation = next(c for c in small if c.id == key.conversation_id)
+        assert_same(trace, replay(conversation, key.setting, cache=False))
     path = s.save(tmp_path / "run")
     document = json.loads((path / "sweep.json").read_text())
     assert all("engine_events" not in info for info in document["sources"].values())
     loaded = Sweep.load(path)
     for key, trace in s.traces():
-        assert loaded.trace(key[0], key[2], key[3], key[1]).engine_events == trace.engine_events
+        assert loaded.trace(*key).engine_events == trace.engine_events
     for sid, info in document["sources"].items():  # the layout of earlier saves
         events_file = path / "sources" / f"{sid}.engine-events.json"
         info["engine_events"] = json.loads(events_file.read_text())
@@ -417,7 +417,7 @@ def test_workers_write_replays_to_disk_and_the_engine_events_stay_there(small, t
     (path / "sweep.json").write_text(json.dumps(document))
     earlier = Sweep.load(path)
     for key, trace in s.traces():
-        assert_same(earlier.trace(key[0], key[2], key[3], key[1]), trace)
+        assert_same(earlier.trace(*key), trace)
 
 
 def test_a_conversation_costing_more_than_a_workers_share_is_cut_by_keep_recent_tokens(small):
@@ -436,7 +436,7 @@ def test_a_conversation_costing_more_than_a_workers_share_is_cut_by_keep_recent_
     cells = list(cut.traces())
     assert len(cells) == len(list(whole.traces())) == 3 * 2 * 4
     for key, trace in cells:
-        assert_same(trace, whole.trace(key[0], key[2], key[3], key[1]))
+        assert_same(trace, whole.trace(*key))
 
 
 class RecordingExecutor(cf.Executor):

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import zett_agent
 from zett_agent.extensions.compaction import CompactedMessage
@@ -18,6 +18,9 @@ from zett_agent.messages import AnyMessage, AssistantMessage, SystemMessage
 from ..load.conversation import CHECKPOINT_PREFIX
 from ..tokens import TokenCounter
 from .schema import BELOW_THRESHOLD, ENGINE_FAILED, NO_TURN_BOUNDARY, NOT_APPLIED, NOT_SMALLER, SUMMARY_FAILED
+
+if TYPE_CHECKING:  # the Setting is read, never built, here (and its module builds engines, which record into this one)
+    from .setting import Setting
 
 Window = tuple[list[SystemMessage], list[AnyMessage], list[AnyMessage]]
 
@@ -104,10 +107,8 @@ class Recording:
     """
 
     conversation_id: str
-    counter: TokenCounter
-    max_tokens: int
-    keep_recent_tokens: int
-    summarizer_identity: str
+    #: The Setting being recorded (its limits fill the step rows; its counter counts them).
+    setting: Setting
     span_start: int = 0
     turn: int = 0
     turn_step: int = 0
@@ -120,6 +121,17 @@ class Recording:
     #: Replays keep every row; a live recording only writes them out (``write(kind, row)``).
     keep_rows: bool = True
     write: Callable[[str, dict[str, Any]], None] | None = None
+
+    #: The Setting's counter, limits and summarizer identity, looked up once (every row reads them).
+    counter: TokenCounter = field(init=False)
+    max_tokens: int = field(init=False)
+    keep_recent_tokens: int = field(init=False)
+    summarizer_identity: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        setting = self.setting
+        self.counter, self.summarizer_identity = setting.token_counter(), setting.summarizer_name
+        self.max_tokens, self.keep_recent_tokens = setting.max_tokens, setting.keep_recent_tokens
 
     def add_step(self, row: dict[str, Any]) -> None:
         """Count a finished step row, then keep it and/or write it out."""

@@ -51,7 +51,7 @@ from .fork import Fork, ForkableRun, TurnMark
 from .playback import EndOfRecording, RecordedTools, ReplayCursor, ReplayModel, TurnInterrupted
 from .recorder import Recording, summary_call_columns
 from .schema import NOT_SMALLER, SUMMARY_FAILED
-from .setting import ReplayOptions, Setting, TraceSettings, build_summarizer, compose
+from .setting import ReplayOptions, Setting, TraceSettings, build_summarizer, compose, keep_fills_budget
 from .trace import Trace
 
 
@@ -175,17 +175,15 @@ def replay_forkable(
     summarizer is refused.
     """
     options = options or ReplayOptions()
-    meaning = setting.keep_fills_budget()
+    meaning = keep_fills_budget(setting.max_tokens, setting.keep_recent_tokens)
     if options.warn and meaning:
         warnings.warn(meaning, SettingWarning, stacklevel=stacklevel)
-    engine = setting.engine_spec()
     conversation.validate()
-    counter = setting.token_counter()
-    model = setting.summary_model()
-    identity = summarizer_identity(model)
-    summary_cache = resolve_cache(options.cache)
     _check_replayable(conversation)
-    cursor, manual_turns = _cursor(conversation, setting, counter, identity)
+    engine, counter, model = setting.engine_spec(), setting.token_counter(), setting.summary_model()
+    identity = setting.summarizer_name
+    summary_cache = resolve_cache(options.cache)
+    cursor, manual_turns = _cursor(conversation, setting)
     marks: list[TurnMark] = []
     if fork is not None:
         if options.store is not None or setting.compact_at:
@@ -247,19 +245,14 @@ def replay_forkable(
     return trace, run
 
 
-def _cursor(
-    conversation: Conversation, setting: Setting, counter: TokenCounter, identity: str
-) -> tuple[ReplayCursor, set[int]]:
+def _cursor(conversation: Conversation, setting: Setting) -> tuple[ReplayCursor, set[int]]:
     """Where the replay starts: an empty recording, the recorded replies, the manual passes (turns returned)."""
     messages = conversation.messages
     assistant_indices = [i for i, m in enumerate(messages) if isinstance(m, AssistantMessage)]
     manual_turns, manual_steps = _manual_points(setting, conversation, len(assistant_indices) + 1)
     recording = Recording(
         conversation_id=conversation.id,
-        counter=counter,
-        max_tokens=setting.max_tokens,
-        keep_recent_tokens=setting.keep_recent_tokens,
-        summarizer_identity=identity,
+        setting=setting,
         span_start=next((i for i, m in enumerate(messages) if not isinstance(m, SystemMessage)), 0),
     )
     return ReplayCursor(conversation, recording, assistant_indices, manual_steps), manual_turns

@@ -331,10 +331,6 @@ class Setting:
         """This Setting at other limits (a grid's neighbour)."""
         return dataclasses.replace(self, max_tokens=max_tokens, keep_recent_tokens=keep_recent_tokens)
 
-    def keep_fills_budget(self) -> str | None:
-        """What ``keep_recent_tokens >= max_tokens`` means for the engine (:func:`keep_fills_budget`)."""
-        return keep_fills_budget(self.max_tokens, self.keep_recent_tokens)
-
     def describe(self) -> str:
         """The Setting in one line, as messages name it."""
         engine = self.engine_name
@@ -428,22 +424,12 @@ def compose(
 
 @dataclass(frozen=True, slots=True)
 class LiveFacts:
-    """Where a live trace was read from: its file, the runs that wrote the session, what was not yet whole.
-
-    Attributes:
-        torn_records: Line numbers of records cut off by a process killed while writing them.
-        recovered_messages: Message indices a restarted agent wrote from its session storage: the
-            session had stored them, but the process that appended them was killed first.
-        gaps: Where the trace and the session storage disagree (each a sentence): its messages may
-            not follow the storage's numbering from there on.
-    """
+    """Where a live trace was read from: its file, the runs that wrote the session, what was not yet whole."""
 
     source: str
     runs: tuple[str, ...] = ()
     in_flight: bool = False
     torn_records: tuple[int, ...] = ()
-    recovered_messages: tuple[int, ...] = ()
-    gaps: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -541,8 +527,6 @@ class TraceSettings:
                 runs=list(self.live.runs),
                 in_flight=self.live.in_flight,
                 torn_records=list(self.live.torn_records),
-                recovered_messages=list(self.live.recovered_messages),
-                gaps=list(self.live.gaps),
             )
         return record
 
@@ -557,8 +541,6 @@ class TraceSettings:
                 runs=tuple(record.get("runs") or ()),
                 in_flight=bool(record.get("in_flight")),
                 torn_records=tuple(record.get("torn_records") or ()),
-                recovered_messages=tuple(record.get("recovered_messages") or ()),
-                gaps=tuple(record.get("gaps") or ()),
             )
             if record.get("live")
             else None

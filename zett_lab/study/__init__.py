@@ -36,7 +36,7 @@ from .choose import (
 )
 from .compare import Comparison, compare
 from .executors import SerialExecutor, default_executor, shutdown_default_executor
-from .grid import CONTEXT_WINDOWS, SETTING_COLUMNS, STOCK_ENGINE, CellKey, resolve_context_window
+from .grid import CONTEXT_WINDOWS, SETTING_COLUMNS, STOCK_ENGINE, Cell, resolve_context_window
 from .results import Sweep, SweepConfig, check_sweep_target
 from .reuse import clear_worker_state
 from .sweep import sweep
@@ -46,7 +46,7 @@ __all__ = [
     "SETTING_COLUMNS",
     "STOCK_ENGINE",
     "Boundaries",
-    "CellKey",
+    "Cell",
     "Comparison",
     "NoFeasibleSetting",
     "ProgressEvent",

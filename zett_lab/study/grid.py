@@ -1,8 +1,8 @@
 """The grid of a sweep: settings given as tokens or as fractions of a model's window, and its cells.
 
-A cell is one conversation × engine × summarizer × ``max_tokens`` × ``keep_recent_tokens``
-(:class:`CellKey`). Everything here only reads and checks what the caller asked for; nothing
-is replayed.
+A cell is one conversation under one :class:`~zett_lab.replay.setting.Setting` (:class:`Cell`: its
+engine, summarizer and limits are the grid's dimensions). Everything here only reads and checks what
+the caller asked for; nothing is replayed.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from ..errors import SettingError
 from ..load import load_all
 from ..load.conversation import Conversation
 from ..replay.engine import EngineSpec, check_engine, engine_name
+from ..replay.setting import Setting
 from ..summarizers import OfflineSummarizer, summarizer_identity
 
 #: Context windows (tokens) of common models, for settings given as fractions of a window.
@@ -76,14 +77,11 @@ REPLAY_OPTIONS = (
 GridValue = int | float
 
 
-class CellKey(NamedTuple):
-    """One cell of a sweep: the conversation, the summarizer's label, the two limits (tokens), the engine's label."""
+class Cell(NamedTuple):
+    """One cell of a sweep: a conversation under a Setting (the grid's engine, summarizer and limits in it)."""
 
     conversation_id: str
-    summarizer: str
-    max_tokens: int
-    keep_recent_tokens: int
-    engine: str = STOCK_ENGINE
+    setting: Setting
 
 
 def resolve_context_window(context_window: int | str | None) -> int | None:

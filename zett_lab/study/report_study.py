@@ -400,7 +400,11 @@ def _sweep_entries(sweep: Sweep) -> list[tuple[str, Trace]]:
     if not isinstance(sweep, Sweep):
         raise SettingError(f"sweep= must be a zett_lab.study.Sweep, got {type(sweep).__name__}")
     label = compared_label(sweep)
-    return [(label(key.engine, key.summarizer), trace) for key, trace in sweep.stored_traces()]
+    entries: list[tuple[str, Trace]] = []
+    for cell, trace in sweep.stored_traces():
+        summarizer, engine = sweep.labels(cell.setting)
+        entries.append((label(engine, summarizer), trace))
+    return entries
 
 
 def compared_label(sweep: Sweep) -> Callable[[str, str], str]:

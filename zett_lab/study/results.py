@@ -35,8 +35,9 @@ from ..load.conversation import Conversation
 from ..measure import Losses, measure
 from ..measure.catalogue import metrics
 from ..records import is_missing
+from ..replay.engine import engine_name
 from ..replay.schema import FAILURE_COLUMNS
-from ..replay.setting import TraceSettings
+from ..replay.setting import SETTING_FIELDS, Setting, TraceSettings
 from ..replay.trace import (
     Trace,
     combine_failure_counts,
@@ -46,7 +47,7 @@ from ..replay.trace import (
     failure_counts,
 )
 from .boundaries import Region, derive
-from .grid import STOCK_ENGINE, CellKey, resolve_values, summarizer_label
+from .grid import STOCK_ENGINE, Cell, resolve_values, summarizer_label
 from .sources import (
     ANCHOR_COUNTS_TABLE,
     LOSS_TABLES,
@@ -84,6 +85,8 @@ class SweepConfig(TypedDict, total=False):
     metrics: bool
     reuse: bool
     replay_options: dict[str, Any]
+    #: The Setting fields every cell shares, by name (:meth:`Setting.names` without limits, summarizer and engine).
+    setting: dict[str, Any]
     cache: str | None
     executor: str
     units: int
@@ -130,22 +133,23 @@ class Sweep:
     config: SweepConfig
     _conversations: dict[str, Conversation] = field(default_factory=dict, repr=False)
     _sources: dict[str, Source] = field(default_factory=dict, repr=False)
-    _cells: dict[CellKey, str] = field(default_factory=dict, repr=False)
+    _cells: dict[Cell, str] = field(default_factory=dict, repr=False)
     #: Traces read back, oldest first, each with its characters of summary text.
-    _read: OrderedDict[CellKey, tuple[Trace, int]] = field(default_factory=OrderedDict, repr=False)
+    _read: OrderedDict[Cell, tuple[Trace, int]] = field(default_factory=OrderedDict, repr=False)
     source: Path | None = field(default=None, repr=False)
 
     # --- cells --------------------------------------------------------------------
 
-    def key(
+    def setting(
         self,
-        conversation_id: str,
         max_tokens: float,
         keep_recent_tokens: float,
         summarizer: Any = None,
         engine: str | None = None,
-    ) -> CellKey:
-        """The cell of these settings (fractions resolved against the sweep's context window)."""
+    ) -> Setting:
+        """The Setting of a cell of this grid: limits (fractions resolved against the context window), the
+        summarizer's label (or identity, or the model) and the engine's label; either may be left out when the
+        sweep has only one."""
         engines = self.config.get("engines", [STOCK_ENGINE])
         if engine is None:
             if len(engines) != 1:
@@ -163,46 +167,76 @@ class Sweep:
         window = self.config.get("context_window")
         ((m, _),) = resolve_values([max_tokens], "max_tokens", window)
         ((k, _),) = resolve_values([keep_recent_tokens], "keep_recent_tokens", window)
-        return CellKey(conversation_id, label, m, k, engine)
+        named = dict(zip(labels, self.config["summarizer_identities"], strict=True))
+        engine_names = dict(zip(engines, self.config.get("engine_identities", [engine_name(None)]), strict=True))
+        record = {
+            **self.config.get("setting", _old_setting_record(self.config)),
+            "max_tokens": m,
+            "keep_recent_tokens": k,
+            "summarizer": named.get(label, label),
+            "engine": engine_names.get(engine, engine),
+        }
+        return Setting.from_record(record)
+
+    def labels(self, setting: Setting) -> tuple[str, str]:
+        """The summarizer's and the engine's labels of a Setting of this grid (its results table names them so)."""
+        summarizers = dict(zip(self.config["summarizer_identities"], self.config["summarizers"], strict=True))
+        engines = self.config.get("engines", [STOCK_ENGINE])
+        engine_labels = dict(zip(self.config.get("engine_identities", [engine_name(None)]), engines, strict=True))
+        summary, engine = setting.summarizer_name, setting.engine_name
+        return summarizers.get(summary, summary), engine_labels.get(engine, engine)
+
+    def cell(
+        self,
+        conversation_id: str,
+        max_tokens: float | Setting,
+        keep_recent_tokens: float | None = None,
+        summarizer: Any = None,
+        engine: str | None = None,
+    ) -> Cell:
+        """The cell of a conversation under a Setting, given as one or as :meth:`setting`'s arguments."""
+        if isinstance(max_tokens, Setting):
+            return Cell(conversation_id, max_tokens)
+        if keep_recent_tokens is None:
+            raise SettingError("name a cell by its Setting, or by max_tokens and keep_recent_tokens")
+        return Cell(conversation_id, self.setting(max_tokens, keep_recent_tokens, summarizer, engine))
 
     def trace(
         self,
         conversation_id: str,
-        max_tokens: float,
-        keep_recent_tokens: float,
+        max_tokens: float | Setting,
+        keep_recent_tokens: float | None = None,
         summarizer: Any = None,
         engine: str | None = None,
     ) -> Trace:
-        """The trace of one cell (fractions are resolved against the sweep's context window).
+        """The trace of one cell: ``sweep.trace(conversation_id, setting)``, or with :meth:`setting`'s arguments
+        (``sweep.trace(conversation_id, 12_000, 3_000, "mask")``), which build the Setting.
 
-        ``summarizer`` is the label given to the sweep (or its identity) and ``engine`` the
-        engine's label; either may be left out when the sweep has only one. Raises
-        ``KeyError`` for a cell not in the grid and :class:`~zett_lab.errors.ZettLabError`
+        Raises ``KeyError`` for a cell not in the grid and :class:`~zett_lab.errors.ZettLabError`
         for a cell that failed.
         """
-        key = self.key(conversation_id, max_tokens, keep_recent_tokens, summarizer, engine)
-        return self._trace(self._known(key))
+        return self._trace(self._known(self.cell(conversation_id, max_tokens, keep_recent_tokens, summarizer, engine)))
 
     def losses(
         self,
         conversation_id: str,
-        max_tokens: float,
-        keep_recent_tokens: float,
+        max_tokens: float | Setting,
+        keep_recent_tokens: float | None = None,
         summarizer: Any = None,
         engine: str | None = None,
         *,
         anchors: bool = True,
     ) -> Losses | None:
-        """The loss tables of one cell, as :func:`zett_lab.measure` gives them for its trace.
+        """The loss tables of one cell (named as for :meth:`trace`), as :func:`zett_lab.measure` gives them.
 
         ``anchors=True`` measures the cell's trace now (every table). ``anchors=False`` reads
         what the sweep measured (the same tables, with ``anchors`` left empty; None when the
         sweep ran with ``metrics=False``).
         """
-        key = self._known(self.key(conversation_id, max_tokens, keep_recent_tokens, summarizer, engine))
+        key = self._known(self.cell(conversation_id, max_tokens, keep_recent_tokens, summarizer, engine))
         return measure(self._trace(key)) if anchors else self._kept_losses(key)
 
-    def _kept_losses(self, key: CellKey) -> Losses | None:
+    def _kept_losses(self, key: Cell) -> Losses | None:
         """The loss tables the sweep measured for a known cell, its own settings filled in (None: none kept)."""
         source = self._sources[self._cells[key]]
         tables = {name: source.folder.read(source.source_id, f"losses-{name}") for name in LOSS_TABLES}
@@ -211,8 +245,8 @@ class Sweep:
         for name in ("compactions", "conversation"):
             table = tables[name]
             if table is not None and len(table):
-                table["max_tokens"] = pd.array([key.max_tokens] * len(table), dtype="Int64")
-                table["keep_recent_tokens"] = pd.array([key.keep_recent_tokens] * len(table), dtype="Int64")
+                table["max_tokens"] = pd.array([key.setting.max_tokens] * len(table), dtype="Int64")
+                table["keep_recent_tokens"] = pd.array([key.setting.keep_recent_tokens] * len(table), dtype="Int64")
         conversation = tables["conversation"]
         if conversation is not None and len(conversation) and "steps_over_budget" in conversation:
             conversation["steps_over_budget"] = pd.array([self._steps_over(key)] * len(conversation), dtype="Int64")
@@ -221,8 +255,8 @@ class Sweep:
     def lost_and_counted(
         self,
         conversation_id: str,
-        max_tokens: float,
-        keep_recent_tokens: float,
+        max_tokens: float | Setting,
+        keep_recent_tokens: float | None = None,
         summarizer: Any = None,
         engine: str | None = None,
     ) -> tuple[Losses, pd.DataFrame] | None:
@@ -231,10 +265,10 @@ class Sweep:
         :func:`~zett_lab.measure.losses.measure_lost_and_counted` gives for its trace). None when the
         sweep did not keep them (``metrics=False``, or a sweep saved before they were kept)."""
         return self._kept_lost_and_counted(
-            self._known(self.key(conversation_id, max_tokens, keep_recent_tokens, summarizer, engine))
+            self._known(self.cell(conversation_id, max_tokens, keep_recent_tokens, summarizer, engine))
         )
 
-    def _kept_lost_and_counted(self, key: CellKey) -> tuple[Losses, pd.DataFrame] | None:
+    def _kept_lost_and_counted(self, key: Cell) -> tuple[Losses, pd.DataFrame] | None:
         losses = self._kept_losses(key)
         if losses is None:
             return None
@@ -244,43 +278,43 @@ class Sweep:
             return None
         return dataclasses.replace(losses, anchors=lost), counts
 
-    def traces(self) -> Iterator[tuple[CellKey, Trace]]:
-        """``(CellKey, Trace)`` for every complete cell, read one at a time."""
+    def traces(self) -> Iterator[tuple[Cell, Trace]]:
+        """``(Cell, Trace)`` for every complete cell, read one at a time."""
         for key in self._cells:
             yield key, self._trace(key)
 
-    def cells(self) -> list[CellKey]:
+    def cells(self) -> list[Cell]:
         """Every complete cell."""
         return list(self._cells)
 
-    def _known(self, key: CellKey) -> CellKey:
+    def _known(self, key: Cell) -> Cell:
         if key not in self._cells:
+            named = f"conversation {key.conversation_id!r} at {key.setting.describe()}"
             row = self._row(key)
             if row is not None and isinstance(row.get("error"), str):
-                raise ZettLabError(f"cell {tuple(key)} failed: {row['error']}")
-            raise KeyError(f"no cell {tuple(key)} in this sweep")
+                raise ZettLabError(f"cell of {named} failed: {row['error']}")
+            raise KeyError(f"no cell of {named} in this sweep")
         return key
 
-    def _row(self, key: CellKey) -> dict[str, Any] | None:
-        r = self.results
-        chosen = (r["conversation_id"] == key.conversation_id) & (r["summarizer"] == key.summarizer)
-        chosen &= r["engine"] == key.engine if "engine" in r else key.engine == STOCK_ENGINE
-        match = r[chosen & (r["max_tokens"] == key.max_tokens) & (r["keep_recent_tokens"] == key.keep_recent_tokens)]
+    def _row(self, key: Cell) -> dict[str, Any] | None:
+        r, setting = self.results, key.setting
+        summarizer, engine = self.labels(setting)
+        chosen = (r["conversation_id"] == key.conversation_id) & (r["summarizer"] == summarizer)
+        chosen &= r["engine"] == engine if "engine" in r else engine == STOCK_ENGINE
+        limits = (r["max_tokens"] == setting.max_tokens) & (r["keep_recent_tokens"] == setting.keep_recent_tokens)
+        match = r[chosen & limits]
         return match.iloc[0].to_dict() if len(match) else None
 
-    def _steps_over(self, key: CellKey) -> int:
+    def _steps_over(self, key: Cell) -> int:
         row = self._row(key)
         value = row.get("steps_over_budget") if row is not None else None
         return 0 if value is None or is_missing(value) else int(value)
 
-    def _settings_of(self, source: Source, key: CellKey) -> TraceSettings:
+    def _settings_of(self, source: Source, key: Cell) -> TraceSettings:
         """A cell's trace settings (as :func:`~zett_lab.study.boundaries.derive` gives them for a shared replay)."""
-        settings = source.settings
-        setting = settings.setting
-        assert setting is not None  # a sweep's replays all have their Setting
-        return settings.derive(setting.with_limits(key.max_tokens, key.keep_recent_tokens))
+        return source.settings.derive(key.setting)
 
-    def _cell_trace(self, key: CellKey) -> Trace:
+    def _cell_trace(self, key: Cell) -> Trace:
         """One cell's tables read from the folder (the last few are kept; shared, so never modified).
 
         Without the engine's events (:meth:`_engine_events`): only cross-checks read them, and their
@@ -302,8 +336,8 @@ class Sweep:
                 compactions=compactions,
                 settings=source.settings,
             )
-            if (trace.setting.max_tokens, trace.setting.keep_recent_tokens) != key[2:4]:
-                trace = derive(trace, key.max_tokens, key.keep_recent_tokens, source.region)
+            if trace.setting != key.setting:
+                trace = derive(trace, key.setting.max_tokens, key.setting.keep_recent_tokens, source.region)
             self._read[key] = (trace, _summary_chars(trace))
         self._read.move_to_end(key)
         chars = 0
@@ -313,7 +347,7 @@ class Sweep:
                 del self._read[older]
         return trace
 
-    def _trace(self, key: CellKey) -> Trace:
+    def _trace(self, key: Cell) -> Trace:
         """A cell's trace the caller may change (its own copy of the tables)."""
         trace = self._cell_trace(key)
         return Trace(
@@ -324,12 +358,12 @@ class Sweep:
             engine_events=self._engine_events(key),
         )
 
-    def _engine_events(self, key: CellKey) -> list[dict[str, Any]]:
+    def _engine_events(self, key: Cell) -> list[dict[str, Any]]:
         """The engine's events of a cell's replay (a cell derived from it has the same ones), read when asked."""
         return list(self._sources[self._cells[key]].engine_events)
 
-    def stored_traces(self) -> list[tuple[CellKey, StoredTrace]]:
-        """``(CellKey, trace)`` of every complete cell, each reading its tables only when used.
+    def stored_traces(self) -> list[tuple[Cell, StoredTrace]]:
+        """``(Cell, trace)`` of every complete cell, each reading its tables only when used.
 
         What a report over a large sweep holds: settings and conversation in memory, the
         tables of the last few cells used.
@@ -448,8 +482,11 @@ class Sweep:
     def _write(self, folder: Path) -> None:
         pq.write_table(pa.Table.from_pandas(storable(self.results), preserve_index=False), folder / "results.parquet")
         cells = pd.DataFrame(
-            [(*key, sid) for key, sid in self._cells.items()],
-            columns=["conversation_id", "summarizer", "max_tokens", "keep_recent_tokens", "engine", "source_id"],
+            [
+                (cid, *self.labels(setting), setting.max_tokens, setting.keep_recent_tokens, sid)
+                for (cid, setting), sid in self._cells.items()
+            ],
+            columns=["conversation_id", "summarizer", "engine", "max_tokens", "keep_recent_tokens", "source_id"],
         )
         pq.write_table(pa.Table.from_pandas(cells, preserve_index=False), folder / "cells.parquet")
         saved = SourceFolder(folder)
@@ -505,10 +542,13 @@ class Sweep:
             )
             for sid, info in document["sources"].items()
         }
+        swept = cls(
+            results=results, config=document["config"], _conversations=conversations, _sources=sources, source=source
+        )
         # Sweeps saved before engines were a dimension ran the stock engine.
         engines = cells["engine"] if "engine" in cells else [STOCK_ENGINE] * len(cells)
-        cell_map = {
-            CellKey(str(cid), str(label), int(m), int(k), str(engine)): str(sid)
+        swept._cells = {
+            swept.cell(str(cid), int(m), int(k), str(label), str(engine)): str(sid)
             for cid, label, m, k, engine, sid in zip(
                 cells["conversation_id"],
                 cells["summarizer"],
@@ -519,14 +559,17 @@ class Sweep:
                 strict=True,
             )
         }
-        return cls(
-            results=results,
-            config=document["config"],
-            _conversations=conversations,
-            _sources=sources,
-            _cells=cell_map,
-            source=source,
-        )
+        return swept
+
+
+def _old_setting_record(config: SweepConfig) -> dict[str, Any]:
+    """The Setting fields a sweep saved before its config held them: the replay options it was given."""
+    options = config.get("replay_options") or {}
+    return {
+        name: options[name]
+        for name in SETTING_FIELDS
+        if name in options and isinstance(options[name], (str, int, list))
+    }
 
 
 def _summary_chars(trace: Trace) -> int:
@@ -562,7 +605,7 @@ class StoredTrace(Trace):
     Equal to ``sweep.trace(...)`` of its cell; the tables are shared, so never modify them.
     """
 
-    def __init__(self, sweep: Sweep, cell: CellKey) -> None:
+    def __init__(self, sweep: Sweep, cell: Cell) -> None:
         source = sweep._sources[sweep._cells[cell]]
         self.sweep, self.cell = sweep, cell
         self.conversation = sweep._conversations[cell.conversation_id]
@@ -594,14 +637,7 @@ class StoredTrace(Trace):
 
     def losses(self, *, anchors: bool = True) -> Losses | None:
         """:meth:`Sweep.losses` of this cell."""
-        return self.sweep.losses(
-            self.cell.conversation_id,
-            self.cell.max_tokens,
-            self.cell.keep_recent_tokens,
-            self.cell.summarizer,
-            self.cell.engine,
-            anchors=anchors,
-        )
+        return self.sweep.losses(self.cell.conversation_id, self.cell.setting, anchors=anchors)
 
     def lost_and_counted(self) -> tuple[Losses, pd.DataFrame] | None:
         """:meth:`Sweep.lost_and_counted` of this cell."""

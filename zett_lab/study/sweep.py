@@ -69,13 +69,13 @@ from ..load.text import message_text
 from ..measure.catalogue import plugin_modules
 from ..progress import Progress, ProgressEvent
 from ..replay.engine import EngineSpec, ReplayProbe, build_engine, engine_name, engine_reuse
-from ..replay.setting import ReplayOptions, build_summarizer, check_limits, compose, keep_fills_budget
+from ..replay.setting import ReplayOptions, Setting, build_summarizer, check_limits, compose, keep_fills_budget
 from ..summarizers import DEFAULT_SUMMARIZER, CacheError, SummaryCache, resolve_cache, summarizer_identity
 from .choose import measured_cells
 from .executors import in_process, is_remote, parallelism, resolve_executor, stop_workers
 from .grid import (
     REPLAY_OPTIONS,
-    CellKey,
+    Cell,
     GridValue,
     conversations_of,
     fingerprint,
@@ -116,6 +116,8 @@ class _Plan:
     order: list[Unit]
     #: Per unit index: its cost (:func:`replay_cost` × cells).
     costs: dict[int, float]
+    #: The grid's Setting at its first cell (what every cell shares but its engine, summarizer and limits).
+    template: Setting
 
 
 def sweep(
@@ -270,8 +272,12 @@ def _plan(
     labels = [summarizer_label(spec) for spec in specs]
     if len(set(labels)) != len(labels):
         raise SettingError(f"summarizers must be distinct, got {labels}")
+    _refuse_one_under_two_labels("summarizers", labels, [summarizer_identity(m) for m in models])
     summary_cache = resolve_cache(cache)
     engine_items = resolve_engines(engines, in_process(runner))
+    _refuse_one_under_two_labels(
+        "engines", [label for label, _ in engine_items], [engine_name(e) for _, e in engine_items]
+    )
     for _, engine in engine_items:  # a factory that fails or ignores the limits: one error before anything runs
         build_engine(
             engine,
@@ -332,7 +338,17 @@ def _plan(
         keys,
         order,
         unit_costs,
+        template,
     )
+
+
+def _refuse_one_under_two_labels(what: str, labels: list[str], names: list[str]) -> None:
+    """A cell is a conversation under a Setting: two labels naming one engine or summarizer would be one cell twice."""
+    first: dict[str, str] = {}
+    for label, name in zip(labels, names, strict=True):
+        if name in first:
+            raise SettingError(f"{what} {first[name]!r} and {label!r} are the same ({name}); give it once")
+        first[name] = label
 
 
 def _warn_keep_fills_budget(
@@ -460,13 +476,13 @@ class _Collector:
                     cache.put(key, summary)
                     self.merged += 1
 
-    def rows(self) -> tuple[list[dict[str, Any]], dict[CellKey, str]]:
+    def rows(self) -> tuple[list[dict[str, Any]], dict[Cell, str]]:
         """The results rows, in grid order, and which replay each complete cell uses."""
         plan = self.plan
         share = {"max": dict(plan.max_values), "keep": dict(plan.keep_values)}
         identity = dict(zip(plan.labels, plan.identities, strict=True))
         rows: list[dict[str, Any]] = []
-        cell_map: dict[CellKey, str] = {}
+        cell_map: dict[Cell, str] = {}
         for unit in plan.units:
             worker = self.finished[unit.index].worker if unit.index in self.finished else None
             answered = self.cells.get(unit.index, {})
@@ -510,7 +526,7 @@ class _Collector:
                     }
                 )
                 if cell.source_id is not None:
-                    cell_map[CellKey(unit.conversation.id, unit.label, m, k, unit.engine_label)] = cell.source_id
+                    cell_map[Cell(unit.conversation.id, unit.setting.with_limits(m, k).named())] = cell.source_id
         return rows, cell_map
 
 
@@ -654,6 +670,11 @@ def _config(
         primary_model=primary_model,
         metrics=metrics,
         reuse=reuse,
+        setting={
+            name: value
+            for name, value in plan.template.names().items()
+            if name not in ("max_tokens", "keep_recent_tokens", "summarizer", "engine")
+        },
         replay_options={
             k: (v if isinstance(v, (str, int, float, bool, list, type(None))) else repr(v))
             for k, v in replay_options.items()
