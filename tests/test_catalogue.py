@@ -104,3 +104,23 @@ def test_a_metric_added_in_one_file_is_measured_swept_and_catalogued(
         pooled = zett_lab.sweep([conversation], **grid, executor=pool, reuse=False).results
     assert pooled["summary_share"].iloc[0] == pytest.approx(mean)
     assert not math.isnan(pooled["needed_anchor_recall"].iloc[0])
+
+
+def test_a_setting_pools_each_metric_over_conversations_as_its_entry_says():
+    """Steps over budget add up over conversations (``across="sum"``); a recall is averaged."""
+    from zett_lab.study import pareto_front
+
+    rows = [
+        {"conversation_id": cid, "summarizer": "s", "max_tokens": m, "keep_recent_tokens": 100,
+         "total_input_tokens": tokens, "steps_over_budget": over, "needed_anchor_recall": recall}
+        for cid, m, tokens, over, recall in (
+            ("a", 1000, 10, 3, 0.5), ("b", 1000, 20, 1, 0.7), ("a", 2000, 5, 0, 0.9), ("b", 2000, 50, 0, 0.5),
+        )
+    ]  # fmt: skip
+    table = pd.DataFrame(rows)
+    assert catalogue.across_conversations("steps_over_budget", "mean") == "sum"
+    assert catalogue.across_conversations("not_a_metric", "mean") == "mean"
+    front = pareto_front(table, loss="steps_over_budget", by=["max_tokens"]).set_index("max_tokens")
+    assert front.loc[1000, "steps_over_budget"] == 4 and front.loc[1000, "total_input_tokens"] == 30
+    front = pareto_front(table, loss="needed_anchor_recall", by=["max_tokens"]).set_index("max_tokens")
+    assert front.loc[2000, "needed_anchor_recall"] == pytest.approx(0.7)

@@ -472,6 +472,13 @@ def metrics(level: Level | None = None, kind: str | None = None) -> list[Metric]
     return [m for m in _loaded().values() if (level is None or level in m.levels) and (kind is None or m.kind == kind)]
 
 
+def across_conversations(name: str, default: AcrossConversations) -> AcrossConversations:
+    """How a metric column pools over conversations (its entry's ``across``); ``default`` for a column outside the
+    catalogue."""
+    entry = _loaded().get(name)
+    return entry.across if entry is not None else default
+
+
 def default_metrics(level: Level = "conversation") -> tuple[str, ...]:
     """The metric set comparisons and the report show by default, most telling first: the catalogue's headline
     metrics that exist at ``level``."""

@@ -30,7 +30,7 @@ from pandas.api.typing import DataFrameGroupBy
 
 from ..errors import SettingError
 from ..formatting import count, frame_html, number
-from ..measure.catalogue import CATALOGUE, higher_is_better
+from ..measure.catalogue import CATALOGUE, across_conversations, higher_is_better
 from ..measure.catalogue import label as metric_label
 from .grid import SETTING_COLUMNS, STOCK_ENGINE
 from .results import Sweep
@@ -94,11 +94,11 @@ def pareto_front(
     Args:
         results: a :class:`Sweep` or its results table.
         cost: lower is better (``total_input_tokens``, ``total_cost_usd``, ...).
-        loss: the quality metric; its direction is guessed from the name (``recall``,
-            ``survival``, ``retention``... higher is better; anything else lower), or set
-            ``maximize=``.
-        by: the columns that make a setting: per setting, cost is summed and loss averaged
-            over conversations; None keeps one point per row. Settings with a failed cell
+        loss: the quality metric; its direction is its catalogue entry's (a column outside the catalogue
+            needs ``maximize=``).
+        by: the columns that make a setting: per setting, cost and loss pool over conversations as
+            their catalogue entries say (``across``; a column outside it: cost summed, loss averaged);
+            None keeps one point per row. Settings with a failed cell
             or a failed summary (:func:`measured_cells`) are left out.
         nan: a missing loss value means nothing was compacted or nothing had to be kept:
             ``"best"`` counts it as the best value (1 for ratios to maximize, 0 otherwise),
@@ -116,7 +116,13 @@ def pareto_front(
         keys = [c for c in by if c in table.columns]
         points = (
             table.groupby(keys, dropna=False, sort=False)
-            .agg(**{cost: (cost, "sum"), loss: (loss, "mean"), "conversations": ("conversation_id", "nunique")})
+            .agg(
+                **{
+                    cost: (cost, across_conversations(cost, "sum")),
+                    loss: (loss, across_conversations(loss, "mean")),
+                    "conversations": ("conversation_id", "nunique"),
+                }
+            )
             .reset_index()
         )
     else:

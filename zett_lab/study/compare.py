@@ -133,10 +133,10 @@ class Comparison:
     def figures(self) -> pd.DataFrame:
         """One row per name and conversation: attempts, applied, mean summary tokens, summary latency from its trace,
         and the compared metrics from its ``Losses.conversation``."""
-        metrics = [m for m in self.settings.get("metrics", ()) if m not in ("compactions",)]
+        metrics = list(self.settings.get("metrics", ()))
         rows = []
         for name, traces in self.traces.items():
-            conversation = self.losses[name].conversation if name in self.losses else pd.DataFrame()
+            measured_rows = self.losses[name].conversation if name in self.losses else None
             for trace in traces:
                 compactions = trace.compactions
                 row: dict[str, Any] = {
@@ -149,7 +149,11 @@ class Comparison:
                     else math.nan,
                     "total_latency_s": float(compactions["latency_s"].sum()) if len(compactions) else 0.0,
                 }
-                measured = conversation[conversation["conversation_id"] == trace.conversation.id]
+                measured = (
+                    measured_rows[measured_rows["conversation_id"] == trace.conversation.id]
+                    if measured_rows is not None and len(measured_rows)
+                    else pd.DataFrame()
+                )
                 if len(measured):
                     figures = measured.iloc[0]
                     row.update({m: figures[m] for m in metrics if m in figures.index})

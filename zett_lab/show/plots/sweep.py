@@ -17,7 +17,7 @@ from numpy.typing import ArrayLike
 
 from ...errors import SettingError
 from ...formatting import compact, decimal, number
-from ...measure.catalogue import higher_is_better, label, label_with_direction
+from ...measure.catalogue import across_conversations, higher_is_better, label, label_with_direction
 from ...records import is_missing
 from .base import SERIES_COLORS, SERIES_MARKERS, drawing_style, figure_and_axes, token_axis
 from .boundaries import BOUNDARY_STYLES, BoundaryInput, boundary_frames, draw_boundary
@@ -509,7 +509,9 @@ def _setting_points(
     table[cost] = pd.to_numeric(table[cost], errors="coerce")
     keys = [c for c in (by or ()) if c in table.columns]
     points = (
-        table.groupby(keys, dropna=False, sort=True).agg(**{cost: (cost, "sum"), loss: (loss, "mean")}).reset_index()
+        table.groupby(keys, dropna=False, sort=True)
+        .agg(**{cost: (cost, across_conversations(cost, "sum")), loss: (loss, across_conversations(loss, "mean"))})
+        .reset_index()
         if keys
         else table
     )
