@@ -54,7 +54,8 @@ def test_a_folder_names_every_file_it_skips_and_the_run_exits_1(tmp_path, small,
     assert code == 1
     for name in ("odd-small.json", "odd-large.json", "other.jsonl"):
         assert f"zett-lab: skipped {folder / name}: " in captured.err
-    assert f"zett-lab: not read {folder / 'README.txt'}: unknown format (not recorded data" in captured.err
+    assert f"zett-lab: not read {folder / 'README.txt'}: unknown format; zett_lab reads: " in captured.err
+    assert "(not recorded data: not JSON, JSON lines or SQLite)" in captured.err
     assert "unexpected key(s) ['trace_id']" in captured.err
     assert "1 file(s) read, 3 skipped, 1 not recorded data (named above)" in captured.out
     assert "--skip-unreadable" in captured.err

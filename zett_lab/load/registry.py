@@ -75,7 +75,7 @@ def detect(path: str | Path) -> Reader:
     known = ", ".join(reader.name for reader in readers())
     what = not_recorded_data(path, head)
     if what is not None:
-        raise NotRecordedData(path, None, f"unknown format ({what}); zett_lab reads: {known}")
+        raise NotRecordedData(path, None, f"unknown format; zett_lab reads: {known} ({what})")
     raise InputError(path, None, f"unknown format; zett_lab reads: {known}")
 
 

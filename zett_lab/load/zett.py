@@ -81,7 +81,9 @@ def _decode(payload: str, path: Path, where: str) -> list[AnyMessage]:
         raise InputError(path, where, f"not a zett-agent message envelope ({type(error).__name__}: {error})") from error
 
 
-def _dedupe_system(messages: list[AnyMessage], sequences: list[int]) -> tuple[list[AnyMessage], list[int], int]:
+def keep_first_system_prompt(
+    messages: list[AnyMessage], sequences: list[int]
+) -> tuple[list[AnyMessage], list[int], int]:
     """Keep the first system prompt; the raw log re-stores it at every request."""
     kept: list[AnyMessage] = []
     kept_sequences: list[int] = []
@@ -188,7 +190,7 @@ def _session_conversation(path: Path, session_id: str, rows: list[tuple], snapsh
                 )
             except ValueError as error:
                 raise InputError(path, where, f"recorded usage is impossible ({error})") from error
-    messages, sequences, dropped = _dedupe_system(messages, sequences)
+    messages, sequences, dropped = keep_first_system_prompt(messages, sequences)
     usage = {i: usage_by_sequence[s] for i, s in enumerate(sequences) if s in usage_by_sequence}
     native = []
     for version, through, message_json in snapshot_rows:
@@ -337,7 +339,7 @@ def read_zettcode(path: Path) -> list[Conversation]:
                 )
             else:
                 raise InputError(file, f"line {number}", f"unknown zettcode record kind {kind!r}")
-        messages, _, _ = _dedupe_system(messages, list(range(len(messages))))
+        messages, _, _ = keep_first_system_prompt(messages, list(range(len(messages))))
         conversation = Conversation(
             id=session_id,
             messages=messages,

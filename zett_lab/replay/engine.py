@@ -714,6 +714,10 @@ class LiveProbe(EngineProbe):
         finally:
             self._live.end_pass(context, manual=True)
 
+    async def on_state(self, context: AgentRunContext) -> None:
+        await super().on_state(context)
+        await self._live.reconcile(context)  # once per session and process: what the storage holds is in the trace
+
     async def on_event(self, context: AgentRunContext, event: ExtensionEvent) -> None:
         await super().on_event(context, event)
         if isinstance(event, MessageAppendedEvent):
@@ -752,4 +756,34 @@ def storage_sequences(context: AgentRunContext) -> list[int | None] | None:
         if isinstance(extension, BaseSessionPersistenceExtension):
             request = extension._requests.get(context)
             return list(request.context_sequences) if request is not None else None
+    return None
+
+
+async def stored_raw_log(context: AgentRunContext) -> list[tuple[int, AnyMessage, ModelUsage | None]] | None:
+    """Every message the session storage's raw log holds for the context's session: (sequence, message, usage).
+
+    Read through the storage's own ``list_raw_messages`` (zett-agent's SQL storages, SQLite among
+    them), so the agent's own connection answers; None when the agent has no such storage.
+    """
+    for extension in context.extensions:
+        if isinstance(extension, BaseSessionPersistenceExtension):
+            listing = getattr(getattr(extension, "storage", None), "list_raw_messages", None)
+            if listing is None:
+                return None
+            records: list[tuple[int, AnyMessage, ModelUsage | None]] = []
+            while True:
+                page = await listing(context.session_id, after_sequence=records[-1][0] if records else 0, limit=5_000)
+                for record in page:
+                    usage = None
+                    if record.input_tokens is not None:
+                        usage = ModelUsage(
+                            input_tokens=record.input_tokens,
+                            output_tokens=record.output_tokens or 0,
+                            cache_read_tokens=record.cache_read_tokens or 0,
+                            cache_write_tokens=record.cache_write_tokens or 0,
+                            reasoning_tokens=record.reasoning_tokens or 0,
+                        )
+                    records.append((record.sequence, record.message, usage))
+                if len(page) < 5_000:
+                    return records
     return None

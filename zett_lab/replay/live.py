@@ -19,6 +19,10 @@ killed process (an exception, ``kill -9``, an out-of-memory kill) loses at most 
 A crash of the machine itself (power loss, kernel panic) may also lose what the OS had not yet
 written to disk; ``instrument(..., fsync=True)`` flushes every step to disk before the agent goes
 on, so even then at most the step in flight is lost, at the price of one disk flush per step.
+When a restarted process starts its first request of a session, the trace is compared with the
+session storage's raw log (:meth:`LiveRecorder.reconcile`): the messages a killed process's storage kept
+but its trace never got are written then (``recovered``), so every index follows ``zett_lab.load``'s
+numbering of the database; a disagreement it cannot mend is a ``gap`` record ``Trace.load`` warns about.
 Requests are kept apart by their run context, sessions by their id, so one shared Agent
 serving concurrent requests writes one trace per session. ``Trace.load(path, session=...)``
 reads the file (:func:`read_live_session`), also while an agent is still writing it: a line
@@ -36,6 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import json
 import os
 import threading
@@ -54,10 +59,11 @@ from zett_agent.messages import AnyMessage, SystemMessage
 from zett_agent.model import ModelResponse, ModelUsage
 from zett_agent.storage import decode_messages, encode_messages
 
-from ..errors import InputError, OutputError, SettingError
+from ..errors import InputError, OutputError, SettingError, warn
 from ..load.conversation import Conversation, starts_turn
+from ..load.zett import keep_first_system_prompt
 from ..tokens import MemoizingCounter, TokenCounter
-from .engine import LiveProbe, counts_with_engine_estimator, engine_name, graft, storage_sequences
+from .engine import LiveProbe, counts_with_engine_estimator, engine_name, graft, storage_sequences, stored_raw_log
 from .recorder import PassRecord, Recording
 from .setting import LiveFacts, Setting, TraceSettings
 
@@ -185,6 +191,10 @@ class _Session:
     n_messages: int = 0
     turns: int = 0
     has_system: bool = False
+    #: Digests of the messages the trace already held when this process resumed it (until reconciled).
+    digests: list[str] = field(default_factory=list)
+    #: Whether the session's stored messages were compared with the trace (once per process).
+    reconciled: bool = False
 
 
 @dataclass
@@ -273,29 +283,86 @@ class LiveRecorder:
         if not message.persist:
             return
         request = self._request(context)
-        session = request.session
+        index = self._append(context.session_id, request.session, message, usage)
+        if index is not None:
+            request.appended[id(message)] = index
+
+    def _append(
+        self, session_id: str, session: _Session, message: AnyMessage, usage: ModelUsage | None, recovered: bool = False
+    ) -> int | None:
+        """Number a new message of the session as ``zett_lab.load`` numbers the raw log, and write its record."""
         if isinstance(message, SystemMessage):
             if session.has_system or session.n_messages:
-                return  # the raw log re-stores the prompt at every request; a conversation keeps the first
+                return None  # the raw log re-stores the prompt at every request; a conversation keeps the first
             session.has_system = True
         index = session.n_messages
         session.n_messages += 1
-        request.appended[id(message)] = index
         if starts_turn(message):
             session.turns += 1
             session.recording.turn, session.recording.turn_step = session.turns - 1, 0
         if not isinstance(message, SystemMessage) and index == (1 if session.has_system else 0):
             session.recording.span_start = index  # summaries stand for everything from the first dialogue message
-        self.log.write(
-            {
-                "record": "message",
-                "run": self.run,
-                "session_id": context.session_id,
-                "index": index,
-                "message": encode_messages([message]),
-                "usage": asdict(usage) if usage is not None else None,
-            }
-        )
+        record = {
+            "record": "message",
+            "run": self.run,
+            "session_id": session_id,
+            "index": index,
+            "message": encode_messages([message]),
+            "usage": asdict(usage) if usage is not None else None,
+        }
+        if recovered:
+            record["recovered"] = True
+        self.log.write(record)
+        return index
+
+    async def reconcile(self, context: AgentRunContext) -> None:
+        """Make the trace hold every message the session storage holds, numbered as ``zett_lab.load`` numbers them.
+
+        Once per session and process, when its first request starts: a process killed after the storage
+        kept a message but before the trace did (a step in flight, a record cut off), or a trace begun on
+        a session with history, would otherwise number every later message differently from the
+        database. Messages the storage holds beyond the trace are written now (``recovered``); a
+        disagreement the trace cannot mend is written as a ``gap`` record that ``Trace.load`` warns about.
+        """
+        session = self._session(context.session_id)
+        if session.reconciled:
+            return
+        session.reconciled = True
+        digests, session.digests = session.digests, []
+        stored = await stored_raw_log(context)
+        if stored is None:
+            return
+        kept, sequences, _ = keep_first_system_prompt([m for _, m, _ in stored], [s for s, _, _ in stored])
+        usage = {s: u for s, _, u in stored if u is not None}
+        problem = None
+        for index, (digest, message) in enumerate(zip(digests, kept, strict=False)):
+            if digest != message_digest(encode_messages([message])):
+                problem = f"message {index} differs from the session storage's (sequence {sequences[index]})"
+                break
+        if problem is None and len(digests) > len(kept):
+            problem = f"the trace holds {len(digests)} messages, the session storage {len(kept)}"
+        if problem is not None:
+            self.log.write(
+                {
+                    "record": "gap",
+                    "run": self.run,
+                    "session_id": context.session_id,
+                    "at": min(len(digests), len(kept)),
+                    "text": f"{problem}: later message indices may not follow the database's numbering",
+                },
+                flush=True,
+            )
+            return
+        recovered: dict[str, int] = {}
+        for message, sequence in zip(kept[len(digests) :], sequences[len(digests) :], strict=True):
+            appended = self._append(context.session_id, session, message, usage.get(sequence), recovered=True)
+            if appended is not None:
+                recovered[str(appended)] = sequence
+        if recovered:
+            self.log.write(
+                {"record": "sequences", "run": self.run, "session_id": context.session_id, "sequences": recovered},
+                flush=True,
+            )
 
     def begin_pass(self, context: AgentRunContext, trigger: str | None) -> None:
         request = self._request(context)
@@ -425,6 +492,36 @@ class _Parsed:
     in_flight: bool = False
 
 
+#: The fields each record kind needs, and their types (a line of another shape is one clear error).
+_RECORD_FIELDS: dict[str, dict[str, type | tuple[type, ...]]] = {
+    "start": {"run": str, "settings": dict},
+    "message": {"run": str, "session_id": str, "index": int, "message": str},
+    "step": {"run": str, "session_id": str, "row": dict},
+    "compaction": {"run": str, "session_id": str, "row": dict},
+    "event": {"run": str, "session_id": str, "event": dict},
+    "sequences": {"run": str, "session_id": str, "sequences": dict},
+    "gap": {"run": str, "session_id": str, "at": int, "text": str},
+}
+
+
+def _check_record(path: Path, number: int, record: Any) -> str:
+    """The kind of a parsed line, or an :class:`InputError` naming the line and what its shape lacks."""
+    if not isinstance(record, dict):
+        raise InputError(path, f"line {number}", f"a live trace record is a JSON object, not {type(record).__name__}")
+    kind = record.get("record")
+    fields = _RECORD_FIELDS.get(kind) if isinstance(kind, str) else None
+    if fields is None:
+        known = ", ".join(_RECORD_FIELDS)
+        raise InputError(path, f"line {number}", f"unknown record kind {kind!r} (a live trace holds: {known})")
+    for name, expected in fields.items():
+        value = record.get(name)
+        if not isinstance(value, expected) or isinstance(value, bool):
+            wanted = expected.__name__ if isinstance(expected, type) else "/".join(t.__name__ for t in expected)
+            found = "missing" if name not in record else f"{type(value).__name__} {value!r:.40}"
+            raise InputError(path, f"line {number}", f"a {kind!r} record needs {name!r} ({wanted}), found {found}")
+    return str(kind)
+
+
 def _parse(path: Path) -> _Parsed:
     try:
         data = path.read_bytes()
@@ -438,17 +535,22 @@ def _parse(path: Path) -> _Parsed:
             continue
         try:
             record = json.loads(line)
-            kind = record["record"]
-        except (ValueError, KeyError, TypeError):
+        except ValueError:
             parsed.torn.append(number)  # a record cut off when a process was killed mid-write
             continue
-        if number == 1 and record.get("format") != LIVE_FORMAT:
+        if number == 1 and (not isinstance(record, dict) or record.get("format") != LIVE_FORMAT):
             raise InputError(path, "line 1", f"not a zett_lab live trace (expected format {LIVE_FORMAT!r})")
+        kind = _check_record(path, number, record)
         if kind == "start":
             parsed.runs[record["run"]] = record
             continue
         parsed.sessions.setdefault(record["session_id"], {}).setdefault(kind, []).append(record)
     return parsed
+
+
+def message_digest(encoded: str) -> str:
+    """A digest of one message as ``encode_messages`` writes it (to compare a trace with a session storage)."""
+    return hashlib.sha256(encoded.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def live_sessions(path: str | Path) -> list[str]:
@@ -499,9 +601,25 @@ def read_live_session(path: str | Path, session: str | None = None) -> LiveSessi
     records = parsed.sessions[session]
     runs = list(dict.fromkeys(r["run"] for kind in records.values() for r in kind))
     record = dict(parsed.runs[runs[-1]]["settings"]) if runs and runs[-1] in parsed.runs else {}
+    recovered = tuple(r["index"] for r in records.get("message", []) if r.get("recovered"))
+    if parsed.torn:
+        lines = ", ".join(map(str, parsed.torn[:10])) + (", ..." if len(parsed.torn) > 10 else "")
+        warn(
+            f"{path}: line(s) {lines} cut off (a process was killed while writing them): the records they held "
+            "are missing from the trace (a restarted agent writes again the messages its session storage kept)"
+        )
+    for gap in records.get("gap", []):
+        warn(f"{path}: session {session!r}: at message {gap['at']}, {gap['text']}")
     settings = dataclasses.replace(
         TraceSettings.from_record(record),
-        live=LiveFacts(source=str(path), runs=tuple(runs), in_flight=parsed.in_flight, torn_records=tuple(parsed.torn)),
+        live=LiveFacts(
+            source=str(path),
+            runs=tuple(runs),
+            in_flight=parsed.in_flight,
+            torn_records=tuple(parsed.torn),
+            recovered_messages=recovered,
+            gaps=tuple(g["text"] for g in records.get("gap", [])),
+        ),
     )
     return LiveSession(
         conversation=_conversation(path, session, records),
@@ -545,6 +663,7 @@ def _session_states(path: Path) -> dict[str, dict[str, Any]]:
         applied = [row["compaction_id"] for row in compactions if row.get("applied")]
         kinds = [decode_messages(r["message"])[0] for r in messages]
         states[session_id] = {
+            "digests": [message_digest(r["message"]) for r in messages],
             "n_messages": len(messages),
             "turns": sum(1 for m in kinds if starts_turn(m)),
             "has_system": bool(kinds) and isinstance(kinds[0], SystemMessage),
@@ -557,6 +676,7 @@ def _session_states(path: Path) -> dict[str, dict[str, Any]]:
 
 def _resume(session: _Session, state: dict[str, Any]) -> None:
     session.n_messages, session.turns, session.has_system = state["n_messages"], state["turns"], state["has_system"]
+    session.digests = state["digests"]
     recording = session.recording
     recording.steps, recording.compactions, recording.checkpoint_id = (
         state["steps"],

@@ -424,12 +424,22 @@ def compose(
 
 @dataclass(frozen=True, slots=True)
 class LiveFacts:
-    """Where a live trace was read from: its file, the runs that wrote the session, what was not yet whole."""
+    """Where a live trace was read from: its file, the runs that wrote the session, what was not yet whole.
+
+    Attributes:
+        torn_records: Line numbers of records cut off by a process killed while writing them.
+        recovered_messages: Message indices a restarted agent wrote from its session storage: the
+            session had stored them, but the process that appended them was killed first.
+        gaps: Where the trace and the session storage disagree (each a sentence): its messages may
+            not follow the storage's numbering from there on.
+    """
 
     source: str
     runs: tuple[str, ...] = ()
     in_flight: bool = False
     torn_records: tuple[int, ...] = ()
+    recovered_messages: tuple[int, ...] = ()
+    gaps: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -527,6 +537,8 @@ class TraceSettings:
                 runs=list(self.live.runs),
                 in_flight=self.live.in_flight,
                 torn_records=list(self.live.torn_records),
+                recovered_messages=list(self.live.recovered_messages),
+                gaps=list(self.live.gaps),
             )
         return record
 
@@ -541,6 +553,8 @@ class TraceSettings:
                 runs=tuple(record.get("runs") or ()),
                 in_flight=bool(record.get("in_flight")),
                 torn_records=tuple(record.get("torn_records") or ()),
+                recovered_messages=tuple(record.get("recovered_messages") or ()),
+                gaps=tuple(record.get("gaps") or ()),
             )
             if record.get("live")
             else None
