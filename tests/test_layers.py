@@ -210,3 +210,18 @@ def test_measure_runs_no_replay_and_summarizes_no_span():
     runner = ("zett_lab.replay.run", "zett_lab.replay.fork")
     assert not _imported_from(PACKAGE / "measure", runner)
     assert "zett_lab.study.compare: replay" in _imported_from(PACKAGE / "study", runner)
+
+
+def test_docstrings_cite_only_files_of_the_repository():
+    """The design notes a docstring relies on live in ``docs/``: every ``docs/...`` page cited exists, and no
+    module cites a note kept outside the repository."""
+    import re
+
+    outside, missing = [], []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        outside += [f"{module_name(path)}: {m}" for m in re.findall(r"DESIGN\.md|DEVELOPERS\.md|\.\./shared/", text)]
+        for cited in re.findall(r"docs/[\w./-]+\.md", text):
+            if not (PACKAGE.parent / cited).is_file():
+                missing.append(f"{module_name(path)}: {cited}")
+    assert outside == [] and missing == []

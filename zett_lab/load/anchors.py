@@ -3,7 +3,7 @@
 An anchor is something a later step may need *verbatim*: a file path, a URL, an
 identifier, a commit SHA, a number with its unit, an error string, a shell command
 the agent ran, a user constraint, a decision. Loss metrics ask whether the anchors
-of a compacted span are still visible after the compaction (see DESIGN.md §4).
+of a compacted span are still visible after the compaction (``docs/reference/results.md``).
 
 Types (:data:`ANCHOR_TYPES`):
 

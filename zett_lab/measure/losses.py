@@ -1,6 +1,6 @@
 """Offline loss metrics: deterministic, no network, computed from a :class:`~zett_lab.replay.trace.Trace`.
 
-For compaction attempt k (a row of ``trace.compactions``; notation of DESIGN.md §4):
+For compaction attempt k (a row of ``trace.compactions``; notation of ``docs/reference/results.md``):
 
 * span ``S_k = messages[span_start:span_end]`` (raw messages; cumulative, so a summary
   of a summary is measured against everything it stands for),

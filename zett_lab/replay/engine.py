@@ -83,7 +83,7 @@ class EngineError(SettingError):
 SPAN_ATTEMPTS = 2
 #: Failed summary requests a replay makes at most, over all its spans; the later ones fail at once. With
 #: each pass bounded by ``engine_timeout``, the time one replay spends on failing summaries is at most
-#: ``REPLAY_FAILED_REQUESTS * engine_timeout`` (documented in docs/limits.md).
+#: ``REPLAY_FAILED_REQUESTS * engine_timeout`` (documented in docs/reference/limits.md).
 REPLAY_FAILED_REQUESTS = 6
 
 

@@ -7,7 +7,7 @@
 * :class:`~zett_lab.show.widgets.SweepExplorer`: a sweep's heatmap for any metric; click a cell to see its timeline.
 * :class:`~zett_lab.show.widgets.ComparisonExplorer`: several summarizers on the *same* compactions, side by side.
 
-Conventions (DESIGN.md §6): every control is observed with ``names="value"`` into one render;
+Conventions: every control is observed with ``names="value"`` into one render;
 sliders use ``continuous_update=False``; results live on attributes (``.trace``, ``.losses``,
 ``.figure``, ``.error``, ...) so tests and users can read them; each widget owns one matplotlib
 Figure it clears and redraws (never ``pyplot``); an error is shown in place and kept on ``.error``.
