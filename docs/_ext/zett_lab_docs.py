@@ -39,7 +39,8 @@ BASE_MODULES = ("errors", "tokens")
 #: Display modules documented beside ``zett_lab.__all__`` (notebook users import them directly).
 DISPLAY_MODULES = ("zett_lab.show.plots", "zett_lab.show.widgets")
 #: Modules of the study stage the widgets use, documented in full (a script can use them the same way).
-STUDY_MODULES = ("zett_lab.study.session", "zett_lab.study.production")
+#: (``Session`` itself is documented where ``compare`` takes it.)
+STUDY_MODULES = ("zett_lab.study.session\n   :exclude-members: Session", "zett_lab.study.production")
 #: What a metric of one's own is written with (documented in full: the "Add a metric" page points here).
 METRIC_DOCS = (
     ".. automodule:: zett_lab.measure.catalogue",

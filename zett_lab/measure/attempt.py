@@ -177,7 +177,7 @@ class Attempt:
 
     @cached_property
     def needed_later(self) -> np.ndarray:
-        """Per span anchor, member of N_k (:attr:`~zett_lab.measure.message_index.SpanAnchors.needed_later`)."""
+        """Per span anchor, member of N_k (``needed_later`` of :class:`~zett_lab.measure.message_index.SpanAnchors`)."""
         return self.span.needed_later
 
     @cached_property
