@@ -174,6 +174,13 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"seconds each compaction pass (summary call included) may take before it is recorded as failed "
         f"(default: {DEFAULT_ENGINE_TIMEOUT:g}; 'none': no limit)",
     )
+    distributes = _Parser(add_help=False)
+    distributes.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="run the replays and their measuring on this dask.distributed cluster's workers, e.g. "
+        "tcp://HOST:8786 (needs the dask extra; default: a process pool on this machine)",
+    )
 
     reads = _Parser(add_help=False)
     reads.add_argument(
@@ -185,8 +192,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_import_command(commands, [common, writes, reads])
     _add_replay_command(commands, [common, writes, reads, summarizes])
-    _add_sweep_command(commands, [common, writes, reads, summarizes])
-    _add_report_command(commands, [common, writes, reads, summarizes])
+    _add_sweep_command(commands, [common, writes, reads, summarizes, distributes])
+    _add_report_command(commands, [common, writes, reads, summarizes, distributes])
     _add_demo_command(commands, [common])
     _add_lab_command(commands, [common])
     return parser
@@ -272,6 +279,7 @@ def _add_sweep_command(commands: argparse._SubParsersAction[_Parser], parents: l
               zett-lab sweep fixtures/ --max-tokens 8k:32k:8k --keep-recent-tokens 2k,6k --summarizer anchors mask -o sweep.parquet
               zett-lab sweep run.jsonl --max-tokens 20000,40000 --keep-recent-tokens 5000 --summarizer extractive:0.1 -o s.parquet
               zett-lab sweep fixtures/ --max-tokens 8k,16k,32k --keep-recent-tokens 2k --engine stock --engine split-turn --engine mine=my_policy.py:MyCompaction -o engines.parquet
+              zett-lab sweep logs/ --max-tokens 40k,80k --keep-recent-tokens 10k --scheduler tcp://scheduler:8786 -o s.parquet
               zett-lab report sweep.parquet -o report.html"""
         ),
     )
@@ -315,7 +323,8 @@ def _add_report_command(commands: argparse._SubParsersAction[_Parser], parents: 
               zett-lab report sweep.parquet -o report.html
               zett-lab report fixtures/ -o report.md --format md
               zett-lab report fixtures/ -o policies.html --summarizer anchors --engine stock --engine split-turn
-              zett-lab report runs/ -o report.html --max-tokens 40k,80k --keep-recent-tokens 10k --summarizer anchors mask"""
+              zett-lab report runs/ -o report.html --max-tokens 40k,80k --keep-recent-tokens 10k --summarizer anchors mask
+              zett-lab report logs/ -o report.html --scheduler tcp://scheduler:8786"""
         ),
     )
     p.add_argument(

@@ -5,7 +5,8 @@ Commands::
     zett-lab import PATH... -o OUT.sqlite|OUT.db|OUT.json
     zett-lab replay PATH --max-tokens N --keep-recent-tokens N [--summarizer SPEC] [--session ID] [-o trace.parquet]
     zett-lab sweep PATH... --max-tokens A:B:STEP|LIST --keep-recent-tokens ... --summarizer SPEC... -o sweep.parquet
-    zett-lab report PATH_OR_SWEEP... -o report.html [--format html|md|json]
+        [--scheduler tcp://HOST:PORT]
+    zett-lab report PATH_OR_SWEEP... -o report.html [--format html|md|json] [--scheduler tcp://HOST:PORT]
     zett-lab demo DIR
     zett-lab lab [DIR] [--dry-run] [-- JUPYTER_ARGS]
 
@@ -24,12 +25,14 @@ output is replaced only with ``--force``. Both are checked before any work start
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Executor
 from pathlib import Path
 from typing import Any
 
@@ -156,6 +159,37 @@ def _inputs(conversations: Sequence[Any], cache: Any) -> list[Path]:
     """Every file a command reads: the conversations' files and the summary cache file."""
     path = getattr(cache, "path", None)
     return [f for c in conversations for f in c.input_files()] + ([Path(path)] if isinstance(path, Path) else [])
+
+
+#: Seconds ``--scheduler`` waits for the scheduler to answer.
+SCHEDULER_TIMEOUT = 20
+
+
+@contextlib.contextmanager
+def _scheduler(address: str | None) -> Iterator[Executor | None]:
+    """The executor of the dask.distributed cluster at ``address`` while the command runs (None: no address, so
+    the local process pool). An unreachable or malformed address stops the command before any work."""
+    if not address:
+        yield None
+        return
+    try:
+        from distributed import Client
+    except ImportError:
+        raise SettingError(
+            f"--scheduler {address}: dask.distributed is not installed; pip install 'zett-lab[dask]'"
+        ) from None
+    try:
+        client = Client(address, timeout=SCHEDULER_TIMEOUT, set_as_default=False)
+    except (OSError, ValueError, TimeoutError) as error:
+        raise SettingError(
+            f"--scheduler {address}: no dask scheduler answered ({_one_line(error)}); give the address the "
+            "scheduler prints (tcp://HOST:PORT), or leave --scheduler out to run on this machine"
+        ) from None
+    try:
+        yield client.get_executor()
+    finally:
+        with contextlib.suppress(Exception):  # the results are in; a scheduler gone by now changes nothing
+            client.close()
 
 
 def _cache(args: argparse.Namespace) -> Any:
@@ -329,18 +363,20 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     _output(args.output, _inputs(conversations, cache), args)
     check_sweep_target(out)
     reading.name_passed_over()
-    result = sweep(
-        conversations,
-        max_tokens=args.max_tokens,
-        keep_recent_tokens=args.keep_recent_tokens,
-        summarizers=summarizers,
-        progress=not args.no_progress,
-        primary_model=args.primary_model,
-        cache=cache,
-        strict=args.strict,
-        engine_timeout=args.engine_timeout,
-        engines=engines,
-    )
+    with _scheduler(args.scheduler) as executor:
+        result = sweep(
+            conversations,
+            max_tokens=args.max_tokens,
+            keep_recent_tokens=args.keep_recent_tokens,
+            summarizers=summarizers,
+            progress=not args.no_progress,
+            primary_model=args.primary_model,
+            cache=cache,
+            strict=args.strict,
+            engine_timeout=args.engine_timeout,
+            engines=engines,
+            executor=executor,
+        )
     result.save(out, overwrite=args.force)
     unmeasured = int((~measured_cells(result.results)).sum())
     print(
@@ -387,9 +423,6 @@ def _is_sweep(path: Path) -> bool:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from ..study.report_study import DEFAULT_PRIMARY_MODEL, DEFAULT_REPORT_SUMMARIZERS, default_grid, report_sweep
-    from .report import Report
-
     out = Path(args.output)
     fmt = args.format or {".md": "md", ".markdown": "md", ".json": "json"}.get(out.suffix.lower(), "html")
     paths = [Path(p) for p in args.paths]
@@ -412,6 +445,23 @@ def cmd_report(args: argparse.Namespace) -> int:
     options = {k: v for k, v in options.items() if v is not None}
     _check_report_options(out, options)
     _output(args.output, paths, args)
+    with _scheduler(args.scheduler) as executor:
+        return _report(args, out, fmt, sweep_files, recorded, options, executor)
+
+
+def _report(
+    args: argparse.Namespace,
+    out: Path,
+    fmt: str,
+    sweep_files: list[Path],
+    recorded: list[Path],
+    options: dict[str, Any],
+    executor: Executor | None,
+) -> int:
+    """``report`` once its inputs and options are checked: the sweep (or the saved one), the report, its file."""
+    from ..study.report_study import DEFAULT_PRIMARY_MODEL, DEFAULT_REPORT_SUMMARIZERS, default_grid, report_sweep
+    from .report import Report
+
     started = time.perf_counter()
     reading = _Reading(args.skip_unreadable)
     if sweep_files:
@@ -458,11 +508,12 @@ def cmd_report(args: argparse.Namespace) -> int:
             primary_model=options.get("primary_model", DEFAULT_PRIMARY_MODEL),
             engine_timeout=args.engine_timeout,
             engines=engines,
+            executor=executor,
         )
     # After the sweep's bar: measuring the replays the report shows, then its figures and page.
     phases = Progress(2, "report", not args.no_progress, unit="part")
     try:
-        report = Report(sweep=result, **options)
+        report = Report(sweep=result, executor=executor, **options)
         phases.advance(1)
         report.save(out, format=fmt, overwrite=args.force)
         phases.advance(1)

@@ -5,9 +5,10 @@ lost-but-needed anchors and draws per-type counts of the others, so only those r
 figure's flags, counted, are made
 (:func:`~zett_lab.measure.losses.measure_lost_and_counted`): never the per-anchor table, which
 on a long conversation has millions of rows. A sweep keeps them for every replay it measured, so
-a report over a sweep reads them; otherwise (traces, a sweep run with ``metrics=False``) a running
-process pool's workers measure them (a conversation's traces spread over the workers), and the
-conversation's anchor index never enters the report's own process.
+a report over a sweep reads them; otherwise (traces, a sweep run with ``metrics=False``) the executor the
+report was given (a ``dask.distributed`` cluster's, say), else a running process pool, measures them on its
+workers (a conversation's traces spread over the workers), and the conversation's anchor index never enters
+the report's own process.
 """
 
 from __future__ import annotations
@@ -20,11 +21,10 @@ import pandas as pd
 
 from ..load.conversation import Conversation
 from ..measure import Losses, measure
-from ..measure.attempt import retention_counts
 from ..measure.losses import measure_lost_and_counted
 from ..measure.message_index import release_indexes
 from ..replay.trace import Trace
-from .executors import parallelism, running_pool
+from .executors import SerialExecutor, parallelism, running_pool
 from .grid import fingerprint
 from .results import StoredTrace
 from .units import shared_messages
@@ -43,11 +43,6 @@ def measure_shown_on_worker(traces: Sequence[Trace]) -> list[tuple[Losses, pd.Da
         if id(trace.conversation) not in shared:
             shared[id(trace.conversation)] = shared_messages(trace.conversation, fingerprint(trace.conversation))
     return measure_shown([dataclasses.replace(trace, conversation=shared[id(trace.conversation)]) for trace in traces])
-
-
-def _as_shown(losses: Losses) -> tuple[Losses, pd.DataFrame]:
-    """What :func:`measure_shown` keeps, of losses measured in full."""
-    return dataclasses.replace(losses, anchors=losses.listed()), retention_counts(losses.anchors)
 
 
 def _plain(trace: Trace) -> Trace:
@@ -73,22 +68,28 @@ def _balanced(traces: Sequence[Trace], tasks: int) -> list[list[Trace]]:
 
 
 class Measured:
-    """Losses of traces, measured once each (kept by ``id``, with the trace alive in the report's entries)."""
+    """Losses of traces, measured once each (kept by ``id``, with the trace alive in the report's entries).
 
-    def __init__(self) -> None:
+    ``executor``: where replays are measured when no sweep kept their losses (traces given directly, a
+    sweep run with ``metrics=False``): any :class:`concurrent.futures.Executor` (a ``dask.distributed``
+    client's ``get_executor()``), ``"serial"`` (here), or None (the running process pool, else here).
+    """
+
+    def __init__(self, executor: cf.Executor | str | None = None) -> None:
+        self.executor = executor
         self.by_id: dict[int, Losses] = {}
         self.anchor_flags: dict[int, pd.DataFrame] = {}
         #: Ids of the traces measured in full or being measured (see :meth:`start_shown`).
         self.shown_ids: set[int] = set()
-        self._in_full: set[int] = set()
-        self._pending: list[tuple[list[Trace], cf.Future[list[tuple[Losses, pd.DataFrame]]]]] = []
+        #: The counted per-anchor flags of the traces measured here (by ``id``; their losses are in ``by_id``).
+        self._counted: dict[int, pd.DataFrame] = {}
+        self._pending: list[tuple[list[Trace], cf.Future[list[tuple[Losses, pd.DataFrame]]], bool]] = []
 
-    def __call__(self, trace: Trace) -> Losses:
-        """Every table, the per-anchor one in full."""
-        if id(trace) not in self.by_id:
-            self.by_id[id(trace)] = measure(trace)
-            self._in_full.add(id(trace))
-        return self.by_id[id(trace)]
+    def measure_all(self, traces: Sequence[Trace]) -> None:
+        """Every table of replays no sweep measured (traces given directly), anchors as the report keeps them
+        (:func:`measure_shown`): on the executor, like :meth:`start_shown`, and collected before returning."""
+        self._submit([trace for trace in traces if id(trace) not in self.by_id], shown=False)
+        self.finish()
 
     def without_anchors(self, trace: Trace) -> Losses:
         """Every table but ``anchors`` (left empty): what a sweep measured already, else measured now."""
@@ -98,32 +99,48 @@ class Measured:
         return self.by_id[id(trace)]
 
     def start_shown(self, traces: Sequence[Trace]) -> None:
-        """Losses of replays the report shows in full: as their sweep kept them, else measured on the running
-        process pool (collected by :meth:`finish`), else here and now. A conversation's traces are split
-        into as many tasks as the pool has workers, the most compactions first (a worker reuses the anchor
-        index its replays built)."""
-        pool = running_pool()
-        by_conversation: dict[str, list[Trace]] = {}
+        """Losses of replays the report shows in full: as their sweep kept them (or measured here before), else
+        measured on the executor (collected by :meth:`finish`), else here and now."""
+        todo = []
         for trace in traces:
             if id(trace) in self.shown_ids:
                 continue
             self.shown_ids.add(id(trace))
             known = self._known_in_full(trace)
             if known is not None:
-                self._keep([trace], [known])
+                self._take([trace], [known], shown=True)
             else:
-                by_conversation.setdefault(trace.conversation.id, []).append(trace)
+                todo.append(trace)
+        self._submit(todo, shown=True)
+
+    def _submit(self, traces: Sequence[Trace], *, shown: bool) -> None:
+        """Measure ``traces`` (:func:`measure_shown`) on the executor, else here. A conversation's traces are split
+        into as many tasks as the executor has workers, the most compactions first (a worker reuses the anchor
+        index its replays built)."""
+        pool = self._pool()
+        by_conversation: dict[str, list[Trace]] = {}
+        for trace in traces:
+            by_conversation.setdefault(trace.conversation.id, []).append(trace)
         for group in by_conversation.values():
             if pool is None:
-                self._keep(group, measure_shown(group))
+                self._take(group, measure_shown(group), shown=shown)
                 continue
             for task in _balanced(group, parallelism(pool)):
-                self._pending.append((task, pool.submit(measure_shown_on_worker, [_plain(t) for t in task])))
+                future = pool.submit(measure_shown_on_worker, [_plain(t) for t in task])
+                self._pending.append((task, future, shown))
+
+    def _pool(self) -> cf.Executor | None:
+        """The executor to measure on (None: in this process)."""
+        if self.executor is None:
+            return running_pool()
+        if isinstance(self.executor, (str, SerialExecutor)):
+            return None
+        return self.executor
 
     def finish(self) -> None:
-        """Collect what the pool measured, then free the anchor indexes this process built."""
-        for group, future in self._pending:
-            self._keep(group, future.result())
+        """Collect what the executor measured, then free the anchor indexes this process built."""
+        for group, future, shown in self._pending:
+            self._take(group, future.result(), shown=shown)
         self._pending.clear()
         release_indexes()
 
@@ -132,16 +149,18 @@ class Measured:
         if id(trace) not in self.shown_ids:
             self.shown_ids.add(id(trace))
             known = self._known_in_full(trace)
-            self._keep([trace], [known] if known is not None else measure_shown([trace]))
+            self._take([trace], [known] if known is not None else measure_shown([trace]), shown=True)
         return self.by_id[id(trace)]
 
     def _known_in_full(self, trace: Trace) -> tuple[Losses, pd.DataFrame] | None:
-        """What :func:`measure_shown` would give, without measuring: from losses measured in full here, or
-        from what the trace's sweep kept (None: neither)."""
-        if id(trace) in self._in_full:
-            return _as_shown(self.by_id[id(trace)])
+        """What :func:`measure_shown` would give, without measuring: from what was measured here, or from what
+        the trace's sweep kept (None: neither)."""
+        if id(trace) in self._counted:
+            return self.by_id[id(trace)], self._counted[id(trace)]
         return trace.lost_and_counted() if isinstance(trace, StoredTrace) else None
 
-    def _keep(self, traces: Sequence[Trace], results: Sequence[tuple[Losses, pd.DataFrame]]) -> None:
+    def _take(self, traces: Sequence[Trace], results: Sequence[tuple[Losses, pd.DataFrame]], *, shown: bool) -> None:
         for trace, (losses, flags) in zip(traces, results, strict=True):
-            self.by_id[id(trace)], self.anchor_flags[id(trace)] = losses, flags
+            self.by_id[id(trace)], self._counted[id(trace)] = losses, flags
+            if shown:
+                self.anchor_flags[id(trace)] = flags

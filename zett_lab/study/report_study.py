@@ -14,7 +14,8 @@ never averaged into a metric, and a setting with such a replay is never recommen
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -285,6 +286,7 @@ def build_report_data(
     primary_model: str = DEFAULT_PRIMARY_MODEL,
     top_lost: int = 30,
     native_baselines: Sequence[str] | Mapping[str, Any] | None = None,
+    executor: Executor | str | None = None,
 ) -> ReportData:
     """Compute everything a report shows from replays (see :class:`ReportData`).
 
@@ -305,14 +307,21 @@ def build_report_data(
         native_baselines: Summarizer specs (or label -> spec or model) for the production summaries:
             what the user named on this run. Default: the report's offline summarizers, rebuilt from their
             identities; a provider named only in saved results is never called (it is listed as skipped).
+        executor: Where replays the report shows in full are measured when their sweep did not keep their
+            losses (traces given directly, a sweep run with ``metrics=False``): an Executor (e.g. a
+            ``dask.distributed`` client's ``get_executor()``), ``"serial"`` (here), or None (the running
+            process pool, else here).
     """
+    if isinstance(executor, str) and executor != "serial":
+        raise SettingError(f"executor must be None, 'serial' or a concurrent.futures.Executor, got {executor!r}")
     if isinstance(top_lost, bool) or not isinstance(top_lost, int) or top_lost < 0:
         raise SettingError(f"top_lost must be a non-negative int, got {top_lost!r}")
     direct, entries, failures = _replays(traces, sweep, failures)
-    measured = Measured()
+    measured = Measured(executor)
     summarizers = _summarizer_order(entries, sweep)
     priced, unpriced = price_names(entries)
     replay_costs = costs_per_replay(_to_price(entries, len(direct), sweep, primary_model), primary_model, priced)
+    measured.measure_all([trace for _, trace in direct if _given_row(losses, trace) is None])
     attempted = _results(sweep, [_direct_row(label, t, losses, measured) for label, t in direct], replay_costs)
     results = _complete(attempted)
     counts = combine_failure_counts(
@@ -454,21 +463,25 @@ def _conversations(entries: list[tuple[str, Trace]]) -> list[Conversation]:
     return list(seen.values())
 
 
+def _given_row(losses: Losses | None, trace: Trace) -> dict[Hashable, Any] | None:
+    """The conversation row of ``trace`` in losses given to the report, None when they have none."""
+    if losses is None or not len(losses.conversation):
+        return None
+    table = losses.conversation
+    match = table[
+        (table["conversation_id"] == trace.conversation.id)
+        & (table["summarizer"] == trace.settings.summarizer)
+        & (table["max_tokens"] == trace.setting.max_tokens)
+        & (table["keep_recent_tokens"] == trace.setting.keep_recent_tokens)
+    ]
+    return match.iloc[0].to_dict() if len(match) else None
+
+
 def _direct_row(label: str, trace: Trace, losses: Losses | None, measured: Measured) -> dict[str, Any]:
-    """The results row of a trace given directly: budget figures and loss metrics."""
+    """The results row of a trace given directly: budget figures and loss metrics (given, else measured)."""
     row = trace.summary()
-    found = None
-    if losses is not None and len(losses.conversation):
-        table = losses.conversation
-        match = table[
-            (table["conversation_id"] == trace.conversation.id)
-            & (table["summarizer"] == trace.settings.summarizer)
-            & (table["max_tokens"] == trace.setting.max_tokens)
-            & (table["keep_recent_tokens"] == trace.setting.keep_recent_tokens)
-        ]
-        found = match.iloc[0].to_dict() if len(match) else None
-    if found is None:
-        found = measured(trace).conversation.iloc[0].to_dict()
+    given = _given_row(losses, trace)
+    found = given if given is not None else measured.by_id[id(trace)].conversation.iloc[0].to_dict()
     for key, value in found.items():
         row.setdefault(str(key), value)
     row["summarizer"] = label

@@ -85,6 +85,10 @@ class Report:
             compaction's span for the "Production summaries" section. Default: the report's offline
             summarizers; a provider named only in saved results (a loaded sweep, traces) is never called
             by a report: name it here (or with ``--summarizer`` on the command line) to include it.
+        executor: Where the replays shown in full are measured when their sweep did not keep what the report
+            shows of them (traces given directly, a sweep run with ``metrics=False``): an Executor (e.g. a
+            ``dask.distributed`` client's ``get_executor()``), ``"serial"``, or None (the running process
+            pool, else this process). The page is the same wherever they are measured.
 
     Example::
 
@@ -106,6 +110,7 @@ class Report:
     constraints: str | Mapping[str, Any] | None = None
     notes: Sequence[str] = ()
     native_baselines: Sequence[str] | Mapping[str, Any] | None = None
+    executor: Executor | str | None = field(default=None, repr=False)
     data: ReportData = field(init=False, repr=False)
     _cache: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
 
@@ -122,6 +127,7 @@ class Report:
             primary_model=self.primary_model,
             top_lost=self.top_lost,
             native_baselines=self.native_baselines,
+            executor=self.executor,
         )
         self.traces = self.data.traces
         self.failures = list(self.data.failures)
@@ -147,7 +153,9 @@ class Report:
         offline summarizers and a grid scaled to the conversations; ``strict`` stops it at the
         first failure); ``engines`` compares compaction engines (each shown where a summarizer
         would be), each pass within ``engine_timeout`` seconds; ``options`` go to :class:`Report`
-        (title, date, explore, primary_model, ...).
+        (title, date, explore, primary_model, ...). ``executor`` runs the replays and their measuring:
+        None (a process pool of this machine), ``"serial"``, or any Executor, e.g. a ``dask.distributed``
+        client's ``client.get_executor()`` to run them on a cluster (the same page as a local run).
         """
         result = report_sweep(
             conversations,
@@ -163,7 +171,7 @@ class Report:
         )
         # The summarizers named in this call summarize the production spans too (providers included).
         options.setdefault("native_baselines", summarizer_labels(summarizers or list(DEFAULT_REPORT_SUMMARIZERS)))
-        return cls(sweep=result, **options)
+        return cls(sweep=result, executor=executor, **options)
 
     # --- what the report states -------------------------------------------------------------------
 
