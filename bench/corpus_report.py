@@ -13,7 +13,11 @@ share one summary cache:
 
 Prints both sides and ``time ratio`` (cold report wall time / the warm corpus replay's wall
 time), ``memory ratio`` (the cold report's main-process peak / the replay's peak), the same
-warm, CPU-time ratios, the page's size and how many timelines it draws.
+warm, CPU-time ratios, the page's size and how many timelines it draws. Then, as
+``report_scale.py`` does: every replay of the report's grid alone (each session × summarizer ×
+setting in full, one after another, the report's summaries cached) and each report's wall time
+over their CPU time on the machine's cores (what the report costs beyond its replays), and the
+wall time on 4, 16 and 64 workers simulated from the units' measured times.
 
 Run: .venv/bin/python bench/corpus_report.py [--sessions N]
 """
@@ -29,7 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from report_scale import ROOT, _child, _reset_peak, _status
+from report_scale import ROOT, _child, _reset_peak, _status, print_over_replays, print_simulated
 
 #: User turns of the generated sessions, drawn per session.
 TURNS = (3, 4, 5, 6, 8, 10, 12, 15, 20, 30)
@@ -58,6 +62,25 @@ def child_corpus_replay(folder: str) -> None:
     print(json.dumps(result))
 
 
+def child_corpus_replays(folder: str) -> None:
+    """Every replay of the report's grid (each session × summarizer × setting), in full, one after another (the
+    cache holds the report's summaries): what the report cannot do without."""
+    import zett_lab
+    from zett_lab.study.report_study import DEFAULT_REPORT_SUMMARIZERS, default_grid
+
+    conversations = zett_lab.load_all(folder)
+    grid = default_grid(conversations, "gpt-5-mini")
+    cpu = time.process_time()
+    replays = 0
+    for conversation in conversations:
+        for summarizer in DEFAULT_REPORT_SUMMARIZERS:
+            for max_tokens in grid["max_tokens"]:
+                for keep in grid["keep_recent_tokens"]:
+                    zett_lab.replay(conversation, max_tokens=max_tokens, keep_recent_tokens=keep, summarizer=summarizer)
+                    replays += 1
+    print(json.dumps({"replays": replays, "cpu": time.process_time() - cpu}))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=150)
@@ -80,6 +103,8 @@ def main() -> None:
     replay = _child("--child-corpus-replay", str(folder), env=env, script=__file__)
     cold = _child("--child-report", str(folder), str(work / "cold.html"), env=env)  # report_scale's child
     warm = _child("--child-report", str(folder), str(work / "warm.html"), env=env)
+    alone = _child("--child-corpus-replays", str(folder), env=env, script=__file__)
+    cores = os.cpu_count() or 1
     setting = replay["setting"]
     print(f"corpus: {args.sessions} sessions, {replay['messages']:,} messages")
     print(
@@ -97,10 +122,15 @@ def main() -> None:
     print(f"memory ratio: {cold['peak_mb'] / replay['peak_mb']:.2f}")
     print(f"time ratio (warm summary cache): {warm['seconds'] / replay['seconds']:.1f}")
     print(f"cpu ratio: {cold['cpu'] / replay['cpu']:.1f} cold, {warm['cpu'] / replay['cpu']:.1f} warm")
+    print(f"the grid's {alone['replays']:,} replays alone, each in full, one after another: {alone['cpu']:.1f} s CPU")
+    print_over_replays(cold, warm, alone["cpu"], cores)
+    print_simulated(cold, warm, cores)
 
 
 if __name__ == "__main__":
     if len(sys.argv) >= 3 and sys.argv[1] == "--child-corpus-replay":
         child_corpus_replay(sys.argv[2])
+    elif len(sys.argv) >= 3 and sys.argv[1] == "--child-corpus-replays":
+        child_corpus_replays(sys.argv[2])
     else:
         main()

@@ -24,6 +24,9 @@ moved by other jobs on the machine), and the workers' peaks.
   machine's cores, as a ratio to the warm replay's wall time, is the time ratio a report of
   that grid could reach if it did nothing but replay (forks share only the steps before a
   path's first compaction, so it is close to a floor).
+- **on more workers**: each report's wall time on 4, 16 and 64 workers, simulated from its
+  sweep's units' measured CPU times and its own process's CPU before and after the sweep
+  (``bench/schedule.py`` says how), and the critical path no number of workers beats.
 
 Run: .venv/bin/python bench/report_scale.py [--turns N] [--issue-grid]
 """
@@ -99,11 +102,24 @@ def child_replay(path: str) -> None:
 
 def child_report(path: str, output: str, *grid: str) -> None:
     from zett_lab.show import cli
-    from zett_lab.study import executors
+    from zett_lab.study import executors, report_study
 
+    stages: dict = {}
+    sweep = report_study.sweep
+
+    def timed_sweep(*args, **kwargs):
+        """The report's own sweep, with this process's CPU time before and after it (for the simulated schedule)."""
+        stages["prepare_s"] = time.process_time()
+        result = sweep(*args, **kwargs)
+        stages["after_sweep_cpu"] = time.process_time()
+        stages.update(units=result.config["unit_times"], driver_cpu_s=result.config["driver_cpu_s"])
+        return result
+
+    report_study.sweep = timed_sweep
     started = time.perf_counter()
     code = cli.main(["report", path, "-o", output, "--no-progress", *grid])
     seconds = time.perf_counter() - started
+    stages["finish_s"] = time.process_time() - stages.pop("after_sweep_cpu")
     pool = executors.running_pool()
     pids = executors.worker_pids(pool) if pool is not None else []
     own = resource.getrusage(resource.RUSAGE_SELF)
@@ -114,6 +130,7 @@ def child_report(path: str, output: str, *grid: str) -> None:
         "peak_mb": _status("VmHWM"),
         "workers_mb": [_status("VmHWM", pid) for pid in pids],
         "html_bytes": Path(output).stat().st_size if Path(output).exists() else 0,
+        "schedule": stages,
     }
     print(json.dumps(result))
 
@@ -216,8 +233,37 @@ def main() -> None:
         f"time ratio of those replays alone on {cores} cores: {alone['cpu'] / cores / replay['seconds']:.1f} "
         "(what no report of this grid can beat without running fewer or cheaper replays)"
     )
+    print_over_replays(cold, warm, alone["cpu"], cores)
     if cold["workers_mb"]:
         print(f"worker memory ratio (largest worker): {max(cold['workers_mb']) / replay['peak_mb']:.2f}")
+    print_simulated(cold, warm, cores)
+
+
+def print_over_replays(cold: dict, warm: dict, replays_cpu: float, cores: int) -> None:
+    """What a report costs beyond the replays it must run: its wall time over its grid's replays alone on the
+    machine's cores (their CPU time / cores), cold and warm; and its CPU time over theirs."""
+    alone = replays_cpu / cores
+    print(
+        f"report over its grid's replays alone on {cores} cores: {cold['seconds'] / alone:.2f} cold (goal <= 2.0), "
+        f"{warm['seconds'] / alone:.2f} warm (goal <= 1.5); in CPU time: {cold['cpu'] / replays_cpu:.2f} cold, "
+        f"{warm['cpu'] / replays_cpu:.2f} warm"
+    )
+
+
+def print_simulated(cold: dict, warm: dict, cores: int) -> None:
+    """The wall time each report would take on 4, 16 and 64 workers (bench/schedule.py: from its units' CPU)."""
+    from schedule import critical_path, simulate
+
+    for name, report in (("cold", cold), ("warm", warm)):
+        schedule = report["schedule"]
+        units = schedule["units"]
+        print(
+            f"simulated wall time, {name} report ({len(units)} units, {sum(u['cpu_s'] for u in units):.1f} s CPU on "
+            f"workers; the report's process {schedule['prepare_s']:.1f} s before the sweep, "
+            f"{schedule['finish_s']:.1f} s after): "
+            + ", ".join(f"{n} workers {simulate(schedule, n):.1f} s" for n in (cores, 4, 16, 64))
+            + f"; critical path {critical_path(schedule):.1f} s"
+        )
 
 
 if __name__ == "__main__":

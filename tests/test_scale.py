@@ -416,3 +416,34 @@ def test_units_of_one_conversation_share_one_message_list_and_its_index(fixture_
     assert shared_messages(other, fingerprint(other)).messages is other.messages
     shorter = dataclasses.replace(copy.deepcopy(original), messages=copy.deepcopy(original.messages[:-1]))
     assert shared_messages(shorter, fingerprint(original)).messages is shorter.messages  # not the same list: kept
+
+
+def test_the_simulated_schedule_hands_units_to_the_first_free_worker_and_sets_each_worker_up_once():
+    """bench/schedule.py: list scheduling of a sweep's units, a conversation's setup charged once per worker."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    from schedule import critical_path, simulate, sweep_seconds
+
+    units = [
+        {"conversation_id": "a", "cpu_s": 10.0, "setup_cpu_s": 2.0},
+        {"conversation_id": "a", "cpu_s": 6.0, "setup_cpu_s": 2.0},
+        {"conversation_id": "b", "cpu_s": 5.0, "setup_cpu_s": 1.0},
+        {"conversation_id": "a", "cpu_s": 4.0, "setup_cpu_s": 0.0},  # ran where "a" was set up already
+    ]
+    # One worker: everything in turn, each conversation set up once.
+    assert sweep_seconds(units, 1) == 8 + 2 + 4 + 4 + 1 + 4
+    # Two: a(10) | a(6) then b(5) from 6 | a(4) from 10 on the worker that has "a": done at 14.
+    assert sweep_seconds(units, 2) == 14
+    # As many workers as units: each a worker of its own, "a" set up on three of them; the longest is 10.
+    assert sweep_seconds(units, 64) == 10
+    schedule = {"units": units, "prepare_s": 1.0, "finish_s": 2.0, "driver_cpu_s": 0.0}
+    assert simulate(schedule, 2) == 17 and simulate(schedule, 64) == 13 == critical_path(schedule)
+    # The report's process receives every unit: the sweep stage takes at least its CPU time there.
+    assert (
+        simulate({**schedule, "driver_cpu_s": 20.0}, 2) == 23
+        and critical_path({**schedule, "driver_cpu_s": 20.0}) == 23
+    )
+    with pytest.raises(ValueError):
+        sweep_seconds(units, 0)

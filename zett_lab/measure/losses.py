@@ -305,6 +305,12 @@ def _measure_one(
     return losses, view.index
 
 
+def conversation_index(conversation: Any) -> ConversationIndex:
+    """The anchor index measuring any trace of ``conversation`` reads: built once per message list and kept (a
+    worker that builds it before measuring can time it apart, :mod:`zett_lab.study.units`)."""
+    return index_of(conversation.messages, conversation.harness_context)
+
+
 def _trace_view(trace: Any, counter: Callable[[Sequence[Any]], int]) -> TraceView:
     """The per-trace facts every attempt is measured against (probes are checked here)."""
     conversation = trace.conversation
@@ -319,7 +325,7 @@ def _trace_view(trace: Any, counter: Callable[[Sequence[Any]], int]) -> TraceVie
     return TraceView(
         messages=messages,
         probes=check_probes(conversation),
-        index=index_of(messages, conversation.harness_context),
+        index=conversation_index(conversation),
         base={"conversation_id": conversation.id, "summarizer": summarizer},
         max_tokens=settings.max_tokens,
         keep_recent=settings.keep_recent_tokens,
@@ -331,4 +337,4 @@ def _trace_view(trace: Any, counter: Callable[[Sequence[Any]], int]) -> TraceVie
     )
 
 
-__all__ = ["Losses", "measure", "measure_lost_and_counted"]
+__all__ = ["Losses", "conversation_index", "measure", "measure_lost_and_counted"]

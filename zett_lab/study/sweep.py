@@ -406,6 +406,7 @@ class _Ran:
     worker: str
     seconds: float
     cpu_seconds: float
+    setup_cpu_seconds: float
 
 
 @dataclass
@@ -445,7 +446,7 @@ class _Collector:
 
     def receive(self, unit: Unit, result: UnitResult) -> None:
         """Write the unit's replays to disk, keep its cells, merge the summaries its worker made."""
-        self.finished[unit.index] = _Ran(result.worker, result.seconds, result.cpu_seconds)
+        self.finished[unit.index] = _Ran(result.worker, result.seconds, result.cpu_seconds, result.setup_cpu_seconds)
         for sid, payload in result.sources.items():
             if payload.tables is not None:
                 self.folder.write(sid, payload.tables)
@@ -696,4 +697,28 @@ def _config(
         worker_cpu_s=round(sum(r.cpu_seconds for r in finished), 3),
         worker_busy_s=round(sum(r.seconds for r in finished), 3),
         driver_cpu_s=round(driver_cpu, 3),
+        unit_times=_unit_times(plan, collector),
     )
+
+
+def _unit_times(plan: _Plan, collector: _Collector) -> list[dict[str, Any]]:
+    """Per unit that ran, in submission order: what it was, where it ran, its wall, CPU and setup CPU seconds."""
+    out = []
+    for unit in plan.order:
+        ran = collector.finished.get(unit.index)
+        if ran is None:
+            continue
+        out.append(
+            {
+                "unit": unit.index,
+                "conversation_id": unit.conversation.id,
+                "engine": unit.engine_label,
+                "summarizer": unit.label,
+                "cells": len(unit.cells),
+                "worker": ran.worker,
+                "seconds": round(ran.seconds, 3),
+                "cpu_s": round(ran.cpu_seconds, 3),
+                "setup_cpu_s": round(ran.setup_cpu_seconds, 3),
+            }
+        )
+    return out

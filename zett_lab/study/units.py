@@ -35,7 +35,7 @@ from ..measure import Losses
 from ..measure.catalogue import load_plugins
 from ..measure.columns import ANCHOR_COLUMNS, frame
 from ..measure.cost import add_costs, cost_summary
-from ..measure.losses import measure_lost_and_counted
+from ..measure.losses import conversation_index, measure_lost_and_counted
 from ..replay.engine import effort_identity, engine_reuse
 from ..replay.run import replay_forkable
 from ..replay.setting import ReplayOptions, Setting, TraceSettings
@@ -133,6 +133,9 @@ class UnitResult:
     worker: str
     seconds: float
     cpu_seconds: float
+    #: CPU seconds of ``cpu_seconds`` spent on what a worker builds once per conversation (the anchor index
+    #: its measuring reads), 0 when the worker had it already.
+    setup_cpu_seconds: float = 0.0
 
 
 class _CollectingCache:
@@ -217,6 +220,8 @@ class _UnitRun:
     answers: dict[tuple[int, int], _Answer] = field(default_factory=dict)
     failed: dict[tuple[int, int], tuple[str, float]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    #: CPU seconds spent building the conversation's anchor index (see :attr:`UnitResult.setup_cpu_seconds`).
+    setup_cpu: float = 0.0
 
     def replay_cell(self, cell: tuple[int, int]) -> None:
         """Replay one cell (forked where a finished replay provably shares its start) and remember it."""
@@ -331,6 +336,7 @@ def run_unit(unit: Unit) -> UnitResult:
         worker=worker_name(),
         seconds=time.perf_counter() - started,
         cpu_seconds=time.process_time() - cpu_started,
+        setup_cpu_seconds=state.setup_cpu,
     )
 
 
@@ -344,6 +350,7 @@ def _finish_sources(state: _UnitRun) -> dict[str, SourcePayload]:
     """Rows for the replays the cells use (computed once each), as payloads for the driver."""
     used = list({id(a.proven): a.proven for a in state.answers.values()}.values())
     began = time.perf_counter()
+    state.setup_cpu = _index_conversation(used, state.unit)
     losses = source_rows(used, state.unit)
     replays = sum(1 for a in state.answers.values() if a.replayed)
     share = (time.perf_counter() - began) / max(1, replays)
@@ -384,6 +391,18 @@ def _finish_sources(state: _UnitRun) -> dict[str, SourcePayload]:
             failures=failure_counts(trace.compactions.iloc[shared.get(proven.source_id, 0) :]),
         )
     return payloads
+
+
+def _index_conversation(sources: list[Proven], unit: Unit) -> float:
+    """Build the anchor index the replays' measuring reads, before measuring them; return its CPU seconds (0 when
+    this process has it already, or nothing is measured). Timed apart: a worker builds it once per conversation,
+    whatever number of units it runs (what a schedule of the units on more workers must charge each worker)."""
+    traces = [p.trace for p in sources if p.row is None and p.trace is not None]
+    if not unit.metrics or not traces:
+        return 0.0
+    began = time.process_time()
+    conversation_index(traces[0].conversation)
+    return time.process_time() - began
 
 
 def _cell_results(state: _UnitRun) -> list[CellResult]:

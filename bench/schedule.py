@@ -1,0 +1,81 @@
+"""The wall time a report would take on more workers, simulated from its units' measured times.
+
+A report is three stages, each waiting for the one before: the report's own process prepares (imports,
+loading, the grid: ``prepare_s``), the sweep's units run on the workers, then the report's process builds
+the page (``finish_s``). Units of a sweep depend on nothing but the preparation (each replays its own
+cells; forks and proofs are shared within a unit), so the middle stage is a schedule of independent tasks:
+
+- every unit takes its measured CPU seconds (``cpu_s``: one unit runs on one core, so on a worker of its
+  own its CPU time is its wall time; CPU is also what a machine shared with other jobs changes least);
+- of those, ``setup_cpu_s`` is what a worker builds once per conversation (the anchor index its measuring
+  reads): charged to a unit again when its worker has not run that conversation before, dropped when it has;
+- units are handed out in the sweep's own order (the costliest first) to whichever worker is free first,
+  as a cluster's scheduler does with idle workers (greedy list scheduling);
+- the report's process receives each unit's results while the others run: the sweep stage takes at least
+  that process's CPU time in the sweep (``driver_cpu_s``).
+
+:func:`simulate` gives the wall time on ``workers`` workers; :func:`critical_path` the time no number of
+workers can beat: preparing, the longest unit with its setup, finishing.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+
+def _setup_of(unit: Mapping[str, Any]) -> float:
+    return float(unit.get("setup_cpu_s", 0.0))
+
+
+def _setups(units: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """Per conversation: the setup one worker pays for it (the largest a unit of it measured)."""
+    out: dict[str, float] = {}
+    for unit in units:
+        out[unit["conversation_id"]] = max(out.get(unit["conversation_id"], 0.0), _setup_of(unit))
+    return out
+
+
+def sweep_seconds(units: Sequence[Mapping[str, Any]], workers: int, driver_cpu_s: float = 0.0) -> float:
+    """Wall seconds of the sweep stage on ``workers`` workers (see the module docstring)."""
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    setups = _setups(units)
+    free: list[tuple[float, int]] = [(0.0, w) for w in range(workers)]
+    known: list[set[str]] = [set() for _ in range(workers)]
+    end = 0.0
+    for unit in units:
+        start, worker = heapq.heappop(free)
+        conversation = unit["conversation_id"]
+        seconds = float(unit["cpu_s"]) - _setup_of(unit)
+        if conversation not in known[worker]:
+            seconds += setups[conversation]
+            known[worker].add(conversation)
+        finish = start + seconds
+        end = max(end, finish)
+        heapq.heappush(free, (finish, worker))
+    return max(end, driver_cpu_s)
+
+
+def simulate(schedule: Mapping[str, Any], workers: int) -> float:
+    """Wall seconds of the whole report on ``workers`` workers: prepare, the sweep stage, finish."""
+    units = schedule["units"]
+    return (
+        float(schedule["prepare_s"])
+        + sweep_seconds(units, workers, float(schedule.get("driver_cpu_s", 0.0)))
+        + float(schedule["finish_s"])
+    )
+
+
+def critical_path(schedule: Mapping[str, Any]) -> float:
+    """The wall seconds no number of workers beats: prepare, the longest unit (with its setup), finish."""
+    setups = _setups(schedule["units"])
+    longest = max(
+        (float(u["cpu_s"]) - _setup_of(u) + setups[u["conversation_id"]] for u in schedule["units"]), default=0.0
+    )
+    return (
+        float(schedule["prepare_s"])
+        + max(longest, float(schedule.get("driver_cpu_s", 0.0)))
+        + float(schedule["finish_s"])
+    )
