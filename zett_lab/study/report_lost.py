@@ -36,7 +36,8 @@ DIGITS = 6
 
 def excerpt(text: str, needle: str | None = None, width: int = 90) -> str:
     """A short piece of ``text`` around ``needle`` (case-insensitive), whitespace collapsed."""
-    flat = " ".join(str(text or "").split())
+    text = str(text or "")
+    flat = " ".join(text.split()) if needle else _flat_start(text, 2 * width + 1)
     if not flat:
         return ""
     if needle:
@@ -46,6 +47,20 @@ def excerpt(text: str, needle: str | None = None, width: int = 90) -> str:
             end = min(len(flat), where + len(needle) + width)
             return ("…" if start else "") + flat[start:end] + ("…" if end < len(flat) else "")
     return flat[: 2 * width] + ("…" if len(flat) > 2 * width else "")
+
+
+def _flat_start(text: str, chars: int) -> str:
+    """The first ``chars`` characters (or fewer, when that is all) of ``" ".join(text.split())``, collapsing only the
+    start of ``text``: an excerpt of a summary of hundreds of thousands of characters needs its first line."""
+    size = 2 * chars
+    while size < len(text):
+        words = text[:size].split()
+        if len(words) > 1:
+            known = " ".join(words[:-1])  # the last word may go on past the cut
+            if len(known) >= chars:
+                return known[:chars]
+        size *= 2
+    return " ".join(text.split())[:chars]
 
 
 def trace_index(entries: Sequence[tuple[str, Trace]]) -> dict[tuple[str, str, int, int], Trace]:
@@ -95,7 +110,39 @@ def lost_but_needed_items(
     if lost is None:
         return []
     traces = trace_index(entries)
-    return [_item(part, traces) for part in _ranked(lost, summarizers, limit)]
+    parts = _ranked(lost, summarizers, limit)
+    return [_item(part, traces, _summaries(parts, traces)) for part in parts]
+
+
+#: (conversation, summarizer label, max_tokens, keep_recent_tokens) of a replay, and a compaction_id of it.
+_SummaryKey = tuple[tuple[str, str, int, int], int]
+
+
+def _replay_of(row: Mapping[Any, Any]) -> tuple[str, str, int, int]:
+    return (row["conversation_id"], row["summarizer"], int(row["max_tokens"]), int(row["keep_recent_tokens"]))
+
+
+def _summaries(
+    parts: Sequence[pd.DataFrame], traces: Mapping[tuple[str, str, int, int], Trace]
+) -> dict[_SummaryKey, str | None]:
+    """The summary of every compaction the listed items were lost in, each replay's table read once (a sweep
+    keeps few replays' tables in memory: asked row by row, the same tables were read again and again)."""
+    wanted: dict[tuple[str, str, int, int], set[int]] = {}
+    for part in parts:
+        for row in part[["conversation_id", "summarizer", "max_tokens", "keep_recent_tokens", "compaction_id"]].to_dict(
+            "records"
+        ):
+            wanted.setdefault(_replay_of(row), set()).add(int(row["compaction_id"]))
+    out: dict[_SummaryKey, str | None] = {}
+    for replay, ids in wanted.items():
+        trace = traces.get(replay)
+        if trace is None:
+            continue
+        table = trace.compactions
+        for cid, text in zip(table["compaction_id"], table["summary_text"], strict=True):
+            if int(cid) in ids:
+                out.setdefault((replay, int(cid)), text)
+    return out
 
 
 def dropped_constraint_items(
@@ -204,21 +251,22 @@ def _ranked(lost: pd.DataFrame, summarizers: Sequence[str], limit: int) -> list[
     return items
 
 
-def _item(part: pd.DataFrame, traces: Mapping[tuple[str, str, int, int], Trace]) -> dict[str, Any]:
+def _item(
+    part: pd.DataFrame,
+    traces: Mapping[tuple[str, str, int, int], Trace],
+    summaries: Mapping[_SummaryKey, str | None],
+) -> dict[str, Any]:
     """One listed anchor: where it was, where it was needed again, and every summary that lost it."""
     first = part.iloc[0]
     conversation: Conversation | None = None
     lost_by = []
     for row in part.to_dict("records"):
-        trace = traces.get(
-            (row["conversation_id"], row["summarizer"], int(row["max_tokens"]), int(row["keep_recent_tokens"]))
-        )
+        replay = _replay_of(row)
+        trace = traces.get(replay)
         summary = None
         if trace is not None:
             conversation = trace.conversation
-            match = trace.compactions[trace.compactions["compaction_id"] == row["compaction_id"]]
-            if len(match):
-                summary = match["summary_text"].iloc[0]
+            summary = summaries.get((replay, int(row["compaction_id"])))
         lost_by.append(
             {
                 "summarizer": row["summarizer"],
