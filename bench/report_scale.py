@@ -24,6 +24,7 @@ moved by other jobs on the machine), and the workers' peaks.
   machine's cores, as a ratio to the warm replay's wall time, is the time ratio a report of
   that grid could reach if it did nothing but replay (forks share only the steps before a
   path's first compaction, so it is close to a floor).
+- **the page**: its size, and its time to first paint in Chromium (``bench/first_paint.py``).
 - **on more workers**: each report's wall time on 4, 16 and 64 workers, simulated from its
   sweep's units' measured CPU times and its own process's CPU before and after the sweep
   (``bench/schedule.py`` says how), and the critical path no number of workers beats.
@@ -234,9 +235,21 @@ def main() -> None:
         "(what no report of this grid can beat without running fewer or cheaper replays)"
     )
     print_over_replays(cold, warm, alone["cpu"], cores)
+    print_first_paint(work / "cold.html")
     if cold["workers_mb"]:
         print(f"worker memory ratio (largest worker): {max(cold['workers_mb']) / replay['peak_mb']:.2f}")
     print_simulated(cold, warm, cores)
+
+
+def print_first_paint(page: Path) -> None:
+    """How long the report page takes to open in Chromium (bench/first_paint.py), when a browser is installed."""
+    from first_paint import chromium, describe, first_paint
+
+    try:
+        with chromium() as browser:
+            print(f"report page in Chromium: {describe(first_paint(browser, page))}")
+    except Exception as error:  # noqa: BLE001 - no browser here: the other figures stand
+        print(f"report page in Chromium: not measured ({type(error).__name__}: {error})")
 
 
 def print_over_replays(cold: dict, warm: dict, replays_cpu: float, cores: int) -> None:

@@ -1,14 +1,26 @@
 """The data of the report's explorer: one precomputed cell per (summarizer, max_tokens, keep_recent_tokens).
 
 The page's script switches between cells with no kernel: each cell holds a small timeline SVG
-(:func:`~zett_lab.show.report.svg.mini_timeline`, numbers only), a status line and the rows of
-the step and compaction tables, as plain values the script writes with ``textContent``.
+(:func:`~zett_lab.show.report.svg.mini_timeline`, numbers only), a status line, the step table by
+column (:func:`column`) and the rows of the compaction table, as plain values the script writes with
+``textContent``.
+
+Each cell is in the page as its JSON, gzip-compressed and base64-encoded (:func:`packed`), and the
+script unpacks only the cell shown (the browser's own ``DecompressionStream``): a long conversation's
+cells hold every model step of every replay (3.5 MB as plain JSON for 2,500 steps × 24 replays), which
+made the page heavy to send and slow to open; packed, they are a tenth of that and cost nothing until
+shown.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import base64
+import gzip
+import json
+from collections.abc import Callable, Mapping
 from typing import Any
+
+import numpy as np
 
 from ...formatting import count, decimal
 from ...measure.catalogue import label
@@ -52,22 +64,37 @@ COMPACTION_COLUMNS = _columns(
 )
 
 
-def _step_rows(trace: Trace) -> list[list[Any]]:
-    rows = []
-    for row in trace.steps.itertuples(index=False):
-        decision = "applied" if row.applied else ("" if row.skip_reason == BELOW_THRESHOLD else (row.skip_reason or ""))
-        rows.append(
-            [
-                count(row.step),
-                count(row.turn),
-                count(row.estimate),
-                plain(row.estimate_source, DIGITS),
-                decision,
-                count(row.context_tokens_after),
-                "yes" if bool(row.over_budget_after) else "",
-            ]
-        )
-    return rows
+def _step_columns(trace: Trace) -> list[dict[str, Any]]:
+    """The step table by column (:func:`column`): thousands of rows per replay, so numbers go as differences."""
+    steps = trace.steps
+    decisions = [
+        "applied" if applied else ("" if reason == BELOW_THRESHOLD else (reason or ""))
+        for applied, reason in zip(steps["applied"], steps["skip_reason"], strict=True)
+    ]
+    return [
+        column(steps["step"], count),
+        column(steps["turn"], count),
+        column(steps["estimate"], count),
+        column([plain(source, DIGITS) for source in steps["estimate_source"]], str),
+        column(decisions, str),
+        column(steps["context_tokens_after"], count),
+        column(["yes" if bool(over) else "" for over in steps["over_budget_after"]], str),
+    ]
+
+
+def column(values: Any, text: Callable[[Any], str]) -> dict[str, Any]:
+    """One table column as the page's script reads it: whole numbers (none missing) written by ``text`` =
+    :func:`~zett_lab.formatting.count` as ``{"d": differences}``, each from the one before (the script adds them
+    up and writes each with thousands separators, as ``count`` does); anything else as ``{"v": distinct texts (by
+    ``text``), "c": each row's index into them}``."""
+    values = list(values)
+    whole = all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in values)
+    if values and text is count and whole:
+        numbers = [int(v) for v in values]
+        return {"d": [b - a for a, b in zip([0, *numbers[:-1]], numbers, strict=True)]}
+    texts: dict[str, int] = {}
+    codes = [texts.setdefault(text(v), len(texts)) for v in values]
+    return {"v": list(texts), "c": codes}
 
 
 def _compaction_rows(trace: Trace, measured: Mapping[int, Mapping[Any, Any]]) -> list[list[Any]]:
@@ -110,11 +137,24 @@ def cell_data(data: ReportData, trace: Trace) -> dict[str, Any]:
     if not is_missing(nar):
         status += f" · needed-anchor recall {decimal(nar)}"
     svg = mini_timeline(trace.steps, trace.setting.max_tokens, trace.setting.keep_recent_tokens)
-    return {"svg": svg, "status": status, "steps": _step_rows(trace), "compactions": _compaction_rows(trace, measured)}
+    return {
+        "svg": svg,
+        "status": status,
+        "rows": len(trace.steps),
+        "steps": _step_columns(trace),
+        "compactions": _compaction_rows(trace, measured),
+    }
+
+
+def packed(cell: Mapping[str, Any]) -> str:
+    """A cell as the page holds it: its JSON, gzip-compressed (no timestamp: the same cell gives the same bytes)
+    and base64-encoded (no character in it can end the page's ``<script>`` element)."""
+    text = json.dumps(cell, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return base64.b64encode(gzip.compress(text.encode("utf-8"), compresslevel=9, mtime=0)).decode("ascii")
 
 
 def explorer_view(data: ReportData) -> dict[str, Any]:
-    """What the explorer section shows: its conversation, the controls' first choice, and every cell."""
+    """What the explorer section shows: its conversation, the controls' first choice, and every cell (packed)."""
     names, grid = data.summarizers, data.grid
     cells = {}
     for index, name in enumerate(names):
@@ -122,7 +162,7 @@ def explorer_view(data: ReportData) -> dict[str, Any]:
             for keep in grid["keep_recent_tokens"]:
                 trace = data.trace_for(data.explore_id, name, max_tokens, keep)
                 if trace is not None:
-                    cells[f"{index}|{max_tokens}|{keep}"] = cell_data(data, trace)
+                    cells[f"{index}|{max_tokens}|{keep}"] = packed(cell_data(data, trace))
     rec = data.recommendation or {}
     return {
         "conversation_id": data.explore_id,
