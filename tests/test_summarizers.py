@@ -231,15 +231,39 @@ def test_anchors_summaries_are_the_same_whether_their_lines_were_seen_before(fix
     spans = [conversation.messages[: n // 2], conversation.messages[n // 4 : 3 * n // 4], conversation.messages]
     anchors = summarizer("anchors", budget=400)
     selection._line_items.cache_clear()
+    selection._segment_candidates.cache_clear()
     after_others = [anchors.summarize(span) for span in spans]
-    assert selection._line_items.cache_info().hits > 0  # the spans overlap: lines were seen again
+    assert selection._segment_candidates.cache_info().hits > 0  # the spans overlap: messages were seen again
     for span, text in zip(spans, after_others, strict=True):
         selection._line_items.cache_clear()
+        selection._segment_candidates.cache_clear()
         assert anchors.summarize(span) == text
     unit = TranscriptLine(0, 0, "user", "user", "Never edit src/app.py; run pytest -x first.")
     items, _ = anchor_items(unit)
     items.clear()
     assert anchor_items(unit)[0]
+
+
+def test_anchors_candidates_remembered_per_segment_are_the_lines_taken_one_by_one(fixture_conversations):
+    """The anchors summarizer remembers each segment's candidate lines; they are the lines of line_units that carry
+    items (anchor_items), clipped around the first item, numbered and costed as one line at a time gives them."""
+    from zett_lab.summarizers.offline import anchor_items, line_units, selection
+    from zett_lab.summarizers.transcript import TranscriptLine, segments, unit_cost
+
+    for max_line_chars in (300, 40):
+        anchors = selection.Anchors(max_line_chars=max_line_chars)
+        for conversation in fixture_conversations:
+            segs = segments(conversation.messages)
+            first_user = next((i for i, s in enumerate(segs) if s.kind in ("user", "agent") and s.text), None)
+            expected = []
+            for unit in line_units(segs, split_sentences=False):
+                items, first = anchor_items(unit, first_user_segment=first_user)
+                if items:
+                    text = selection._clip(unit.text, max_line_chars, first)
+                    clipped = TranscriptLine(unit.order, unit.segment, unit.label, unit.kind, text)
+                    expected.append((clipped, items, unit_cost(clipped)))
+            assert expected and anchors.candidates(segs) == expected
+            assert anchors.candidates(segs) == expected  # again, from what was remembered
 
 
 def test_render_covers_every_message_kind():

@@ -317,6 +317,34 @@ def _line_items(text: str, kind: str, is_task: bool) -> tuple[tuple[tuple[tuple[
     return tuple(items.items()), (0 if first == len(text) else first)
 
 
+#: Segments whose candidate lines are remembered (every setting of a grid summarizes the same messages again).
+_SEGMENTS_KEPT = 1 << 13
+
+
+@lru_cache(maxsize=_SEGMENTS_KEPT)
+def _segment_candidates(
+    text: str, kind: str, label: str, is_task: bool, max_line_chars: int
+) -> tuple[int, tuple[tuple[int, str, dict[tuple[str, str], float], int], ...]]:
+    """The lines of one segment as :class:`Anchors` takes them: how many lines it has (those :func:`line_units`
+    gives), and for each line carrying items (:func:`anchor_items`) its place among them, its text clipped around
+    its first item, its items and its cost (:func:`unit_cost`). Remembered per segment: a line at a time, looking
+    up and copying each line's items was most of a long session's anchors summary (the items are shared, never
+    changed)."""
+    lines = 0
+    kept = []
+    for line in text.split("\n"):
+        line = line.strip()
+        if not line:
+            continue
+        items, first = _line_items(line, kind, is_task)
+        lines += 1
+        if not items:
+            continue
+        clipped = _clip(line, max_line_chars, first)
+        kept.append((lines - 1, clipped, dict(items), unit_cost(TranscriptLine(0, 0, label, kind, clipped))))
+    return lines, tuple(kept)
+
+
 class Anchors(OfflineSummarizer):
     """Keep the lines that carry exact items a coding agent needs later, within the budget.
 
@@ -342,19 +370,24 @@ class Anchors(OfflineSummarizer):
     def _options(self) -> dict[str, object]:
         return {} if self.max_line_chars == 300 else {"max_line_chars": self.max_line_chars}
 
-    def _summarize(self, messages: list[AnyMessage], limit: int | None) -> str:
-        segs = segments(messages)
+    def candidates(self, segs: Sequence[Segment]) -> list[tuple[TranscriptLine, dict[tuple[str, str], float], int]]:
+        """The lines of a transcript that carry items, in order: each line (clipped around its first item, numbered
+        as :func:`line_units` numbers it), its items (:func:`anchor_items`) and its cost (:func:`unit_cost`)."""
         first_user = next((i for i, s in enumerate(segs) if s.kind in ("user", "agent") and s.text), None)
-        raw_units = line_units(segs, split_sentences=False)
-        candidates: list[tuple[TranscriptLine, dict[tuple[str, str], float], int]] = []
-        for unit in raw_units:
-            items, first = anchor_items(unit, first_user_segment=first_user)
-            if not items:
-                continue
-            clipped = TranscriptLine(
-                unit.order, unit.segment, unit.label, unit.kind, _clip(unit.text, self.max_line_chars, first)
-            )
-            candidates.append((clipped, items, unit_cost(clipped)))
+        candidates = []
+        order = 0
+        for number, segment in enumerate(segs):
+            is_task = segment.kind in ("user", "agent") and number == first_user
+            lines, kept = _segment_candidates(segment.text, segment.kind, segment.label, is_task, self.max_line_chars)
+            for position, text, items, cost in kept:
+                candidates.append(
+                    (TranscriptLine(order + position, number, segment.label, segment.kind, text), items, cost)
+                )
+            order += lines
+        return candidates
+
+    def _summarize(self, messages: list[AnyMessage], limit: int | None) -> str:
+        candidates = self.candidates(segments(messages))
         if not candidates:
             return ""
         if limit is None:
