@@ -420,19 +420,24 @@ def test_workers_write_replays_to_disk_and_the_engine_events_stay_there(small, t
         assert_same(earlier.trace(*key), trace)
 
 
-def test_a_conversation_costing_more_than_a_workers_share_is_cut_by_keep_recent_tokens(small):
-    """With two workers, the conversation that alone costs more than half the grid is cut into two units by
-    keep_recent_tokens (the others stay whole), and every cell equals the uncut sweep's."""
-    from zett_lab.study.sweep import replay_cost
+def test_a_conversation_costing_more_than_a_part_of_a_workers_share_is_cut_by_keep_recent_tokens(small):
+    """With two workers, a conversation costing more than a part of one worker's share of the grid
+    (:data:`UNITS_PER_WORKER`) is cut into units by keep_recent_tokens, the costlier into more (one worker runs
+    everything as it comes: nothing is cut), and every cell equals the uncut sweep's."""
+    import math
+
+    from zett_lab.study.sweep import UNITS_PER_WORKER, replay_cost
 
     conversations = [c for c in small if c.id in ("auth-refresh-token", "api-v2-deprecation", "billing-rounding")]
     costs = sorted(replay_cost(c) for c in conversations)
-    assert costs[-1] > sum(costs) / 2 > costs[-2]
+    share = sum(costs) / (2 * UNITS_PER_WORKER)
+    parts = [min(4, math.ceil(cost / share)) for cost in costs]
+    assert parts[0] < parts[-1] and parts[-1] > 1
     grid = dict(max_tokens=[3_000, 6_000], keep_recent_tokens=[500, 1_000, 1_500, 2_000], cache=False, progress=False)
     with cf.ThreadPoolExecutor(max_workers=2) as pool:
         cut = sweep(conversations, executor=pool, **grid)
     whole = sweep(conversations, executor="serial", **grid)
-    assert (cut.config["units"], whole.config["units"]) == (4, 3)
+    assert (cut.config["units"], whole.config["units"]) == (sum(parts), 3)
     cells = list(cut.traces())
     assert len(cells) == len(list(whole.traces())) == 3 * 2 * 4
     for key, trace in cells:
@@ -466,7 +471,7 @@ def test_units_of_a_small_conversation_run_as_one_task_and_a_lost_task_costs_onl
     and a task that fails marks its own cells and no others."""
     import sys
 
-    from zett_lab.study.sweep import BATCH_SHARE, replay_cost
+    from zett_lab.study.sweep import BATCH_SHARE, UNITS_PER_WORKER, _keep_groups, replay_cost
 
     grid = dict(
         max_tokens=[3_000, 6_000],
@@ -486,14 +491,16 @@ def test_units_of_a_small_conversation_run_as_one_task_and_a_lost_task_costs_onl
         assert len(task) == 1 or sum(costs[unit.conversation.id] * len(unit.cells) for unit in task) <= budget
         by_conversation.setdefault(task[0].conversation.id, []).append(len(task))
     cheapest, *_, costliest = sorted(costs, key=costs.get)
-    assert by_conversation[cheapest] == [3] and by_conversation[costliest] == [1, 1, 1]
-    assert len(recorded.tasks) < batched.config["units"] == len(small) * 3
+    share = sum(costs.values()) * 3 / (2 * UNITS_PER_WORKER)
+    parts = {cid: len(_keep_groups([500, 1_000], cost, share)) for cid, cost in costs.items()}
+    assert by_conversation[cheapest] == [3] and by_conversation[costliest] == [1] * 3 * parts[costliest]
+    assert len(recorded.tasks) < batched.config["units"] == 3 * sum(parts.values())
 
     monkeypatch.setattr(sys.modules["zett_lab.study.sweep"], "BATCH_SHARE", 0.0)
     alone = RecordingExecutor()
     clear_worker_state()
     one_each = sweep(small, executor=alone, **grid)
-    assert all(len(task) == 1 for task in alone.tasks) and len(alone.tasks) == len(small) * 3
+    assert all(len(task) == 1 for task in alone.tasks) and len(alone.tasks) == 3 * sum(parts.values())
     timing = ["seconds", "worker"]
     pd.testing.assert_frame_equal(batched.results.drop(columns=timing), one_each.results.drop(columns=timing))
 

@@ -93,6 +93,11 @@ from .units import WORKER_CACHE, CellResult, Unit, UnitResult, run_units, unit_s
 
 #: Concurrent replays per unit for summarizers that call a provider (offline ones run one at a time).
 DEFAULT_PROVIDER_CONCURRENCY = 4
+#: Units a worker's share of a sweep is cut into at least, where a conversation and summarizer can be cut (by
+#: ``keep_recent_tokens``): with one long conversation, one unit per summarizer left a worker idle while another
+#: ran the costliest summarizer's unit at the end; forks lose little (a worker forks a unit's replays from any
+#: replay it ran before, of any summarizer, up to their first compaction).
+UNITS_PER_WORKER = 4
 #: Units of one conversation run as one task while together they cost at most this share of one worker's
 #: part of the sweep (on a local pool; on a cluster each unit is a task, so a lost worker costs only its own).
 BATCH_SHARE = 0.25
@@ -293,9 +298,10 @@ def _plan(
         False if summary_cache is None else (WORKER_CACHE if is_remote(runner) else summary_cache)
     )
     costs = [replay_cost(conversation) for conversation in items]
-    # One worker's share of the whole grid: a conversation and summarizer costing more is cut into groups
-    # of keep_recent_tokens, so no worker is left with one long unit at the end.
-    share = sum(costs) * len(specs) * len(engine_items) / parallelism(runner)
+    # A part of one worker's share of the whole grid: a conversation and summarizer costing more is cut into
+    # groups of keep_recent_tokens, so the workers can be kept evenly busy to the end.
+    workers = parallelism(runner)
+    share = sum(costs) * len(specs) * len(engine_items) / (workers * UNITS_PER_WORKER) if workers > 1 else math.inf
     summarizer_items = list(zip(shipped, models, labels, strict=True))
     units: list[Unit] = []
     for conversation, cost in zip(items, costs, strict=True):
@@ -392,7 +398,8 @@ def replay_cost(conversation: Conversation) -> float:
 
 def _keep_groups(keeps: list[int], cost: float, share: float) -> list[list[int]]:
     """``keep_recent_tokens`` values per unit of one conversation and summarizer: all in one (forks share the
-    most), cut into as many groups as it takes for each to cost at most one worker's ``share``.
+    most), cut into as many groups as it takes for each to cost at most ``share`` (a part of one worker's share of
+    the grid, :data:`UNITS_PER_WORKER`).
 
     Neighbouring values stay together: they take the same decisions longest, so share the most forks.
     """
