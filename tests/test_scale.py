@@ -457,3 +457,26 @@ def test_an_excerpt_of_a_texts_start_collapses_only_its_start_and_is_the_same(te
 
     flat = " ".join(text.split())
     assert excerpt(text, None, width) == (flat[: 2 * width] + ("…" if len(flat) > 2 * width else "") if flat else "")
+
+
+_CLAUSE_WORDS = ["never", "always", "not", "don't", "use", "tabs", "tests", "database", "production", "write", "run"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from([*_CLAUSE_WORDS, ".", ";", "\n", "\n\n", "the"]), max_size=60),
+    st.lists(st.lists(st.sampled_from(_CLAUSE_WORDS), min_size=0, max_size=6), max_size=8),
+)
+def test_a_sentence_is_found_in_a_summary_by_the_clauses_sharing_its_words_as_by_every_clause(words, sentences):
+    """Asked of every constraint and decision of a span, a summary counts only the clauses sharing a content word
+    with the sentence: the same answer as counting every clause."""
+    from zett_lab.measure.lookup import SENTENCE_MATCH, TextIndex, _content_words, _negated
+
+    index = TextIndex(" ".join(words))
+    for sentence in (" ".join(s) for s in sentences):
+        wanted = _content_words(sentence)
+        expected = bool(wanted) and any(
+            len(wanted & clause) >= SENTENCE_MATCH * len(wanted) and _negated(clause) == _negated(wanted)
+            for clause in index._clause_words()
+        )
+        assert index._sentence_present(sentence) == expected

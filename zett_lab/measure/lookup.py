@@ -54,6 +54,13 @@ def _negated(words: frozenset[str]) -> bool:
     return bool(words & _NEGATIONS)
 
 
+@lru_cache(maxsize=1 << 16)
+def _sentence_words(normalized: str) -> tuple[frozenset[str], bool]:
+    """A constraint's or decision's content words and whether it is negated (asked of every summary after it)."""
+    wanted = _content_words(normalized)
+    return wanted, _negated(wanted)
+
+
 _BOUNDARY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_/-")
 
 
@@ -157,6 +164,7 @@ class TextIndex:
         self._clauses: list[frozenset[str]] | None = None
         self._grams: dict[str, list[int]] | None = None
         self._found: tuple[NeedleSet, frozenset[str]] | None = None
+        self._postings: tuple[list[bool], dict[str, list[int]]] | None = None
 
     @property
     def loose_text(self) -> str:
@@ -220,13 +228,33 @@ class TextIndex:
                 return True
         return False
 
+    def _clause_postings(self) -> tuple[list[bool], dict[str, list[int]]]:
+        """Per clause of :meth:`_clause_words` whether it is negated, and per content word the clauses holding it."""
+        if self._postings is None:
+            clauses = self._clause_words()
+            postings: dict[str, list[int]] = {}
+            for number, words in enumerate(clauses):
+                for word in words:
+                    postings.setdefault(word, []).append(number)
+            self._postings = ([_negated(words) for words in clauses], postings)
+        return self._postings
+
     def _sentence_present(self, normalized: str) -> bool:
-        wanted = _content_words(normalized)
+        """Whether one clause holds :data:`SENTENCE_MATCH` of the sentence's content words and agrees on negation.
+
+        Counted over the clauses sharing a word with it (:meth:`_clause_postings`): a clause sharing none holds
+        too few, and a summary is asked about every constraint and decision of its whole span.
+        """
+        wanted, negated = _sentence_words(normalized)
         if not wanted:
             return False
-        negated = _negated(wanted)
         need = SENTENCE_MATCH * len(wanted)
-        return any(len(wanted & words) >= need and _negated(words) == negated for words in self._clause_words())
+        negations, postings = self._clause_postings()
+        shared: dict[int, int] = {}
+        for word in wanted:
+            for number in postings.get(word, ()):
+                shared[number] = shared.get(number, 0) + 1
+        return any(count >= need and negations[number] == negated for number, count in shared.items())
 
 
 def contains_normalized(text: str, needle: str) -> bool:
