@@ -577,7 +577,7 @@ def test_no_progress_is_quiet_and_the_last_line_says_what_was_done_and_how_long(
     assert imported.returncode == 0 and imported.stderr == "", imported.stderr
     assert re.fullmatch(
         rf"wrote 7 conversation\(s\), \d+ messages, \d+ native compaction\(s\), to {re.escape(str(source))} "
-        rf"from 1 file\(s\) read {TOOK}",
+        rf"{TOOK}; 1 file\(s\) read",
         imported.stdout.strip().splitlines()[-1],
     ), imported.stdout
     swept = tmp_path / "s.sweep"

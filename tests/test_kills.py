@@ -181,6 +181,33 @@ def test_sigterm_stops_a_sweep_like_ctrl_c(tmp_path):
     assert list(out.iterdir()) == []
 
 
+POOL_UNDER_A_LONG_TMPDIR = textwrap.dedent(
+    """
+    import concurrent.futures as cf, os
+    from zett_lab.study.executors import process_context
+    context = process_context()
+    with cf.ProcessPoolExecutor(1, mp_context=context) as pool:
+        assert pool.submit(os.getpid).result(timeout=120) != os.getpid()
+    manager = context.Manager()
+    manager.Queue().put("tick")
+    manager.shutdown()
+    print("ran", flush=True)
+    """
+)
+
+
+def test_workers_start_under_a_temporary_folder_too_long_for_a_socket(tmp_path):
+    """A deep TMPDIR (a CI checkout's test folder): the fork server's and manager's sockets would pass a Unix
+    socket's 107 bytes ("AF_UNIX path too long"); they are made in a short system folder instead."""
+    tmp = tmp_path / ("t" * max(1, 90 - len(str(tmp_path))))
+    assert len(str(tmp)) >= 90
+    ran = subprocess.run(
+        [sys.executable, "-c", POOL_UNDER_A_LONG_TMPDIR], env=_env(tmp), capture_output=True, text=True, timeout=300
+    )
+    assert ran.returncode == 0 and ran.stdout.strip() == "ran", ran.stderr
+    assert list(tmp.iterdir()) == []  # multiprocessing's folder was not made (nor left) there
+
+
 KILLED_IN_A_FOLDER = textwrap.dedent(
     """
     import os, sys, time

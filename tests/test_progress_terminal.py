@@ -56,5 +56,6 @@ def test_import_of_many_files_shows_a_bar_with_the_time_left(recordings, tmp_pat
     assert (states[-1]["percent"], states[-1]["left"]) == ("100", "00:00") and states[-1]["rate"] != "?"
     assert shown.err.endswith("\n")  # the finished bar stays, on its own line
     assert re.fullmatch(
-        rf"wrote {FILES} conversation\(s\), .* to {re.escape(str(out))} in \d+\.\d s", shown.out.strip()
+        rf"wrote {FILES} conversation\(s\), .* to {re.escape(str(out))} in \d+\.\d s; {FILES} file\(s\) read",
+        shown.out.strip(),
     )

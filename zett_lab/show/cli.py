@@ -243,7 +243,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     natives = sum(len(c.native_compactions) for c in conversations)
     print(
         f"wrote {len(conversations)} conversation(s), {messages} messages, {natives} native compaction(s), to "
-        f"{_shown(out)} from {reading.counts()} in {_took(started)}"
+        f"{_shown(out)} in {_took(started)}; {reading.counts()}"
     )
     from ..load.conversation import probes_sidecar_path
 

@@ -13,7 +13,9 @@ import atexit
 import concurrent.futures as cf
 import contextlib
 import multiprocessing
+import multiprocessing.util
 import os
+import tempfile
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -47,6 +49,45 @@ class SerialExecutor(cf.Executor):
         return future
 
 
+#: Longest path a Unix socket may have (``sun_path`` holds 108 bytes, the last one NUL).
+SOCKET_PATH_MAX = 107
+#: What multiprocessing puts below the temporary folder for a socket: ``/pymp-XXXXXXXX/listener-XXXXXXXX``.
+_SOCKET_NAME_CHARS = 32
+#: Short system folders for multiprocessing's sockets when ``TMPDIR`` is too long for one.
+_SHORT_TEMPORARY_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm")
+_SOCKET_FOLDER_LOCK = threading.Lock()
+
+
+def process_context() -> multiprocessing.context.BaseContext:
+    """The start method of zett_lab's worker processes: ``forkserver`` where available (safe with the threads a
+    notebook kernel runs), else ``spawn``.
+
+    The fork server and a manager talk over Unix sockets that multiprocessing makes in a folder of the system's
+    temporary folder. Under a ``TMPDIR`` so long that a socket's path would pass :data:`SOCKET_PATH_MAX`
+    bytes (a deep CI or test folder), every pool would fail with "AF_UNIX path too long": that folder of
+    multiprocessing's is made in a short system folder instead (and removed at exit, as always).
+    """
+    _short_socket_folder()
+    methods = multiprocessing.get_all_start_methods()
+    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+
+
+def _short_socket_folder() -> None:
+    with _SOCKET_FOLDER_LOCK:
+        if len(os.fsencode(tempfile.gettempdir())) + _SOCKET_NAME_CHARS <= SOCKET_PATH_MAX:
+            return
+        short = next(
+            (f for f in _SHORT_TEMPORARY_FOLDERS if os.path.isdir(f) and os.access(f, os.W_OK | os.X_OK)), None
+        )
+        if short is None:  # nowhere shorter: the pool's own error says what failed
+            return
+        chosen, tempfile.tempdir = tempfile.tempdir, short
+        try:
+            multiprocessing.util.get_temp_dir()  # made once per process, then kept: made here, under ``short``
+        finally:
+            tempfile.tempdir = chosen
+
+
 def warm_worker() -> None:
     """Load the o200k vocabulary when a worker starts (instead of inside its first cell); at once when the fork
     server preloaded it."""
@@ -67,14 +108,12 @@ def default_executor() -> cf.ProcessPoolExecutor:
     """The process pool sweeps use by default, created once and kept for the session.
 
     Workers keep their token-count memo and proven replays between sweeps, which is what
-    makes a second sweep over the same conversations fast. Uses ``forkserver`` where
-    available (safe with the threads a notebook kernel runs), else ``spawn``.
+    makes a second sweep over the same conversations fast. Started as :func:`process_context` says.
     """
     global _POOL
     with _POOL_LOCK:
         if _POOL is None or getattr(_POOL, "_broken", False) or getattr(_POOL, "_shutdown_thread", False):
-            methods = multiprocessing.get_all_start_methods()
-            context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+            context = process_context()
             if context.get_start_method() == "forkserver":
                 context.set_forkserver_preload(list(PRELOAD))
             _POOL = cf.ProcessPoolExecutor(max_workers=default_workers(), mp_context=context, initializer=warm_worker)

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import contextlib
-import multiprocessing
 import queue
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from .executors import SerialExecutor
+from .executors import SerialExecutor, process_context
 
 #: Seconds the driver waits for a unit before it reads the channel again.
 POLL_S = 0.25
@@ -67,10 +66,8 @@ class CellTicks:
         elif isinstance(runner, cf.ThreadPoolExecutor):
             self.channel = self._queue = queue.Queue()
         elif isinstance(runner, cf.ProcessPoolExecutor):
-            methods = multiprocessing.get_all_start_methods()
-            context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
             try:
-                self._manager = context.Manager()
+                self._manager = process_context().Manager()
             except Exception:  # noqa: BLE001 - no manager process: units count when they finish
                 return
             self.channel = self._queue = self._manager.Queue()
