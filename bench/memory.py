@@ -165,7 +165,7 @@ def main() -> None:
     )
     print(
         f"  this process: {baseline:.0f} MB after imports and loading, peak {driver_peak:.0f} MB "
-        f"(+{driver_peak - baseline:.0f} MB for results and {len(result._sources)} distinct traces)"
+        f"(+{driver_peak - baseline:.0f} MB for results and {len(result.store.sources)} distinct traces)"
     )
     for pid, peak in workers.items():
         print(f"  worker {pid}: peak {peak:.0f} MB")

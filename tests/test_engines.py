@@ -372,7 +372,7 @@ def test_a_sweep_compares_engines_cell_by_cell_with_no_unproven_reuse(fixture_co
         cell = result.cell(
             row["conversation_id"], row["max_tokens"], row["keep_recent_tokens"], row["summarizer"], "split"
         )
-        source = result._sources[result._cells[cell]]
+        source = result.store.source(cell)
         assert source.settings.keep_recent_tokens == row["keep_recent_tokens"]
     swe = table[table["conversation_id"] == "swe-httpq-4821"].set_index(["engine", "max_tokens", "keep_recent_tokens"])
     assert (

@@ -54,8 +54,8 @@ def small_sweep(fixture_conversations, tmp_path_factory):
 def test_a_sweep_keeps_replays_on_disk_and_reads_a_cell_back(small_sweep):
     result, _ = small_sweep
     assert result.results["error"].isna().all()
-    assert not result._read  # nothing of a replay's tables was kept in memory by the sweep itself
-    for source in result._sources.values():
+    assert not result.store.read_back  # nothing of a replay's tables was kept in memory by the sweep itself
+    for source in result.store.sources.values():
         assert source.folder.file(source.source_id, "steps").is_file()
     stored = dict(result.stored_traces())
     assert set(stored) == set(result.cells())

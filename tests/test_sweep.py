@@ -397,8 +397,8 @@ def test_workers_write_replays_to_disk_and_the_engine_events_stay_there(small, t
     wrote them beside the tables); traces read back equal fresh replays, saved and loaded, and a sweep saved
     with the events inside sweep.json (as before) still loads them."""
     s = sweep(small[:2], max_tokens=[3_000, 5_000], keep_recent_tokens=[700], cache=False, progress=False)
-    assert s.config["executor"].startswith("process pool") and s._sources
-    for source in s._sources.values():
+    assert s.config["executor"].startswith("process pool") and s.store.sources
+    for source in s.store.sources.values():
         assert source.held_events is None
         assert source.folder.writer.events_file(source.source_id).exists()
     for key, trace in s.traces():

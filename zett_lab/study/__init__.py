@@ -37,8 +37,9 @@ from .choose import (
 from .compare import Comparison, compare
 from .executors import SerialExecutor, default_executor, shutdown_default_executor
 from .grid import CONTEXT_WINDOWS, SETTING_COLUMNS, STOCK_ENGINE, Cell, resolve_context_window
-from .results import Sweep, SweepConfig, check_sweep_target
+from .results import Sweep, SweepConfig
 from .reuse import clear_worker_state
+from .store import SweepStore, check_sweep_target
 from .sweep import sweep
 
 __all__ = [
@@ -55,6 +56,7 @@ __all__ = [
     "SerialExecutor",
     "Sweep",
     "SweepConfig",
+    "SweepStore",
     "check_sweep_target",
     "clear_worker_state",
     "compare",

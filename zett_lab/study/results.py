@@ -1,34 +1,26 @@
-"""The result of a sweep: a results table in memory, every distinct replay's tables on disk.
+"""The result of a sweep: a results table, and its cells, each a conversation under a Setting.
 
-A sweep writes each distinct replay's step and compaction tables (and its loss tables) to a
-folder as it arrives (:class:`SourceFolder`), so the memory a sweep holds is its results
-table, not its traces. :meth:`Sweep.trace` and :meth:`Sweep.losses` read one cell back
-when asked. :meth:`Sweep.save` writes the same layout to a folder of your choice;
-:meth:`Sweep.load` reads it back (no replay is run).
-
-(Over 600 lines on purpose: it is one public type, whose accessors, save and load share its
-private cell index; split, the reader of a folder would live apart from its writer.)
+:class:`Sweep` is the results table (one row per cell) and what names a cell (a
+:class:`~zett_lab.study.grid.Cell`: a conversation and a Setting; the table's labels of its
+summarizer and engine). Every distinct replay's tables are in its storage
+(:class:`~zett_lab.study.store.SweepStore`, on disk): :meth:`Sweep.trace` and :meth:`Sweep.losses`
+read one cell back when asked. :meth:`Sweep.save` writes the same layout to a folder of your
+choice; :meth:`Sweep.load` reads it back (no replay is run).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import html
-import json
 import os
-import shutil
-from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
 
-import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 
-from ..errors import InputError, OutputError, SettingError, ZettLabError
+from ..errors import SettingError, ZettLabError
 from ..files import atomic_folder, check_output
 from ..formatting import count, frame_html
 from ..load.conversation import Conversation
@@ -36,36 +28,19 @@ from ..measure import Losses, measure
 from ..measure.catalogue import metrics
 from ..records import is_missing
 from ..replay.engine import engine_name
-from ..replay.schema import FAILURE_COLUMNS
-from ..replay.setting import SETTING_FIELDS, Setting, TraceSettings
+from ..replay.setting import SETTING_FIELDS, Setting
 from ..replay.trace import (
     Trace,
     combine_failure_counts,
-    conversation_document,
-    conversation_from_document,
     count_causes,
-    failure_counts,
 )
-from .boundaries import Region, derive
 from .grid import STOCK_ENGINE, Cell, resolve_values, summarizer_label
 from .sources import (
     ANCHOR_COUNTS_TABLE,
     LOSS_TABLES,
     LOST_ANCHORS_TABLE,
-    Source,
-    SourceFolder,
-    restore,
-    storable,
-    write_parquet,
 )
-
-FORMAT = "zett-lab-sweep"
-#: 2: one Parquet file per replay table under ``sources/`` (1: all replays in one steps/compactions file).
-VERSION = 2
-#: Traces a sweep keeps read back in memory: at most this many, and (beyond the last one read) at most
-#: :data:`SUMMARY_CHARS_KEPT` characters of summary text in all (an observation mask's replay holds ~50 M).
-TRACES_KEPT = 8
-SUMMARY_CHARS_KEPT = 20_000_000
+from .store import SweepStore, check_sweep_target, source_failures
 
 
 class SweepConfig(TypedDict, total=False):
@@ -130,17 +105,17 @@ class Sweep:
             ``summary_error`` (the first one's error); it is no measurement
             (:func:`~zett_lab.study.choose.measured_cells`).
         config: the grid, options and run statistics (:class:`SweepConfig`).
-        source: the folder the sweep was loaded from (None for a sweep run in this process).
+        store: where every cell's replay is (:class:`~zett_lab.study.store.SweepStore`).
     """
 
     results: pd.DataFrame
     config: SweepConfig
-    _conversations: dict[str, Conversation] = field(default_factory=dict, repr=False)
-    _sources: dict[str, Source] = field(default_factory=dict, repr=False)
-    _cells: dict[Cell, str] = field(default_factory=dict, repr=False)
-    #: Traces read back, oldest first, each with its characters of summary text.
-    _read: OrderedDict[Cell, tuple[Trace, int]] = field(default_factory=OrderedDict, repr=False)
-    source: Path | None = field(default=None, repr=False)
+    store: SweepStore = field(default_factory=SweepStore, repr=False)
+
+    @property
+    def source(self) -> Path | None:
+        """The folder the sweep was loaded from (None for a sweep run in this process)."""
+        return self.store.path
 
     # --- cells --------------------------------------------------------------------
 
@@ -219,7 +194,9 @@ class Sweep:
         Raises ``KeyError`` for a cell not in the grid and :class:`~zett_lab.errors.ZettLabError`
         for a cell that failed.
         """
-        return self._trace(self._known(self.cell(conversation_id, max_tokens, keep_recent_tokens, summarizer, engine)))
+        return self.store.trace(
+            self._known(self.cell(conversation_id, max_tokens, keep_recent_tokens, summarizer, engine))
+        )
 
     def losses(
         self,
@@ -238,12 +215,11 @@ class Sweep:
         sweep ran with ``metrics=False``).
         """
         key = self._known(self.cell(conversation_id, max_tokens, keep_recent_tokens, summarizer, engine))
-        return measure(self._trace(key)) if anchors else self._kept_losses(key)
+        return measure(self.store.trace(key)) if anchors else self._kept_losses(key)
 
     def _kept_losses(self, key: Cell) -> Losses | None:
         """The loss tables the sweep measured for a known cell, its own settings filled in (None: none kept)."""
-        source = self._sources[self._cells[key]]
-        tables = {name: source.folder.read(source.source_id, f"losses-{name}") for name in LOSS_TABLES}
+        tables = {name: self.store.kept(key, f"losses-{name}") for name in LOSS_TABLES}
         if any(table is None for table in tables.values()):
             return None
         for name in ("compactions", "conversation"):
@@ -254,7 +230,7 @@ class Sweep:
         conversation = tables["conversation"]
         if conversation is not None and len(conversation) and "steps_over_budget" in conversation:
             conversation["steps_over_budget"] = pd.array([self._steps_over(key)] * len(conversation), dtype="Int64")
-        return Losses(**tables, settings=(self._settings_of(source, key),))  # type: ignore[arg-type]
+        return Losses(**tables, settings=(self.store.settings(key),))  # type: ignore[arg-type]
 
     def lost_and_counted(
         self,
@@ -276,23 +252,22 @@ class Sweep:
         losses = self._kept_losses(key)
         if losses is None:
             return None
-        source = self._sources[self._cells[key]]
-        lost, counts = (source.folder.read(source.source_id, t) for t in (LOST_ANCHORS_TABLE, ANCHOR_COUNTS_TABLE))
+        lost, counts = (self.store.kept(key, table) for table in (LOST_ANCHORS_TABLE, ANCHOR_COUNTS_TABLE))
         if lost is None or counts is None:
             return None
         return dataclasses.replace(losses, anchors=lost), counts
 
     def traces(self) -> Iterator[tuple[Cell, Trace]]:
         """``(Cell, Trace)`` for every complete cell, read one at a time."""
-        for key in self._cells:
-            yield key, self._trace(key)
+        for key in self.store.cells:
+            yield key, self.store.trace(key)
 
     def cells(self) -> list[Cell]:
         """Every complete cell."""
-        return list(self._cells)
+        return list(self.store.cells)
 
     def _known(self, key: Cell) -> Cell:
-        if key not in self._cells:
+        if key not in self.store.cells:
             named = f"conversation {key.conversation_id!r} at {key.setting.describe()}"
             row = self._row(key)
             if row is not None and isinstance(row.get("error"), str):
@@ -314,70 +289,18 @@ class Sweep:
         value = row.get("steps_over_budget") if row is not None else None
         return 0 if value is None or is_missing(value) else int(value)
 
-    def _settings_of(self, source: Source, key: Cell) -> TraceSettings:
-        """A cell's trace settings (as :func:`~zett_lab.study.boundaries.derive` gives them for a shared replay)."""
-        return source.settings.derive(key.setting)
-
-    def _cell_trace(self, key: Cell) -> Trace:
-        """One cell's tables read from the folder (the last few are kept; shared, so never modified).
-
-        Without the engine's events (:meth:`_engine_events`): only cross-checks read them, and their
-        summaries repeat the compaction rows'.
-        """
-        held = self._read.get(key)
-        trace = held[0] if held is not None else None
-        if trace is None:
-            source = self._sources[self._cells[key]]
-            steps = source.folder.read(source.source_id, "steps")
-            compactions = source.folder.read(source.source_id, "compactions")
-            if steps is None or compactions is None:
-                raise InputError(
-                    source.folder.path, f"replay {source.source_id}", "its tables are missing from the sweep folder"
-                )
-            trace = Trace(
-                conversation=self._conversations[source.conversation_id],
-                steps=steps,
-                compactions=compactions,
-                settings=source.settings,
-            )
-            if trace.setting != key.setting:
-                trace = derive(trace, key.setting.max_tokens, key.setting.keep_recent_tokens, source.region)
-            self._read[key] = (trace, _summary_chars(trace))
-        self._read.move_to_end(key)
-        chars = 0
-        for n, older in enumerate(reversed(list(self._read))):  # the newest first; it always stays
-            chars += self._read[older][1]
-            if n and (n >= TRACES_KEPT or chars > SUMMARY_CHARS_KEPT):
-                del self._read[older]
-        return trace
-
-    def _trace(self, key: Cell) -> Trace:
-        """A cell's trace the caller may change (its own copy of the tables)."""
-        trace = self._cell_trace(key)
-        return Trace(
-            conversation=trace.conversation,
-            steps=trace.steps.copy(),
-            compactions=trace.compactions.copy(),
-            settings=trace.settings,
-            engine_events=self._engine_events(key),
-        )
-
-    def _engine_events(self, key: Cell) -> list[dict[str, Any]]:
-        """The engine's events of a cell's replay (a cell derived from it has the same ones), read when asked."""
-        return list(self._sources[self._cells[key]].engine_events)
-
     def stored_traces(self) -> list[tuple[Cell, StoredTrace]]:
         """``(Cell, trace)`` of every complete cell, each reading its tables only when used.
 
         What a report over a large sweep holds: settings and conversation in memory, the
         tables of the last few cells used.
         """
-        return [(key, StoredTrace(self, key)) for key in self._cells]
+        return [(key, StoredTrace(self, key)) for key in self.store.cells]
 
     @property
     def conversations(self) -> dict[str, Conversation]:
         """The swept conversations by id (what :func:`decision_boundaries` needs for a cell)."""
-        return dict(self._conversations)
+        return dict(self.store.conversations)
 
     @property
     def errors(self) -> pd.DataFrame:
@@ -391,7 +314,7 @@ class Sweep:
         that failed; empty when everything succeeded."""
         identities = self.config.get("summarizer_identities", [])
         labels = dict(zip(identities, self.config.get("summarizers", []), strict=True))
-        calls = combine_failure_counts([source_failures(source) for source in self._sources.values()])
+        calls = combine_failure_counts([source_failures(source) for source in self.store.sources.values()])
         calls["summarizer"] = [labels.get(name, name) for name in calls["summarizer"]]
         cells = self.errors
         kinds = cells["error"].map(lambda text: str(text).split(":", 1)[0])
@@ -400,7 +323,7 @@ class Sweep:
 
     def input_files(self) -> list[Path]:
         """What the sweep was made from: the conversations' files, the summary cache, the folder it was loaded from."""
-        files = [f for c in self._conversations.values() for f in c.input_files()]
+        files = [f for c in self.store.conversations.values() for f in c.input_files()]
         cache = self.config.get("cache")
         if cache and cache != ":memory:":
             files.append(Path(cache))
@@ -480,78 +403,17 @@ class Sweep:
         target = check_output(path, self.input_files(), overwrite=overwrite)
         check_sweep_target(target)
         with atomic_folder(target, overwrite=overwrite) as staging:
-            self._write(staging)
+            self.store.write(staging, self.results, self.config, self.labels)
         return target
-
-    def _write(self, folder: Path) -> None:
-        pq.write_table(pa.Table.from_pandas(storable(self.results), preserve_index=False), folder / "results.parquet")
-        cells = pd.DataFrame(
-            [
-                (cid, *self.labels(setting), setting.max_tokens, setting.keep_recent_tokens, sid)
-                for (cid, setting), sid in self._cells.items()
-            ],
-            columns=["conversation_id", "summarizer", "engine", "max_tokens", "keep_recent_tokens", "source_id"],
-        )
-        pq.write_table(pa.Table.from_pandas(cells, preserve_index=False), folder / "cells.parquet")
-        saved = SourceFolder(folder)
-        for source in self._sources.values():
-            for table in source.folder.tables(source.source_id):
-                if source.folder.suffix == saved.suffix:
-                    shutil.copyfile(source.folder.file(source.source_id, table), saved.file(source.source_id, table))
-                else:
-                    loaded = source.folder.read(source.source_id, table)
-                    assert loaded is not None
-                    write_parquet(loaded, saved.file(source.source_id, table))
-            saved.write_events(source.source_id, source.engine_events)
-        document = {
-            "format": FORMAT,
-            "version": VERSION,
-            "config": self.config,
-            "sources": {
-                sid: {
-                    "conversation_id": src.conversation_id,
-                    "settings": src.settings.record(),
-                    "region": _region_document(src.region),
-                    "failures": source_failures(src).to_dict("records"),
-                }
-                for sid, src in self._sources.items()
-            },
-            "conversations": {cid: conversation_document(c) for cid, c in self._conversations.items()},
-        }
-        (folder / "sweep.json").write_text(json.dumps(document, default=_json_default), encoding="utf-8")
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Sweep:
         """Read a sweep written by :meth:`save` (no replay is run)."""
-        source = Path(path)
-        try:
-            document = json.loads((source / "sweep.json").read_text(encoding="utf-8"))
-            results = restore(pq.read_table(source / "results.parquet").to_pandas())
-            cells = pq.read_table(source / "cells.parquet").to_pandas()
-        except (OSError, ValueError, KeyError) as error:
-            raise InputError(source, None, f"not a saved zett_lab sweep ({type(error).__name__}: {error})") from error
-        if document.get("format") != FORMAT:
-            raise InputError(source / "sweep.json", "field 'format'", f"expected {FORMAT!r}")
-        folder = SourceFolder(source) if document.get("version") == VERSION else _split_version_1(source)
-        conversations = {cid: conversation_from_document(doc) for cid, doc in document["conversations"].items()}
-        sources = {
-            sid: Source(
-                sid,
-                info["conversation_id"],
-                Region(**info["region"]),
-                TraceSettings.from_record(info["settings"]),
-                info.get("engine_events"),  # sweeps saved before the events were kept beside the tables
-                folder,
-                pd.DataFrame(info["failures"], columns=FAILURE_COLUMNS) if "failures" in info else None,
-            )
-            for sid, info in document["sources"].items()
-        }
-        swept = cls(
-            results=results, config=document["config"], _conversations=conversations, _sources=sources, source=source
-        )
+        results, config, store, cells = SweepStore.read(Path(path))
+        swept = cls(results=results, config=config, store=store)  # type: ignore[arg-type]
         # Sweeps saved before engines were a dimension ran the stock engine.
         engines = cells["engine"] if "engine" in cells else [STOCK_ENGINE] * len(cells)
-        swept._cells = {
+        store.cells = {
             swept.cell(str(cid), int(m), int(k), str(label), str(engine)): str(sid)
             for cid, label, m, k, engine, sid in zip(
                 cells["conversation_id"],
@@ -576,26 +438,6 @@ def _old_setting_record(config: SweepConfig) -> dict[str, Any]:
     }
 
 
-def _summary_chars(trace: Trace) -> int:
-    """Characters of summary text a trace's compaction rows hold."""
-    texts = trace.compactions["summary_text"] if "summary_text" in trace.compactions else pd.Series(dtype=object)
-    return int(texts.map(lambda text: len(text) if isinstance(text, str) else 0).sum())
-
-
-def source_failures(source: Source) -> pd.DataFrame:
-    """The failures a replay of a sweep made itself (counted from its compactions table when not kept)."""
-    if source.failures is None:
-        compactions = source.folder.read(source.source_id, "compactions")
-        source.failures = failure_counts(compactions if compactions is not None else pd.DataFrame())
-    return source.failures
-
-
-def check_sweep_target(target: Path) -> None:
-    """Refuse to replace anything but a saved sweep (a folder holding ``sweep.json``) with a sweep."""
-    if target.exists() and not (target / "sweep.json").is_file():
-        raise OutputError(target, None, "exists and is not a saved sweep; refusing to replace it")
-
-
 #: Why a stored trace's tables cannot be set.
 _READ_FROM_SWEEP = "a stored trace's tables are read from its sweep; copy it with sweep.trace(...) to change them"
 
@@ -610,14 +452,13 @@ class StoredTrace(Trace):
     """
 
     def __init__(self, sweep: Sweep, cell: Cell) -> None:
-        source = sweep._sources[sweep._cells[cell]]
         self.sweep, self.cell = sweep, cell
-        self.conversation = sweep._conversations[cell.conversation_id]
-        self.settings = sweep._settings_of(source, cell)
+        self.conversation = sweep.store.conversations[cell.conversation_id]
+        self.settings = sweep.store.settings(cell)
 
     @property
     def steps(self) -> pd.DataFrame:
-        return self.sweep._cell_trace(self.cell).steps
+        return self.sweep.store.tables(self.cell).steps
 
     @steps.setter
     def steps(self, value: pd.DataFrame) -> None:
@@ -625,7 +466,7 @@ class StoredTrace(Trace):
 
     @property
     def compactions(self) -> pd.DataFrame:
-        return self.sweep._cell_trace(self.cell).compactions
+        return self.sweep.store.tables(self.cell).compactions
 
     @compactions.setter
     def compactions(self, value: pd.DataFrame) -> None:
@@ -633,7 +474,7 @@ class StoredTrace(Trace):
 
     @property
     def engine_events(self) -> list[dict[str, Any]]:
-        return self.sweep._engine_events(self.cell)
+        return self.sweep.store.engine_events(self.cell)
 
     @engine_events.setter
     def engine_events(self, value: list[dict[str, Any]]) -> None:
@@ -646,26 +487,6 @@ class StoredTrace(Trace):
     def lost_and_counted(self) -> tuple[Losses, pd.DataFrame] | None:
         """:meth:`Sweep.lost_and_counted` of this cell."""
         return self.sweep._kept_lost_and_counted(self.cell)
-
-
-def _split_version_1(path: Path) -> SourceFolder:
-    """A version-1 sweep's concatenated tables, split into a temporary folder of per-replay files."""
-    folder = SourceFolder()
-    for name in ("steps", "compactions"):
-        try:
-            table = restore(pq.read_table(path / f"{name}.parquet").to_pandas())
-        except (OSError, ValueError) as error:
-            raise InputError(path / f"{name}.parquet", None, f"not a saved zett_lab sweep table ({error})") from error
-        for sid, part in table.groupby("source_id", sort=False):
-            folder.write(str(sid), {name: part.drop(columns="source_id").reset_index(drop=True)})
-    return folder
-
-
-def _region_document(where: Region) -> dict[str, Any]:
-    return {
-        name: getattr(where, name)
-        for name in ("max_tokens", "keep_recent_tokens", "m_lo", "m_hi", "k_lo", "k_hi", "reason")
-    }
 
 
 _LEADING = [
@@ -756,13 +577,3 @@ def results_frame(rows: Sequence[dict[str, Any]], relative: bool) -> pd.DataFram
             if converted.notna().sum() == table[column].notna().sum():
                 table[column] = converted.astype("float64")
     return table
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, np.floating):
-        return float(value)
-    if isinstance(value, np.bool_):
-        return bool(value)
-    return str(value)

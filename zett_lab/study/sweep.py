@@ -88,6 +88,7 @@ from .grid import (
 from .results import Sweep, SweepConfig, results_frame
 from .reuse import STORE, Proven, StoreKey
 from .sources import Source, SourceFolder, TableWriter
+from .store import SweepStore
 from .ticks import CellTicks
 from .units import WORKER_CACHE, CellResult, Unit, UnitResult, run_units, unit_store_key
 
@@ -220,9 +221,7 @@ def sweep(
     swept = Sweep(
         results=results,
         config=config,
-        _conversations={c.id: c for c in plan.conversations},
-        _sources=collector.sources,
-        _cells=cell_map,
+        store=SweepStore({c.id: c for c in plan.conversations}, collector.sources, cell_map),
     )
     for failure in swept.failure_counts.itertuples(index=False):
         warnings.warn(
