@@ -252,3 +252,19 @@ def test_a_bad_harness_context_entry_is_one_clear_error(tmp_path: Path):
     )
     with pytest.raises(InputError, match=r"harness context 0, field 'start'"):
         zett_lab.load_all(path)
+
+
+def test_aider_takes_a_file_the_model_names_unseen_from_its_repository_map(tmp_path: Path):
+    """aider's repo map lists the repository's files with every request: a file name the model writes before
+    the log showed it came from there, and stays shown; one the log showed first is not added."""
+    history = """# aider chat started at 2025-01-01 10:00:00
+
+#### add a sync feature for README.md
+
+The files most likely to change are `init_repo.sh` and `README.md`. Please add them to the chat.
+"""
+    path = tmp_path / ".aider.chat.history.md"
+    path.write_text(history, encoding="utf-8")
+    (conversation,) = zett_lab.load_all(path)
+    (repo_map,) = [e for e in conversation.harness_context if "repo map" in e.label]
+    assert (repo_map.start, repo_map.end, repo_map.text) == (0, None, "init_repo.sh")

@@ -32,16 +32,23 @@ left (``Removed ... from the chat``, ``/drop``, ``/reset``): each file's path
 answered yes to "Add file to the chat?" or "Create new file?", ``Applied edit
 to ...``), and the text of each SEARCH/REPLACE or whole-file block the model
 wrote for it (the file held that text, and aider re-sent it). Files stay in the
-chat across ``/clear``.
+chat across ``/clear``. aider's repository map (the repository's file names, sent with every
+request) becomes one entry held for the whole conversation: the file names aider's output
+proposed for the chat or listed, and every file name the model wrote before anything in the log
+showed it. The model cannot know a repository's files but from what it was sent, so such a name
+came from the map (assumed: aider sends a repo map, its default; a file the model creates joins
+the chat anyway).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from ...errors import InputError
+from ..anchors import anchors_in_text
 from ..conversation import Conversation, HarnessContext
 from ..registry import Reader, register
 from ..storable import decode
@@ -120,6 +127,14 @@ class _ChatFiles:
         """The repository's file names the log shows, as the repo map aider sends with every request."""
         if self.repo:
             b.harness.append(HarnessContext(0, "\n".join(sorted(self.repo)), None, "aider repo map (file names)"))
+
+    def named_unseen(self, reply: str, shown: Sequence[str]) -> None:
+        """The file names the model wrote in ``reply`` that no text of ``shown`` (every block the log showed
+        before it, lower-cased) holds: they came from the repository map."""
+        for anchor in anchors_in_text(reply, role="none"):
+            name = anchor.normalized.lower()
+            if anchor.type == "path" and not any(name in text for text in shown):
+                self.repo.add(anchor.normalized)
 
     def read_output(self, b: Builder, lines: list[str]) -> None:
         listing: str | None = None  # what the file names that follow are: "chat", "repo", or None
@@ -208,8 +223,10 @@ def _session(
     pending_tool: list[str] = []
     last: str | None = None  # last role that reached the model: user / assistant
     files = _ChatFiles()
+    shown: list[str] = []  # what the log showed so far, lower-cased
     for _number, role, lines in blocks:
         b = parts[-1]
+        shown.append("\n".join(lines).lower())
         if role == "tool":
             files.read_output(b, lines)
             for item in lines:
@@ -250,6 +267,7 @@ def _session(
         if last == "assistant":
             between = "\n".join(x for x in pending_tool if x.strip() and not _TOKENS.match(x)).strip()
             b.user(between or "[aider output between two replies]", aider_output=True)
+        files.named_unseen(content, shown[:-1])
         b.assistant(content)
         files.edited(b, len(b.messages) - 1, content)
         pending_tool = []
