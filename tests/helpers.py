@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from zett_agent.messages import (
     AssistantMessage,
     SystemMessage,
@@ -20,6 +22,18 @@ from zett_agent.model import (
 from zett_lab import Conversation
 from zett_lab.replay.setting import TraceSettings
 from zett_lab.replay.trace import Trace
+
+
+def as_words(key: tuple[str, str], text: str) -> bool:
+    """Whether ``text`` holds a path's or identifier's components in order as whole words, in any case,
+    separated by ``.``, ``/`` or ``\\`` (a plain re-reading of what the anchor index calls shown as words)."""
+    from zett_lab.load.anchor_forms import NAME_TYPES, spellings
+
+    if key[0] not in NAME_TYPES:
+        return False
+    parts = spellings(key).canonical.removeprefix("name:").split("/")
+    separated = r"[./\\]".join(map(re.escape, parts))
+    return bool(re.search(r"(?<![a-z0-9_])" + separated + r"(?![a-z0-9_])", text.lower()))
 
 
 def span_trace(conversation: Conversation, spans: list[tuple[int, int, int]]) -> Trace:

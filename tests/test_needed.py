@@ -21,9 +21,10 @@ import pytest
 from zett_agent.messages import AssistantMessage, SystemMessage
 
 import zett_lab
-from tests.helpers import span_trace
-from zett_lab.load.anchor_forms import shows
-from zett_lab.load.anchors import action_keys, anchor_keys, message_keys
+from tests.helpers import as_words, span_trace
+from zett_lab.load.anchor_forms import shows, spellings
+from zett_lab.load.anchors import action_keys, anchor_keys, defined_names, message_keys
+from zett_lab.load.text import message_text
 from zett_lab.load.vocabulary import is_generic
 from zett_lab.measure import measure
 
@@ -40,16 +41,48 @@ def _why_not_needed(conversation, key, span_end, n_recorded) -> str | None:
         return "vocabulary"
     system = [k for m in messages if isinstance(m, SystemMessage) for k in message_keys(m)]
     tools = [("identifier", c.name) for m in messages if isinstance(m, AssistantMessage) for c in m.tool_calls]
-    if any(shows(k, key) for k in [*system, *tools]):
+    system_text = "\n".join(message_text(m) for m in messages if isinstance(m, SystemMessage))
+    if any(shows(k, key) for k in [*system, *tools]) or as_words(key, system_text):
         return "system prompt or tool definitions"
+    name = spellings(key).canonical.removeprefix("name:")
+    if key[0] == "identifier" and name in defined_names(messages[use]).fresh:
+        return "defined by the use"
     for i in range(span_end, use):
-        if not isinstance(messages[i], SystemMessage) and any(shows(k, key) for k in message_keys(messages[i])):
+        message = messages[i]
+        if isinstance(message, SystemMessage):
+            continue
+        words = as_words(key, message_text(message)) and (i < n_recorded or not isinstance(message, AssistantMessage))
+        if words or any(shows(k, key) for k in message_keys(message)):
             return "kept tail" if i < n_recorded else "shown again before the use"
     for entry in conversation.harness_context:
         held = entry.start <= use and (entry.end is None or entry.end > n_recorded)
-        if held and any(shows(k, key) for k in anchor_keys(entry.text)):
+        if held and (any(shows(k, key) for k in anchor_keys(entry.text)) or as_words(key, entry.text)):
             return "harness context"
+    if key[0] == "identifier" and _the_agents_own(conversation, key, use):
+        return "the agent's own name"
     return None
+
+
+def _the_agents_own(conversation, key, use: int) -> bool:
+    """The agent wrote the name before any message or harness context showed it, and did not define it before
+    the use."""
+    messages = conversation.messages
+    for i, message in enumerate(messages):
+        if isinstance(message, SystemMessage):
+            continue
+        harness = any(
+            e.start <= i and (any(shows(k, key) for k in anchor_keys(e.text)) or as_words(key, e.text))
+            for e in conversation.harness_context
+        )
+        words = not isinstance(message, AssistantMessage) and as_words(key, message_text(message))
+        if harness or words or any(shows(k, key) for k in message_keys(message)):
+            break
+    else:
+        return False
+    if harness or not isinstance(message, AssistantMessage):
+        return False
+    name = spellings(key).canonical.removeprefix("name:")
+    return not any(name in defined_names(messages[j]).every for j in range(use))
 
 
 def _agent_uses(message, key) -> bool:
@@ -142,4 +175,6 @@ def test_needed_precision_on_the_older_labels(judged):
         "kept tail",
         "vocabulary",
         "system prompt or tool definitions",
+        "defined by the use",
+        "the agent's own name",
     }

@@ -254,6 +254,61 @@ def test_a_bad_harness_context_entry_is_one_clear_error(tmp_path: Path):
         zett_lab.load_all(path)
 
 
+def test_a_name_printed_as_a_plain_word_or_inside_a_longer_name_is_shown():
+    """A tool result that prints the name as a word (``Testing IFNULL:``, no anchor of its own), a path holding
+    it as a folder, or a longer text holding a path's components shows it before the use."""
+    span = [UserMessage(content="Check ifnull(x, 0), the live/ folder and src/sqlfl/rules/ first."), _use("OK.")]
+    use = [_use_call("u", "bash", {"command": "grep -n 'ifnull(' src/sqlfl/rules/ live/"})]
+    tail = [UserMessage(content="Go on.")]
+    items = {"ifnull": True, "live/": True, "src/sqlfl/rules/": True}
+    assert _needed(span, tail, use) == items
+    printed = [
+        _use_call("r", "bash", {"command": "python t.py"}),
+        ToolMessage(
+            tool_call_id="r",
+            name="bash",
+            content="Testing IFNULL:\nSOURCES.txt:src/sqlfl/rules/L060.py lib/web/live/a.ex",
+        ),
+    ]
+    assert _needed(span, tail, [*printed, *use]) == dict.fromkeys(items, False)
+    # the agent's own earlier words are not something it was shown
+    assert _needed(span, tail, [_use("I will test IFNULL in live next."), *use]) == items
+
+
+def test_a_new_local_of_the_code_the_agent_writes_is_chosen_there():
+    """A variable, parameter or alias the use introduces is the agent's choice at the use; a function it defines,
+    a name it only calls, or a name kept from the text an edit replaces is not."""
+    span = [
+        ToolMessage(tool_call_id="x", name="read", content="sql_ifnull = load(); def render_rows(rows): ..."),
+        _use("OK."),
+    ]
+    tail = [UserMessage(content="Go on.")]
+    script = "cat > t2.py << 'EOF'\nsql_ifnull = q()\nprint(render_rows(sql_ifnull))\nEOF"
+    needed = _needed(span, tail, [_use_call("u", "bash", {"command": script})])
+    assert not needed["sql_ifnull"] and needed["render_rows"]
+    redefined = "def render_rows(rows):\n    return rows"
+    assert _needed(span, tail, [_use_call("u", "bash", {"command": redefined})])["render_rows"]
+    edit = {"old_string": "sql_ifnull = load()", "new_string": "sql_ifnull = load(2)"}
+    assert _needed(span, tail, [_use_call("u", "Edit", {"file_path": "a.py", **edit})])["sql_ifnull"]
+
+
+def test_a_name_the_agent_wrote_before_anything_showed_it_is_its_own():
+    """A library call the agent knew (it wrote it first, nothing showed it) needs no span later; a name it made
+    up and defined (its own helper) does."""
+    span = [
+        _use_call("a", "bash", {"command": "python -c 'import sqlfl; print(sqlfl.lint(q))'"}),
+        ToolMessage(tool_call_id="a", name="bash", content="[]"),
+        _use_call("b", "bash", {"command": "cat > h.py << 'EOF'\ndef clamp_aoi_angles(x):\n    return x\nEOF"}),
+        ToolMessage(tool_call_id="b", name="bash", content=""),
+    ]
+    later = [_use_call("c", "bash", {"command": "python -c 'print(sqlfl.lint(r), clamp_aoi_angles(3))'"})]
+    needed = _needed(span, [UserMessage(content="Go on.")], later)
+    assert not needed["sqlfl.lint"] and needed["clamp_aoi_angles"]
+    # shown by the user first: learnt from the conversation, needed
+    told = [UserMessage(content="Use sqlfl.lint(q) for it."), *span]
+    assert _needed(told, [UserMessage(content="Go on.")], later)["sqlfl.lint"]
+
+
 def test_aider_takes_a_file_the_model_names_unseen_from_its_repository_map(tmp_path: Path):
     """aider's repo map lists the repository's files with every request: a file name the model writes before
     the log showed it came from there, and stays shown; one the log showed first is not added."""

@@ -38,7 +38,8 @@ def test_losses_without_the_anchor_table_are_the_same_on_every_fixture(fixture_c
 
 @pytest.fixture(scope="module")
 def small_sweep(fixture_conversations, tmp_path_factory):
-    chosen = [c for c in fixture_conversations if c.id in ("billing-rounding", "ci-flaky-kafka")]
+    # search-p95-regression loses an item needed later (products_name_trgm_idx) at the smaller budgets
+    chosen = [c for c in fixture_conversations if c.id in ("search-p95-regression", "ci-flaky-kafka")]
     events: list[ProgressEvent] = []
     result = sweep(
         chosen,
@@ -210,11 +211,12 @@ def test_the_extractive_duplicate_check_gives_the_floats_of_indexing_the_taken_r
 
 def test_the_anchors_of_a_span_as_arrays_are_what_a_loop_over_its_messages_finds(fixture_conversations):
     """Order, first message, tail, future and next use of every span anchor, against a plain loop (shown and
-    used in any spelling: :func:`~zett_lab.load.anchor_forms.spellings`)."""
+    used in any spelling: :func:`~zett_lab.load.anchor_forms.spellings`; shown as words of any text too)."""
     from bisect import bisect_left
 
-    from zett_agent.messages import AssistantMessage
+    from zett_agent.messages import AssistantMessage, SystemMessage
 
+    from tests.helpers import as_words
     from zett_lab.load.anchor_forms import spellings
     from zett_lab.load.anchors import action_keys
     from zett_lab.measure.message_index import index_of
@@ -240,6 +242,10 @@ def test_the_anchors_of_a_span_as_arrays_are_what_a_loop_over_its_messages_finds
         index, n = index_of(conversation.messages), len(conversation.messages)
         by_message = [showing(keys) for keys in index.keys_by_message]
         system = showing(index.system_keys)
+        texts = [index.text(i) for i in range(n)]
+        system_text = "\n".join(
+            t for t, m in zip(texts, conversation.messages, strict=True) if isinstance(m, SystemMessage)
+        )
         agent = [
             showing(action_keys(m), folders=False) if isinstance(m, AssistantMessage) else (set(), set())
             for m in conversation.messages
@@ -257,6 +263,7 @@ def test_the_anchors_of_a_span_as_arrays_are_what_a_loop_over_its_messages_finds
             for position, key in enumerate(keys):
                 occurrences = index.occurrences[key]
                 tail = shown(key, system) or any(shown(key, by_message[i]) for i in range(end, min(recorded, n)))
+                tail = tail or as_words(key, system_text) or as_words(key, "\n".join(texts[end:recorded]))
                 assert bool(span.in_tail[position]) == tail, key
                 assert bool(span.in_future[position]) == (first(occurrences, recorded, n) is not None), key
                 use = next((i for i in range(recorded, n) if shown(key, agent[i])), None)

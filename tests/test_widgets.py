@@ -112,7 +112,7 @@ def test_compaction_viewer(explorer):
 
 def test_compaction_viewer_highlights_lost_but_needed(fixture_conversations):
     explorer = Explorer(fixture_conversations, summarizers=["truncate:0.05"])
-    explorer.set(conversation_id="billing-rounding", max_tokens=12_000, keep_recent_tokens=3_000)
+    explorer.set(conversation_id="search-p95-regression", max_tokens=12_000, keep_recent_tokens=3_000)
     lost = explorer.losses.lost_but_needed()
     assert len(lost)
     explorer.compaction.value = int(lost["compaction_id"].iloc[0])
@@ -340,7 +340,7 @@ def test_clicking_a_step_shows_its_decision(explorer):
 
 def test_clicking_a_compaction_step_lists_lost_but_needed(fixture_conversations):
     explorer = Explorer(fixture_conversations, summarizers=["truncate:0.05"])
-    explorer.set(conversation_id="billing-rounding", max_tokens=12_000, keep_recent_tokens=3_000)
+    explorer.set(conversation_id="search-p95-regression", max_tokens=12_000, keep_recent_tokens=3_000)
     lost = explorer.losses.lost_but_needed()
     compaction = int(lost["compaction_id"].iloc[0])
     compactions = explorer.trace.compactions

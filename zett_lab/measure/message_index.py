@@ -1,24 +1,27 @@
 """Per-conversation anchor lookups shared by every compaction attempt of a trace.
 
-Which anchors each message holds, where each anchor occurs and where the agent uses it again, where it is visible in any spelling (messages, the system prompt, what the
-harness re-sent), the artifact anchors of tool calls, and how rare and how specific each
-anchor is. A sweep or a comparison measures one conversation many times, so the last few
+Which anchors each message holds, where each anchor occurs and where the agent uses it again, where it is
+visible in any spelling (messages, the system prompt, what the harness re-sent), which names the agent
+defines or wrote before seeing them, the artifact anchors of tool calls, and how rare and how specific
+each anchor is. A sweep or a comparison measures one conversation many times, so the last few
 indexes are kept.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import ahocorasick
 import numpy as np
 from zett_agent.messages import AssistantMessage, SystemMessage
 
-from ..load.anchor_forms import spellings
+from ..load.anchor_forms import NAME_TYPES, spellings
 from ..load.anchors import (
     ANCHOR_TYPES,
     ARTIFACT_TYPES,
@@ -27,6 +30,7 @@ from ..load.anchors import (
     action_keys,
     anchor_keys,
     clear_anchor_caches,
+    defined_names,
     loose,
     message_anchors,
     message_keys,
@@ -36,6 +40,18 @@ from ..load.conversation import HarnessContext
 from ..load.text import message_text
 from ..load.vocabulary import is_generic
 from .lookup import NeedleSet, clear_needle_caches, needle_of
+
+
+def _sorted_codes(codes: Iterable[int]) -> np.ndarray:
+    return np.unique(np.fromiter(codes, dtype=np.int64))
+
+
+def _holds(codes: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """Per value of ``wanted``: whether the sorted array ``codes`` holds it."""
+    if not len(codes):
+        return np.zeros(len(wanted), dtype=bool)
+    at = np.minimum(np.searchsorted(codes, wanted), len(codes) - 1)
+    return codes[at] == wanted
 
 
 def _first_in(positions: Sequence[int], start: int, end: int) -> int | None:
@@ -76,8 +92,19 @@ class KeyArrays:
     #: Per key: whether the system prompt shows it in any spelling.
     system: np.ndarray
     #: ``i * stride + message index`` of every message showing key ``i`` in any spelling
-    #: (:func:`~zett_lab.load.anchor_forms.spellings`), sorted.
+    #: (:func:`~zett_lab.load.anchor_forms.spellings`), or, a name, as words of its text (:class:`_Words`; the
+    #: agent's own messages but as anchors: what the agent writes is not shown to it), sorted.
     seen: np.ndarray
+    #: The same for the words of the agent's own messages: in the kept tail they are in view like any other.
+    written: np.ndarray
+    #: ``i * stride + message index`` of every agent message whose tool calls introduce identifier ``i`` as a new
+    #: local (:attr:`~zett_lab.load.anchors.Definitions.fresh`: a variable, parameter or alias), sorted.
+    fresh: np.ndarray
+    #: ... of every agent message whose code defines it in any way (:attr:`~zett_lab.load.anchors.Definitions.every`).
+    defined: np.ndarray
+    #: Per key: an identifier the agent wrote before any message, the system prompt or harness context showed it
+    #: in any spelling: a name it knew (a library's API) or made up.
+    agent_first: np.ndarray
     #: Per key: not vocabulary any agent could write unseen (:func:`~zett_lab.load.vocabulary.is_generic`).
     specific: np.ndarray
     #: Per harness context entry (:class:`~zett_lab.load.conversation.HarnessContext`): the messages it held for,
@@ -116,14 +143,18 @@ class KeyArrays:
         found = (at < len(codes)) & (value < base + min(max(start, end), self.stride))
         return np.where(found, value - base, -1), clipped
 
-    def shown_between(self, ids: np.ndarray, start: int, ends: np.ndarray) -> np.ndarray:
-        """Per key of ``ids``: whether a message in ``[start, ends[i])`` shows it in any spelling."""
+    def shown_between(
+        self, ids: np.ndarray, start: int, ends: np.ndarray, codes: np.ndarray | None = None
+    ) -> np.ndarray:
+        """Per key of ``ids``: whether a message in ``[start, ends[i])`` shows it in any spelling (in ``codes``:
+        ``seen`` unless given)."""
+        codes = self.seen if codes is None else codes
         base = ids * self.stride
-        at = np.searchsorted(self.seen, base + start)
-        if not len(self.seen):
+        at = np.searchsorted(codes, base + start)
+        if not len(codes):
             return np.zeros(len(ids), dtype=bool)
-        value = self.seen[np.minimum(at, len(self.seen) - 1)]
-        return (at < len(self.seen)) & (value < base + np.clip(ends, start, self.stride))
+        value = codes[np.minimum(at, len(codes) - 1)]
+        return (at < len(codes)) & (value < base + np.clip(ends, start, self.stride))
 
     def harness_shown(self, ids: np.ndarray, start: int, ends: np.ndarray) -> np.ndarray:
         """Per key of ``ids``: whether harness context held for a message in ``[start, ends[i]]`` shows it."""
@@ -169,10 +200,15 @@ class ConversationIndex:
         self.keys_by_message: list[tuple[AnchorKey, ...]] = []
         self.tool_calls: list[tuple[int, frozenset[AnchorKey]]] = []
         self.system_keys: set[AnchorKey] = set()
+        self.system_messages: list[int] = []
+        #: (agent message, name it defines, whether as a fresh local) in the form
+        #: :func:`~zett_lab.load.anchors.defined_names` gives.
+        self.definitions: list[tuple[int, str, bool]] = []
         for index, message in enumerate(messages):
             if isinstance(message, SystemMessage):
                 # sent with every step: its anchors never need a summary
                 self.system_keys.update(message_keys(message))
+                self.system_messages.append(index)
                 self.keys_by_message.append(())
                 continue
             keys = []
@@ -185,6 +221,8 @@ class ConversationIndex:
             if isinstance(message, AssistantMessage):
                 for key in action_keys(message):
                     self.uses.setdefault(key, []).append(index)
+                defined = defined_names(message)
+                self.definitions.extend((index, name, name in defined.fresh) for name in defined.every | defined.fresh)
                 # the tools' definitions go with every request: their names are never news
                 self.system_keys.update(("identifier", call.name) for call in message.tool_calls or ())
                 for call in message.tool_calls or ():
@@ -245,7 +283,29 @@ class ConversationIndex:
         ids = np.arange(len(keys), dtype=np.int64)
         last = sorted_occurrences[np.searchsorted(sorted_occurrences, (ids + 1) * stride) - 1] - ids * stride
         spelled = _Spellings(keys)
+        words = _Words(spelled)
+        shown_words: list[int] = []
+        written_words: list[int] = []
+        for index, message in enumerate(self.messages):
+            if not isinstance(message, SystemMessage):
+                codes = written_words if isinstance(message, AssistantMessage) else shown_words
+                codes.extend(i * stride + index for i in words.ids_in(self.text(index)))
+        system_words = [i for index in self.system_messages for i in words.ids_in(self.text(index))]
         harness = [entry for entry in self.harness_context if entry.start < (entry.end or stride)]
+        harness_ids = [
+            np.union1d(
+                np.flatnonzero(spelled.shown_by(anchor_keys(entry.text))),
+                np.asarray(words.ids_in(entry.text), dtype=np.int64),
+            )
+            for entry in harness
+        ]
+        system = spelled.shown_by(self.system_keys) | np.isin(ids, system_words)
+        seen = np.union1d(spelled.widen(sorted_occurrences, stride), np.asarray(shown_words, dtype=np.int64))
+        first_seen = seen[np.minimum(np.searchsorted(seen, ids * stride), len(seen) - 1)] - ids * stride
+        harness_first = np.full(len(keys), stride, dtype=np.int64)
+        for entry, shown_ids in zip(harness, harness_ids, strict=True):
+            harness_first[shown_ids] = np.minimum(harness_first[shown_ids], entry.start)
+        by_agent = np.asarray([isinstance(m, AssistantMessage) for m in self.messages] + [False])
         return KeyArrays(
             keys=keys,
             stride=stride,
@@ -253,12 +313,26 @@ class ConversationIndex:
             rank=np.asarray(rank, dtype=np.int64)[order],
             uses=spelled.widen(np.unique(np.asarray(uses, dtype=np.int64)), stride, folders=False),
             rarity=np.asarray([self.rarity(key) for key in keys], dtype=np.float64),
-            system=spelled.shown_by(self.system_keys),
-            seen=spelled.widen(sorted_occurrences, stride),
+            system=system,
+            seen=seen,
+            written=np.unique(np.asarray(written_words, dtype=np.int64)),
+            fresh=_sorted_codes(
+                i * stride + at
+                for at, name, fresh in self.definitions
+                if fresh
+                for i in spelled.identifiers_named(name)
+            ),
+            defined=_sorted_codes(
+                i * stride + at for at, name, _ in self.definitions for i in spelled.identifiers_named(name)
+            ),
             specific=np.asarray([not is_generic(key) for key in keys], dtype=bool),
             harness_start=np.asarray([entry.start for entry in harness], dtype=np.int64),
             harness_end=np.asarray([stride if entry.end is None else entry.end for entry in harness], dtype=np.int64),
-            harness_ids=[np.flatnonzero(spelled.shown_by(anchor_keys(entry.text))) for entry in harness],
+            harness_ids=harness_ids,
+            agent_first=np.asarray([key[0] == "identifier" for key in keys], dtype=bool)
+            & by_agent[np.clip(first_seen, 0, stride - 1)]
+            & (harness_first > first_seen)
+            & ~system,
             sentence=np.asarray([key[0] in SENTENCE_TYPES for key in keys], dtype=bool),
             artifact=np.asarray([key[0] in ARTIFACT_TYPES for key in keys], dtype=bool),
             last=last,
@@ -279,17 +353,28 @@ class ConversationIndex:
         Needed later: used again by the agent (``next_use``), specific (not vocabulary
         of a language, its standard library, a common framework or most projects), and at that
         use shown in no spelling by anything the model saw since the compaction: not the tail,
-        not any message between the tail and the use (a tool result that re-read it, text the
-        harness injected), not the system prompt, not harness context held on until the use.
+        not any message between the tail and the use (a tool result that re-read it or printed it
+        as a plain word, text the harness injected), not the system prompt, not harness context
+        held on until the use. And not the agent's own choice: a name the use introduces as a new
+        local of the code it writes (a variable, parameter or alias: any name would have done), or
+        an identifier the agent wrote before anything in the conversation showed it and had not
+        defined before the use (a library's API it knew, a label it made up).
         """
         arrays = self.arrays
         first, at = self._first_from(start)
         ids = np.flatnonzero(first < max(start, end))
         ids = ids[np.lexsort((arrays.rank[at[ids]], first[ids]))]
-        in_tail = arrays.system[ids] | arrays.shown_between(ids, end, np.full(len(ids), n_recorded))
+        tail_end = np.full(len(ids), n_recorded)
+        in_tail = arrays.system[ids] | arrays.shown_between(ids, end, tail_end)
+        in_tail |= arrays.shown_between(ids, end, tail_end, arrays.written)
         next_use, _ = arrays.first_in(arrays.uses, ids, n_recorded, len(self.messages))
         used = next_use >= 0
         needed = used & arrays.specific[ids] & ~in_tail
+        # a name the use itself defines (a new script's variable, a parameter) is chosen there, not recalled
+        needed &= ~_holds(arrays.fresh, ids * arrays.stride + next_use)
+        # a name the agent wrote before anything showed it, and never defined, is its own: known or made up
+        defined_before, _ = arrays.first_in(arrays.defined, ids, 0, len(self.messages))
+        needed &= ~(arrays.agent_first[ids] & ((defined_before < 0) | (defined_before >= next_use)))
         needed &= ~arrays.shown_between(ids, n_recorded, next_use)
         needed &= ~arrays.harness_shown(ids, n_recorded, np.where(used, next_use, -1))
         return SpanAnchors(
@@ -363,6 +448,10 @@ class _Spellings:
                 self._by_form[form].append(i)
         self._pairs: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
+    def identifiers_named(self, name: str) -> list[int]:
+        """Ids of the identifiers whose whole name is ``name`` (lower-cased components joined by ``/``)."""
+        return [i for i in self._by_canonical.get("name:" + name, ()) if self.keys[i][0] == "identifier"]
+
     def shown(self, key: AnchorKey, folders: bool = True) -> set[int]:
         """Ids of the keys an occurrence of ``key`` shows (itself included when it is one of them); with
         ``folders``, also the leading parts it names on the way."""
@@ -422,6 +511,54 @@ class _Spellings:
         offsets = np.repeat(starts[source] - np.cumsum(repeats) + repeats, repeats) + np.arange(repeats.sum())
         messages = codes[offsets] - np.repeat(source, repeats) * stride
         return np.unique(np.concatenate([codes, np.repeat(target, repeats) * stride + messages]))
+
+
+#: A word of a text, lower-cased: what a name of one component is found as.
+_WORD = re.compile(r"[a-z0-9_]+")
+#: What separates a name's components in a text: ``src/pkg/mod.py`` and ``pkg.mod`` both hold ``pkg``, ``mod``.
+_SEPARATORS = str.maketrans({".": "/", "\\": "/"})
+
+
+class _Words:
+    """Names found as whole words of any text, in any case, whatever separates their components (``.``, ``/``)
+    and whatever surrounds them: ``Testing IFNULL:`` shows ``ifnull``, ``lib/spotter_web/live/x.ex`` shows
+    ``live``, and ``SOURCES.txt:src/sqlfluff/rules/L060.py`` shows ``src/sqlfluff/rules``, although none of
+    these texts holds that name as an anchor of its own (a plain word, a folder inside a longer path)."""
+
+    def __init__(self, spelled: _Spellings) -> None:
+        self._words: dict[str, list[int]] = {}
+        longer: dict[str, list[int]] = {}
+        for i, spelling in enumerate(spelled._spelled):
+            name = spelling.canonical.removeprefix("name:")
+            if name == spelling.canonical or spelled.keys[i][0] not in NAME_TYPES:
+                continue
+            if _WORD.fullmatch(name):
+                self._words.setdefault(name, []).append(i)
+            else:
+                longer.setdefault(name.translate(_SEPARATORS), []).append(i)
+        self._longer = list(longer.values())
+        self._automaton = ahocorasick.Automaton()
+        for number, name in enumerate(longer):
+            self._automaton.add_word(name, (number, len(name)))
+        if self._longer:
+            self._automaton.make_automaton()
+
+    def ids_in(self, text: str) -> list[int]:
+        """Ids of the names ``text`` holds as words."""
+        lowered = text.lower()
+        found = [self._words.get(word) for word in set(_WORD.findall(lowered))] if self._words else []
+        if self._longer:
+            mapped, names = lowered.translate(_SEPARATORS), set()
+            for end, (number, length) in self._automaton.iter(mapped):
+                if number not in names and _stands_alone(mapped, end - length + 1, end + 1):
+                    names.add(number)
+            found.extend(self._longer[number] for number in names)
+        return [i for ids in found if ids for i in ids]
+
+
+def _stands_alone(text: str, start: int, end: int) -> bool:
+    """Whether ``text[start:end]`` is not part of a longer word."""
+    return (start == 0 or not _WORD.match(text, start - 1)) and (end == len(text) or not _WORD.match(text, end))
 
 
 #: Indexes of the last few message lists: a sweep or a comparison measures one conversation many times.
