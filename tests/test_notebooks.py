@@ -1,8 +1,9 @@
 """The notebooks run top to bottom on the bundled fixtures, offline, within the time budget.
 
 Each notebook is executed with nbclient in a fresh kernel (per-cell timeout), from the
-``notebooks/`` directory so the "walk up to find fixtures/" pattern is exercised, with
-outputs directed to a temporary directory. The stored notebooks carry no outputs.
+``notebooks/`` directory, reading ``../fixtures`` as in a folder ``zett-lab demo`` writes, with
+outputs directed to a temporary directory. The stored notebooks carry no outputs and refer to
+nothing outside such a folder. (tests/test_lab_browser.py runs the installed demo in a browser.)
 """
 
 from __future__ import annotations
@@ -40,6 +41,21 @@ def test_stored_without_outputs(path):
     assert sum(cell.cell_type == "markdown" for cell in notebook.cells) >= 4, "notebooks teach in prose"
 
 
+#: Words that point outside a demo folder: the repository, the team's shared logs, files of a checkout.
+OUTSIDE = re.compile(r"\brepo(sitory)?\b|shared/|agent-logs|docs/|README|find_up|\.parents\b", re.IGNORECASE)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def test_refers_to_nothing_outside_a_demo_folder(path):
+    """A notebook opens with a short introduction and a short setup cell, and reads only ``../fixtures``."""
+    notebook = nbformat.read(path, as_version=4)
+    for index, cell in enumerate(notebook.cells):
+        assert not OUTSIDE.search(cell.source), f"{path.name} cell {index}: {OUTSIDE.search(cell.source)[0]!r}"
+    intro, setup = notebook.cells[0], next(c for c in notebook.cells if c.cell_type == "code")
+    assert intro.cell_type == "markdown" and len(intro.source.splitlines()) <= 16
+    assert len(setup.source.splitlines()) <= 10 and '"../fixtures"' in setup.source
+
+
 def _fixture_state() -> dict[str, tuple[int, int]]:
     return {str(p): (p.stat().st_size, p.stat().st_mtime_ns) for p in (ROOT / "fixtures").rglob("*") if p.is_file()}
 
@@ -50,7 +66,7 @@ def test_notebook_runs_offline(path, tmp_path, monkeypatch):
     from nbclient import NotebookClient
 
     monkeypatch.setenv("ZETT_LAB_OUT", str(tmp_path / "out"))
-    monkeypatch.delenv("ZETT_LAB_FIXTURES", raising=False)  # found by walking up from notebooks/
+    monkeypatch.delenv("ZETT_LAB_FIXTURES", raising=False)  # ../fixtures, beside notebooks/ as in a demo folder
     for key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
         monkeypatch.delenv(key, raising=False)  # the provider cell must skip itself
     monkeypatch.setenv("PYTHONWARNINGS", "ignore")

@@ -82,6 +82,7 @@ def _prepare(app: Sphinx, config) -> None:
         os.environ.pop(name, None)
     os.environ.update(
         {
+            "ZETT_LAB_FIXTURES": str(ROOT / "fixtures"),  # the notebooks read ../fixtures, beside them in a demo folder
             "ZETT_LAB_OUT": str(scratch / "out"),
             "ZETT_LAB_CACHE": str(scratch / "summaries.sqlite"),
             "PYTHONWARNINGS": "ignore",
