@@ -132,8 +132,12 @@ def frame_html(
     columns: Sequence[str] | None = None,
     formatters: Mapping[str, Callable[[Any], str]] | None = None,
 ) -> str:
-    """A DataFrame as an HTML table with readable numbers (what the ``_repr_html_`` of every result uses)."""
+    """A DataFrame as an HTML table with readable numbers (what the ``_repr_html_`` of every result uses).
+
+    Headers are the column names in words (``total input tokens``), so a narrow page wraps them.
+    """
     shown = frame if columns is None else frame[[c for c in columns if c in frame.columns]]
-    return shown.to_html(
-        index=False, na_rep="", max_rows=max_rows, formatters=frame_formatters(shown, formatters), escape=True
+    written = {str(k).replace("_", " "): v for k, v in frame_formatters(shown, formatters).items()}
+    return shown.rename(columns=lambda c: str(c).replace("_", " ")).to_html(
+        index=False, na_rep="", max_rows=max_rows, formatters=written, escape=True
     )

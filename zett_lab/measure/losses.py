@@ -146,7 +146,16 @@ class Losses:
         )
 
     def _repr_html_(self) -> str:
-        conversation = frame_html(self.conversation)
+        several = "summarizer" in self.conversation and self.conversation["summarizer"].nunique() > 1
+        shown = [
+            "conversation_id",
+            *(["summarizer"] if several else []),
+            "compactions",
+            *catalogue.default_metrics("conversation"),
+            "lost_but_needed",
+            "steps_over_budget",
+        ]
+        conversation = frame_html(self.conversation, columns=list(dict.fromkeys(shown)))
         columns = [
             "conversation_id",
             "compaction_id",

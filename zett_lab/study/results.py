@@ -377,13 +377,19 @@ class Sweep:
             "total_cost_usd",
             "needed_anchor_recall",
             "constraint_survival",
-            "replayed",
             "failed",
             "summary_error",
             "error",
         ]
-        columns = [col for col in preferred if col in self.results.columns]
-        table = frame_html(self.results, columns=columns, max_rows=40)
+        results = self.results
+        columns = [
+            col
+            for col in preferred
+            if col in results.columns
+            and results[col].notna().any()
+            and (col != "engine" or results[col].nunique() > 1)  # one engine: said above, not in every row
+        ]
+        table = frame_html(results, columns=columns, max_rows=40)
         return f"<div><h4>{html.escape(repr(self))}</h4><table>{head}</table>{table}</div>"
 
     # --- files --------------------------------------------------------------------

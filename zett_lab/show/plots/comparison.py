@@ -126,8 +126,9 @@ def summarizer_comparison(
         ax.set_xlabel("estimate with confidence interval")
         if legend and own:  # below the axes, inside the figure: the layout engine makes room for it
             fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncol=ncol, frameon=False)
-        elif legend:  # the caller's axes: below them, within the margin the caller left
-            ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=ncol, frameon=False)
+        elif legend:  # the caller's axes: below them and their x label (40 pt), within the margin the caller left
+            axes_height = ax.get_position().height * fig.get_figheight() * 72
+            ax.legend(loc="upper center", bbox_to_anchor=(0.5, -40 / axes_height), ncol=ncol, frameon=False)
         compared = "Engines" if len(frame) and frame["by"].iloc[0] == "engine" else "Summarizers"
         ax.set_title(title or f"{compared} compared (bars: confidence intervals)", loc="left")
     return fig

@@ -396,7 +396,7 @@ def _format_value(value: float) -> str:
     """A heatmap cell's value: token-sized counts with a suffix (``1.3M``), others readable (``0.69``, ``31.1``)."""
     if abs(value) >= 10_000:
         return compact(value)
-    return decimal(value, 2) if abs(value) < 1 else number(value)
+    return decimal(value, 2) if abs(value) < 1 and not float(value).is_integer() else number(value)
 
 
 def pareto(

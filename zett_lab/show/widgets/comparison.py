@@ -15,6 +15,7 @@ from typing import Any
 import ipywidgets as widgets
 import pandas as pd
 
+from ...formatting import percent
 from ...load.conversation import Conversation
 from ...measure import Losses
 from ...replay.engine import EngineSpec
@@ -91,7 +92,7 @@ class ComparisonExplorer(WidgetBase):
         self.comparison: Comparison | None = None
         self._build_settings_controls(*self._initial_settings(max_tokens, keep_recent_tokens))
         self.plot_metrics = tuple(plot_metrics)
-        height = 2.2 * (len(self.engines) + 1) if self.engines else 1.6 + 0.55 * len(self.session.summarizers)
+        height = 2.2 * (len(self.engines) + 1) if self.engines else 2.4 + 0.55 * len(self.session.summarizers)
         self.figure = new_figure((10.5 if self.engines else 8.0, height))
         self.plot = png_image()
         self.metrics_area = widgets.HTML()
@@ -305,7 +306,7 @@ class ComparisonExplorer(WidgetBase):
                 "nothing to compare.</p>"
             )
         labels = list(dict.fromkeys(table["summarizer"]))
-        head = "<th>compaction</th>" + "".join(f"<th>{html.escape(label)}</th>" for label in labels)
+        head = "<th style='width:8em'>compaction</th>" + "".join(f"<th>{html.escape(label)}</th>" for label in labels)
         body = []
         for cid, group in table.groupby("compaction_id", sort=True):
             first = group.iloc[0]
@@ -320,16 +321,17 @@ class ComparisonExplorer(WidgetBase):
                 text = r["summary_text"] if isinstance(r["summary_text"], str) else ""
                 short = text if len(text) <= self.text_chars else text[: self.text_chars] + "…"
                 status = "applied" if bool(r["applied"]) else html.escape(str(r["skip_reason"]))
-                ratio = f"{r['compression_ratio']:.1%}" if pd.notna(r["compression_ratio"]) else ""
+                ratio = percent(r["compression_ratio"])
                 cells.append(
-                    f"<td style='text-align:left;vertical-align:top;white-space:normal;min-width:220px'>"
+                    f"<td style='text-align:left;vertical-align:top;white-space:normal'>"
                     f"<b>{cell(r['summary_tokens'])} tok</b> · {ratio} · {status}"
                     f"<div class='zl-pre'>{html.escape(short)}</div></td>"
                 )
             body.append(f"<tr><td style='vertical-align:top'>{where}</td>{''.join(cells)}</tr>")
         return (
             f"{CSS}<h4>Summaries per compaction (same spans for every summarizer)</h4>"
-            "<div class='zl-scroll' style='max-height:600px'><table class='zl-table zl-comparison-table'>"
+            "<div class='zl-scroll' style='max-height:600px'>"
+            "<table class='zl-table zl-comparison-table' style='width:100%;table-layout:fixed'>"
             f"<thead><tr>{head}</tr></thead>"
             f"<tbody>{''.join(body)}</tbody></table></div>"
         )

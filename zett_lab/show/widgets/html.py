@@ -36,8 +36,10 @@ CSS = """
 <style>
 .zl-table {border-collapse: collapse; font-size: 12px; font-family: var(--jp-code-font-family, monospace);}
 .zl-table th, .zl-table td {border: 1px solid #ddd; padding: 2px 6px; text-align: right; white-space: nowrap;}
-.zl-table th {background: #f3f3f3; position: sticky; top: 0;}
+.zl-table th {background: #f3f3f3; position: sticky; top: 0; white-space: normal; min-width: 3em;}
 .zl-table caption {text-align: left; font-weight: bold; padding: 4px 0;}
+.zl-table.zl-steps {width: 100%;}
+.zl-table.zl-steps td {white-space: normal;}
 .zl-table th[title] {text-decoration: underline dotted #888; cursor: help;}
 .zl-table tr.zl-applied td {background: #e3f2e1;}
 .zl-table tr.zl-over td {background: #fbe3dd;}
@@ -46,7 +48,7 @@ CSS = """
 .zl-scroll {max-height: 320px; overflow: auto; border: 1px solid #ddd;}
 .zl-error {color: #8a1f11; background: #fbe3dd; border: 1px solid #cc3311; padding: 6px 8px; white-space: pre-wrap;
            font-family: var(--jp-code-font-family, monospace); font-size: 12px;}
-.zl-pre {white-space: pre-wrap; max-height: 260px; overflow: auto; background: #f7f7f7; border: 1px solid #ddd;
+.zl-pre {white-space: pre-wrap; overflow-wrap: anywhere; max-height: 260px; overflow: auto; background: #f7f7f7; border: 1px solid #ddd;
          padding: 6px; font-size: 12px; font-family: var(--jp-code-font-family, monospace);}
 .zl-lost {background: #ffd54f; font-weight: bold; padding: 0 2px;}
 .zl-muted {color: #666;}
@@ -89,13 +91,17 @@ def steps_table_html(trace: Trace, columns: Sequence[str] = STEP_DETAIL_COLUMNS,
             css = ""
         cells = "".join(f"<td>{cell(v)}</td>" for v in record)
         rows.append(f'<tr class="{css}">{cells}</tr>')
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
-    legend = (
-        '<div class="zl-muted" style="font-size:11px">rows: <span style="background:#e3f2e1">applied</span> · '
-        '<span style="background:#fdebd3">rejected/failed</span> · '
-        '<span style="background:#f1e0ec">threshold crossed, no window</span> · '
-        '<span style="background:#fbe3dd">sent over budget</span></div>'
+    head = "".join(column_head(c) for c in columns)
+    legend = "rows: " + " · ".join(
+        f'<span style="background:{colour}" title="{html.escape(definition(term) or "")}">{words}</span>'
+        for colour, words, term in (
+            ("#e3f2e1", "applied", "compaction applied"),
+            ("#fdebd3", "rejected/failed", NOT_SMALLER),
+            ("#f1e0ec", "threshold crossed, no window", "threshold crossed, no window"),
+            ("#fbe3dd", "sent over budget", "steps_over_budget"),
+        )
     )
+    legend = f'<div class="zl-muted" style="font-size:11px">{legend} (hover for what each means)</div>'
     settings = trace.settings
     caption = (
         f"<b>{len(steps)} steps</b> of {html.escape(str(getattr(trace.conversation, 'id', '')))} at "
@@ -109,9 +115,18 @@ def steps_table_html(trace: Trace, columns: Sequence[str] = STEP_DETAIL_COLUMNS,
     )
 
 
+def column_head(column: object) -> str:
+    """A table header cell in words: a metric's catalogue label with its definition on hover, else the column's
+    name with spaces (the name itself on hover, for code)."""
+    name = str(column)
+    meaning = definition(name) or f"column {name}"
+    words = label(name) if name in CATALOGUE else name.replace("_", " ")
+    return f'<th title="{html.escape(meaning)}">{html.escape(words)}</th>'
+
+
 def frame_html(frame: pd.DataFrame, *, scroll: bool = False) -> str:
-    """A small DataFrame as an HTML table."""
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
+    """A small DataFrame as an HTML table (metric columns headed by their catalogue labels)."""
+    head = "".join(column_head(c) for c in frame.columns)
     rows = "".join(
         "<tr>" + "".join(f"<td>{cell(v)}</td>" for v in record) + "</tr>"
         for record in frame.astype("object").to_numpy()
