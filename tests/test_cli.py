@@ -742,6 +742,16 @@ def test_demo_writes_notebooks_and_samples(tmp_path: Path) -> None:
     assert len(loaded) == 7 and sum(len(c.probes) for c in loaded) > 0
 
 
+def test_the_quickstart_lists_what_demo_writes() -> None:
+    """The quickstart and the README name every notebook ``demo`` writes, and count them right."""
+    notebooks = sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb"))
+    count = {4: "four", 5: "five", 6: "six", 7: "seven"}[len(notebooks)]
+    quickstart = (ROOT / "docs" / "quickstart.md").read_text()
+    assert f"writes the {count} notebooks" in quickstart
+    assert [name for name in notebooks if name not in quickstart] == []
+    assert f"the {count} notebooks" in (ROOT / "README.md").read_text()
+
+
 def test_demo_never_overwrites(tmp_path: Path) -> None:
     mine = tmp_path / "notebooks" / "01-explore.ipynb"
     mine.parent.mkdir()

@@ -412,9 +412,11 @@ def _too_wide(page) -> list[str]:
         ".jp-OutputArea-output",
         """areas => areas.flatMap(area => {
             const right = area.getBoundingClientRect().right + 1;
+            const cell = area.closest('.jp-Cell');
+            const where = cell ? `cell ${[...cell.parentElement.children].indexOf(cell) + 1}` : 'an output';
             return [...area.querySelectorAll('*')]
                 .filter(e => e.offsetParent !== null && e.getBoundingClientRect().right > right)
                 .slice(0, 3)
-                .map(e => `${e.tagName}.${e.className} ${Math.round(e.getBoundingClientRect().right - right)} px`);
+                .map(e => `${where}: ${e.tagName}.${e.className} ${Math.round(e.getBoundingClientRect().right - right)} px`);
         })""",
     )
