@@ -512,6 +512,33 @@ def test_pareto_reads_from_the_catalogue_and_marks_the_recommended_setting(sweep
     )
 
 
+def test_pareto_front_labels_never_overlap_on_a_crowded_front():
+    """Front points close together (as a real report's cheapest settings are): every label readable, none on another,
+    none on the legend, each inside the axes."""
+    rows = [
+        ("anchors", 6_300, 1_600, 8.95e6, 6.7),
+        ("anchors", 13_000, 1_600, 9.1e6, 5.6),
+        ("truncate", 6_300, 1_600, 9.25e6, 5.15),
+        ("truncate", 13_000, 1_600, 9.5e6, 4.9),
+        ("mask", 13_000, 1_600, 10.35e6, 4.8),
+        ("truncate", 25_000, 1_600, 10.6e6, 1.9),
+        ("anchors", 25_000, 1_600, 10.62e6, 0.4),
+        ("extractive", 6_300, 1_600, 8.99e6, 16.9),
+    ]
+    columns = ["summarizer", "max_tokens", "keep_recent_tokens", "total_input_tokens", "lost_but_needed"]
+    table = pd.DataFrame(rows, columns=columns).assign(conversation_id="one")
+    figure = plots.pareto(table, loss="lost_but_needed", highlight=dict(zip(columns[:3], rows[3][:3], strict=True)))
+    figure.draw_without_rendering()
+    ax = figure.axes[0]
+    boxes = {t.get_text(): t.get_window_extent() for t in ax.texts}
+    assert len(boxes) == 7 and "truncate 6.3k/1.6k" in boxes
+    frame, legend = ax.get_window_extent(), ax.get_legend().get_window_extent()
+    for name, box in boxes.items():
+        assert frame.contains(box.x0, box.y0) and frame.contains(box.x1, box.y1), f"{name} leaves the axes"
+        assert not box.overlaps(legend), f"{name} is on the legend"
+        assert not [other for other, b in boxes.items() if other != name and box.overlaps(b)], f"{name} overlaps"
+
+
 def test_comparison_legend_fits_with_many_long_metric_labels():
     """Seven headline metrics used to collapse the axes ("constrained_layout not applied") and cut the legend."""
     import warnings

@@ -13,6 +13,7 @@ from matplotlib.axes import Axes
 from matplotlib.collections import QuadMesh
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
+from matplotlib.transforms import Bbox
 from numpy.typing import ArrayLike
 
 from ...errors import SettingError
@@ -444,8 +445,9 @@ def pareto(
     with drawing_style():
         fig, ax = figure_and_axes(ax, (6.6, 4.4))
         _setting_marks(ax, points, cost, loss, group)
+        named: list[tuple[str, float, float]] = []
         if front is not None and len(front):
-            _front_staircase(ax, front, points, cost, loss, higher, label_front)
+            named = _front_staircase(ax, front, points, cost, loss, higher, label_front)
         if highlight:
             _mark_setting(ax, points, cost, loss, highlight)
         ax.set_xlabel(f"{label(cost)}" + (", summed over conversations" if keys else "") + " (lower is better)")
@@ -464,6 +466,7 @@ def pareto(
             f"{0 if front is None else len(front)} on the front",
             loc="left",
         )
+        _label_points(ax, named)
     return fig
 
 
@@ -546,8 +549,9 @@ def _varying(points: pd.DataFrame, keys: Sequence[str]) -> list[str]:
 
 def _front_staircase(
     ax: Axes, front: pd.DataFrame, points: pd.DataFrame, cost: str, loss: str, higher: bool, label_front: bool
-) -> None:
-    """The front as a dashed staircase through outlined points, labelled ``max_tokens/keep_recent_tokens``."""
+) -> list[tuple[str, float, float]]:
+    """The front as a dashed staircase through outlined points; the points' names and places, to label
+    (``label_front``, at most 15 points)."""
     ordered = front.sort_values([cost, loss], ascending=[True, not higher])
     fx, fy = ordered[cost].to_numpy(float), ordered[loss].to_numpy(float)
     ax.plot(
@@ -565,17 +569,69 @@ def _front_staircase(
         zorder=3,
         label=f"on the front ({len(ordered)})",
     )
-    if label_front and len(ordered) <= 15 and {"max_tokens", "keep_recent_tokens"} <= set(ordered.columns):
-        keys = _varying(points, ("engine", "summarizer"))
-        for k, (_, row) in enumerate(ordered.iterrows()):
-            below = (k % 2 == 0) == higher  # alternate sides, so neighbours' labels do not overlap
-            ax.annotate(
-                _setting_name(row, keys),
-                (row[cost], row[loss]),
-                xytext=(6, -11 if below else 6),
-                textcoords="offset points",
-                fontsize=7,
+    if not label_front or len(ordered) > 15 or not {"max_tokens", "keep_recent_tokens"} <= set(ordered.columns):
+        return []
+    keys = _varying(points, ("engine", "summarizer"))
+    return [(_setting_name(row, keys), float(row[cost]), float(row[loss])) for _, row in ordered.iterrows()]
+
+
+#: Where a point's label may go, in points from the point, in order of preference: right (above, below),
+#: left (above, below), then further up or down.
+LABEL_PLACES = (
+    (6, 6, "left"),
+    (6, -11, "left"),
+    (-6, 6, "right"),
+    (-6, -11, "right"),
+    (6, 15, "left"),
+    (6, -20, "left"),
+    (-6, 15, "right"),
+    (-6, -20, "right"),
+)
+
+
+def _label_points(ax: Axes, named: Sequence[tuple[str, float, float]]) -> None:
+    """Label each point where its text overlaps no earlier label, no labelled point, the legend or the
+    axes' edge (the first such place of ``LABEL_PLACES``; else the one overlapping least)."""
+    if not named:
+        return
+    figure = ax.get_figure(root=True)
+    assert isinstance(figure, Figure)
+    figure.draw_without_rendering()  # the axes' final size and limits, so text extents are where they will be
+    scale = figure.dpi / 72
+    marks = []  # the outlined front points (markersize 11)
+    for _, x, y in named:
+        cx, cy = ax.transData.transform((x, y))
+        marks.append(Bbox.from_extents(cx - 6 * scale, cy - 6 * scale, cx + 6 * scale, cy + 6 * scale))
+    legend = ax.get_legend()
+    labels = [legend.get_window_extent()] if legend is not None else []
+    frame = ax.get_window_extent()
+    for k, (name, x, y) in enumerate(named):
+        taken = [*labels, *marks[:k], *marks[k + 1 :]]
+        best = None
+        for dx, dy, align in LABEL_PLACES:
+            text = ax.annotate(
+                name, (x, y), xytext=(dx, dy), textcoords="offset points", fontsize=7, horizontalalignment=align
             )
+            box = text.get_window_extent()
+            outside = box.width * box.height - _overlap(box, frame)
+            clash = outside + sum(_overlap(box, other) for other in taken)
+            if best is None or clash < best[0]:
+                if best is not None:
+                    best[1].remove()
+                best = (clash, text, box)
+            else:
+                text.remove()
+            if clash == 0:
+                break
+        assert best is not None
+        labels.append(best[2])
+
+
+def _overlap(a: Bbox, b: Bbox) -> float:
+    """The area two boxes share (0 when they do not meet)."""
+    width = min(a.x1, b.x1) - max(a.x0, b.x0)
+    height = min(a.y1, b.y1) - max(a.y0, b.y0)
+    return max(width, 0.0) * max(height, 0.0)
 
 
 def pareto_points(points: pd.DataFrame, cost: str, loss: str, *, maximize: bool = False) -> pd.DataFrame:
