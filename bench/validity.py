@@ -515,7 +515,8 @@ def constraint_table(
 
 def constraint_lines(table: pd.DataFrame, title: str) -> list[str]:
     """Per agent format and overall: precision and recall of the metric's "dropped" against the rules the labels
-    call truly dropped, the share of its "kept" the labels call conveyed, and the share of real rules."""
+    call truly dropped, the share of its "kept" the labels call conveyed, and the share of real rules among the
+    texts the extractor still finds."""
     lines = [f"\n## constraint survival, {title}: {len(table)} labelled (rule, compaction) items"]
     if not len(table):
         return [*lines, "  (no labelled items)"]
@@ -529,12 +530,38 @@ def constraint_lines(table: pd.DataFrame, title: str) -> list[str]:
             precision, recall = precision_recall(rows, flag, truth="dropped")
             kept = rows[~rows[flag] & (rows["verdict"] != "not extracted")] if label == "now" else rows[~rows[flag]]
             kept_precision = weighted_rate(list(kept["conveyed"]), list(kept["weight"]))
-            rules = weighted_rate(list(rows["is_rule"]), list(rows["weight"]))
+            extracted = rows[rows["verdict"] != "not extracted"]
+            rules = weighted_rate(list(extracted["is_rule"]), list(extracted["weight"]))
             shown, count = (name, str(len(rows))) if label == "now" else ("", "")
             lines.append(
                 f"{shown:15} {count:>5}  {label:11} {precision.text():40} {recall.text():40} "
                 f"{kept_precision.text():40} {rules.text() if label == 'now' else ''}"
             )
+    return lines
+
+
+def constraint_error_lines(table: pd.DataFrame, listed: bool) -> list[str]:
+    """The metric's (now) false "dropped" counted by why the labels say no (not a real rule, over at the
+    compaction, conveyed), and its misses; ``listed``: every such item too."""
+    dropped = table[table["dropped_now"]]
+    wrong = dropped[~dropped["dropped"]]
+    missed = table[table["dropped"] & ~table["dropped_now"]]
+    why = [
+        "not a real rule" if not r.is_rule else "conveyed" if r.conveyed else "over at the compaction"
+        for r in wrong.itertuples()
+    ]
+    lines = [f'false "dropped" (labelled not truly dropped): {len(wrong)} of {len(dropped)} items called dropped']
+    for code, count in sorted(Counter(why).items(), key=lambda pair: (-pair[1], pair[0])):
+        lines.append(f"  {code:36} {count:>4}")
+    lines.append(
+        f"missed (labelled truly dropped, not called dropped now): {len(missed)} of {int(table['dropped'].sum())}"
+    )
+    if listed:
+        for kind, rows, reasons in (("false dropped", wrong, why), ("missed", missed, list(missed["verdict"]))):
+            lines += [
+                f"  {kind:15} {r.id}  {r.agent:15} {reason}"
+                for r, reason in zip(rows.itertuples(), reasons, strict=True)
+            ]
     return lines
 
 
@@ -574,6 +601,7 @@ def constraint_report(args: argparse.Namespace, chosen: list[str]) -> tuple[dict
     for part in chosen:
         tables[part] = table[table["part"] == part]
         print("\n".join(constraint_lines(tables[part], f"{part} part")))
+        print("\n".join(constraint_error_lines(tables[part], args.errors)))
     return tables, min(kappas["truly dropped"], default=math.nan)
 
 

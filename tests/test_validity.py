@@ -149,6 +149,31 @@ def test_false_positives_are_counted_by_reason_with_their_share_of_the_flagged_w
                                                          ["x", "only-in-span"]]  # fmt: skip
 
 
+def test_false_dropped_rules_are_counted_by_why_the_labels_say_no():
+    import pandas as pd
+
+    table = pd.DataFrame(
+        {
+            "id": ["a", "b", "c", "d", "e", "f"],
+            "agent": ["x"] * 6,
+            "dropped": [True, False, False, False, False, True],
+            "conveyed": [False, True, False, False, True, False],
+            "is_rule": [True, True, False, True, False, True],
+            "verdict": ["dropped", "dropped", "dropped", "dropped", "dropped", "kept"],
+            "dropped_now": [True, True, True, True, True, False],
+        }
+    )
+    lines = validity.constraint_error_lines(table, listed=True)
+    assert lines[0] == 'false "dropped" (labelled not truly dropped): 4 of 5 items called dropped'
+    assert [line.split()[-1] for line in lines[1:4]] == ["2", "1", "1"]
+    assert lines[1].split()[:4] == ["not", "a", "real", "rule"]
+    assert lines[4] == "missed (labelled truly dropped, not called dropped now): 1 of 2"
+    assert [" ".join(line.split()) for line in lines[5:]] == [
+        "false dropped b x conveyed", "false dropped c x not a real rule", "false dropped d x over at the compaction",
+        "false dropped e x not a real rule", "missed f x kept",
+    ]  # fmt: skip
+
+
 def test_the_committed_split_follows_its_rule_and_holds_back_about_a_quarter():
     items = validity_pool.read_items()
     parts = validity_pool.read_split()
