@@ -118,37 +118,40 @@ def trace_for(source: Source, setting: dict[str, Any]) -> zett_lab.Trace:
     return replay(source.conversation, ReplaySetting(**setting))
 
 
-def constraint_rows(trace: zett_lab.Trace) -> pd.DataFrame:
-    """The trace's constraint anchors at applied compactions, with each one's window and summary text."""
+def constraint_rows(trace: zett_lab.Trace) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The trace's constraint anchors at applied compactions, with each one's window and summary text; and
+    every window of the trace with its summary text (a window may have no constraint left)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         losses = zett_lab.measure(trace)
     anchors = losses.anchors
-    if not len(anchors):
-        return pd.DataFrame(columns=[*anchors.columns, "span_start", "span_end", "n_recorded", "summary_text"])
     windows = losses.compactions[["compaction_id", "span_start", "span_end", "n_recorded"]].merge(
         trace.compactions[["compaction_id", "summary_text"]], on="compaction_id"
     )
+    if not len(anchors):
+        return pd.DataFrame(columns=[*anchors.columns, *windows.columns[1:]]), windows
     chosen = anchors[(anchors["type"] == "constraint") & anchors["applied"].fillna(False).astype(bool)]
-    return chosen.merge(windows, on="compaction_id")
+    return chosen.merge(windows, on="compaction_id"), windows
 
 
-def verdict_now(rows: pd.DataFrame, item: dict[str, Any]) -> str:
+def verdict_now(rows: pd.DataFrame, windows: pd.DataFrame, item: dict[str, Any]) -> str:
     """The metric's verdict now on one item: ``kept`` or ``dropped``; ``not extracted`` when the extractor no
     longer finds the rule there; ``window gone`` or ``summary changed`` when today's trace no longer has the
     summary the labels judged (then nothing is measured)."""
-    window = rows[
-        (rows["span_start"] == item["span_start"])
-        & (rows["span_end"] == item["span_end"])
-        & (rows["n_recorded"] == item["n_recorded"])
+    window = windows[
+        (windows["span_start"] == item["span_start"])
+        & (windows["span_end"] == item["span_end"])
+        & (windows["n_recorded"] == item["n_recorded"])
     ]
     if not len(window):
         return "window gone"
-    if summary_digest(window["summary_text"].iloc[0]) != item["summary_sha256"]:
+    judged = [summary_digest(text) == item["summary_sha256"] for text in window["summary_text"]]
+    if not any(judged):
         return "summary changed"
-    for mask in (window["normalized"] == item["normalized"], window["value"] == item["text"]):
+    found = rows[rows["compaction_id"].isin(window["compaction_id"][judged])]
+    for mask in (found["normalized"] == item["normalized"], found["value"] == item["text"]):
         if mask.any():
-            row = window[mask].iloc[0]
+            row = found[mask].iloc[0]
             return KEPT if bool(row["in_summary"]) or bool(row["in_tail"]) else DROPPED
     return "not extracted"
 
@@ -164,8 +167,8 @@ def constraint_verdicts(items: list[dict[str, Any]], logs: Path) -> dict[str, st
         source = sources.get((log, conversation_id))
         if source is None:
             raise SystemExit(f"{logs / log}: conversation {conversation_id!r} of the constraint set is not there")
-        rows = constraint_rows(trace_for(source, json.loads(setting)))
-        verdicts.update({item["id"]: verdict_now(rows, item) for item in members})
+        rows, windows = constraint_rows(trace_for(source, json.loads(setting)))
+        verdicts.update({item["id"]: verdict_now(rows, windows, item) for item in members})
     return verdicts
 
 
@@ -173,7 +176,7 @@ def verdicts_of(source: Source) -> list[dict[str, Any]]:
     """Every (rule, applied compaction with a summary) of one conversation with the metric's verdict."""
     out: list[dict[str, Any]] = []
     for setting, trace in traces_of(source):
-        for row in constraint_rows(trace).to_dict("records"):
+        for row in constraint_rows(trace)[0].to_dict("records"):
             fields = {
                 "log": source.log,
                 "conversation_id": source.conversation.id,

@@ -267,6 +267,79 @@ def test_a_report_lists_each_dropped_rule_once_with_the_summarizers_that_dropped
     assert dropped_constraint_items([("a", trace)], None, lambda _: hand_losses, limit=0) == []
 
 
+def _second_compaction_keeps_the_rule(messages: list, span_start: int = 1) -> bool:
+    """Whether constraint survival calls "never edit config/prod.yaml" kept at the hand trace's second compaction
+    (span ``span_start``..10, tail 11, summary "Port 6543."), and the dropped list agrees."""
+    compactions = [
+        compaction_row(0, 3, 5, 8, SUMMARY_0),
+        {**compaction_row(1, 5, 11, 12, SUMMARY_1), "span_start": span_start},
+    ]
+    losses = measure(hand_trace(Conversation(id="hand", messages=messages), compactions))
+    row = losses.compactions.iloc[1]
+    assert row["constraints"] >= 1
+    dropped = losses.dropped_constraints()
+    listed = "never edit config/prod.yaml" in set(dropped[dropped["compaction_id"] == 1]["normalized"])
+    kept = row["constraints_kept"] == row["constraints"]
+    assert kept != listed
+    return bool(kept)
+
+
+@pytest.mark.parametrize(
+    ("where", "text", "kept"),
+    [
+        ("nowhere", None, False),
+        ("system prompt, in other words", "You are a coding agent. Do not ever edit config/prod.yaml.", True),
+        ("system prompt, without the negation", "You are a coding agent. Edit config/prod.yaml as you like.", False),
+        ("system prompt, too few of its words", "You are a coding agent. Never edit the README.", False),
+        ("the tail, an agent message sharing its words", "I did not edit config/prod.yaml.", False),
+        ("the tail, the user writing it again", "Never edit config/prod.yaml.", True),
+    ],
+)
+def test_a_rule_is_kept_when_the_standing_context_states_it_in_any_words_and_the_tail_as_written(where, text, kept):
+    messages = list(hand_conversation().messages)
+    if where.startswith("system prompt"):
+        messages[0] = SystemMessage(content=text)
+    elif where == "the tail, an agent message sharing its words":
+        messages[11] = AssistantMessage(content=text)
+    elif where == "the tail, the user writing it again":
+        messages[11] = UserMessage(content=text)
+    assert _second_compaction_keeps_the_rule(messages) is kept
+
+
+def test_a_message_kept_before_the_span_conveys_the_rules_it_states():
+    messages = list(hand_conversation().messages)
+    messages[5] = UserMessage(content="Now run the tests. Never edit config/prod.yaml!")  # the span states it again
+    assert _second_compaction_keeps_the_rule(messages, span_start=1) is False
+    # message 1 stays before the span, sent with every request: it still says the rule
+    assert _second_compaction_keeps_the_rule(messages, span_start=2) is True
+
+
+@given(
+    st.sampled_from(
+        [
+            "Never touch migrations/ — the DBA team owns them.",
+            "Python 3.9, no new dependencies.",
+            "You MUST use this EXACT command to submit.",
+            "Always make sure to look at the currently open file.",
+        ]
+    ),
+    st.text(alphabet=st.characters(categories=["Ll", "Zs"]), max_size=40),
+)
+def test_an_in_context_demonstration_states_no_rules_of_the_task(rule, words):
+    from zett_lab.load.anchors import message_anchors
+
+    text = f"{words}\n\n{rule}"
+    demonstration = UserMessage(content=text)
+    demonstration.attributes["demonstration"] = True
+    task = UserMessage(content=text)
+    assert [a for a in message_anchors(demonstration) if a.type == "constraint"] == []
+    assert (
+        [a.normalized for a in message_anchors(task) if a.type == "constraint"]
+        == [a.normalized for a in message_anchors(UserMessage(content=rule)) if a.type == "constraint"]
+        != []
+    )
+
+
 @pytest.mark.parametrize(
     "rule",
     [

@@ -477,13 +477,13 @@ _CLAUSE_WORDS = ["never", "always", "not", "don't", "use", "tabs", "tests", "dat
 def test_a_sentence_is_found_in_a_summary_by_the_clauses_sharing_its_words_as_by_every_clause(words, sentences):
     """Asked of every constraint and decision of a span, a summary counts only the clauses sharing a content word
     with the sentence: the same answer as counting every clause."""
-    from zett_lab.measure.lookup import SENTENCE_MATCH, TextIndex, _content_words, _negated
+    from zett_lab.measure.lookup import SENTENCE_MATCH, Clauses, _content_words, _negated
 
-    index = TextIndex(" ".join(words))
+    clauses = Clauses(" ".join(words))
     for sentence in (" ".join(s) for s in sentences):
         wanted = _content_words(sentence)
         expected = bool(wanted) and any(
             len(wanted & clause) >= SENTENCE_MATCH * len(wanted) and _negated(clause) == _negated(wanted)
-            for clause in index._clause_words()
+            for clause in clauses.words
         )
-        assert index._sentence_present(sentence) == expected
+        assert clauses.holds(sentence) == expected

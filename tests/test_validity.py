@@ -394,13 +394,22 @@ def defaultdict_set():
 def test_the_constraint_metric_is_asked_about_the_summary_the_labels_judged(constraint_set):
     import validity_constraints
 
-    _, _, items, _, _ = constraint_set
+    _, _, items, _, sources = constraint_set
     verdicts = validity_constraints.constraint_verdicts(items, FIXTURES)
     assert all(verdicts[i["id"]] == i["verdict_at_sampling"] for i in items)
     changed = {**items[0], "summary_sha256": "0" * 16}
     assert validity_constraints.constraint_verdicts([changed], FIXTURES) == {changed["id"]: "summary changed"}
     moved = {**items[0], "span_end": items[0]["span_end"] + 1}
     assert validity_constraints.constraint_verdicts([moved], FIXTURES) == {moved["id"]: "window gone"}
+    # a rule the extractor no longer finds at a window it still has, whatever else the window holds
+    gone = {**items[0], "text": "a rule nobody wrote", "normalized": "a rule nobody wrote"}
+    assert validity_constraints.constraint_verdicts([gone], FIXTURES) == {gone["id"]: "not extracted"}
+    rows, windows = validity_constraints.constraint_rows(
+        validity_constraints.trace_for(next(s for s in sources if s.conversation.id == items[0]["conversation_id"]),
+                                       items[0]["setting"])
+    )  # fmt: skip
+    bare = rows.iloc[0:0]  # the window as it is when no constraint is left in it
+    assert validity_constraints.verdict_now(bare, windows, items[0]) == "not extracted"
 
 
 def test_a_constraint_dossier_shows_rule_summary_and_tail_and_never_the_verdict(constraint_set):

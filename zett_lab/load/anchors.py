@@ -42,8 +42,10 @@ Types (:data:`ANCHOR_TYPES`):
     Sentences of *user* messages (the user's rules, and the task a harness
     states as a user message) containing always / never / must / don't /
     do not / should not / make sure / avoid / no new / not allowed / only
-    change (modify, touch, edit, use, contain, add, fix). Lower-cased,
-    whitespace collapsed, bullets and trailing punctuation removed.
+    change (modify, touch, edit, use, contain, add, fix). Not of an in-context
+    demonstration of another task (a message whose ``attributes`` mark it
+    ``demonstration``): the real task states again the rules that hold for it.
+    Lower-cased, whitespace collapsed, bullets and trailing punctuation removed.
 ``decision``
     Sentences of *assistant* messages such as "we'll use ...", "decided ...",
     "let's go with ...". Normalized like constraints.
@@ -440,6 +442,8 @@ def _message_triples(message: AnyMessage) -> tuple[tuple[str, str, str], ...]:
     role = role_of(message)
     if role == "checkpoint":
         role = "any"
+    elif (getattr(message, "attributes", None) or {}).get("demonstration"):
+        role = "demonstration"  # another task's: its rules are not this one's (the real task repeats those that are)
     triples = list(_extract_cached(message_text(message), role))
     if isinstance(message, AssistantMessage):
         seen = {(t, n) for t, _, n in triples}

@@ -9,6 +9,7 @@ holds, the sizes, the updated items, the covered probes) is computed once per at
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import operator
 from collections.abc import Callable, Hashable, Sequence
@@ -18,6 +19,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
+from zett_agent.messages import SystemMessage
 
 from ..load.anchors import ANCHOR_TYPES, loose
 from ..load.conversation import CHECKPOINT_PREFIX, Probe
@@ -25,7 +27,7 @@ from ..records import is_missing
 from ..replay.schema import FAILURE_REASONS, NOT_SMALLER
 from .catalogue import Metric
 from .columns import ANCHOR_COLUMNS, ANCHOR_COUNT_COLUMNS, ANCHOR_ROWS, RETENTION_COLUMNS, frame, int_or_none
-from .lookup import TextIndex, contains_loose
+from .lookup import TextIndex, clauses_of, contains_loose
 from .message_index import ConversationIndex, SpanAnchors
 from .probes import covers_probe
 from .updates import GrowingSpanUpdates, Update
@@ -139,9 +141,14 @@ class Attempt:
 
     @cached_property
     def span(self) -> SpanAnchors:
-        """The span's distinct anchors and where each is after it (tail, future, next use)."""
+        """The span's distinct anchors and where each is after it (tail, future, next use); a constraint or
+        decision is in the tail also when the kept context holds it in other words (:func:`kept_sentences`)."""
         start, end, n_recorded = self.the_window
-        return self.index.span_anchors(start, end, n_recorded)
+        span = self.index.span_anchors(start, end, n_recorded)
+        held = kept_sentences(self.index, span, start)
+        if not held.any():
+            return span
+        return dataclasses.replace(span, in_tail=span.in_tail | held, needed_later=span.needed_later & ~held)
 
     @cached_property
     def types(self) -> np.ndarray:
@@ -235,6 +242,26 @@ class Attempt:
     def probe_rows(self) -> list[dict[str, Any]]:
         """One row of ``losses.probes`` per gold probe the span covers."""
         return _probe_rows(self)
+
+
+def kept_sentences(index: ConversationIndex, span: SpanAnchors, start: int) -> np.ndarray:
+    """Per span anchor, whether it is a constraint or a decision that the standing context holds by the summary's
+    rule (:class:`~zett_lab.measure.lookup.Clauses`: most of its content words in one clause, and its negation):
+    the system prompt and the messages before the span, which are kept verbatim and sent with every request
+    after the compaction. A rule the system prompt or the task's first messages state in their own words stays
+    conveyed. The tail holds a sentence only as written (``span.in_tail``): its tool results and the agent's
+    messages share words with a rule without stating it."""
+    arrays = index.arrays
+    held = np.zeros(len(span.ids), dtype=bool)
+    asked = np.flatnonzero(arrays.sentence[span.ids] & ~span.in_tail)
+    if not len(asked):
+        return held
+    system = (i for i, message in enumerate(index.messages) if isinstance(message, SystemMessage) and i >= start)
+    context = [clauses_of(index.text(i)) for i in (*range(start), *system)]
+    for position in asked:
+        normalized = arrays.normalized[span.ids[position]]
+        held[position] = any(clauses.holds(normalized) for clauses in context)
+    return held
 
 
 def sequential_sum(values: np.ndarray) -> float:

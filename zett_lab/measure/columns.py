@@ -157,7 +157,9 @@ ANCHOR_COLUMNS = Columns(
         _c(
             "in_tail",
             "shown by T_k or by the system prompt, which every step sends, in any spelling (a path it ends with, a "
-            "qualified or bare name, with or without its file extension)",
+            "qualified or bare name, with or without its file extension); a constraint or decision also when the "
+            "system prompt or a message kept before the span holds it as a summary would (most of its content "
+            "words in one clause, and its negation)",
             "flag",
         ),
         _c("in_future", "present anywhere in F_k, tool results included (exact)", "flag"),

@@ -103,9 +103,10 @@ def _pieces(needle: str) -> tuple[tuple[int, str], ...]:
 
 
 def clear_needle_caches() -> None:
-    """Forget the needles and pieces remembered per anchor."""
+    """Forget the needles and pieces remembered per anchor, and the clauses remembered per message text."""
     _needle.cache_clear()
     _pieces.cache_clear()
+    clauses_of.cache_clear()
 
 
 def needle_of(key: AnchorKey) -> str:
@@ -145,26 +146,62 @@ class NeedleSet:
         return frozenset(found)
 
 
+class Clauses:
+    """A text's clauses as content-word sets, for asking whether it holds a constraint or a decision.
+
+    The clauses are its lines, its ``;``-clauses and the sentences of its hard-wrapped paragraphs. The text
+    holds a sentence when one clause holds at least :data:`SENTENCE_MATCH` of the sentence's content words
+    and agrees with it on negation ("never use tabs" is not held by "use tabs"). Counted over the clauses
+    sharing a word with the sentence (a summary is asked about every constraint and decision of its span).
+    """
+
+    def __init__(self, text: str) -> None:
+        pieces = re.split(r"(?<=[.!?;])\s+|\n+|;\s*", text) + PARAGRAPH_SPLIT.split(text)
+        self.words = list({words for words in (_content_words(piece) for piece in pieces) if words})
+        self.negated = [_negated(words) for words in self.words]
+        self.postings: dict[str, list[int]] = {}
+        for number, words in enumerate(self.words):
+            for word in words:
+                self.postings.setdefault(word, []).append(number)
+
+    def holds(self, normalized: str) -> bool:
+        """Whether one clause holds :data:`SENTENCE_MATCH` of the sentence's content words, agreeing on negation."""
+        wanted, negated = _sentence_words(normalized)
+        need = SENTENCE_MATCH * len(wanted)
+        postings = self.postings
+        if not wanted or sum(word in postings for word in wanted) < need:
+            return False
+        shared: dict[int, int] = {}
+        for word in wanted:
+            for number in postings.get(word, ()):
+                shared[number] = shared.get(number, 0) + 1
+        return any(count >= need and self.negated[number] == negated for number, count in shared.items())
+
+
+@lru_cache(maxsize=1 << 12)
+def clauses_of(text: str) -> Clauses:
+    """The :class:`Clauses` of a message's text (remembered: every compaction of a trace asks its kept context)."""
+    return Clauses(text)
+
+
 class TextIndex:
     """A text prepared for "is this anchor in it?" questions (built once per summary).
 
     An exact-type anchor is present when the text has an anchor with the same key,
     or when its normalized value occurs in :func:`loose` form with word boundaries
     (so ``src/a.py`` is found in "edited `./src/a.py`." but not in ``lib/src/a.py``).
-    A constraint or decision is present when its key occurs exactly, or when one
-    sentence, line or ``;``-clause of the text holds at least
-    :data:`SENTENCE_MATCH` of its content words and agrees on negation
-    ("never use tabs" is not matched by "use tabs").
+    A constraint or decision is present when its key occurs exactly, or when the
+    text's :class:`Clauses` hold it (one clause with most of its content words, and
+    its negation).
     """
 
     def __init__(self, text: str) -> None:
         self.text = clean_text(text)
         self.keys = anchor_keys(self.text)
         self._loose: str | None = None
-        self._clauses: list[frozenset[str]] | None = None
+        self._clauses: Clauses | None = None
         self._grams: dict[str, list[int]] | None = None
         self._found: tuple[NeedleSet, frozenset[str]] | None = None
-        self._postings: tuple[list[bool], dict[str, list[int]]] | None = None
 
     @property
     def loose_text(self) -> str:
@@ -172,12 +209,10 @@ class TextIndex:
             self._loose = loose(self.text)
         return self._loose
 
-    def _clause_words(self) -> list[frozenset[str]]:
+    @property
+    def clauses(self) -> Clauses:
         if self._clauses is None:
-            # lines and ;-clauses, plus whole sentences of hard-wrapped paragraphs
-            clauses = re.split(r"(?<=[.!?;])\s+|\n+|;\s*", self.text)
-            clauses += PARAGRAPH_SPLIT.split(self.text)
-            self._clauses = list({words for words in (_content_words(c) for c in clauses) if words})
+            self._clauses = Clauses(self.text)
         return self._clauses
 
     def contains(self, anchor: Anchor | AnchorKey, needles: NeedleSet | None = None) -> bool:
@@ -186,7 +221,7 @@ class TextIndex:
         if (type_, normalized) in self.keys:
             return True
         if type_ in SENTENCE_TYPES:
-            return self._sentence_present(normalized)
+            return self.clauses.holds(normalized)
         if type_ == "number":
             return False  # numbers match by key only (substring "250" would match "2500" contexts)
         needle = _needle(normalized)
@@ -227,34 +262,6 @@ class TextIndex:
             if start >= 0 and text.startswith(needle, start) and _bounded_at(text, needle, start):
                 return True
         return False
-
-    def _clause_postings(self) -> tuple[list[bool], dict[str, list[int]]]:
-        """Per clause of :meth:`_clause_words` whether it is negated, and per content word the clauses holding it."""
-        if self._postings is None:
-            clauses = self._clause_words()
-            postings: dict[str, list[int]] = {}
-            for number, words in enumerate(clauses):
-                for word in words:
-                    postings.setdefault(word, []).append(number)
-            self._postings = ([_negated(words) for words in clauses], postings)
-        return self._postings
-
-    def _sentence_present(self, normalized: str) -> bool:
-        """Whether one clause holds :data:`SENTENCE_MATCH` of the sentence's content words and agrees on negation.
-
-        Counted over the clauses sharing a word with it (:meth:`_clause_postings`): a clause sharing none holds
-        too few, and a summary is asked about every constraint and decision of its whole span.
-        """
-        wanted, negated = _sentence_words(normalized)
-        if not wanted:
-            return False
-        need = SENTENCE_MATCH * len(wanted)
-        negations, postings = self._clause_postings()
-        shared: dict[int, int] = {}
-        for word in wanted:
-            for number in postings.get(word, ()):
-                shared[number] = shared.get(number, 0) + 1
-        return any(count >= need and negations[number] == negated for number, count in shared.items())
 
 
 def contains_normalized(text: str, needle: str) -> bool:
