@@ -26,13 +26,13 @@ from zett_lab.replay.trace import Trace
 
 def as_words(key: tuple[str, str], text: str) -> bool:
     """Whether ``text`` holds a path's or identifier's components in order as whole words, in any case,
-    separated by ``.``, ``/`` or ``\\`` (a plain re-reading of what the anchor index calls shown as words)."""
+    separated by ``.``, ``/``, ``\\`` or a space (a plain re-reading of what the anchor index calls shown as words)."""
     from zett_lab.load.anchor_forms import NAME_TYPES, spellings
 
     if key[0] not in NAME_TYPES:
         return False
     parts = spellings(key).canonical.removeprefix("name:").split("/")
-    separated = r"[./\\]".join(map(re.escape, parts))
+    separated = r"[./\\ ]".join(map(re.escape, parts))
     return bool(re.search(r"(?<![a-z0-9_])" + separated + r"(?![a-z0-9_])", text.lower()))
 
 

@@ -275,6 +275,20 @@ def test_a_name_printed_as_a_plain_word_or_inside_a_longer_name_is_shown():
     assert _needed(span, tail, [_use("I will test IFNULL in live next."), *use]) == items
 
 
+def test_a_qualified_name_written_as_words_with_spaces_is_shown():
+    """``igniter install`` in the kept tail (the agent's own search, say) is ``igniter.install`` in another
+    spelling; the words apart, or one of them alone, are not."""
+    span = [ToolMessage(tool_call_id="s", name="web", content="Run mix igniter.install to set it up."), _use("OK.")]
+    use = [_use_call("u", "bash", {"command": "mix igniter.install sobelow"})]
+    for tail, shown in [
+        ("search: sobelow igniter install", True),
+        ("search: igniter installers for sobelow", False),
+        ("install igniter first", False),
+    ]:
+        needed = _needed(span, [_use_call("t", "web", {"query": tail})], use)
+        assert needed["igniter.install"] is not shown, tail
+
+
 def test_a_new_local_of_the_code_the_agent_writes_is_chosen_there():
     """A variable, parameter or alias the use introduces is the agent's choice at the use; a function it defines,
     a name it only calls, or a name kept from the text an edit replaces is not."""

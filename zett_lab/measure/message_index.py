@@ -515,14 +515,16 @@ class _Spellings:
 
 #: A word of a text, lower-cased: what a name of one component is found as.
 _WORD = re.compile(r"[a-z0-9_]+")
-#: What separates a name's components in a text: ``src/pkg/mod.py`` and ``pkg.mod`` both hold ``pkg``, ``mod``.
-_SEPARATORS = str.maketrans({".": "/", "\\": "/"})
+#: What separates a name's components in a text: ``src/pkg/mod.py``, ``pkg.mod`` and ``pkg mod`` all hold
+#: ``pkg``, ``mod``.
+_SEPARATORS = str.maketrans({".": "/", "\\": "/", " ": "/"})
 
 
 class _Words:
-    """Names found as whole words of any text, in any case, whatever separates their components (``.``, ``/``)
-    and whatever surrounds them: ``Testing IFNULL:`` shows ``ifnull``, ``lib/spotter_web/live/x.ex`` shows
-    ``live``, and ``SOURCES.txt:src/sqlfluff/rules/L060.py`` shows ``src/sqlfluff/rules``, although none of
+    """Names found as whole words of any text, in any case, whatever separates their components (``.``, ``/``,
+    ``\\``, a space) and whatever surrounds them: ``Testing IFNULL:`` shows ``ifnull``,
+    ``lib/spotter_web/live/x.ex`` shows ``live``, ``SOURCES.txt:src/sqlfluff/rules/L060.py`` shows
+    ``src/sqlfluff/rules``, and a search for ``igniter install`` shows ``igniter.install``, although none of
     these texts holds that name as an anchor of its own (a plain word, a folder inside a longer path)."""
 
     def __init__(self, spelled: _Spellings) -> None:
