@@ -223,6 +223,9 @@ class Metric:
     conversation_meaning: str = ""
     #: In the default metric set (comparisons, the report) at the levels it has.
     headline: bool = False
+    #: Computed from the anchor extractor's items (:mod:`zett_lab.load.anchors`): a summarizer that selects what
+    #: to keep by the same extractor (the ``anchors`` baseline) partly scores the metric against itself on it.
+    anchor_based: bool = False
     #: Where an entry without a computation here is computed.
     computed_by: str = ""
     #: The module that registered it (worker processes import it before measuring).

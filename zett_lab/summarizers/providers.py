@@ -636,3 +636,14 @@ def spec_of(identity: str) -> str | None:
         if summarizer_identity(model) == identity:
             return spec
     return None
+
+
+def selects_by_anchors(identity: str) -> bool:
+    """Whether the summarizer an identity names picks what to keep with the anchor extractor the anchor metrics
+    count (the ``anchors`` baseline, any budget or option): on those metrics it partly scores the metric against
+    itself. A provider's identity: False."""
+    match = _OFFLINE_NAME.match(str(identity))
+    return match is not None and OFFLINE_SUMMARIZERS[match.group(1)].selects_by_anchors
+
+
+_OFFLINE_NAME = re.compile(rf"^({'|'.join(map(re.escape, OFFLINE_SUMMARIZERS))})\(")

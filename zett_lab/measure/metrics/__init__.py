@@ -28,6 +28,8 @@ BUILTIN = (
     "steps_over_budget",
     "steps_no_boundary",
     "steps_only_checkpoints",
+    "thrash_compactions",
+    "tail_over_budget",
     "peak_context",
     "rejected_not_smaller",
     "failed",

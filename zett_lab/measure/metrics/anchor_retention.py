@@ -11,6 +11,7 @@ from ..catalogue import MEAN, Column, compaction_metric, ratio
 @compaction_metric(
     label="Anchor retention",
     direction="higher",
+    anchor_based=True,
     definition="Share of the span's exact items (paths, identifiers, errors, commands, ...) present in the summary.",
     compaction_meaning="retained_anchors / span_anchors (NaN when the span has none or there is no summary)",
     over_compactions=MEAN,

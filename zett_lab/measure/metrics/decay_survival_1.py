@@ -10,6 +10,7 @@ from ..catalogue import TraceTables, conversation_metric
 @conversation_metric(
     label="Survival to the next summary",
     direction="higher",
+    anchor_based=True,
     definition="Mean share of anchors kept at an applied compaction still present in the next applied summary.",
     conversation_meaning="mean share of anchors kept at an applied compaction still in the next applied summary (j=1)",
 )

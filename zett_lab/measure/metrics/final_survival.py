@@ -10,6 +10,7 @@ from ..catalogue import TraceTables, conversation_metric
 @conversation_metric(
     label="Survival to the last summary",
     direction="higher",
+    anchor_based=True,
     definition="Share of anchors kept at the first applied compaction still present in the last applied summary.",
     conversation_meaning="share of anchors kept at the first applied compaction still in the last applied summary",
 )

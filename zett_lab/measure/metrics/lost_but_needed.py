@@ -9,6 +9,7 @@ from ..catalogue import SUM, compaction_metric
 @compaction_metric(
     label="Lost but needed",
     direction="lower",
+    anchor_based=True,
     definition="Anchors needed later (see needed-anchor recall) that the summary dropped: |N_k \\ Σ_k| (summed per "
     "conversation).",
     compaction_meaning="|N_k \\ Σ_k|: anchors needed later that the summary dropped (listed in losses.anchors)",

@@ -13,6 +13,7 @@ from ..catalogue import Column, compaction_metric, pooled, ratio
 @compaction_metric(
     label="Needed-anchor recall",
     direction="higher",
+    anchor_based=True,
     definition="Of the span's anchors needed later (the agent uses them again, they are specific, and until that use "
     "nothing it saw since the compaction showed them in any spelling: not the kept tail, a re-read, the system "
     "prompt or what the harness re-sent), the share the summary keeps, weighted by how rare each is in the "

@@ -11,6 +11,7 @@ from ..catalogue import SUM, Column, compaction_metric
 @compaction_metric(
     label="Re-fetch calls",
     direction="lower",
+    anchor_based=True,
     definition="Later tool calls whose arguments mention an anchor of the span that is in neither tail nor summary.",
     compaction_meaning="tool calls in F_k whose arguments mention a path/identifier/URL anchor of S_k that is in "
     "neither T_k nor Σ_k",

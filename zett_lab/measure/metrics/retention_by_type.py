@@ -22,6 +22,7 @@ for _code, _type in enumerate(ANCHOR_TYPES):
         name=f"retention_{_type}",
         label=f"Retention of {_type} anchors",
         direction="higher",
+        anchor_based=True,
         definition=f"Anchor retention over {_type} anchors only.",
         compaction_meaning=f"anchor retention over {_type} anchors only (NaN when the span has none)",
         over_compactions=None,

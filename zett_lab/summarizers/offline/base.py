@@ -75,6 +75,9 @@ class OfflineSummarizer:
     default_budget: ClassVar[Budget] = 0.1
     #: Whether ``budget=None`` (no limit) is allowed.
     allows_unbounded: ClassVar[bool] = False
+    #: Picks what to keep with the anchor extractor the anchor metrics count (:mod:`zett_lab.load.anchors`): on
+    #: those metrics (``Metric.anchor_based``) it partly scores the metric against itself.
+    selects_by_anchors: ClassVar[bool] = False
     #: Offline summarizers never fail transiently.
     retry = RetryOptions(max_retries=0)
 

@@ -360,6 +360,7 @@ class Anchors(OfflineSummarizer):
     """
 
     name = "anchors"
+    selects_by_anchors = True
 
     def __init__(self, budget: Budget = CLASS_DEFAULT, *, max_line_chars: int = 300) -> None:
         super().__init__(budget)
