@@ -106,8 +106,9 @@ def test_every_section_is_there(report: Report, page: str) -> None:
     for value in (900, 1800, 250, 500):
         assert f"{value:,}" in page
     assert "plain-session" in page
-    assert "Recommended setting" in page
-    assert page.count("<figure>") >= 6  # comparison, anchors, 2 timelines, heatmaps, Pareto
+    assert '<div class="callout" id="recommendation"><p class="verdict">Recommended: ' in page
+    # comparison, anchors, 2 timelines, heatmaps, Pareto (a timeline's figure has an id: alerts link to it)
+    assert page.count("<figure") >= 6
 
 
 def test_study_facts(report: Report) -> None:
@@ -264,14 +265,19 @@ def test_recommendation_is_on_the_grid(report: Report) -> None:
     rec = report.recommendation
     assert rec["summarizer"] in SUMMARIZERS
     assert rec["max_tokens"] in GRID["max_tokens"] and rec["keep_recent_tokens"] in GRID["keep_recent_tokens"]
-    assert "Pareto front" in rec["rule"]
+    assert "ranked by steps over budget, then lost but needed, then total input tokens" in rec["rule"]
+    assert rec["verdict"].startswith(f"Recommended: {rec['summarizer']} at max_tokens={rec['max_tokens']:,}")
 
 
 def test_recommendation_from_constraints() -> None:
     report = build([coding_conversation(turns=5)], constraints="steps_over_budget <= 1000")
-    assert "cheapest" in report.recommendation["rule"]
+    [yours, superseded] = report.recommendation["constraints"]
+    assert (yours["constraint"], yours["default"], yours["applied"]) == ("steps_over_budget <= 1000", False, True)
+    assert superseded["default"] and superseded["constraint"] == "superseded_rate <= 0.1"
+    # a constraint no setting meets rules nothing out (it used to fall back to another rule with a note)
     impossible = build([coding_conversation(turns=5)], constraints="needed_anchor_recall >= 2")
-    assert "No setting met" in impossible.recommendation["note"]
+    assert not impossible.recommendation["constraints"][0]["applied"]
+    assert "No setting meets needed-anchor recall ≥ 2 in every conversation" in impossible.recommendation["verdict"]
 
 
 def test_a_setting_with_a_failed_replay_is_never_recommended() -> None:
@@ -608,7 +614,7 @@ def test_with_more_conversations_than_it_draws_a_report_draws_the_busiest_timeli
     assert applied["long"] > applied["short"] and applied["middle"] > applied["short"]
     assert report.data.timeline_ids == ["long", "middle"]
     section = report.to_html().split('<section id="timelines">')[1].split("</section>")[0]
-    assert section.count("<figure>") == 2 and "short:" not in section and "long:" in section
+    assert section.count("<figure") == 2 and "short:" not in section and "long:" in section
     assert "The 2 of 3 conversations whose replay at the recommended setting applied the most compactions" in section
     monkeypatch.setattr(report_study, "TIMELINES_SHOWN", 3)
     assert build(conversations).data.timeline_ids == ["short", "long", "middle"]

@@ -636,38 +636,28 @@ def test_pareto_front():
 
 
 def test_recommend_dict_and_string_forms():
+    # _table() has no steps_over_budget or lost_but_needed: the default objectives present are tokens only, so the
+    # recommendation is the cheapest setting meeting the constraints (means per conversation, not sums as before).
     table = _table()
     best = recommend(table, {"needed_anchor_recall": (">=", 0.9), "constraint_survival": ("==", 1)})
-    assert (best.summarizer, best.max_tokens) == ("b", 1000) and best.cost == 300
+    assert (best.summarizer, best.max_tokens) == ("b", 1000) and best.figures["total_input_tokens"] == 150
     same = recommend(table, "needed_anchor_recall >= 0.9 and constraint_survival == 1")
     assert (same.summarizer, same.max_tokens) == ("b", 1000)
     strict = recommend(table, "needed_anchor_recall >= 0.96, constraint_survival = 1")
     assert (strict.summarizer, strict.max_tokens) == ("a", 4000)
-    with pytest.raises(NoFeasibleSetting, match="best reached"):
-        recommend(table, "needed_anchor_recall >= 0.99", nan="drop")
+    # A constraint no setting meets no longer raises (issue 29): it rules nothing out, and the verdict says so.
+    unmet = recommend(table, "needed_anchor_recall >= 0.99", nan="drop")
+    [check] = unmet.constraints
+    assert not check.applied and check.met == 0 and check.best == 0.97
+    assert "No setting meets needed-anchor recall ≥ 0.99 in every conversation" in unmet.verdict
     for bad in ["needed_anchor_recall >= __import__('os')", "recall >=", "x ~ 1", ""]:
         with pytest.raises(SettingError):
             parse_constraints(bad)
     with pytest.raises(SettingError, match="no column"):
         recommend(table, "nonexistent >= 1")
     assert parse_constraints({"a": (">", 1)}) == [("a", ">", 1.0)]
-
-
-def test_recommend_without_constraints_takes_the_knee_of_the_pareto_front():
-    table = _table()
-    knee = recommend(table, cost="total_input_tokens", loss="needed_anchor_recall")
-    # Front (cost summed, recall averaged): a/1000 (200, .5), b/1000 (300, .9), a/3000, a/4000, b/5000 (1000, NaN = best).
-    # Scaled over all complete settings, b/1000 is nearest the corner (cheapest, full recall); the failed
-    # setting c/1 (cost 1, recall 1) would dominate everything and is never chosen.
-    assert (knee.summarizer, knee.max_tokens, knee.cost) == ("b", 1000, 300)
-    assert knee.values == {"needed_anchor_recall": 0.9}
-    pd.testing.assert_frame_equal(knee.candidates, pareto_front(table, loss="needed_anchor_recall"))
-    assert "Pareto front" in knee.rule and "highest needed_anchor_recall" in knee.rule
-    lower = recommend(table.assign(lost_but_needed=10 * (1 - table["needed_anchor_recall"])), loss="lost_but_needed")
-    assert (lower.summarizer, lower.max_tokens) == ("b", 1000) and "lowest lost_but_needed" in lower.rule
-    assert "cheapest" in recommend(table, "needed_anchor_recall >= 0.9").rule
-    with pytest.raises(NoFeasibleSetting):
-        recommend(table[table["summarizer"] == "c"], loss="needed_anchor_recall")
+    with pytest.raises(NoFeasibleSetting, match="failed"):
+        recommend(table[table["summarizer"] == "c"])  # its only setting failed
 
 
 def test_recommend_on_a_real_sweep(small, tmp_path):
@@ -680,8 +670,9 @@ def test_recommend_on_a_real_sweep(small, tmp_path):
         cache=tmp_path / "c.sqlite",
         progress=False,
     )
-    choice = recommend(s, "constraint_survival >= 0.5")
-    assert choice.cost == choice.candidates[choice.cost_column].min()
+    choice = recommend(s, "constraint_survival >= 0.5", objectives=["total_input_tokens"])
+    meeting = choice.ranking[choice.ranking["ruled_out_by"].isna()]
+    assert choice.figures["total_input_tokens"] == meeting["total_input_tokens"].min()
     s.trace(small[2].id, choice.max_tokens, choice.keep_recent_tokens, choice.summarizer)
     assert len(pareto_front(s)) >= 1
 
@@ -710,10 +701,10 @@ def test_recommend_constrains_columns_outside_the_metric_catalogue():
     """A column with no catalogue direction is judged in the direction its constraint asks for."""
     table = _table().assign(compactions_applied=lambda t: t["max_tokens"] // 1000)
     choice = recommend(table, "compactions_applied <= 1", over="all")
-    assert choice.max_tokens == 1000 and choice.values == {"compactions_applied": 1.0}
-    with pytest.raises(NoFeasibleSetting, match=r"compactions_applied <= 0: best reached 1\b"):
-        recommend(table, "compactions_applied <= 0", over="all")
-    with pytest.raises(NoFeasibleSetting, match=r"compactions_applied >= 9: best reached 5\b"):
-        recommend(table, "compactions_applied >= 9", over="mean")
+    assert choice.max_tokens == 1000 and choice.figures["compactions_applied"] == 1.0
+    [never] = recommend(table, "compactions_applied <= 0", over="all").constraints
+    assert not never.applied and never.best == 1
+    [never] = recommend(table, "compactions_applied >= 9", over="mean").constraints
+    assert not never.applied and never.best == 5
     with pytest.raises(SettingError, match="nan must be 'best' or 'drop'"):
         recommend(table, "compactions_applied <= 1", nan="ignore")

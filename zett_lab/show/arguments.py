@@ -365,8 +365,18 @@ def _add_report_command(commands: argparse._SubParsersAction[_Parser], parents: 
         "--recommend",
         metavar="CONSTRAINTS",
         help=(
-            "recommend the cheapest setting meeting these, e.g. 'needed_anchor_recall >= 0.8' "
-            "(default: the Pareto knee)"
+            "constraints the recommended setting must meet, checked before the default ones (no step over "
+            "max_tokens, superseded_rate <= 0.1), e.g. 'needed_anchor_recall >= 0.8'; one no setting meets "
+            "rules nothing out, and the report says so"
+        ),
+    )
+    p.add_argument(
+        "--prefer",
+        metavar="METRICS",
+        help=(
+            "what the recommendation ranks by, most important first: metric names joined by commas (default: "
+            "steps_over_budget,lost_but_needed,total_input_tokens), e.g. 'total_input_tokens' for the cheapest "
+            "setting meeting the constraints"
         ),
     )
     p.add_argument(

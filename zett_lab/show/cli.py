@@ -441,6 +441,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         "explore": args.explore,
         "primary_model": args.primary_model,
         "constraints": args.recommend,
+        "objectives": args.prefer,
     }
     options = {k: v for k, v in options.items() if v is not None}
     _check_report_options(out, options)
@@ -547,6 +548,10 @@ def _check_report_options(out: Path, options: dict[str, Any]) -> None:
         from ..study import parse_constraints
 
         parse_constraints(options["constraints"])
+    if options.get("objectives"):
+        from ..study.recommendation import parse_objectives
+
+        parse_objectives(options["objectives"])
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

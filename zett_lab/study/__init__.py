@@ -11,7 +11,10 @@ DataFrames for :mod:`zett_lab.show` to display. The modules, in the order a swee
 - :mod:`~zett_lab.study.executors`: in-process, the local process pool, ``dask.distributed``;
 - :mod:`~zett_lab.study.sweep`: the driver; :mod:`~zett_lab.study.results` and
   :mod:`~zett_lab.study.sources`: the :class:`Sweep` result, with replays' tables on disk;
-- :mod:`~zett_lab.study.choose`: Pareto front, constraints, one recommendation;
+- :mod:`~zett_lab.study.choose`: measured cells, the Pareto front, constraints;
+- :mod:`~zett_lab.study.recommendation`: one recommended setting (constraints first, then the objectives in
+  order, checked out of sample), with its verdict in words; :mod:`~zett_lab.study.alerts`: what a reader must
+  know first;
 - :mod:`~zett_lab.study.compare`: :func:`compare` of summarizers, engines and production summaries
   (:mod:`~zett_lab.study.production`: their spans summarized by baselines), one :class:`Comparison`.
 """
@@ -26,17 +29,20 @@ from .boundaries import (
     region,
     same_replay,
 )
-from .choose import (
-    NoFeasibleSetting,
-    Recommendation,
-    measured_cells,
-    pareto_front,
-    parse_constraints,
-    recommend,
-)
+from .choose import Constraint, NoFeasibleSetting, measured_cells, pareto_front, parse_constraints
 from .compare import Comparison, compare
 from .executors import SerialExecutor, default_executor, shutdown_default_executor
 from .grid import CONTEXT_WINDOWS, SETTING_COLUMNS, STOCK_ENGINE, Cell, resolve_context_window
+from .recommendation import (
+    DEFAULT_CONSTRAINTS,
+    DEFAULT_OBJECTIVES,
+    Alternative,
+    ConstraintCheck,
+    HeldOut,
+    Ranked,
+    Recommendation,
+    recommend,
+)
 from .results import Sweep, SweepConfig
 from .reuse import clear_worker_state
 from .store import SweepStore, check_sweep_target
@@ -44,13 +50,20 @@ from .sweep import sweep
 
 __all__ = [
     "CONTEXT_WINDOWS",
+    "DEFAULT_CONSTRAINTS",
+    "DEFAULT_OBJECTIVES",
     "SETTING_COLUMNS",
     "STOCK_ENGINE",
+    "Alternative",
     "Boundaries",
     "Cell",
     "Comparison",
+    "Constraint",
+    "ConstraintCheck",
+    "HeldOut",
     "NoFeasibleSetting",
     "ProgressEvent",
+    "Ranked",
     "Recommendation",
     "Region",
     "SerialExecutor",

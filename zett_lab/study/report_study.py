@@ -27,14 +27,15 @@ from ..errors import ResultFailure, SettingError
 from ..load.conversation import Conversation
 from ..measure import Losses
 from ..measure.catalogue import default_metrics
-from ..records import plain
 from ..replay.deadline import DEFAULT_ENGINE_TIMEOUT
 from ..replay.engine import EngineSpec
 from ..replay.trace import Trace, combine_failure_counts
 from ..tokens import count_tokens
-from .choose import NoFeasibleSetting, measured_cells, recommend
+from .alerts import Alert, study_alerts
+from .choose import NoFeasibleSetting, measured_cells
 from .compare import Comparison, compare
 from .grid import STOCK_ENGINE, resolve_context_window
+from .recommendation import Recommendation, recommend
 from .report_lost import DIGITS, cell_entries, dropped_constraint_items, lost_but_needed_items, trace_index
 from .report_measured import Measured
 from .report_native import report_production
@@ -52,7 +53,7 @@ DEFAULT_PRIMARY_MODEL = "gpt-5-mini"
 #: Context timelines a report draws at most (:func:`timeline_conversations`).
 TIMELINES_SHOWN = 24
 
-#: The cost and the loss a recommended setting is chosen by.
+#: The cost and the loss of the report's Pareto front.
 RECOMMEND_COST = "total_input_tokens"
 RECOMMEND_LOSS = "lost_but_needed"
 
@@ -191,8 +192,10 @@ class ReportData:
         results: One row per measured replay (it ran and every summary succeeded): settings,
             budget figures, loss metrics, costs.
         comparison: The paired comparison of the summarizers (None with one summarizer).
-        recommendation: The recommended setting and the rule that chose it (None: nothing to
-            recommend).
+        recommendation: The recommended setting with the rule, the constraints honoured, the alternatives,
+            the held-out check and the verdict
+            (:meth:`~zett_lab.study.recommendation.Recommendation.record`; None: nothing to recommend).
+        alerts: What a reader must know first (:func:`~zett_lab.study.alerts.study_alerts`), most severe first.
         explore_id: The conversation the interactive explorer shows.
         timeline_ids: The conversations whose context timeline the report draws (at most
             :data:`TIMELINES_SHOWN`, see :func:`timeline_conversations`), in report order.
@@ -223,6 +226,7 @@ class ReportData:
     results: pd.DataFrame
     comparison: Comparison | None
     recommendation: dict[str, Any] | None
+    alerts: list[Alert]
     explore_id: str
     timeline_ids: list[str]
     lost_items: list[dict[str, Any]]
@@ -282,6 +286,7 @@ def build_report_data(
     *,
     failures: Iterable[Failure] = (),
     constraints: str | Mapping[str, Any] | None = None,
+    objectives: str | Sequence[str] | None = None,
     explore: str | None = None,
     primary_model: str = DEFAULT_PRIMARY_MODEL,
     top_lost: int = 30,
@@ -298,8 +303,10 @@ def build_report_data(
         comparison: :class:`Comparison` of the summarizers (computed, paired per
             conversation and setting, when None and there are two or more).
         failures: Replays that could not run.
-        constraints: Recommend the cheapest setting meeting these; default (or when none
-            does): the knee of the Pareto front (:func:`~zett_lab.study.choose.recommend`).
+        constraints: Constraints a recommended setting must meet, before the default ones
+            (:func:`~zett_lab.study.recommendation.recommend`); one no setting meets rules nothing out.
+        objectives: What the recommendation ranks by, most important first (default: steps over budget,
+            then lost-but-needed items, then total input tokens).
         explore: Conversation for the interactive explorer (default: the one with the most
             applied compactions).
         primary_model: Price-table model for the money columns.
@@ -330,7 +337,8 @@ def build_report_data(
     )
     conversations = _conversations(entries)
     explore_id = _explore_id(results, conversations, explore)
-    recommendation = recommend_report_setting(attempted, constraints)
+    recommended = _recommend(attempted, constraints, objectives)
+    recommendation = recommended.record(DIGITS) if recommended is not None else None
     _measure_shown(entries, explore_id, recommendation, measured)
     if comparison is None and len(summarizers) >= 2:
         chosen = results[results["summarizer"].isin(summarizers)]
@@ -352,6 +360,7 @@ def build_report_data(
         results=results,
         comparison=comparison,
         recommendation=recommendation,
+        alerts=study_alerts(attempted, recommended, counts, _identities(entries, summarizers)),
         explore_id=explore_id,
         timeline_ids=timeline_conversations(results, recommendation, conversations),
         lost_items=lost_items,
@@ -542,55 +551,30 @@ def _complete(results: pd.DataFrame) -> pd.DataFrame:
 
 
 def recommend_report_setting(
-    results: pd.DataFrame, constraints: str | Mapping[str, Any] | None = None
+    results: pd.DataFrame,
+    constraints: str | Mapping[str, Any] | None = None,
+    objectives: str | Sequence[str] | None = None,
 ) -> dict[str, Any] | None:
-    """The recommended setting of a report, as plain data, with the rule that chose it.
+    """The recommended setting of a report, as plain data (:meth:`~zett_lab.study.recommendation.Recommendation.record`).
 
-    :func:`~zett_lab.study.choose.recommend` with the report's cost (total primary input
-    tokens) and, without constraints or when no setting meets them (the reason is kept in
-    ``note``), its loss (lost-but-needed anchors). A setting with a failed replay or a failed
-    summary in ``results`` (:func:`~zett_lab.study.choose.measured_cells`) is never chosen. None
-    when nothing can be recommended.
+    :func:`~zett_lab.study.recommendation.recommend` with the report's constraints and objectives (default: stay
+    within budget, then fewest lost-but-needed items, then fewest tokens). A setting with a failed replay or a
+    failed summary in ``results`` (:func:`~zett_lab.study.choose.measured_cells`) is never chosen. None when
+    nothing can be recommended.
     """
+    chosen = _recommend(results, constraints, objectives)
+    return chosen.record(DIGITS) if chosen is not None else None
+
+
+def _recommend(
+    results: pd.DataFrame, constraints: str | Mapping[str, Any] | None, objectives: str | Sequence[str] | None
+) -> Recommendation | None:
     if results is None or not len(results):
         return None
-    note = None
-    if constraints:
-        try:
-            chosen = recommend(results, constraints, cost=RECOMMEND_COST)
-        except NoFeasibleSetting as error:
-            note = f"No setting met the constraints {constraints!r}: {error}"
-        else:
-            return {
-                **_setting(chosen.summarizer, chosen.max_tokens, chosen.keep_recent_tokens),
-                "total_input_tokens": plain(chosen.cost, DIGITS),
-                "values": {k: plain(v, DIGITS) for k, v in chosen.values.items()},
-                "candidates": len(chosen.candidates),
-                "rule": chosen.rule,
-            }
     try:
-        chosen = recommend(results, None, cost=RECOMMEND_COST, loss=RECOMMEND_LOSS)
+        return recommend(results, constraints, objectives=objectives)
     except NoFeasibleSetting:
         return None
-    part = _rows_at(_complete(results), chosen.summarizer, chosen.max_tokens, chosen.keep_recent_tokens)
-    out = {
-        **_setting(chosen.summarizer, chosen.max_tokens, chosen.keep_recent_tokens),
-        "total_input_tokens": plain(chosen.cost, DIGITS),
-        "primary_input_tokens": plain(chosen.cost / max(part["conversation_id"].nunique(), 1), DIGITS),
-        "lost_but_needed": plain(chosen.values[RECOMMEND_LOSS], DIGITS),
-        "needed_anchor_recall": plain(pd.to_numeric(part["needed_anchor_recall"], errors="coerce").mean(), DIGITS)
-        if len(part) and "needed_anchor_recall" in part
-        else None,
-        "front_size": len(chosen.candidates),
-        "rule": chosen.rule,
-    }
-    if note:
-        out["note"] = note
-    return out
-
-
-def _setting(summarizer: Any, max_tokens: int, keep_recent_tokens: int) -> dict[str, Any]:
-    return {"summarizer": str(summarizer), "max_tokens": int(max_tokens), "keep_recent_tokens": int(keep_recent_tokens)}
 
 
 def _rows_at(results: pd.DataFrame, summarizer: str | None, max_tokens: int, keep_recent_tokens: int) -> pd.DataFrame:

@@ -12,9 +12,16 @@ from collections.abc import Mapping, Sequence
 from pathlib import PurePath
 from typing import Any
 
-from ...measure.catalogue import default_metrics, metric, metrics
+from ...measure.catalogue import default_metrics, label, metric, metrics
 from ...records import plain, records
 from ...replay.schema import FAILURE_COLUMNS, NO_TURN_BOUNDARY, NOT_SMALLER, ONLY_CHECKPOINTS
+from ...study.recommendation import (
+    DEFAULT_CONSTRAINTS,
+    DEFAULT_FOLDS,
+    DEFAULT_OBJECTIVES,
+    DEFAULT_SLACK,
+    constraint_text,
+)
 from ...study.report_lost import DIGITS
 from ...study.report_study import ReportData
 from ...tokens import EXACT_COUNTER
@@ -40,10 +47,6 @@ def result_columns() -> tuple[str, ...]:
     """Per-replay columns kept in the JSON document's ``results``: the replay's figures and every metric of the
     catalogue at the conversation level (the rest is in the traces)."""
     return (*_RESULT_FIGURES, *(m.name for m in metrics("conversation")), *_COST_FIGURES)
-
-
-#: Why a step is sent over max_tokens, in the skip reasons' own words (the summary section points to the timelines).
-OVER_BUDGET_CAUSES = (NO_TURN_BOUNDARY, ONLY_CHECKPOINTS, NOT_SMALLER)
 
 
 def _metric(name: str) -> tuple[str, str]:
@@ -157,7 +160,24 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
         "The configurations (summarizer, max_tokens, keep_recent_tokens) that no other configuration beats "
         "on both mean primary input tokens and mean lost-but-needed anchors.",
     ),
-    ("recommended setting", "The configuration the report suggests; the rule used is stated next to it."),
+    (
+        "recommended setting",
+        "The configuration the report suggests. Settings with a failed replay or summary are never recommended; "
+        "constraints rule settings out first (yours, then by default "
+        + " and ".join(constraint_text(c).lower() for c in DEFAULT_CONSTRAINTS)
+        + ", in every conversation), unless no setting meets them; the rest are ranked by "
+        + ", then ".join(label(o).lower() for o in DEFAULT_OBJECTIVES)
+        + f" (means per conversation; for all but the last, values within {DEFAULT_SLACK:.0%} of the best count as "
+        "equal). The verdict states the rule, the trade-off against the next-best alternatives, and the figures "
+        "held out of sample.",
+    ),
+    (
+        "held out",
+        f"The check of a recommendation on conversations it was not chosen on: the conversations are dealt into "
+        f"{DEFAULT_FOLDS} folds (one per conversation when there are fewer); for each fold the rule chooses a setting "
+        "on the other folds, and that setting is scored on the fold. The held-out figures are those scores, beside "
+        "the in-sample figures of the recommended setting.",
+    ),
 )
 
 
@@ -316,6 +336,7 @@ def build_document(data: ReportData, *, title: str, date: str, notes: Sequence[s
         "date": date,
         "failures": failures(data),
         "study": study_facts(data, date, notes),
+        "alerts": [alert.record() for alert in data.alerts],
         "recommendation": data.recommendation,
         "metrics": data.metrics,
         "results": records(data.results, result_columns(), digits=DIGITS),

@@ -21,6 +21,7 @@ from ...errors import SettingError
 from ...files import check_output, write_atomic
 from ...replay.deadline import DEFAULT_ENGINE_TIMEOUT
 from ...replay.engine import EngineSpec
+from ...study.alerts import Alert
 from ...study.report_study import (
     DEFAULT_PRIMARY_MODEL,
     DEFAULT_REPORT_SUMMARIZERS,
@@ -77,9 +78,11 @@ class Report:
         top_lost: How many "lost but needed later" items to list.
         failures: Replays that could not run (listed in the report; a sweep's failed cells
             are added).
-        constraints: Recommend the cheapest setting meeting these (e.g.
-            ``"needed_anchor_recall >= 0.8"``, see :func:`zett_lab.study.recommend`);
-            default: the knee of the Pareto front (the rule is printed in the report).
+        constraints: Constraints the recommended setting must meet, before the default ones (e.g.
+            ``"needed_anchor_recall >= 0.8"``, see :func:`zett_lab.study.recommend`); one no setting
+            meets rules nothing out, and the report says so.
+        objectives: What the recommendation ranks by, most important first (metric names; default: steps
+            over budget, then lost-but-needed items, then total input tokens).
         notes: Extra sentences printed under "What was studied".
         native_baselines: Summarizer specs (or label -> spec or model) that summarize each native
             compaction's span for the "Production summaries" section. Default: the report's offline
@@ -108,6 +111,7 @@ class Report:
     top_lost: int = 30
     failures: Sequence[Failure] = ()
     constraints: str | Mapping[str, Any] | None = None
+    objectives: str | Sequence[str] | None = None
     notes: Sequence[str] = ()
     native_baselines: Sequence[str] | Mapping[str, Any] | None = None
     executor: Executor | str | None = field(default=None, repr=False)
@@ -123,6 +127,7 @@ class Report:
             self.comparison,
             failures=self.failures or (),
             constraints=self.constraints,
+            objectives=self.objectives,
             explore=self.explore,
             primary_model=self.primary_model,
             top_lost=self.top_lost,
@@ -201,8 +206,14 @@ class Report:
         return files + (self.sweep.input_files() if self.sweep is not None else [])
 
     @property
+    def alerts(self) -> list[Alert]:
+        """What a reader must know first, most severe first (:func:`~zett_lab.study.alerts.study_alerts`)."""
+        return self.data.alerts
+
+    @property
     def recommendation(self) -> dict[str, Any] | None:
-        """The recommended (summarizer, max_tokens, keep_recent_tokens) and the rule that chose it."""
+        """The recommended setting, the rule, the constraints honoured, the alternatives weighed, the held-out check
+        and the verdict, as plain data (:meth:`zett_lab.study.Recommendation.record`)."""
         return self.data.recommendation
 
     @property

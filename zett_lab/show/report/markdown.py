@@ -10,7 +10,7 @@ import html
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ...formatting import count, decimal, percent, usd
+from ...formatting import count, decimal, number, percent, usd
 from ...measure.catalogue import label
 from ...study.report_study import ReportData
 from .content import failure_headline
@@ -21,7 +21,6 @@ from .formats import (
     metric_table,
     outcome_table,
     production_metrics,
-    setting_text,
     settings_text,
     trust_lines,
 )
@@ -57,15 +56,24 @@ def _summary(document: Mapping[str, Any]) -> list[str]:
             f"> - {c['count']} {md(c['what'])}(s), {md(c['summarizer'])}: {md(c['cause'])}" for c in failures["causes"]
         ]
         out.append("")
+    if document["alerts"]:
+        out += ["## Alerts", ""]
+        out += [f"- **{md(a['title'])}.** {md(a['detail'])}" for a in document["alerts"]]
+        out.append("")
     out += ["## Summary", ""]
     if rec:
-        out.append(
-            f"**Recommended setting:** summarizer {md(rec.get('summarizer', ''))}, "
-            f"{md(setting_text(rec['max_tokens'], rec['keep_recent_tokens']))}."
-        )
-        if rec.get("rule"):
-            out += ["", md(rec["rule"])]
-        out.append("")
+        held = rec["held_out"]
+        out += [
+            md(rec["verdict"]),
+            "",
+            md_table(
+                ["per conversation", "in sample", "held out" if held["folds"] else "held out (not checked)"],
+                [(label(c), number(v), number(held["figures"].get(c))) for c, v in rec["figures"].items()],
+            ),
+            "",
+            md(f"{rec['rule']} {held['note']}"),
+            "",
+        ]
     return out
 
 

@@ -19,13 +19,13 @@ import pandas as pd
 from markupsafe import Markup
 from matplotlib.figure import Figure
 
-from ...formatting import count, decimal, percent, usd
+from ...formatting import count, decimal, number, percent, usd
 from ...measure.catalogue import label, label_with_direction
 from ...measure.columns import ANCHOR_ROWS
 from ...study.report_study import RECOMMEND_COST, RECOMMEND_LOSS, ReportData
 from .. import plots
 from .assets import CSS, JS, content_security_policy
-from .content import OVER_BUDGET_CAUSES, definition, failure_headline
+from .content import definition, failure_headline
 from .explorer import explorer_view
 from .formats import (
     ci_text,
@@ -83,6 +83,7 @@ def _environment() -> jinja2.Environment:
     )
     env.filters.update(
         int_text=count,
+        number=number,
         ratio=decimal,
         pct=percent,
         usd=usd,
@@ -255,6 +256,32 @@ def _configurations(results: pd.DataFrame, rec: Mapping[str, Any] | None) -> lis
     ]
 
 
+def _alerts(data: ReportData, document: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The document's alerts, each with its evidence as ``(anchor, words)`` links to this page."""
+    timelines = {cid: f"timeline-{i}" for i, cid in enumerate(data.timeline_ids)}
+    rows = {
+        (c["summarizer"], int(c["max_tokens"]), int(c["keep_recent_tokens"])): f"configuration-{i}"
+        for i, c in enumerate(_configurations(data.results, document["recommendation"]))
+    }
+    failures = bool(document["failures"]["causes"])
+
+    def anchor(evidence: Mapping[str, Any]) -> str | None:
+        section = evidence["section"]
+        if section == "timeline":
+            return timelines.get(evidence["conversation_id"], "timelines" if document["recommendation"] else None)
+        if section == "configuration":
+            return rows.get(tuple(evidence["setting"]), "sweep")
+        if section == "failures":
+            return "failures" if failures else None
+        return str(section)
+
+    views = []
+    for alert in document["alerts"]:
+        links = [(anchor(e), e["text"]) for e in alert["evidence"]]
+        views.append({**alert, "links": [(href, text) for href, text in links if href]})
+    return views
+
+
 def render_html(data: ReportData, document: Mapping[str, Any]) -> str:
     """The complete, self-contained HTML page of a report's data and document."""
     metrics = document["metrics"]
@@ -278,8 +305,7 @@ def render_html(data: ReportData, document: Mapping[str, Any]) -> str:
         grid=data.grid,
         confidence=confidence_text(metrics),
         best_recall=max(recall, key=lambda r: r["mean"]) if recall else None,
-        steps_over_budget=sum(t["steps_over_budget"] for t in metrics["totals"]),
-        over_budget_causes=OVER_BUDGET_CAUSES,
+        alerts=_alerts(data, document),
         shown_metrics=shown,
         metric_rows=by,
         figures=_figures(data, document),
