@@ -46,6 +46,13 @@ METRIC_DOCS = (
     ".. automodule:: zett_lab.measure.catalogue",
     ".. autoclass:: zett_lab.measure.attempt.Attempt\n   :members:",
 )
+#: The recommendation's parts and the alerts, documented in full (``recommend``, ``Recommendation``, ``pareto_front`` and
+#: ``Constraint`` are documented where the public names and the types of their signatures are).
+CHOICE_MODULES = (
+    "zett_lab.study.choose\n   :exclude-members: pareto_front, Constraint",
+    "zett_lab.study.recommendation\n   :exclude-members: recommend, Recommendation",
+    "zett_lab.study.alerts",
+)
 
 _MARKER = re.compile(r"<!--\s*zett_lab:\s*(?P<name>[a-z]+)(?:\s+(?P<argument>[\w.]+))?\s*-->")
 
@@ -167,6 +174,8 @@ def api_reference() -> str:
         parts.append(_rst("\n\n".join([*head, *sorted(groups[stage], key=_short_name)])))
     parts.append("## Metrics: the catalogue, and what a metric reads\n")
     parts.append(_rst("\n\n".join(METRIC_DOCS)))
+    parts.append("## Recommendations and alerts\n")
+    parts.append(_rst("\n\n".join(f".. automodule:: {module}" for module in CHOICE_MODULES)))
     parts.append("## Sessions and production summaries\n")
     parts.append(_rst("\n\n".join(f".. automodule:: {module}" for module in STUDY_MODULES)))
     parts.append("## Display: plots and widgets\n")
