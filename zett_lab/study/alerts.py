@@ -43,9 +43,9 @@ Section = Literal["failures", "timeline", "configuration", "metrics", "recommend
 #: Settings or conversations an alert names at most.
 NAMED = 3
 
-#: Loss metrics that do not depend on the anchor vocabulary (gold probes; values that changed), named where a
-#: summarizer built from that vocabulary is compared.
-INDEPENDENT_METRICS = ("probe_presence", "superseded_rate")
+#: Loss metrics that do not depend on the anchor vocabulary (gold probes, the user's rules, values that changed),
+#: named where a summarizer built from that vocabulary is compared (those in the catalogue).
+INDEPENDENT_METRICS = ("probe_presence", "constraint_survival", "superseded_rate")
 
 
 @dataclass(frozen=True)
