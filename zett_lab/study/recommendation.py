@@ -44,6 +44,7 @@ import pandas as pd
 from ..errors import SettingError
 from ..formatting import count, frame_html, number, percent
 from ..measure.catalogue import label, metric
+from ..records import plain, records
 from .choose import (
     Constraint,
     NoFeasibleSetting,
@@ -179,8 +180,9 @@ class Recommendation:
     """The recommended setting, the rule that chose it, and the evidence, as typed data.
 
     Attributes:
-        engine, summarizer, max_tokens, keep_recent_tokens: the setting.
-        figures: its figures, means per conversation, of the objectives then the constrained columns.
+        setting: the recommended setting (rank 1) and its figures, means per conversation, of the objectives then
+            the constrained columns; ``engine``, ``summarizer``, ``max_tokens``, ``keep_recent_tokens`` and
+            ``figures`` read it.
         objectives: the objectives in order (metric names).
         constraints: how each constraint was honoured, in the order applied.
         settings: settings ranked (every measured one); ``left_out``: settings never ranked because a replay or
@@ -193,11 +195,7 @@ class Recommendation:
             held out of sample.
     """
 
-    engine: str
-    summarizer: str
-    max_tokens: int
-    keep_recent_tokens: int
-    figures: Mapping[str, float]
+    setting: Ranked
     objectives: tuple[str, ...]
     constraints: tuple[ConstraintCheck, ...]
     settings: int
@@ -211,6 +209,26 @@ class Recommendation:
     slack: float = DEFAULT_SLACK
 
     @property
+    def engine(self) -> str:
+        return self.setting.engine
+
+    @property
+    def summarizer(self) -> str:
+        return self.setting.summarizer
+
+    @property
+    def max_tokens(self) -> int:
+        return self.setting.max_tokens
+
+    @property
+    def keep_recent_tokens(self) -> int:
+        return self.setting.keep_recent_tokens
+
+    @property
+    def figures(self) -> Mapping[str, float]:
+        return self.setting.figures
+
+    @property
     def unmet(self) -> tuple[ConstraintCheck, ...]:
         """The constraints no setting met (they ruled nothing out)."""
         return tuple(c for c in self.constraints if not c.applied)
@@ -218,7 +236,6 @@ class Recommendation:
     def record(self, digits: int | None = None) -> dict[str, Any]:
         """The recommendation as JSON-ready plain data (what a report's document holds); ``digits`` rounds its
         figures (None: exact)."""
-        from ..records import plain, records
 
         def ranked(r: Ranked) -> dict[str, Any]:
             return {
@@ -233,11 +250,7 @@ class Recommendation:
 
         held = self.held_out
         return {
-            "engine": self.engine,
-            "summarizer": self.summarizer,
-            "max_tokens": self.max_tokens,
-            "keep_recent_tokens": self.keep_recent_tokens,
-            "figures": plain(dict(self.figures), digits),
+            **ranked(self.setting),
             "objectives": list(self.objectives),
             "constraints": [
                 {
@@ -597,11 +610,7 @@ def recommend(
     engines = grid.settings["engine"].nunique() > 1 if "engine" in grid.settings else False
     rule = _rule(chosen_objectives, objectives is None, over, slack, nan)
     return Recommendation(
-        engine=best.engine,
-        summarizer=best.summarizer,
-        max_tokens=best.max_tokens,
-        keep_recent_tokens=best.keep_recent_tokens,
-        figures=dict(best.figures),
+        setting=best,
         objectives=tuple(chosen_objectives),
         constraints=tuple(choice.checks),
         settings=len(ranking),
