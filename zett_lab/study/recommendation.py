@@ -336,7 +336,7 @@ class _Grid:
     """Every measured setting's values per conversation: ``values[column]`` is settings × conversations."""
 
     keys: list[str]
-    settings: pd.DataFrame
+    setting_table: pd.DataFrame
     conversations: np.ndarray
     values: dict[str, np.ndarray]
     present: np.ndarray
@@ -366,7 +366,7 @@ class _Grid:
         return meets, worst
 
     def setting(self, index: int) -> dict[str, Any]:
-        row = self.settings.iloc[int(index)]
+        row = self.setting_table.iloc[int(index)]
         return {
             "engine": str(row.get("engine", STOCK_ENGINE)),
             "summarizer": str(row.get("summarizer")),
@@ -607,7 +607,7 @@ def recommend(
     held = _held_out(grid, chosen, columns, checked, chosen_objectives, over, slack, folds, seed)
     best = ranking[0]
     alternatives = _alternatives(ranking, choice, chosen_objectives)
-    engines = grid.settings["engine"].nunique() > 1 if "engine" in grid.settings else False
+    engines = grid.setting_table["engine"].nunique() > 1 if "engine" in grid.setting_table else False
     rule = _rule(chosen_objectives, objectives is None, over, slack, nan)
     return Recommendation(
         setting=best,
