@@ -256,9 +256,10 @@ def _configurations(results: pd.DataFrame, rec: Mapping[str, Any] | None) -> lis
     ]
 
 
-def _alerts(data: ReportData, document: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The document's alerts, each with its evidence as ``(anchor, words)`` links to this page."""
-    timelines = {cid: f"timeline-{i}" for i, cid in enumerate(data.timeline_ids)}
+def _alerts(data: ReportData, document: Mapping[str, Any], figures: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The document's alerts, each with its evidence as ``(anchor, words)`` links to this page (a timeline's
+    anchor is its place among the page's timeline figures)."""
+    timelines = {view.conversation_id: f"timeline-{i}" for i, view in enumerate(figures["timelines"]) if view.svg}
     rows = {
         (c["summarizer"], int(c["max_tokens"]), int(c["keep_recent_tokens"])): f"configuration-{i}"
         for i, c in enumerate(_configurations(data.results, document["recommendation"]))
@@ -287,6 +288,7 @@ def render_html(data: ReportData, document: Mapping[str, Any]) -> str:
     metrics = document["metrics"]
     shown, by = metric_table(document, data.summarizers)
     recall = [r for r in metrics["rows"] if r["metric"] == "needed_anchor_recall" and r.get("mean") is not None]
+    figures = _figures(data, document)
     page = _ENV.get_template("report.html.j2").render(
         title=document["title"],
         failures=document["failures"],
@@ -305,10 +307,10 @@ def render_html(data: ReportData, document: Mapping[str, Any]) -> str:
         grid=data.grid,
         confidence=confidence_text(metrics),
         best_recall=max(recall, key=lambda r: r["mean"]) if recall else None,
-        alerts=_alerts(data, document),
+        alerts=_alerts(data, document, figures),
         shown_metrics=shown,
         metric_rows=by,
-        figures=_figures(data, document),
+        figures=figures,
         conversation_count=len(data.conversations),
         explore=explorer_view(data),
         configurations=_configurations(data.results, document["recommendation"]),
