@@ -158,7 +158,9 @@ def test_headers_and_terms_explain_themselves(page: str) -> None:
         entry = metric(name)
         assert f'title="{markupsafe.escape(entry.definition)}' in page, name
         assert f'<span class="term">{html.escape(entry.label)}</span>' in page
-    for word in ("threshold crossed, no window", "span", "primary input tokens", "max_tokens"):
+    # the summary's verdict table names the recommendation's figures, total input tokens among them (it named
+    # primary input tokens before the recommendation ranked by total input tokens)
+    for word in ("threshold crossed, no window", "span", "Total input tokens", "max_tokens"):
         assert re.search(rf'<abbr class="term" title="[^"]+">{re.escape(word)}</abbr>', page), word
 
 
