@@ -88,15 +88,20 @@ def test_frame_html_writes_every_numeric_column():
 
 def test_result_reprs_write_numbers_readably():
     """What notebook 02 and 03 showed as ``total_input_tokens=9.30885e+06`` and ``1.08e+03``."""
-    from zett_lab.study.choose import Recommendation
     from zett_lab.study.compare import Comparison
+    from zett_lab.study.recommendation import recommend
 
-    candidates = pd.DataFrame(
-        {"summarizer": ["anchors"], "total_input_tokens": [9_308_850.0], "lost_but_needed": [18.04]}
+    grid = pd.DataFrame(
+        {
+            "summarizer": ["anchors", "truncate"] * 2,
+            "max_tokens": [13_000] * 4,
+            "keep_recent_tokens": [1_600] * 4,
+            "conversation_id": ["a", "a", "b", "b"],
+            "total_input_tokens": [9_308_850.0, 12_100_000.0] * 2,
+            "lost_but_needed": [18.04, 12.0] * 2,
+        }
     )
-    recommendation = Recommendation(
-        "anchors", 13_000, 1_600, 9_308_850.0, "total_input_tokens", {"lost_but_needed": 18.04}, candidates, [], "rule"
-    )
+    recommendation = recommend(grid, objectives=["total_input_tokens", "lost_but_needed"])
     assert "max_tokens=13,000" in repr(recommendation) and "total_input_tokens=9,308,850" in repr(recommendation)
     shown = recommendation._repr_html_()
     assert "9,308,850" in shown and "Total input tokens" in shown and "Lost but needed" in shown
@@ -114,6 +119,7 @@ def test_result_reprs_write_numbers_readably():
     matched = pd.DataFrame({"summarizer": ["a"], "units": [3], "matched": [3], "duplicates": [0]})
     comparison = Comparison(summary, pairwise, matched, pd.DataFrame(), "conversation")
     text = comparison._repr_html_()
-    for shown_text in (recommendation._repr_html_(), repr(recommendation), text):
+    assert "+30% total input tokens" in recommendation.verdict and "9,308,850" in recommendation.verdict
+    for shown_text in (recommendation._repr_html_(), repr(recommendation), recommendation.verdict, text):
         assert not SCIENTIFIC.search(shown_text)
     assert "1,080" in text and "2,500,000" in text and "0.0001" in text

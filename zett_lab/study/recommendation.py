@@ -815,7 +815,7 @@ def _verdict(
         why += f", {passing} meet {'; '.join(c.text().lower() for c in applied)}"
     ordered = ", then ".join(label(o).lower() for o in objectives)
     figures = ", ".join(_figure(o, best.figures[o]) for o in objectives)
-    parts.append(f"{why}; ranked by {ordered}, it comes first with {figures} per conversation.")
+    parts.append(f"{why}{';' if applied else ','} ranked by {ordered}, it comes first with {figures} per conversation.")
     for check in checks:
         if not check.applied:
             reached = (
