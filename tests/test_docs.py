@@ -81,3 +81,46 @@ def test_no_merge_conflict_markers_in_the_prose():
         if re.match(r"(<{7}|>{7}) |={7}$", line)
     ]
     assert len(pages) > 10 and marked == []
+
+
+def _limits_row(page: str, label: str) -> str:
+    """The cells after the first of the row of docs/reference/limits.md's tables whose first cell starts with ``label``."""
+    rows = [line for line in page.splitlines() if line.startswith(f"| {label}")]
+    assert len(rows) == 1, f"one row for {label!r} in limits.md"
+    return rows[0]
+
+
+def test_the_limits_page_states_the_limits_the_engine_and_zett_lab_apply():
+    """Every time limit and retry bound on docs/reference/limits.md is the one in force: zett-agent's defaults
+    (read from the installed engine) and zett_lab's constants."""
+    from zett_agent.model import RetryOptions, TimeoutOptions
+    from zett_agent.providers.ollama import OLLAMA_TIMEOUT_OPTIONS
+
+    from zett_lab.replay.deadline import DEFAULT_ENGINE_TIMEOUT
+    from zett_lab.replay.engine import REPLAY_FAILED_REQUESTS, SPAN_ATTEMPTS, SummaryNotAsked
+    from zett_lab.summarizers.providers import BREAKER_COOLDOWN_S, BREAKER_THRESHOLD
+
+    page = (DOCS / "reference" / "limits.md").read_text(encoding="utf-8")
+    timeouts, retry = TimeoutOptions(), RetryOptions()
+    assert f"| {timeouts.connect:g} s |" in _limits_row(page, "connect")
+    assert f"| {timeouts.first_byte:g} s (Ollama: {OLLAMA_TIMEOUT_OPTIONS.first_byte:g} s) |" in _limits_row(
+        page, "first byte"
+    )
+    assert f"| {timeouts.idle:g} s |" in _limits_row(page, "idle")
+    assert (
+        f"| {retry.max_retries} more attempts, {retry.base_delay:g} s doubling to at most {retry.max_delay:g} s |"
+        in _limits_row(page, "retries")
+    )
+    assert f"| {DEFAULT_ENGINE_TIMEOUT:g} s |" in _limits_row(page, "one compaction pass")
+    assert f"| {SPAN_ATTEMPTS} |" in _limits_row(page, "attempts per span")
+    assert f"| {REPLAY_FAILED_REQUESTS} |" in _limits_row(page, "failed requests per replay")
+    assert f"{BREAKER_THRESHOLD} failed connection attempts in a row" in _limits_row(page, "an endpoint")
+    assert f"for {BREAKER_COOLDOWN_S:g} s" in _limits_row(page, "an endpoint")
+    bound = REPLAY_FAILED_REQUESTS * DEFAULT_ENGINE_TIMEOUT
+    assert (
+        f"at most {REPLAY_FAILED_REQUESTS} failed summary requests" in page
+        and f"`{REPLAY_FAILED_REQUESTS} × engine_timeout`" in page
+    )
+    assert "one hour with the defaults" in page and bound == 3600
+    # a summary not asked again keeps its cause's error kind (it counts under what it failed for)
+    assert SummaryNotAsked("x", "timeout").error_kind == "timeout" and "not_asked_again" not in page

@@ -154,7 +154,8 @@ def test_json_nested_deeper_than_python_can_parse_is_an_input_error(tmp_path):
     with pytest.raises(InputError) as error:
         zett_lab.load(inner)
     assert (
-        str(error.value) == f"{inner}: message 1, tool_calls[0].function.arguments: not valid JSON (nested too deeply)"
+        str(error.value) == f"{inner}: message 1, tool_calls[0].function.arguments: "
+        "not valid JSON (nested too deeply; zett_lab reads at most 200 levels)"
     )
 
 

@@ -132,3 +132,211 @@ def test_neutral_detection_does_not_depend_on_file_size(tmp_path_factory, small,
         assert outcome(path) == "neutral-json read"
     else:
         assert "read" not in outcome(path).split()[-1:]  # never read as if it were neutral
+
+
+# -- 7: no traceback on odd input, every write error names its file ------------------------------------------
+
+
+def _deep(depth: int) -> str:
+    """JSON of objects nested ``depth`` levels deep (built as text: encoding it would overflow Python's stack)."""
+    return '{"k":' * (depth - 1) + "{}" + "}" * (depth - 1)
+
+
+def _with_tool_arguments(small, arguments: str) -> dict:
+    document = _document(small)
+    messages = document["messages"]
+    call = {"id": "deep-1", "type": "function", "function": {"name": "bash", "arguments": arguments}}
+    first_user = next(i for i, m in enumerate(messages) if m["role"] == "user")
+    messages[first_user + 1 : first_user + 1] = [
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "deep-1", "content": "ok"},
+    ]
+    return document
+
+
+@pytest.mark.parametrize("depth", [300, 960])
+@pytest.mark.parametrize("command", ["import", "replay", "report"])
+def test_arguments_nested_960_levels_deep_are_one_clear_error(tmp_path, small, capsys, command, depth):
+    """Deeper than Python's recursion limit allows JSON to be parsed (here), or parsed but deeper than any walk
+    of zett_lab's or the engine's may go: one line naming the file, message and field."""
+    source = tmp_path / "deep.json"
+    source.write_text(json.dumps(_with_tool_arguments(small, _deep(depth))))
+    argv = {
+        "import": ["import", str(source), "-o", str(tmp_path / "out.json")],
+        "replay": ["replay", str(source), "--max-tokens", "2k", "--keep-recent-tokens", "500", "--no-cache"],
+        "report": ["report", str(source), "-o", str(tmp_path / "r.html"), "--no-cache", "--no-progress"],
+    }[command]
+    code = main([*argv, "--no-progress"] if command == "import" else argv)
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert f"{source}: message 2, tool" in err and "zett_lab reads at most 200 levels" in err
+
+
+def test_a_file_name_that_is_not_utf8_is_read_and_named(tmp_path, small, capsys):
+    import os
+
+    source = Path(os.fsdecode(bytes(tmp_path / "caf") + b"\xe9-log.json"))
+    source.write_text(json.dumps(_document(small)))
+    for argv in (
+        ["import", str(source), "-o", str(tmp_path / "out.json"), "--no-progress"],
+        ["replay", str(source), "--max-tokens", "2k", "--keep-recent-tokens", "500", "--no-cache"],
+        [
+            "report",
+            str(source),
+            "-o",
+            str(tmp_path / "r.html"),
+            "--no-cache",
+            "--no-progress",
+            "--summarizer",
+            "truncate",
+        ],
+    ):
+        assert main(argv) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert "Traceback" not in out
+    assert "caf\\udce9-log.json" in (tmp_path / "r.html").read_text(encoding="utf-8")  # named, as an escape
+
+
+def test_dollars_in_names_are_text_not_mathtext(small):
+    """An id and an engine label a renderer could read as math ("$...$", an unbalanced "\\frac{")."""
+    import dataclasses
+
+    from zett_lab.replay.policies import SplitTurnCompaction
+    from zett_lab.show.plots import timeline, to_svg
+
+    odd = dataclasses.replace(small, id="use $HOME and $PATH")
+    report = zett_lab.Report.build(
+        [odd],
+        summarizers=["truncate"],
+        grid={"max_tokens": [1_500], "keep_recent_tokens": [400]},
+        engines={"stock": None, "$\\frac{$ policy": SplitTurnCompaction},
+        executor="serial",
+        cache=False,
+        date="2025-01-01",
+    )
+    page = report.to_html()
+    assert "use $HOME and $PATH" in page and "$\\frac{$ policy" in page
+    svg = to_svg(timeline(report.traces[0]))
+    assert "use $HOME and $PATH" in svg
+
+
+def test_bidirectional_controls_in_names_cannot_reorder_the_page(small):
+    import dataclasses
+
+    odd = dataclasses.replace(small, id="invoice\u202etxt.exe")
+    report = zett_lab.Report.build(
+        [odd],
+        summarizers=["truncate"],
+        grid={"max_tokens": [1_500], "keep_recent_tokens": [400]},
+        executor="serial",
+        cache=False,
+        date="2025-01-01",
+    )
+    page = report.to_html()
+    assert "\u202e" not in page and "invoice[U+202E]txt.exe" in page
+    assert "\u202e" not in report.to_markdown()
+
+
+@pytest.mark.parametrize(
+    ("edit", "field"),
+    [
+        (lambda d: d.pop("conversations"), "field 'conversations'"),
+        (lambda d: d["config"].pop("summarizers"), "field 'config.summarizers'"),
+        (lambda d: next(iter(d["sources"].values())).pop("region"), "region'"),
+        (lambda d: next(iter(d["sources"].values())).update(region={"m_lo": "x"}), "wrong shape"),
+    ],
+)
+def test_a_hand_edited_sweep_is_one_clear_error(tmp_path, small, capsys, edit, field):
+    grid = zett_lab.sweep(
+        [small], max_tokens=[1_500], keep_recent_tokens=[400], summarizers=["truncate"], executor="serial", cache=False
+    )
+    folder = grid.save(tmp_path / "s.sweep")
+    document = json.loads((folder / "sweep.json").read_text())
+    edit(document)
+    (folder / "sweep.json").write_text(json.dumps(document))
+    code = main(["report", str(folder), "-o", str(tmp_path / "r.html"), "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert f"{folder / 'sweep.json'}: " in err and field in err
+
+
+@pytest.fixture()
+def full_disk(tmp_path, monkeypatch):
+    """A folder on a full file system: a small tmpfs filled up (root, as CI runs), else ENOSPC injected at the
+    OS calls that write files (``os.write``, ``os.sendfile``, and Parquet's writer) for paths inside it."""
+    import errno
+    import os
+    import subprocess
+
+    folder = tmp_path / "full"
+    folder.mkdir()
+    mounted = False
+    if os.geteuid() == 0:
+        mounted = (
+            subprocess.run(
+                ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(folder)], capture_output=True
+            ).returncode
+            == 0
+        )
+    if mounted:
+        try:
+            with (folder / "filler").open("wb") as filler:
+                while True:
+                    filler.write(b"\0" * 4096)
+                    filler.flush()
+        except OSError:  # full: nothing more fits
+            pass
+    else:
+        full = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        def inside(fd: int) -> bool:
+            try:
+                return str(folder) in os.readlink(f"/proc/self/fd/{fd}") or os.path.samefile(
+                    f"/proc/self/fd/{fd}", folder
+                )
+            except OSError:
+                return False
+
+        real_write, real_sendfile = os.write, os.sendfile
+        monkeypatch.setattr(
+            os, "write", lambda fd, data: (_ for _ in ()).throw(full) if inside(fd) else real_write(fd, data)
+        )
+        monkeypatch.setattr(
+            os,
+            "sendfile",
+            lambda out, src, offset, count: (
+                (_ for _ in ()).throw(full) if inside(out) else real_sendfile(out, src, offset, count)
+            ),
+        )
+        import pyarrow.parquet as pq
+
+        real_table = pq.write_table
+        monkeypatch.setattr(
+            pq,
+            "write_table",
+            lambda table, where, *a, **k: (
+                (_ for _ in ()).throw(full) if str(folder) in str(where) else real_table(table, where, *a, **k)
+            ),
+        )
+    yield folder
+    if mounted:
+        subprocess.run(["umount", str(folder)], check=False)
+
+
+@pytest.mark.parametrize("command", ["import-sqlite", "import-json", "report", "sweep", "replay"])
+def test_a_full_disk_names_the_output_and_leaves_nothing(full_disk, small, tmp_path, capsys, command):
+    source = tmp_path / "one.json"
+    source.write_text(json.dumps(_document(small)))  # the disk is full: no output fits
+    grid = ["--max-tokens", "2k", "--keep-recent-tokens", "500", "--no-cache"]
+    argv, out = {
+        "import-sqlite": (["import", str(source), "--no-progress"], full_disk / "all.sqlite"),
+        "import-json": (["import", str(source), "--no-progress"], full_disk / "all.json"),
+        "report": (["report", str(source), "--no-progress", "--summarizer", "truncate", *grid], full_disk / "r.html"),
+        "sweep": (["sweep", str(source), "--no-progress", "--summarizer", "truncate", *grid], full_disk / "s.sweep"),
+        "replay": (["replay", str(source), *grid], full_disk / "t.json"),
+    }[command]
+    code = main([*argv, "-o", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert err.startswith(f"zett-lab: error: {out}: could not be written: ") and "No space left on device" in err
+    assert sorted(p.name for p in full_disk.iterdir()) in ([], ["filler"])

@@ -231,16 +231,19 @@ def atomic_path(path: str | Path, *, overwrite: bool = True) -> Iterator[Path]:
     try:
         try:
             yield staged
+        except OSError as error:  # while building it, in the private folder
+            raise write_failed(path, error, staged) from error
+        try:
             _publish_file(staged, path, overwrite)
         except OSError as error:
-            raise write_failed(path, error, staged) from error
+            raise write_failed(path, error) from error
     finally:
         shutil.rmtree(staging, ignore_errors=True)
         release_output(path)
 
 
 def write_atomic(path: str | Path, content: str | bytes, *, overwrite: bool = True) -> Path:
-    """Write text (UTF-8) or bytes to ``path`` atomically; return the path.
+    """Write text (UTF-8; a lone surrogate as its escape) or bytes to ``path`` atomically; return the path.
 
     ``overwrite=False``: fail (:class:`OutputError`) if ``path`` appeared meanwhile.
 
@@ -249,7 +252,9 @@ def write_atomic(path: str | Path, content: str | bytes, *, overwrite: bool = Tr
     """
     path = Path(path)
     _check_folder(path)
-    data = content if isinstance(content, bytes) else content.encode("utf-8")
+    # A lone surrogate (a file name's byte that is not UTF-8, kept by Python as U+DCxx) is written as the
+    # escape ``\udcxx``: valid inside a JSON string, readable in a page, never an encoding error at the end.
+    data = content if isinstance(content, bytes) else content.encode("utf-8", "backslashreplace")
     try:
         _publish_bytes(path, data, overwrite)
     except OSError as error:

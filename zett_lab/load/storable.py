@@ -20,7 +20,7 @@ import json
 import re
 from typing import Any
 
-from ..errors import warn
+from ..errors import InputError, warn
 from .conversation import Conversation
 
 #: What replaces a character that cannot be stored.
@@ -48,7 +48,7 @@ def loads(raw: bytes | str) -> Any:
     try:
         return json.loads(text)
     except RecursionError:
-        raise json.JSONDecodeError("nested too deeply", text, 0) from None
+        raise json.JSONDecodeError(f"nested too deeply; zett_lab reads at most {MAX_NESTING} levels", text, 0) from None
     except json.JSONDecodeError:
         raise
     except ValueError as error:  # e.g. "Exceeds the limit (4300 digits) for integer string conversion"
@@ -130,8 +130,55 @@ def _holds_unstorable(value: Any) -> bool:
     return names is not None and any(_holds_unstorable(getattr(value, name)) for name in names)
 
 
+#: How deep nested data (a tool call's arguments, metadata) may be. Python walks nested data
+#: recursively (zett_lab's code, zett-agent's and the engine's own ``json.dumps`` alike) and stops at
+#: about 1,000 frames; real tool arguments are a few levels deep.
+MAX_NESTING = 200
+
+
+def nesting(value: Any, limit: int = MAX_NESTING) -> int:
+    """How deeply lists, tuples and dicts nest in ``value`` (walked without recursion; stops past ``limit``)."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif type(item) in (list, tuple):
+            children = item
+        else:
+            names = _field_names(type(item))  # a dataclass (a native compaction, a probe): its fields, same level
+            if names is not None:
+                stack.extend((getattr(item, name), depth) for name in names)
+            continue
+        depth += 1
+        if depth > deepest:
+            deepest = depth
+            if deepest > limit:
+                return deepest
+        stack.extend((child, depth) for child in children if not isinstance(child, _ATOMS + (str,)))
+    return deepest
+
+
+def check_nesting(conversation: Conversation) -> None:
+    """Raise :class:`InputError` naming the message and field that nests deeper than :data:`MAX_NESTING`."""
+    where = conversation.source or f"conversation {conversation.id!r}"
+    too_deep = f"nested more than {MAX_NESTING} levels deep; zett_lab reads at most {MAX_NESTING} levels"
+    for index, message in enumerate(conversation.messages):
+        for call in getattr(message, "tool_calls", None) or ():
+            if nesting(call.arguments) > MAX_NESTING:
+                raise InputError(where, f"message {index}, tool call {call.name!r}, arguments", too_deep)
+    for name in ("metadata", "native_compactions", "probes"):
+        if nesting(getattr(conversation, name)) > MAX_NESTING:
+            raise InputError(where, f"conversation {conversation.id!r}, {name.replace('_', ' ')}", too_deep)
+
+
 def normalise(conversation: Conversation) -> Conversation:
-    """Replace unstorable characters everywhere in a conversation (in place); warn once naming the places."""
+    """Replace unstorable characters everywhere in a conversation (in place); warn once naming the places.
+
+    Data nested deeper than :data:`MAX_NESTING` is refused first (:func:`check_nesting`).
+    """
+    check_nesting(conversation)
     places: list[str] = []
     replaced = 0
     for index, message in enumerate(conversation.messages):

@@ -651,6 +651,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if passthrough:
         args.jupyter_args = passthrough
     debug = getattr(args, "debug", False)
+    for stream in (sys.stdout, sys.stderr):  # a name with bytes that are not UTF-8 prints as escapes, never an error
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
     on_main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _terminate) if on_main_thread else None
     try:

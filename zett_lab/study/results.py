@@ -20,7 +20,7 @@ from typing import Any, TypedDict
 
 import pandas as pd
 
-from ..errors import SettingError, ZettLabError
+from ..errors import InputError, SettingError, ZettLabError
 from ..files import atomic_folder, check_output
 from ..formatting import count, frame_html
 from ..load.conversation import Conversation
@@ -39,6 +39,7 @@ from .sources import (
     ANCHOR_COUNTS_TABLE,
     LOSS_TABLES,
     LOST_ANCHORS_TABLE,
+    RUN_AGAIN,
 )
 from .store import SweepStore, check_sweep_target, source_failures
 
@@ -416,21 +417,30 @@ class Sweep:
     def load(cls, path: str | os.PathLike[str]) -> Sweep:
         """Read a sweep written by :meth:`save` (no replay is run)."""
         results, config, store, cells = SweepStore.read(Path(path))
-        swept = cls(results=results, config=config, store=store)  # type: ignore[arg-type]
-        # Sweeps saved before engines were a dimension ran the stock engine.
-        engines = cells["engine"] if "engine" in cells else [STOCK_ENGINE] * len(cells)
-        store.cells = {
-            swept.cell(str(cid), int(m), int(k), str(label), str(engine)): str(sid)
-            for cid, label, m, k, engine, sid in zip(
-                cells["conversation_id"],
-                cells["summarizer"],
-                cells["max_tokens"],
-                cells["keep_recent_tokens"],
-                engines,
-                cells["source_id"],
-                strict=True,
-            )
-        }
+        try:
+            swept = cls(results=results, config=config, store=store)  # type: ignore[arg-type]
+            # Sweeps saved before engines were a dimension ran the stock engine.
+            engines = cells["engine"] if "engine" in cells else [STOCK_ENGINE] * len(cells)
+            store.cells = {
+                swept.cell(str(cid), int(m), int(k), str(label), str(engine)): str(sid)
+                for cid, label, m, k, engine, sid in zip(
+                    cells["conversation_id"],
+                    cells["summarizer"],
+                    cells["max_tokens"],
+                    cells["keep_recent_tokens"],
+                    engines,
+                    cells["source_id"],
+                    strict=True,
+                )
+            }
+        except (KeyError, TypeError, ValueError) as error:
+            if isinstance(error, InputError):
+                raise
+            raise InputError(
+                Path(path),
+                None,
+                f"its cells do not match its sweep.json ({type(error).__name__}: {error}); {RUN_AGAIN}",
+            ) from None
         return swept
 
 

@@ -28,7 +28,7 @@ LOSS_TABLES = ("compactions", "anchors", "conversation", "probes", "decay", "upd
 #: (:meth:`~zett_lab.measure.losses.Losses.listed`: lost but needed, dropped constraints), and every row's flags counted (:func:`~zett_lab.measure.losses.measure_lost_and_counted`).
 LOST_ANCHORS_TABLE, ANCHOR_COUNTS_TABLE = "lost-anchors", "anchor-counts"
 #: What to do when a file of a sweep folder cannot be read.
-_RUN_AGAIN = "the sweep folder is damaged or incomplete; run the sweep again to rebuild it"
+RUN_AGAIN = "the sweep folder is damaged or incomplete; run the sweep again to rebuild it"
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,10 +92,10 @@ class SourceFolder:
             events = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as error:
             raise InputError(
-                path, None, f"cannot read this replay's engine events ({type(error).__name__}: {error}); {_RUN_AGAIN}"
+                path, None, f"cannot read this replay's engine events ({type(error).__name__}: {error}); {RUN_AGAIN}"
             ) from error
         if not isinstance(events, list):
-            raise InputError(path, None, f"expected a JSON list of engine events; {_RUN_AGAIN}")
+            raise InputError(path, None, f"expected a JSON list of engine events; {RUN_AGAIN}")
         return events
 
     def read(self, source_id: str, table: str) -> pd.DataFrame | None:
@@ -110,7 +110,7 @@ class SourceFolder:
             return restore(pq.read_table(path).to_pandas())
         except (OSError, ValueError) as error:
             raise InputError(
-                path, None, f"cannot read this sweep table ({type(error).__name__}: {error}); {_RUN_AGAIN}"
+                path, None, f"cannot read this sweep table ({type(error).__name__}: {error}); {RUN_AGAIN}"
             ) from error
 
     def tables(self, source_id: str) -> list[str]:

@@ -30,7 +30,7 @@ from ..replay.setting import Setting, TraceSettings
 from ..replay.trace import Trace, conversation_document, conversation_from_document, failure_counts
 from .boundaries import Region, derive
 from .grid import Cell
-from .sources import Source, SourceFolder, restore, storable, write_parquet
+from .sources import RUN_AGAIN, Source, SourceFolder, restore, storable, write_parquet
 
 FORMAT = "zett-lab-sweep"
 #: 2: one Parquet file per replay table under ``sources/`` (1: all replays in one steps/compactions file).
@@ -173,23 +173,67 @@ class SweepStore:
             cells = pq.read_table(path / "cells.parquet").to_pandas()
         except (OSError, ValueError, KeyError) as error:
             raise InputError(path, None, f"not a saved zett_lab sweep ({type(error).__name__}: {error})") from error
-        if document.get("format") != FORMAT:
-            raise InputError(path / "sweep.json", "field 'format'", f"expected {FORMAT!r}")
+        where = path / "sweep.json"
+        if not isinstance(document, dict) or document.get("format") != FORMAT:
+            raise InputError(where, "field 'format'", f"expected {FORMAT!r}")
+        _check_document(where, document)
         folder = SourceFolder(path) if document.get("version") == VERSION else _split_version_1(path)
-        sources = {
-            sid: Source(
-                sid,
-                info["conversation_id"],
-                Region(**info["region"]),
-                TraceSettings.from_record(info["settings"]),
-                info.get("engine_events"),  # sweeps saved before the events were kept beside the tables
-                folder,
-                pd.DataFrame(info["failures"], columns=FAILURE_COLUMNS) if "failures" in info else None,
-            )
-            for sid, info in document["sources"].items()
-        }
-        conversations = {cid: conversation_from_document(doc) for cid, doc in document["conversations"].items()}
+        try:
+            sources = {
+                sid: Source(
+                    sid,
+                    info["conversation_id"],
+                    Region(**info["region"]),
+                    TraceSettings.from_record(info["settings"]),
+                    info.get("engine_events"),  # sweeps saved before the events were kept beside the tables
+                    folder,
+                    pd.DataFrame(info["failures"], columns=FAILURE_COLUMNS) if "failures" in info else None,
+                )
+                for sid, info in document["sources"].items()
+            }
+            conversations = {cid: conversation_from_document(doc) for cid, doc in document["conversations"].items()}
+        except InputError:
+            raise
+        except KeyError as error:
+            raise InputError(where, f"field {error.args[0]!r}", f"missing; {RUN_AGAIN}") from None
+        except (TypeError, ValueError, AttributeError) as error:
+            raise InputError(where, None, f"a field has the wrong shape ({error}); {RUN_AGAIN}") from None
         return results, document["config"], cls(conversations, sources, path=path), cells
+
+
+#: The fields of sweep.json every reader of a saved sweep needs, with their types.
+_DOCUMENT_FIELDS = {"config": dict, "sources": dict, "conversations": dict}
+_CONFIG_FIELDS = {
+    "conversations": list,
+    "max_tokens": list,
+    "keep_recent_tokens": list,
+    "summarizers": list,
+    "summarizer_identities": list,
+}
+
+
+def _check_document(where: Path, document: dict[str, Any]) -> None:
+    """One :class:`InputError` naming the first field of sweep.json that is missing or of the wrong type."""
+    for fields, holder, prefix in (
+        (_DOCUMENT_FIELDS, document, ""),
+        (_CONFIG_FIELDS, document.get("config"), "config."),
+    ):
+        for name, kind in fields.items():
+            value = holder.get(name) if isinstance(holder, dict) else None
+            if not isinstance(value, kind):
+                found = "missing" if not isinstance(holder, dict) or name not in holder else f"a {type(value).__name__}"
+                raise InputError(
+                    where, f"field '{prefix}{name}'", f"expected a {kind.__name__}, found {found}; {RUN_AGAIN}"
+                )
+    config = document["config"]
+    if len(config["summarizers"]) != len(config["summarizer_identities"]):
+        raise InputError(where, "field 'config.summarizer_identities'", f"not one per summarizer; {RUN_AGAIN}")
+    for sid, info in document["sources"].items():
+        if not isinstance(info, dict):
+            raise InputError(where, f"field 'sources.{sid}'", f"expected an object; {RUN_AGAIN}")
+        for name in ("conversation_id", "region", "settings"):
+            if name not in info:
+                raise InputError(where, f"field 'sources.{sid}.{name}'", f"missing; {RUN_AGAIN}")
 
 
 def _summary_chars(trace: Trace) -> int:

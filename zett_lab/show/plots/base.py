@@ -24,6 +24,9 @@ if TYPE_CHECKING:
 #: rcParams every zett_lab figure is drawn and saved with (independent of the user's style).
 STYLE: dict[RcKeyType, Any] = {
     "svg.hashsalt": "zett_lab",
+    # Names come from the user's data: "use $HOME and $PATH" is text, never mathtext (a "$" pair would
+    # render as italic math, and an unbalanced one stops the figure with a parse error).
+    "text.parse_math": False,
     "svg.fonttype": "none",
     "svg.id": None,
     "font.family": ["DejaVu Sans"],

@@ -239,16 +239,17 @@ class Report:
     def to_html(self) -> str:
         """The whole report as one self-contained HTML page (no network request when opened)."""
         if "html" not in self._cache:
-            from .render import render_html
+            from .render import neutralise_bidi, render_html
 
-            self._cache["html"] = render_html(self.data, self.document())
+            self._cache["html"] = neutralise_bidi(render_html(self.data, self.document()))
         return self._cache["html"]
 
     def to_markdown(self) -> str:
         """The report's tables and findings as Markdown (figures and the explorer are HTML only)."""
         from .markdown import render_markdown
+        from .render import neutralise_bidi
 
-        return render_markdown(self.data, self.document())
+        return neutralise_bidi(render_markdown(self.data, self.document()))
 
     def to_json(self) -> str:
         """The report's data as JSON (deterministic: sorted keys, no timestamps; ``<>&`` written as ``\\u`` escapes)."""

@@ -40,6 +40,20 @@ from .formats import (
 )
 from .svg import inline_svg
 
+#: Characters that reorder text around them (bidirectional controls): a name holding U+202E shows its
+#: characters in another order than they are stored ("txt.exe" as "exe.txt").
+BIDI_CONTROLS = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+_SHOWN_CONTROLS = str.maketrans({char: f"[U+{ord(char):04X}]" for char in BIDI_CONTROLS})
+
+
+def neutralise_bidi(text: str) -> str:
+    """``text`` with every bidirectional control character shown as ``[U+202E]`` instead of acting on the text around it.
+
+    Applied to a whole page (its text, attributes, figures and the explorer's data alike): names from a
+    user's files can reorder nothing on it.
+    """
+    return text.translate(_SHOWN_CONTROLS)
+
 
 def script_json(data: Any) -> str:
     """JSON that is safe inside a ``<script>`` element (no ``<``, ``>``, ``&``, U+2028/9 left)."""
