@@ -254,6 +254,7 @@ def test_a_hand_edited_sweep_is_one_clear_error(tmp_path, small, capsys, edit, f
     document = json.loads((folder / "sweep.json").read_text())
     edit(document)
     (folder / "sweep.json").write_text(json.dumps(document))
+    capsys.readouterr()  # the sweep's own progress bar
     code = main(["report", str(folder), "-o", str(tmp_path / "r.html"), "--no-progress"])
     err = capsys.readouterr().err
     assert code == 2 and len(err.splitlines()) == 1 and "Traceback" not in err, err
