@@ -31,6 +31,7 @@ from zett_lab.load.anchors import (
     message_anchors,
     message_keys,
     normalize,
+    normalize_sentence,
 )
 from zett_lab.load.text import clean_text, message_text
 from zett_lab.measure.lookup import TextIndex, contains_normalized
@@ -242,6 +243,44 @@ def test_text_index_sentences_are_fuzzy_but_respect_negation():
     assert index.contains(("constraint", "never push to main branch"))
     assert not TextIndex("Push to the main branch when done.").contains(("constraint", "never push to main branch"))
     assert not TextIndex("The user likes tabs.").contains(("constraint", "never push to main branch"))
+
+
+@pytest.mark.parametrize(
+    ("rule", "text", "held"),
+    [
+        ("Do NOT modify the code.", "Never modify the code of the repository.", True),
+        # its negation only has to agree: a negated clause naming the code does not hold it
+        ("Do NOT modify the code.", "We did not read the code yet.", False),
+        ("Do NOT write summaries.", "Do not write anything yet.", False),
+        # a contraction is its word: "it's" is no content word, "isn't" is a negation
+        ('- do not call it "OSS", it\'s OH or OpenHands', 'USER_CONTEXT: do not call OH "OSS"', True),
+        ("Tests aren't to be skipped.", "The tests are never skipped.", True),
+        ("Tests aren't to be skipped.", "The tests are skipped.", False),
+    ],
+)
+def test_a_rule_is_held_by_a_clause_with_most_of_its_words_its_negation_deciding_only_agreement(rule, text, held):
+    key = ("constraint", normalize_sentence(rule))
+    assert TextIndex(text).contains(key) is held
+
+
+@pytest.mark.parametrize(
+    ("text", "rule"),
+    [
+        ("Never touch migrations/ — the DBA team owns them.", True),
+        ("**Always** use tabs.", True),
+        ("Never exceed three retries.", True),
+        ("Always access the API through the client.", True),
+        ("Don't have the agent push.", True),
+        ("- **Without frontmatter**: Always loaded into LLM context", False),
+        ("Unused import: the 'os' module is imported but never used.", False),
+        ("The grid never shows more than 24 products.", False),
+        ("You don't need to do this unless the user asks you to.", False),
+        ("You do not have to run the tests.", False),
+        ("The cache is never used, so never touch it.", True),  # one rule word tells
+    ],
+)
+def test_a_constraint_tells_what_to_do_a_description_or_permission_is_none(text, rule):
+    assert any(a.type == "constraint" for a in anchors_in_text(text, "user")) is rule
 
 
 def test_contains_normalized_for_probe_answers():

@@ -42,7 +42,10 @@ Types (:data:`ANCHOR_TYPES`):
     Sentences of *user* messages (the user's rules, and the task a harness
     states as a user message) containing always / never / must / don't /
     do not / should not / make sure / avoid / no new / not allowed / only
-    change (modify, touch, edit, use, contain, add, fix). Not of an in-context
+    change (modify, touch, edit, use, contain, add, fix), one of them telling what
+    to do: not "always"/"never" before a past participle or a third-person verb
+    ("imported but never used", "the grid never shows ...": descriptions), not
+    "don't need to" (a permission). Not of an in-context
     demonstration of another task (a message whose ``attributes`` mark it
     ``demonstration``): the real task states again the rules that hold for it.
     Lower-cased, whitespace collapsed, bullets and trailing punctuation removed.
@@ -184,6 +187,11 @@ _CONSTRAINT_WORDS = re.compile(
     r"|not allowed|only (?:change|modify|touch|edit|use|contain|add|fix)s?)\b",
     re.I,
 )
+#: After "always" or "never", a word that describes rather than tells: a past participle or a third-person verb
+#: ("never used", "always loaded", "the grid never shows ...", not "never touch", "always proceed").
+_DESCRIBING = re.compile(r"[\s*_]*[a-z]*(?:[^e\W]ed|[^\Wsui]s)\b", re.I)
+#: After "don't" or "do not", a permission rather than a prohibition ("you don't need to ...", "don't have to").
+_PERMITTING = re.compile(r"\s+(?:need|have)\s+to\b", re.I)
 _DECISION_WORDS = re.compile(
     r"\b(?:we['’]ll use|we will use|i['’]ll use|i will use|let['’]s use|let['’]s go with|we['’]ll go with"
     r"|i['’]ll go with|going with|decided|decision is|settled on|opted for|opt for|chose to|we chose|i chose"
@@ -284,6 +292,20 @@ def _sentences_matching(text: str, pattern: re.Pattern[str]) -> Iterator[str]:
                 yield sentence
 
 
+def _tells(sentence: str) -> bool:
+    """Whether one of the sentence's rule words tells the reader what to do: not "always"/"never" describing
+    (:data:`_DESCRIBING`: "the 'os' module is imported but never used"), not "don't" permitting
+    (:data:`_PERMITTING`: "you don't need to do this")."""
+    for match in _CONSTRAINT_WORDS.finditer(sentence):
+        word, after = match.group().lower(), sentence[match.end() :]
+        if word in ("always", "never") and _DESCRIBING.match(after):
+            continue
+        if word.startswith("do") and _PERMITTING.match(after):
+            continue
+        return True
+    return False
+
+
 def _errors(text: str) -> Iterator[tuple[str, str]]:
     """``(value, normalized)`` of the error anchors of one text: exception lines, pytest failures,
     ``error:``/``fatal:`` lines and common OS errors, in that order (repeats included)."""
@@ -365,7 +387,8 @@ def _extract(text: str, role: str) -> tuple[tuple[str, str, str], ...]:
 
     if role in ("user", "any"):
         for sentence in _sentences_matching(text, _CONSTRAINT_WORDS):
-            add("constraint", sentence, normalize_sentence(sentence))
+            if _tells(sentence):
+                add("constraint", sentence, normalize_sentence(sentence))
     if role in ("assistant", "any"):
         for sentence in _sentences_matching(text, _DECISION_WORDS):
             add("decision", sentence, normalize_sentence(sentence))

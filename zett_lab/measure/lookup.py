@@ -34,17 +34,20 @@ _STOP = frozenset(
     "into onto about there here what when where which who how all any some each such only very more most "
     "use using used".split()
 )
-_NEGATIONS = frozenset({"never", "not", "no", "dont", "don't", "avoid", "without", "mustn't", "shouldn't", "nothing"})
+_NEGATIONS = frozenset({"never", "not", "no", "avoid", "without", "nothing"})  # of content words ("don't" is "not")
 #: Share of a sentence anchor's content words a summary sentence must contain.
 SENTENCE_MATCH = 0.6
 
 
 def _content_words(sentence: str) -> frozenset[str]:
+    """A sentence's content words: three letters or more and not a function word; a contraction is its word
+    ("it's" -> "it", "user's" -> "user"), a negated one "not" ("don't", "isn't", "won't")."""
     words = set()
     for word in _WORD.findall(sentence.lower().replace("’", "'")):
         word = word.strip("'")
-        if word in ("don't", "dont", "do", "doesn't", "didn't"):
-            word = "not" if word != "do" else word
+        if word.endswith("n't") or word == "dont":
+            word = "not"
+        word = word.split("'", 1)[0]
         if len(word) >= 3 and word not in _STOP or word in ("not", "no"):
             words.add(word)
     return frozenset(words)
@@ -56,9 +59,12 @@ def _negated(words: frozenset[str]) -> bool:
 
 @lru_cache(maxsize=1 << 16)
 def _sentence_words(normalized: str) -> tuple[frozenset[str], bool]:
-    """A constraint's or decision's content words and whether it is negated (asked of every summary after it)."""
-    wanted = _content_words(normalized)
-    return wanted, _negated(wanted)
+    """A constraint's or decision's content words and whether it is negated (asked of every summary after it).
+
+    Its negation words (never, not, avoid ...) decide only whether a clause agrees with it: counted as content,
+    "do not modify the code" would be held by any negated clause naming the code."""
+    words = _content_words(normalized)
+    return words - _NEGATIONS, _negated(words)
 
 
 _BOUNDARY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_/-")
