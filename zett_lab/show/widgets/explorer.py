@@ -37,6 +37,7 @@ from .base import WidgetBase, draw, new_figure, nice_step, png_image, round_to, 
 from .clickable import ClickableImage
 from .html import (
     CSS,
+    chip,
     compaction_html,
     live_summary_html,
     lost_count,
@@ -374,7 +375,7 @@ class Explorer(WidgetBase):
             self.live_trace = self.live.get(conversation_id)
             self._draw_timeline(trace)
             lost = lost_count(losses)
-            extra = f' <span class="zl-chip">lost but needed anchors: {lost}</span>' if lost is not None else ""
+            extra = " " + chip("lost_but_needed", lost) if lost is not None else ""
             self.summary_area.value = live_summary_html(self.live_trace) + summary_html(trace, extra)
             self.steps_area.value = steps_table_html(trace)
             with self._suspend():

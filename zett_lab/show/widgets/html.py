@@ -146,13 +146,18 @@ def live_summary_html(trace: Trace | None) -> str:
     return f"{CSS}<div><b>live</b> ({described}): {chips}</div><div><b>what-if</b>:</div>"
 
 
+def chip(name: str, value: object) -> str:
+    """One headline figure, named in words (a metric's catalogue label, else the name with spaces, capitalized)
+    with its definition on hover where the glossary has one."""
+    words = label(name) if name in CATALOGUE else name.replace("_", " ").capitalize()
+    meaning = definition(name)
+    title = f' title="{html.escape(meaning)}"' if meaning else ""
+    return f'<span class="zl-chip"{title}>{html.escape(words)}: {cell(value)}</span>'
+
+
 def _chips(summary: Mapping[str, Any], keys: Sequence[str]) -> str:
-    """Headline figures as chips, each named in words (its catalogue label where it is a metric)."""
-    return " ".join(
-        f'<span class="zl-chip">{html.escape(label(k) if k in CATALOGUE else k.replace("_", " "))}: '
-        f"{cell(summary.get(k))}</span>"
-        for k in keys
-    )
+    """Headline figures as chips."""
+    return " ".join(chip(k, summary.get(k)) for k in keys)
 
 
 def summary_html(trace: Trace, extra: str = "") -> str:
