@@ -128,3 +128,77 @@ def test_the_report_shows_each_metrics_precision_beside_the_loss_table(small_rep
     assert f"- Needed-anchor recall: {recall.figures()}" in markdown
     assert f"- Not validated: {', '.join(plain)}" in markdown
     assert f"Measured on {recall.source}." in markdown
+
+
+# --- a summarizer built from the metric's own vocabulary -----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def anchors_and_truncate():
+    from tests.helpers import coding_conversation
+
+    conversations = [coding_conversation(turns=6, cid=f"c{k}") for k in range(2)]
+    return {
+        name: [
+            zett_lab.replay(c, max_tokens=900, keep_recent_tokens=400, summarizer=name, cache=False)
+            for c in conversations
+        ]
+        for name in ("anchors", "truncate")
+    }
+
+
+def test_a_comparison_with_anchors_says_so_and_shows_a_metric_independent_of_its_vocabulary(anchors_and_truncate):
+    from zett_lab.measure.catalogue import INDEPENDENT_METRICS
+
+    result = zett_lab.compare(anchors_and_truncate, metrics=["needed_anchor_recall", "anchor_retention"])
+    compared = set(result.summary["metric"])
+    assert {"needed_anchor_recall", "anchor_retention", *INDEPENDENT_METRICS} <= compared
+    [note] = result.notes
+    assert note.startswith("anchors is built from the metric's own vocabulary")
+    assert "Needed-anchor recall, Anchor retention count" in note and "truncate" not in note.split(":")[0]
+    assert all(metric(m).anchor_based for m in ("needed_anchor_recall", "anchor_retention", "constraint_survival"))
+    assert not any(metric(m).anchor_based for m in INDEPENDENT_METRICS)
+    assert f"Note: {note}" in repr(result)
+    import html
+
+    assert html.escape(note) in result._repr_html_()
+
+
+def test_a_comparison_without_it_keeps_the_metrics_asked_and_no_note(anchors_and_truncate):
+    result = zett_lab.compare(
+        {
+            "truncate": anchors_and_truncate["truncate"],
+            "mask": zett_lab.compare(anchors_and_truncate).traces["truncate"],
+        },
+        metrics=["needed_anchor_recall"],
+    )
+    assert set(result.summary["metric"]) == {"needed_anchor_recall"} and result.notes == ()
+    assert "Note:" not in repr(result)
+
+
+def test_the_note_says_when_no_independent_metric_has_values():
+    import pandas as pd
+
+    from zett_lab.study.compare import vocabulary_notes
+
+    identities = {"anchors": "anchors(budget=0.1)", "mask": "mask(budget=0.1)"}
+    metrics = ["needed_anchor_recall", "probe_presence"]
+    measured = pd.DataFrame({"metric": metrics, "mean": [0.5, 0.4]})
+    [with_values] = vocabulary_notes(identities, measured, metrics)
+    assert with_values.endswith("Weigh it on Probe presence, which does not depend on that vocabulary.")
+    unmeasured = pd.DataFrame({"metric": metrics, "mean": [0.5, float("nan")]})
+    [without] = vocabulary_notes(identities, unmeasured, metrics)
+    assert "No compared metric that does not depend on that vocabulary has values here" in without
+    assert vocabulary_notes({"mask": "mask(budget=0.1)"}, measured, metrics) == ()
+
+
+def test_the_reports_comparison_carries_the_note_where_summarizers_are_compared(small_report):
+    from markupsafe import escape
+
+    notes = small_report.document()["metrics"]["notes"]
+    assert len(notes) == 1 and notes[0].startswith("anchors")
+    page = small_report.to_html()
+    section = page[page.index('<section id="metrics">') :]
+    section = section[: section.index("</section>")]
+    assert str(escape(notes[0])) in section
+    assert f"**Note:** {notes[0]}" in small_report.to_markdown()

@@ -482,6 +482,12 @@ def across_conversations(name: str, default: AcrossConversations) -> AcrossConve
     return entry.across if entry is not None else default
 
 
+#: Loss metrics that do not depend on the anchor vocabulary (gold probes; values that changed, found by their own
+#: reading): a summarizer built from that vocabulary (``anchors``) partly scores the anchor-based metrics
+#: (``Metric.anchor_based``) against themselves, so every comparison of summarizers shows these too.
+INDEPENDENT_METRICS = ("probe_presence", "superseded_rate")
+
+
 def default_metrics(level: Level = "conversation") -> tuple[str, ...]:
     """The metric set comparisons and the report show by default, most telling first: the catalogue's headline
     metrics that exist at ``level``."""
@@ -555,6 +561,7 @@ def validity_of(name: str, entry: Mapping[str, Any]) -> Validity:
 
 __all__ = [
     "CATALOGUE",
+    "INDEPENDENT_METRICS",
     "MEAN",
     "METRICS",
     "NOT_VALIDATED",

@@ -26,7 +26,7 @@ from typing import Literal
 import pandas as pd
 
 from ..formatting import count, number, percent
-from ..measure.catalogue import CATALOGUE, label, metric, metrics
+from ..measure.catalogue import INDEPENDENT_METRICS, label, metric, metrics
 from ..measure.metrics.thrash_compactions import THRASH_FREED_SHARE
 from ..replay.schema import NO_TURN_BOUNDARY, NOT_SMALLER, ONLY_CHECKPOINTS
 from ..summarizers import selects_by_anchors
@@ -42,10 +42,6 @@ Section = Literal["failures", "timeline", "configuration", "metrics", "recommend
 
 #: Settings or conversations an alert names at most.
 NAMED = 3
-
-#: Loss metrics that do not depend on the anchor vocabulary (gold probes, the user's rules, values that changed),
-#: named where a summarizer built from that vocabulary is compared (those in the catalogue).
-INDEPENDENT_METRICS = ("probe_presence", "constraint_survival", "superseded_rate")
 
 
 @dataclass(frozen=True)
@@ -311,7 +307,7 @@ def _own_vocabulary(
         return []
     ranked = set(recommendation.objectives) if recommendation is not None else set()
     shown = [m for m in metrics("conversation") if m.anchor_based and (m.headline or m.name in ranked)]
-    independent = [metric(name) for name in INDEPENDENT_METRICS if name in CATALOGUE]
+    independent = [metric(name) for name in INDEPENDENT_METRICS]
     names = ", ".join(own)
     chosen = (
         f" The recommendation ranks by {label(o).lower()}, which favours it."

@@ -49,7 +49,7 @@ import pandas as pd
 from ..errors import SettingError
 from ..formatting import decimal, frame_html
 from ..measure import Losses, measure
-from ..measure.catalogue import default_metrics
+from ..measure.catalogue import CATALOGUE, INDEPENDENT_METRICS, default_metrics, label, metric
 from ..measure.native import NATIVE_PREFIX, native_trace
 from ..measure.statistics import GROUPINGS, PairedTables, paired, sweep_tables, unit_tables
 from ..records import flags
@@ -58,6 +58,7 @@ from ..replay.run import replay
 from ..replay.schema import COMPACTION_SUMMARY_COLUMNS
 from ..replay.setting import ReplayOptions
 from ..replay.trace import Trace
+from ..summarizers import selects_by_anchors
 from .production import span_traces
 from .session import Session
 
@@ -85,6 +86,7 @@ class Comparison:
         settings: seed, confidence level, resamples, metrics.
         reference: the paired design's engine-decided replay, whose applied compaction steps every summarizer
             was made to compact at (``compact_at``); None otherwise.
+        notes: what a reader must know to weigh the figures (:func:`vocabulary_notes`), shown with them.
     """
 
     summary: pd.DataFrame
@@ -98,6 +100,9 @@ class Comparison:
     settings: Mapping[str, Any] = field(default_factory=dict)
     reference: Trace | None = None
     compact_at: tuple[str, ...] = ()
+    #: What a reader must know to weigh the figures: a compared summarizer built from the anchor metrics' own
+    #: vocabulary, and which compared metrics do not depend on it (:func:`vocabulary_notes`).
+    notes: tuple[str, ...] = ()
 
     @property
     def names(self) -> list[str]:
@@ -106,7 +111,8 @@ class Comparison:
 
     def __repr__(self) -> str:
         common = int(self.matched["matched"].min()) if len(self.matched) else 0
-        return f"Comparison(level={self.level!r}, {self.by}s=[{', '.join(self.names)}], matched units={common})"
+        head = f"Comparison(level={self.level!r}, {self.by}s=[{', '.join(self.names)}], matched units={common})"
+        return "\n".join([head, *(f"Note: {note}" for note in self.notes)])
 
     def table(self, metric: str | None = None) -> pd.DataFrame:
         """Summary as a wide table: rows the compared names, columns ``metric`` means (or one metric's mean and CI)."""
@@ -161,8 +167,10 @@ class Comparison:
         return pd.DataFrame(rows)
 
     def _repr_html_(self) -> str:
+        head = repr(self).split("\n", 1)[0]
+        notes = "".join(f"<p><strong>Note:</strong> {html.escape(note)}</p>" for note in self.notes)
         return (
-            f"<div><h4>{html.escape(repr(self))}</h4><h5>Matched units</h5>{frame_html(self.matched)}"
+            f"<div><h4>{html.escape(head)}</h4>{notes}<h5>Matched units</h5>{frame_html(self.matched)}"
             f"<h5>Means with {self.settings.get('confidence', 0.95):.0%} bootstrap CI</h5>"
             f"{frame_html(self.summary)}"
             f"<h5>Paired differences</h5>{frame_html(self.pairwise, max_rows=60, formatters={'p_value': partial(decimal, digits=4)})}</div>"
@@ -236,8 +244,16 @@ def compare(
         return _session(results, by, level, chosen, conversation, (max_tokens, keep_recent_tokens), engines, statistics)
     table = results if isinstance(results, pd.DataFrame) else getattr(results, "results", None)
     if isinstance(table, pd.DataFrame):
+        identities = (
+            dict(zip(table[by].astype(str), table["summarizer_identity"].astype(str), strict=True))
+            if by == "summarizer" and "summarizer_identity" in table.columns
+            else {}
+        )
+        added = [m for m in with_independent(chosen, level, identities) if m not in chosen and m in table.columns]
+        chosen = [*chosen, *added]
         tables, duplicates = sweep_tables(table, by, level, chosen)
-        return _comparison(paired(tables, duplicates, chosen, by, **statistics), level, by, chosen, statistics)
+        stats = paired(tables, duplicates, chosen, by, **statistics)
+        return _comparison(stats, level, by, chosen, statistics, identities=identities)
     if not results:
         raise ValueError(f"compare needs at least one {by}")
     named = _with_baselines(dict(results), baselines if by == "summarizer" else ())  # type: ignore[arg-type]
@@ -257,16 +273,76 @@ def _measured(
     """Measure every name's traces (Losses are taken as given) and compare them."""
     traces = traces if traces is not None else {name: _traces_of(value) for name, value in named.items()}
     losses = {name: _as_losses(value) for name, value in named.items()}
+    identities = {
+        name: str(settings[0].summarizer)
+        for name in losses
+        if (settings := [t.settings for t in traces.get(name, ())] or list(losses[name].settings))
+    }
+    metrics = with_independent(metrics, level, identities) if by == "summarizer" else metrics
     tables, duplicates = unit_tables(losses, metrics, level, by)
     stats = paired(tables, duplicates, metrics, by, **statistics)
-    return _comparison(stats, level, by, metrics, statistics, losses=losses, traces=traces, **extra)
+    return _comparison(
+        stats, level, by, metrics, statistics, losses=losses, traces=traces, identities=identities, **extra
+    )
 
 
 def _comparison(
-    stats: PairedTables, level: str, by: str, metrics: list[str], statistics: dict[str, Any], **extra: Any
+    stats: PairedTables,
+    level: str,
+    by: str,
+    metrics: list[str],
+    statistics: dict[str, Any],
+    *,
+    identities: Mapping[str, str] | None = None,
+    **extra: Any,
 ) -> Comparison:
     settings = {key: statistics[key] for key in ("seed", "confidence", "resamples")}
-    return Comparison(*stats, level=level, by=by, settings={**settings, "metrics": list(metrics)}, **extra)
+    notes = vocabulary_notes(identities or {}, stats.summary, metrics, by) if by == "summarizer" else ()
+    return Comparison(*stats, level=level, by=by, settings={**settings, "metrics": list(metrics)}, notes=notes, **extra)
+
+
+def with_independent(metrics: Sequence[str], level: str, identities: Mapping[str, str]) -> list[str]:
+    """``metrics``, and the catalogue's metrics that do not depend on the anchor vocabulary
+    (:data:`~zett_lab.measure.catalogue.INDEPENDENT_METRICS`, those at ``level``) when a compared summarizer is
+    built from that vocabulary (``identities``: name -> summarizer identity) and none is among them. The default
+    set always holds them."""
+    if any(name in INDEPENDENT_METRICS for name in metrics) or not any(map(selects_by_anchors, identities.values())):
+        return list(metrics)
+    return [*metrics, *(name for name in INDEPENDENT_METRICS if level in metric(name).levels)]
+
+
+def vocabulary_notes(
+    identities: Mapping[str, str], summary: pd.DataFrame, metrics: Sequence[str], by: str = "summarizer"
+) -> tuple[str, ...]:
+    """The note a comparison carries when a compared summarizer picks what to keep with the anchor extractor
+    (:func:`~zett_lab.summarizers.selects_by_anchors`, the ``anchors`` baseline): which compared metrics count that
+    extractor's items (partly scoring the metric against itself) and which do not, with values here or not."""
+    own = [name for name, identity in identities.items() if selects_by_anchors(identity)]
+    if not own:
+        return ()
+    based = [label(m) for m in metrics if m in CATALOGUE and metric(m).anchor_based]
+    measured = summary[summary["mean"].notna()] if len(summary) else summary
+    free = [label(m) for m in metrics if m in INDEPENDENT_METRICS and m in set(measured["metric"])]
+    names = ", ".join(own)
+    text = (
+        f"{names} {'is' if len(own) == 1 else 'are'} built from the metric's own vocabulary: it keeps the lines "
+        "holding the items the anchor extractor finds"
+        + (
+            f", the items {', '.join(based)} count, so on those it partly scores the metric against itself."
+            if based
+            else "."
+        )
+    )
+    if free:
+        text += (
+            f" Weigh it on {', '.join(free)}, which do{'es' if len(free) == 1 else ''} not depend on that vocabulary."
+        )
+    else:
+        text += (
+            " No compared metric that does not depend on that vocabulary has values here (probe presence needs gold "
+            "probes, the superseded-only rate values that changed; judged answers need a judge): weigh it with care."
+        )
+    return (text,)
 
 
 def _as_losses(value: Any) -> Losses:

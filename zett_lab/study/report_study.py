@@ -494,6 +494,7 @@ def _direct_row(label: str, trace: Trace, losses: Losses | None, measured: Measu
     for key, value in found.items():
         row.setdefault(str(key), value)
     row["summarizer"] = label
+    row.setdefault("summarizer_identity", str(trace.settings.summarizer))
     return row
 
 

@@ -165,6 +165,7 @@ def metric_summary(
             ),
             "totals": totals,
             "validity": metric_validity([*(row["metric"] for row in rows), *_TOTAL_METRICS]),
+            "notes": list(comparison.notes),
         }
     rows = []
     for name in summarizers:
@@ -190,6 +191,7 @@ def metric_summary(
         "pairwise": [],
         "totals": totals,
         "validity": validity,
+        "notes": [],
     }
 
 

@@ -30,6 +30,7 @@ _CONSTRAINT = ANCHOR_TYPES.index("constraint")
 @compaction_metric(
     label="Constraint survival",
     direction="higher",
+    anchor_based=True,
     definition="Share of the rules the user or the task stated in the span (always/never/must/don't/avoid/no new/"
     "only ... sentences) that the model still has after the compaction: in the summary, in the kept tail, or in "
     "the system prompt or the messages kept before the span (pooled over applied compactions per conversation); "

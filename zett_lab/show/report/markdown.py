@@ -148,6 +148,7 @@ def _metrics(document: Mapping[str, Any], summarizers: list[str]) -> list[str]:
         md_table(["summarizer", *(label(m) for m in shown)], [[s, *(cell(s, m) for m in shown)] for s in summarizers])
     )
     trust, sources = trust_lines(metrics["validity"])
+    out += [*(f"\n**Note:** {note}" for note in metrics["notes"])]
     out += [
         "",
         "**How far to trust these metrics**: precision and recall of what each one counts, checked against "

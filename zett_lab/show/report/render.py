@@ -20,7 +20,7 @@ from markupsafe import Markup
 from matplotlib.figure import Figure
 
 from ...formatting import count, decimal, number, percent, usd
-from ...measure.catalogue import label, label_with_direction
+from ...measure.catalogue import INDEPENDENT_METRICS, label, label_with_direction
 from ...measure.columns import ANCHOR_ROWS
 from ...study.report_study import RECOMMEND_COST, RECOMMEND_LOSS, ReportData
 from .. import plots
@@ -147,7 +147,10 @@ def _figures(data: ReportData, document: Mapping[str, Any]) -> dict[str, Any]:
     rec = document["recommendation"]
     shown, _ = metric_table(document, data.summarizers)
     if data.comparison is not None and len(data.comparison.summary):
-        headline = [m for m in ("needed_anchor_recall", "anchor_retention", "constraint_survival") if m in shown]
+        # the anchor metrics and one that does not depend on their vocabulary (the anchors baseline is built from it)
+        anchor = ("needed_anchor_recall", "anchor_retention", "constraint_survival")
+        independent = [m for m in INDEPENDENT_METRICS if m in shown][:1]
+        headline = [m for m in anchor if m in shown] + independent
         out["comparison"] = figures.add(
             plots.summarizer_comparison(data.comparison, metrics=headline),
             f"Means with {confidence_text(document['metrics'])} bootstrap intervals, per summarizer.",

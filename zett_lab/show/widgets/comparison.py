@@ -74,6 +74,7 @@ class ComparisonExplorer(WidgetBase):
             "anchor_retention",
             "needed_anchor_recall",
             "constraint_survival",
+            "probe_presence",
         ),
         engines: Mapping[str, EngineSpec] | None = None,
     ) -> None:
@@ -218,8 +219,9 @@ class ComparisonExplorer(WidgetBase):
                 show_png(self.plot, b"")
             self.error, self.error_area.value = None, ""
             figures = comparison.figures()
+            notes = "".join(f"<p><strong>Note:</strong> {html.escape(note)}</p>" for note in comparison.notes)
             self.metrics_area.value = (
-                f"{CSS}<h4>Per summarizer</h4>{frame_html(figures.drop(columns='conversation_id'))}"
+                f"{CSS}{notes}<h4>Per summarizer</h4>{frame_html(figures.drop(columns='conversation_id'))}"
                 if len(figures)
                 else ""
             )
