@@ -341,3 +341,41 @@ def test_a_full_disk_names_the_output_and_leaves_nothing(full_disk, small, tmp_p
     assert code == 2 and len(err.splitlines()) == 1 and "Traceback" not in err, err
     assert err.startswith(f"zett-lab: error: {out}: could not be written: ") and "No space left on device" in err
     assert sorted(p.name for p in full_disk.iterdir()) in ([], ["filler"])
+
+
+def test_a_report_warns_before_it_writes_a_page_too_large_to_open_quickly(small, tmp_path, monkeypatch):
+    """The warning comes before the write, and only for a page over the limit (here: set to the page's length)."""
+    import re
+    import warnings
+
+    from zett_lab.errors import ZettLabWarning
+    from zett_lab.show.report import core
+
+    report = zett_lab.Report.build(
+        [small],
+        summarizers=["truncate"],
+        grid={"max_tokens": [1_500], "keep_recent_tokens": [400]},
+        executor="serial",
+        cache=False,
+        date="2025-01-01",
+    )
+    length = len(report.to_html())
+    monkeypatch.setattr(core, "LARGE_PAGE_CHARS", length)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        report.save(tmp_path / "fits.html")  # at the limit: no warning
+        report.save(tmp_path / "notes.md")  # Markdown: never
+    monkeypatch.setattr(core, "LARGE_PAGE_CHARS", length - 1)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        real_write = core.write_atomic
+        warned_at_write: list[int] = []
+        monkeypatch.setattr(
+            core, "write_atomic", lambda *a, **k: (warned_at_write.append(len(seen)), real_write(*a, **k))[1]
+        )
+        report.save(tmp_path / "large.html")
+    assert [w.category for w in seen] == [ZettLabWarning] and warned_at_write == [1]  # warned, then written
+    assert re.search(
+        r"large\.html: the page is about \d+\.\d MB \(over [0-9.]+ MB\) and opens slowly", str(seen[0].message)
+    )
+    assert (tmp_path / "large.html").exists()

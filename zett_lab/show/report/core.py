@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ...errors import SettingError
+from ...errors import SettingError, warn
 from ...files import check_output, write_atomic
 from ...replay.deadline import DEFAULT_ENGINE_TIMEOUT
 from ...replay.engine import EngineSpec
@@ -284,7 +284,14 @@ class Report:
             raise SettingError(f"report format must be html, md or json, got {format!r}")
         check_report_path(path)
         check_output(path, self.input_files(), overwrite=overwrite)
-        return write_atomic(path, render(), overwrite=overwrite)
+        content = render()
+        if fmt == "html" and len(content) > LARGE_PAGE_CHARS:
+            warn(
+                f"{path}: the page is about {len(content) / 1e6:.1f} MB (over {LARGE_PAGE_CHARS / 1e6:g} MB) "
+                "and opens slowly in a browser; a grid with fewer max_tokens and keep_recent_tokens values, or "
+                "a Markdown report (.md: tables and findings only), is lighter"
+            )
+        return write_atomic(path, content, overwrite=overwrite)
 
     def _repr_html_(self) -> str:
         """The report in an isolated frame (its CSS and scripts cannot touch the notebook's)."""
@@ -297,6 +304,11 @@ class Report:
             f"Report(title={self.title!r}, conversations={len(self.conversations)}, "
             f"summarizers={len(self.summarizers)}, replays={len(self.traces)}, date={self.date!r})"
         )
+
+
+#: A page longer than this (characters, about bytes) opens slowly in a browser: :meth:`Report.save` warns
+#: before it writes one.
+LARGE_PAGE_CHARS = 5_000_000
 
 
 def check_report_path(path: Path) -> None:
