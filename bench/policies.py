@@ -4,8 +4,9 @@ Not a timing: a study. For each set of conversations, a sweep over the three eng
 SplitTurnCompaction, ObservationMaskingCompaction) at three settings (max_tokens 8k, 16k, 32k,
 keep_recent_tokens a quarter of it) with the default offline summarizer; then
 ``compare(sweep, by="engine")``, paired per conversation and setting, prints each policy's
-mean difference from the stock engine with its 95% bootstrap interval: steps over budget
-(lower is better), context reduction and needed-anchor recall (higher is better).
+mean difference from the stock engine with its 95% bootstrap interval, for every metric of the
+comparison (steps over budget: lower is better; context reduction and needed-anchor recall: higher
+is better); a metric no pair has is left out.
 
 Run: .venv/bin/python bench/policies.py [fixtures-dir] [agent-logs-dir]
 """
@@ -54,7 +55,7 @@ def study(name: str, folder: Path) -> None:
     comparison = zett_lab.compare(results, by="engine", seed=0)
     pairs = comparison.pairwise[comparison.pairwise["a"] == "stock"]
     print(f"{'policy':>6} {'metric':>22} {'n':>4} {'stock':>9} {'policy':>9} {'policy - stock [95% CI]':>32}")
-    for _, row in pairs.iterrows():
+    for _, row in pairs[pairs["n"] > 0].iterrows():  # a metric no pair has (probes on logs without any)
         low, high = -row["ci_high"], -row["ci_low"]  # pairwise is stock - policy
         print(
             f"{row['b']:>6} {row['metric']:>22} {row['n']:>4} {row['mean_a']:>9.3f} {row['mean_b']:>9.3f} "
