@@ -379,3 +379,121 @@ def test_a_report_warns_before_it_writes_a_page_too_large_to_open_quickly(small,
         r"large\.html: the page is about \d+\.\d MB \(over [0-9.]+ MB\) and opens slowly", str(seen[0].message)
     )
     assert (tmp_path / "large.html").exists()
+
+
+# -- 7: the property suite over deep nesting, odd file names and text a renderer could interpret --------------
+
+#: Characters a renderer could read as something else: mathtext ($ \ { } _ ^), markup (< > & " '), bidi controls.
+RENDERER_TEXT = st.text(
+    alphabet=st.sampled_from(list("ab $\\{}_^<>&\"'%#") + ["\u202e", "\u2066", "\u200f", "\u061c", "é"]),
+    min_size=1,
+    max_size=24,
+)
+
+
+def _nested(kinds: list[bool]) -> object:
+    """Data nested ``len(kinds)`` levels deep, each level a dict (True) or a list (False), built without recursion."""
+    value: object = "leaf"
+    for is_dict in reversed(kinds):
+        value = {"k": value} if is_dict else [value]
+    return value
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    depth=st.one_of(st.integers(1, 12), st.integers(190, 210), st.integers(211, 600)),
+    seed=st.randoms(use_true_random=False),
+)
+def test_any_nesting_is_read_up_to_the_limit_and_refused_past_it_naming_the_place(tmp_path, small, depth, seed):
+    from zett_lab.load.storable import MAX_NESTING
+
+    kinds = [seed.random() < 0.5 for _ in range(depth)]
+    arguments = _nested([True, *kinds[1:]])  # tool arguments are an object
+    source = tmp_path / f"nested-{depth}.json"
+    try:
+        text = json.dumps(arguments)
+    except RecursionError:  # deeper than json.dumps goes here: written as text, level by level
+        text = "".join('{"k":' if k else "[" for k in [True, *kinds[1:]]) + '"leaf"'
+        text += "".join("}" if k else "]" for k in reversed([True, *kinds[1:]]))
+    source.write_text(json.dumps(_with_tool_arguments(small, text)))
+    if depth <= MAX_NESTING:
+        (conversation,) = zett_lab.load_all(source)
+        call = next(c for m in conversation.messages for c in getattr(m, "tool_calls", None) or ())
+        assert call.name == "bash"
+    else:
+        with pytest.raises(InputError) as error:
+            zett_lab.load_all(source)
+        message = str(error.value)
+        assert message.startswith(f"{source}: message 2, tool") and f"at most {MAX_NESTING} levels" in message
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=st.binary(min_size=1, max_size=30).filter(lambda b: b"/" not in b and b"\0" not in b))
+def test_any_file_name_is_read_imported_and_named(tmp_path, small, capsys, name):
+    import os
+
+    folder = tmp_path / "names"
+    folder.mkdir(exist_ok=True)
+    for old in folder.iterdir():
+        old.unlink()
+    if name in (b".", b".."):
+        name += b"x"
+    source = Path(os.fsdecode(bytes(folder) + b"/" + name + b".json"))
+    source.write_text(json.dumps(_document(small)))
+    (conversation,) = zett_lab.load_all(source)
+    assert conversation.source == str(source) or Path(conversation.source) == source
+    out = tmp_path / "out.json"
+    assert main(["import", str(source), "-o", str(out), "--no-progress", "--force"]) == 0
+    shown = capsys.readouterr()
+    assert "Traceback" not in shown.err and shown.out.startswith("wrote 1 conversation(s)")
+    assert str(out) in shown.out and zett_lab.load(out).messages == conversation.messages
+
+
+@settings(max_examples=40, deadline=None)
+@given(text=RENDERER_TEXT)
+def test_any_name_is_drawn_as_the_text_it_is(text):
+    """A figure's title and tick label hold the text as written: no mathtext, no parse error, markup escaped."""
+    import xml.etree.ElementTree as ET
+
+    from zett_lab.show.plots import to_svg
+    from zett_lab.show.plots.base import figure
+
+    fig, ax = figure()
+    ax.set_title(text)
+    ax.bar([0], [1], tick_label=[text])
+    svg = to_svg(fig)
+    drawn = ["".join(node.itertext()) for node in ET.fromstring(svg).iter("{http://www.w3.org/2000/svg}text")]
+    assert drawn.count(text) >= 2, (text, drawn)
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=RENDERER_TEXT)
+def test_any_bidi_control_is_shown_not_applied(text):
+    from zett_lab.show.report.render import BIDI_CONTROLS, neutralise_bidi
+
+    shown = neutralise_bidi(text)
+    assert not set(shown) & set(BIDI_CONTROLS)
+    assert (
+        shown == text
+        if not set(text) & set(BIDI_CONTROLS)
+        else all(f"[U+{ord(c):04X}]" in shown for c in set(text) & set(BIDI_CONTROLS))
+    )
+
+
+def test_a_name_with_markup_math_and_bidi_is_text_on_the_page(small):
+    import dataclasses
+    import html
+
+    name = 'x<script>alert(1)</script> & $\\frac{a}{b}$ "q" \u202etxt.exe'
+    report = zett_lab.Report.build(
+        [dataclasses.replace(small, id=name)],
+        summarizers=["truncate"],
+        grid={"max_tokens": [1_500], "keep_recent_tokens": [400]},
+        executor="serial",
+        cache=False,
+        date="2025-01-01",
+    )
+    page = report.to_html()
+    assert "<script>alert(1)" not in page and "\u202e" not in page
+    assert html.escape("x<script>alert(1)</script> & $\\frac{a}{b}$", quote=False) in page
+    assert "[U+202E]txt.exe" in page
