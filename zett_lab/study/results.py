@@ -86,9 +86,11 @@ class SweepConfig(TypedDict, total=False):
     unit_times: list[dict[str, Any]]
 
 
-@dataclass
+@dataclass(frozen=True, eq=False)
 class Sweep:
     """The result of :func:`zett_lab.study.sweep`: a tidy results table and the trace of every cell.
+
+    Frozen (its fields are what it ran); compared by identity, as its results table has no equality.
 
     Attributes:
         results: one row per conversation × engine × summarizer × max_tokens × keep_recent_tokens.
