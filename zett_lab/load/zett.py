@@ -163,7 +163,9 @@ def _column(value: Any, kind: type, path: Path, where: str, column: str, *, null
     raise InputError(path, f"{where}, column {column}", f"expected {expected}, found {value!r:.60}")
 
 
-def _session_conversation(path: Path, session_id: str, rows: list[tuple], snapshot_rows: list[tuple]) -> Conversation:
+def _session_conversation(
+    path: Path, session_id: str, rows: list[tuple[Any, ...]], snapshot_rows: list[tuple[Any, ...]]
+) -> Conversation:
     messages: list[AnyMessage] = []
     sequences: list[int] = []
     usage_by_sequence: dict[int, ModelUsage] = {}

@@ -487,7 +487,7 @@ class _Parsed:
     """The records of one live trace file, grouped by session."""
 
     runs: dict[str, dict[str, Any]] = field(default_factory=dict)
-    sessions: dict[str, dict[str, list]] = field(default_factory=dict)
+    sessions: dict[str, dict[str, list[dict[str, Any]]]] = field(default_factory=dict)
     torn: list[int] = field(default_factory=list)
     in_flight: bool = False
 
@@ -630,7 +630,7 @@ def read_live_session(path: str | Path, session: str | None = None) -> LiveSessi
     )
 
 
-def _conversation(path: Path, session: str, records: dict[str, list]) -> Conversation:
+def _conversation(path: Path, session: str, records: dict[str, list[dict[str, Any]]]) -> Conversation:
     messages: list[AnyMessage] = []
     usage: dict[int, ModelUsage] = {}
     for n, record in enumerate(records.get("message", [])):

@@ -68,7 +68,7 @@ class SourceFolder:
     def __init__(self, path: Path | None = None) -> None:
         if path is None:
             self.path = Path(tempfile.mkdtemp(prefix="zett-lab-sweep-"))
-            self._finalizer: weakref.finalize | None = weakref.finalize(self, shutil.rmtree, self.path, True)
+            self._finalizer: weakref.finalize[..., Any] | None = weakref.finalize(self, shutil.rmtree, self.path, True)
             self.suffix = "pkl"
         else:
             self.path = Path(path)

@@ -99,7 +99,7 @@ class CacheKey(str):
         key.identity = identity
         return key
 
-    def __reduce__(self) -> tuple:
+    def __reduce__(self) -> tuple[Any, ...]:
         return CacheKey, (str(self), self.identity)
 
 

@@ -84,7 +84,7 @@ def warn(path: Path | str, where: str | None, problem: str) -> None:
 # --- reading -----------------------------------------------------------------------------------
 
 
-def iter_jsonl(path: Path, stats: Counter) -> Iterator[tuple[int, Any]]:
+def iter_jsonl(path: Path, stats: Counter[str]) -> Iterator[tuple[int, Any]]:
     """Yield ``(line number, value)`` for each non-blank line of a JSONL file, streaming.
 
     A line that is not JSON raises :class:`InputError` (file and line) unless it is
@@ -290,7 +290,7 @@ class Builder:
         self.usage: dict[int, ModelUsage] = {}
         self.native: list[NativeCompaction] = []
         self.harness: list[HarnessContext] = []
-        self.counts: Counter = Counter()
+        self.counts: Counter[str] = Counter()
         self.demonstrations: list[int] = []
         self.extra: dict[str, Any] = {}
         self._open: dict[str, tuple[int, str]] = {}  # call id -> (assistant index, tool name)
@@ -570,7 +570,7 @@ class Builder:
         return conversation.validate()
 
 
-def report_unknown(path: Path, unknown: Counter, what: str = "record types") -> dict[str, int]:
+def report_unknown(path: Path, unknown: Counter[str], what: str = "record types") -> dict[str, int]:
     """Warn once naming every unknown record type (newer schema?) and return the counts."""
     if unknown:
         names = ", ".join(f"{name} ({count}x)" for name, count in sorted(unknown.items()))

@@ -120,7 +120,7 @@ def read(path: Path) -> list[Conversation]:
         items = [("", data)]
     else:
         raise InputError(path, None, "expected an Anthropic message list or an object with a 'messages' list")
-    unknown: Counter = Counter()
+    unknown: Counter[str] = Counter()
     conversations = []
     for n, (where, item) in enumerate(items):
         b = Builder("anthropic")
@@ -152,7 +152,7 @@ def read(path: Path) -> list[Conversation]:
     return require_conversations(path, conversations, "this Anthropic message list")
 
 
-def _message(b: Builder, message: Any, path: Path, place: str, unknown: Counter) -> None:
+def _message(b: Builder, message: Any, path: Path, place: str, unknown: Counter[str]) -> None:
     if not isinstance(message, dict):
         raise InputError(path, place, "a message must be a JSON object")
     role = message.get("role")

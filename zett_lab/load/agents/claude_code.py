@@ -115,7 +115,7 @@ class _Thread:
         self.builder = Builder("claude-code")
         self.prompt_parents: dict[str, int] = {}  # parentUuid of a user prompt -> its message index
         self.pending_boundary: dict[str, Any] | None = None
-        self.models: Counter = Counter()
+        self.models: Counter[str] = Counter()
         self.session_ids: list[str] = []
         self.first: dict[str, Any] = {}
         self.seen_uuids: set[str] = set()
@@ -129,7 +129,7 @@ _ThreadKey = tuple[str, Any, Any]
 class _Log:
     """One pass over a Claude Code log: its threads in order of appearance, its titles, and the main chain."""
 
-    def __init__(self, path: Path, unknown: Counter) -> None:
+    def __init__(self, path: Path, unknown: Counter[str]) -> None:
         self.path = path
         self.unknown = unknown
         self.threads: dict[_ThreadKey, _Thread] = {}  # in order of first appearance
@@ -226,8 +226,8 @@ class _Log:
 
 def read(path: Path) -> list[Conversation]:
     """Every conversation in a Claude Code session log (main chain and subagents)."""
-    stats: Counter = Counter()
-    unknown: Counter = Counter()
+    stats: Counter[str] = Counter()
+    unknown: Counter[str] = Counter()
     log = _Log(path, unknown)
     for number, record in iter_jsonl(path, stats):
         log.take(number, record)
@@ -268,7 +268,7 @@ def _metadata(t: _Thread, titles: list[str], skipped_lines: int) -> dict[str, An
 
 
 def _handle(
-    t: _Thread, record: dict[str, Any], path: Path, number: int, unknown: Counter, embedded: bool = False
+    t: _Thread, record: dict[str, Any], path: Path, number: int, unknown: Counter[str], embedded: bool = False
 ) -> None:
     """One user, assistant or system record of a thread (a record seen before, by its uuid, is skipped)."""
     kind = record.get("type")
@@ -313,7 +313,7 @@ def _handle(
 
 
 def _assistant(
-    t: _Thread, record: dict[str, Any], message: dict[str, Any], content: Any, unknown: Counter, embedded: bool
+    t: _Thread, record: dict[str, Any], message: dict[str, Any], content: Any, unknown: Counter[str], embedded: bool
 ) -> None:
     """One assistant record: its text, thinking and tool calls join the message of its API response."""
     b = t.builder
@@ -357,7 +357,7 @@ def _assistant(
     )
 
 
-def _user(t: _Thread, record: dict[str, Any], content: Any, path: Path, number: int, unknown: Counter) -> None:
+def _user(t: _Thread, record: dict[str, Any], content: Any, path: Path, number: int, unknown: Counter[str]) -> None:
     b = t.builder
     attributes: dict[str, Any] = {}
     if record.get("isMeta"):

@@ -98,7 +98,7 @@ class _CodexSession:
         self.id = id
         self.meta = meta
         self.builder = Builder("codex")
-        self.models: Counter = Counter()
+        self.models: Counter[str] = Counter()
         self.pending: dict[str, Any] | None = None  # model-side items not yet flushed
         self.last_tokens: int | None = None
         self.compacted_at: int | None = None
@@ -107,7 +107,7 @@ class _CodexSession:
 class _Rollout:
     """One pass over a rollout file: its sessions in order, and the one records go to now."""
 
-    def __init__(self, path: Path, unknown: Counter) -> None:
+    def __init__(self, path: Path, unknown: Counter[str]) -> None:
         self.path = path
         self.unknown = unknown
         self.sessions: list[_CodexSession] = []
@@ -165,8 +165,8 @@ class _Rollout:
 
 def read(path: Path) -> list[Conversation]:
     """Every session in a Codex rollout file."""
-    stats: Counter = Counter()
-    unknown: Counter = Counter()
+    stats: Counter[str] = Counter()
+    unknown: Counter[str] = Counter()
     rollout = _Rollout(path, unknown)
     for number, record in iter_jsonl(path, stats):
         rollout.take(number, record)
@@ -257,7 +257,7 @@ def _compacted(s: _CodexSession, payload: dict[str, Any], record: dict[str, Any]
     s.compacted_at = len(s.builder.messages)
 
 
-def _item(s: _CodexSession, item: dict[str, Any], number: int, unknown: Counter) -> None:
+def _item(s: _CodexSession, item: dict[str, Any], number: int, unknown: Counter[str]) -> None:
     """One Responses API item: model-side items gather into the pending assistant message, inputs flush it."""
     itype = item.get("type")
     if not isinstance(itype, str):

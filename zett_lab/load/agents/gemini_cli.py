@@ -61,7 +61,7 @@ def read(path: Path) -> list[Conversation]:
     """Every session in a Gemini CLI chat recording."""
     data = load_json(path)
     sessions = data if isinstance(data, list) else [data]
-    unknown: Counter = Counter()
+    unknown: Counter[str] = Counter()
     conversations = []
     for n, session in enumerate(sessions):
         where = f"session {n}" if isinstance(data, list) else None
@@ -76,9 +76,9 @@ def read(path: Path) -> list[Conversation]:
     return require_conversations(path, conversations, "this Gemini CLI session")
 
 
-def _session(session: dict[str, Any], path: Path, where: str | None, unknown: Counter):
+def _session(session: dict[str, Any], path: Path, where: str | None, unknown: Counter[str]):
     b = Builder("gemini-cli")
-    models: Counter = Counter()
+    models: Counter[str] = Counter()
     prefix = f"{where}, " if where else ""
     for index, message in enumerate(session["messages"]):
         place = f"{prefix}message {index}"
@@ -113,7 +113,7 @@ def _session(session: dict[str, Any], path: Path, where: str | None, unknown: Co
     return b.build(str(session.get("sessionId") or path.stem), path, FORMAT, meta)
 
 
-def _gemini(b: Builder, message: dict[str, Any], place: str, path: Path, models: Counter) -> None:
+def _gemini(b: Builder, message: dict[str, Any], place: str, path: Path, models: Counter[str]) -> None:
     model = message.get("model")
     if model:
         models[model] += 1

@@ -99,9 +99,9 @@ class _Trajectory:
 
     def __init__(self) -> None:
         self.builder = Builder("openhands")
-        self.unknown: Counter = Counter()
+        self.unknown: Counter[str] = Counter()
         self.first_index: dict[int, int] = {}  # event id -> messages before it
-        self.models: Counter = Counter()
+        self.models: Counter[str] = Counter()
         self.meta: dict[str, Any] = {"agent": "openhands"}
         self.last_prompt_tokens: int | None = None
         self.state: dict[str, Any] = {}
@@ -204,7 +204,7 @@ def _tool_action(
     event: dict[str, Any],
     metadata: dict[str, Any],
     args: dict[str, Any],
-    models: Counter,
+    models: Counter[str],
     state: dict[str, Any],
 ):
     response = object_field(metadata, "model_response")

@@ -100,7 +100,7 @@ def read_swe_agent(path: Path, text_actions: str = "tool_calls") -> list[Convers
     if not isinstance(data, dict) or not isinstance(data.get("history"), list):
         raise InputError(path, None, "expected a SWE-agent trajectory object with a 'history' list")
     history = data["history"]
-    unknown: Counter = Counter()
+    unknown: Counter[str] = Counter()
     by_agent: dict[str, list[tuple[int, dict[str, Any]]]] = {}
     for index, message in enumerate(history):
         if not isinstance(message, dict):
@@ -146,7 +146,7 @@ def _swe_message(
     message: dict[str, Any],
     place: str,
     path: Path,
-    unknown: Counter,
+    unknown: Counter[str],
     function_calling: bool,
     text_actions: str,
     commands: set[str],
@@ -225,7 +225,7 @@ def read_mini_swe_agent(path: Path, text_actions: str = "tool_calls") -> list[Co
     data = load_json(path)
     if not isinstance(data, dict) or not isinstance(data.get("messages"), list):
         raise InputError(path, None, "expected a mini-swe-agent trajectory object with a 'messages' list")
-    unknown: Counter = Counter()
+    unknown: Counter[str] = Counter()
     b = Builder("mini-swe-agent")
     messages = data["messages"]
     function_calling = any(isinstance(m, dict) and (m.get("tool_calls") or m.get("role") == "tool") for m in messages)

@@ -295,7 +295,7 @@ def message_strip(trace: Trace, ax: Axes | None = None, *, title: str | None = N
     rows = rows[pd.notna(rows["span_start"])] if len(rows) else rows
     with drawing_style():
         fig, ax = figure_and_axes(ax, (10.0, 1.3 + 0.34 * max(len(rows), 1)))
-        verts: dict[tuple[str, str], list] = {}
+        verts: dict[tuple[str, str], list[list[tuple[float, float]]]] = {}
         labels = []
         for y, (_, row) in enumerate(rows.iterrows()):
             _row_cells(verts, kinds, row, y)
@@ -321,7 +321,9 @@ def message_strip(trace: Trace, ax: Axes | None = None, *, title: str | None = N
     return fig
 
 
-def _row_cells(verts: dict[tuple[str, str], list], kinds: np.ndarray, row: pd.Series, y: int) -> None:
+def _row_cells(
+    verts: dict[tuple[str, str], list[list[tuple[float, float]]]], kinds: np.ndarray, row: pd.Series, y: int
+) -> None:
     """Add one row's cells to ``verts`` (keyed by region and kind): summarized tall, kept thin, one run per kind."""
     start, end, seen = int(row["span_start"]), int(row["span_end"]), int(row["n_recorded"])
     for region, lo, hi, half in (("summarized", start, end, 0.4), ("kept", end, seen, 0.22)):
@@ -355,7 +357,7 @@ def _row_label(row: pd.Series) -> str:
     return label
 
 
-def _draw_cells(ax: Axes, verts: dict[tuple[str, str], list], n: int) -> None:
+def _draw_cells(ax: Axes, verts: dict[tuple[str, str], list[list[tuple[float, float]]]], n: int) -> None:
     """One hatched collection per region and kind; per-message outlines only while cells are wide enough to see."""
     edge, width = ("#222222", 0.3) if n <= 150 else ((0.13, 0.13, 0.13, 0.55), 0.0)  # the hatch follows the edge
     for (region, kind), polygons in sorted(verts.items()):
