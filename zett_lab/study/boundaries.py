@@ -431,9 +431,11 @@ def _schedule_text(items: tuple[tuple[int, int, bool], ...]) -> str:
     return ", ".join(f"step {s}: <{e}{'' if a else ' (rejected)'}" for s, e, a in items) or "none"
 
 
-@dataclass
+@dataclass(frozen=True, eq=False)
 class Boundaries:
     """Where the compaction schedule changes along one setting.
+
+    Frozen, and compared by identity (its tables have no equality).
 
     Attributes:
         parameter: ``"max_tokens"`` or ``"keep_recent_tokens"`` (the axis walked).
