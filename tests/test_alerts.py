@@ -71,6 +71,15 @@ def test_failed_summaries():
         "provider exploded" in alert.detail and "the 1 setting(s) they belong to are never recommended" in alert.detail
     )
     assert [e.section for e in alert.evidence] == ["failures"]
+    assert "no setting is recommended" not in alert.detail
+
+
+def test_failed_summaries_in_every_setting_say_that_nothing_is_recommended():
+    table = _results(failed=[0, 2, 1, 0])
+    counts = pd.DataFrame([["summary call", "mask", "RuntimeError", "RuntimeError: down", 3]], columns=FAILURES)
+    [alert] = study_alerts(table, None, counts)
+    assert "the 2 setting(s) they belong to are never recommended" in alert.detail
+    assert alert.detail.endswith("Every setting has one, so no setting is recommended.")
 
 
 def test_steps_over_budget_with_their_cause_and_the_split_turn_suggestion():

@@ -145,6 +145,8 @@ def _failed(results: pd.DataFrame, failure_counts: pd.DataFrame | None) -> list[
     unmeasured = results[~measured_cells(results)] if len(results) else results
     keys = [c for c in ("engine", "summarizer", "max_tokens", "keep_recent_tokens") if c in unmeasured]
     settings = len(unmeasured[keys].drop_duplicates()) if keys and len(unmeasured) else 0
+    every = bool(keys) and settings == len(results[keys].drop_duplicates())
+    nothing = " Every setting has one, so no setting is recommended." if every else ""
     what = [f"{count(calls)} summary call(s) failed"] if calls else []
     what += [f"{count(cells)} replay(s) could not run"] if cells else []
     first = counts.sort_values("count", ascending=False, kind="stable").iloc[0]
@@ -155,7 +157,7 @@ def _failed(results: pd.DataFrame, failure_counts: pd.DataFrame | None) -> list[
             "; ".join(what),
             f"Most often ({count(first['count'])}×, {first.get('summarizer', '')}): {first.get('cause', '')}. "
             f"{count(len(unmeasured))} replay(s) are no measurement: they are left out of every metric, and the "
-            f"{count(settings)} setting(s) they belong to are never recommended.",
+            f"{count(settings)} setting(s) they belong to are never recommended.{nothing}",
             (Evidence("failures", "every cause"),),
             {"summary_calls": calls, "replays": cells, "unmeasured_replays": len(unmeasured), "settings": settings},
         )
@@ -230,6 +232,8 @@ def _thrash(results: pd.DataFrame, recommendation: Recommendation | None) -> lis
     if tail:
         what.append(f"{count(tail)} compaction(s) left the system prompt and the kept tail at or above max_tokens")
     named = "; ".join(f"{_setting_words(*key)} ({count(row['_total'])})" for key, row in per.head(NAMED).iterrows())
+    more = len(per) - NAMED
+    where = f"most at {named}; {count(more)} more setting(s)" if more > 0 else f"at {named}"
     chosen = (
         (recommendation.summarizer, recommendation.max_tokens, recommendation.keep_recent_tokens)
         if recommendation is not None
@@ -241,7 +245,7 @@ def _thrash(results: pd.DataFrame, recommendation: Recommendation | None) -> lis
             "thrash",
             "warning",
             f"Compactions that free little room, at {count(len(per))} setting(s)",
-            f"{' and '.join(what).capitalize()}: most at {named}.{recommended} Each costs a summary call and leaves "
+            f"{' and '.join(what).capitalize()}: {where}.{recommended} Each costs a summary call and leaves "
             "the context near or over max_tokens, so the next steps compact again or go over budget: a "
             "keep_recent_tokens close to max_tokens leaves little to summarize (lower keep_recent_tokens or raise "
             "max_tokens).",
