@@ -420,3 +420,27 @@ def test_compaction_viewer_shows_a_failed_summary():
     page = compaction_html(trace, int(failed["compaction_id"].iloc[0]))
     assert "provider exploded" in page
     assert 'data-compaction="' in page
+
+
+def test_headers_and_chips_are_words_with_their_definitions_on_hover(explorer):
+    """A metric column or headline figure is named by its catalogue label and defined on hover; any other is its
+    name in words (never a raw snake_case column name)."""
+    import html as markup
+    import re
+
+    from zett_lab.show.report.content import definition
+    from zett_lab.show.widgets.html import frame_html
+
+    table = frame_html(pd.DataFrame({"needed_anchor_recall": [0.5], "mean_summary_tokens": [1077.0]}))
+    heads = re.findall(r'<th title="([^"]*)">([^<]*)</th>', table)
+    assert heads[0] == (markup.escape(definition("needed_anchor_recall")), "Needed-anchor recall")
+    assert heads[1][1] == "mean summary tokens"
+    chips = dict(
+        (text.rsplit(": ", 1)[0], title)
+        for title, text in re.findall(
+            r'<span class="zl-chip"(?: title="([^"]*)")?>([^<]*)</span>', explorer.summary_area.value
+        )
+    )
+    assert "Steps" in chips and "Compactions applied" in chips and not [c for c in chips if "_" in c]
+    assert chips[metric("steps_over_budget").label] == markup.escape(definition("steps_over_budget"))
+    assert chips[metric("lost_but_needed").label] == markup.escape(definition("lost_but_needed"))
