@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 ## The main job: an HTML report over the bundled fixtures, offline, with the built-in summarizers
 ## (--force: a second run replaces the report.html of the first).
 report: $(STAMP)
-	$(VENV)/bin/zett-lab report fixtures/ -o report.html --force
+	$(VENV)/bin/zett-lab report fixtures/sessions.sqlite -o report.html --force
 
 ## Lint and format check (ruff) and type check (mypy); `make test` runs them first so a finding fails fast.
 lint: $(STAMP)

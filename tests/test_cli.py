@@ -737,7 +737,7 @@ def test_demo_writes_notebooks_and_samples(tmp_path: Path) -> None:
     assert "01-explore.ipynb" in notebooks and "05-policy-lab.ipynb" in notebooks
     for name in ("sessions.sqlite", "sessions.probes.json"):
         assert (folder / "fixtures" / name).read_bytes() == (FIXTURES / name).read_bytes()
-    assert f"zett-lab lab {folder}" in result.stdout and f"zett-lab report {folder}" in result.stdout
+    assert f"zett-lab lab {folder}" in result.stdout and f"zett-lab report {folder / 'fixtures'} -o" in result.stdout
     loaded = zett_lab.load_all(folder / "fixtures")
     assert len(loaded) == 7 and sum(len(c.probes) for c in loaded) > 0
 

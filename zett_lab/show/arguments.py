@@ -412,7 +412,7 @@ def _add_demo_command(commands: argparse._SubParsersAction[_Parser], parents: li
         'side: pip install "zett-lab[lab]".',
         epilog=(
             "examples:\n  zett-lab demo my-study\n  zett-lab lab my-study\n"
-            "  zett-lab report my-study -o my-study/report.html"
+            "  zett-lab report my-study/fixtures -o my-study/report.html"
         ),
     )
     p.add_argument("folder", metavar="DIR", help="folder to write into (created when missing)")

@@ -125,6 +125,7 @@ def next_steps(result: DemoFiles) -> str:
         [
             "next:",
             f"  zett-lab lab {folder}      (JupyterLab on the notebooks; start with 01-explore)",
-            f"  zett-lab report {folder} -o {folder / 'report.html'}      (a self-contained HTML report)",
+            f"  zett-lab report {folder / 'fixtures'} -o {folder / 'report.html'}      (a self-contained HTML report of the "
+            "sample sessions)",
         ]
     )
