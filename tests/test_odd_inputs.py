@@ -154,6 +154,19 @@ def _with_tool_arguments(small, arguments: str) -> dict:
     return document
 
 
+def _report(conversation, **options) -> zett_lab.Report:
+    """A report of one conversation at one small setting, truncated summaries, built here (no pool, no cache)."""
+    return zett_lab.Report.build(
+        [conversation],
+        summarizers=["truncate"],
+        grid={"max_tokens": [1_500], "keep_recent_tokens": [400]},
+        executor="serial",
+        cache=False,
+        date="2025-01-01",
+        **options,
+    )
+
+
 @pytest.mark.parametrize("depth", [300, 960])
 @pytest.mark.parametrize("command", ["import", "replay", "report"])
 def test_arguments_nested_960_levels_deep_are_one_clear_error(tmp_path, small, capsys, command, depth):
@@ -205,15 +218,7 @@ def test_dollars_in_names_are_text_not_mathtext(small):
     from zett_lab.show.plots import timeline, to_svg
 
     odd = dataclasses.replace(small, id="use $HOME and $PATH")
-    report = zett_lab.Report.build(
-        [odd],
-        summarizers=["truncate"],
-        grid={"max_tokens": [1_500], "keep_recent_tokens": [400]},
-        engines={"stock": None, "$\\frac{$ policy": SplitTurnCompaction},
-        executor="serial",
-        cache=False,
-        date="2025-01-01",
-    )
+    report = _report(odd, engines={"stock": None, "$\\frac{$ policy": SplitTurnCompaction})
     page = report.to_html()
     assert "use $HOME and $PATH" in page and "$\\frac{$ policy" in page
     svg = to_svg(timeline(report.traces[0]))
@@ -224,14 +229,7 @@ def test_bidirectional_controls_in_names_cannot_reorder_the_page(small):
     import dataclasses
 
     odd = dataclasses.replace(small, id="invoice\u202etxt.exe")
-    report = zett_lab.Report.build(
-        [odd],
-        summarizers=["truncate"],
-        grid={"max_tokens": [1_500], "keep_recent_tokens": [400]},
-        executor="serial",
-        cache=False,
-        date="2025-01-01",
-    )
+    report = _report(odd)
     page = report.to_html()
     assert "\u202e" not in page and "invoice[U+202E]txt.exe" in page
     assert "\u202e" not in report.to_markdown()
@@ -351,14 +349,7 @@ def test_a_report_warns_before_it_writes_a_page_too_large_to_open_quickly(small,
     from zett_lab.errors import ZettLabWarning
     from zett_lab.show.report import core
 
-    report = zett_lab.Report.build(
-        [small],
-        summarizers=["truncate"],
-        grid={"max_tokens": [1_500], "keep_recent_tokens": [400]},
-        executor="serial",
-        cache=False,
-        date="2025-01-01",
-    )
+    report = _report(small)
     length = len(report.to_html())
     monkeypatch.setattr(core, "LARGE_PAGE_CHARS", length)
     with warnings.catch_warnings():
@@ -485,14 +476,7 @@ def test_a_name_with_markup_math_and_bidi_is_text_on_the_page(small):
     import html
 
     name = 'x<script>alert(1)</script> & $\\frac{a}{b}$ "q" \u202etxt.exe'
-    report = zett_lab.Report.build(
-        [dataclasses.replace(small, id=name)],
-        summarizers=["truncate"],
-        grid={"max_tokens": [1_500], "keep_recent_tokens": [400]},
-        executor="serial",
-        cache=False,
-        date="2025-01-01",
-    )
+    report = _report(dataclasses.replace(small, id=name))
     page = report.to_html()
     assert "<script>alert(1)" not in page and "\u202e" not in page
     assert html.escape("x<script>alert(1)</script> & $\\frac{a}{b}$", quote=False) in page
