@@ -271,6 +271,13 @@ def test_recommendation_is_on_the_grid(report: Report) -> None:
     assert rec["verdict"].startswith(f"Recommended: {rec['summarizer']} at max_tokens={rec['max_tokens']:,}")
 
 
+def test_budget_and_cost_maps_show_the_recommended_summarizer(report: Report, page: str) -> None:
+    """The outlined cell of each map is the recommended setting's own figure, not a mean over other summarizers."""
+    chosen = report.recommendation["summarizer"]
+    assert f"Steps over budget — {chosen}" in page and "all summarizers</" not in page
+    assert f"Model steps sent over max_tokens per conversation (lower is better), {chosen}." in page
+
+
 def test_recommendation_from_constraints() -> None:
     report = build([coding_conversation(turns=5)], constraints="steps_over_budget <= 1000")
     [yours, superseded] = report.recommendation["constraints"]

@@ -230,9 +230,13 @@ def _sweep_figures(data: ReportData, rec: Mapping[str, Any] | None, figures: _Fi
     )
     over_budget_map = figures.add(
         plots.heatmap(
-            results, "steps_over_budget", highlight=highlight, title=f"{label('steps_over_budget')} — all summarizers"
+            results,
+            "steps_over_budget",
+            where={"summarizer": chosen},
+            highlight=highlight,
+            title=f"{label('steps_over_budget')} — {chosen}",
         ),
-        "Model steps sent over max_tokens per conversation (mean over summarizers).",
+        f"Model steps sent over max_tokens per conversation (lower is better), {chosen}.",
     )
     pareto = None
     if RECOMMEND_COST in results and RECOMMEND_LOSS in results:
