@@ -55,6 +55,11 @@ class TraceView:
     metrics: list[Metric] = field(default_factory=list)
     _text_indexes: dict[int, TextIndex] = field(default_factory=dict)
 
+    @cached_property
+    def system_prompts(self) -> tuple[int, ...]:
+        """The indices of the system messages (sent with every request)."""
+        return tuple(i for i, message in enumerate(self.messages) if isinstance(message, SystemMessage))
+
     def summary_index(self, compaction_id: int) -> TextIndex | None:
         """Lookup index of an attempt's summary (built once), None when it has no summary."""
         text = self.summaries.get(compaction_id)
@@ -145,7 +150,8 @@ class Attempt:
         decision is in the tail also when the kept context holds it in other words (:func:`kept_sentences`)."""
         start, end, n_recorded = self.the_window
         span = self.index.span_anchors(start, end, n_recorded)
-        held = kept_sentences(self.index, span, start)
+        standing = (*range(start), *(i for i in self.trace.system_prompts if i >= start))
+        held = kept_sentences(self.index, span, standing)
         if not held.any():
             return span
         return dataclasses.replace(span, in_tail=span.in_tail | held, needed_later=span.needed_later & ~held)
@@ -244,20 +250,19 @@ class Attempt:
         return _probe_rows(self)
 
 
-def kept_sentences(index: ConversationIndex, span: SpanAnchors, start: int) -> np.ndarray:
-    """Per span anchor, whether it is a constraint or a decision that the standing context holds by the summary's
-    rule (:class:`~zett_lab.measure.lookup.Clauses`: most of its content words in one clause, and its negation):
-    the system prompt and the messages before the span, which are kept verbatim and sent with every request
-    after the compaction. A rule the system prompt or the task's first messages state in their own words stays
-    conveyed. The tail holds a sentence only as written (``span.in_tail``): its tool results and the agent's
-    messages share words with a rule without stating it."""
+def kept_sentences(index: ConversationIndex, span: SpanAnchors, standing: Sequence[int]) -> np.ndarray:
+    """Per span anchor, whether it is a constraint or a decision that the standing context (the messages
+    ``standing``: the system prompt and the messages before the span, kept verbatim and sent with every request
+    after the compaction) holds by the summary's rule (:class:`~zett_lab.measure.lookup.Clauses`: most of its
+    content words in one clause, and its negation). A rule the system prompt or the task's first messages state
+    in their own words stays conveyed. The tail holds a sentence only as written (``span.in_tail``): its tool
+    results and the agent's messages share words with a rule without stating it."""
     arrays = index.arrays
     held = np.zeros(len(span.ids), dtype=bool)
     asked = np.flatnonzero(arrays.sentence[span.ids] & ~span.in_tail)
     if not len(asked):
         return held
-    system = (i for i, message in enumerate(index.messages) if isinstance(message, SystemMessage) and i >= start)
-    context = [clauses_of(index.text(i)) for i in (*range(start), *system)]
+    context = [clauses_of(index.text(i)) for i in standing]
     for position in asked:
         normalized = arrays.normalized[span.ids[position]]
         held[position] = any(clauses.holds(normalized) for clauses in context)
