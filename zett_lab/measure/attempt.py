@@ -147,7 +147,8 @@ class Attempt:
     @cached_property
     def span(self) -> SpanAnchors:
         """The span's distinct anchors and where each is after it (tail, future, next use); a constraint or
-        decision is in the tail also when the kept context holds it in other words (:func:`kept_sentences`)."""
+        decision counts as in the tail also when the system prompt or a message before the span holds it, in any
+        words (:func:`kept_sentences`)."""
         start, end, n_recorded = self.the_window
         span = self.index.span_anchors(start, end, n_recorded)
         standing = (*range(start), *(i for i in self.trace.system_prompts if i >= start))
