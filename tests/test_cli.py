@@ -281,14 +281,16 @@ def test_engine_timeout_bounds_every_pass_and_a_bad_value_is_a_usage_error(tmp_p
     with LoopbackServer(delay=120) as server:  # a provider that never answers within the test
         spec = f"openai-compatible:m@{server.openai_url}"
         # A limit above the first pass's one-time work (importing and starting the provider's client).
-        result = run("replay", recorded, *limits, "--summarizer", spec, "--engine-timeout", "2")
+        result = run("replay", recorded, *limits, "--summarizer", spec, "--engine-timeout", "3")
         calls = server.count("/v1/chat/completions")
     assert result.returncode == 1, result.stderr
     failed = int(re.search(r"^applied 0, not smaller 0, failed (\d+);", result.stdout, re.M).group(1))
-    assert failed == calls > 0
+    # Every call that reached the provider failed; on a busy machine a pass can also run out of time before
+    # its request is sent (still starting the client), which fails it the same way.
+    assert failed >= calls > 0
     assert result.stderr.strip() == (
         f"zett-lab: {failed} summary call(s) failed ({spec}): EngineTimeout: the engine's pass did not finish within "
-        "engine_timeout=2 s: it was still waiting (an await that never finished)"
+        "engine_timeout=3 s: it was still waiting (an await that never finished)"
     )
     for value in ("0", "soon"):
         line = one_error_line(run("replay", recorded, *limits, "--engine-timeout", value))

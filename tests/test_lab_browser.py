@@ -69,6 +69,15 @@ def _install(shared: Path) -> Path:
     return python
 
 
+def _outside_environment() -> dict[str, str]:
+    """This process's environment without what would point the installed zett-lab back at this checkout."""
+    return {
+        key: value
+        for key, value in os.environ.items()
+        if key != "PYTHONPATH" and not key.startswith(("ZETT_LAB_FIXTURES", "PYTHONWARNINGS"))
+    }
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The Python of an environment where zett-lab[lab] is installed from a wheel, not from this checkout."""
@@ -82,7 +91,11 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)
         python = _install(shared)
     where = subprocess.run(
-        [str(python), "-c", "import zett_lab; print(zett_lab.__file__)"], capture_output=True, text=True, cwd=shared
+        [str(python), "-c", "import zett_lab; print(zett_lab.__file__)"],
+        capture_output=True,
+        text=True,
+        cwd=shared,
+        env=_outside_environment(),
     )
     assert where.returncode == 0 and not where.stdout.startswith(str(ROOT)), where.stdout + where.stderr
     return python
@@ -93,7 +106,10 @@ def lab(installed: Path, tmp_path_factory: pytest.TempPathFactory):
     """``zett-lab demo DIR`` and ``zett-lab lab DIR`` from the installed environment; yields (base_url, token, log)."""
     work = tmp_path_factory.mktemp("lab")
     zett_lab = installed.parent / "zett-lab"
-    demo = subprocess.run([str(zett_lab), "demo", "study"], capture_output=True, text=True, cwd=work, timeout=120)
+    env = _outside_environment()
+    demo = subprocess.run(
+        [str(zett_lab), "demo", "study"], capture_output=True, text=True, cwd=work, timeout=120, env=env
+    )
     assert demo.returncode == 0, demo.stderr
     assert sorted(p.name for p in (work / "study" / "notebooks").glob("*.ipynb")) == NOTEBOOKS
     settings = work / "settings"
@@ -104,9 +120,6 @@ def lab(installed: Path, tmp_path_factory: pytest.TempPathFactory):
         (settings / "@jupyterlab" / extension).mkdir(parents=True)
         (settings / "@jupyterlab" / extension / f"{name}.jupyterlab-settings").write_text(json.dumps(values))
     port, token = _free_port(), secrets.token_hex(16)
-    env = {
-        key: value for key, value in os.environ.items() if not key.startswith(("ZETT_LAB_FIXTURES", "PYTHONWARNINGS"))
-    }
     env.update(
         JUPYTERLAB_SETTINGS_DIR=str(settings),
         JUPYTERLAB_WORKSPACES_DIR=str(work / "workspaces"),
