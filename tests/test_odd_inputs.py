@@ -225,14 +225,13 @@ def test_dollars_in_names_are_text_not_mathtext(small):
     assert "use $HOME and $PATH" in svg
 
 
-def test_bidirectional_controls_in_names_cannot_reorder_the_page(small):
+def test_bidirectional_controls_in_names_are_shown_in_markdown(small):
     import dataclasses
 
     odd = dataclasses.replace(small, id="invoice\u202etxt.exe")
     report = _report(odd)
-    page = report.to_html()
-    assert "\u202e" not in page and "invoice[U+202E]txt.exe" in page
-    assert "\u202e" not in report.to_markdown()
+    markdown = report.to_markdown()  # the HTML page isolates them (tests/test_report_browser.py)
+    assert "\u202e" not in markdown and "invoice[U+202E]txt.exe" in markdown
 
 
 @pytest.mark.parametrize(
@@ -478,6 +477,6 @@ def test_a_name_with_markup_math_and_bidi_is_text_on_the_page(small):
     name = 'x<script>alert(1)</script> & $\\frac{a}{b}$ "q" \u202etxt.exe'
     report = _report(dataclasses.replace(small, id=name))
     page = report.to_html()
-    assert "<script>alert(1)" not in page and "\u202e" not in page
+    assert "<script>alert(1)" not in page
     assert html.escape("x<script>alert(1)</script> & $\\frac{a}{b}$", quote=False) in page
-    assert "[U+202E]txt.exe" in page
+    assert "[U+202E]txt.exe" in report.to_markdown()

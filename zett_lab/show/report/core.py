@@ -239,9 +239,9 @@ class Report:
     def to_html(self) -> str:
         """The whole report as one self-contained HTML page (no network request when opened)."""
         if "html" not in self._cache:
-            from .render import neutralise_bidi, render_html
+            from .render import render_html
 
-            self._cache["html"] = neutralise_bidi(render_html(self.data, self.document()))
+            self._cache["html"] = render_html(self.data, self.document())
         return self._cache["html"]
 
     def to_markdown(self) -> str:

@@ -49,8 +49,8 @@ _SHOWN_CONTROLS = str.maketrans({char: f"[U+{ord(char):04X}]" for char in BIDI_C
 def neutralise_bidi(text: str) -> str:
     """``text`` with every bidirectional control character shown as ``[U+202E]`` instead of acting on the text around it.
 
-    Applied to a whole page (its text, attributes, figures and the explorer's data alike): names from a
-    user's files can reorder nothing on it.
+    Applied to the Markdown report, which has no style to isolate them (the HTML page isolates each text
+    that holds one, so it reorders only itself).
     """
     return text.translate(_SHOWN_CONTROLS)
 
