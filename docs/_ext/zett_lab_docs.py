@@ -37,7 +37,7 @@ STAGES = ("errors", "tokens", "load", "summarizers", "replay", "measure", "study
 #: Base modules: they have no stage package docstring of their own.
 BASE_MODULES = ("errors", "tokens")
 #: Display modules documented beside ``zett_lab.__all__`` (notebook users import them directly).
-DISPLAY_MODULES = ("zett_lab.show.plots", "zett_lab.show.widgets")
+DISPLAY_MODULES = ("zett_lab.show.tables", "zett_lab.show.plots", "zett_lab.show.widgets")
 #: Modules of the study stage the widgets use, documented in full (a script can use them the same way).
 #: (``Session`` itself is documented where ``compare`` takes it.)
 STUDY_MODULES = ("zett_lab.study.session\n   :exclude-members: Session", "zett_lab.study.production")
@@ -178,7 +178,7 @@ def api_reference() -> str:
     parts.append(_rst("\n\n".join(f".. automodule:: {module}" for module in CHOICE_MODULES)))
     parts.append("## Sessions and production summaries\n")
     parts.append(_rst("\n\n".join(f".. automodule:: {module}" for module in STUDY_MODULES)))
-    parts.append("## Display: plots and widgets\n")
+    parts.append("## Display: tables, plots and widgets\n")
     parts.append(_rst("\n\n".join(f".. automodule:: {module}" for module in DISPLAY_MODULES)))
     return "\n".join(parts)
 

@@ -16,8 +16,9 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from .. import plots
+from ..tables import CSS
 from .clickable import ClickableImage
-from .html import CSS, error_html
+from .html import error_html
 
 #: Margins of widget figures (fractions of the figure), per kind of plot: fixed, so a redraw is one draw.
 MARGINS = {

@@ -28,8 +28,8 @@ from ...summarizers.cache import CacheSpec
 from ...tokens import TokenCounter
 from .. import plots
 from ..report.render import render_production
+from ..tables import CSS, cell, frame_html
 from .base import WidgetBase, draw, new_figure, nice_step, png_image, round_to, show_png
-from .html import CSS, cell, frame_html
 
 
 class ComparisonExplorer(WidgetBase):

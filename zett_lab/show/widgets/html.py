@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ...formatting import cell as formatted_cell
 from ...formatting import decimal, percent
 from ...load.conversation import role_of
 from ...load.text import message_text
@@ -31,41 +30,12 @@ from ...replay.schema import (
 from ...replay.trace import Trace
 from ...study.session import live_description
 from ..report.content import definition
-
-CSS = """
-<style>
-.zl-table {border-collapse: collapse; font-size: 12px; font-family: var(--jp-code-font-family, monospace);}
-.zl-table th, .zl-table td {border: 1px solid #ddd; padding: 2px 6px; text-align: right; white-space: nowrap;}
-.zl-table th {background: #f3f3f3; position: sticky; top: 0; white-space: normal; min-width: 3em;}
-.zl-table caption {text-align: left; font-weight: bold; padding: 4px 0;}
-.zl-table.zl-steps {width: 100%;}
-.zl-table.zl-steps td {white-space: normal;}
-.zl-table th[title] {text-decoration: underline dotted #888; cursor: help;}
-.zl-table tr.zl-applied td {background: #e3f2e1;}
-.zl-table tr.zl-over td {background: #fbe3dd;}
-.zl-table tr.zl-nowindow td {background: #f1e0ec;}
-.zl-table tr.zl-rejected td {background: #fdebd3;}
-.zl-scroll {max-height: 320px; overflow: auto; border: 1px solid #ddd;}
-.zl-error {color: #8a1f11; background: #fbe3dd; border: 1px solid #cc3311; padding: 6px 8px; white-space: pre-wrap;
-           font-family: var(--jp-code-font-family, monospace); font-size: 12px;}
-.zl-pre {white-space: pre-wrap; overflow-wrap: anywhere; max-height: 260px; overflow: auto; background: #f7f7f7; border: 1px solid #ddd;
-         padding: 6px; font-size: 12px; font-family: var(--jp-code-font-family, monospace);}
-.zl-lost {background: #ffd54f; font-weight: bold; padding: 0 2px;}
-.zl-muted {color: #666;}
-.zl-chip {display: inline-block; border: 1px solid #bbb; border-radius: 3px; padding: 0 4px; margin: 1px;
-          font-family: var(--jp-code-font-family, monospace); font-size: 11px;}
-</style>
-"""
+from ..tables import CSS, cell, column_head, frame_html
 
 
 def error_html(error: BaseException, where: str) -> str:
     text = f"{where}: {type(error).__name__}: {error}"
     return f'{CSS}<div class="zl-error">{html.escape(text)}</div>'
-
-
-def cell(value: Any) -> str:
-    """One table cell, escaped: missing values empty, booleans as ✓, numbers readable."""
-    return html.escape(formatted_cell(value))
 
 
 def steps_table_html(trace: Trace, columns: Sequence[str] = STEP_DETAIL_COLUMNS, max_rows: int | None = None) -> str:
@@ -113,26 +83,6 @@ def steps_table_html(trace: Trace, columns: Sequence[str] = STEP_DETAIL_COLUMNS,
         f'<table class="zl-table zl-steps" data-steps="{len(steps)}" data-max-tokens="{settings.max_tokens}">'
         f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
     )
-
-
-def column_head(column: object) -> str:
-    """A table header cell in words: a metric's catalogue label with its definition on hover, else the column's
-    name with spaces (the name itself on hover, for code)."""
-    name = str(column)
-    meaning = definition(name) or f"column {name}"
-    words = label(name) if name in CATALOGUE else name.replace("_", " ")
-    return f'<th title="{html.escape(meaning)}">{html.escape(words)}</th>'
-
-
-def frame_html(frame: pd.DataFrame, *, scroll: bool = False) -> str:
-    """A small DataFrame as an HTML table (metric columns headed by their catalogue labels)."""
-    head = "".join(column_head(c) for c in frame.columns)
-    rows = "".join(
-        "<tr>" + "".join(f"<td>{cell(v)}</td>" for v in record) + "</tr>"
-        for record in frame.astype("object").to_numpy()
-    )
-    table = f'<table class="zl-table"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
-    return f'<div class="zl-scroll">{table}</div>' if scroll else table
 
 
 def live_summary_html(trace: Trace | None) -> str:
