@@ -30,6 +30,8 @@ def test_a_metric_column_is_headed_by_its_catalogue_label_with_its_definition_on
     assert heads[0] == (markup.escape(definition("needed_anchor_recall")), metric("needed_anchor_recall").label)
     assert heads[1][1] == "conversation id"
     assert "needed_anchor_recall<" not in page and ">conversation_id<" not in page
+    pairs = table(pd.DataFrame({"metric": ["lost_but_needed"], "mean_diff": [-1.5]}))._repr_html_()
+    assert f'<td title="{markup.escape(definition("lost_but_needed"))}">{metric("lost_but_needed").label}</td>' in pairs
 
 
 def test_row_numbers_are_dropped_and_a_meaningful_index_kept_as_row_headers():

@@ -84,6 +84,14 @@ def row_head(value: object) -> str:
     return f"<th>{cell(value)}</th>"
 
 
+def value_cell(value: object) -> str:
+    """A table cell: a metric's name (a ``metric`` column's value) as its catalogue label with its definition on
+    hover, anything else readable by :func:`cell`."""
+    if isinstance(value, str) and value in CATALOGUE:
+        return f'<td title="{html.escape(definition(value) or "")}">{html.escape(label(value))}</td>'
+    return f"<td>{cell(value)}</td>"
+
+
 def frame_html(frame: pd.DataFrame, *, scroll: bool = False, row_heads: int = 0, css_class: str = "zl-table") -> str:
     """A DataFrame as an HTML table (metric columns headed by their catalogue labels); its first ``row_heads``
     columns are written as row headers."""
@@ -91,7 +99,7 @@ def frame_html(frame: pd.DataFrame, *, scroll: bool = False, row_heads: int = 0,
     rows = "".join(
         "<tr>"
         + "".join(row_head(v) for v in record[:row_heads])
-        + "".join(f"<td>{cell(v)}</td>" for v in record[row_heads:])
+        + "".join(value_cell(v) for v in record[row_heads:])
         + "</tr>"
         for record in frame.astype("object").to_numpy()
     )
