@@ -218,25 +218,18 @@ def _sweep_figures(data: ReportData, rec: Mapping[str, Any] | None, figures: _Fi
         "the recommended setting is outlined in its summarizer's panel.",
     )
     chosen = rec.get("summarizer") if rec else data.summarizers[0]
-    cost_map = figures.add(
-        plots.heatmap(
-            results,
-            "primary_input_tokens",
-            where={"summarizer": chosen},
-            highlight=highlight,
-            title=f"{label('primary_input_tokens')} — {chosen}",
-        ),
-        f"{label('primary_input_tokens')} per conversation (lower is cheaper), {chosen}.",
+
+    def chosen_map(metric: str, caption: str) -> FigureView:
+        """A heatmap of one metric for the recommended (or first) summarizer."""
+        title = f"{label(metric)} — {chosen}"
+        figure = plots.heatmap(results, metric, where={"summarizer": chosen}, highlight=highlight, title=title)
+        return figures.add(figure, caption)
+
+    cost_map = chosen_map(
+        "primary_input_tokens", f"{label('primary_input_tokens')} per conversation (lower is cheaper), {chosen}."
     )
-    over_budget_map = figures.add(
-        plots.heatmap(
-            results,
-            "steps_over_budget",
-            where={"summarizer": chosen},
-            highlight=highlight,
-            title=f"{label('steps_over_budget')} — {chosen}",
-        ),
-        f"Model steps sent over max_tokens per conversation (lower is better), {chosen}.",
+    over_budget_map = chosen_map(
+        "steps_over_budget", f"Model steps sent over max_tokens per conversation (lower is better), {chosen}."
     )
     pareto = None
     if RECOMMEND_COST in results and RECOMMEND_LOSS in results:
