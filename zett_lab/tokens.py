@@ -128,7 +128,7 @@ def engine_payload(message: AnyMessage) -> list[str | int]:
 
     Text pieces are tokenized; integers are flat counts (images). This mirrors
     ``zett_agent.extensions.compaction._count_message`` so counts can be memoized
-    by text; ``tests/test_tokens.py`` checks it against the engine on every fixture.
+    by text; ``tests/replay/test_tokens.py`` checks it against the engine on every fixture.
     """
     if isinstance(message, SystemMessage):
         return [message.content]

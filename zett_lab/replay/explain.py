@@ -2,7 +2,7 @@
 
 zett-agent's ``_select_compaction_window`` returns None for three different
 reasons. :func:`window_skip_reason` says which, by following the same two
-walks; ``tests/test_explain.py`` checks it agrees with the engine on every case.
+walks; ``tests/replay/test_explain.py`` checks it agrees with the engine on every case.
 """
 
 from __future__ import annotations

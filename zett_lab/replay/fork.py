@@ -14,7 +14,7 @@ to a user engine only along the limits it declares in ``zett_lab_reuse``) starts
 mark: a new accumulator remembers the marked dialogue, the recorded rows are the earlier
 replay's with only the columns that name the setting changed, and the runtime builds the
 next request's context from the accumulator as it does for every request. From there the
-real engine decides everything, as in a fresh replay; ``tests/test_fork.py`` checks that a
+real engine decides everything, as in a fresh replay; ``tests/replay/test_fork.py`` checks that a
 forked trace equals the fresh replay of its setting on every fixture across a grid.
 
 A fork is refused (:class:`~zett_lab.errors.SettingError`) for another engine or

@@ -68,7 +68,7 @@ class Proven:
 
         Only the figures that name the setting differ (``max_tokens``,
         ``keep_recent_tokens``) and the one that compares with it (``steps_over_budget``);
-        everything else is a function of the identical trace. ``tests/test_sweep.py`` checks
+        everything else is a function of the identical trace. ``tests/study/test_sweep.py`` checks
         this against :meth:`Trace.summary` and :func:`zett_lab.measure` of the derived trace.
         """
         base = self.row if self.row is not None else (self.trace.summary() if self.trace is not None else {})
