@@ -20,6 +20,7 @@ The dossiers are written OUTSIDE the repository (they quote the shared logs), on
 ``items.jsonl`` (item id, dossier path) in a shuffled order that says nothing of the item's stratum::
 
     .venv/bin/python bench/validity_dossiers.py [--logs DIR] [--out /work/team/dossiers]
+    .venv/bin/python bench/validity_dossiers.py --items bench/validation/items2.json --out /work/team/dossiers2
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from validity_pool import LOGS, ROOT, Source, read_items, read_sources
+from validity_pool import ITEMS_FILE, LOGS, ROOT, Source, read_items, read_sources
 from zett_agent.messages import AssistantMessage, SystemMessage, ToolMessage, UserMessage
 
 from zett_lab.load.anchor_forms import normalize
@@ -354,12 +355,15 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--logs", type=Path, default=LOGS, help="the shared agent logs (default ../shared/agent-logs)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where the dossiers go (outside the repository)")
+    parser.add_argument(
+        "--items", type=Path, default=ITEMS_FILE, help=f"the sampled items (default {ITEMS_FILE.relative_to(ROOT)})"
+    )
     args = parser.parse_args(argv)
     out = args.out.resolve()
     if out == ROOT or ROOT in out.parents:
         raise SystemExit(f"{out} is inside the repository: dossiers quote the shared logs and go outside it")
     sources = {(s.log, s.conversation.id): s for s in read_sources(args.logs)}
-    items = read_items()
+    items = read_items(args.items)
     out.mkdir(parents=True, exist_ok=True)
     index, sizes = [], []
     for item in items:

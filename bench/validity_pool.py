@@ -26,6 +26,19 @@ files it writes are the fixed record, and later code only reads them)::
     .venv/bin/python bench/validity_pool.py [--logs DIR] --write
 
 Without ``--write`` it builds the pool and prints its strata without writing anything.
+
+**Round 2** (``--round 2``, :data:`ROUND_2`) is a second sample of the same logs, drawn after the first round's
+held-back quarter had been measured (and so seen): the same summarizers and engines at two other replay
+settings (``max_tokens`` a quarter and ``keep_recent_tokens`` a twentieth, and ``max_tokens`` a half and
+``keep_recent_tokens`` a fifth, of each conversation's tokens), leaving out every anchor of a conversation the
+first round sampled (same log, conversation, type and normal form). It is drawn to measure precision tightly:
+:data:`ROUND_2_FLAGGED` items the metric flagged when it was drawn and :data:`ROUND_2_NOT_FLAGGED` it did not
+(for recall), each shared over agent formats in proportion to the pool (at least :data:`ROUND_2_FLOOR` per
+format and flag where the pool has them), then over a format's conversations in proportion, so the flagged items weigh
+nearly alike. It has no split: nobody tunes on it; its labels are read once, with the final metric. It writes
+``items2.json`` only::
+
+    .venv/bin/python bench/validity_pool.py --round 2 --write
 """
 
 from __future__ import annotations
@@ -48,6 +61,7 @@ sys.path.insert(0, str(ROOT))
 
 import zett_lab  # noqa: E402
 from zett_lab.load import Conversation  # noqa: E402
+from zett_lab.load.anchor_forms import normalize  # noqa: E402
 from zett_lab.replay.engine_names import ENGINE_NAMES  # noqa: E402
 from zett_lab.tokens import count_tokens  # noqa: E402
 
@@ -56,12 +70,20 @@ SET_DIR = ROOT / "bench" / "validation"
 ITEMS_FILE = SET_DIR / "items.json"
 SPLIT_FILE = SET_DIR / "split.json"
 LABELS_FILE = SET_DIR / "labels.jsonl"
+ITEMS2_FILE = SET_DIR / "items2.json"
+LABELS2_FILE = SET_DIR / "labels2.jsonl"
 
 SUMMARIZERS = ("anchors", "truncate:0.1")
 SEED = 2803
 SAMPLE_SIZE = 448
 CONVERSATION_CAP = 0.15
 TUNE, HELD_BACK = "tune", "held-back"
+#: Round 2: its seed, its replay settings (divisors of a conversation's tokens: max_tokens, keep_recent_tokens),
+#: its flagged and not-flagged sample sizes and the least a format gets of each where its pool has them.
+SEED_2 = 2812
+SETTINGS_2 = ((4, 20), (2, 5))
+ROUND_2_FLAGGED, ROUND_2_NOT_FLAGGED = 150, 40
+ROUND_2_FLOOR = {True: 8, False: 3}
 SPLIT_RULE = (
     "held-back iff int(sha256('\\x1f'.join([log, conversation_id, type, text])).hexdigest()[:8], 16) % 4 == 0, "
     "else tune (UTF-8; one anchor of one conversation is in one part in every span)"
@@ -104,10 +126,11 @@ def read_sources(logs: Path) -> list[Source]:
     ]
 
 
-def limits(conversation: Conversation) -> tuple[int, int]:
-    """``max_tokens`` a third and ``keep_recent_tokens`` a tenth of the conversation's tokens."""
+def limits(conversation: Conversation, divisors: tuple[int, int] = (3, 10)) -> tuple[int, int]:
+    """``max_tokens`` and ``keep_recent_tokens`` as fractions of the conversation's tokens: by default a third and a
+    tenth (the first round's setting)."""
     tokens = count_tokens(conversation.messages)
-    return max(1, tokens // 3), max(1, tokens // 10)
+    return max(1, tokens // divisors[0]), max(1, tokens // divisors[1])
 
 
 def replay(conversation: Conversation, setting: ReplaySetting) -> zett_lab.Trace:
@@ -125,10 +148,13 @@ def replay(conversation: Conversation, setting: ReplaySetting) -> zett_lab.Trace
         )
 
 
-def settings_of(conversation: Conversation) -> list[tuple[ReplaySetting, zett_lab.Trace]]:
-    """The tester's replays of one conversation: the stock engine, or split-turn for both summarizers where a
-    stock replay had a step over the threshold with no window (no whole-turn boundary, or only checkpoints)."""
-    max_tokens, keep = limits(conversation)
+def settings_of(
+    conversation: Conversation, divisors: tuple[int, int] = (3, 10)
+) -> list[tuple[ReplaySetting, zett_lab.Trace]]:
+    """The tester's replays of one conversation at one pair of limits (:func:`limits`): the stock engine, or
+    split-turn for both summarizers where a stock replay had a step over the threshold with no window (no
+    whole-turn boundary, or only checkpoints)."""
+    max_tokens, keep = limits(conversation, divisors)
     stock = [ReplaySetting("stock", s, max_tokens, keep) for s in SUMMARIZERS]
     traces = [(setting, replay(conversation, setting)) for setting in stock]
     stuck = any(
@@ -164,10 +190,11 @@ def part_of(item: dict[str, Any]) -> str:
     return HELD_BACK if int(hashlib.sha256(key.encode("utf-8")).hexdigest()[:8], 16) % 4 == 0 else TUNE
 
 
-def pool_of(source: Source) -> list[dict[str, Any]]:
+def pool_of(source: Source, settings: Iterable[tuple[int, int]] = ((3, 10),)) -> list[dict[str, Any]]:
     """The candidate lost items of one conversation under its replay settings, one per span and anchor."""
     items: dict[tuple[Hashable, ...], dict[str, Any]] = {}
-    for setting, trace in settings_of(source.conversation):
+    replays = [pair for divisors in settings for pair in settings_of(source.conversation, divisors)]
+    for setting, trace in replays:
         losses = zett_lab.measure(trace)
         anchors = losses.anchors
         if not len(anchors):
@@ -247,12 +274,47 @@ def allocate(pool: list[dict[str, Any]], total: int, cap: int) -> dict[str, int]
     return per_stratum
 
 
-def sample(pool: list[dict[str, Any]], total: int = SAMPLE_SIZE, seed: int = SEED) -> list[dict[str, Any]]:
-    """The stratified sample, each item with its stratum, its weight N_h / n_h and its part."""
+def proportional(total: int, sizes: dict[Any, int], floor: int = 0) -> dict[Any, int]:
+    """``total`` shared over the keys in proportion to their sizes, each first given ``floor`` (or all it has),
+    none above its size (what a full key cannot take goes to the others; largest remainders, ties in key order)."""
+    given = {key: min(floor, size) for key, size in sizes.items()}
+    left = min(total, sum(sizes.values())) - sum(given.values())
+    while left > 0:
+        room = {key: size for key, size in sizes.items() if given[key] < size}
+        quota = {key: left * size / sum(room.values()) for key, size in room.items()}
+        add = {key: min(int(q), sizes[key] - given[key]) for key, q in quota.items()}
+        if not any(add.values()):
+            for key in sorted(room, key=lambda k: (int(quota[k]) - quota[k], str(k)))[:left]:
+                given[key] += 1
+            break
+        for key, count in add.items():
+            given[key] += count
+            left -= count
+    return given
+
+
+def allocate_2(pool: list[dict[str, Any]]) -> dict[str, int]:
+    """Round 2's sample size per stratum: per flag, its total shared over agent formats in proportion to their
+    pool (at least :data:`ROUND_2_FLOOR` of the flag each where the pool has them), then over a format's conversations in
+    proportion."""
+    per_stratum: dict[str, int] = {}
+    for flagged, total in ((True, ROUND_2_FLAGGED), (False, ROUND_2_NOT_FLAGGED)):
+        floor = ROUND_2_FLOOR[flagged]
+        sizes: dict[str, Counter[str]] = defaultdict(Counter)  # agent -> stratum -> pool size
+        for item in pool:
+            if item["flagged_at_sampling"] == flagged:
+                sizes[item["agent"]][stratum_of(item)] += 1
+        per_agent = proportional(total, {agent: sum(s.values()) for agent, s in sizes.items()}, floor)
+        for agent, agent_size in per_agent.items():
+            per_stratum.update(proportional(agent_size, dict(sizes[agent])))
+    return per_stratum
+
+
+def draw(pool: list[dict[str, Any]], sizes: dict[str, int], seed: int) -> list[dict[str, Any]]:
+    """``sizes[h]`` items drawn at random from every stratum h, each with its stratum and its weight N_h / n_h."""
     by_stratum: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for item in sorted(pool, key=lambda i: i["id"]):
         by_stratum[stratum_of(item)].append(item)
-    sizes = allocate(pool, total, int(total * CONVERSATION_CAP))
     rng = random.Random(seed)
     chosen = []
     for stratum in sorted(by_stratum):
@@ -260,6 +322,16 @@ def sample(pool: list[dict[str, Any]], total: int = SAMPLE_SIZE, seed: int = SEE
         for item in rng.sample(members, n):
             chosen.append({**item, "stratum": stratum, "weight": len(members) / n})
     return sorted(chosen, key=lambda i: i["id"])
+
+
+def sample(pool: list[dict[str, Any]], total: int = SAMPLE_SIZE, seed: int = SEED) -> list[dict[str, Any]]:
+    """The first round's stratified sample, each item with its stratum and its weight N_h / n_h."""
+    return draw(pool, allocate(pool, total, int(total * CONVERSATION_CAP)), seed)
+
+
+def sampled_keys(items: Iterable[dict[str, Any]]) -> set[tuple[str, str, str, str]]:
+    """(log, conversation, type, normal form) of every sampled item: what a later round leaves out."""
+    return {(i["log"], i["conversation_id"], i["type"], normalize(i["type"], i["text"])) for i in items}
 
 
 def strata_table(pool: list[dict[str, Any]], chosen: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -320,6 +392,34 @@ def procedure() -> dict[str, Any]:
     }
 
 
+def procedure_2() -> dict[str, Any]:
+    """How round 2's pool and sample were made, for the record."""
+    first = procedure()
+    settings = "; ".join(f"max_tokens = tokens // {m}, keep_recent_tokens = tokens // {k}" for m, k in SETTINGS_2)
+    return {
+        **{key: first[key] for key in ("built_at_commit", "zett_agent_version", "logs")},
+        "round": "2: a second sample of the same logs at other replay settings, drawn after the first round's "
+        "held-back quarter was measured; never used for tuning (no split: every item is unseen)",
+        "replay": first["replay"].replace("max_tokens = tokens // 3, keep_recent_tokens = tokens // 10", settings),
+        "candidate": first["candidate"],
+        "excluded": "every candidate whose (log, conversation, type, normal form of the text) is that of an item "
+        "of items.json (the first round's sample), in whatever span or setting",
+        "deduplication": "one item per (log, conversation, span_start, span_end, n_recorded, type, normalized "
+        "anchor) over both settings; setting = the first (setting, summarizer), in the orders above, that lost it",
+        "flag_at_sampling": first["flag_at_sampling"],
+        "strata": first["strata"],
+        "allocation": (
+            f"{ROUND_2_FLAGGED} flagged and {ROUND_2_NOT_FLAGGED} not-flagged items; each shared over agent formats "
+            f"in proportion to their pool, every format first given {ROUND_2_FLOOR[True]} flagged and "
+            f"{ROUND_2_FLOOR[False]} not-flagged items (or all it has), then over a "
+            "format's conversations in proportion to their pool (largest remainders; what a full stratum cannot "
+            "take goes to the others)"
+        ),
+        "draw": f"random.Random({SEED_2}).sample over each stratum's items sorted by id, strata in sorted order",
+        "weight": first["weight"],
+    }
+
+
 def write(path: Path, data: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=1, ensure_ascii=False, sort_keys=False) + "\n", encoding="utf-8")
@@ -339,37 +439,53 @@ def read_split(path: Path = SPLIT_FILE) -> dict[str, str]:
     return dict(json.loads(path.read_text(encoding="utf-8"))["parts"])
 
 
-def build(logs: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The whole pool and the sample drawn from it."""
+def build(logs: Path, round_: int = 1) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The whole pool of a round and the sample drawn from it."""
+    settings = SETTINGS_2 if round_ == 2 else ((3, 10),)
+    excluded = sampled_keys(read_items()) if round_ == 2 else set()
     pool: list[dict[str, Any]] = []
     for source in read_sources(logs):
-        pool.extend(pool_of(source))
+        pool.extend(i for i in pool_of(source, settings) if next(iter(sampled_keys([i]))) not in excluded)
     ids = Counter(i["id"] for i in pool)
     if max(ids.values(), default=1) > 1:
         raise SystemExit(f"two pool items share an id: {ids.most_common(1)}")
-    return pool, sample(pool)
+    return pool, draw(pool, allocate_2(pool), SEED_2) if round_ == 2 else sample(pool)
 
 
-def summary_lines(table: Iterable[dict[str, Any]], chosen: list[dict[str, Any]]) -> list[str]:
+def summary_lines(table: Iterable[dict[str, Any]], chosen: list[dict[str, Any]], split: bool = True) -> list[str]:
     lines = [f"{'agent':15} {'conversation':52} {'flag':12} {'N':>6} {'n':>4}"]
     for row in table:
         flag = "flagged" if row["flagged_at_sampling"] else "not-flagged"
         lines.append(f"{row['agent']:15} {row['conversation_id'][:52]:52} {flag:12} {row['N']:>6,} {row['n']:>4}")
     parts = Counter(part_of(i) for i in chosen)
-    lines.append(f"sampled {len(chosen)} items: {parts[TUNE]} tune, {parts[HELD_BACK]} held back")
+    flagged = sum(i["flagged_at_sampling"] for i in chosen)
+    lines.append(
+        f"sampled {len(chosen)} items: {flagged} flagged, {len(chosen) - flagged} not flagged"
+        + (f"; {parts[TUNE]} tune, {parts[HELD_BACK]} held back" if split else "")
+    )
     return lines
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--logs", type=Path, default=LOGS, help="the shared agent logs (default ../shared/agent-logs)")
-    parser.add_argument("--write", action="store_true", help=f"write {ITEMS_FILE.name} and {SPLIT_FILE.name}")
+    parser.add_argument(
+        "--round", type=int, choices=(1, 2), default=1, help="1: the first set (default); 2: the second sample"
+    )
+    parser.add_argument(
+        "--write",
+        action="store_true",
+        help=f"write {ITEMS_FILE.name} and {SPLIT_FILE.name} (round 1) or {ITEMS2_FILE.name} (round 2)",
+    )
     args = parser.parse_args(argv)
-    pool, chosen = build(args.logs)
+    pool, chosen = build(args.logs, args.round)
     table = strata_table(pool, chosen)
     print(f"pool: {len(pool):,} candidate lost items")
-    print("\n".join(summary_lines(table, chosen)))
-    if args.write:
+    print("\n".join(summary_lines(table, chosen, split=args.round == 1)))
+    if args.write and args.round == 2:
+        write(ITEMS2_FILE, {"procedure": procedure_2(), "strata": table, "items": chosen})
+        print(f"wrote {ITEMS2_FILE.relative_to(ROOT)}")
+    elif args.write:
         write(ITEMS_FILE, {"procedure": procedure(), "strata": table, "items": chosen})
         write(SPLIT_FILE, {"rule": SPLIT_RULE, "parts": {i["id"]: part_of(i) for i in chosen}})
         print(f"wrote {ITEMS_FILE.relative_to(ROOT)} and {SPLIT_FILE.relative_to(ROOT)}")

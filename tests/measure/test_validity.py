@@ -490,3 +490,25 @@ def test_the_committed_constraint_split_follows_its_rule_and_the_weights_their_s
     assert all(item["weight"] == pooled[item["stratum"]] for item in items)
     assert len({validity_constraints.rule_of(item) for item in items}) == len({s.rsplit("|", 1)[0] for s in pooled})
     assert {item["setting"]["summarizer"] for item in items} <= {"truncate:0.1", "native"}
+
+
+def test_proportional_shares_follow_the_sizes_with_a_floor_and_never_exceed_a_size():
+    # floors 3, 3, 2 (all "small" has), 0; the 12 left go 9 : 3 to the two with room
+    shares = validity_pool.proportional(20, {"big": 90, "mid": 30, "small": 2, "none": 0}, floor=3)
+    assert shares == {"big": 12, "mid": 6, "small": 2, "none": 0}
+    assert validity_pool.proportional(10, {"a": 5, "b": 3}) == {"a": 5, "b": 3}
+    uneven = validity_pool.proportional(7, {"a": 1, "b": 1, "c": 1, "d": 10})
+    assert sum(uneven.values()) == 7 and uneven["d"] >= 5
+
+
+def test_the_second_round_leaves_out_every_anchor_the_first_sampled_and_weighs_pool_over_sample():
+    data = json.loads(validity_pool.ITEMS2_FILE.read_text(encoding="utf-8"))
+    first = validity_pool.sampled_keys(validity_pool.read_items())
+    assert not validity_pool.sampled_keys(data["items"]) & first
+    strata = {row["stratum"]: row for row in data["strata"]}
+    for item in data["items"]:
+        assert item["weight"] == pytest.approx(strata[item["stratum"]]["N"] / strata[item["stratum"]]["n"])
+        assert (item["setting"]["max_tokens"], item["setting"]["keep_recent_tokens"]) != (0, 0)
+    assert not {item["id"] for item in data["items"]} & {item["id"] for item in validity_pool.read_items()}
+    flagged = sum(item["flagged_at_sampling"] for item in data["items"])
+    assert (flagged, len(data["items"]) - flagged) == (validity_pool.ROUND_2_FLAGGED, validity_pool.ROUND_2_NOT_FLAGGED)
