@@ -406,7 +406,8 @@ def procedure_2() -> dict[str, Any]:
         "of items.json (the first round's sample), in whatever span or setting",
         "deduplication": "one item per (log, conversation, span_start, span_end, n_recorded, type, normalized "
         "anchor) over both settings; setting = the first (setting, summarizer), in the orders above, that lost it",
-        "flag_at_sampling": first["flag_at_sampling"],
+        "flag_at_sampling": "needed_later of the metric at built_at_commit (the definition of docs/needed-later.md "
+        "there, tuned on the first round's items); the stratum records it, dossiers never show it",
         "strata": first["strata"],
         "allocation": (
             f"{ROUND_2_FLAGGED} flagged and {ROUND_2_NOT_FLAGGED} not-flagged items; each shared over agent formats "
