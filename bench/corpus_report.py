@@ -41,7 +41,7 @@ TURNS = (3, 4, 5, 6, 8, 10, 12, 15, 20, 30)
 
 def child_corpus_replay(folder: str) -> None:
     import zett_lab
-    from zett_lab.study.report_study import default_grid
+    from zett_lab.report import default_grid
 
     conversations = zett_lab.load_all(folder)
     grid = default_grid(conversations, "gpt-5-mini")
@@ -66,7 +66,7 @@ def child_corpus_replays(folder: str) -> None:
     """Every replay of the report's grid (each session × summarizer × setting), in full, one after another (the
     cache holds the report's summaries): what the report cannot do without."""
     import zett_lab
-    from zett_lab.study.report_study import DEFAULT_REPORT_SUMMARIZERS, default_grid
+    from zett_lab.report import DEFAULT_REPORT_SUMMARIZERS, default_grid
 
     conversations = zett_lab.load_all(folder)
     grid = default_grid(conversations, "gpt-5-mini")

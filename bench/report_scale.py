@@ -102,11 +102,12 @@ def child_replay(path: str) -> None:
 
 
 def child_report(path: str, output: str, *grid: str) -> None:
+    import zett_lab.report.sweep as report_sweep
     from zett_lab.show import cli
-    from zett_lab.study import executors, report_study
+    from zett_lab.study import executors
 
     stages: dict = {}
-    sweep = report_study.sweep
+    sweep = report_sweep.sweep
 
     def timed_sweep(*args, **kwargs):
         """The report's own sweep, with this process's CPU time before and after it (for the simulated schedule)."""
@@ -116,7 +117,7 @@ def child_report(path: str, output: str, *grid: str) -> None:
         stages.update(units=result.config["unit_times"], driver_cpu_s=result.config["driver_cpu_s"])
         return result
 
-    report_study.sweep = timed_sweep
+    report_sweep.sweep = timed_sweep
     started = time.perf_counter()
     code = cli.main(["report", path, "-o", output, "--no-progress", *grid])
     seconds = time.perf_counter() - started
@@ -139,8 +140,8 @@ def child_report(path: str, output: str, *grid: str) -> None:
 def child_replays(path: str, *grid: str) -> None:
     """Every replay of the report's grid, in full, one after another (the cache holds the report's summaries)."""
     import zett_lab
+    from zett_lab.report import DEFAULT_REPORT_SUMMARIZERS, default_grid
     from zett_lab.show.arguments import parse_grid
-    from zett_lab.study.report_study import DEFAULT_REPORT_SUMMARIZERS, default_grid
 
     conversation = zett_lab.load(path)
     settings = (

@@ -14,7 +14,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "zett_lab"
 
 #: The stages in data-flow order; the shared base modules sit below all of them.
-STAGES = ["base", "load", "summarizers", "replay", "measure", "study", "show"]
+STAGES = ["base", "load", "summarizers", "replay", "measure", "study", "report", "show"]
 BASE_MODULES = {
     "zett_lab.errors",
     "zett_lab.tokens",

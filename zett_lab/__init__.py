@@ -1,6 +1,6 @@
 """zett_lab: study zett-agent's context compaction on recorded conversations.
 
-Data flows one way: load -> summarizers -> replay -> measure -> study -> show.
+Data flows one way: load -> summarizers -> replay -> measure -> study -> report -> show.
 
 Example::
 

@@ -33,7 +33,7 @@ NOTEBOOKS = ROOT / "notebooks"
 #: Provider keys a notebook must not see while the site is built (its provider cell then skips itself).
 PROVIDER_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GOOGLE_API_KEY", "GEMINI_API_KEY", "DEEPSEEK_API_KEY")
 #: Stages in the order data flows through them (the API reference follows it).
-STAGES = ("errors", "tokens", "load", "summarizers", "replay", "measure", "study", "show")
+STAGES = ("errors", "tokens", "load", "summarizers", "replay", "measure", "study", "report", "show")
 #: Base modules: they have no stage package docstring of their own.
 BASE_MODULES = ("errors", "tokens")
 #: Display modules documented beside ``zett_lab.__all__`` (notebook users import them directly).

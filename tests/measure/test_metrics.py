@@ -252,7 +252,7 @@ def test_constraint_survival_and_refetch(hand_losses):
 
 
 def test_a_report_lists_each_dropped_rule_once_with_the_summarizers_that_dropped_it(hand_losses):
-    from zett_lab.study.report_lost import dropped_constraint_items
+    from zett_lab.report.lost import dropped_constraint_items
 
     trace = hand_trace()
     items = dropped_constraint_items([("a", trace), ("b", trace)], None, lambda _: hand_losses, limit=5)

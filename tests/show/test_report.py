@@ -28,10 +28,9 @@ from zett_lab import Conversation, SettingError, replay
 from zett_lab.errors import OutputError
 from zett_lab.measure.catalogue import default_metrics, metric
 from zett_lab.replay.schema import BELOW_THRESHOLD
-from zett_lab.show.report import Report, default_grid
+from zett_lab.show.report import Report
 from zett_lab.show.report.content import GLOSSARY
 from zett_lab.show.report.render import script_json
-from zett_lab.study.report_study import recommend_report_setting
 
 DATE = "2025-02-03"
 GRID = {"max_tokens": [900, 1800], "keep_recent_tokens": [250, 500]}
@@ -289,34 +288,6 @@ def test_recommendation_from_constraints() -> None:
     assert "No setting meets needed-anchor recall ≥ 2 in every conversation" in impossible.recommendation["verdict"]
 
 
-def test_a_setting_with_a_failed_replay_is_never_recommended() -> None:
-    def row(summarizer, max_tokens, conversation, cost, error=None):
-        return {
-            "conversation_id": conversation,
-            "summarizer": summarizer,
-            "max_tokens": max_tokens,
-            "keep_recent_tokens": 100,
-            "total_input_tokens": cost,
-            "lost_but_needed": 0.0,
-            "needed_anchor_recall": 1.0,
-            "error": error,
-        }
-
-    # Setting "cheap" ran in one conversation only: summed over what ran, it would look cheapest.
-    results = pd.DataFrame(
-        [
-            row("steady", 1000, "x", 100),
-            row("steady", 1000, "y", 100),
-            row("cheap", 1000, "x", 60),
-            row("cheap", 1000, "y", float("nan"), error="summary failed: provider exploded"),
-        ]
-    )
-    for constraints in (None, "needed_anchor_recall >= 0.5"):
-        chosen = recommend_report_setting(results, constraints)
-        assert chosen["summarizer"] == "steady", constraints
-    assert recommend_report_setting(results[results["summarizer"] == "cheap"]) is None
-
-
 # --- self-contained, escaped, secret-free ---------------------------------------------------------------
 
 
@@ -477,26 +448,6 @@ def test_bad_arguments() -> None:
         Report(traces=[trace], explore="nope").to_html()
 
 
-def test_default_grid_scales_with_the_conversations(fixture_conversations) -> None:
-    grid = default_grid(fixture_conversations)
-    assert len(grid["max_tokens"]) == 3 and len(grid["keep_recent_tokens"]) == 2
-    assert max(grid["keep_recent_tokens"]) < min(grid["max_tokens"])
-    assert default_grid([coding_conversation(turns=2)])["max_tokens"][0] >= 2000
-
-
-def test_the_default_grid_stays_inside_the_primary_models_context_window(fixture_conversations) -> None:
-    """Conversations longer than the model's window are scaled to the window: no max_tokens the model cannot take."""
-    uncapped = default_grid(fixture_conversations)
-    assert default_grid(fixture_conversations, 10 * max(uncapped["max_tokens"])) == uncapped
-    assert default_grid(fixture_conversations, "gpt-4o") == uncapped  # 128k: the fixtures fit
-    assert default_grid(fixture_conversations, "a-model-without-a-listed-window") == uncapped
-    capped = default_grid(fixture_conversations, 8_000)
-    assert capped == {"max_tokens": [2_000, 4_000, 8_000], "keep_recent_tokens": [500, 1_000]}
-    assert max(uncapped["max_tokens"]) > 8_000
-    with pytest.raises(SettingError, match="context_window must be positive"):
-        default_grid(fixture_conversations, 0)
-
-
 def test_replays_shown_in_full_keep_what_the_report_uses_read_from_the_sweep_or_measured_here_or_on_the_pool(
     monkeypatch, tmp_path
 ) -> None:
@@ -505,8 +456,9 @@ def test_replays_shown_in_full_keep_what_the_report_uses_read_from_the_sweep_or_
     from zett_lab import measure
     from zett_lab.measure.attempt import retention_counts
     from zett_lab.measure.columns import ANCHOR_ROWS
-    from zett_lab.study import executors, report_measured
-    from zett_lab.study.report_study import report_sweep
+    from zett_lab.report import measured as report_measured
+    from zett_lab.report import report_sweep
+    from zett_lab.study import executors
     from zett_lab.study.results import Sweep
     from zett_lab.study.sources import ANCHOR_COUNTS_TABLE, LOST_ANCHORS_TABLE
 
@@ -558,62 +510,17 @@ def test_replays_shown_in_full_keep_what_the_report_uses_read_from_the_sweep_or_
     assert lost_rows  # the lists (lost but needed, dropped constraints) had rows to keep
 
 
-def test_a_report_prices_only_what_its_sweep_did_not_price_for_its_model(monkeypatch) -> None:
-    """A sweep priced for the report's model keeps its figures (those cells' tables are not read again);
-    cells of a summary model with no list price count its tokens at $0, as the cost section says; a
-    sweep priced for another model is priced again, every cell."""
-    from tests.helpers import CountingSummarizer
-    from zett_lab.study import report_tables
-    from zett_lab.study.report_study import report_sweep
-
-    conversations = [coding_conversation(turns=8, cid="first-session"), coding_conversation(turns=3, cid="short")]
-    result = report_sweep(conversations, [CountingSummarizer(), "mask"], GRID, executor="serial", cache=False)
-    priced_again: list[tuple[str, str, int, int]] = []
-    price = report_tables._costs_of
-
-    def counted(entries, *args):
-        priced_again.extend(
-            (label, t.conversation.id, t.setting.max_tokens, t.setting.keep_recent_tokens) for label, t in entries
-        )
-        return price(entries, *args)
-
-    monkeypatch.setattr(report_tables, "_costs_of", counted)
-    keys = ["summarizer", "conversation_id", "max_tokens", "keep_recent_tokens"]
-    swept = result.results.set_index(keys).sort_index()
-    unpriced = swept["total_cost_usd"].isna().to_numpy()
-    assert unpriced.any() and not unpriced.all()  # the counting model's summaries have no list price
-
-    report = Report(sweep=result, date=DATE)
-    shown = report.data.results.set_index(keys).sort_index()
-    assert sorted(priced_again) == sorted(swept.index[unpriced])
-    assert report.document()["costs"]["unpriced"] == ["counting-summarizer"]
-    assert shown["total_cost_usd"].notna().all()
-    again = shown[unpriced]
-    assert (again["summary_cost_usd"] == 0).all() and (again["summary_calls"] > 0).all()
-    assert (again["summary_input_tokens"] == 50 * again["summary_calls"]).all()  # the model's reported usage
-    assert (again["total_cost_usd"] == again["primary_cost_usd"]).all() and (again["primary_cost_usd"] > 0).all()
-    columns = ["primary_input_tokens", "primary_cost_usd", "summary_calls", "total_cost_usd"]
-    assert list(shown.index) == list(swept.index)
-    pd.testing.assert_frame_equal(shown.loc[~unpriced, columns], swept.loc[~unpriced, columns], check_index_type=False)
-
-    priced_again.clear()
-    other = Report(sweep=result, date=DATE, primary_model="gpt-4o").data.results.set_index(keys).sort_index()
-    assert sorted(priced_again) == sorted(swept.index)
-    assert (other["primary_input_tokens"] == shown["primary_input_tokens"]).all()
-    assert (other["primary_cost_usd"] > shown["primary_cost_usd"]).all()  # gpt-4o's list price is higher
-
-
 def test_with_more_conversations_than_it_draws_a_report_draws_the_busiest_timelines(monkeypatch) -> None:
     """Past TIMELINES_SHOWN conversations the page draws those whose replay at the recommended setting
     applied the most compactions, in report order, and says how many it left out and how to draw them."""
-    from zett_lab.study import report_study
+    from zett_lab.report import choices
 
     conversations = [
         coding_conversation(turns=3, cid="short"),
         coding_conversation(turns=9, cid="long"),
         coding_conversation(turns=6, cid="middle"),
     ]
-    monkeypatch.setattr(report_study, "TIMELINES_SHOWN", 2)
+    monkeypatch.setattr(choices, "TIMELINES_SHOWN", 2)
     report = build(conversations)
     rec = report.recommendation
     at = report.data.results.set_index("conversation_id")
@@ -625,5 +532,5 @@ def test_with_more_conversations_than_it_draws_a_report_draws_the_busiest_timeli
     section = report.to_html().split('<section id="timelines">')[1].split("</section>")[0]
     assert section.count("<figure") == 2 and "short:" not in section and "long:" in section
     assert "The 2 of 3 conversations whose replay at the recommended setting applied the most compactions" in section
-    monkeypatch.setattr(report_study, "TIMELINES_SHOWN", 3)
+    monkeypatch.setattr(choices, "TIMELINES_SHOWN", 3)
     assert build(conversations).data.timeline_ids == ["short", "long", "middle"]

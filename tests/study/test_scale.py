@@ -460,7 +460,7 @@ def test_the_simulated_schedule_hands_units_to_the_first_free_worker_and_sets_ea
 @given(st.text(alphabet=st.sampled_from(list("ab \n\t\u00a0x")), max_size=800), st.integers(1, 120))
 def test_an_excerpt_of_a_texts_start_collapses_only_its_start_and_is_the_same(text, width):
     """The explorer's summary excerpts read the start of summaries of hundreds of thousands of characters."""
-    from zett_lab.study.report_lost import excerpt
+    from zett_lab.report.lost import excerpt
 
     flat = " ".join(text.split())
     assert excerpt(text, None, width) == (flat[: 2 * width] + ("…" if len(flat) > 2 * width else "") if flat else "")

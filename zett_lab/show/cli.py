@@ -460,7 +460,7 @@ def _report(
     executor: Executor | None,
 ) -> int:
     """``report`` once its inputs and options are checked: the sweep (or the saved one), the report, its file."""
-    from ..study.report_study import DEFAULT_PRIMARY_MODEL, DEFAULT_REPORT_SUMMARIZERS, default_grid, report_sweep
+    from ..report import DEFAULT_PRIMARY_MODEL, DEFAULT_REPORT_SUMMARIZERS, default_grid, report_sweep
     from .report import Report
 
     started = time.perf_counter()
@@ -537,7 +537,7 @@ def _report(
 def _check_report_options(out: Path, options: dict[str, Any]) -> None:
     """Fail before any replay on a setting the report would only reject at the end."""
     from ..measure.cost import price_for
-    from ..study.report_study import DEFAULT_PRIMARY_MODEL
+    from ..report import DEFAULT_PRIMARY_MODEL
     from .report import report_date
     from .report.core import check_report_path
 

@@ -8,13 +8,13 @@ Example::
     >>> report.save_html("report.html")                          # doctest: +SKIP
     >>> Report(traces=[trace1, trace2], title="Thresholds").to_markdown()  # doctest: +SKIP
 
-The report only displays results: :mod:`zett_lab.study.report_study` computes what it states.
+The report only displays results: :mod:`zett_lab.report` computes what it states.
 The HTML page is rendered from Jinja2 templates with autoescaping, makes no network request
 (a Content-Security-Policy forbids every fetch), and gives the same bytes for the same inputs
 and ``date``.
 """
 
-from ...study.report_study import (
+from ...report import (
     DEFAULT_PRIMARY_MODEL,
     DEFAULT_REPORT_SUMMARIZERS,
     Failure,

@@ -1,20 +1,21 @@
-"""What the report states, as plain data: the JSON output, and what the HTML and Markdown show.
+"""The report's document as plain data (the JSON output, and what the HTML and Markdown show), and its words.
 
-Built from a :class:`~zett_lab.study.report_study.ReportData`; nothing is computed here.
-Nothing here reads the environment: settings shown are an explicit allow-list of a trace's
-settings, source files are shown by name only (never a full path), and no value is taken
-from ``os.environ``.
+Laid out from a :class:`~zett_lab.report.data.ReportData`, which holds every fact and figure; nothing
+is computed here. Beside the data, the document has its title, date and notes, and the words it is
+written in: the glossary (:data:`GLOSSARY`, metrics read from the catalogue) and the failures headline.
+No value is taken from ``os.environ``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import PurePath
 from typing import Any
 
 from ...measure.catalogue import default_metrics, label, metric, metrics
-from ...records import plain, records
-from ...replay.schema import FAILURE_COLUMNS, NO_TURN_BOUNDARY, NOT_SMALLER, ONLY_CHECKPOINTS
+from ...records import records
+from ...replay.schema import NO_TURN_BOUNDARY, NOT_SMALLER, ONLY_CHECKPOINTS
+from ...report.data import ReportData
+from ...report.tables import DIGITS
 from ...study.recommendation import (
     DEFAULT_CONSTRAINTS,
     DEFAULT_FOLDS,
@@ -22,9 +23,6 @@ from ...study.recommendation import (
     DEFAULT_SLACK,
     constraint_text,
 )
-from ...study.report_lost import DIGITS
-from ...study.report_study import ReportData
-from ...tokens import EXACT_COUNTER
 
 FORMAT = "zett-lab-report"
 VERSION = 1
@@ -229,90 +227,7 @@ def _zett_lab_version() -> str:
         return "unknown"
 
 
-def _file_name(source: Any) -> str | None:
-    if not source:
-        return None
-    return PurePath(str(source)).name
-
-
-def study_facts(data: ReportData, date: str, notes: Sequence[str]) -> dict[str, Any]:
-    """What was studied: conversations, sizes, engine, counter, summarizers, settings, date."""
-    traces = data.traces
-    first = traces[0].settings
-    conversations = []
-    for conversation in data.conversations:
-        messages = conversation.messages
-        title = conversation.metadata.get("title") if isinstance(conversation.metadata, dict) else None
-        conversations.append(
-            {
-                "id": conversation.id,
-                "title": title if isinstance(title, str) else None,
-                "file": _file_name(conversation.source),
-                "format": conversation.format,
-                "messages": len(messages),
-                "turns": len(conversation.turns),
-                "model_steps": sum(1 for m in messages if getattr(m, "role", None) == "assistant"),
-                "tokens": data.conversation_tokens[conversation.id],
-                "probes": len(conversation.probes),
-            }
-        )
-    engines = sorted({str(t.settings.zett_agent_version) for t in traces})
-    counters = sorted({t.settings.counter for t in traces})
-    setting = first.setting
-    chosen: dict[str, Any] = (
-        {}
-        if setting is None
-        else {
-            "usage": setting.usage,
-            "usage_overhead": setting.usage_overhead,
-            "reasoning_effort": setting.reasoning_effort,
-        }
-    )
-    if first.strict is not None:
-        chosen["strict"] = first.strict
-    shown = {key: plain(value, DIGITS) for key, value in chosen.items()}
-    return {
-        "date": date,
-        "engine": "zett-agent " + ", ".join(engines),
-        "zett_agent_version": engines[0] if len(engines) == 1 else engines,
-        "zett_lab_version": _zett_lab_version(),
-        "counter": counters[0] if len(counters) == 1 else counters,
-        "counter_note": "o200k_base, exact and memoized (the engine's default counter)"
-        if counters == [EXACT_COUNTER]
-        else None,
-        "settings": shown,
-        "summarizers": list(data.summarizers),
-        "grid": data.grid,
-        "replays": len(traces),
-        "conversations": conversations,
-        "failures": [
-            {
-                "conversation_id": f.conversation_id,
-                "summarizer": f.summarizer,
-                "max_tokens": f.max_tokens,
-                "keep_recent_tokens": f.keep_recent_tokens,
-                "error": f.error,
-            }
-            for f in data.failures
-        ],
-        "notes": list(notes),
-    }
-
-
-def failures(data: ReportData) -> dict[str, Any]:
-    """What failed (the report's banner): counts per cause, and how many replays are no measurement."""
-    counts = data.failure_counts
-    return {
-        "summary_calls": int(counts.loc[counts["what"] == "summary call", "count"].sum()),
-        "cells": int(counts.loc[counts["what"] == "sweep cell", "count"].sum()),
-        "replays": data.attempted,
-        "unmeasured_replays": data.attempted - len(data.results),
-        "settings_left_out": len(data.unmeasured_settings),
-        "causes": records(counts, FAILURE_COLUMNS),
-    }
-
-
-def failure_headline(failures: Mapping[str, Any]) -> str:
+def failure_headline(failures: Mapping[str, object]) -> str:
     """One sentence: how many summary calls and replays failed, and what the report left out."""
     parts = []
     if failures["summary_calls"]:
@@ -334,8 +249,8 @@ def build_document(data: ReportData, *, title: str, date: str, notes: Sequence[s
         "version": VERSION,
         "title": title,
         "date": date,
-        "failures": failures(data),
-        "study": study_facts(data, date, notes),
+        "failures": data.failed,
+        "study": {**data.studied, "date": date, "zett_lab_version": _zett_lab_version(), "notes": list(notes)},
         "alerts": [alert.record() for alert in data.alerts],
         "recommendation": data.recommendation,
         "metrics": data.metrics,

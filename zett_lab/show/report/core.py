@@ -1,9 +1,9 @@
 """The :class:`Report`: results of a compaction study rendered as one HTML, Markdown or JSON document.
 
 The report only displays results. It is handed traces, a sweep, losses or a comparison;
-:func:`zett_lab.study.report_study.build_report_data` computes what the report states from
+:func:`zett_lab.report.build_report_data` computes what the report states from
 them with the earlier stages' own functions, and :meth:`Report.build` runs the sweep first
-(:func:`zett_lab.study.report_study.report_sweep`).
+(:func:`zett_lab.report.report_sweep`).
 """
 
 from __future__ import annotations
@@ -21,8 +21,7 @@ from ...errors import SettingError, warn
 from ...files import check_output, write_atomic
 from ...replay.deadline import DEFAULT_ENGINE_TIMEOUT
 from ...replay.engine import EngineSpec
-from ...study.alerts import Alert
-from ...study.report_study import (
+from ...report import (
     DEFAULT_PRIMARY_MODEL,
     DEFAULT_REPORT_SUMMARIZERS,
     Failure,
@@ -30,6 +29,7 @@ from ...study.report_study import (
     build_report_data,
     report_sweep,
 )
+from ...study.alerts import Alert
 from ...study.session import SummarizerSpec, summarizer_labels
 from ...summarizers.cache import CacheSpec
 
@@ -60,7 +60,7 @@ class Report:
     """A study of compaction on recorded conversations, as one self-contained document.
 
     Give it the results you have; what the report states is computed from them once, when
-    it is made (:func:`~zett_lab.study.report_study.build_report_data`):
+    it is made (:func:`~zett_lab.report.build_report_data`):
 
     Args:
         traces: Replays (:class:`~zett_lab.replay.trace.Trace`), any mix of conversations,
@@ -154,7 +154,7 @@ class Report:
     ) -> Report:
         """Sweep ``conversations`` over ``grid`` with ``summarizers`` and report the result.
 
-        The sweep is :func:`zett_lab.study.report_study.report_sweep` (defaults: the built-in
+        The sweep is :func:`zett_lab.report.report_sweep` (defaults: the built-in
         offline summarizers and a grid scaled to the conversations; ``strict`` stops it at the
         first failure); ``engines`` compares compaction engines (each shown where a summarizer
         would be), each pass within ``engine_timeout`` seconds; ``options`` go to :class:`Report`

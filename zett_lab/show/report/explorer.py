@@ -27,8 +27,9 @@ from ...measure.catalogue import label
 from ...records import is_missing, plain
 from ...replay.schema import BELOW_THRESHOLD
 from ...replay.trace import Trace
-from ...study.report_lost import DIGITS, excerpt
-from ...study.report_study import ReportData
+from ...report.data import ReportData
+from ...report.lost import excerpt
+from ...report.tables import DIGITS
 from .content import definition
 from .svg import marker_legend, mini_timeline
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from ...formatting import count, decimal, number, percent, usd
 from ...measure.catalogue import label
-from ...study.report_study import ReportData
+from ...report.data import ReportData
 from .content import failure_headline
 from .formats import (
     ci_text,

@@ -22,7 +22,8 @@ from matplotlib.figure import Figure
 from ...formatting import count, decimal, number, percent, usd
 from ...measure.catalogue import INDEPENDENT_METRICS, label, label_with_direction
 from ...measure.columns import ANCHOR_ROWS
-from ...study.report_study import RECOMMEND_COST, RECOMMEND_LOSS, ReportData
+from ...report.choices import RECOMMEND_COST, RECOMMEND_LOSS
+from ...report.data import ReportData
 from .. import plots
 from .assets import CSS, JS, content_security_policy
 from .content import definition, failure_headline
@@ -337,7 +338,7 @@ def render_html(data: ReportData, document: Mapping[str, Any]) -> str:
 
 
 def render_production(entries: list[dict[str, Any]], skipped: Sequence[str] = ()) -> str:
-    """The "Production summaries" section alone (entries of :func:`zett_lab.study.report_native.production_entries`)."""
+    """The "Production summaries" section alone (entries of :func:`zett_lab.report.production.production_entries`)."""
     template = _ENV.get_template("production.html.j2")
     return template.render(native=entries, native_skipped=list(skipped), native_metrics=production_metrics(entries))
 

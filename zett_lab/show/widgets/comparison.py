@@ -20,9 +20,9 @@ from ...load.conversation import Conversation
 from ...measure import Losses
 from ...replay.engine import EngineSpec
 from ...replay.trace import Trace
+from ...report.production import production_entries
 from ...study.compare import Comparison, compare
 from ...study.production import production_summaries
-from ...study.report_native import production_entries
 from ...study.session import Session, SummarizerSpec
 from ...summarizers.cache import CacheSpec
 from ...tokens import TokenCounter

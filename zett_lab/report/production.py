@@ -17,9 +17,10 @@ import pandas as pd
 
 from ..load.conversation import Conversation
 from ..records import plain
+from ..study.production import PRODUCTION_COLUMNS, production_summaries
+from ..study.session import SummarizerSpec
 from ..summarizers import spec_of
-from .production import PRODUCTION_COLUMNS, production_summaries
-from .report_lost import DIGITS
+from .tables import DIGITS
 
 #: Facts of one native compaction (the columns that do not depend on the summarizer).
 _FACTS = (
@@ -57,7 +58,7 @@ def production_entries(rows: pd.DataFrame) -> list[dict[str, Any]]:
 def report_production(
     conversations: Sequence[Conversation],
     identities: Mapping[str, str],
-    baselines: Sequence[str] | Mapping[str, Any] | None = None,
+    baselines: Sequence[str] | Mapping[str, SummarizerSpec] | None = None,
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """(entries, summarizers left out) for a report's conversations.
 
@@ -70,7 +71,7 @@ def report_production(
     if not any(c.native_compactions for c in conversations):
         return [], []
     skipped: list[str] = []
-    named: dict[str, Any] = {}
+    named: dict[str, SummarizerSpec] = {}
     if isinstance(baselines, Mapping):
         named = dict(baselines)
     elif baselines is not None:

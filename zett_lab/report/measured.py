@@ -24,10 +24,10 @@ from ..measure import Losses, measure
 from ..measure.losses import measure_lost_and_counted
 from ..measure.message_index import release_indexes
 from ..replay.trace import Trace
-from .executors import SerialExecutor, parallelism, running_pool
-from .grid import fingerprint
-from .results import StoredTrace
-from .units import shared_messages
+from ..study.executors import SerialExecutor, parallelism, running_pool
+from ..study.grid import fingerprint
+from ..study.results import StoredTrace
+from ..study.units import shared_messages
 
 
 def measure_shown(traces: Sequence[Trace]) -> list[tuple[Losses, pd.DataFrame]]:

@@ -2,7 +2,8 @@
 
 Computed with the measure stage's own functions (:func:`~zett_lab.measure.cost.add_costs`,
 :func:`~zett_lab.study.compare`, :func:`~zett_lab.measure.statistics.bootstrap_mean_ci`) from the
-per-replay results of :mod:`.report_study`; the summaries are plain, JSON-ready data.
+per-replay results of :mod:`.replays`; the summaries are plain, JSON-ready data (floats rounded to
+:data:`DIGITS`, as in every document of a report).
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ from ..measure.cost import add_costs, cost_summary, load_prices
 from ..measure.statistics import bootstrap_mean_ci
 from ..records import plain, records
 from ..replay.trace import Trace
-from .compare import Comparison
-from .report_lost import DIGITS
+from ..study.compare import Comparison
+
+#: Report documents round floats to this many digits.
+DIGITS = 6
 
 #: Price-table name used for summary models with no known list price (their tokens still count).
 _UNPRICED = "unpriced-summary-model"

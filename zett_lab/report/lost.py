@@ -6,9 +6,6 @@ Ranked: re-fetched by a later tool call first, then lost by more summarizers, th
 (constraints, errors, commands, paths, URLs, SHAs, decisions, identifiers, numbers), then by how
 soon the conversation needed it again; conversations take turns, so one long conversation
 cannot fill the list.
-
-It also holds the small facts of a report's replays that :mod:`.report_study` shares: how they
-are indexed (:func:`trace_index`, :func:`cell_entries`) and how documents round (:data:`DIGITS`).
 """
 
 from __future__ import annotations
@@ -23,15 +20,14 @@ from ..load.text import message_text
 from ..measure import Losses
 from ..records import plain
 from ..replay.trace import Trace
+from .replays import cell_entries, trace_index
+from .tables import DIGITS
 
 #: Anchor types in the order the list prefers them (most harmful first).
 TYPE_PRIORITY = ("constraint", "error", "command", "path", "url", "sha", "decision", "identifier", "number")
 
 #: Characters of a summary shown beside each lost-but-needed item (the start of the summary).
 SUMMARY_CHARS = 800
-
-#: Report documents round floats to this many digits.
-DIGITS = 6
 
 
 def excerpt(text: str, needle: str | None = None, width: int = 90) -> str:
@@ -61,31 +57,6 @@ def _flat_start(text: str, chars: int) -> str:
                 return known[:chars]
         size *= 2
     return " ".join(text.split())[:chars]
-
-
-def trace_index(entries: Sequence[tuple[str, Trace]]) -> dict[tuple[str, str, int, int], Trace]:
-    """Each replay's trace by (conversation, summarizer label, max_tokens, keep_recent_tokens); the first given wins."""
-    index: dict[tuple[str, str, int, int], Trace] = {}
-    for label, trace in entries:
-        key = (
-            trace.conversation.id,
-            label,
-            trace.setting.max_tokens,
-            trace.setting.keep_recent_tokens,
-        )
-        index.setdefault(key, trace)
-    return index
-
-
-def cell_entries(
-    entries: Sequence[tuple[str, Trace]], max_tokens: int, keep_recent_tokens: int
-) -> list[tuple[str, Trace]]:
-    """The ``(summarizer label, trace)`` entries replayed at one setting."""
-    return [
-        (label, trace)
-        for label, trace in entries
-        if trace.setting.max_tokens == int(max_tokens) and trace.setting.keep_recent_tokens == int(keep_recent_tokens)
-    ]
 
 
 def lost_but_needed_items(
