@@ -51,6 +51,7 @@ METRIC_DOCS = (
 CHOICE_MODULES = (
     "zett_lab.study.choose\n   :exclude-members: pareto_front, Constraint",
     "zett_lab.study.recommendation\n   :exclude-members: recommend, Recommendation",
+    "zett_lab.study.ranking\n   :members: Ranked, Alternative, HeldOut",
     "zett_lab.study.alerts",
 )
 

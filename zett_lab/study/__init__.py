@@ -13,8 +13,8 @@ DataFrames for :mod:`zett_lab.show` to display. The modules, in the order a swee
   :mod:`~zett_lab.study.sources`: the :class:`Sweep` result, with replays' tables on disk;
 - :mod:`~zett_lab.study.choose`: measured cells, the Pareto front, constraints;
 - :mod:`~zett_lab.study.recommendation`: one recommended setting (constraints first, then the objectives in
-  order, checked out of sample), with its verdict in words; :mod:`~zett_lab.study.alerts`: what a reader must
-  know first;
+  order, checked out of sample; the rule applied in :mod:`~zett_lab.study.ranking`), with its verdict in words
+  (:mod:`~zett_lab.study.verdict`); :mod:`~zett_lab.study.alerts`: what a reader must know first;
 - :mod:`~zett_lab.study.compare`: :func:`compare` of summarizers, engines and production summaries
   (:mod:`~zett_lab.study.production`: their spans summarized by baselines), one :class:`Comparison`.
 """
@@ -29,20 +29,12 @@ from .boundaries import (
     region,
     same_replay,
 )
-from .choose import Constraint, NoFeasibleSetting, measured_cells, pareto_front, parse_constraints
+from .choose import Constraint, ConstraintCheck, NoFeasibleSetting, measured_cells, pareto_front, parse_constraints
 from .compare import Comparison, compare
 from .executors import SerialExecutor, default_executor, shutdown_default_executor
 from .grid import CONTEXT_WINDOWS, SETTING_COLUMNS, STOCK_ENGINE, Cell, resolve_context_window
-from .recommendation import (
-    DEFAULT_CONSTRAINTS,
-    DEFAULT_OBJECTIVES,
-    Alternative,
-    ConstraintCheck,
-    HeldOut,
-    Ranked,
-    Recommendation,
-    recommend,
-)
+from .ranking import Alternative, HeldOut, Ranked
+from .recommendation import DEFAULT_CONSTRAINTS, DEFAULT_OBJECTIVES, Recommendation, recommend
 from .results import Sweep, SweepConfig
 from .reuse import clear_worker_state
 from .store import SweepStore, check_sweep_target

@@ -30,9 +30,9 @@ from ..measure.catalogue import INDEPENDENT_METRICS, label, metric, metrics
 from ..measure.metrics.thrash_compactions import THRASH_FREED_SHARE
 from ..replay.schema import NO_TURN_BOUNDARY, NOT_SMALLER, ONLY_CHECKPOINTS
 from ..summarizers import selects_by_anchors
-from .choose import Constraint, measured_cells
+from .choose import Constraint, constraint_text, measured_cells
 from .grid import STOCK_ENGINE
-from .recommendation import DEFAULT_CONSTRAINTS, Recommendation, constraint_text
+from .recommendation import DEFAULT_CONSTRAINTS, Recommendation
 
 AlertKind = Literal["failed_summaries", "over_budget", "thrash", "superseded", "own_vocabulary"]
 Severity = Literal["error", "warning", "info"]

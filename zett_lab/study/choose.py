@@ -16,13 +16,15 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
 
 from ..errors import SettingError
-from ..measure.catalogue import across_conversations, higher_is_better
+from ..formatting import number
+from ..measure.catalogue import across_conversations, higher_is_better, label
 from .grid import SETTING_COLUMNS
 from .results import Sweep
 
@@ -252,3 +254,38 @@ def operator_text(op: str) -> str:
 
 class NoFeasibleSetting(SettingError):
     """No setting of the results can be recommended: every one has a failed cell or lacks the figures asked for."""
+
+
+@dataclass(frozen=True)
+class ConstraintCheck:
+    """How one constraint was honoured.
+
+    Attributes:
+        constraint: ``(column, op, value)``.
+        default: one of :data:`~zett_lab.study.recommendation.DEFAULT_CONSTRAINTS` (not one you gave).
+        judged: settings still in the running when it was checked.
+        met: of those, the settings that meet it.
+        applied: whether it ruled settings out (False: none of the ``judged`` settings met it, so it ruled
+            nothing out).
+        best: the best value any judged setting reached (its worst conversation with ``over="all"``, its
+            mean with ``over="mean"``).
+    """
+
+    constraint: Constraint
+    default: bool
+    judged: int
+    met: int
+    applied: bool
+    best: float
+
+    def text(self) -> str:
+        """The constraint in words: ``Steps over budget ≤ 0``."""
+        return constraint_text(self.constraint)
+
+
+def constraint_text(constraint: Constraint) -> str:
+    """A constraint in words, its column by its catalogue label: ``Superseded-only rate ≤ 0.1``."""
+    value = number(constraint.value)
+    if "." in value:
+        value = value.rstrip("0").rstrip(".")
+    return f"{label(constraint.column)} {operator_text(constraint.op)} {value}"

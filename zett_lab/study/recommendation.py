@@ -33,7 +33,6 @@ Example::
 from __future__ import annotations
 
 import html
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,24 +41,28 @@ import numpy as np
 import pandas as pd
 
 from ..errors import SettingError
-from ..formatting import count, frame_html, number, percent
+from ..formatting import count, frame_html, number
 from ..measure.catalogue import label, metric
 from ..records import plain, records
-from .choose import (
-    Constraint,
-    NoFeasibleSetting,
-    fill_nan,
-    need_columns,
-    operator_text,
-    parse_constraints,
-    per_setting,
-    results_table,
+from .choose import Constraint, ConstraintCheck, NoFeasibleSetting, need_columns, parse_constraints, results_table
+from .grid import STOCK_ENGINE
+from .ranking import (
+    Alternative,
+    HeldOut,
+    Ranked,
+    apply_rule,
+    held_out,
+    ranked_settings,
+    ranking_table,
+    setting_values,
+    weighed_alternatives,
 )
-from .grid import SETTING_COLUMNS, STOCK_ENGINE
 from .results import Sweep
+from .verdict import rule_text, verdict
 
 #: What the default recommendation puts first, second and third (each a mean per conversation).
 DEFAULT_OBJECTIVES: tuple[str, ...] = ("steps_over_budget", "lost_but_needed", "total_input_tokens")
+
 
 #: Constraints every recommendation honours unless no setting meets them (a constraint of yours on the same
 #: column replaces the default): no model step sent over ``max_tokens``; a superseded value carried for at most
@@ -69,110 +72,13 @@ DEFAULT_CONSTRAINTS: tuple[Constraint, ...] = (
     Constraint("superseded_rate", "<=", 0.1),
 )
 
+
 #: Folds of the out-of-sample check (fewer conversations: one fold per conversation).
 DEFAULT_FOLDS = 5
 
+
 #: Values within this share of the best count as equal, for every objective but the last.
 DEFAULT_SLACK = 0.1
-
-#: Alternatives the verdict weighs the recommendation against, at most.
-ALTERNATIVES = 4
-
-
-@dataclass(frozen=True)
-class ConstraintCheck:
-    """How one constraint was honoured.
-
-    Attributes:
-        constraint: ``(column, op, value)``.
-        default: one of :data:`DEFAULT_CONSTRAINTS` (not one you gave).
-        judged: settings still in the running when it was checked.
-        met: of those, the settings that meet it.
-        applied: whether it ruled settings out (False: none of the ``judged`` settings met it, so it ruled
-            nothing out).
-        best: the best value any judged setting reached (its worst conversation with ``over="all"``, its
-            mean with ``over="mean"``).
-    """
-
-    constraint: Constraint
-    default: bool
-    judged: int
-    met: int
-    applied: bool
-    best: float
-
-    def text(self) -> str:
-        """The constraint in words: ``Steps over budget ≤ 0``."""
-        return constraint_text(self.constraint)
-
-
-@dataclass(frozen=True)
-class Ranked:
-    """One setting of the ranking: the setting, its figures (means per conversation) and what ruled it out."""
-
-    engine: str
-    summarizer: str
-    max_tokens: int
-    keep_recent_tokens: int
-    figures: Mapping[str, float]
-    #: 1 = recommended; settings ruled out rank after every setting that meets the constraints.
-    rank: int
-    #: The first applied constraint it fails (None: it meets them all).
-    ruled_out_by: Constraint | None = None
-
-    def setting_text(self, engines: bool = False) -> str:
-        """``truncate at max_tokens=25,000, keep_recent_tokens=1,600`` (the engine first when ``engines``)."""
-        engine = f"engine {self.engine}, " if engines else ""
-        return (
-            f"{engine}{self.summarizer} at max_tokens={count(self.max_tokens)}, "
-            f"keep_recent_tokens={count(self.keep_recent_tokens)}"
-        )
-
-
-@dataclass(frozen=True)
-class Alternative:
-    """A setting the recommendation is weighed against, and how it differs.
-
-    Attributes:
-        setting: the alternative setting and its figures.
-        why: why it is shown: ``"next in the ranking"``, ``"fewest <metric> that meets the constraints"``,
-            or ``"ruled out by <constraint>"``.
-        changes: per objective, its figure relative to the recommended one (``0.16``: 16 % more); None where
-            the recommended figure is 0 (the difference is then in ``setting.figures``).
-    """
-
-    setting: Ranked
-    why: str
-    changes: Mapping[str, float | None]
-
-
-@dataclass(frozen=True)
-class HeldOut:
-    """The out-of-sample check: settings chosen on part of the conversations, scored on the rest.
-
-    Attributes:
-        folds: the folds used (0: not checked).
-        asked: the folds asked for.
-        conversations: conversations checked.
-        figures: per column, the mean per conversation of each conversation's value at the setting chosen
-            without its fold (the held-out figures).
-        in_sample: the same columns at the recommended setting over every conversation.
-        chosen: per fold, ``(summarizer, max_tokens, keep_recent_tokens, engine)`` of the setting chosen
-            without it (None: no setting has a value on the other conversations; the fold is not scored).
-        agreement: folds whose choice is the recommended setting.
-        note: how the folds were made, in one sentence.
-        assignment: each conversation's fold (an index into ``chosen``).
-    """
-
-    folds: int
-    asked: int
-    conversations: int
-    figures: Mapping[str, float]
-    in_sample: Mapping[str, float]
-    chosen: tuple[tuple[str, int, int, str] | None, ...]
-    agreement: int
-    note: str
-    assignment: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, eq=False)
@@ -328,228 +234,6 @@ class Recommendation:
         )
 
 
-# --- the figures of every setting, per conversation --------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Grid:
-    """Every measured setting's values per conversation: ``values[column]`` is settings × conversations."""
-
-    keys: list[str]
-    setting_table: pd.DataFrame
-    conversations: np.ndarray
-    values: dict[str, np.ndarray]
-    present: np.ndarray
-
-    def mean(self, column: str, conversations: np.ndarray) -> np.ndarray:
-        """Per setting, the mean over ``conversations`` (a mask) of its defined values (NaN: none)."""
-        values = self.values[column][:, conversations]
-        defined = self.present[:, conversations] & ~np.isnan(values)
-        n = defined.sum(axis=1)
-        total = np.where(defined, values, 0.0).sum(axis=1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(n > 0, total / np.maximum(n, 1), np.nan)
-
-    def judge(self, constraint: Constraint, over: str, conversations: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Per setting, whether it meets ``constraint`` over ``conversations`` and the value judged (its worst
-        conversation with ``over="all"``, its mean with ``"mean"``)."""
-        present = self.present[:, conversations]
-        if over == "mean":
-            mean = self.mean(constraint.column, conversations)
-            return constraint.test(mean) & present.any(axis=1), mean
-        values = self.values[constraint.column][:, conversations]
-        meets = (constraint.test(values) | ~present).all(axis=1) & present.any(axis=1)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # a setting with no defined value: NaN
-            shown = np.where(present, values, np.nan)
-            worst = np.nanmin(shown, axis=1) if constraint.higher_is_better else np.nanmax(shown, axis=1)
-        return meets, worst
-
-    def setting(self, index: int) -> dict[str, Any]:
-        row = self.setting_table.iloc[int(index)]
-        return {
-            "engine": str(row.get("engine", STOCK_ENGINE)),
-            "summarizer": str(row.get("summarizer")),
-            "max_tokens": int(row["max_tokens"]),
-            "keep_recent_tokens": int(row["keep_recent_tokens"]),
-        }
-
-
-def _grid(table: pd.DataFrame, columns: Sequence[str], nan: str) -> tuple[_Grid, int]:
-    """The values of ``columns`` per measured setting and conversation, and how many settings were left out."""
-    keys = [c for c in SETTING_COLUMNS if c in table.columns]
-    need_columns(table, "max_tokens", "keep_recent_tokens", "conversation_id")
-    usable = per_setting(table, keys)
-    all_settings = table[keys].drop_duplicates()
-    left_out = len(all_settings) - len(usable[keys].drop_duplicates())
-    if not len(usable):
-        raise NoFeasibleSetting(
-            "no setting can be recommended: every setting has a failed replay or a failed summary in some conversation"
-        )
-    higher = {c: metric(c).higher_is_better for c in columns if _is_metric(c)}
-    filled = fill_nan(usable, list(columns), "best", higher) if nan == "best" else usable.copy()
-    for column in columns:
-        filled[column] = pd.to_numeric(filled[column], errors="coerce").astype(float)
-    grouped = filled.groupby([*keys, "conversation_id"], dropna=False, sort=True)
-    means = grouped[list(columns)].mean()
-    sizes = grouped.size()
-    present = sizes.unstack("conversation_id").notna()
-    settings = present.index.to_frame(index=False)
-    conversations = present.columns.to_numpy()
-    values = {
-        c: means[c].unstack("conversation_id").reindex(index=present.index, columns=present.columns).to_numpy(float)
-        for c in columns
-    }
-    return _Grid(keys, settings, conversations, values, present.to_numpy(bool)), left_out
-
-
-def _is_metric(column: str) -> bool:
-    try:
-        metric(column)
-    except SettingError:
-        return False
-    return True
-
-
-# --- the rule -------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Choice:
-    """What the rule decides on some conversations: the settings in order, and how each constraint went."""
-
-    order: list[int]
-    checks: list[ConstraintCheck]
-    ruled_out_by: dict[int, Constraint]
-
-
-def _choose(
-    grid: _Grid,
-    conversations: np.ndarray,
-    constraints: Sequence[tuple[Constraint, bool]],
-    objectives: Sequence[str],
-    over: str,
-    slack: float,
-    full: bool,
-) -> _Choice:
-    """Apply the constraints in order, then rank by the objectives (``full``: every setting; else the first only)."""
-    alive = grid.present[:, conversations].any(axis=1)
-    checks: list[ConstraintCheck] = []
-    ruled_out_by: dict[int, Constraint] = {}
-    for constraint, default in constraints:
-        meets, judged = grid.judge(constraint, over, conversations)
-        passing = alive & meets
-        considered = judged[alive]
-        best = (
-            float(np.nanmax(considered) if constraint.higher_is_better else np.nanmin(considered))
-            if np.isfinite(considered).any()
-            else float("nan")
-        )
-        applied = bool(passing.any())
-        checks.append(ConstraintCheck(constraint, default, int(alive.sum()), int(passing.sum()), applied, best))
-        if applied:
-            for index in np.flatnonzero(alive & ~meets):
-                ruled_out_by[int(index)] = constraint
-            alive = passing
-    points = np.column_stack(
-        [grid.mean(o, conversations) * (-1.0 if metric(o).higher_is_better else 1.0) for o in objectives]
-    )
-    order = _rank(points, np.flatnonzero(alive), slack, full)
-    if full:
-        ruled = np.array(sorted(ruled_out_by), dtype=int)
-        order += _rank(points, ruled, slack, full=True)
-    return _Choice(order, checks, ruled_out_by)
-
-
-def _rank(points: np.ndarray, candidates: np.ndarray, slack: float, full: bool) -> list[int]:
-    """Candidates in order of the objectives (``points``: settings × objectives, lower is better): of those
-    within ``slack`` of the best on the first objective, those within ``slack`` of the best on the second, ...,
-    the best on the last; then again on the rest. Exact ties keep the settings' order."""
-    remaining = [int(i) for i in candidates]
-    order: list[int] = []
-    while remaining:
-        pool = np.array(remaining)
-        for j in range(points.shape[1] - 1):
-            column = points[pool, j]
-            if np.isnan(column).all():
-                continue
-            best = float(np.nanmin(column))
-            pool = pool[column <= best + slack * abs(best) + 1e-12]
-        last = np.nan_to_num(points[pool, -1], nan=np.inf)
-        pick = int(pool[np.lexsort((pool, last))][0])
-        order.append(pick)
-        remaining.remove(pick)
-        if not full:
-            break
-    return order
-
-
-# --- the out-of-sample check ----------------------------------------------------------------------------------
-
-
-def _folds(n: int, folds: int, seed: int) -> np.ndarray:
-    """Each conversation's fold: a seeded shuffle dealt round-robin into ``min(folds, n)`` parts."""
-    order = np.random.default_rng(seed).permutation(n)
-    assignment = np.empty(n, dtype=int)
-    assignment[order] = np.arange(n) % min(folds, n)
-    return assignment
-
-
-def _held_out(
-    grid: _Grid,
-    chosen: int,
-    columns: Sequence[str],
-    constraints: Sequence[tuple[Constraint, bool]],
-    objectives: Sequence[str],
-    over: str,
-    slack: float,
-    folds: int,
-    seed: int,
-) -> HeldOut:
-    n = len(grid.conversations)
-    everything = np.ones(n, dtype=bool)
-    in_sample = {c: float(grid.mean(c, everything)[chosen]) for c in columns}
-    if n < 2:
-        return HeldOut(
-            0, folds, n, {}, in_sample, (), 0, "Not checked out of sample: it needs at least two conversations."
-        )
-    assignment = _folds(n, folds, seed)
-    k = int(assignment.max()) + 1
-    scores = {c: np.full(n, np.nan) for c in columns}
-    picks: list[int | None] = []
-    for fold in range(k):
-        test = assignment == fold
-        order = _choose(grid, ~test, constraints, objectives, over, slack, full=False).order
-        pick = order[0] if order else None  # None: no setting has a value on the other conversations
-        picks.append(pick)
-        if pick is None:
-            continue
-        present = grid.present[pick] & test
-        for column in columns:
-            scores[column][present] = grid.values[column][pick, present]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        figures = {c: float(np.nanmean(v)) for c, v in scores.items()}
-    if k < folds:
-        how = f"leave-one-out over the {n} conversations (fewer conversations than the {folds} folds asked)"
-    else:
-        how = f"{k}-fold over the {n} conversations (a seeded shuffle, seed {seed})"
-    note = (
-        f"Out of sample: {how}; for each fold the rule chose a setting on the other conversations, and that "
-        "setting was scored on the fold's conversations."
-    )
-    settings = tuple(_key(grid.setting(p)) if p is not None else None for p in picks)
-    assignment_of = {str(c): int(f) for c, f in zip(grid.conversations, assignment, strict=True)}
-    return HeldOut(k, folds, n, figures, in_sample, settings, sum(p == chosen for p in picks), note, assignment_of)
-
-
-def _key(setting: Mapping[str, Any]) -> tuple[str, int, int, str]:
-    return (setting["summarizer"], setting["max_tokens"], setting["keep_recent_tokens"], setting["engine"])
-
-
-# --- the entry point ------------------------------------------------------------------------------------------
-
-
 def recommend(
     results: Sweep | pd.DataFrame,
     constraints: str | Mapping[str, Any] | Sequence[Constraint] | None = None,
@@ -597,18 +281,18 @@ def recommend(
     chosen_objectives = _objectives(table, objectives)
     checked = _constraints(table, constraints)
     columns = list(dict.fromkeys([*chosen_objectives, *(c.column for c, _ in checked)]))
-    grid, left_out = _grid(table, columns, nan)
+    grid, left_out = setting_values(table, columns, nan)
     everything = np.ones(len(grid.conversations), dtype=bool)
-    choice = _choose(grid, everything, checked, chosen_objectives, over, slack, full=True)
+    choice = apply_rule(grid, everything, checked, chosen_objectives, over, slack, full=True)
     if not choice.order:
         raise NoFeasibleSetting(f"no setting has a value of {', '.join(chosen_objectives)}")
-    ranking = _ranking(grid, choice, columns, everything)
+    ranking = ranked_settings(grid, choice, columns, everything)
     chosen = choice.order[0]
-    held = _held_out(grid, chosen, columns, checked, chosen_objectives, over, slack, folds, seed)
+    held = held_out(grid, chosen, columns, checked, chosen_objectives, over, slack, folds, seed)
     best = ranking[0]
-    alternatives = _alternatives(ranking, choice, chosen_objectives)
+    alternatives = weighed_alternatives(ranking, choice, chosen_objectives)
     engines = grid.setting_table["engine"].nunique() > 1 if "engine" in grid.setting_table else False
-    rule = _rule(chosen_objectives, objectives is None, over, slack, nan)
+    rule = rule_text(chosen_objectives, objectives is None, over, slack, nan)
     return Recommendation(
         setting=best,
         objectives=tuple(chosen_objectives),
@@ -617,9 +301,9 @@ def recommend(
         left_out=left_out,
         alternatives=tuple(alternatives),
         held_out=held,
-        ranking=_ranking_table(ranking, grid.keys),
+        ranking=ranking_table(ranking, grid.keys),
         rule=rule,
-        verdict=_verdict(
+        verdict=verdict(
             best, choice.checks, alternatives, held, chosen_objectives, len(ranking), left_out, engines, over
         ),
         over=over,
@@ -662,183 +346,3 @@ def _constraints(
     named = {c.column for c in yours}
     defaults = [c for c in DEFAULT_CONSTRAINTS if c.column not in named and c.column in table.columns]
     return [(c, False) for c in yours] + [(c, True) for c in defaults]
-
-
-def _ranking(grid: _Grid, choice: _Choice, columns: Sequence[str], conversations: np.ndarray) -> list[Ranked]:
-    means = {c: grid.mean(c, conversations) for c in columns}
-    return [
-        Ranked(
-            **grid.setting(index),
-            figures={c: float(means[c][index]) for c in columns},
-            rank=rank,
-            ruled_out_by=choice.ruled_out_by.get(index),
-        )
-        for rank, index in enumerate(choice.order, start=1)
-    ]
-
-
-def _ranking_table(ranking: Sequence[Ranked], keys: Sequence[str]) -> pd.DataFrame:
-    rows = [
-        {
-            "rank": r.rank,
-            **{k: getattr(r, k) for k in keys},
-            **r.figures,
-            "ruled_out_by": str(r.ruled_out_by) if r.ruled_out_by else None,
-        }
-        for r in ranking
-    ]
-    return pd.DataFrame(rows)
-
-
-def _alternatives(ranking: Sequence[Ranked], choice: _Choice, objectives: Sequence[str]) -> list[Alternative]:
-    """Up to :data:`ALTERNATIVES` settings to weigh the recommendation against: the next in the ranking whose
-    figures differ, the best meeting the constraints on each later objective, and the first setting a constraint
-    ruled out when it would otherwise have come first."""
-    best = ranking[0]
-    eligible = [r for r in ranking[1:] if r.ruled_out_by is None and _differs(r, best, objectives)]
-    picked: list[tuple[Ranked, str]] = []
-    if eligible:
-        picked.append((eligible[0], "next in the ranking"))
-    for objective in objectives[1:]:
-        direction = -1.0 if metric(objective).higher_is_better else 1.0
-        finite = [r for r in eligible if np.isfinite(r.figures[objective])]
-        if not finite:
-            continue
-        top = min(finite, key=lambda r: (direction * r.figures[objective], r.rank))
-        if direction * top.figures[objective] < direction * best.figures[objective]:
-            picked.append(
-                (
-                    top,
-                    f"{'fewest' if direction > 0 else 'highest'} {label(objective).lower()} of the settings not ruled "
-                    "out",
-                )
-            )
-    ruled = [r for r in ranking if r.ruled_out_by is not None]
-    if ruled and ruled[0].ruled_out_by is not None and _ahead(ruled[0], best, objectives):
-        picked.append((ruled[0], f"ruled out by {constraint_text(ruled[0].ruled_out_by).lower()}"))
-    seen: set[int] = set()
-    out = []
-    for setting, why in picked:
-        if setting.rank in seen:
-            continue
-        seen.add(setting.rank)
-        out.append(Alternative(setting, why, {o: _change(setting.figures[o], best.figures[o]) for o in objectives}))
-    return out[:ALTERNATIVES]
-
-
-def _differs(a: Ranked, b: Ranked, objectives: Sequence[str]) -> bool:
-    return any(not np.isclose(a.figures[o], b.figures[o], equal_nan=True) for o in objectives)
-
-
-def _ahead(a: Ranked, b: Ranked, objectives: Sequence[str]) -> bool:
-    """Whether ``a`` beats ``b`` on the first objective where they differ (what ranks it first without constraints)."""
-    for objective in objectives:
-        x, y = a.figures[objective], b.figures[objective]
-        if np.isclose(x, y, equal_nan=True):
-            continue
-        return (x > y) if metric(objective).higher_is_better else (x < y)
-    return False
-
-
-def _change(value: float, base: float) -> float | None:
-    if not (np.isfinite(value) and np.isfinite(base)) or base == 0:
-        return None
-    return (value - base) / abs(base)
-
-
-def constraint_text(constraint: Constraint) -> str:
-    """A constraint in words, its column by its catalogue label: ``Superseded-only rate ≤ 0.1``."""
-    value = number(constraint.value)
-    if "." in value:
-        value = value.rstrip("0").rstrip(".")
-    return f"{label(constraint.column)} {operator_text(constraint.op)} {value}"
-
-
-# --- in words -------------------------------------------------------------------------------------------------
-
-
-def _rule(objectives: Sequence[str], default: bool, over: str, slack: float, nan: str) -> str:
-    where = "in every conversation" if over == "all" else "on the mean over conversations"
-    ordered = ", then ".join(label(o).lower() for o in objectives)
-    equal = f"; for all but the last, values within {percent(slack, 0)} of the best count as equal" if slack > 0 else ""
-    undefined = (
-        "A conversation where a metric is undefined (nothing compacted) counts as its best value."
-        if nan == "best"
-        else "A conversation where a metric is undefined fails every constraint on it."
-    )
-    return (
-        "Settings with a failed replay or summary are never recommended. Constraints (yours, then the defaults) rule "
-        f"settings out one after the other, judged {where}; a constraint no remaining setting meets rules nothing "
-        f"out. The settings left are ranked by {ordered} (means per conversation{equal}"
-        f"{'' if not default else '; the default order'}). {undefined}"
-    )
-
-
-def _figure(column: str, value: float) -> str:
-    return f"{number(value)} {label(column).lower()}"
-
-
-def _change_text(objective: str, alternative: Ranked, best: Ranked, change: float | None) -> str:
-    name = label(objective).lower()
-    if change is None:
-        a, b = alternative.figures[objective], best.figures[objective]
-        if not (np.isfinite(a) and np.isfinite(b)) or np.isclose(a, b):
-            return f"same {name}"
-        return f"{number(a)} {name} (against {number(b)})"
-    if abs(change) < 0.005:
-        return f"same {name}"
-    if change >= 2:  # three times or more: a factor reads better than +8,900%
-        return f"{number(1 + change, 2)}× {name}"
-    sign = "+" if change > 0 else "−"
-    return f"{sign}{percent(abs(change), 0)} {name}"
-
-
-def _verdict(
-    best: Ranked,
-    checks: Sequence[ConstraintCheck],
-    alternatives: Sequence[Alternative],
-    held: HeldOut,
-    objectives: Sequence[str],
-    settings: int,
-    left_out: int,
-    engines: bool,
-    over: str,
-) -> str:
-    """One paragraph: the setting, why, what could not be met, the trade-offs in numbers, and the held-out check."""
-    parts = [f"Recommended: {best.setting_text(engines)}."]
-    applied = [c for c in checks if c.applied]
-    why = f"Of the {settings} settings measured"
-    if left_out:
-        why += f" ({left_out} more left out: a replay or summary failed)"
-    if applied:
-        passing = applied[-1].met
-        why += f", {passing} meet {'; '.join(c.text().lower() for c in applied)}"
-    ordered = ", then ".join(label(o).lower() for o in objectives)
-    figures = ", ".join(_figure(o, best.figures[o]) for o in objectives)
-    parts.append(f"{why}{';' if applied else ','} ranked by {ordered}, it comes first with {figures} per conversation.")
-    for check in checks:
-        if not check.applied:
-            reached = (
-                f"in every conversation (at best {number(check.best)} in a setting's worst conversation)"
-                if over == "all"
-                else f"on the mean over conversations (the best mean is {number(check.best)})"
-            )
-            parts.append(f"No setting meets {check.text().lower()} {reached}, so that constraint rules nothing out.")
-    if alternatives:
-        weighed = "; ".join(
-            f"{a.setting.setting_text(engines)} ({a.why}): "
-            + ", ".join(_change_text(o, a.setting, best, a.changes[o]) for o in objectives)
-            for a in alternatives
-        )
-        parts.append(f"Against the next-best alternatives: {weighed}.")
-    if held.folds:
-        shown = [o for o in objectives if o in held.figures]
-        parts.append(
-            f"Out of sample ({held.folds} folds over {held.conversations} conversations: chosen on the others, "
-            f"scored on each fold): {', '.join(_figure(o, held.figures[o]) for o in shown)} per conversation, "
-            f"against {', '.join(number(held.in_sample[o]) for o in shown)} in sample; "
-            f"{held.agreement} of {held.folds} folds chose this setting."
-        )
-    else:
-        parts.append(held.note)
-    return " ".join(parts)

@@ -16,13 +16,8 @@ from ...records import records
 from ...replay.schema import NO_TURN_BOUNDARY, NOT_SMALLER, ONLY_CHECKPOINTS
 from ...report.data import ReportData
 from ...report.tables import DIGITS
-from ...study.recommendation import (
-    DEFAULT_CONSTRAINTS,
-    DEFAULT_FOLDS,
-    DEFAULT_OBJECTIVES,
-    DEFAULT_SLACK,
-    constraint_text,
-)
+from ...study.choose import constraint_text
+from ...study.recommendation import DEFAULT_CONSTRAINTS, DEFAULT_FOLDS, DEFAULT_OBJECTIVES, DEFAULT_SLACK
 
 FORMAT = "zett-lab-report"
 VERSION = 1

@@ -1,0 +1,100 @@
+"""A recommendation in words: the rule it applied, and the verdict (the setting, why, the trade-offs, held out)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..formatting import number, percent
+from ..measure.catalogue import label
+from .choose import ConstraintCheck
+from .ranking import Alternative, HeldOut, Ranked
+
+
+def rule_text(objectives: Sequence[str], default: bool, over: str, slack: float, nan: str) -> str:
+    """The rule of a recommendation in words (the order of the objectives, how constraints and gaps count)."""
+    where = "in every conversation" if over == "all" else "on the mean over conversations"
+    ordered = ", then ".join(label(o).lower() for o in objectives)
+    equal = f"; for all but the last, values within {percent(slack, 0)} of the best count as equal" if slack > 0 else ""
+    undefined = (
+        "A conversation where a metric is undefined (nothing compacted) counts as its best value."
+        if nan == "best"
+        else "A conversation where a metric is undefined fails every constraint on it."
+    )
+    return (
+        "Settings with a failed replay or summary are never recommended. Constraints (yours, then the defaults) rule "
+        f"settings out one after the other, judged {where}; a constraint no remaining setting meets rules nothing "
+        f"out. The settings left are ranked by {ordered} (means per conversation{equal}"
+        f"{'' if not default else '; the default order'}). {undefined}"
+    )
+
+
+def _figure(column: str, value: float) -> str:
+    return f"{number(value)} {label(column).lower()}"
+
+
+def _change_text(objective: str, alternative: Ranked, best: Ranked, change: float | None) -> str:
+    name = label(objective).lower()
+    if change is None:
+        a, b = alternative.figures[objective], best.figures[objective]
+        if not (np.isfinite(a) and np.isfinite(b)) or np.isclose(a, b):
+            return f"same {name}"
+        return f"{number(a)} {name} (against {number(b)})"
+    if abs(change) < 0.005:
+        return f"same {name}"
+    if change >= 2:  # three times or more: a factor reads better than +8,900%
+        return f"{number(1 + change, 2)}× {name}"
+    sign = "+" if change > 0 else "−"
+    return f"{sign}{percent(abs(change), 0)} {name}"
+
+
+def verdict(
+    best: Ranked,
+    checks: Sequence[ConstraintCheck],
+    alternatives: Sequence[Alternative],
+    held: HeldOut,
+    objectives: Sequence[str],
+    settings: int,
+    left_out: int,
+    engines: bool,
+    over: str,
+) -> str:
+    """One paragraph: the setting, why, what could not be met, the trade-offs in numbers, and the held-out check."""
+    parts = [f"Recommended: {best.setting_text(engines)}."]
+    applied = [c for c in checks if c.applied]
+    why = f"Of the {settings} settings measured"
+    if left_out:
+        why += f" ({left_out} more left out: a replay or summary failed)"
+    if applied:
+        passing = applied[-1].met
+        why += f", {passing} meet {'; '.join(c.text().lower() for c in applied)}"
+    ordered = ", then ".join(label(o).lower() for o in objectives)
+    figures = ", ".join(_figure(o, best.figures[o]) for o in objectives)
+    parts.append(f"{why}{';' if applied else ','} ranked by {ordered}, it comes first with {figures} per conversation.")
+    for check in checks:
+        if not check.applied:
+            reached = (
+                f"in every conversation (at best {number(check.best)} in a setting's worst conversation)"
+                if over == "all"
+                else f"on the mean over conversations (the best mean is {number(check.best)})"
+            )
+            parts.append(f"No setting meets {check.text().lower()} {reached}, so that constraint rules nothing out.")
+    if alternatives:
+        weighed = "; ".join(
+            f"{a.setting.setting_text(engines)} ({a.why}): "
+            + ", ".join(_change_text(o, a.setting, best, a.changes[o]) for o in objectives)
+            for a in alternatives
+        )
+        parts.append(f"Against the next-best alternatives: {weighed}.")
+    if held.folds:
+        shown = [o for o in objectives if o in held.figures]
+        parts.append(
+            f"Out of sample ({held.folds} folds over {held.conversations} conversations: chosen on the others, "
+            f"scored on each fold): {', '.join(_figure(o, held.figures[o]) for o in shown)} per conversation, "
+            f"against {', '.join(number(held.in_sample[o]) for o in shown)} in sample; "
+            f"{held.agreement} of {held.folds} folds chose this setting."
+        )
+    else:
+        parts.append(held.note)
+    return " ".join(parts)
