@@ -5,7 +5,7 @@ prompt once) until it holds ``--mb`` MB of neutral JSON on a single line, writte
 with one emoji in one message (a Python string holding one character beyond U+FFFF stores every
 character in 4 bytes, so the whole file's text then takes 4× its size while it is parsed). Each case runs
 in a fresh child process: ``zett_lab.load_all`` alone and ``zett-lab import -o out.json``; the figure is
-the child's peak RSS (``ru_maxrss``) above a child that only imported zett_lab, over the file's size.
+the child's peak RSS (VmHWM, Linux) above a child that only imported zett_lab, over the file's size.
 
 Run: .venv/bin/python bench/single_line_log.py [--mb 40]
 Prints the peaks and ratios measured in this run (the machine may be shared: ratios, not seconds).
@@ -23,11 +23,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-#: What each child runs, then prints its own peak RSS (KiB) as its last line on stderr.
+#: What each child runs, then prints its own peak RSS (KiB) as its last line on stderr. The peak is the
+#: kernel's VmHWM, not ``ru_maxrss``: Linux carries ``ru_maxrss`` over from the parent at the fork and
+#: through exec, so a child started while this process held the log it had just written measured
+#: this process's size (the figures before 2026-12-02 10:50 were that floor, not the child's peak).
 LOAD = "import zett_lab; zett_lab.load_all(sys.argv[1])"
 IMPORT = "from zett_lab.show.cli import main; main(['import', *sys.argv[1:]])"
 BASELINE = "import zett_lab, zett_lab.show.cli"
-MEASURED = "import resource, sys\n{code}\nprint(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)"
+MEASURED = (
+    "import re, sys\n{code}\n"
+    "print(re.search(r'VmHWM:\\s*(\\d+)', open('/proc/self/status').read()).group(1), file=sys.stderr)"
+)
 
 
 def write_log(path: Path, megabytes: int, *, emoji: bool) -> int:

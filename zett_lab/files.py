@@ -157,18 +157,19 @@ def _publish_descriptor(fd: int, path: Path, overwrite: bool) -> None:
         raise
 
 
-def _write_descriptor(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
+def _write_descriptor(fd: int, pieces: Iterable[bytes]) -> None:
+    for piece in pieces:
+        view = memoryview(piece)
+        while view:
+            view = view[os.write(fd, view) :]
 
 
-def _publish_bytes(path: Path, data: bytes, overwrite: bool) -> None:
-    """Write ``data`` as the file ``path``: built unnamed (or hidden) beside it, then named in one step."""
+def _publish_bytes(path: Path, pieces: Iterable[bytes], overwrite: bool) -> None:
+    """Write ``pieces`` as the file ``path``: built unnamed (or hidden) beside it, then named in one step."""
     fd = _open_unnamed(path.parent)
     if fd is not None:
         try:
-            _write_descriptor(fd, data)
+            _write_descriptor(fd, pieces)
             _publish_descriptor(fd, path, overwrite)
         finally:
             os.close(fd)
@@ -177,7 +178,7 @@ def _publish_bytes(path: Path, data: bytes, overwrite: bool) -> None:
     temporary = Path(name)
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            handle.writelines(pieces)
         os.chmod(temporary, 0o666 & ~_umask())
         if overwrite:
             os.replace(temporary, path)
@@ -194,7 +195,7 @@ def _publish_file(staged: Path, path: Path, overwrite: bool) -> None:
     """Copy a finished file from its private folder into the target's folder and name it there in one step."""
     fd = _open_unnamed(path.parent)
     if fd is None:
-        _publish_bytes(path, staged.read_bytes(), overwrite)
+        _publish_bytes(path, [staged.read_bytes()], overwrite)
         return
     try:
         with staged.open("rb") as source:
@@ -242,8 +243,11 @@ def atomic_path(path: str | Path, *, overwrite: bool = True) -> Iterator[Path]:
         release_output(path)
 
 
-def write_atomic(path: str | Path, content: str | bytes, *, overwrite: bool = True) -> Path:
-    """Write text (UTF-8; a lone surrogate as its escape) or bytes to ``path`` atomically; return the path.
+def write_atomic(path: str | Path, content: str | bytes | Iterable[str], *, overwrite: bool = True) -> Path:
+    """Write text (UTF-8; a lone surrogate as its escape), bytes, or text in pieces to ``path`` atomically.
+
+    Pieces (such as ``json.JSONEncoder.iterencode``'s) are written as they come, a megabyte at a time,
+    so a large output's whole text is never held at once. Returns the path.
 
     ``overwrite=False``: fail (:class:`OutputError`) if ``path`` appeared meanwhile.
 
@@ -254,14 +258,35 @@ def write_atomic(path: str | Path, content: str | bytes, *, overwrite: bool = Tr
     _check_folder(path)
     # A lone surrogate (a file name's byte that is not UTF-8, kept by Python as U+DCxx) is written as the
     # escape ``\udcxx``: valid inside a JSON string, readable in a page, never an encoding error at the end.
-    data = content if isinstance(content, bytes) else content.encode("utf-8", "backslashreplace")
+    if isinstance(content, bytes):
+        pieces: Iterable[bytes] = [content]
+    else:
+        pieces = _encoded([content] if isinstance(content, str) else content)
     try:
-        _publish_bytes(path, data, overwrite)
+        _publish_bytes(path, pieces, overwrite)
     except OSError as error:
         raise write_failed(path, error) from error
     finally:
         release_output(path)
     return path
+
+
+#: How much text :func:`write_atomic` gathers from pieces before it encodes and writes them.
+_WRITTEN_AT_ONCE = 1 << 20
+
+
+def _encoded(pieces: Iterable[str]) -> Iterator[bytes]:
+    """Text pieces as UTF-8 (a lone surrogate as its escape), gathered into about a megabyte each."""
+    gathered: list[str] = []
+    size = 0
+    for piece in pieces:
+        gathered.append(piece)
+        size += len(piece)
+        if size >= _WRITTEN_AT_ONCE:
+            yield "".join(gathered).encode("utf-8", "backslashreplace")
+            gathered, size = [], 0
+    if gathered:
+        yield "".join(gathered).encode("utf-8", "backslashreplace")
 
 
 @contextmanager

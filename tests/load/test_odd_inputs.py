@@ -480,3 +480,49 @@ def test_a_name_with_markup_math_and_bidi_is_text_on_the_page(small):
     assert "<script>alert(1)" not in page
     assert html.escape("x<script>alert(1)</script> & $\\frac{a}{b}$", quote=False) in page
     assert "[U+202E]txt.exe" in report.to_markdown()
+
+
+# -- 7: a huge single-line log is parsed from its bytes (bench/single_line_log.py measures the memory) ---------
+
+#: JSON values of every kind, integers past 64 bits and text with lone surrogates and astral characters included.
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.integers(-(2**70), 2**70) | st.floats() | st.text(),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(value=JSON_VALUES, ascii_only=st.booleans(), bom=st.booleans())
+def test_json_bytes_are_read_exactly_as_json_reads_their_text(value, ascii_only, bom):
+    """The bytes' parser gives what json gives on the decoded text, or leaves the bytes to json: the same types
+    (an integer past 64 bits stays an integer), lone surrogates, NaN, a byte-order mark."""
+    from zett_lab.load.storable import decode, loads
+
+    text = json.dumps(value, ensure_ascii=ascii_only)
+    raw = (b"\xef\xbb\xbf" if bom else b"") + text.encode("utf-8", "surrogatepass")
+    assert repr(loads(raw)) == repr(json.loads(decode(raw)))
+
+
+def test_a_value_nested_deeper_than_python_turns_into_text_is_one_clear_error(tmp_path, small, capsys):
+    """Bytes are parsed up to 1,024 levels deep, past where Python's repr stops (here: an id 1,020 lists deep)."""
+    document = json.dumps(_document(small))
+    source = tmp_path / "deep-id.json"
+    source.write_text(document[:-1] + ', "id": ' + "[" * 1_020 + "1" + "]" * 1_020 + "}")  # the last "id" counts
+    with pytest.raises(InputError, match=r"deep-id\.json: nested too deeply; zett_lab reads at most 200 levels"):
+        zett_lab.load_all(source)
+    assert main(["import", str(source), "-o", str(tmp_path / "out.json"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err and str(source) in err, err
+
+
+def test_text_written_in_pieces_is_the_text_written_whole(tmp_path):
+    """write_atomic writes pieces as they come (an import's JSON, never held whole): the same bytes, lone
+    surrogates escaped the same way across the megabyte boundaries it gathers them at."""
+    from zett_lab.files import write_atomic
+
+    text = "a" * 1_500_000 + "\ud800 é \U0001f600 " * 3 + "b" * 10
+    pieces = (text[start : start + 7_001] for start in range(0, len(text), 7_001))
+    write_atomic(tmp_path / "whole.txt", text)
+    write_atomic(tmp_path / "pieces.txt", pieces)
+    assert (tmp_path / "pieces.txt").read_bytes() == (tmp_path / "whole.txt").read_bytes()

@@ -36,7 +36,7 @@ from zett_agent.model import ModelUsage
 from ..errors import InputError
 from .conversation import Conversation, parse_harness_context, parse_native_compactions, parse_probes
 from .registry import Reader, register
-from .storable import decode, loads
+from .storable import decode, loads, loads_utf8
 
 FORMAT = "neutral-json"
 _ROLES = ("system", "user", "assistant", "tool", "checkpoint", "agent")
@@ -48,7 +48,12 @@ def parse_json_document(path: Path) -> tuple[Any, bool]:
 
     Errors name the file and line.
     """
-    text = _read_text(path)
+    raw = path.read_bytes()
+    try:
+        return loads_utf8(raw), False
+    except json.JSONDecodeError:
+        text = decode(raw)
+    del raw  # not kept beside the text
     try:
         return loads(text), False
     except json.JSONDecodeError as whole_error:
@@ -65,10 +70,6 @@ def parse_json_document(path: Path) -> tuple[Any, bool]:
         if not values:
             raise InputError(path, f"line {whole_error.lineno}", f"not valid JSON ({whole_error.msg})") from whole_error
         return values, True
-
-
-def _read_text(path: Path) -> str:
-    return decode(path.read_bytes())
 
 
 _OBJECT_KEYS = {"id", "messages", "probes", "native_compactions", "harness_context", "metadata"}

@@ -128,4 +128,5 @@ def write_neutral(conversations: Iterable[Recorded], path: str | Path, *, overwr
     path = check_output(path, [f for c in conversations for f in c.input_files()], overwrite=overwrite)
     items = [conversation_to_neutral(c) for c in conversations]
     payload = items[0] if len(items) == 1 else items
-    return write_atomic(path, json.dumps(payload, ensure_ascii=False, indent=1, default=str), overwrite=overwrite)
+    text = json.JSONEncoder(ensure_ascii=False, indent=1, default=str).iterencode(payload)  # written as encoded
+    return write_atomic(path, text, overwrite=overwrite)

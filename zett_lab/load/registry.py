@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from .conversation import Conversation
-from .storable import normalise
+from .storable import MAX_NESTING, normalise
 
 #: How many leading bytes a reader gets to recognise its format.
 HEAD_BYTES = 64 * 1024
@@ -140,8 +140,16 @@ def read_file(path: str | Path) -> list[Conversation]:
 
 
 def read_with(reader: Reader, path: Path) -> list[Conversation]:
-    """``reader.read(path)``, with every text made storable (see :mod:`zett_lab.load.storable`)."""
-    conversations = [normalise(conversation) for conversation in reader.read(path)]
+    """``reader.read(path)``, with every text made storable (see :mod:`zett_lab.load.storable`).
+
+    Data nested deeper than Python walks (parsed, since JSON is parsed without recursion up to 1,024
+    levels, where a reader turns a value into text) is an :class:`InputError` too.
+    """
+    try:
+        read = reader.read(path)
+    except RecursionError:
+        raise InputError(path, None, f"nested too deeply; zett_lab reads at most {MAX_NESTING} levels") from None
+    conversations = [normalise(conversation) for conversation in read]
     if not conversations:
         raise InputError(path, None, f"holds no conversation (read as {reader.name})")
     return conversations
