@@ -426,7 +426,7 @@ def test_a_conversation_costing_more_than_a_part_of_a_workers_share_is_cut_by_ke
     everything as it comes: nothing is cut), and every cell equals the uncut sweep's."""
     import math
 
-    from zett_lab.study.sweep import UNITS_PER_WORKER, replay_cost
+    from zett_lab.study.plan import UNITS_PER_WORKER, replay_cost
 
     conversations = [c for c in small if c.id in ("auth-refresh-token", "api-v2-deprecation", "billing-rounding")]
     costs = sorted(replay_cost(c) for c in conversations)
@@ -469,9 +469,9 @@ def test_units_of_a_small_conversation_run_as_one_task_and_a_lost_task_costs_onl
     """Units of one small conversation go to one worker together (it builds that conversation's anchor index
     once), never past :data:`BATCH_SHARE` of a worker's part; the cells equal those of one task per unit,
     and a task that fails marks its own cells and no others."""
-    import sys
-
-    from zett_lab.study.sweep import BATCH_SHARE, UNITS_PER_WORKER, _keep_groups, replay_cost
+    from zett_lab.study import collect
+    from zett_lab.study.collect import BATCH_SHARE
+    from zett_lab.study.plan import UNITS_PER_WORKER, _keep_groups, replay_cost
 
     grid = dict(
         max_tokens=[3_000, 6_000],
@@ -496,7 +496,7 @@ def test_units_of_a_small_conversation_run_as_one_task_and_a_lost_task_costs_onl
     assert by_conversation[cheapest] == [3] and by_conversation[costliest] == [1] * 3 * parts[costliest]
     assert len(recorded.tasks) < batched.config["units"] == 3 * sum(parts.values())
 
-    monkeypatch.setattr(sys.modules["zett_lab.study.sweep"], "BATCH_SHARE", 0.0)
+    monkeypatch.setattr(collect, "BATCH_SHARE", 0.0)
     alone = RecordingExecutor()
     clear_worker_state()
     one_each = sweep(small, executor=alone, **grid)

@@ -7,9 +7,11 @@ DataFrames for :mod:`zett_lab.show` to display. The modules, in the order a swee
 - :mod:`~zett_lab.study.boundaries`: which settings provably give the same replay, or the same
   replay up to a turn; the exact values where decisions change;
 - :mod:`~zett_lab.study.reuse`: proven replays kept per process, and where a replay can fork;
-- :mod:`~zett_lab.study.units`: one unit of work, as a worker runs it;
+- :mod:`~zett_lab.study.plan`: a sweep's grid checked and cut into units; :mod:`~zett_lab.study.units`: one unit
+  of work, as a worker runs it;
 - :mod:`~zett_lab.study.executors`: in-process, the local process pool, ``dask.distributed``;
-- :mod:`~zett_lab.study.sweep`: the driver; :mod:`~zett_lab.study.results` and
+- :mod:`~zett_lab.study.sweep`: the driver, which runs the plan and collects it (:mod:`~zett_lab.study.collect`);
+  :mod:`~zett_lab.study.results` and
   :mod:`~zett_lab.study.sources`: the :class:`Sweep` result, with replays' tables on disk;
 - :mod:`~zett_lab.study.choose`: measured cells, the Pareto front, constraints;
 - :mod:`~zett_lab.study.recommendation`: one recommended setting (constraints first, then the objectives in

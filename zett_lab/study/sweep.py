@@ -24,9 +24,9 @@ Both proofs are made for the stock engine; a user engine (``engines=``) shares w
 along the limits it declares (``zett_lab_reuse``), one that declares none replays every cell.
 
 Work is split into units of one conversation, engine and summarizer (split further by
-``keep_recent_tokens`` when there are fewer units than workers), run on any
+``keep_recent_tokens`` when there are fewer units than workers; :mod:`zett_lab.study.plan`), run on any
 :class:`concurrent.futures.Executor` (:mod:`zett_lab.study.executors`), and collected as they
-finish: each distinct replay's tables and engine events go to disk at once (a worker on this
+finish (:mod:`zett_lab.study.collect`): each distinct replay's tables and engine events go to disk at once (a worker on this
 machine writes them itself; one on a cluster sends them back), so memory does not grow with the
 number of cells. A unit that fails (or a worker that dies) marks only its own cells with the
 error, and a rerun picks up the finished summaries from the cache. A cell whose replay had
@@ -49,81 +49,28 @@ Example::
 from __future__ import annotations
 
 import concurrent.futures as cf
-import dataclasses
-import itertools
-import math
 import os
-import pickle
 import time
 import warnings
-from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
 from typing import Any
 
-from zett_agent.model import AgentModel, ReasoningEffort
+import pandas as pd
+from zett_agent.model import AgentModel
 
-from ..errors import ResultFailure, SettingError, SettingWarning, SummaryFailureWarning
+from ..errors import SummaryFailureWarning
 from ..load.conversation import Conversation
-from ..load.text import message_text
 from ..measure.catalogue import plugin_modules
 from ..progress import Progress, ProgressEvent
-from ..replay.engine import EngineSpec, ReplayProbe, build_engine, engine_name, engine_reuse
-from ..replay.setting import ReplayOptions, Setting, build_summarizer, check_limits, compose, keep_fills_budget
-from ..summarizers import DEFAULT_SUMMARIZER, CacheError, SummaryCache, resolve_cache, summarizer_identity
+from ..replay.engine import EngineSpec, engine_name, engine_reuse
+from ..summarizers import SummaryCache
 from .choose import measured_cells
-from .executors import in_process, is_remote, parallelism, resolve_executor, stop_workers
-from .grid import (
-    REPLAY_OPTIONS,
-    Cell,
-    GridValue,
-    conversations_of,
-    fingerprint,
-    is_offline,
-    resolve_context_window,
-    resolve_engines,
-    resolve_values,
-    summarizer_label,
-)
+from .collect import Collector, run_plan
+from .executors import is_remote, resolve_executor
+from .grid import GridValue
+from .plan import Plan, plan_sweep
 from .results import Sweep, SweepConfig, results_frame
-from .reuse import STORE, Proven, StoreKey
-from .sources import Source, SourceFolder, TableWriter
 from .store import SweepStore
-from .ticks import CellTicks
-from .units import WORKER_CACHE, CellResult, Unit, UnitResult, run_units, unit_store_key
-
-#: Concurrent replays per unit for summarizers that call a provider (offline ones run one at a time).
-DEFAULT_PROVIDER_CONCURRENCY = 4
-#: Units a worker's share of a sweep is cut into at least, where a conversation and summarizer can be cut (by
-#: ``keep_recent_tokens``): with one long conversation, one unit per summarizer left a worker idle while another
-#: ran the costliest summarizer's unit at the end; forks lose little (a worker forks a unit's replays from any
-#: replay it ran before, of any summarizer, up to their first compaction).
-UNITS_PER_WORKER = 4
-#: Units of one conversation run as one task while together they cost at most this share of one worker's
-#: part of the sweep (on a local pool; on a cluster each unit is a task, so a lost worker costs only its own).
-BATCH_SHARE = 0.25
-
-
-@dataclass
-class _Plan:
-    """A checked grid, cut into units."""
-
-    conversations: list[Conversation]
-    window: int | None
-    max_values: list[tuple[int, float | None]]
-    keep_values: list[tuple[int, float | None]]
-    labels: list[str]
-    identities: list[str]
-    engines: list[tuple[str, EngineSpec]]
-    cache: SummaryCache | None
-    units: list[Unit]
-    keys: dict[int, StoreKey]
-    #: The units in the order they are submitted: the costliest first (:func:`replay_cost` × cells).
-    order: list[Unit]
-    #: Per unit index: its cost (:func:`replay_cost` × cells).
-    costs: dict[int, float]
-    #: The grid's Setting at its first cell (what every cell shares but its engine, summarizer and limits).
-    template: Setting
 
 
 def sweep(
@@ -181,7 +128,7 @@ def sweep(
     runner, runner_name = resolve_executor(executor)
     if replay_options.get("compact_at"):
         reuse = False  # manual passes: every setting is its own replay
-    plan = _plan(
+    plan = plan_sweep(
         conversations,
         max_tokens,
         keep_recent_tokens,
@@ -197,10 +144,10 @@ def sweep(
         reuse=reuse,
         metric_modules=plugin_modules() if metrics else (),
     )
-    collector = _Collector(plan, reuse, remote=is_remote(runner))
+    collector = Collector(plan, reuse, remote=is_remote(runner))
     tracker = Progress(total=sum(len(u.cells) for u in plan.units), label="sweep", show=progress)
     try:
-        _run(plan, runner, collector, tracker, strict=bool(replay_options.get("strict")))
+        run_plan(plan, runner, collector, tracker, strict=bool(replay_options.get("strict")))
     finally:
         tracker.close()
     rows, cell_map = collector.rows()
@@ -223,433 +170,25 @@ def sweep(
         config=config,
         store=SweepStore({c.id: c for c in plan.conversations}, collector.sources, cell_map),
     )
+    _warn_failures(swept)
+    return swept
+
+
+def _warn_failures(swept: Sweep) -> None:
+    """One :class:`~zett_lab.errors.SummaryFailureWarning` per distinct failure cause of the sweep."""
     for failure in swept.failure_counts.itertuples(index=False):
         warnings.warn(
             f"{failure.count} {failure.what}(s) failed ({failure.summarizer}): {failure.cause}; "
             "those cells are no measurement (see Sweep.failure_counts)",
             SummaryFailureWarning,
-            stacklevel=2,
-        )
-    return swept
-
-
-def _plan(
-    conversations: Conversation | Iterable[Conversation] | str | os.PathLike[str],
-    max_tokens: Sequence[GridValue] | GridValue,
-    keep_recent_tokens: Sequence[GridValue] | GridValue,
-    summarizers: Sequence[str | AgentModel] | str | None,
-    engines: Mapping[str, EngineSpec] | None,
-    cache: SummaryCache | str | os.PathLike[str] | bool | None,
-    context_window: int | str | None,
-    runner: cf.Executor,
-    replay_options: dict[str, Any],
-    **unit_options: Any,
-) -> _Plan:
-    """Check the grid and cut it into units (nothing runs yet; each engine is built once)."""
-    unknown = sorted(set(replay_options) - set(REPLAY_OPTIONS))
-    if unknown:
-        raise SettingError(
-            f"unknown sweep option(s) {unknown}; replay options a sweep passes on: {', '.join(REPLAY_OPTIONS)}"
-        )
-    items = conversations_of(conversations)
-    window = resolve_context_window(context_window)
-    max_values = resolve_values(max_tokens, "max_tokens", window)
-    keep_values = resolve_values(keep_recent_tokens, "keep_recent_tokens", window)
-    for m, _ in max_values:
-        for k, _ in keep_values:
-            check_limits(m, k)
-    # The grid's Setting at its first cell, and how each replay runs: every option checked before anything runs.
-    template, options = compose(
-        None,
-        ReplayOptions(warn=False),
-        {"max_tokens": max_values[0][0], "keep_recent_tokens": keep_values[0][0], **replay_options},
-    )
-    _warn_keep_fills_budget(max_values, keep_values)
-    specs = (
-        [DEFAULT_SUMMARIZER]
-        if summarizers is None
-        else ([summarizers] if isinstance(summarizers, str) else list(summarizers))
-    )
-    if not specs:
-        raise SettingError("summarizers is empty: a sweep needs at least one summarizer")
-    models = [build_summarizer(spec) for spec in specs]  # fails fast on a bad spec
-    labels = [summarizer_label(spec) for spec in specs]
-    if len(set(labels)) != len(labels):
-        raise SettingError(f"summarizers must be distinct, got {labels}")
-    _refuse_one_under_two_labels("summarizers", labels, [summarizer_identity(m) for m in models])
-    summary_cache = resolve_cache(cache)
-    engine_items = resolve_engines(engines, in_process(runner))
-    _refuse_one_under_two_labels(
-        "engines", [label for label, _ in engine_items], [engine_name(e) for _, e in engine_items]
-    )
-    for _, engine in engine_items:  # a factory that fails or ignores the limits: one error before anything runs
-        build_engine(
-            engine,
-            ReplayProbe,
-            model=models[0],
-            max_tokens=template.max_tokens,
-            keep_recent_tokens=template.keep_recent_tokens,
-            count_tokens=template.token_counter(),
-            reasoning_effort=ReasoningEffort(template.reasoning_effort),
-        )
-    shipped = _shippable(specs, models, in_process(runner))
-    unit_cache: SummaryCache | str | bool = (
-        False if summary_cache is None else (WORKER_CACHE if is_remote(runner) else summary_cache)
-    )
-    costs = [replay_cost(conversation) for conversation in items]
-    # A part of one worker's share of the whole grid: a conversation and summarizer costing more is cut into
-    # groups of keep_recent_tokens, so the workers can be kept evenly busy to the end.
-    workers = parallelism(runner)
-    share = sum(costs) * len(specs) * len(engine_items) / (workers * UNITS_PER_WORKER) if workers > 1 else math.inf
-    summarizer_items = list(zip(shipped, models, labels, strict=True))
-    units: list[Unit] = []
-    for conversation, cost in zip(items, costs, strict=True):
-        digest = fingerprint(conversation)
-        groups = _keep_groups([k for k, _ in keep_values], cost, share)
-        for (engine_label, engine), (spec, model, label) in itertools.product(engine_items, summarizer_items):
-            concurrency = (
-                1 if is_offline(model) else (getattr(model, "max_concurrency", None) or DEFAULT_PROVIDER_CONCURRENCY)
-            )
-            for keeps in groups:
-                units.append(
-                    Unit(
-                        index=len(units),
-                        conversation=conversation,
-                        fingerprint=digest,
-                        setting=dataclasses.replace(template, summarizer=spec, engine=engine),
-                        options=options,
-                        label=label,
-                        cells=[(m, k) for k in keeps for m, _ in max_values],
-                        cache=unit_cache,
-                        concurrency=concurrency,
-                        engine_label=engine_label,
-                        **unit_options,
-                    )
-                )
-    keys = {unit.index: unit_store_key(unit) for unit in units}
-    cost_of = {id(conversation): cost for conversation, cost in zip(items, costs, strict=True)}
-    unit_costs = {unit.index: cost_of[id(unit.conversation)] * len(unit.cells) for unit in units}
-    order = sorted(units, key=lambda unit: -unit_costs[unit.index])
-    return _Plan(
-        items,
-        window,
-        max_values,
-        keep_values,
-        labels,
-        [summarizer_identity(m) for m in models],
-        engine_items,
-        summary_cache,
-        units,
-        keys,
-        order,
-        unit_costs,
-        template,
-    )
-
-
-def _refuse_one_under_two_labels(what: str, labels: list[str], names: list[str]) -> None:
-    """A cell is a conversation under a Setting: two labels naming one engine or summarizer would be one cell twice."""
-    first: dict[str, str] = {}
-    for label, name in zip(labels, names, strict=True):
-        if name in first:
-            raise SettingError(f"{what} {first[name]!r} and {label!r} are the same ({name}); give it once")
-        first[name] = label
-
-
-def _warn_keep_fills_budget(
-    max_values: list[tuple[int, float | None]], keep_values: list[tuple[int, float | None]]
-) -> None:
-    """One :class:`~zett_lab.errors.SettingWarning` for all settings whose kept tail alone fills the budget."""
-    filling = [(m, k) for m, _ in max_values for k, _ in keep_values if keep_fills_budget(m, k)]
-    if filling:
-        m, k = filling[0]
-        warnings.warn(
-            f"{len(filling)} of {len(max_values) * len(keep_values)} settings have keep_recent_tokens >= max_tokens; "
-            f"e.g. {keep_fills_budget(m, k)}",
-            SettingWarning,
-            stacklevel=4,
-        )
-
-
-def _shippable(specs: Sequence[str | AgentModel], models: Sequence[AgentModel], local: bool) -> list[str | AgentModel]:
-    """What each unit carries of its summarizer: the spec string, or a model that pickles."""
-    shipped: list[str | AgentModel] = []
-    for spec, model in zip(specs, models, strict=True):
-        if isinstance(spec, str) or local:
-            shipped.append(spec if isinstance(spec, str) else model)
-            continue
-        try:
-            pickle.dumps(model)
-        except Exception as error:
-            raise SettingError(
-                f"summarizer {summarizer_label(model)!r} cannot be sent to worker processes ({type(error).__name__}: {error}); "
-                "pass it as a spec string or use executor='serial'"
-            ) from error
-        shipped.append(model)
-    return shipped
-
-
-def replay_cost(conversation: Conversation) -> float:
-    """A conversation's relative cost in a sweep (messages × characters: each step's runtime grows with the
-    context, and longer conversations compact more often, so take more distinct replays)."""
-    return float(len(conversation.messages) * sum(len(message_text(m)) for m in conversation.messages))
-
-
-def _keep_groups(keeps: list[int], cost: float, share: float) -> list[list[int]]:
-    """``keep_recent_tokens`` values per unit of one conversation and summarizer: all in one (forks share the
-    most), cut into as many groups as it takes for each to cost at most ``share`` (a part of one worker's share of
-    the grid, :data:`UNITS_PER_WORKER`).
-
-    Neighbouring values stay together: they take the same decisions longest, so share the most forks.
-    """
-    parts = min(len(keeps), max(1, math.ceil(cost / share))) if share > 0 else 1
-    size = -(-len(keeps) // parts)
-    return [keeps[i : i + size] for i in range(0, len(keeps), size)]
-
-
-@dataclass(frozen=True, slots=True)
-class _Ran:
-    worker: str
-    seconds: float
-    cpu_seconds: float
-    setup_cpu_seconds: float
-
-
-@dataclass
-class _Collector:
-    """What the driver keeps as units finish: each replay's tables go to disk, cells stay as rows."""
-
-    plan: _Plan
-    reuse: bool
-    remote: bool
-    folder: SourceFolder = field(default_factory=SourceFolder)
-    sources: dict[str, Source] = field(default_factory=dict)
-    cells: dict[int, dict[tuple[int, int], CellResult]] = field(default_factory=dict)
-    failures: dict[int, str] = field(default_factory=dict)
-    #: Per finished unit: where it ran, its wall and CPU seconds (its tables are on disk, not here).
-    finished: dict[int, _Ran] = field(default_factory=dict)
-    merged: int = 0
-
-    @property
-    def tables_to(self) -> TableWriter | None:
-        """Where units write their replays: this sweep's folder, unless they may run on other machines."""
-        return None if self.remote else self.folder.writer
-
-    def answer_from_store(self, unit: Unit) -> list[tuple[int, int]]:
-        """Answer the cells this session's proven replays stand for; return the rest."""
-        answered = self.cells.setdefault(unit.index, {})
-        remaining = []
-        for cell in unit.cells:
-            proven = STORE.find(self.plan.keys[unit.index], *cell) if self.reuse else None
-            if proven is None or proven.source is None:
-                remaining.append(cell)
-                continue
-            self.sources.setdefault(proven.source_id, proven.source)
-            answered[cell] = CellResult(
-                cell[0], cell[1], proven.source_id, False, 0, proven.derived_row(*cell), proven.row_error, 0.0, 0, 0
-            )
-        return remaining
-
-    def receive(self, unit: Unit, result: UnitResult) -> None:
-        """Write the unit's replays to disk, keep its cells, merge the summaries its worker made."""
-        self.finished[unit.index] = _Ran(result.worker, result.seconds, result.cpu_seconds, result.setup_cpu_seconds)
-        for sid, payload in result.sources.items():
-            if payload.tables is not None:
-                self.folder.write(sid, payload.tables)
-            if payload.engine_events is not None:
-                self.folder.write_events(sid, payload.engine_events)
-            source = Source(
-                sid,
-                unit.conversation.id,
-                payload.region,
-                payload.settings,
-                None,
-                self.folder,
-                payload.failures,
-            )
-            self.sources[sid] = source
-            if self.reuse and payload.row is not None:
-                STORE.add(
-                    self.plan.keys[unit.index],
-                    Proven(sid, payload.region, payload.sent, payload.row, payload.row_error, source=source),
-                )
-        cells = self.cells.setdefault(unit.index, {})
-        for cell in result.cells:
-            cells[(cell.max_tokens, cell.keep_recent_tokens)] = cell
-        cache = self.plan.cache
-        if cache is not None and result.new_summaries:
-            for key, summary in result.new_summaries:
-                if key not in cache:
-                    cache.put(key, summary)
-                    self.merged += 1
-
-    def rows(self) -> tuple[list[dict[str, Any]], dict[Cell, str]]:
-        """The results rows, in grid order, and which replay each complete cell uses."""
-        plan = self.plan
-        share = {"max": dict(plan.max_values), "keep": dict(plan.keep_values)}
-        identity = dict(zip(plan.labels, plan.identities, strict=True))
-        rows: list[dict[str, Any]] = []
-        cell_map: dict[Cell, str] = {}
-        for unit in plan.units:
-            worker = self.finished[unit.index].worker if unit.index in self.finished else None
-            answered = self.cells.get(unit.index, {})
-            for m, k in unit.cells:
-                base: dict[str, Any] = {
-                    "conversation_id": unit.conversation.id,
-                    "engine": unit.engine_label,
-                    "summarizer": unit.label,
-                    "max_tokens": m,
-                    "keep_recent_tokens": k,
-                }
-                if plan.window is not None:
-                    base.update(
-                        context_window=plan.window, max_tokens_share=share["max"][m], keep_recent_share=share["keep"][k]
-                    )
-                cell = answered.get((m, k))
-                if cell is None:
-                    rows.append(
-                        {
-                            **base,
-                            "engine_identity": unit.setting.engine_name,
-                            "summarizer_identity": identity[unit.label],
-                            "error": self.failures.get(unit.index) or "not run",
-                        }
-                    )
-                    continue
-                row = {key: value for key, value in (cell.row or {}).items() if key not in base and key != "summarizer"}
-                rows.append(
-                    {
-                        **base,
-                        **row,
-                        "engine_identity": unit.setting.engine_name,
-                        "summarizer_identity": identity[unit.label],
-                        "replayed": cell.replayed,
-                        "shared_steps": cell.shared_steps,
-                        "model_calls": cell.model_calls,
-                        "cache_hits": cell.cache_hits,
-                        "seconds": cell.seconds,
-                        "worker": worker if cell.replayed else None,
-                        "error": cell.error,
-                    }
-                )
-                if cell.source_id is not None:
-                    cell_map[Cell(unit.conversation.id, unit.setting.with_limits(m, k).named())] = cell.source_id
-        return rows, cell_map
-
-
-def _next_batch(order: deque[Unit], costs: dict[int, float], budget: float) -> list[Unit]:
-    """The next unit of ``order``, with the units after it of the same conversation while together they cost
-    at most ``budget``: one task, so one worker builds that conversation's anchor index once."""
-    batch = [order.popleft()]
-    spent = costs[batch[0].index]
-    while order and order[0].fingerprint == batch[0].fingerprint and spent + costs[order[0].index] <= budget:
-        spent += costs[order[0].index]
-        batch.append(order.popleft())
-    return batch
-
-
-def _run(plan: _Plan, runner: cf.Executor, collector: _Collector, tracker: Progress, *, strict: bool) -> None:
-    """Submit units in the plan's order (the costliest first), a bounded number of tasks at a time, and collect
-    them as they finish.
-
-    A task is one unit, or on a local pool several units of one small conversation (:func:`_next_batch`;
-    together at most :data:`BATCH_SHARE` of one worker's share of the sweep, so the workers stay
-    balanced). A lost task marks the cells of its own units failed, no others. The bar moves cell by cell
-    where units can report (:mod:`zett_lab.study.ticks`), else unit by unit. ``strict``: stop at the first
-    failed cell (:class:`~zett_lab.errors.ResultFailure` naming it).
-    """
-    order = deque(plan.order)
-    workers = parallelism(runner)
-    in_flight_limit = max(2, 2 * workers)
-    batch_budget = 0.0 if collector.remote else BATCH_SHARE * sum(plan.costs.values()) / workers
-    futures: dict[cf.Future[list[UnitResult]], list[Unit]] = {}
-    reported: dict[int, int] = {}
-
-    def on_cells(unit_index: int, cells: int, worker: str) -> None:
-        reported[unit_index] = reported.get(unit_index, 0) + cells
-        tracker.advance(cells, worker)
-
-    def finish(unit: Unit, worker: str | None) -> None:
-        left = len(unit.cells) - reported.pop(unit.index, 0)
-        if left > 0:
-            tracker.advance(left, worker)
-
-    ticks = CellTicks(runner, on_cells if tracker.watched else None)
-
-    def submit_more() -> None:
-        while order and len(futures) < in_flight_limit:
-            task, sent = [], []
-            for unit in _next_batch(order, plan.costs, batch_budget):
-                remaining = collector.answer_from_store(unit)
-                if not remaining:
-                    finish(unit, None)
-                    continue
-                task.append(unit)
-                sent.append(replace(unit, cells=remaining, ticks=ticks.channel, tables_to=collector.tables_to))
-            if not task:
-                continue
-            try:
-                futures[runner.submit(run_units, sent)] = task
-            except Exception as error:  # noqa: BLE001 - the executor refused: those cells carry it
-                for unit in task:
-                    collector.failures[unit.index] = f"executor: {type(error).__name__}: {error}"
-                    finish(unit, None)
-
-    try:
-        submit_more()
-        while futures:
-            done, _ = cf.wait(list(futures), timeout=ticks.poll_s, return_when=cf.FIRST_COMPLETED)
-            ticks.drain()
-            for future in done:
-                task = futures.pop(future)
-                try:
-                    results: list[UnitResult | None] = list(future.result())
-                except CacheError:
-                    raise  # the summary cache is unusable: every later cell would wait on it, then fail
-                except Exception as error:  # noqa: BLE001 - a lost task marks its own units' cells
-                    results = [None] * len(task)
-                    for unit in task:
-                        collector.failures[unit.index] = f"executor: {type(error).__name__}: {error}"
-                for unit, result in zip(task, results, strict=True):
-                    if result is not None:
-                        collector.receive(unit, result)
-                    finish(unit, result.worker if result is not None else None)
-                    if strict:
-                        _stop_at_first_failure(unit, collector)
-            submit_more()
-    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: no worker goes on (or outlives this process)
-        for future in futures:
-            future.cancel()
-        stop_workers(runner)
-        raise
-    except (ResultFailure, CacheError):
-        for future in futures:
-            future.cancel()
-        raise
-    finally:
-        ticks.close()
-
-
-def _stop_at_first_failure(unit: Unit, collector: _Collector) -> None:
-    """Strict sweeps: raise :class:`ResultFailure` naming the first failed cell of a finished unit."""
-    answered = collector.cells.get(unit.index, {})
-    failed = [(m, k, cell.error) for (m, k), cell in answered.items() if cell.error]
-    lost = collector.failures.get(unit.index)
-    if lost is not None:
-        failed.insert(0, (*unit.cells[0], lost))
-    if failed:
-        max_tokens, keep, error = failed[0]
-        engine = f"engine {unit.engine_label!r}, " if unit.setting.engine is not None else ""
-        raise ResultFailure(
-            f"sweep stopped at its first failure (strict): conversation {unit.conversation.id!r}, {engine}"
-            f"summarizer {unit.label!r}, max_tokens={max_tokens}, keep_recent_tokens={keep}: {error}"
+            stacklevel=3,
         )
 
 
 def _config(
-    plan: _Plan,
-    collector: _Collector,
-    results: Any,
+    plan: Plan,
+    collector: Collector,
+    results: pd.DataFrame,
     runner_name: str,
     replay_options: dict[str, Any],
     context_window: int | str | None,
@@ -707,7 +246,7 @@ def _config(
     )
 
 
-def _unit_times(plan: _Plan, collector: _Collector) -> list[dict[str, Any]]:
+def _unit_times(plan: Plan, collector: Collector) -> list[dict[str, Any]]:
     """Per unit that ran, in submission order: what it was, where it ran, its wall, CPU and setup CPU seconds."""
     out = []
     for unit in plan.order:

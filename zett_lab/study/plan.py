@@ -1,0 +1,289 @@
+"""A sweep's plan: its grid checked and cut into units of work, before anything runs.
+
+:func:`plan_sweep` checks every value and option, builds each summarizer and engine once (a bad spec or a
+failing factory is one error before anything runs), and cuts the grid into :class:`~zett_lab.study.units.Unit`
+s of one conversation, engine and summarizer, split further by ``keep_recent_tokens`` where a conversation
+would otherwise keep one worker busy alone (:data:`UNITS_PER_WORKER`). The :class:`Plan` orders them the
+costliest first (:func:`replay_cost`).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import dataclasses
+import itertools
+import math
+import os
+import pickle
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from zett_agent.model import AgentModel, ReasoningEffort
+
+from ..errors import SettingError, SettingWarning
+from ..load.conversation import Conversation
+from ..load.text import message_text
+from ..replay.engine import EngineSpec, ReplayProbe, build_engine, engine_name
+from ..replay.setting import ReplayOptions, Setting, build_summarizer, check_limits, compose, keep_fills_budget
+from ..summarizers import DEFAULT_SUMMARIZER, SummaryCache, resolve_cache, summarizer_identity
+from .executors import in_process, is_remote, parallelism
+from .grid import (
+    REPLAY_OPTIONS,
+    GridValue,
+    conversations_of,
+    fingerprint,
+    is_offline,
+    resolve_context_window,
+    resolve_engines,
+    resolve_values,
+    summarizer_label,
+)
+from .reuse import StoreKey
+from .units import WORKER_CACHE, Unit, unit_store_key
+
+#: Concurrent replays per unit for summarizers that call a provider (offline ones run one at a time).
+DEFAULT_PROVIDER_CONCURRENCY = 4
+
+
+#: Units a worker's share of a sweep is cut into at least, where a conversation and summarizer can be cut (by
+#: ``keep_recent_tokens``): with one long conversation, one unit per summarizer left a worker idle while another
+#: ran the costliest summarizer's unit at the end; forks lose little (a worker forks a unit's replays from any
+#: replay it ran before, of any summarizer, up to their first compaction).
+UNITS_PER_WORKER = 4
+
+
+@dataclass
+class Plan:
+    """A checked grid, cut into units."""
+
+    conversations: list[Conversation]
+    window: int | None
+    max_values: list[tuple[int, float | None]]
+    keep_values: list[tuple[int, float | None]]
+    labels: list[str]
+    identities: list[str]
+    engines: list[tuple[str, EngineSpec]]
+    cache: SummaryCache | None
+    units: list[Unit]
+    keys: dict[int, StoreKey]
+    #: The units in the order they are submitted: the costliest first (:func:`replay_cost` × cells).
+    order: list[Unit]
+    #: Per unit index: its cost (:func:`replay_cost` × cells).
+    costs: dict[int, float]
+    #: The grid's Setting at its first cell (what every cell shares but its engine, summarizer and limits).
+    template: Setting
+
+
+def plan_sweep(
+    conversations: Conversation | Iterable[Conversation] | str | os.PathLike[str],
+    max_tokens: Sequence[GridValue] | GridValue,
+    keep_recent_tokens: Sequence[GridValue] | GridValue,
+    summarizers: Sequence[str | AgentModel] | str | None,
+    engines: Mapping[str, EngineSpec] | None,
+    cache: SummaryCache | str | os.PathLike[str] | bool | None,
+    context_window: int | str | None,
+    runner: cf.Executor,
+    replay_options: dict[str, Any],
+    **unit_options: Any,
+) -> Plan:
+    """Check the grid and cut it into units (nothing runs yet; each engine is built once)."""
+    unknown = sorted(set(replay_options) - set(REPLAY_OPTIONS))
+    if unknown:
+        raise SettingError(
+            f"unknown sweep option(s) {unknown}; replay options a sweep passes on: {', '.join(REPLAY_OPTIONS)}"
+        )
+    items = conversations_of(conversations)
+    window = resolve_context_window(context_window)
+    max_values = resolve_values(max_tokens, "max_tokens", window)
+    keep_values = resolve_values(keep_recent_tokens, "keep_recent_tokens", window)
+    for m, _ in max_values:
+        for k, _ in keep_values:
+            check_limits(m, k)
+    # The grid's Setting at its first cell, and how each replay runs: every option checked before anything runs.
+    template, options = compose(
+        None,
+        ReplayOptions(warn=False),
+        {"max_tokens": max_values[0][0], "keep_recent_tokens": keep_values[0][0], **replay_options},
+    )
+    _warn_keep_fills_budget(max_values, keep_values)
+    specs, models, labels = _summarizers(summarizers)
+    summary_cache = resolve_cache(cache)
+    engine_items = _engines(engines, runner, models[0], template)
+    shipped = _shippable(specs, models, in_process(runner))
+    units = _units(
+        items,
+        ([m for m, _ in max_values], [k for k, _ in keep_values]),
+        engine_items,
+        list(zip(shipped, models, labels, strict=True)),
+        runner,
+        template,
+        options,
+        False if summary_cache is None else (WORKER_CACHE if is_remote(runner) else summary_cache),
+        unit_options,
+    )
+    cost_of = {id(conversation): replay_cost(conversation) for conversation in items}
+    unit_costs = {unit.index: cost_of[id(unit.conversation)] * len(unit.cells) for unit in units}
+    return Plan(
+        items,
+        window,
+        max_values,
+        keep_values,
+        labels,
+        [summarizer_identity(m) for m in models],
+        engine_items,
+        summary_cache,
+        units,
+        {unit.index: unit_store_key(unit) for unit in units},
+        sorted(units, key=lambda unit: -unit_costs[unit.index]),
+        unit_costs,
+        template,
+    )
+
+
+def _summarizers(
+    summarizers: Sequence[str | AgentModel] | str | None,
+) -> tuple[list[str | AgentModel], list[AgentModel], list[str]]:
+    """The specs, the models they build (a bad spec fails here) and their labels, each summarizer once."""
+    specs: list[str | AgentModel] = (
+        [DEFAULT_SUMMARIZER]
+        if summarizers is None
+        else ([summarizers] if isinstance(summarizers, str) else list(summarizers))
+    )
+    if not specs:
+        raise SettingError("summarizers is empty: a sweep needs at least one summarizer")
+    models = [build_summarizer(spec) for spec in specs]  # fails fast on a bad spec
+    labels = [summarizer_label(spec) for spec in specs]
+    if len(set(labels)) != len(labels):
+        raise SettingError(f"summarizers must be distinct, got {labels}")
+    _refuse_one_under_two_labels("summarizers", labels, [summarizer_identity(m) for m in models])
+    return specs, models, labels
+
+
+def _engines(
+    engines: Mapping[str, EngineSpec] | None, runner: cf.Executor, model: AgentModel, template: Setting
+) -> list[tuple[str, EngineSpec]]:
+    """``(label, engine)`` of each engine, each built once at the grid's first setting: a factory that fails or
+    ignores the limits is one error before anything runs."""
+    engine_items = resolve_engines(engines, in_process(runner))
+    _refuse_one_under_two_labels(
+        "engines", [label for label, _ in engine_items], [engine_name(e) for _, e in engine_items]
+    )
+    for _, engine in engine_items:
+        build_engine(
+            engine,
+            ReplayProbe,
+            model=model,
+            max_tokens=template.max_tokens,
+            keep_recent_tokens=template.keep_recent_tokens,
+            count_tokens=template.token_counter(),
+            reasoning_effort=ReasoningEffort(template.reasoning_effort),
+        )
+    return engine_items
+
+
+def _units(
+    conversations: list[Conversation],
+    limits: tuple[list[int], list[int]],
+    engine_items: list[tuple[str, EngineSpec]],
+    summarizer_items: list[tuple[str | AgentModel, AgentModel, str]],
+    runner: cf.Executor,
+    template: Setting,
+    options: ReplayOptions,
+    cache: SummaryCache | str | bool,
+    unit_options: dict[str, Any],
+) -> list[Unit]:
+    """The grid cut into units: per conversation, engine and summarizer, its ``keep_recent_tokens`` values in one
+    unit, or in groups where that conversation and summarizer cost more than a part of one worker's share of the
+    whole grid (:func:`_keep_groups`), so the workers can be kept evenly busy to the end."""
+    max_tokens, keeps = limits
+    costs = [replay_cost(conversation) for conversation in conversations]
+    workers = parallelism(runner)
+    pairs = len(engine_items) * len(summarizer_items)
+    share = sum(costs) * pairs / (workers * UNITS_PER_WORKER) if workers > 1 else math.inf
+    units: list[Unit] = []
+    for conversation, cost in zip(conversations, costs, strict=True):
+        digest = fingerprint(conversation)
+        groups = _keep_groups(keeps, cost, share)
+        for (engine_label, engine), (spec, model, label) in itertools.product(engine_items, summarizer_items):
+            concurrency = (
+                1 if is_offline(model) else (getattr(model, "max_concurrency", None) or DEFAULT_PROVIDER_CONCURRENCY)
+            )
+            for group in groups:
+                units.append(
+                    Unit(
+                        index=len(units),
+                        conversation=conversation,
+                        fingerprint=digest,
+                        setting=dataclasses.replace(template, summarizer=spec, engine=engine),
+                        options=options,
+                        label=label,
+                        cells=[(m, k) for k in group for m in max_tokens],
+                        cache=cache,
+                        concurrency=concurrency,
+                        engine_label=engine_label,
+                        **unit_options,
+                    )
+                )
+    return units
+
+
+def _refuse_one_under_two_labels(what: str, labels: list[str], names: list[str]) -> None:
+    """A cell is a conversation under a Setting: two labels naming one engine or summarizer would be one cell twice."""
+    first: dict[str, str] = {}
+    for label, name in zip(labels, names, strict=True):
+        if name in first:
+            raise SettingError(f"{what} {first[name]!r} and {label!r} are the same ({name}); give it once")
+        first[name] = label
+
+
+def _warn_keep_fills_budget(
+    max_values: list[tuple[int, float | None]], keep_values: list[tuple[int, float | None]]
+) -> None:
+    """One :class:`~zett_lab.errors.SettingWarning` for all settings whose kept tail alone fills the budget."""
+    filling = [(m, k) for m, _ in max_values for k, _ in keep_values if keep_fills_budget(m, k)]
+    if filling:
+        m, k = filling[0]
+        warnings.warn(
+            f"{len(filling)} of {len(max_values) * len(keep_values)} settings have keep_recent_tokens >= max_tokens; "
+            f"e.g. {keep_fills_budget(m, k)}",
+            SettingWarning,
+            stacklevel=4,
+        )
+
+
+def _shippable(specs: Sequence[str | AgentModel], models: Sequence[AgentModel], local: bool) -> list[str | AgentModel]:
+    """What each unit carries of its summarizer: the spec string, or a model that pickles."""
+    shipped: list[str | AgentModel] = []
+    for spec, model in zip(specs, models, strict=True):
+        if isinstance(spec, str) or local:
+            shipped.append(spec if isinstance(spec, str) else model)
+            continue
+        try:
+            pickle.dumps(model)
+        except Exception as error:
+            raise SettingError(
+                f"summarizer {summarizer_label(model)!r} cannot be sent to worker processes ({type(error).__name__}: {error}); "
+                "pass it as a spec string or use executor='serial'"
+            ) from error
+        shipped.append(model)
+    return shipped
+
+
+def replay_cost(conversation: Conversation) -> float:
+    """A conversation's relative cost in a sweep (messages × characters: each step's runtime grows with the
+    context, and longer conversations compact more often, so take more distinct replays)."""
+    return float(len(conversation.messages) * sum(len(message_text(m)) for m in conversation.messages))
+
+
+def _keep_groups(keeps: list[int], cost: float, share: float) -> list[list[int]]:
+    """``keep_recent_tokens`` values per unit of one conversation and summarizer: all in one (forks share the
+    most), cut into as many groups as it takes for each to cost at most ``share`` (a part of one worker's share of
+    the grid, :data:`UNITS_PER_WORKER`).
+
+    Neighbouring values stay together: they take the same decisions longest, so share the most forks.
+    """
+    parts = min(len(keeps), max(1, math.ceil(cost / share))) if share > 0 else 1
+    size = -(-len(keeps) // parts)
+    return [keeps[i : i + size] for i in range(0, len(keeps), size)]
