@@ -188,7 +188,7 @@ def test_a_pass_blocked_in_synchronous_code_is_interrupted(engine, where):
 def test_a_timed_out_pass_in_strict_mode_stops_naming_the_engine_and_step():
     with pytest.raises(
         ReplayError,
-        match=r"engine tests\.test_engines\.LoopsForever, turn \d+, step \d+: engine failed \(strict\): EngineTimeout: "
+        match=r"engine tests\.replay\.test_engines\.LoopsForever, turn \d+, step \d+: engine failed \(strict\): EngineTimeout: "
         r"the engine's pass did not finish within engine_timeout=0\.2 s",
     ):
         _replay(LoopsForever, engine_timeout=0.2, strict=True)
@@ -303,7 +303,7 @@ def test_strict_mode_and_errors_outside_the_pass_stop_the_replay_naming_the_engi
         )
     with pytest.raises(
         ReplayError,
-        match=r"engine tests\.test_engines\.BrokenAfterModel, turn 0, step 0: RuntimeError: after_model bug",
+        match=r"engine tests\.replay\.test_engines\.BrokenAfterModel, turn 0, step 0: RuntimeError: after_model bug",
     ):
         _replay(BrokenAfterModel)
 
