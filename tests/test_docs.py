@@ -98,7 +98,7 @@ def test_the_limits_page_states_the_limits_the_engine_and_zett_lab_apply():
 
     from zett_lab.replay.deadline import DEFAULT_ENGINE_TIMEOUT
     from zett_lab.replay.engine import REPLAY_FAILED_REQUESTS, SPAN_ATTEMPTS, SummaryNotAsked
-    from zett_lab.summarizers.providers import BREAKER_COOLDOWN_S, BREAKER_THRESHOLD
+    from zett_lab.summarizers.breaker import BREAKER_COOLDOWN_S, BREAKER_THRESHOLD
 
     page = (DOCS / "reference" / "limits.md").read_text(encoding="utf-8")
     timeouts, retry = TimeoutOptions(), RetryOptions()

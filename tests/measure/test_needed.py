@@ -23,7 +23,8 @@ from zett_agent.messages import AssistantMessage, SystemMessage
 import zett_lab
 from tests.helpers import as_words, span_trace
 from zett_lab.load.anchor_forms import shows, spellings
-from zett_lab.load.anchors import action_keys, anchor_keys, defined_names, message_keys
+from zett_lab.load.anchors import action_keys, anchor_keys, message_keys
+from zett_lab.load.definitions import defined_names
 from zett_lab.load.text import message_text
 from zett_lab.load.vocabulary import is_generic
 from zett_lab.measure import measure

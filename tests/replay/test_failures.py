@@ -35,7 +35,7 @@ from zett_lab.show import cli
 from zett_lab.show.report import Report
 from zett_lab.study import measured_cells, pareto_front, recommend, sweep
 from zett_lab.summarizers import BREAKER_COOLDOWN_S, BREAKER_THRESHOLD, summarizer
-from zett_lab.summarizers.providers import EndpointBreaker, _is_connection_error, endpoint_breaker
+from zett_lab.summarizers.breaker import EndpointBreaker, endpoint_breaker, is_connection_error
 
 #: The issue's case: at 8k/2k every over-budget step of this session asks for a summary.
 SESSION = "billing-rounding"
@@ -141,11 +141,11 @@ def test_the_breaker_tries_again_after_its_cooldown() -> None:
 
 
 def test_what_counts_as_a_connection_failure() -> None:
-    assert _is_connection_error(httpx.ConnectError("[Errno -2] Name or service not known"))  # does not resolve
-    assert _is_connection_error(httpx.ConnectError("[Errno 111] Connection refused"))
-    assert _is_connection_error(timeout_error("connect", 5.0))
-    assert not _is_connection_error(timeout_error("first_byte", 60.0)), "a silent provider was reached"
-    assert not _is_connection_error(RuntimeError("provider exploded"))
+    assert is_connection_error(httpx.ConnectError("[Errno -2] Name or service not known"))  # does not resolve
+    assert is_connection_error(httpx.ConnectError("[Errno 111] Connection refused"))
+    assert is_connection_error(timeout_error("connect", 5.0))
+    assert not is_connection_error(timeout_error("first_byte", 60.0)), "a silent provider was reached"
+    assert not is_connection_error(RuntimeError("provider exploded"))
 
 
 def test_the_issue_case_on_the_command_line(capsys) -> None:

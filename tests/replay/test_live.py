@@ -23,7 +23,7 @@ from zett_agent.messages import UserMessage
 import zett_lab
 from tests.helpers import BadSummarizer, CountingSummarizer, ScriptedAgentModel, read_agent_tool
 from tests.loopback import LoopbackServer
-from zett_lab.replay.live import live_sessions
+from zett_lab.replay.live_reader import live_sessions
 from zett_lab.replay.policies import SplitTurnCompaction
 from zett_lab.replay.schema import COMPACTION_COLUMNS, LIVE_COMPACTION_COLUMNS, LIVE_STEP_COLUMNS, STEP_COLUMNS
 from zett_lab.tokens import engine_payload

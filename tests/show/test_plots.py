@@ -417,7 +417,7 @@ def test_anchor_retention_by_type(fixture_conversations):
 def test_anchor_retention_of_counted_flags_draws_the_same_figure(fixture_conversations):
     """A report keeps the flags counted per distinct row: the figure must not change by a byte."""
     from zett_lab.measure import measure
-    from zett_lab.measure.attempt import retention_counts
+    from zett_lab.measure.anchor_rows import retention_counts
     from zett_lab.measure.columns import ANCHOR_ROWS
 
     conversation = next(c for c in fixture_conversations if c.id == "billing-rounding")

@@ -454,7 +454,7 @@ def test_replays_shown_in_full_keep_what_the_report_uses_read_from_the_sweep_or_
     """A report over a sweep reads the shown replays' lost anchors and counted flags the sweep kept (it measures
     nothing); over a sweep saved before they were kept it measures them, on the pool's workers when a pool runs."""
     from zett_lab import measure
-    from zett_lab.measure.attempt import retention_counts
+    from zett_lab.measure.anchor_rows import retention_counts
     from zett_lab.measure.columns import ANCHOR_ROWS
     from zett_lab.report import measured as report_measured
     from zett_lab.report import report_sweep

@@ -306,7 +306,7 @@ def test_the_anchor_table_joins_each_attempts_span_anchors_in_order(fixture_conv
 def test_lost_rows_and_counted_flags_are_those_of_the_full_anchor_table(fixture_conversations):
     """What a report keeps of a replay shown in full, made from arrays, equals taking it from the whole table:
     the rows it lists (lost but needed, dropped constraints) and the flags counted (every fixture with two summarizers, and attempts not applied)."""
-    from zett_lab.measure.attempt import retention_counts
+    from zett_lab.measure.anchor_rows import retention_counts
     from zett_lab.measure.losses import measure_lost_and_counted
 
     replays = [
@@ -379,7 +379,7 @@ def test_refetches_are_the_later_tool_calls_that_name_a_lost_artifact(fixture_co
 def test_retention_counts_are_the_flags_grouped_and_counted(rows):
     """The counted flags the report keeps equal a plain groupby of the per-anchor table (missing flags False,
     rows without a type not counted), sorted the same way."""
-    from zett_lab.measure.attempt import retention_counts
+    from zett_lab.measure.anchor_rows import retention_counts
     from zett_lab.measure.columns import ANCHOR_ROWS, RETENTION_COLUMNS
 
     anchors = pd.DataFrame(rows, columns=RETENTION_COLUMNS)

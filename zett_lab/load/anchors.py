@@ -71,7 +71,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from functools import lru_cache
-from typing import NamedTuple
 
 from zett_agent.messages import AnyMessage, AssistantMessage, ToolCall
 
@@ -107,9 +106,7 @@ __all__ = [
     "action_keys",
     "anchor_keys",
     "anchors_in_text",
-    "Definitions",
     "command_of",
-    "defined_names",
     "extract_anchors",
     "is_shell_tool",
     "loose",
@@ -536,83 +533,6 @@ def action_keys(message: AnyMessage) -> frozenset[AnchorKey]:
     keys = {(t, n) for text in texts if text for t, _, n in _extract_cached(text, "assistant")}
     keys.update(key for key in message_keys(message) if key[0] == "command")
     return frozenset(keys)
-
-
-#: A name the code defines: assigned (``x = 1``, ``x: int = 1``, ``export X=1``, ``self.x = 1``, ``x := 1``),
-#: named by a definition (``def``, ``class``, ``function``, ``defmodule`` ...), looped over, or bound by ``as``.
-#: A bare ``name=value`` is a keyword argument, not a definition (it needs a declaring word or spaces).
-_DEFINED = re.compile(
-    r"(?:^|[;{])[ \t]*(?:(?P<declared>(?:(?:export|local|readonly|declare|let|const|var|val|my|our|final|static"
-    r"|public|private|protected)[ \t]+)+)?)(?P<assigned>[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*)"
-    r"(?(declared)[ \t]*|(?::[ \t]*[^=\n;]{1,80}?)?[ \t]+):?=(?![=>~])"
-    r"|\b(?:def|defp|defmacro|defmodule|class|function|func|fn|interface|struct|enum|trait)[ \t]+"
-    r"(?P<named>[A-Za-z_$][\w$.]*)"
-    r"|\bfor[ \t]*\(?[ \t]*(?:(?:const|let|var)[ \t]+)?(?P<looped>[A-Za-z_$][\w$]*)[ \t]+(?:in|of)\b"
-    r"|\bas[ \t]+(?P<aliased>[A-Za-z_$][\w$]*)",
-    re.M,
-)
-#: The parameters of a definition (``def f(a, b=1)``, ``function f(a)``, ``(a, b) =>``).
-_PARAMETERS = re.compile(
-    r"\b(?:def|defp|function|func|fn)[ \t]+[\w$]*[ \t]*\((?P<listed>[^()]*)\)|\((?P<arrow>[^()]*)\)[ \t]*=>"
-)
-_PARAMETER = re.compile(r"^[\s*&]*(?:(?:const|let|var|val|final|mut)\s+)?(?P<name>[A-Za-z_$][\w$]*)")
-_FENCED = re.compile(r"```[^\n]*\n(.*?)(?:```|\Z)", re.S)
-#: Tool-call arguments holding the text an edit replaces (``old_string``, ``old_str``, ``search``): what was
-#: there, not what the agent writes.
-_REPLACED_ARGUMENT = re.compile(r"^(?:old|search)", re.I)
-
-
-class Definitions(NamedTuple):
-    """The names an agent message defines in the code it writes, as lower-cased components joined by ``/``
-    (the form :func:`~zett_lab.load.anchor_forms.spellings` compares)."""
-
-    #: New locals of the code it writes for its tool calls: assignment targets that are bare names,
-    #: parameters, loop variables and ``as`` aliases, absent from the text the call replaces (``old_string``).
-    #: Names chosen there: any other name would have done.
-    fresh: frozenset[str]
-    #: Every name its code defines, functions, classes, modules and attributes too, the fenced blocks of its
-    #: text included.
-    every: frozenset[str]
-
-
-def _defined_in(text: str) -> Iterator[tuple[str, bool]]:
-    """``(name, local)`` of each definition in a piece of code (``local``: a variable, parameter or alias)."""
-    for match in _DEFINED.finditer(text):
-        named = match.group("named")
-        name = named or match.group("assigned") or match.group("looped") or match.group("aliased")
-        yield name.lower().replace(".", "/"), not named and "." not in name
-    for match in _PARAMETERS.finditer(text):
-        for parameter in (match.group("listed") or match.group("arrow") or "").split(","):
-            if found := _PARAMETER.match(parameter):
-                yield found.group("name").lower(), True
-
-
-def defined_names(message: AnyMessage) -> Definitions:
-    """The names an agent message defines in the code it writes (see :class:`Definitions`).
-
-    Code is what the agent writes for a tool (its arguments, except the text an edit replaces) and the
-    fenced blocks of its text; fenced blocks, in its text or in a document it writes, mostly quote code and
-    count for ``every`` only. Prose ("the class Foo") defines nothing."""
-    if not isinstance(message, AssistantMessage):
-        return Definitions(frozenset(), frozenset())
-    fresh: set[str] = set()
-    every = {name for block in _FENCED.findall(clean_text(message.content)) for name, _ in _defined_in(block)}
-    for call in message.tool_calls or ():
-        arguments = call.arguments
-        replaced = ""
-        if isinstance(arguments, dict):
-            replaced = "\n".join(
-                argument_strings([v for k, v in arguments.items() if _REPLACED_ARGUMENT.match(str(k))])
-            ).lower()
-            arguments = {k: v for k, v in arguments.items() if not _REPLACED_ARGUMENT.match(str(k))}
-        for text in argument_strings(arguments):
-            quoted = _FENCED.findall(text)  # a document written to a file quotes code: no new local there
-            every.update(name for block in quoted for name, _ in _defined_in(block))
-            for name, local in _defined_in(_FENCED.sub("", text) if quoted else text):
-                every.add(name)
-                if local and name not in replaced:
-                    fresh.add(name)
-    return Definitions(frozenset(fresh), frozenset(every))
 
 
 def _is_number(text: str) -> bool:

@@ -189,7 +189,7 @@ ANCHOR_COLUMNS = Columns(
 #: Column of the counted per-anchor flags: how many rows of the per-anchor table have that row's values.
 ANCHOR_ROWS = "anchor_rows"
 
-#: The per-anchor table's flags counted (``attempt.retention_counts``): what the anchor-retention
+#: The per-anchor table's flags counted (``anchor_rows.retention_counts``): what the anchor-retention
 #: figure draws, one row per distinct type and flags.
 ANCHOR_COUNT_COLUMNS: dict[str, str] = {
     **{

@@ -124,7 +124,7 @@ def is_abstention(answer: str) -> bool:
 
 
 def _identity(model: Any) -> str:
-    from ..summarizers.providers import summarizer_identity
+    from ..summarizers.identity import summarizer_identity
 
     return summarizer_identity(model)
 

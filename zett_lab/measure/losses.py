@@ -36,7 +36,8 @@ from ..replay.trace import Trace
 from ..tokens import count_tokens, counter_named
 from . import catalogue
 from .aggregate import conversation_row, decay_rows
-from .attempt import AnchorRows, AttemptRows, SummaryHolds, TraceView, anchor_table, measure_attempt
+from .anchor_rows import AnchorRows, anchor_table
+from .attempt import AttemptRows, SummaryHolds, TraceView, measure_attempt
 from .catalogue import TraceTables
 from .columns import (
     ANCHOR_COLUMNS,
@@ -268,7 +269,7 @@ if measure.__doc__ is not None:  # python -OO strips docstrings
 
 def measure_lost_and_counted(trace: Any) -> tuple[Losses, pd.DataFrame]:
     """:func:`measure` as a report keeps it: ``anchors`` holds only the rows :meth:`Losses.listed` gives, and the
-    per-anchor flags come counted (:func:`~zett_lab.measure.attempt.retention_counts`), both made from arrays without the per-anchor table (on a long conversation, millions of rows)."""
+    per-anchor flags come counted (:func:`~zett_lab.measure.anchor_rows.retention_counts`), both made from arrays without the per-anchor table (on a long conversation, millions of rows)."""
     rows = AnchorRows(lost_only=True)
     losses, index = _measure_one(trace, _counter_for(trace.settings, None), rows)
     return dataclasses.replace(losses, anchors=anchor_table(index, rows.parts)), rows.counts()

@@ -30,13 +30,13 @@ from ..load.anchors import (
     action_keys,
     anchor_keys,
     clear_anchor_caches,
-    defined_names,
     loose,
     message_anchors,
     message_keys,
     tool_call_keys,
 )
 from ..load.conversation import HarnessContext
+from ..load.definitions import defined_names
 from ..load.text import message_text
 from ..load.vocabulary import is_generic
 from .lookup import NeedleSet, clear_needle_caches, needle_of
@@ -98,9 +98,9 @@ class KeyArrays:
     #: The same for the words of the agent's own messages: in the kept tail they are in view like any other.
     written: np.ndarray
     #: ``i * stride + message index`` of every agent message whose tool calls introduce identifier ``i`` as a new
-    #: local (:attr:`~zett_lab.load.anchors.Definitions.fresh`: a variable, parameter or alias), sorted.
+    #: local (:attr:`~zett_lab.load.definitions.Definitions.fresh`: a variable, parameter or alias), sorted.
     fresh: np.ndarray
-    #: ... of every agent message whose code defines it in any way (:attr:`~zett_lab.load.anchors.Definitions.every`).
+    #: ... of every agent message whose code defines it in any way (:attr:`~zett_lab.load.definitions.Definitions.every`).
     defined: np.ndarray
     #: Per key: an identifier the agent wrote before any message, the system prompt or harness context showed it
     #: in any spelling: a name it knew (a library's API) or made up.
@@ -202,7 +202,7 @@ class ConversationIndex:
         self.system_keys: set[AnchorKey] = set()
         self.system_messages: list[int] = []
         #: (agent message, name it defines, whether as a fresh local) in the form
-        #: :func:`~zett_lab.load.anchors.defined_names` gives.
+        #: :func:`~zett_lab.load.definitions.defined_names` gives.
         self.definitions: list[tuple[int, str, bool]] = []
         for index, message in enumerate(messages):
             if isinstance(message, SystemMessage):

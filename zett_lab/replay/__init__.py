@@ -5,7 +5,8 @@ touch point with zett-agent's internals lives in this stage; the engine is never
 """
 
 from .engine import EngineError
-from .live import instrument, live_sessions
+from .live import instrument
+from .live_reader import live_sessions
 from .policies import ObservationMaskingCompaction, SplitTurnCompaction
 from .run import ReplayError, SummaryError, replay
 from .setting import ReplayOptions, Setting, TraceSettings

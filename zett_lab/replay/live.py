@@ -25,7 +25,7 @@ but its trace never got are written then (``recovered``), so every index follows
 numbering of the database; a disagreement it cannot mend is a ``gap`` record ``Trace.load`` warns about.
 Requests are kept apart by their run context, sessions by their id, so one shared Agent
 serving concurrent requests writes one trace per session. ``Trace.load(path, session=...)``
-reads the file (:func:`read_live_session`), also while an agent is still writing it: a line
+reads the file (:func:`~zett_lab.replay.live_reader.read_live_session`), also while an agent is still writing it: a line
 not yet finished is left out and reported in ``trace.settings.live.in_flight``.
 
 Example::
@@ -38,9 +38,7 @@ Example::
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-import hashlib
 import json
 import os
 import threading
@@ -57,18 +55,17 @@ from zett_agent.agent import AgentRunContext
 from zett_agent.extensions.compaction import CompactionExtension
 from zett_agent.messages import AnyMessage, SystemMessage
 from zett_agent.model import ModelResponse, ModelUsage
-from zett_agent.storage import decode_messages, encode_messages
+from zett_agent.storage import encode_messages
 
-from ..errors import InputError, OutputError, SettingError, warn
-from ..load.conversation import Conversation, starts_turn
+from ..errors import OutputError, SettingError
+from ..load.conversation import starts_turn
 from ..load.zett import keep_first_system_prompt
 from ..tokens import MemoizingCounter, TokenCounter
 from .engine import LiveProbe, counts_with_engine_estimator, engine_name, graft, storage_sequences, stored_raw_log
+from .live_reader import LIVE_FORMAT, LIVE_VERSION, first_line, message_digest, session_states
 from .recorder import PassRecord, Recording
-from .setting import LiveFacts, Setting, TraceSettings
+from .setting import Setting, TraceSettings
 
-LIVE_FORMAT = "zett-lab-live-trace"
-LIVE_VERSION = 1
 #: Distinct texts the live recorder's token counter remembers (a long-running agent must not grow without bound).
 COUNTER_TEXTS = 65_536
 
@@ -102,9 +99,6 @@ def instrument(extension: CompactionExtension, path: str | Path, *, fsync: bool 
     return instrumented
 
 
-# --- writing --------------------------------------------------------------------------------------------
-
-
 class TraceLog:
     """An append-only JSON-lines file written in whole lines.
 
@@ -121,7 +115,7 @@ class TraceLog:
             raise OutputError(self.path, None, f"folder {str(self.path.parent)!r} does not exist")
         torn = False
         if self.path.exists() and self.path.stat().st_size:
-            head = _first_line(self.path)
+            head = first_line(self.path)
             if not (isinstance(head, dict) and head.get("format") == LIVE_FORMAT):
                 raise OutputError(
                     self.path,
@@ -174,15 +168,6 @@ def _json_default(value: Any) -> Any:
 _ENCODER = json.JSONEncoder(ensure_ascii=False, default=_json_default, separators=(",", ":"))
 
 
-def _first_line(path: Path) -> Any:
-    with path.open("rb") as handle:
-        line = handle.readline()
-    try:
-        return json.loads(line)
-    except ValueError:
-        return None
-
-
 @dataclass
 class _Session:
     """What the recorder knows about one session: its message count and its trace rows so far."""
@@ -222,7 +207,7 @@ class LiveRecorder:
         self._sessions: dict[str, _Session] = {}
         self._requests: weakref.WeakKeyDictionary[AgentRunContext, _Request] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
-        self._resumed = _session_states(log.path) if log.path.stat().st_size else {}
+        self._resumed = session_states(log.path) if log.path.stat().st_size else {}
         log.write(
             {
                 "record": "start",
@@ -477,201 +462,6 @@ def live_settings(extension: CompactionExtension, counter: TokenCounter) -> Trac
         counter=setting.counter_name,
         zett_agent_version=zett_agent.__version__,
     )
-
-
-# --- reading ------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class _Parsed:
-    """The records of one live trace file, grouped by session."""
-
-    runs: dict[str, dict[str, Any]] = field(default_factory=dict)
-    sessions: dict[str, dict[str, list[dict[str, Any]]]] = field(default_factory=dict)
-    torn: list[int] = field(default_factory=list)
-    in_flight: bool = False
-
-
-#: The fields each record kind needs, and their types (a line of another shape is one clear error).
-_RECORD_FIELDS: dict[str, dict[str, type | tuple[type, ...]]] = {
-    "start": {"run": str, "settings": dict},
-    "message": {"run": str, "session_id": str, "index": int, "message": str},
-    "step": {"run": str, "session_id": str, "row": dict},
-    "compaction": {"run": str, "session_id": str, "row": dict},
-    "event": {"run": str, "session_id": str, "event": dict},
-    "sequences": {"run": str, "session_id": str, "sequences": dict},
-    "gap": {"run": str, "session_id": str, "at": int, "text": str},
-}
-
-
-def _check_record(path: Path, number: int, record: Any) -> str:
-    """The kind of a parsed line, or an :class:`InputError` naming the line and what its shape lacks."""
-    if not isinstance(record, dict):
-        raise InputError(path, f"line {number}", f"a live trace record is a JSON object, not {type(record).__name__}")
-    kind = record.get("record")
-    fields = _RECORD_FIELDS.get(kind) if isinstance(kind, str) else None
-    if fields is None:
-        known = ", ".join(_RECORD_FIELDS)
-        raise InputError(path, f"line {number}", f"unknown record kind {kind!r} (a live trace holds: {known})")
-    for name, expected in fields.items():
-        value = record.get(name)
-        if not isinstance(value, expected) or isinstance(value, bool):
-            wanted = expected.__name__ if isinstance(expected, type) else "/".join(t.__name__ for t in expected)
-            found = "missing" if name not in record else f"{type(value).__name__} {value!r:.40}"
-            raise InputError(path, f"line {number}", f"a {kind!r} record needs {name!r} ({wanted}), found {found}")
-    return str(kind)
-
-
-def _parse(path: Path) -> _Parsed:
-    try:
-        data = path.read_bytes()
-    except OSError as error:
-        raise InputError(path, None, f"cannot read the trace ({error.strerror or error})") from error
-    parsed = _Parsed()
-    lines = data.split(b"\n")
-    parsed.in_flight = bool(lines[-1])  # the last line has no newline yet: a record being written
-    for number, line in enumerate(lines[:-1], start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except ValueError:
-            parsed.torn.append(number)  # a record cut off when a process was killed mid-write
-            continue
-        if number == 1 and (not isinstance(record, dict) or record.get("format") != LIVE_FORMAT):
-            raise InputError(path, "line 1", f"not a zett_lab live trace (expected format {LIVE_FORMAT!r})")
-        kind = _check_record(path, number, record)
-        if kind == "start":
-            parsed.runs[record["run"]] = record
-            continue
-        parsed.sessions.setdefault(record["session_id"], {}).setdefault(kind, []).append(record)
-    return parsed
-
-
-def message_digest(encoded: str) -> str:
-    """A digest of one message as ``encode_messages`` writes it (to compare a trace with a session storage)."""
-    return hashlib.sha256(encoded.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def live_sessions(path: str | Path) -> list[str]:
-    """The session ids a live trace file holds, in the order they first appear."""
-    return list(_parse(Path(path)).sessions)
-
-
-@dataclass
-class LiveSession:
-    """One session of a live trace file, read back: what :meth:`Trace.load` builds a trace from."""
-
-    conversation: Conversation
-    step_rows: list[dict[str, Any]]
-    compaction_rows: list[dict[str, Any]]
-    settings: TraceSettings
-    engine_events: list[dict[str, Any]]
-
-
-def is_live_trace(path: str | Path) -> bool:
-    """Whether ``path`` is a live trace file (its first line is a ``start`` record of this format)."""
-    path = Path(path)
-    if not path.is_file() or not path.stat().st_size:
-        return False
-    head = _first_line(path)
-    return isinstance(head, dict) and head.get("format") == LIVE_FORMAT
-
-
-def read_live_session(path: str | Path, session: str | None = None) -> LiveSession:
-    """One session of a live trace file (``session`` may be left out when the file holds one).
-
-    The conversation is rebuilt from the file's message records (usage included), so it can
-    be measured and replayed without the agent's database.
-    """
-    path = Path(path)
-    parsed = _parse(path)
-    if not parsed.sessions:
-        raise InputError(path, None, "the live trace holds no session yet")
-    if session is None:
-        if len(parsed.sessions) > 1:
-            raise InputError(
-                path,
-                None,
-                f"the live trace holds {len(parsed.sessions)} sessions; pass session= one of {sorted(parsed.sessions)}",
-            )
-        session = next(iter(parsed.sessions))
-    if session not in parsed.sessions:
-        raise InputError(path, f"session {session!r}", f"not in this trace (sessions: {sorted(parsed.sessions)})")
-    records = parsed.sessions[session]
-    runs = list(dict.fromkeys(r["run"] for kind in records.values() for r in kind))
-    record = dict(parsed.runs[runs[-1]]["settings"]) if runs and runs[-1] in parsed.runs else {}
-    recovered = tuple(r["index"] for r in records.get("message", []) if r.get("recovered"))
-    if parsed.torn:
-        lines = ", ".join(map(str, parsed.torn[:10])) + (", ..." if len(parsed.torn) > 10 else "")
-        warn(
-            f"{path}: line(s) {lines} cut off (a process was killed while writing them): the records they held "
-            "are missing from the trace (a restarted agent writes again the messages its session storage kept)"
-        )
-    for gap in records.get("gap", []):
-        warn(f"{path}: session {session!r}: at message {gap['at']}, {gap['text']}")
-    settings = dataclasses.replace(
-        TraceSettings.from_record(record),
-        live=LiveFacts(
-            source=str(path),
-            runs=tuple(runs),
-            in_flight=parsed.in_flight,
-            torn_records=tuple(parsed.torn),
-            recovered_messages=recovered,
-            gaps=tuple(g["text"] for g in records.get("gap", [])),
-        ),
-    )
-    return LiveSession(
-        conversation=_conversation(path, session, records),
-        step_rows=[r["row"] for r in records.get("step", [])],
-        compaction_rows=[r["row"] for r in records.get("compaction", [])],
-        settings=settings,
-        engine_events=[r["event"] for r in records.get("event", [])],
-    )
-
-
-def _conversation(path: Path, session: str, records: dict[str, list[dict[str, Any]]]) -> Conversation:
-    messages: list[AnyMessage] = []
-    usage: dict[int, ModelUsage] = {}
-    for n, record in enumerate(records.get("message", [])):
-        if record["index"] != n:
-            raise InputError(
-                path, f"session {session!r}, message {n}", f"the trace skips to message index {record['index']}"
-            )
-        messages.extend(decode_messages(record["message"]))
-        if record.get("usage"):
-            usage[n] = ModelUsage(**record["usage"])
-    sequences: dict[int, int] = {}
-    for record in records.get("sequences", []):
-        sequences.update({int(k): v for k, v in record["sequences"].items()})
-    return Conversation(
-        id=session,
-        messages=messages,
-        source=str(path),
-        format="zett-lab-live",
-        usage=usage,
-        metadata={"sequences": [sequences.get(i) for i in range(len(messages))], "live": True},
-    )
-
-
-def _session_states(path: Path) -> dict[str, dict[str, Any]]:
-    """Where each session of an existing trace stopped, so a restarted agent continues its trace."""
-    states = {}
-    for session_id, records in _parse(path).sessions.items():
-        messages = records.get("message", [])
-        compactions = [r["row"] for r in records.get("compaction", [])]
-        applied = [row["compaction_id"] for row in compactions if row.get("applied")]
-        kinds = [decode_messages(r["message"])[0] for r in messages]
-        states[session_id] = {
-            "digests": [message_digest(r["message"]) for r in messages],
-            "n_messages": len(messages),
-            "turns": sum(1 for m in kinds if starts_turn(m)),
-            "has_system": bool(kinds) and isinstance(kinds[0], SystemMessage),
-            "steps": len(records.get("step", [])),
-            "compactions": len(compactions),
-            "checkpoint_id": applied[-1] if applied else None,
-        }
-    return states
 
 
 def _resume(session: _Session, state: dict[str, Any]) -> None:

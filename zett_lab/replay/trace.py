@@ -32,7 +32,7 @@ from ..files import atomic_path, check_output, write_atomic
 from ..formatting import cell, count, frame_html
 from ..load.conversation import CHECKPOINT_PREFIX, Conversation, HarnessContext, NativeCompaction, Probe
 from ..records import is_missing, records
-from .live import is_live_trace, read_live_session
+from .live_reader import is_live_trace, read_live_session
 from .schema import (
     BOOLEAN_COLUMNS,
     COMPACTION_COLUMNS,

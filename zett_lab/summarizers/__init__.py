@@ -14,7 +14,10 @@ Every summarizer is a zett-agent ``AgentModel``: the engine calls ``stream(reque
 ``[SystemMessage(instructions), *older, UserMessage("Produce the checkpoint now.")]``.
 """
 
+from .breaker import BREAKER_COOLDOWN_S, BREAKER_THRESHOLD, SummarizerConnectionError, reset_endpoint_breakers
 from .cache import CachedSummary, CacheError, CacheSpec, SummaryCache, default_cache_path, resolve_cache
+from .concurrency import LimitedModel
+from .identity import summarizer_identity
 from .offline import (
     OFFLINE_SUMMARIZERS,
     Anchors,
@@ -26,18 +29,12 @@ from .offline import (
     parse_budget,
 )
 from .providers import (
-    BREAKER_COOLDOWN_S,
-    BREAKER_THRESHOLD,
     PROVIDERS,
     VALID_FORMS,
-    LimitedModel,
     ProviderSummarizer,
-    SummarizerConnectionError,
-    reset_endpoint_breakers,
     selects_by_anchors,
     spec_of,
     summarizer,
-    summarizer_identity,
 )
 from .transcript import render, segments, span_of
 

@@ -19,30 +19,23 @@ through the same client code the user's agent runs, with zett-agent's retry poli
 (:mod:`zett_agent.providers.base`). The API key is read once, kept in memory only, and never
 appears in an identity string.
 
-An endpoint that cannot be reached (connection refused, name not resolved, connect timeout) is
-not asked again for every call: once :data:`BREAKER_THRESHOLD` connection attempts in a row to
-one endpoint failed (counting the provider's own retries: with the default retry policy, one
-call), the following calls fail at once with the same cause for :data:`BREAKER_COOLDOWN_S`
-seconds, then one call tries again. Rate limits and server errors (429, 5xx) are answers, not
-connection failures: they keep the provider's backoff.
+An endpoint that cannot be reached is not asked again for every call (:mod:`zett_lab.summarizers.breaker`);
+a summarizer's identity is :func:`~zett_lab.summarizers.identity.summarizer_identity`'s.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import importlib
 import inspect
-import json
 import os
 import re
 import threading
-import time
 import weakref
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from zett_agent.model import (
     AgentModel,
@@ -51,9 +44,11 @@ from zett_agent.model import (
     RetryOptions,
     TimeoutOptions,
 )
-from zett_agent.providers.base import ProviderError
 
 from ..errors import SettingError
+from .breaker import SummarizerConnectionError, endpoint_breaker, is_connection_error
+from .concurrency import LimitedModel, PerLoop, check_concurrency, limited
+from .identity import provider_identity, public_url, summarizer_identity
 from .offline import OFFLINE_SUMMARIZERS, OfflineSummarizer, parse_budget
 
 
@@ -107,265 +102,6 @@ VALID_FORMS = (
 
 _PROVIDER_SPEC = re.compile(r"^(?P<provider>[a-z][a-z-]*):(?P<model>.+?)(?:@(?P<url>https?://\S+))?$")
 
-#: Class names of zett-agent providers and the spec prefix that builds them.
-_CLASS_PREFIXES = {
-    "OpenAIProvider": "openai",
-    "AnthropicProvider": "anthropic",
-    "GoogleProvider": "google",
-    "DeepSeekProvider": "deepseek",
-    "OllamaProvider": "ollama",
-    "OpenAICompatibleProvider": "openai-compatible",
-}
-
-
-class SummarizerConnectionError(ProviderError):
-    """The summary model's endpoint could not be reached (after the provider's own retries).
-
-    A subclass of zett-agent's ``ProviderError``; the SDK's connection error is ``__cause__``.
-    """
-
-
-def _is_connection_error(error: BaseException) -> bool:
-    """Whether ``error`` says the endpoint could not be connected to (not an answer from it)."""
-    import httpx
-
-    seen: set[int] = set()
-    cause: BaseException | None = error
-    while cause is not None and id(cause) not in seen:
-        seen.add(id(cause))
-        if isinstance(cause, ProviderError):
-            return getattr(cause, "phase", None) == "connect"  # zett-agent's connect timeout
-        if isinstance(cause, httpx.TimeoutException):
-            return False
-        if isinstance(cause, (httpx.TransportError, ConnectionError)) or type(cause).__name__ == "APIConnectionError":
-            return True
-        cause = cause.__cause__
-    return False
-
-
-#: Connection attempts in a row (retries included) that failed to one endpoint before the following calls fail at once.
-BREAKER_THRESHOLD = 3
-#: Seconds an endpoint's following calls fail at once before one call tries it again.
-BREAKER_COOLDOWN_S = 30.0
-
-
-class EndpointBreaker:
-    """Stops calling one endpoint that could not be connected to (one per endpoint and process).
-
-    Attributes:
-        endpoint: the endpoint (URL without credentials, or the provider's default).
-        failures: connection attempts in a row that failed (retries included).
-        refused: calls failed at once without a request since the breaker opened.
-    """
-
-    def __init__(self, endpoint: str, clock: Callable[[], float] = time.monotonic) -> None:
-        self.endpoint = endpoint
-        self.failures = 0
-        self.refused = 0
-        self._clock = clock
-        self._opened_at: float | None = None
-        self._cause = ""
-        self._lock = threading.Lock()
-
-    def refusal(self) -> str | None:
-        """The error message to fail a call with at once, or None when the call may go ahead."""
-        with self._lock:
-            if self._opened_at is None:
-                return None
-            waited = self._clock() - self._opened_at
-            if waited >= BREAKER_COOLDOWN_S:
-                self._opened_at = self._clock()  # this call tries again; the others keep failing at once
-                return None
-            self.refused += 1
-            return (
-                f"{self._cause} [not sent: {self.failures} connection attempts in a row to {self.endpoint} failed; "
-                f"it is tried again {BREAKER_COOLDOWN_S - waited:.0f} s from now]"
-            )
-
-    def reached(self) -> None:
-        """The endpoint answered (also with an error such as 429 or 500): it is reachable."""
-        with self._lock:
-            self.failures = 0
-            self._opened_at = None
-
-    def could_not_connect(self, cause: str, attempts: int) -> None:
-        """A call could not connect in ``attempts`` attempts; opens the breaker at the threshold."""
-        with self._lock:
-            self.failures += attempts
-            self._cause = cause
-            if self.failures >= BREAKER_THRESHOLD:
-                self._opened_at = self._clock()
-
-
-_BREAKERS: dict[str, EndpointBreaker] = {}
-_BREAKERS_LOCK = threading.Lock()
-
-
-def endpoint_breaker(endpoint: str) -> EndpointBreaker:
-    """The breaker of one endpoint in this process (created on first use)."""
-    with _BREAKERS_LOCK:
-        breaker = _BREAKERS.get(endpoint)
-        if breaker is None:
-            breaker = _BREAKERS[endpoint] = EndpointBreaker(endpoint)
-        return breaker
-
-
-def reset_endpoint_breakers() -> None:
-    """Forget every endpoint's connection failures (e.g. after starting the server it could not reach)."""
-    with _BREAKERS_LOCK:
-        _BREAKERS.clear()
-
-
-def public_url(url: str) -> str:
-    """``url`` without credentials, query or fragment, and without a trailing slash (for identities)."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path.rstrip("/"), "", ""))
-
-
-#: Each provider's endpoint when none is given (zett-agent's own defaults): an identity names the
-#: endpoint only when it is another one, so ``openai:gpt-5-mini`` stays what it always meant.
-DEFAULT_ENDPOINTS = {
-    "openai": "https://api.openai.com/v1",
-    "anthropic": "https://api.anthropic.com",
-    "deepseek": "https://api.deepseek.com/v1",
-    "ollama": "http://localhost:11434",
-}
-#: Options that change a provider's answers, named in its identity (so two settings never share cache entries).
-_ANSWER_OPTIONS = ("temperature", "max_tokens", "response", "prompt_cache")
-#: Options named in an identity by a digest of their value (they may be long).
-_DIGEST_OPTIONS = ("extra_body", "extra_query")
-
-
-def provider_endpoint(model: object) -> str | None:
-    """Where a zett-agent provider object sends its requests (without credentials), or None when it does not say.
-
-    Read from the provider's SDK client (``base_url`` of the OpenAI and Anthropic clients, of the
-    httpx client inside the Ollama client).
-    """
-    client = getattr(model, "_client", None)
-    for holder in (client, getattr(client, "_client", None)):
-        url = getattr(holder, "base_url", None)
-        if url is not None and str(url).startswith(("http://", "https://")):
-            return public_url(str(url))
-    return None
-
-
-def provider_identity(prefix: str, model: str, endpoint: str | None, options: dict[str, Any]) -> str:
-    """``PREFIX:MODEL[@ENDPOINT][(options)]``: everything that decides a provider's answers, never a key.
-
-    The endpoint is left out when it is the provider's default (:data:`DEFAULT_ENDPOINTS`); options
-    that change answers are named (long ones by a digest of their value).
-    """
-    identity = f"{prefix}:{model}"
-    if endpoint is not None and endpoint != DEFAULT_ENDPOINTS.get(prefix):
-        identity += f"@{endpoint}"
-    shown = {name: options[name] for name in _ANSWER_OPTIONS if options.get(name) not in (None, False)}
-    for name in _DIGEST_OPTIONS:
-        if options.get(name):
-            digest = hashlib.sha256(json.dumps(options[name], sort_keys=True, default=repr).encode()).hexdigest()
-            shown[name] = digest[:12]
-    if shown:
-        identity += "(" + ",".join(f"{name}={value!r}" for name, value in sorted(shown.items())) + ")"
-    return identity
-
-
-def summarizer_identity(model: object) -> str:
-    """A stable identity string for any summary model (used as cache key and in traces).
-
-    The model's own ``identity`` attribute when it has one (every zett_lab summarizer does);
-    otherwise, for a zett-agent provider, ``PREFIX:MODEL`` with its endpoint and the options that
-    change its answers (:func:`provider_identity`: ``openai:summ-1@http://127.0.0.1:8000/v1``), so two
-    endpoints serving one model name are two summarizers; else the class's qualified name. Never
-    includes credentials.
-    """
-    identity = getattr(model, "identity", None)
-    if isinstance(identity, str) and identity.strip():
-        return identity
-    cls = type(model)
-    name = getattr(model, "model", None)
-    if isinstance(name, str) and name.strip():
-        prefix = _CLASS_PREFIXES.get(cls.__name__)
-        if prefix is None:
-            provider = getattr(model, "provider_name", None)
-            prefix = provider if isinstance(provider, str) and provider else cls.__name__
-        options = {option: getattr(model, option, None) for option in (*_ANSWER_OPTIONS, *_DIGEST_OPTIONS)}
-        return provider_identity(prefix, name, provider_endpoint(model), options)
-    return f"{cls.__module__}.{cls.__qualname__}"
-
-
-def _check_concurrency(value: object) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise SettingError(f"max_concurrency must be a positive int or None, got {value!r}")
-    return value
-
-
-class _PerLoop:
-    """One semaphore per running event loop (asyncio primitives are bound to one loop)."""
-
-    def __init__(self, limit: int | None) -> None:
-        self.limit = limit
-        self._lock = threading.Lock()
-        self._semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
-            weakref.WeakKeyDictionary()
-        )
-
-    def semaphore(self) -> asyncio.Semaphore | None:
-        if self.limit is None:
-            return None
-        loop = asyncio.get_running_loop()
-        with self._lock:
-            semaphore = self._semaphores.get(loop)
-            if semaphore is None:
-                semaphore = self._semaphores[loop] = asyncio.Semaphore(self.limit)
-            return semaphore
-
-
-async def _limited(stream: AsyncIterator[ModelEvent], semaphore: asyncio.Semaphore | None) -> AsyncIterator[ModelEvent]:
-    """Pass ``stream`` through, holding ``semaphore`` (if any) for the whole call; always close it."""
-    try:
-        if semaphore is None:
-            async for event in stream:
-                yield event
-        else:
-            async with semaphore:
-                async for event in stream:
-                    yield event
-    finally:
-        close = getattr(stream, "aclose", None)
-        if close is not None:
-            await close()
-
-
-class LimitedModel:
-    """Wrap any AgentModel so at most ``max_concurrency`` summary calls run at once (per event loop)."""
-
-    def __init__(self, model: AgentModel, max_concurrency: int | None) -> None:
-        self.model = model
-        self.max_concurrency = _check_concurrency(max_concurrency)
-        self._limit = _PerLoop(self.max_concurrency)
-        self.retry = getattr(model, "retry", RetryOptions())
-
-    @property
-    def identity(self) -> str:
-        return summarizer_identity(self.model)
-
-    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        return self._stream(request)
-
-    async def _stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        async for event in _limited(self.model.stream(request), self._limit.semaphore()):
-            yield event
-
-    async def aclose(self) -> None:
-        close = getattr(self.model, "aclose", None)
-        if close is not None:
-            await close()
-
 
 class ProviderSummarizer:
     """A summary model backed by a zett-agent provider.
@@ -394,14 +130,14 @@ class ProviderSummarizer:
         #: Where requests go (without credentials), for error messages.
         self.endpoint = endpoint or f"{identity.partition(':')[0]}'s default endpoint"
         self.retry = retry
-        self.max_concurrency = _check_concurrency(max_concurrency)
+        self.max_concurrency = check_concurrency(max_concurrency)
         self._factory = factory
         self._spare: ProviderModel | None = factory()  # built now so bad options fail at construction
         self._providers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, ProviderModel] = (
             weakref.WeakKeyDictionary()
         )
         self._lock = threading.Lock()  # loops may run in several threads (one per worker)
-        self._limit = _PerLoop(self.max_concurrency)
+        self._limit = PerLoop(self.max_concurrency)
 
     def __repr__(self) -> str:
         return f"<ProviderSummarizer {self.identity}>"
@@ -437,11 +173,11 @@ class ProviderSummarizer:
             raise SummarizerConnectionError(refusal)
         emitted = False
         try:
-            async for event in _limited(self.provider.stream(request), self._limit.semaphore()):
+            async for event in limited(self.provider.stream(request), self._limit.semaphore()):
                 emitted = True
                 yield event
         except Exception as error:
-            if emitted or not _is_connection_error(error):
+            if emitted or not is_connection_error(error):
                 breaker.reached()
                 raise
             detail = f"{type(error).__name__}: {error}"
