@@ -7,6 +7,10 @@ Every name comes from a real source, read on this machine (no hand-typed lists o
   from the interpreter running this script; the public module-level names and class members of
   common frameworks' wheels (``--wheels DIR``: Django, Flask, FastAPI, requests, SQLAlchemy,
   pydantic from PyPI), read with ``ast`` (never imported).
+* Scientific Python: the public names of NumPy, pandas and SciPy and of their public submodules (members
+  of their public classes included), imported from the environment running this script
+  (:data:`SCIENTIFIC`). ``--scientific-only`` puts just this section into an existing vocabulary file
+  (the other sources need the downloads below).
 * JavaScript / TypeScript: the keywords of the TypeScript scanner and every name declared in the
   ``.d.ts`` files of ``--npm DIR``'s ``node_modules`` for the packages in :data:`JS_VOCABULARY`
   (TypeScript's ``lib.*.d.ts``: the language and the DOM; Node's, Express's, React's, jQuery's,
@@ -26,6 +30,7 @@ Usage (what made the shipped file; see docs/how-to/loss-metrics.md)::
     pip download --no-deps -d WHEELS django flask fastapi requests sqlalchemy pydantic
     apt-get install elixir
     .venv/bin/python scripts/build_vocabulary.py --npm NPM_DIR --wheels WHEELS
+    .venv/bin/python scripts/build_vocabulary.py --scientific-only    # NumPy, pandas, SciPy as installed
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ import importlib.metadata
 import inspect
 import json
 import keyword
+import pkgutil
 import platform
 import subprocess
 import sys
@@ -66,6 +72,8 @@ JS_VOCABULARY = (
     "phoenix",
     "phoenix_live_view",
 )
+#: Python packages of scientific computing whose public names are vocabulary (imported as installed).
+SCIENTIFIC = ("numpy", "pandas", "scipy")
 #: Standard library modules not imported: importing them opens a browser, prints, or needs a display.
 SKIPPED_MODULES = frozenset({"antigravity", "this", "idlelib", "tkinter", "turtle", "turtledemo", "__main__"})
 #: Text of one project read for document frequency (the rest of a large project adds little).
@@ -141,6 +149,41 @@ def python_names() -> set[str]:
             elif inspect.ismodule(value):  # os.path
                 names.update(n for n in dir(value) if not n.startswith("_"))
     return names
+
+
+def public_names(module: object) -> set[str]:
+    """A module's public names (``__all__``, else what ``dir`` lists without a leading underscore), and the public
+    members of its public classes and modules."""
+    names: set[str] = set()
+    public = getattr(module, "__all__", None) or [n for n in dir(module) if not n.startswith("_")]
+    for name in public:
+        names.add(str(name))
+        value = getattr(module, str(name), None)
+        if inspect.isclass(value) or inspect.ismodule(value):
+            names.update(n for n in dir(value) if not n.startswith("_"))
+    return names
+
+
+def scientific_names() -> tuple[set[str], list[str]]:
+    """Public names of :data:`SCIENTIFIC` and of their public submodules (no ``_`` component, no tests)."""
+    names: set[str] = set()
+    read = []
+    for package_name in SCIENTIFIC:
+        package = importlib.import_module(package_name)
+        read.append(f"{package_name}=={importlib.metadata.version(package_name)}")
+        names.update(public_names(package))
+        for found in pkgutil.walk_packages(package.__path__, f"{package_name}."):
+            parts = found.name.split(".")
+            if any(p.startswith("_") or "test" in p or p == "conftest" for p in parts):
+                continue
+            names.update(parts)
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    names.update(public_names(importlib.import_module(found.name)))
+            except Exception:  # noqa: BLE001  (an optional dependency missing: its module name is all we keep)
+                continue
+    return names, read
 
 
 def wheel_names(wheels: Path) -> tuple[set[str], list[str]]:
@@ -258,22 +301,58 @@ def _lowered_path(path: str) -> str:
     return "/".join(components("path", path)).lower()
 
 
+SCIENTIFIC_SOURCE = "python_scientific"
+
+
+def scientific_section() -> tuple[list[str], dict[str, str]]:
+    names, read = scientific_names()
+    return sorted(lowered_components(names)), {
+        "name": SCIENTIFIC_SOURCE,
+        "what": "public names of these packages and their public submodules (imported)",
+        "version": " ".join(read),
+    }
+
+
+def write_vocabulary(path: Path, data: dict[str, object]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with gzip.GzipFile(path, "wb", mtime=0) as handle:
+        handle.write(json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--npm", type=Path, required=True, help="folder an npm install put node_modules in")
-    parser.add_argument("--wheels", type=Path, required=True, help="folder of framework wheels (pip download)")
+    parser.add_argument("--npm", type=Path, help="folder an npm install put node_modules in")
+    parser.add_argument("--wheels", type=Path, help="folder of framework wheels (pip download)")
     parser.add_argument("--site-packages", type=Path, default=Path(sys.prefix).glob("lib/python3*/site-packages"))
     parser.add_argument("--out", type=Path, default=VOCABULARY_PATH)
+    parser.add_argument(
+        "--scientific-only",
+        action="store_true",
+        help="only (re)build the scientific Python section of the existing vocabulary file --out",
+    )
     args = parser.parse_args()
+    if args.scientific_only:
+        with gzip.open(args.out, "rt", encoding="utf-8") as handle:
+            data = json.load(handle)
+        names, source = scientific_section()
+        data["language"][SCIENTIFIC_SOURCE] = names
+        data["sources"] = [s for s in data["sources"] if s["name"] != SCIENTIFIC_SOURCE] + [source]
+        write_vocabulary(args.out, data)
+        print(f"{args.out}: {len(names)} scientific Python names ({source['version']})", file=sys.stderr)
+        return
+    if args.npm is None or args.wheels is None:
+        parser.error("--npm and --wheels are needed for a whole build (or --scientific-only)")
     site_packages = args.site_packages if isinstance(args.site_packages, Path) else next(iter(args.site_packages))
     node_modules = args.npm / "node_modules"
 
     framework, wheels_read = wheel_names(args.wheels)
     javascript, js_read = js_names(node_modules)
     elixir, elixir_version = elixir_names()
+    scientific, scientific_source = scientific_section()
     language = {
         "python": sorted(lowered_components(python_names())),
         "python_frameworks": sorted(lowered_components(framework)),
+        SCIENTIFIC_SOURCE: scientific,
         "javascript": sorted(lowered_components(javascript)),
         "elixir": sorted(lowered_components(elixir)),
     }
@@ -297,6 +376,7 @@ def main() -> None:
                 "what": "public names of these wheels (ast)",
                 "version": " ".join(wheels_read),
             },
+            scientific_source,
             {
                 "name": "javascript",
                 "what": "TypeScript scanner keywords and names declared in these packages' .d.ts",
@@ -320,9 +400,7 @@ def main() -> None:
             "counts": dict(sorted((k, v) for k, v in frequency.items() if v >= 2)),
         },
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with gzip.GzipFile(args.out, "wb", mtime=0) as handle:
-        handle.write(json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+    write_vocabulary(args.out, data)
     print(
         f"{args.out}: {sum(map(len, language.values()))} language names, {len(data['document_frequency']['counts'])} "
         f"items over {len(projects)} projects",

@@ -337,3 +337,55 @@ The files most likely to change are `init_repo.sh` and `README.md`. Please add t
     (conversation,) = zett_lab.load_all(path)
     (repo_map,) = [e for e in conversation.harness_context if "repo map" in e.label]
     assert (repo_map.start, repo_map.end, repo_map.text) == (0, None, "init_repo.sh")
+
+
+def test_a_file_name_without_its_extension_in_the_tail_shows_the_file_when_it_is_no_identifier():
+    """A search or an import writes ``opencode.plugin`` for ``src/x/opencode.plugin.ts``: the tail holds the file.
+    A stem that is an identifier (``feedback_summary``) may be a variable or a type of that name: no."""
+    tail = [_use_call("t", "bash", {"command": 'rg -n "opencode.plugin|feedback_summary" src'})]
+    span = [
+        ToolMessage(tool_call_id="s", name="bash", content="src/x/opencode.plugin.ts:270 and team/Feedback_Summary.md"),
+        _use("OK."),
+    ]
+    use = [_use("Patching src/x/opencode.plugin.ts and writing team/Feedback_Summary.md.")]
+    needed = _needed(span, tail, use)
+    assert not needed["src/x/opencode.plugin.ts"] and needed["team/Feedback_Summary.md"]
+    assert _needed(span, [UserMessage(content="Go on.")], use)["src/x/opencode.plugin.ts"]
+
+
+def test_a_command_made_of_parts_in_view_is_at_hand():
+    """``python reproduce_bug.py`` is a program and a path: with the path in view the command is too. A command
+    that carries more than its parts (a line range) is not."""
+    span = [
+        _use_call("a", "bash", {"command": "python reproduce_bug.py"}),
+        ToolMessage(tool_call_id="a", name="bash", content="ok"),
+        _use_call("b", "bash", {"command": "sed -n '70,95p' ./pvlib/iam.py"}),
+        ToolMessage(tool_call_id="b", name="bash", content="..."),
+    ]
+    tail = [
+        ToolMessage(tool_call_id="t", name="bash", content="(Open file: /repo/reproduce_bug.py) in /repo/pvlib/iam.py")
+    ]
+    use = [
+        _use_call("c", "bash", {"command": "python reproduce_bug.py"}),
+        _use_call("d", "bash", {"command": "sed -n '70,95p' ./pvlib/iam.py"}),
+    ]
+    needed = _needed(span, tail, use)
+    assert not needed["python reproduce_bug.py"] and needed["sed -n '70,95p' ./pvlib/iam.py"]
+    assert _needed(span, [UserMessage(content="Go on.")], use)["python reproduce_bug.py"]
+
+
+def test_a_number_printed_before_the_use_in_a_list_is_shown():
+    """A test run printing ``14 doctests, 410 tests, 0 failures`` shows ``410 tests`` (the comma ends the item)."""
+    span = [_use("All 410 tests pass."), UserMessage(content="Good.")]
+    run = [
+        _use_call("r", "bash", {"command": "mix test"}),
+        ToolMessage(tool_call_id="r", name="bash", content="14 doctests, 410 tests, 0 failures"),
+    ]
+    use = [_use("All 410 tests pass again.")]
+    assert _needed(span, [UserMessage(content="Go on.")], use)["410 tests"]
+    assert not _needed(span, [UserMessage(content="Go on.")], [*run, *use])["410 tests"]
+
+
+@pytest.mark.parametrize("name", ["np.errstate", "np.isscalar", "pd.Series", "df.loc", "scipy.optimize.brentq"])
+def test_numpy_pandas_and_scipy_are_vocabulary(name):
+    assert is_generic(("identifier", name))

@@ -12,7 +12,8 @@ metrics), never a hand-typed list:
 * the names of languages and their standard libraries: Python's keywords, builtins, standard
   library modules and their public names (members of public classes included); JavaScript and
   TypeScript's keywords and the declarations of TypeScript's ``lib.*.d.ts`` (the language, the DOM,
-  Node-free web APIs); Elixir's and Erlang/OTP's modules and their public functions;
+  Node-free web APIs); Elixir's and Erlang/OTP's modules and their public functions; the public names
+  of NumPy, pandas and SciPy;
 * document frequency over a background corpus of independent projects' code: a name, path or
   value found in at least :data:`GENERIC_SHARE` of the projects (and at least
   :data:`GENERIC_MIN_PROJECTS`) is common vocabulary.

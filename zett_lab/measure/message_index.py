@@ -13,7 +13,7 @@ import math
 import re
 from bisect import bisect_left
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +21,7 @@ import ahocorasick
 import numpy as np
 from zett_agent.messages import AssistantMessage, SystemMessage
 
-from ..load.anchor_forms import NAME_TYPES, spellings
+from ..load.anchor_forms import NAME_TYPES, file_stem, spellings
 from ..load.anchors import (
     ANCHOR_TYPES,
     ARTIFACT_TYPES,
@@ -107,6 +107,11 @@ class KeyArrays:
     agent_first: np.ndarray
     #: Per key: not vocabulary any agent could write unseen (:func:`~zett_lab.load.vocabulary.is_generic`).
     specific: np.ndarray
+    #: A command made of parts: (command key id, id of one of its specific parts) for every command whose
+    #: specific paths, identifiers, URLs, numbers and SHAs are all keys of the conversation. Such a command is
+    #: in view where all its parts are (``python reproduce_bug.py`` where ``/repo/reproduce_bug.py`` is shown).
+    part_owner: np.ndarray
+    part_id: np.ndarray
     #: Per harness context entry (:class:`~zett_lab.load.conversation.HarnessContext`): the messages it held for,
     #: ``[start, end)``, and the ids of the keys it shows in any spelling.
     harness_start: np.ndarray
@@ -155,6 +160,19 @@ class KeyArrays:
             return np.zeros(len(ids), dtype=bool)
         value = codes[np.minimum(at, len(codes) - 1)]
         return (at < len(codes)) & (value < base + np.clip(ends, start, self.stride))
+
+    def by_parts(self, ids: np.ndarray, shown: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
+        """Per key of ``ids``: whether it is a command made of parts (:attr:`part_owner`) and ``shown(part ids,
+        their commands' positions in ids)`` holds for every part."""
+        position_of = np.full(len(self.keys), -1, dtype=np.int64)
+        position_of[ids] = np.arange(len(ids))
+        position = position_of[self.part_owner]
+        mine = position >= 0
+        position, parts = position[mine], self.part_id[mine]
+        if not len(parts):
+            return np.zeros(len(ids), dtype=bool)
+        hidden = np.bincount(position, weights=~shown(parts, position), minlength=len(ids))
+        return (np.bincount(position, minlength=len(ids)) > 0) & (hidden == 0)
 
     def harness_shown(self, ids: np.ndarray, start: int, ends: np.ndarray) -> np.ndarray:
         """Per key of ``ids``: whether harness context held for a message in ``[start, ends[i]]`` shows it."""
@@ -306,6 +324,10 @@ class ConversationIndex:
         for entry, shown_ids in zip(harness, harness_ids, strict=True):
             harness_first[shown_ids] = np.minimum(harness_first[shown_ids], entry.start)
         by_agent = np.asarray([isinstance(m, AssistantMessage) for m in self.messages] + [False])
+        parts = np.asarray(
+            [(id_of[key], id_of[part]) for key in keys if key[0] == "command" for part in _parts_of(key, id_of)],
+            dtype=np.int64,
+        ).reshape(-1, 2)
         return KeyArrays(
             keys=keys,
             stride=stride,
@@ -326,6 +348,8 @@ class ConversationIndex:
                 i * stride + at for at, name, _ in self.definitions for i in spelled.identifiers_named(name)
             ),
             specific=np.asarray([not is_generic(key) for key in keys], dtype=bool),
+            part_owner=parts[:, 0],
+            part_id=parts[:, 1],
             harness_start=np.asarray([entry.start for entry in harness], dtype=np.int64),
             harness_end=np.asarray([stride if entry.end is None else entry.end for entry in harness], dtype=np.int64),
             harness_ids=harness_ids,
@@ -364,12 +388,23 @@ class ConversationIndex:
         first, at = self._first_from(start)
         ids = np.flatnonzero(first < max(start, end))
         ids = ids[np.lexsort((arrays.rank[at[ids]], first[ids]))]
-        tail_end = np.full(len(ids), n_recorded)
-        in_tail = arrays.system[ids] | arrays.shown_between(ids, end, tail_end)
-        in_tail |= arrays.shown_between(ids, end, tail_end, arrays.written)
+
+        def tail_shows(keys: np.ndarray, _: np.ndarray) -> np.ndarray:
+            ends = np.full(len(keys), n_recorded)
+            in_view = arrays.system[keys] | arrays.shown_between(keys, end, ends)
+            return in_view | arrays.shown_between(keys, end, ends, arrays.written)
+
+        def later_shows(keys: np.ndarray, at: np.ndarray) -> np.ndarray:
+            use = next_use[at]
+            later = arrays.shown_between(keys, n_recorded, use)
+            return tail_shows(keys, at) | later | arrays.harness_shown(keys, n_recorded, np.where(use >= 0, use, -1))
+
+        in_tail = tail_shows(ids, ids) | arrays.by_parts(ids, tail_shows)
         next_use, _ = arrays.first_in(arrays.uses, ids, n_recorded, len(self.messages))
         used = next_use >= 0
         needed = used & arrays.specific[ids] & ~in_tail
+        # a command is at hand when all its specific parts are, wherever each was shown
+        needed &= ~arrays.by_parts(ids, later_shows)
         # a name the use itself defines (a new script's variable, a parameter) is chosen there, not recalled
         needed &= ~_holds(arrays.fresh, ids * arrays.stride + next_use)
         # a name the agent wrote before anything showed it, and never defined, is its own: known or made up
@@ -534,10 +569,13 @@ class _Words:
             name = spelling.canonical.removeprefix("name:")
             if name == spelling.canonical or spelled.keys[i][0] not in NAME_TYPES:
                 continue
-            if _WORD.fullmatch(name):
-                self._words.setdefault(name, []).append(i)
-            else:
-                longer.setdefault(name.translate(_SEPARATORS), []).append(i)
+            stem = file_stem(*spelled.keys[i])
+            named = [name, stem.lower()] if stem and _distinctive(stem) else [name]
+            for word in named:
+                if _WORD.fullmatch(word):
+                    self._words.setdefault(word, []).append(i)
+                else:
+                    longer.setdefault(word.translate(_SEPARATORS), []).append(i)
         self._longer = list(longer.values())
         self._automaton = ahocorasick.Automaton()
         for number, name in enumerate(longer):
@@ -556,6 +594,36 @@ class _Words:
                     names.add(number)
             found.extend(self._longer[number] for number in names)
         return [i for ids in found if ids for i in ids]
+
+
+def _distinctive(stem: str) -> bool:
+    """Whether a file name's stem names the file wherever it is written as words: it is no identifier (it has a
+    ``.`` or ``-``: ``opencode.plugin``, as a TypeScript import or a search writes ``opencode.plugin.ts``; not
+    ``feedback_summary``, which may as well be a variable or a type of that name) and not vocabulary."""
+    return not stem.isidentifier() and not is_generic(("path", stem))
+
+
+_PART_TYPES = ("path", "identifier", "url", "number", "sha")
+#: A word of a command that carries no information of its own: an option, a shell operator.
+_PLAIN_WORD = re.compile(r"-{1,2}[A-Za-z][\w-]*|&&|\|\||[|;&<>]|\d?>>?(?:&\d)?|2>&1")
+_IDENTIFIER_WORD = re.compile(r"[A-Za-z_][\w.-]*")
+
+
+def _parts_of(command: AnchorKey, id_of: dict[AnchorKey, int]) -> list[AnchorKey]:
+    """The specific paths, identifiers, URLs, numbers and SHAs of a command made of them alone: every other word
+    is vocabulary (a program, a subcommand), an option or a shell operator, and every part is a key of
+    ``id_of``. Else none: ``sed -n '70,95p' ./pvlib/iam.py`` carries a line range besides its path, and a
+    command with a part nothing could show is never shown by its parts."""
+    parts = [k for k in anchor_keys(command[1]) if k[0] in _PART_TYPES and not is_generic(k)]
+    if not parts or not all(k in id_of for k in parts):
+        return []
+    for word in command[1].split():
+        word = word.strip("'\"")
+        if not word or _PLAIN_WORD.fullmatch(word) or any(k in parts for k in anchor_keys(word)):
+            continue
+        if not (_IDENTIFIER_WORD.fullmatch(word) and is_generic(("identifier", word))):
+            return []
+    return parts
 
 
 def _stands_alone(text: str, start: int, end: int) -> bool:
