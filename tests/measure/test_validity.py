@@ -197,7 +197,7 @@ def test_the_committed_weights_are_pool_over_sample_size_per_stratum():
 @pytest.fixture(scope="module")
 def fixture_set(tmp_path_factory):
     """A synthetic validation set: the candidate lost items of one fixture conversation, as the pool builds them,
-    with made-up strata weights (flagged 2, not flagged 5) and parts (every third item held back)."""
+    with made-up strata weights (flagged 2, not flagged 5) and parts (every third item of each flag held back)."""
     source = next(s for s in validity_pool.read_sources(FIXTURES) if s.conversation.id == "ci-flaky-kafka")
     pool = validity_pool.pool_of(source)
     assert any(i["flagged_at_sampling"] for i in pool) and not all(i["flagged_at_sampling"] for i in pool)
@@ -205,7 +205,11 @@ def fixture_set(tmp_path_factory):
         {**item, "stratum": str(item["flagged_at_sampling"]), "weight": 2.0 if item["flagged_at_sampling"] else 5.0}
         for item in sorted(pool, key=lambda i: i["id"])
     ]
-    parts = {item["id"]: validity_pool.HELD_BACK if n % 3 == 0 else validity_pool.TUNE for n, item in enumerate(items)}
+    parts = {  # every third item of each flag, so both parts have flagged and unflagged items
+        item["id"]: validity_pool.HELD_BACK if n % 3 == 0 else validity_pool.TUNE
+        for flag in (True, False)
+        for n, item in enumerate(i for i in items if i["flagged_at_sampling"] is flag)
+    }
     folder = tmp_path_factory.mktemp("set")
     (folder / "items.json").write_text(json.dumps({"items": items}), encoding="utf-8")
     (folder / "split.json").write_text(json.dumps({"parts": parts}), encoding="utf-8")
@@ -314,8 +318,14 @@ def test_a_dossier_shows_span_use_and_tail_mentions_and_nothing_of_the_verdict(f
     import validity_dossiers
 
     _, items, _ = fixture_set
-    item = next(i for i in items if i["text"] == "6000" and i["span_end"] == 6)
+    from zett_lab.load.text import message_text
+
     source = next(s for s in validity_pool.read_sources(FIXTURES) if s.conversation.id == "ci-flaky-kafka")
+    # the span's 6000 (session.timeout.ms), as an item of the window 1..5 (the tail's "6000," holds it, so the
+    # pool no longer draws it: the dossier is written from the item's fields alone)
+    window = next(i for i in items if i["span_end"] == 6)
+    first = next(n for n in range(1, 6) if "6000" in message_text(source.conversation.messages[n]))
+    item = {**window, "text": "6000", "type": "number", "message_index": first}
     text = validity_dossiers.dossier(item, source, FIXTURES)
     assert "messages 1..5: the span" in text and "messages 6..7: the tail" in text
     assert "first in a message of the user or the agent (message 10)" in text
