@@ -684,14 +684,15 @@ def test_lab_dry_run(tmp_path: Path) -> None:
 def test_lab_as_root_passes_allow_root_and_says_so(tmp_path: Path, monkeypatch, capsys) -> None:
     """Jupyter refuses to run as root without --allow-root, and most containers run as root."""
     from zett_lab.show import cli
+    from zett_lab.show.commands import notebooks
 
     for root in (True, False):
-        monkeypatch.setattr(cli, "_is_root", lambda root=root: root)
+        monkeypatch.setattr(notebooks, "_is_root", lambda root=root: root)
         assert cli.main(["lab", str(tmp_path), "--dry-run", "--", "--port", "8899"]) == 0
         out, err = capsys.readouterr()
         assert ("--allow-root" in out) == root and out.rstrip().endswith("--port 8899")
         assert ("running as root: starting JupyterLab with --allow-root" in err) == root
-    monkeypatch.setattr(cli, "_is_root", lambda: True)
+    monkeypatch.setattr(notebooks, "_is_root", lambda: True)
     assert cli.main(["lab", str(tmp_path), "--dry-run", "--", "--allow-root"]) == 0
     assert capsys.readouterr().out.count("--allow-root") == 1
 

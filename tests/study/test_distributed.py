@@ -175,6 +175,7 @@ def test_a_report_measures_the_replays_it_shows_on_the_cluster_it_is_given(fixtu
 
 def test_the_command_line_reports_on_a_scheduler_it_is_given(fixture_conversations, tmp_path, capsys, monkeypatch):
     from zett_lab.show import cli
+    from zett_lab.show.commands import common as command_common
 
     folder = tmp_path / "sessions"
     folder.mkdir()
@@ -193,7 +194,7 @@ def test_the_command_line_reports_on_a_scheduler_it_is_given(fixture_conversatio
     assert (tmp_path / "cluster.html").read_bytes() == (tmp_path / "local.html").read_bytes()
     capsys.readouterr()
     # No scheduler at the address: one line naming it, exit 2, no report.
-    monkeypatch.setattr(cli, "SCHEDULER_TIMEOUT", 2)
+    monkeypatch.setattr(command_common, "SCHEDULER_TIMEOUT", 2)
     assert cli.main(["report", *common, "-o", str(tmp_path / "none.html"), "--scheduler", "tcp://127.0.0.1:9"]) == 2
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and "--scheduler tcp://127.0.0.1:9" in error[0] and "no dask scheduler answered" in error[0]

@@ -2,7 +2,7 @@
 
 ``zett_lab.show.table(frame)`` shows a DataFrame to a person in a notebook (readable numbers, metric
 columns headed by their catalogue labels). Tables, plots and the report display results they are given;
-widgets call :mod:`zett_lab.study`; only :mod:`zett_lab.show.cli` wires the stages together.
+widgets call :mod:`zett_lab.study`; only the command line (:mod:`zett_lab.show.cli`, :mod:`zett_lab.show.commands`) wires the stages together.
 """
 
 from typing import Any
