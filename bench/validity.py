@@ -31,6 +31,10 @@ labels call truly dropped (a real rule, still in force, that the summary and the
 share of its "kept" the labels call conveyed, and the share of extracted texts that are real rules; each label
 judges one summary, so an item whose summary today's replay no longer produces is left out and counted.
 
+``--set 2`` reads the second sample instead (``bench/validation/items2.json``, labels
+``bench/validation/labels2.jsonl``): round 2, drawn from the same logs at other replay settings before the last
+tuning and never used for it; all its items are one part (``unseen``), reported and written like a part of set 1.
+
 ``--write [PATH]`` records one part's precision and recall of the metric now as the measured validity of the
 catalogue metrics resting on that verdict (:data:`NEEDED_LATER_METRICS`, and :data:`CONSTRAINT_METRICS` once the
 constraint set is labelled) in ``zett_lab/data/metric_validity.json``,
@@ -40,6 +44,7 @@ Run (from any checkout beside ``../shared/agent-logs``)::
 
     .venv/bin/python bench/validity.py [--labels PATH] [--part tune|held-back|both] [--logs DIR] [--errors]
     .venv/bin/python bench/validity.py --part held-back --write
+    .venv/bin/python bench/validity.py --set 2 [--errors] [--write]
 """
 
 from __future__ import annotations
@@ -66,12 +71,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import validity_constraints
 from validity_pool import (
     HELD_BACK,
+    ITEMS2_FILE,
     ITEMS_FILE,
+    LABELS2_FILE,
     LABELS_FILE,
     LOGS,
     ROOT,
     SPLIT_FILE,
     TUNE,
+    UNSEEN,
     ReplaySetting,
     read_items,
     read_sources,
@@ -106,7 +114,12 @@ CONSTRAINT_METRICS = ("constraint_survival",)
 #: What a constraint label's reason says the summary and the tail convey: the rule (True) or not (False).
 CONVEYED = {"conveyed-verbatim": True, "conveyed-paraphrase": True, "weakened": False, "absent": False}
 SCOPES = ("session", "task", "over")
-PART_WORDS = {TUNE: "tuning part of the validation set", HELD_BACK: "held-back quarter of the validation set"}
+PART_WORDS = {
+    TUNE: "tuning part of the validation set",
+    HELD_BACK: "held-back quarter of the validation set",
+    UNSEEN: "second sample of the validation set (the same logs at other replay settings, drawn before the last "
+    "tuning and never used for it)",
+}
 
 
 class LabelError(ValueError):
@@ -656,8 +669,18 @@ def sampled_at(path: Path) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--labels", type=Path, default=None, help=f"label file (default {LABELS_FILE})")
-    parser.add_argument("--part", choices=(TUNE, HELD_BACK, "both"), default="both", help="which part to report")
+    parser.add_argument(
+        "--labels", type=Path, default=None, help=f"label file (default {LABELS_FILE}, or {LABELS2_FILE} with --set 2)"
+    )
+    parser.add_argument(
+        "--set",
+        type=int,
+        choices=(1, 2),
+        default=1,
+        help="1: the first set (its tuning part and held-back quarter); 2: the second sample (round 2, never tuned "
+        "on; no parts, no constraint items)",
+    )
+    parser.add_argument("--part", choices=(TUNE, HELD_BACK, "both"), default="both", help="which part of set 1")
     parser.add_argument("--logs", type=Path, default=LOGS, help="the shared agent logs (default ../shared/agent-logs)")
     parser.add_argument(
         "--errors", action="store_true", help="list every false positive and missed item of the reported part(s)"
@@ -669,10 +692,10 @@ def main(argv: list[str] | None = None) -> int:
         const=VALIDITY_DATA,
         default=None,
         metavar="PATH",
-        help="record the --part's precision and recall of the metric now as the catalogue's measured validity "
-        f"(default {VALIDITY_DATA.relative_to(ROOT)})",
+        help="record the --part's (or set 2's) precision and recall of the metric now as the catalogue's measured "
+        f"validity (default {VALIDITY_DATA.relative_to(ROOT)})",
     )
-    parser.add_argument("--items", type=Path, default=ITEMS_FILE, help=argparse.SUPPRESS)
+    parser.add_argument("--items", type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--split", type=Path, default=SPLIT_FILE, help=argparse.SUPPRESS)
     parser.add_argument(
         "--constraint-items", type=Path, default=validity_constraints.ITEMS_FILE, help=argparse.SUPPRESS
@@ -681,19 +704,23 @@ def main(argv: list[str] | None = None) -> int:
         "--constraint-split", type=Path, default=validity_constraints.SPLIT_FILE, help=argparse.SUPPRESS
     )
     args = parser.parse_args(argv)
-    if args.write is not None and args.part == "both":
+    second = args.set == 2
+    items_path = args.items or (ITEMS2_FILE if second else ITEMS_FILE)
+    labels_path = args.labels or (LABELS2_FILE if second else LABELS_FILE)
+    if args.write is not None and args.part == "both" and not second:
         print(
-            "error: --write records one part's figures: add --part held-back (never tuned on) or --part tune",
+            "error: --write records one part's figures: add --part held-back (never tuned on) or --part tune, "
+            "or measure --set 2",
             file=sys.stderr,
         )
         return 2
-    if args.labels is None and not LABELS_FILE.is_file():
-        print(f"No labels yet at {LABELS_FILE}: nothing to measure (label the set from docs/validation/guidelines.md).")
+    if not labels_path.is_file() and args.labels is None:
+        print(f"No labels yet at {labels_path}: nothing to measure (label the set from docs/validation/guidelines.md).")
         return 0
-    items = read_items(args.items)
-    parts = read_split(args.split)
+    items = read_items(items_path)
+    parts = {item["id"]: UNSEEN for item in items} if second else read_split(args.split)
     try:
-        labels = read_labels(args.labels or LABELS_FILE, {item["id"] for item in items})
+        labels = read_labels(labels_path, {item["id"] for item in items})
     except LabelError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -709,7 +736,7 @@ def main(argv: list[str] | None = None) -> int:
     for verdict in verdicts.values():
         found[verdict.found] += 1
     print(
-        f"labels: {args.labels or LABELS_FILE}: {len(labels)} rows, {len(final)} items decided, "
+        f"labels: {labels_path}: {len(labels)} rows, {len(final)} items decided, "
         f"{len(open_items)} disagreements without a resolved row (left out)"
     )
     kappas = agreement(labels, {item["id"] for item in items})
@@ -722,35 +749,39 @@ def main(argv: list[str] | None = None) -> int:
         f"{found['pinned']} windows measured alone (today's replay compacts elsewhere), "
         f"{found['not extracted']} items no longer extracted (not flagged)"
     )
-    print(f"metric at sampling: commit {sampled_at(args.items)[:12]}, as recorded in {args.items.name}")
+    print(f"metric at sampling: commit {sampled_at(items_path)[:12]}, as recorded in {items_path.name}")
     table = results_table(items, parts, final, verdicts, reasons(labels))
-    chosen = [TUNE, HELD_BACK] if args.part == "both" else [args.part]
+    chosen = [UNSEEN] if second else [TUNE, HELD_BACK] if args.part == "both" else [args.part]
     for part in chosen:
         ids = {item["id"] for item in items if parts[item["id"]] == part}
         rows = table[table["part"] == part]
-        print("\n".join(report_lines(rows, f"{part} part")))
+        print("\n".join(report_lines(rows, "second sample (round 2, unseen)" if part == UNSEEN else f"{part} part")))
         for a, b, n, agree, kappa in agreement(labels, ids):
             print(f"agreement before resolution, {a} vs {b}: {n} items, {agree:.0%} agree, Cohen's κ {kappa:.2f}")
         print("\n".join(error_lines(rows, args.errors)))
+    constraint_tables: dict[str, pd.DataFrame] = {}
+    constraint_kappa = math.nan
     try:
-        constraint_tables, constraint_kappa = constraint_report(args, chosen)
+        if not second:  # the constraint set is drawn from round 1's replays only
+            constraint_tables, constraint_kappa = constraint_report(args, chosen)
     except LabelError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    part = UNSEEN if second else args.part
     if args.write is not None:
         common = {
-            "part": args.part,
+            "part": part,
             "logs": "real agent logs" if args.logs.resolve() == LOGS.resolve() else f"the logs in {args.logs}",
             "commit": checkout(),
             "day": date.today().isoformat(),
         }
         kappa = min((row[4] for row in kappas), default=math.nan)
         needed = validity_entry(
-            table[table["part"] == args.part], "flagged_now", "needed", what="lost items", kappa=kappa,
+            table[table["part"] == part], "flagged_now", "needed", what="lost items", kappa=kappa,
             verdict='"needed later"', **common,
         )  # fmt: skip
         entries = dict.fromkeys(NEEDED_LATER_METRICS, needed)
-        rules = constraint_tables.get(args.part)
+        rules = constraint_tables.get(part)
         if rules is not None and len(rules):
             dropped = validity_entry(
                 rules, "dropped_now", "dropped", what="(rule, compaction) items", kappa=constraint_kappa,
@@ -758,7 +789,7 @@ def main(argv: list[str] | None = None) -> int:
             )  # fmt: skip
             entries.update(dict.fromkeys(CONSTRAINT_METRICS, dropped))
         write_validity(args.write, entries)
-        print(f"\nwrote the {args.part} part's figures for {', '.join(entries)} to {args.write}")
+        print(f"\nwrote the {part} part's figures for {', '.join(entries)} to {args.write}")
     return 0
 
 

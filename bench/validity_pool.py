@@ -78,6 +78,8 @@ SEED = 2803
 SAMPLE_SIZE = 448
 CONVERSATION_CAP = 0.15
 TUNE, HELD_BACK = "tune", "held-back"
+#: The part every item of round 2 is in: nobody tuned on it.
+UNSEEN = "unseen"
 #: Round 2: its seed, its replay settings (divisors of a conversation's tokens: max_tokens, keep_recent_tokens),
 #: its flagged and not-flagged sample sizes and the least a format gets of each where its pool has them.
 SEED_2 = 2812

@@ -300,6 +300,25 @@ def test_write_records_one_parts_figures_for_the_catalogue_and_keeps_other_entri
         assert "held-back quarter" in entry.source and "κ 1.00" in entry.source
 
 
+def test_the_second_sample_is_one_unseen_part_reported_and_written_as_such(fixture_set, tmp_path, capsys):
+    folder, items, _ = fixture_set
+    truth = {i["id"]: any(ch.isdigit() for ch in i["text"]) for i in items}
+    labels = write_lines(tmp_path / "labels2.jsonl", [label(i["id"], n, truth[i["id"]]) for i in items for n in "AB"])
+    data = tmp_path / "metric_validity.json"
+    code = validity.main(
+        ["--set", "2", "--labels", str(labels), "--logs", str(FIXTURES), "--items", str(folder / "items.json"),
+         "--write", str(data)]
+    )  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 0
+    assert f"second sample (round 2, unseen): {len(items)} labelled items" in out
+    assert "tune part" not in out and "constraint" not in out
+    flagged = [i for i in items if i["flagged_at_sampling"]]
+    written = json.loads(data.read_text(encoding="utf-8"))["metrics"]["lost_but_needed"]
+    assert written["precision"]["n"] == len(flagged)
+    assert "the second sample of the validation set" in written["source"]
+
+
 def test_a_missing_label_file_is_one_error_and_exit_code_2(fixture_set, tmp_path, capsys):
     folder, _, _ = fixture_set
     missing = tmp_path / "nope.jsonl"
