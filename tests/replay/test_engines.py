@@ -17,7 +17,7 @@ from zett_lab.replay.deadline import TIMEOUT_KIND
 from zett_lab.replay.engine import EngineError, engine_name, engine_reuse
 from zett_lab.replay.policies import ObservationMaskingCompaction, SplitTurnCompaction
 from zett_lab.replay.schema import ENGINE_FAILED, NO_WINDOW, SKIP_REASONS, SUMMARY_FAILED
-from zett_lab.study.boundaries import same_replay
+from zett_lab.study.regions import same_replay
 
 LIMITS = {"max_tokens": 600, "keep_recent_tokens": 200}
 
@@ -141,7 +141,7 @@ def test_a_summary_model_that_never_answers_is_a_timed_out_summary_call():
         coding_conversation(turns=3), **LIMITS, summarizer=SilentSummarizer(), cache=False, engine_timeout=0.2
     )
     _timed_out(trace, SUMMARY_FAILED)
-    from zett_lab.study.boundaries import prefix_regions, region
+    from zett_lab.study.regions import prefix_regions, region
 
     # The stock engine, but how long a pass takes is a matter of time: nothing from the timed-out pass on is
     # proven for another setting (neither reused nor forked from); the steps before it are.
@@ -382,7 +382,7 @@ def test_a_sweep_compares_engines_cell_by_cell_with_no_unproven_reuse(fixture_co
 
 
 def test_a_declared_reuse_is_a_proof_derived_traces_equal_fresh_replays(fixture_conversations):
-    from zett_lab.study.boundaries import derive, region
+    from zett_lab.study.regions import derive, region
 
     conversation = next(c for c in fixture_conversations if c.id == "billing-rounding")
     options = {"keep_recent_tokens": 3_000, "summarizer": "anchors:0.1", "engine": SplitTurnCompaction}

@@ -314,7 +314,7 @@ class Holdout(CompactionExtension):
 
 def test_engine_option_takes_a_short_name_a_module_or_a_file(tmp_path: Path) -> None:
     from zett_lab.replay.policies import SplitTurnCompaction
-    from zett_lab.study.boundaries import same_replay
+    from zett_lab.study.regions import same_replay
 
     policy = tmp_path / "holdout_policy.py"
     policy.write_text(POLICY_FILE)

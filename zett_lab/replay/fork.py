@@ -9,7 +9,7 @@ the whole state of a replay is that dialogue and what zett_lab recorded so far. 
 lengths of the recording's append-only lists and where the cursor is.
 
 A later replay whose settings provably take the same decisions up to that turn (the proof
-is :func:`zett_lab.study.boundaries.prefix_regions`, made for the stock engine and applied
+is :func:`zett_lab.study.regions.prefix_regions`, made for the stock engine and applied
 to a user engine only along the limits it declares in ``zett_lab_reuse``) starts from the
 mark: a new accumulator remembers the marked dialogue, the recorded rows are the earlier
 replay's with only the columns that name the setting changed, and the runtime builds the

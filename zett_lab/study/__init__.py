@@ -4,8 +4,8 @@ Builds on load, summarizers, replay and measure; returns :class:`Sweep` results 
 DataFrames for :mod:`zett_lab.show` to display. The modules, in the order a sweep uses them:
 
 - :mod:`~zett_lab.study.grid`: settings (tokens or fractions of a model's window), engines and cells;
-- :mod:`~zett_lab.study.boundaries`: which settings provably give the same replay, or the same
-  replay up to a turn; the exact values where decisions change;
+- :mod:`~zett_lab.study.regions`: which settings provably give the same replay, or the same
+  replay up to a turn; :mod:`~zett_lab.study.boundaries`: the exact values where decisions change;
 - :mod:`~zett_lab.study.reuse`: proven replays kept per process, and where a replay can fork;
 - :mod:`~zett_lab.study.plan`: a sweep's grid checked and cut into units; :mod:`~zett_lab.study.units`: one unit
   of work, as a worker runs it;
@@ -22,21 +22,14 @@ DataFrames for :mod:`zett_lab.show` to display. The modules, in the order a swee
 """
 
 from ..progress import ProgressEvent
-from .boundaries import (
-    Boundaries,
-    Region,
-    decision_boundaries,
-    derive,
-    prefix_regions,
-    region,
-    same_replay,
-)
+from .boundaries import Boundaries, decision_boundaries
 from .choose import Constraint, ConstraintCheck, NoFeasibleSetting, measured_cells, pareto_front, parse_constraints
 from .compare import Comparison, compare
 from .executors import SerialExecutor, default_executor, shutdown_default_executor
 from .grid import CONTEXT_WINDOWS, SETTING_COLUMNS, STOCK_ENGINE, Cell, resolve_context_window
 from .ranking import Alternative, HeldOut, Ranked
 from .recommendation import DEFAULT_CONSTRAINTS, DEFAULT_OBJECTIVES, Recommendation, recommend
+from .regions import Region, derive, prefix_regions, region, same_replay
 from .results import Sweep, SweepConfig
 from .reuse import clear_worker_state
 from .store import SweepStore, check_sweep_target

@@ -1,13 +1,13 @@
-"""Work a sweep shares between cells, always backed by a proof (:mod:`zett_lab.study.boundaries`).
+"""Work a sweep shares between cells, always backed by a proof (:mod:`zett_lab.study.regions`).
 
 - **Proven reuse**: one replay stands for the whole rectangle of settings that take its
-  decisions (:func:`~zett_lab.study.boundaries.region`); a cell inside it gets that replay's
+  decisions (:func:`~zett_lab.study.regions.region`); a cell inside it gets that replay's
   trace with only the setting columns changed. :class:`ProofStore` remembers such replays
   per process, bounded by the steps it holds.
 - **Forks**: a replay that leaves another one's rectangle only at some turn shares every
   turn before it. :data:`RUNS` keeps the finished replays of this process with the
   rectangle proven for each of their turn starts
-  (:func:`~zett_lab.study.boundaries.prefix_regions`); :class:`ForkPlanner` names the longest
+  (:func:`~zett_lab.study.regions.prefix_regions`); :class:`ForkPlanner` names the longest
   shared start for a new setting, also from a replay of another summarizer up to its first
   summary attempt; :func:`zett_lab.replay.run.replay_forkable` runs the rest through the
   real runtime.
@@ -30,7 +30,7 @@ import pandas as pd
 from ..replay.fork import Fork, ForkableRun
 from ..replay.trace import Trace
 from ..tokens import TokenCounter
-from .boundaries import Region, prefix_regions
+from .regions import Region, prefix_regions
 from .sources import Source
 
 #: One conversation × summarizer × replay options × what a row holds: replays under one key are comparable.

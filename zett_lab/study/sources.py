@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 from ..errors import InputError
 from ..records import is_missing
 from ..replay.setting import TraceSettings
-from .boundaries import Region
+from .regions import Region
 
 #: Loss tables kept per replay (the frames of :class:`~zett_lab.measure.Losses`). A sweep measures
 #: with ``anchors=False``: that table (one row per span anchor per attempt, by far the largest)

@@ -28,8 +28,8 @@ from ..load.conversation import Conversation
 from ..replay.schema import FAILURE_COLUMNS
 from ..replay.setting import Setting, TraceSettings
 from ..replay.trace import Trace, conversation_document, conversation_from_document, failure_counts
-from .boundaries import Region, derive
 from .grid import Cell
+from .regions import Region, derive
 from .sources import RUN_AGAIN, Source, SourceFolder, restore, storable, write_parquet
 
 FORMAT = "zett-lab-sweep"
@@ -65,7 +65,7 @@ class SweepStore:
         return source.folder.read(source.source_id, table)
 
     def settings(self, cell: Cell) -> TraceSettings:
-        """A cell's trace settings (as :func:`~zett_lab.study.boundaries.derive` gives them for a shared replay)."""
+        """A cell's trace settings (as :func:`~zett_lab.study.regions.derive` gives them for a shared replay)."""
         return self.source(cell).settings.derive(cell.setting)
 
     def tables(self, cell: Cell) -> Trace:

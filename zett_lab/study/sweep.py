@@ -12,7 +12,7 @@ from sharing work, never from approximating the engine:
 - one exact memoizing token counter per worker process, shared by all its replays;
 - the persistent summary cache (:class:`~zett_lab.summarizers.SummaryCache`): a summary
   request seen before, in this sweep or an earlier one, is not computed again;
-- proven reuse (:mod:`zett_lab.study.boundaries`): one replay proves a whole rectangle of
+- proven reuse (:mod:`zett_lab.study.regions`): one replay proves a whole rectangle of
   settings takes the same decisions (e.g. every ``max_tokens`` above the peak estimate,
   with any ``keep_recent_tokens``); cells inside it get that replay's trace with only the
   setting columns changed;

@@ -41,8 +41,8 @@ from ..replay.run import replay_forkable
 from ..replay.setting import ReplayOptions, Setting, TraceSettings
 from ..replay.trace import Trace, failure_counts
 from ..summarizers import CachedSummary, CacheError, CacheSpec, SummaryCache
-from .boundaries import Region, region
 from .grid import STOCK_ENGINE
+from .regions import Region, region
 from .reuse import STORE, ForkPlanner, Proven, StoreKey, sorted_sent
 from .sources import ANCHOR_COUNTS_TABLE, LOSS_TABLES, LOST_ANCHORS_TABLE, TableWriter
 from .ticks import TickChannel, tick

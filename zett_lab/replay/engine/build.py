@@ -17,7 +17,7 @@ from .probe import EngineProbe, instrumented_class
 #: count_tokens, reasoning_effort)``; None is the stock engine.
 EngineSpec = type[CompactionExtension] | Callable[..., CompactionExtension] | None
 #: The attribute an engine class sets to declare the limits along which one replay provably stands for
-#: other settings (``("max_tokens",)``, ``("max_tokens", "keep_recent_tokens")``); see ``study.boundaries``.
+#: other settings (``("max_tokens",)``, ``("max_tokens", "keep_recent_tokens")``); see ``study.regions``.
 #: Declaring also promises that the engine keeps nothing between requests but the session's history (as
 #: the stock engine): forked replays (``replay.fork``) start a new engine at a turn along those limits.
 REUSE_ATTRIBUTE = "zett_lab_reuse"
@@ -44,7 +44,7 @@ def engine_name(engine: EngineSpec) -> str:
 def engine_reuse(engine: EngineSpec) -> tuple[str, ...]:
     """The limits along which a replay of ``engine`` may stand for other settings (empty: none).
 
-    The stock engine is proven for both (``study.boundaries``); a user engine gets only what
+    The stock engine is proven for both (``study.regions``); a user engine gets only what
     its class declares in ``zett_lab_reuse``; a factory other than ``functools.partial`` of a
     declaring class gets nothing (its options may read the limits anywhere).
     """
