@@ -25,9 +25,10 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
-from .base import KIND_STYLES, OUTCOME_STYLES, STYLE, figure, to_png, to_svg
+from .base import KIND_STYLES, OUTCOME_STYLES, STYLE, figure, numeric_columns, to_png, to_svg
 from .comparison import anchor_retention, comparison_frame, summarizer_comparison
-from .sweep import HEATMAP_GID, heatmap, heatmap_cells, heatmaps, image_boxes, numeric_columns, pareto, pareto_points
+from .heatmap import HEATMAP_GID, heatmap, heatmap_cells, heatmaps, image_boxes
+from .pareto import pareto, pareto_points
 from .trace import message_strip, timeline
 
 __all__ = [

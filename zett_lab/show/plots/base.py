@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -151,3 +151,13 @@ def whiten(color: str, amount: float) -> tuple[float, float, float]:
 #: Marker shapes and colours told apart in black and white, one per summarizer or metric.
 SERIES_MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "h", "<", ">", "p"]
 SERIES_COLORS = ["#4477AA", "#EE6677", "#228833", "#CCBB44", "#66CCEE", "#AA3377", "#BBBBBB", "#222222"]
+
+
+def numeric_columns(results: pd.DataFrame, exclude: Iterable[str] = ()) -> list[str]:
+    """Numeric (and boolean) columns of a results table, minus ``exclude``."""
+    excluded = set(exclude)
+    return [
+        c
+        for c in results.columns
+        if c not in excluded and (pd.api.types.is_numeric_dtype(results[c]) or pd.api.types.is_bool_dtype(results[c]))
+    ]
