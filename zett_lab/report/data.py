@@ -189,10 +189,7 @@ def build_report_data(
             ``dask.distributed`` client's ``get_executor()``), ``"serial"`` (here), or None (the running
             process pool, else here).
     """
-    if isinstance(executor, str) and executor != "serial":
-        raise SettingError(f"executor must be None, 'serial' or a concurrent.futures.Executor, got {executor!r}")
-    if isinstance(top_lost, bool) or not isinstance(top_lost, int) or top_lost < 0:
-        raise SettingError(f"top_lost must be a non-negative int, got {top_lost!r}")
+    _check_arguments(executor, top_lost)
     measured = Measured(executor)
     replays = report_replays(traces, sweep, losses, failures, primary_model, measured)
     entries, summarizers, results, conversations = (
@@ -206,10 +203,7 @@ def build_report_data(
     recommendation = recommended.record(DIGITS) if recommended is not None else None
     _measure_shown(entries, explore_id, recommendation, measured)
     if comparison is None and len(summarizers) >= 2:
-        shown = [m for m in default_metrics() if m in results.columns]
-        comparison = compare(
-            results[results["summarizer"].isin(summarizers)], metrics=shown, level="conversation", seed=0
-        )
+        comparison = _compared(results, summarizers)
     measured.finish()
     native, native_skipped = report_production(conversations, replays.identities, native_baselines)
     return ReportData(
@@ -238,6 +232,20 @@ def build_report_data(
         native=native,
         native_skipped=native_skipped,
     )
+
+
+def _check_arguments(executor: Executor | str | None, top_lost: int) -> None:
+    """Refuse an executor or a ``top_lost`` :func:`build_report_data` cannot use, before anything is measured."""
+    if isinstance(executor, str) and executor != "serial":
+        raise SettingError(f"executor must be None, 'serial' or a concurrent.futures.Executor, got {executor!r}")
+    if isinstance(top_lost, bool) or not isinstance(top_lost, int) or top_lost < 0:
+        raise SettingError(f"top_lost must be a non-negative int, got {top_lost!r}")
+
+
+def _compared(results: pd.DataFrame, summarizers: list[str]) -> Comparison:
+    """The summarizers paired per conversation and setting on the default metrics the results have."""
+    shown = [m for m in default_metrics() if m in results.columns]
+    return compare(results[results["summarizer"].isin(summarizers)], metrics=shown, level="conversation", seed=0)
 
 
 def _measure_shown(

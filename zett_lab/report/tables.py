@@ -127,6 +127,50 @@ def metric_summary(
     ``failed`` counts the summarizer's failed summary calls (from ``failure_counts``: the replays
     they happened in are not in ``results``).
     """
+    totals = _outcome_totals(results, summarizers, failure_counts)
+    if comparison is not None:
+        rows = records(comparison.summary, ["summarizer", "metric", "n", "mean", "ci_low", "ci_high"], DIGITS)
+        return {
+            "level": comparison.level,
+            "confidence": float(comparison.settings.get("confidence", 0.95)),
+            "rows": rows,
+            "pairwise": records(comparison.pairwise, _PAIRWISE_COLUMNS, DIGITS),
+            "totals": totals,
+            "validity": metric_validity([*(row["metric"] for row in rows), *_TOTAL_METRICS]),
+            "notes": list(comparison.notes),
+        }
+    rows = _metric_means(results, summarizers)
+    return {
+        "level": "conversation",
+        "confidence": 0.95,
+        "rows": rows,
+        "pairwise": [],
+        "totals": totals,
+        "validity": metric_validity([*(row["metric"] for row in rows), *_TOTAL_METRICS]),
+        "notes": [],
+    }
+
+
+#: The columns of a paired comparison a report keeps.
+_PAIRWISE_COLUMNS = [
+    "a",
+    "b",
+    "metric",
+    "n",
+    "mean_diff",
+    "ci_low",
+    "ci_high",
+    "win_rate",
+    "tie_rate",
+    "loss_rate",
+    "p_value",
+]
+
+
+def _outcome_totals(
+    results: pd.DataFrame, summarizers: list[str], failure_counts: pd.DataFrame
+) -> list[dict[str, Any]]:
+    """Per summarizer: replays, compactions, rejected and failed summaries, steps over budget, losses, re-fetches."""
     calls = failure_counts[failure_counts["what"] == "summary call"].groupby("summarizer")["count"].sum()
     totals = []
     for name in summarizers:
@@ -143,33 +187,12 @@ def metric_summary(
                 "refetch_calls": int(part["refetch_calls"].sum()),
             }
         )
-    if comparison is not None:
-        rows = records(comparison.summary, ["summarizer", "metric", "n", "mean", "ci_low", "ci_high"], DIGITS)
-        return {
-            "level": comparison.level,
-            "confidence": float(comparison.settings.get("confidence", 0.95)),
-            "rows": rows,
-            "pairwise": records(
-                comparison.pairwise,
-                [
-                    "a",
-                    "b",
-                    "metric",
-                    "n",
-                    "mean_diff",
-                    "ci_low",
-                    "ci_high",
-                    "win_rate",
-                    "tie_rate",
-                    "loss_rate",
-                    "p_value",
-                ],
-                DIGITS,
-            ),
-            "totals": totals,
-            "validity": metric_validity([*(row["metric"] for row in rows), *_TOTAL_METRICS]),
-            "notes": list(comparison.notes),
-        }
+    return totals
+
+
+def _metric_means(results: pd.DataFrame, summarizers: list[str]) -> list[dict[str, Any]]:
+    """Per summarizer and default metric: the mean per conversation with its bootstrap interval (one summarizer:
+    nothing to pair)."""
     rows = []
     for name in summarizers:
         part = results[results["summarizer"] == name]
@@ -186,16 +209,7 @@ def metric_summary(
                     "ci_high": plain(high, DIGITS),
                 }
             )
-    validity = metric_validity([*(row["metric"] for row in rows), *_TOTAL_METRICS])
-    return {
-        "level": "conversation",
-        "confidence": 0.95,
-        "rows": rows,
-        "pairwise": [],
-        "totals": totals,
-        "validity": validity,
-        "notes": [],
-    }
+    return rows
 
 
 def metric_validity(names: Iterable[str]) -> dict[str, dict[str, Any] | None]:

@@ -130,6 +130,10 @@ _seconds_type.__name__ = "--engine-timeout"
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``zett-lab`` parser: the options every command shares, then each command with its options.
+
+    Long on purpose: the shared options and one call per command, in the order ``--help`` lists them.
+    """
     parser = _Parser(
         prog=PROG,
         formatter_class=_formatter,
@@ -305,7 +309,10 @@ def _add_sweep_command(commands: argparse._SubParsersAction[_Parser], parents: l
 
 
 def _add_report_command(commands: argparse._SubParsersAction[_Parser], parents: list[_Parser]) -> None:
-    """The ``report`` command: one self-contained report of saved sweeps or conversations."""
+    """The ``report`` command: one self-contained report of saved sweeps or conversations.
+
+    Long on purpose: one ``add_argument`` per option, in the order ``--help`` lists them.
+    """
     p = commands.add_parser(
         "report",
         parents=parents,

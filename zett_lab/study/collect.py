@@ -179,6 +179,8 @@ def run_plan(plan: Plan, runner: cf.Executor, collector: Collector, tracker: Pro
     balanced). A lost task marks the cells of its own units failed, no others. The bar moves cell by cell
     where units can report (:mod:`zett_lab.study.ticks`), else unit by unit. ``strict``: stop at the first
     failed cell (:class:`~zett_lab.errors.ResultFailure` naming it).
+
+    Long on purpose: one submit-wait-collect loop; its closures share the in-flight state (queue, futures, cells).
     """
     order = deque(plan.order)
     workers = parallelism(runner)

@@ -95,12 +95,7 @@ def plan_sweep(
             f"unknown sweep option(s) {unknown}; replay options a sweep passes on: {', '.join(REPLAY_OPTIONS)}"
         )
     items = conversations_of(conversations)
-    window = resolve_context_window(context_window)
-    max_values = resolve_values(max_tokens, "max_tokens", window)
-    keep_values = resolve_values(keep_recent_tokens, "keep_recent_tokens", window)
-    for m, _ in max_values:
-        for k, _ in keep_values:
-            check_limits(m, k)
+    window, max_values, keep_values = _limits(max_tokens, keep_recent_tokens, context_window)
     # The grid's Setting at its first cell, and how each replay runs: every option checked before anything runs.
     template, options = compose(
         None,
@@ -140,6 +135,22 @@ def plan_sweep(
         unit_costs,
         template,
     )
+
+
+def _limits(
+    max_tokens: Sequence[GridValue] | GridValue,
+    keep_recent_tokens: Sequence[GridValue] | GridValue,
+    context_window: int | str | None,
+) -> tuple[int | None, list[tuple[int, float | None]], list[tuple[int, float | None]]]:
+    """The context window in tokens, and the grid's ``(tokens, share of the window)`` values of each limit, every
+    pair of them checked."""
+    window = resolve_context_window(context_window)
+    max_values = resolve_values(max_tokens, "max_tokens", window)
+    keep_values = resolve_values(keep_recent_tokens, "keep_recent_tokens", window)
+    for m, _ in max_values:
+        for k, _ in keep_values:
+            check_limits(m, k)
+    return window, max_values, keep_values
 
 
 def _summarizers(

@@ -150,6 +150,35 @@ def sweep(
         run_plan(plan, runner, collector, tracker, strict=bool(replay_options.get("strict")))
     finally:
         tracker.close()
+    swept = _swept(
+        plan,
+        collector,
+        runner_name,
+        replay_options,
+        context_window,
+        primary_model=primary_model,
+        metrics=metrics,
+        reuse=reuse,
+        started=(started, cpu_started),
+    )
+    _warn_failures(swept)
+    return swept
+
+
+def _swept(
+    plan: Plan,
+    collector: Collector,
+    runner_name: str,
+    replay_options: dict[str, Any],
+    context_window: int | str | None,
+    *,
+    primary_model: str | None,
+    metrics: bool,
+    reuse: bool,
+    started: tuple[float, float],
+) -> Sweep:
+    """The :class:`Sweep` of a plan run to the end: its results in grid order, its config, its replays on disk
+    (``started``: the wall clock and this process's CPU time when the sweep began)."""
     rows, cell_map = collector.rows()
     results = results_frame(rows, plan.window is not None)
     config = _config(
@@ -162,16 +191,14 @@ def sweep(
         primary_model=primary_model,
         metrics=metrics,
         reuse=reuse,
-        elapsed=time.perf_counter() - started,
-        driver_cpu=time.process_time() - cpu_started,
+        elapsed=time.perf_counter() - started[0],
+        driver_cpu=time.process_time() - started[1],
     )
-    swept = Sweep(
+    return Sweep(
         results=results,
         config=config,
         store=SweepStore({c.id: c for c in plan.conversations}, collector.sources, cell_map),
     )
-    _warn_failures(swept)
-    return swept
 
 
 def _warn_failures(swept: Sweep) -> None:

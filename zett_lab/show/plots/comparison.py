@@ -167,6 +167,8 @@ def anchor_retention(
     anchors and of lost-but-needed anchors are printed next to them. ``count_column`` names a
     column of a table already counted: how many anchors each row stands for (what a report keeps
     of a long conversation's per-anchor tables).
+
+    Long on purpose: one figure drawn top to bottom (pooling, bars, hatching, counts, legend) on one axes.
     """
     table = _anchor_table(losses)
     if "applied" in table.columns and len(table):
