@@ -15,6 +15,7 @@ import html
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -279,13 +280,26 @@ class Sweep:
         return key
 
     def _row(self, key: Cell) -> dict[str, Any] | None:
-        r, setting = self.results, key.setting
-        summarizer, engine = self.labels(setting)
-        chosen = (r["conversation_id"] == key.conversation_id) & (r["summarizer"] == summarizer)
-        chosen &= r["engine"] == engine if "engine" in r else engine == STOCK_ENGINE
-        limits = (r["max_tokens"] == setting.max_tokens) & (r["keep_recent_tokens"] == setting.keep_recent_tokens)
-        match = r[chosen & limits]
-        return match.iloc[0].to_dict() if len(match) else None
+        summarizer, engine = self.labels(key.setting)
+        limits = (int(key.setting.max_tokens), int(key.setting.keep_recent_tokens))
+        position = self._row_positions.get((key.conversation_id, summarizer, engine, *limits))
+        return None if position is None else {str(k): v for k, v in self.results.iloc[position].items()}
+
+    @cached_property
+    def _row_positions(self) -> dict[tuple[str, str, str, int, int], int]:
+        """Each results row's position by its cell (conversation, summarizer and engine labels, limits; the first
+        row wins), found once: a report asks for one row per cell it shows, and a scan each time grew with the
+        square of the cells."""
+        r = self.results
+        engines = r["engine"] if "engine" in r else [STOCK_ENGINE] * len(r)
+        positions: dict[tuple[str, str, str, int, int], int] = {}
+        for position, (conversation, summarizer, engine, max_tokens, keep) in enumerate(
+            zip(r["conversation_id"], r["summarizer"], engines, r["max_tokens"], r["keep_recent_tokens"], strict=True)
+        ):
+            positions.setdefault(
+                (str(conversation), str(summarizer), str(engine), int(max_tokens), int(keep)), position
+            )
+        return positions
 
     def _steps_over(self, key: Cell) -> int:
         row = self._row(key)

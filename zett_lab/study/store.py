@@ -39,6 +39,8 @@ VERSION = 2
 #: :data:`SUMMARY_CHARS_KEPT` characters of summary text in all (an observation mask's replay holds ~50 M).
 TRACES_KEPT = 8
 SUMMARY_CHARS_KEPT = 20_000_000
+#: Kept tables (``losses-*`` and the like, small) a sweep holds read back, by replay and table.
+KEPT_TABLES_KEPT = 64
 #: The columns of ``cells.parquet``: a cell by its labels and limits, and the replay it uses.
 CELL_COLUMNS = ["conversation_id", "summarizer", "engine", "max_tokens", "keep_recent_tokens", "source_id"]
 
@@ -52,17 +54,30 @@ class SweepStore:
     sources: dict[str, Source] = field(default_factory=dict)
     cells: dict[Cell, str] = field(default_factory=dict)
     path: Path | None = None
-    #: Traces read back, oldest first, each with its characters of summary text.
+    #: Cells' traces, oldest first, each with its characters of summary text.
     read_back: OrderedDict[Cell, tuple[Trace, int]] = field(default_factory=OrderedDict, repr=False)
+    #: Distinct replays' tables as read from the folder (by ``source_id``), oldest first: the cells that share a
+    #: replay are derived from one reading of it, so a report reads each replay once, not once per cell.
+    replays_read: OrderedDict[str, tuple[Trace, int]] = field(default_factory=OrderedDict, repr=False)
+    #: Kept tables read back (by ``source_id`` and table), oldest first.
+    kept_read: OrderedDict[tuple[str, str], pd.DataFrame | None] = field(default_factory=OrderedDict, repr=False)
 
     def source(self, cell: Cell) -> Source:
         """The replay a complete cell uses."""
         return self.sources[self.cells[cell]]
 
     def kept(self, cell: Cell, table: str) -> pd.DataFrame | None:
-        """A table the sweep kept of a cell's replay (``losses-*``, ...); None when it kept none."""
+        """A table the sweep kept of a cell's replay (``losses-*``, ...; the caller's own copy); None when it kept
+        none. Read once per replay while the last :data:`KEPT_TABLES_KEPT` tables are held."""
         source = self.source(cell)
-        return source.folder.read(source.source_id, table)
+        key = (source.source_id, table)
+        if key not in self.kept_read:
+            self.kept_read[key] = source.folder.read(source.source_id, table)
+            while len(self.kept_read) > KEPT_TABLES_KEPT:
+                self.kept_read.popitem(last=False)
+        self.kept_read.move_to_end(key)
+        held = self.kept_read[key]
+        return None if held is None else held.copy()
 
     def settings(self, cell: Cell) -> TraceSettings:
         """A cell's trace settings (as :func:`~zett_lab.study.regions.derive` gives them for a shared replay)."""
@@ -78,6 +93,17 @@ class SweepStore:
         trace = held[0] if held is not None else None
         if trace is None:
             source = self.source(cell)
+            trace = self._replay_read(source)
+            if trace.setting != cell.setting:
+                trace = derive(trace, cell.setting.max_tokens, cell.setting.keep_recent_tokens, source.region)
+            self.read_back[cell] = (trace, _summary_chars(trace))
+        _keep_newest(self.read_back, cell)
+        return trace
+
+    def _replay_read(self, source: Source) -> Trace:
+        """A distinct replay's tables read from the folder (the last few are kept)."""
+        held = self.replays_read.get(source.source_id)
+        if held is None:
             steps = source.folder.read(source.source_id, "steps")
             compactions = source.folder.read(source.source_id, "compactions")
             if steps is None or compactions is None:
@@ -90,16 +116,9 @@ class SweepStore:
                 compactions=compactions,
                 settings=source.settings,
             )
-            if trace.setting != cell.setting:
-                trace = derive(trace, cell.setting.max_tokens, cell.setting.keep_recent_tokens, source.region)
-            self.read_back[cell] = (trace, _summary_chars(trace))
-        self.read_back.move_to_end(cell)
-        chars = 0
-        for n, older in enumerate(reversed(list(self.read_back))):  # the newest first; it always stays
-            chars += self.read_back[older][1]
-            if n and (n >= TRACES_KEPT or chars > SUMMARY_CHARS_KEPT):
-                del self.read_back[older]
-        return trace
+            held = self.replays_read[source.source_id] = (trace, _summary_chars(trace))
+        _keep_newest(self.replays_read, source.source_id)
+        return held[0]
 
     def trace(self, cell: Cell) -> Trace:
         """A cell's trace the caller may change (its own copy of the tables)."""
@@ -234,6 +253,17 @@ def _check_document(where: Path, document: dict[str, Any]) -> None:
         for name in ("conversation_id", "region", "settings"):
             if name not in info:
                 raise InputError(where, f"field 'sources.{sid}.{name}'", f"missing; {RUN_AGAIN}")
+
+
+def _keep_newest(read: OrderedDict[Any, tuple[Trace, int]], newest: Any) -> None:
+    """Mark ``newest`` as the last used; drop the oldest beyond :data:`TRACES_KEPT` traces or
+    :data:`SUMMARY_CHARS_KEPT` characters of summary text (the newest always stays)."""
+    read.move_to_end(newest)
+    chars = 0
+    for n, older in enumerate(reversed(list(read))):  # the newest first
+        chars += read[older][1]
+        if n and (n >= TRACES_KEPT or chars > SUMMARY_CHARS_KEPT):
+            del read[older]
 
 
 def _summary_chars(trace: Trace) -> int:
