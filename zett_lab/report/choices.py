@@ -6,14 +6,14 @@ objectives; a setting with a failed replay or summary is never chosen.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
 
 from ..errors import SettingError
 from ..load.conversation import Conversation
-from ..study.choose import NoFeasibleSetting
+from ..study.choose import ConstraintSpec, NoFeasibleSetting
 from ..study.recommendation import Recommendation, recommend
 from .tables import DIGITS
 
@@ -27,7 +27,7 @@ RECOMMEND_LOSS = "lost_but_needed"
 
 def recommend_report_setting(
     results: pd.DataFrame,
-    constraints: str | Mapping[str, Any] | None = None,
+    constraints: ConstraintSpec | None = None,
     objectives: str | Sequence[str] | None = None,
 ) -> dict[str, Any] | None:
     """The recommended setting of a report, as plain data (:meth:`~zett_lab.study.recommendation.Recommendation.record`).
@@ -42,7 +42,7 @@ def recommend_report_setting(
 
 
 def recommended_setting(
-    results: pd.DataFrame, constraints: str | Mapping[str, Any] | None, objectives: str | Sequence[str] | None
+    results: pd.DataFrame, constraints: ConstraintSpec | None, objectives: str | Sequence[str] | None
 ) -> Recommendation | None:
     """The :class:`~zett_lab.study.recommendation.Recommendation` :func:`recommend_report_setting` records; None
     when nothing can be recommended."""

@@ -28,6 +28,7 @@ from ..measure import Losses
 from ..measure.catalogue import default_metrics
 from ..replay.trace import Trace
 from ..study.alerts import Alert, study_alerts
+from ..study.choose import ConstraintSpec
 from ..study.compare import Comparison, compare
 from ..study.results import Sweep
 from ..study.session import SummarizerSpec
@@ -155,7 +156,7 @@ def build_report_data(
     comparison: Comparison | None = None,
     *,
     failures: Iterable[Failure] = (),
-    constraints: str | Mapping[str, Any] | None = None,
+    constraints: ConstraintSpec | None = None,
     objectives: str | Sequence[str] | None = None,
     explore: str | None = None,
     primary_model: str = DEFAULT_PRIMARY_MODEL,

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass
-from typing import Any
 
 import pandas as pd
 
@@ -56,7 +55,7 @@ CSS = """
 """
 
 
-def cell(value: Any) -> str:
+def cell(value: object) -> str:
     """One table cell, escaped: missing values empty, booleans as ✓, numbers readable."""
     return html.escape(formatted_cell(value))
 

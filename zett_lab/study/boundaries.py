@@ -100,7 +100,7 @@ def decision_boundaries(
     cache: CacheSpec = None,
     progress: bool = True,
     max_replays: int = 5_000,
-    **replay_options: Any,
+    **replay_options: object,
 ) -> Boundaries:
     """Walk one setting and report every value at which the compaction schedule changes.
 

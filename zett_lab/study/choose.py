@@ -17,7 +17,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeAlias
 
 import numpy as np
 import pandas as pd
@@ -200,7 +200,12 @@ _CLAUSE = re.compile(
 )
 
 
-def parse_constraints(constraints: str | Mapping[str, Any] | Sequence[Constraint]) -> list[Constraint]:
+#: Constraints as a user writes them: ``"needed_anchor_recall >= 0.9 and steps_over_budget <= 0"``, a dict
+#: ``{column: (operator, value)}``, or :class:`Constraint` tuples already parsed.
+ConstraintSpec: TypeAlias = str | Mapping[str, tuple[str, float]] | Sequence[Constraint]
+
+
+def parse_constraints(constraints: ConstraintSpec) -> list[Constraint]:
     """:class:`Constraint` tuples ``(column, operator, value)`` from a string, a dict ``{column: (op, value)}``
     or constraints already parsed.
 

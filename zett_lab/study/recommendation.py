@@ -44,7 +44,15 @@ from ..errors import SettingError
 from ..formatting import count, frame_html, number
 from ..measure.catalogue import label, metric
 from ..records import plain, records
-from .choose import Constraint, ConstraintCheck, NoFeasibleSetting, need_columns, parse_constraints, results_table
+from .choose import (
+    Constraint,
+    ConstraintCheck,
+    ConstraintSpec,
+    NoFeasibleSetting,
+    need_columns,
+    parse_constraints,
+    results_table,
+)
 from .grid import STOCK_ENGINE
 from .ranking import (
     Alternative,
@@ -236,7 +244,7 @@ class Recommendation:
 
 def recommend(
     results: Sweep | pd.DataFrame,
-    constraints: str | Mapping[str, Any] | Sequence[Constraint] | None = None,
+    constraints: ConstraintSpec | None = None,
     *,
     objectives: str | Sequence[str] | None = None,
     over: str = "all",
@@ -337,9 +345,7 @@ def _objectives(table: pd.DataFrame, objectives: str | Sequence[str] | None) -> 
     return names
 
 
-def _constraints(
-    table: pd.DataFrame, constraints: str | Mapping[str, Any] | Sequence[Constraint] | None
-) -> list[tuple[Constraint, bool]]:
+def _constraints(table: pd.DataFrame, constraints: ConstraintSpec | None) -> list[tuple[Constraint, bool]]:
     """Yours, then the defaults on other columns present in the results; each with whether it is a default."""
     yours = parse_constraints(constraints) if constraints is not None and constraints != "" else []
     need_columns(table, *(c.column for c in yours))

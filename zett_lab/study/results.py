@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 import pandas as pd
+from zett_agent.model import AgentModel
 
 from ..errors import InputError, SettingError, ZettLabError
 from ..files import atomic_folder, check_output
@@ -127,7 +128,7 @@ class Sweep:
         self,
         max_tokens: float,
         keep_recent_tokens: float,
-        summarizer: Any = None,
+        summarizer: str | AgentModel | None = None,
         engine: str | None = None,
     ) -> Setting:
         """The Setting of a cell of this grid: limits (fractions resolved against the context window), the
@@ -174,7 +175,7 @@ class Sweep:
         conversation_id: str,
         max_tokens: float | Setting,
         keep_recent_tokens: float | None = None,
-        summarizer: Any = None,
+        summarizer: str | AgentModel | None = None,
         engine: str | None = None,
     ) -> Cell:
         """The cell of a conversation under a Setting, given as one or as :meth:`setting`'s arguments."""
@@ -189,7 +190,7 @@ class Sweep:
         conversation_id: str,
         max_tokens: float | Setting,
         keep_recent_tokens: float | None = None,
-        summarizer: Any = None,
+        summarizer: str | AgentModel | None = None,
         engine: str | None = None,
     ) -> Trace:
         """The trace of one cell: ``sweep.trace(conversation_id, setting)``, or with :meth:`setting`'s arguments
@@ -207,7 +208,7 @@ class Sweep:
         conversation_id: str,
         max_tokens: float | Setting,
         keep_recent_tokens: float | None = None,
-        summarizer: Any = None,
+        summarizer: str | AgentModel | None = None,
         engine: str | None = None,
         *,
         anchors: bool = True,
@@ -241,7 +242,7 @@ class Sweep:
         conversation_id: str,
         max_tokens: float | Setting,
         keep_recent_tokens: float | None = None,
-        summarizer: Any = None,
+        summarizer: str | AgentModel | None = None,
         engine: str | None = None,
     ) -> tuple[Losses, pd.DataFrame] | None:
         """One cell's losses as a report shows them, read from what the sweep measured: every table, with

@@ -32,8 +32,15 @@ from ..measure import Losses, measure
 from ..replay.run import replay
 from ..replay.setting import ReplayOptions, Setting, split_changes
 from ..replay.trace import Trace
-from ..summarizers import DEFAULT_SUMMARIZER, OFFLINE_SUMMARIZERS, resolve_cache, summarizer, summarizer_identity
-from ..tokens import MemoizingCounter
+from ..summarizers import (
+    DEFAULT_SUMMARIZER,
+    OFFLINE_SUMMARIZERS,
+    CacheSpec,
+    resolve_cache,
+    summarizer,
+    summarizer_identity,
+)
+from ..tokens import MemoizingCounter, TokenCounter
 from .boundaries import Boundaries, decision_boundaries
 from .sweep import Sweep
 
@@ -137,8 +144,8 @@ class Session:
         conversations: Conversation | Iterable[Conversation] | Mapping[str, Conversation],
         summarizers: SummarizerSpec | Sequence[SummarizerSpec] | None = None,
         *,
-        cache: Any = None,
-        count_tokens: Any = None,
+        cache: CacheSpec = None,
+        count_tokens: TokenCounter | None = None,
         lru_size: int = 48,
         replay_options: Mapping[str, Any] | None = None,
     ) -> None:

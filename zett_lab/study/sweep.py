@@ -88,7 +88,7 @@ def sweep(
     prices: Mapping[str, Any] | None = None,
     metrics: bool = True,
     reuse: bool = True,
-    **replay_options: Any,
+    **replay_options: object,
 ) -> Sweep:
     """Replay every conversation under every setting and summarizer; see the module docstring.
 

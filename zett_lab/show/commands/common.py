@@ -11,11 +11,18 @@ import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Executor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ...errors import InputError, SettingError
 from ...files import check_output
 from ..arguments import EXIT_FAILURES, EXIT_OK, FORCE, PROG
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from ...load.conversation import Conversation
+    from ...study.results import Sweep
+    from ...summarizers import SummaryCache
 
 
 class Reading:
@@ -82,7 +89,7 @@ def one_line(error: BaseException | str) -> str:
 
 def load_conversations(
     paths: Sequence[str], sessions: Sequence[str] | None = None, progress: bool = False, reading: Reading | None = None
-) -> list[Any]:
+) -> list[Conversation]:
     from ...load import load_all
 
     conversations = load_all([Path(p) for p in paths], progress=progress, on_file=reading)
@@ -96,7 +103,7 @@ def load_conversations(
     return conversations
 
 
-def checked_output(path: str, inputs: Sequence[Any], args: argparse.Namespace) -> Path:
+def checked_output(path: str, inputs: Sequence[str | os.PathLike[str]], args: argparse.Namespace) -> Path:
     """The output path, refused (before any work) when it is an input or exists without --force.
 
     Folders of recordings among ``inputs`` are left to the check after loading (their files that
@@ -106,7 +113,7 @@ def checked_output(path: str, inputs: Sequence[Any], args: argparse.Namespace) -
     return check_output(path, inputs, overwrite=args.force, force_hint=FORCE)
 
 
-def input_files(conversations: Sequence[Any], cache: Any) -> list[Path]:
+def input_files(conversations: Sequence[Conversation], cache: SummaryCache | bool) -> list[Path]:
     """Every file a command reads: the conversations' files and the summary cache file."""
     path = getattr(cache, "path", None)
     return [f for c in conversations for f in c.input_files()] + ([Path(path)] if isinstance(path, Path) else [])
@@ -143,7 +150,7 @@ def scheduler(address: str | None) -> Iterator[Executor | None]:
             client.close()
 
 
-def open_cache(args: argparse.Namespace) -> Any:
+def open_cache(args: argparse.Namespace) -> SummaryCache | bool:
     """The summary cache the command uses (opened now, so a bad cache stops it before any work), or False."""
     if args.no_cache:
         return False
@@ -152,7 +159,7 @@ def open_cache(args: argparse.Namespace) -> Any:
     return SummaryCache()
 
 
-def report_failures(counts: Any) -> int:
+def report_failures(counts: pd.DataFrame) -> int:
     """One stderr line per distinct cause of failure; the exit code for them."""
     for row in counts.itertuples(index=False):
         print(f"{PROG}: {row.count} {row.what}(s) failed ({row.summarizer}): {row.cause}", file=sys.stderr)
@@ -165,7 +172,7 @@ def took(started: float) -> str:
     return f"{seconds:.1f} s" if seconds < 120 else f"{int(seconds // 60)} min {seconds % 60:.0f} s"
 
 
-def work_done(result: Any) -> str:
+def work_done(result: Sweep) -> str:
     """What a sweep ran: cells, replays (forked), cells answered by another replay, summary calls."""
     c = result.config
     return (

@@ -30,6 +30,7 @@ from ...report import (
     report_sweep,
 )
 from ...study.alerts import Alert
+from ...study.choose import ConstraintSpec
 from ...study.session import SummarizerSpec, summarizer_labels
 from ...summarizers.cache import CacheSpec
 
@@ -110,7 +111,7 @@ class Report:
     primary_model: str = DEFAULT_PRIMARY_MODEL
     top_lost: int = 30
     failures: Sequence[Failure] = ()
-    constraints: str | Mapping[str, Any] | None = None
+    constraints: ConstraintSpec | None = None
     objectives: str | Sequence[str] | None = None
     notes: Sequence[str] = ()
     native_baselines: Sequence[str] | Mapping[str, Any] | None = None

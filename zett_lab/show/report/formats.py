@@ -10,7 +10,7 @@ from ...measure.catalogue import NOT_VALIDATED, higher_is_better, label
 from ...records import is_missing
 
 
-def ci_text(mean: Any, low: Any, high: Any) -> str:
+def ci_text(mean: object, low: object, high: object) -> str:
     """``0.812 [0.700, 0.900]``; ``n/a`` with no mean."""
     if is_missing(mean):
         return "n/a"
@@ -19,11 +19,12 @@ def ci_text(mean: Any, low: Any, high: Any) -> str:
     return f"{decimal(mean)} [{decimal(low)}, {decimal(high)}]"
 
 
-def setting_text(max_tokens: Any, keep_recent_tokens: Any) -> str:
+def setting_text(max_tokens: int, keep_recent_tokens: int) -> str:
+    """``max_tokens=25,000, keep_recent_tokens=1,600``."""
     return f"max_tokens={count(max_tokens)}, keep_recent_tokens={count(keep_recent_tokens)}"
 
 
-def settings_text(settings: Mapping[str, Any]) -> str:
+def settings_text(settings: Mapping[str, object]) -> str:
     """Other replay settings as ``key=value, ...`` in key order."""
     return ", ".join(f"{k}={v}" for k, v in sorted(settings.items()))
 

@@ -26,7 +26,7 @@ from .formats import (
 )
 
 
-def md(value: Any) -> str:
+def md(value: object) -> str:
     """Text for a Markdown table cell or paragraph: HTML escaped, pipes and line breaks neutralized."""
     text = html.escape("" if value is None else str(value), quote=False)
     text = " ".join(text.split())
@@ -35,7 +35,8 @@ def md(value: Any) -> str:
     return text
 
 
-def md_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+def md_table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    """A Markdown table: a header row, then one row per item, every cell through :func:`md`."""
     lines = ["| " + " | ".join(md(h) for h in headers) + " |", "|" + "---|" * len(headers)]
     lines += ["| " + " | ".join(md(v) for v in row) + " |" for row in rows]
     return "\n".join(lines)

@@ -56,7 +56,7 @@ def neutralise_bidi(text: str) -> str:
     return text.translate(_SHOWN_CONTROLS)
 
 
-def script_json(data: Any) -> str:
+def script_json(data: object) -> str:
     """JSON that is safe inside a ``<script>`` element (no ``<``, ``>``, ``&``, U+2028/9 left)."""
     text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     return (
