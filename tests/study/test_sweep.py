@@ -34,7 +34,7 @@ from zett_lab.study import (
 )
 from zett_lab.study.boundaries import schedule
 from zett_lab.study.regions import derive, region, same_replay
-from zett_lab.study.results import RUN_COLUMNS
+from zett_lab.study.result_columns import RUN_COLUMNS
 
 SMALL = ("auth-refresh-token", "api-v2-deprecation", "ci-flaky-kafka", "search-p95-regression", "billing-rounding")
 

@@ -1,6 +1,6 @@
 """The result of a sweep: a results table, and its cells, each a conversation under a Setting.
 
-:class:`Sweep` is the results table (one row per cell) and what names a cell (a
+:class:`Sweep` is the results table (one row per cell; its columns: :mod:`~zett_lab.study.result_columns`) and what names a cell (a
 :class:`~zett_lab.study.grid.Cell`: a conversation and a Setting; the table's labels of its
 summarizer and engine). Every distinct replay's tables are in its storage
 (:class:`~zett_lab.study.store.SweepStore`, on disk): :meth:`Sweep.trace` and :meth:`Sweep.losses`
@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import html
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -27,7 +27,6 @@ from ..files import atomic_folder, check_output
 from ..formatting import count, frame_html
 from ..load.conversation import Conversation
 from ..measure import Losses, measure
-from ..measure.catalogue import metrics
 from ..records import is_missing
 from ..replay.engine import engine_name
 from ..replay.setting import SETTING_FIELDS, Setting
@@ -520,93 +519,3 @@ class StoredTrace(Trace):
     def lost_and_counted(self) -> tuple[Losses, pd.DataFrame] | None:
         """:meth:`Sweep.lost_and_counted` of this cell."""
         return self.sweep._kept_lost_and_counted(self.cell)
-
-
-_LEADING = [
-    "conversation_id",
-    "engine",
-    "summarizer",
-    "max_tokens",
-    "keep_recent_tokens",
-    "context_window",
-    "max_tokens_share",
-    "keep_recent_share",
-]
-_TRAILING = [
-    "engine_identity",
-    "summarizer_identity",
-    "replayed",
-    "shared_steps",
-    "model_calls",
-    "cache_hits",
-    "seconds",
-    "worker",
-    "error",
-]
-#: Columns that describe how a cell was computed, not what the engine did (they differ between executors).
-RUN_COLUMNS = ("replayed", "shared_steps", "model_calls", "cache_hits", "seconds", "worker")
-#: Count columns of the results table besides the catalogue's counts (:func:`_int_result_columns`).
-_INT_RESULT_COLUMNS = {
-    "max_tokens",
-    "keep_recent_tokens",
-    "context_window",
-    "messages",
-    "steps",
-    "compactions_applied",
-    "model_calls",
-    "cache_hits",
-    "primary_cached_input_tokens",
-    "primary_uncached_input_tokens",
-    "primary_output_tokens",
-    "summary_calls",
-    "compactions",
-    "attempts",
-    "probes",
-    "shared_steps",
-}
-
-
-def _int_result_columns() -> set[str]:
-    """The results table's count columns: its own, and every count the metric catalogue registers."""
-    counts = {column.name for entry in metrics() for column in entry.columns("conversation") if column.type == "count"}
-    return _INT_RESULT_COLUMNS | counts | {entry.name for entry in metrics() if entry.type == "count"}
-
-
-_TEXT_RESULT_COLUMNS = (
-    "error",
-    "summary_error",
-    "engine",
-    "engine_identity",
-    "summarizer",
-    "summarizer_identity",
-    "conversation_id",
-    "worker",
-)
-
-
-def results_frame(rows: Sequence[dict[str, Any]], relative: bool) -> pd.DataFrame:
-    """The results table from cell rows: setting columns first, run columns last, nullable types."""
-    columns: list[str] = [
-        c for c in _LEADING if relative or c not in ("context_window", "max_tokens_share", "keep_recent_share")
-    ]
-    seen = set(columns) | set(_TRAILING)
-    for row in rows:
-        for key in row:
-            if key not in seen:
-                columns.append(key)
-                seen.add(key)
-    columns += _TRAILING
-    table = pd.DataFrame(list(rows), columns=columns)
-    counts = _int_result_columns()
-    for column in table.columns:
-        if column in counts:
-            table[column] = pd.array([None if is_missing(v) else int(v) for v in table[column]], dtype="Int64")
-        elif column == "replayed":
-            table[column] = pd.array([None if is_missing(v) else bool(v) for v in table[column]], dtype="boolean")
-        elif column in _TEXT_RESULT_COLUMNS:
-            table[column] = table[column].astype(object).where(table[column].notna(), None)
-        elif table[column].dtype == object:
-            converted = pd.to_numeric(table[column], errors="coerce")
-            if converted.notna().sum() == table[column].notna().sum():
-                table[column] = converted.astype("float64")
-    return table

@@ -69,7 +69,8 @@ from .collect import Collector, run_plan
 from .executors import is_remote, resolve_executor
 from .grid import GridValue
 from .plan import Plan, plan_sweep
-from .results import Sweep, SweepConfig, results_frame
+from .result_columns import results_frame
+from .results import Sweep, SweepConfig
 from .store import SweepStore
 
 
