@@ -79,7 +79,7 @@ class ReportData:
             tables hold only the anchors lost but needed later (the explorer's replays not at the
             recommended setting: none); the flags the anchor-retention figure reads are in ``anchor_flags``.
         anchor_flags: Per replay at the recommended setting (by ``id`` of its trace): the
-            :func:`~zett_lab.measure.attempt.retention_counts` of its per-anchor table.
+            :func:`~zett_lab.measure.anchor_rows.retention_counts` of its per-anchor table.
         native: The conversations' recorded production summaries beside the baselines on the same
             spans (:func:`~zett_lab.report.production.report_production`); empty without any.
         native_skipped: Report summarizers that could not summarize those spans (named in the report).

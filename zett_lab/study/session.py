@@ -147,7 +147,7 @@ class Session:
         cache: CacheSpec = None,
         count_tokens: TokenCounter | None = None,
         lru_size: int = 48,
-        replay_options: Mapping[str, Any] | None = None,
+        replay_options: Mapping[str, object] | None = None,
     ) -> None:
         self.conversations = conversation_map(conversations)
         self.summarizers = summarizer_labels(summarizers)

@@ -67,7 +67,7 @@ class ComparisonExplorer(WidgetBase):
         *,
         cache: CacheSpec = None,
         count_tokens: TokenCounter | None = None,
-        replay_options: Mapping[str, Any] | None = None,
+        replay_options: Mapping[str, object] | None = None,
         text_chars: int = 600,
         plot_metrics: Sequence[str] = (
             "compression_ratio",
