@@ -580,6 +580,27 @@ def test_measure_agrees_with_the_trace(replayed):
         assert row["constraint_survival"] >= 0
 
 
+def test_measuring_after_other_traces_equals_measuring_each_from_scratch(replayed):
+    """What measuring remembers between traces of one conversation (the anchor index, each clause's words)
+    changes nothing: every table equals the one measured after :func:`release_indexes` forgot it."""
+    from zett_lab.measure.losses import measure_lost_and_counted
+    from zett_lab.measure.message_index import release_indexes
+
+    def tables(result):
+        losses, counts = result
+        return [
+            *(getattr(losses, name) for name in ("compactions", "anchors", "conversation", "decay", "updates")),
+            counts,
+        ]
+
+    warm = [tables(measure_lost_and_counted(trace)) for trace in replayed.values()]
+    for trace, remembered in zip(replayed.values(), warm, strict=True):
+        release_indexes()
+        for fresh, kept in zip(tables(measure_lost_and_counted(trace)), remembered, strict=True):
+            pd.testing.assert_frame_equal(fresh, kept)
+        assert len(remembered[0]) == len(trace.compactions) > 0
+
+
 def test_mask_keeps_more_needed_anchors_than_truncate(replayed):
     nar = {name: measure(trace).conversation.iloc[0]["needed_anchor_recall"] for name, trace in replayed.items()}
     assert nar["mask"] >= nar["truncate"]

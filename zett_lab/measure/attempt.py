@@ -18,6 +18,7 @@ from functools import cached_property
 from typing import Any, NamedTuple
 
 import numpy as np
+import pandas as pd
 from zett_agent.messages import SystemMessage
 
 from ..load.anchors import ANCHOR_TYPES, loose
@@ -46,13 +47,20 @@ class TraceView:
     max_tokens: Any
     keep_recent: Any
     counter: Callable[[Sequence[Any]], int]
-    step_rows: dict[int, dict[Hashable, Any]]
+    #: The trace's steps table (read only by probes: :attr:`step_rows`).
+    steps: pd.DataFrame
     summaries: dict[int, str | None]
     #: The updates of the trace's spans, folded on from attempt to attempt.
     updates: GrowingSpanUpdates
     #: The compaction-level metrics of the catalogue, in its order.
     metrics: list[Metric] = field(default_factory=list)
     _text_indexes: dict[int, TextIndex] = field(default_factory=dict)
+
+    @cached_property
+    def step_rows(self) -> dict[int, dict[Hashable, Any]]:
+        """The steps table's rows by step number, made on first use (only a trace with probes reads them: a long
+        trace's thousands of rows as dicts took a tenth of measuring it)."""
+        return {int(row["step"]): row for row in self.steps.to_dict("records")} if len(self.steps) else {}
 
     @cached_property
     def system_prompts(self) -> tuple[int, ...]:

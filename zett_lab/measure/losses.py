@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import html
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -329,9 +329,6 @@ def _trace_view(trace: Any, counter: Callable[[Sequence[Any]], int]) -> TraceVie
     compactions: pd.DataFrame = trace.compactions
     settings = trace.settings
     summarizer = settings.summarizer
-    step_rows: dict[int, dict[Hashable, Any]] = (
-        {int(row["step"]): row for row in steps.to_dict("records")} if len(steps) else {}
-    )
     return TraceView(
         messages=messages,
         probes=check_probes(conversation),
@@ -340,7 +337,7 @@ def _trace_view(trace: Any, counter: Callable[[Sequence[Any]], int]) -> TraceVie
         max_tokens=settings.max_tokens,
         keep_recent=settings.keep_recent_tokens,
         counter=counter,
-        step_rows=step_rows,
+        steps=steps,
         summaries={int(row["compaction_id"]): row.get("summary_text") for row in compactions.to_dict("records")},
         updates=GrowingSpanUpdates(observe(messages) if len(compactions) else []),
         metrics=catalogue.computed("compaction"),
