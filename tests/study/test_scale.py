@@ -211,7 +211,8 @@ def test_the_extractive_duplicate_check_gives_the_floats_of_indexing_the_taken_r
 
 def test_the_anchors_of_a_span_as_arrays_are_what_a_loop_over_its_messages_finds(fixture_conversations):
     """Order, first message, tail, future and next use of every span anchor, against a plain loop (shown and
-    used in any spelling: :func:`~zett_lab.load.anchor_forms.spellings`; shown as words of any text too)."""
+    used in any spelling: :func:`~zett_lab.load.anchor_forms.spellings`; shown as words of any text too; a command
+    made of parts is in the tail where each of its parts is)."""
     from bisect import bisect_left
 
     from zett_agent.messages import AssistantMessage, SystemMessage
@@ -219,7 +220,7 @@ def test_the_anchors_of_a_span_as_arrays_are_what_a_loop_over_its_messages_finds
     from tests.helpers import as_words
     from zett_lab.load.anchor_forms import spellings
     from zett_lab.load.anchors import action_keys
-    from zett_lab.measure.message_index import index_of
+    from zett_lab.measure.message_index import _parts_of, index_of
 
     def first(positions, start, end):
         at = bisect_left(positions, start)
@@ -237,9 +238,16 @@ def test_the_anchors_of_a_span_as_arrays_are_what_a_loop_over_its_messages_finds
         spelling = spellings(key)
         return spelling.canonical in seen[0] or bool(spelling.forms & seen[1])
 
+    def tail_shows(key, view, end, recorded):
+        """Shown in the kept tail or the system prompt, in any spelling or as words of any text."""
+        system, by_message, system_text, texts = view
+        tail = shown(key, system) or any(shown(key, by_message[i]) for i in range(end, min(recorded, len(texts))))
+        return tail or as_words(key, system_text) or as_words(key, "\n".join(texts[end:recorded]))
+
     checked = 0
     for conversation in fixture_conversations:
         index, n = index_of(conversation.messages), len(conversation.messages)
+        id_of = {key: i for i, key in enumerate(index.arrays.keys)}
         by_message = [showing(keys) for keys in index.keys_by_message]
         system = showing(index.system_keys)
         texts = [index.text(i) for i in range(n)]
@@ -259,11 +267,15 @@ def test_the_anchors_of_a_span_as_arrays_are_what_a_loop_over_its_messages_finds
                     expected.setdefault(key, at)
             span = index.span_anchors(start, end, recorded)
             keys = [index.arrays.keys[i] for i in span.ids.tolist()]
+
             assert keys == list(expected) and span.first_index.tolist() == list(expected.values())
             for position, key in enumerate(keys):
                 occurrences = index.occurrences[key]
-                tail = shown(key, system) or any(shown(key, by_message[i]) for i in range(end, min(recorded, n)))
-                tail = tail or as_words(key, system_text) or as_words(key, "\n".join(texts[end:recorded]))
+                parts = _parts_of(key, id_of) if key[0] == "command" else []
+                view = (system, by_message, system_text, texts)
+                tail = tail_shows(key, view, end, recorded) or bool(
+                    parts and all(tail_shows(part, view, end, recorded) for part in parts)
+                )
                 assert bool(span.in_tail[position]) == tail, key
                 assert bool(span.in_future[position]) == (first(occurrences, recorded, n) is not None), key
                 use = next((i for i in range(recorded, n) if shown(key, agent[i])), None)
