@@ -11,8 +11,10 @@ its recorded setting through the metric as the code is now, and prints, per agen
 each with a Wilson 95% interval, separately for the tuning part and the held-back part (``--part``), and the
 false positives counted by the labels' reason code (``--errors`` lists them item by item). The
 sample is stratified (by conversation and by the flag of the metric the set was drawn with), so every figure
-is weighted by the items' sampling weights N_h / n_h, and its interval uses Kish's effective sample size
-(Σw)² / Σw². The same figures for the metric the set was drawn with (recorded in ``items.json``) are printed
+is weighted by the items' sampling weights N_h / n_h. Items are not independent draws: one anchor (log,
+conversation, type, text) is an item at every window that loses it. So each interval is a Wilson interval on
+Korn and Graubard's effective sample size p(1 − p) / v, v the Taylor-linearised variance of the weighted ratio
+with the anchors as clusters within their conversations as strata (never above Kish's (Σw)² / Σw²). The same figures for the metric the set was drawn with (recorded in ``items.json``) are printed
 beside them: the "before" of any change. Cohen's κ between the labellers before resolution comes first.
 
 What the metric is asked: whether the item, at its compaction (span, tail and future as recorded), is
@@ -322,24 +324,66 @@ class Rate:
         return f"{self.estimate:.2f} [{self.low:.2f}, {self.high:.2f}] ({self.hits}/{self.n}, n_eff {self.n_effective:.0f})"
 
 
-def weighted_rate(hits: Sequence[bool], weights: Sequence[float]) -> Rate:
-    """Σw·hit / Σw with a Wilson interval on Kish's effective sample size (Σw)² / Σw²."""
+def clustered_variance(
+    hits: Sequence[bool], weights: Sequence[float], strata: Sequence[Any], clusters: Sequence[Any]
+) -> float:
+    """The Taylor-linearised (sandwich) variance of the ratio Σw·hit / Σw, the clusters taken as the primary
+    sampling units within their strata (with replacement): items of one cluster are not independent draws. A
+    stratum holding one cluster adds its squared total (centred on zero, as R's ``survey.lonely.psu="adjust"``)."""
+    total = float(sum(weights))
+    estimate = sum(w for h, w in zip(hits, weights, strict=True) if h) / total
+    sums: dict[Any, dict[Any, float]] = defaultdict(lambda: defaultdict(float))
+    for hit, weight, stratum, cluster in zip(hits, weights, strata, clusters, strict=True):
+        sums[stratum][cluster] += weight * (float(hit) - estimate) / total
+    variance = 0.0
+    for by_cluster in sums.values():
+        values = list(by_cluster.values())
+        if len(values) == 1:
+            variance += values[0] ** 2
+            continue
+        mean = sum(values) / len(values)
+        variance += len(values) / (len(values) - 1) * sum((v - mean) ** 2 for v in values)
+    return variance
+
+
+def weighted_rate(
+    hits: Sequence[bool],
+    weights: Sequence[float],
+    strata: Sequence[Any] | None = None,
+    clusters: Sequence[Any] | None = None,
+) -> Rate:
+    """Σw·hit / Σw with a Wilson interval on an effective sample size: Kish's (Σw)² / Σw² for independent items;
+    with ``strata`` and ``clusters``, Korn and Graubard's p(1 − p) / v (v: :func:`clustered_variance`), never
+    above Kish's (it is Kish's when p is 0 or 1, where v says nothing)."""
     total = float(sum(weights))
     if not hits or total <= 0:
         return Rate(math.nan, math.nan, math.nan, 0, 0, 0.0)
     estimate = sum(w for h, w in zip(hits, weights, strict=True) if h) / total
     n_effective = total * total / sum(w * w for w in weights)
+    if strata is not None and clusters is not None and 0 < estimate < 1:
+        variance = clustered_variance(hits, weights, strata, clusters)
+        if variance > 0:
+            n_effective = min(n_effective, estimate * (1 - estimate) / variance)
     low, high = wilson(estimate, n_effective)
     return Rate(estimate, low, high, sum(bool(h) for h in hits), len(hits), n_effective)
 
 
+def table_rate(rows: pd.DataFrame, hit: str) -> Rate:
+    """:func:`weighted_rate` of the boolean column ``hit`` over ``rows``, clustered by their ``anchor`` within
+    their ``conversation`` (the stratum) when the table has those columns."""
+    grouped = "anchor" in rows.columns and "conversation" in rows.columns
+    return weighted_rate(
+        list(rows[hit]),
+        list(rows["weight"]),
+        list(rows["conversation"]) if grouped else None,
+        list(rows["anchor"]) if grouped else None,
+    )
+
+
 def precision_recall(rows: pd.DataFrame, flag: str, truth: str = "needed") -> tuple[Rate, Rate]:
-    """Precision and recall of the flag column ``flag`` against the label column ``truth``, weighted by ``weight``."""
-    flagged = rows[rows[flag]]
-    true = rows[rows[truth]]
-    precision = weighted_rate(list(flagged[truth]), list(flagged["weight"]))
-    recall = weighted_rate(list(true[flag]), list(true["weight"]))
-    return precision, recall
+    """Precision and recall of the flag column ``flag`` against the label column ``truth``, weighted by ``weight``
+    (and clustered as :func:`table_rate` says)."""
+    return table_rate(rows[rows[flag]], truth), table_rate(rows[rows[truth]], flag)
 
 
 def _measured_rows(trace: zett_lab.Trace) -> pd.DataFrame:
@@ -431,7 +475,24 @@ def reasons(labels: Iterable[Label]) -> dict[str, str]:
     return chosen
 
 
-TABLE_COLUMNS = ["id", "agent", "part", "weight", "needed", "reason", "flagged_now", "flagged_at_sampling"]
+def anchor(item: dict[str, Any]) -> tuple[str, str, str, str]:
+    """The item's anchor (log, conversation, type, text): one anchor is an item at every window that loses it, and
+    those items are one cluster, not independent draws."""
+    return item["log"], item["conversation_id"], item["type"], item["text"]
+
+
+TABLE_COLUMNS = [
+    "id",
+    "agent",
+    "conversation",
+    "anchor",
+    "part",
+    "weight",
+    "needed",
+    "reason",
+    "flagged_now",
+    "flagged_at_sampling",
+]
 
 
 def results_table(
@@ -446,6 +507,8 @@ def results_table(
         {
             "id": item["id"],
             "agent": item["agent"],
+            "conversation": (item["log"], item["conversation_id"]),
+            "anchor": anchor(item),
             "part": parts[item["id"]],
             "weight": float(item["weight"]),
             "needed": final[item["id"]],
@@ -496,7 +559,19 @@ def error_lines(table: pd.DataFrame, listed: bool) -> list[str]:
 
 # --- constraint survival ----------------------------------------------------------------------------------------
 
-CONSTRAINT_COLUMNS = ["id", "agent", "part", "weight", "dropped", "conveyed", "is_rule", "verdict", "at_sampling"]
+CONSTRAINT_COLUMNS = [
+    "id",
+    "agent",
+    "conversation",
+    "anchor",
+    "part",
+    "weight",
+    "dropped",
+    "conveyed",
+    "is_rule",
+    "verdict",
+    "at_sampling",
+]
 
 
 def constraint_table(
@@ -509,6 +584,8 @@ def constraint_table(
         {
             "id": item["id"],
             "agent": item["agent"],
+            "conversation": (item["log"], item["conversation_id"]),
+            "anchor": anchor(item),
             "part": parts[item["id"]],
             "weight": float(item["weight"]),
             "dropped": final[item["id"]][0],
@@ -542,9 +619,9 @@ def constraint_lines(table: pd.DataFrame, title: str) -> list[str]:
         for flag, label in (("dropped_now", "now"), ("dropped_at_sampling", "at sampling")):
             precision, recall = precision_recall(rows, flag, truth="dropped")
             kept = rows[~rows[flag] & (rows["verdict"] != "not extracted")] if label == "now" else rows[~rows[flag]]
-            kept_precision = weighted_rate(list(kept["conveyed"]), list(kept["weight"]))
+            kept_precision = table_rate(kept, "conveyed")
             extracted = rows[rows["verdict"] != "not extracted"]
-            rules = weighted_rate(list(extracted["is_rule"]), list(extracted["weight"]))
+            rules = table_rate(extracted, "is_rule")
             shown, count = (name, str(len(rows))) if label == "now" else ("", "")
             lines.append(
                 f"{shown:15} {count:>5}  {label:11} {precision.text():40} {recall.text():40} "
@@ -642,13 +719,19 @@ def validity_entry(
         f"{len(table):,} labelled {what} of {len(formats)} agent format{'s' * (len(formats) != 1)} "
         f"({', '.join(formats)}) of {logs}, the {PART_WORDS[part]}; each labelled independently by two readers "
         f"(Cohen's κ {kappa:.2f}), disagreements settled by a third; the {verdict} verdict of bench/validity.py at "
-        f"{commit}, {day}"
+        f"{commit}, {day}; Wilson 95% intervals on the effective n of items clustered by anchor within conversation"
     )
 
     def estimate(rate: Rate) -> dict[str, Any] | None:
         if rate.n == 0:
             return None
-        return {"value": round(rate.estimate, 4), "low": round(rate.low, 4), "high": round(rate.high, 4), "n": rate.n}
+        return {
+            "value": round(rate.estimate, 4),
+            "low": round(rate.low, 4),
+            "high": round(rate.high, 4),
+            "n": rate.n,
+            "n_effective": round(rate.n_effective, 1),
+        }
 
     return {"precision": estimate(precision), "recall": estimate(recall), "source": source}
 

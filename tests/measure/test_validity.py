@@ -39,6 +39,53 @@ def test_weighted_rate_is_horvitz_thompson_with_kish_effective_n():
     assert validity.weighted_rate([], []).n == 0
 
 
+def test_clustered_rate_counts_an_anchor_once_however_many_windows_repeat_it():
+    hits = [True] * 8 + [False] * 2
+    alone = validity.weighted_rate(hits, [1.0] * 10, ["c"] * 10, list(range(10)))
+    # with-replacement variance of 10 independent clusters: p(1 - p) / (n - 1)
+    assert alone.n_effective == pytest.approx(9)
+    repeated = validity.weighted_rate(hits * 3, [1.0] * 30, ["c"] * 30, list(range(10)) * 3)
+    assert repeated.estimate == pytest.approx(0.8)
+    assert validity.weighted_rate(hits * 3, [1.0] * 30).n_effective == pytest.approx(30)
+    assert repeated.n_effective == pytest.approx(9)
+    assert (repeated.low, repeated.high) == pytest.approx(validity.wilson(0.8, 9))
+
+
+def test_clustered_rate_takes_no_variance_from_between_strata_and_never_exceeds_kish():
+    # every stratum is all hits or all misses: nothing varies within a stratum, so the design adds nothing
+    hits = [True] * 6 + [False] * 4
+    strata = ["a"] * 6 + ["b"] * 4
+    rate = validity.weighted_rate(hits, [1.0] * 10, strata, list(range(10)))
+    assert rate.n_effective == pytest.approx(10)
+    # p = 1: the variance says nothing, Kish's n stands
+    whole = validity.weighted_rate([True] * 5, [2.0] * 5, ["a"] * 5, [0, 0, 1, 1, 2])
+    assert whole.n_effective == pytest.approx(5) and whole.estimate == 1.0
+    # a stratum with one cluster adds its squared total
+    lonely = validity.clustered_variance([True, False, True], [1.0, 1.0, 1.0], ["a", "a", "b"], [0, 1, 2])
+    p = 2 / 3
+    within_a = 2 * ((1 - p) / 3 - (0 - p) / 3) ** 2 / 2
+    assert lonely == pytest.approx(within_a + ((1 - p) / 3) ** 2)
+
+
+def test_precision_and_recall_cluster_by_the_tables_anchor_within_its_conversation():
+    import pandas as pd
+
+    rows = pd.DataFrame(
+        {
+            "needed": [True, True, False, False, True, True],
+            "flag": [True] * 6,
+            "weight": [1.0] * 6,
+            "conversation": ["x"] * 6,
+            "anchor": ["a", "a", "b", "b", "c", "c"],
+        }
+    )
+    precision, _ = validity.precision_recall(rows, "flag")
+    independent, _ = validity.precision_recall(rows.drop(columns=["anchor"]), "flag")
+    assert precision.estimate == independent.estimate == pytest.approx(4 / 6)
+    assert independent.n_effective == pytest.approx(6)
+    assert precision.n_effective == pytest.approx(2)  # three anchors: n - 1 of them
+
+
 def test_precision_and_recall_weight_each_item_by_its_stratum():
     import pandas as pd
 
