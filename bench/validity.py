@@ -725,13 +725,7 @@ def validity_entry(
     def estimate(rate: Rate) -> dict[str, Any] | None:
         if rate.n == 0:
             return None
-        return {
-            "value": round(rate.estimate, 4),
-            "low": round(rate.low, 4),
-            "high": round(rate.high, 4),
-            "n": rate.n,
-            "n_effective": round(rate.n_effective, 1),
-        }
+        return {"value": round(rate.estimate, 4), "low": round(rate.low, 4), "high": round(rate.high, 4), "n": rate.n}
 
     return {"precision": estimate(precision), "recall": estimate(recall), "source": source}
 
