@@ -65,7 +65,7 @@ def lost_but_needed_items(
     summarizers: Sequence[str],
     measured: Callable[[Trace], Losses],
     limit: int,
-) -> list[dict[str, Any]]:
+) -> list[dict[str, object]]:
     """At most ``limit`` ranked lost-but-needed anchors (see the module docstring).
 
     ``entries`` are ``(summarizer label, trace)``; only those at the recommended setting count
@@ -121,7 +121,7 @@ def dropped_constraint_items(
     recommendation: Mapping[str, Any] | None,
     measured: Callable[[Trace], Losses],
     limit: int,
-) -> list[dict[str, Any]]:
+) -> list[dict[str, object]]:
     """At most ``limit`` rules a summary dropped (:meth:`~zett_lab.measure.losses.Losses.dropped_constraints`) at the
     recommended setting: one item per (conversation, rule) with the summarizers that dropped it, each with the
     first applied compaction that did; the rules dropped by more summarizers first, then in conversation order."""

@@ -38,7 +38,7 @@ _FACTS = (
 )
 
 
-def production_entries(rows: pd.DataFrame) -> list[dict[str, Any]]:
+def production_entries(rows: pd.DataFrame) -> list[dict[str, object]]:
     """One JSON-ready entry per native compaction: its facts, then ``summarizers`` (the native one first)."""
     metrics = [c for c in rows.columns if c not in PRODUCTION_COLUMNS and c != "lost"]
     per_summarizer = ("status", "summary_tokens", *metrics, "lost")
@@ -59,7 +59,7 @@ def report_production(
     conversations: Sequence[Conversation],
     identities: Mapping[str, str],
     baselines: Sequence[str] | Mapping[str, SummarizerSpec] | None = None,
-) -> tuple[list[dict[str, Any]], list[str]]:
+) -> tuple[list[dict[str, object]], list[str]]:
     """(entries, summarizers left out) for a report's conversations.
 
     The baselines are ``baselines`` when given (specs, or label -> spec or model: what the user named

@@ -121,7 +121,7 @@ def _costs_of(
 
 def metric_summary(
     results: pd.DataFrame, summarizers: list[str], comparison: Comparison | None, failure_counts: pd.DataFrame
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Per summarizer: loss metrics with confidence intervals, paired differences, and outcome totals.
 
     ``failed`` counts the summarizer's failed summary calls (from ``failure_counts``: the replays
@@ -212,7 +212,7 @@ def _metric_means(results: pd.DataFrame, summarizers: list[str]) -> list[dict[st
     return rows
 
 
-def metric_validity(names: Iterable[str]) -> dict[str, dict[str, Any] | None]:
+def metric_validity(names: Iterable[str]) -> dict[str, dict[str, object] | None]:
     """How far to trust each named metric, as plain data: its measured precision and recall (value, low, high,
     n), their words (``figures``) and what they were measured on (``source``); None for a metric not validated.
     """
@@ -232,7 +232,7 @@ def metric_validity(names: Iterable[str]) -> dict[str, dict[str, Any] | None]:
     return shown
 
 
-def cost_overview(results: pd.DataFrame, primary_model: str, unpriced: list[str]) -> dict[str, Any]:
+def cost_overview(results: pd.DataFrame, primary_model: str, unpriced: list[str]) -> dict[str, object]:
     """Tokens and money per configuration (means per conversation), with the prices used."""
     present = [c for c in COST_COLUMNS if c in results.columns]
     keys = ["summarizer", "max_tokens", "keep_recent_tokens"]

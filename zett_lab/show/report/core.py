@@ -223,7 +223,7 @@ class Report:
         return self.data.explore_id
 
     @property
-    def lost_items(self) -> list[dict[str, Any]]:
+    def lost_items(self) -> list[dict[str, object]]:
         """The top "lost but needed later" anchors, with the span and summary they came from."""
         return self.data.lost_items
 
