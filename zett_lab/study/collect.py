@@ -105,12 +105,12 @@ class Collector:
                     cache.put(key, summary)
                     self.merged += 1
 
-    def rows(self) -> tuple[list[dict[str, Any]], dict[Cell, str]]:
+    def rows(self) -> tuple[list[dict[str, object]], dict[Cell, str]]:
         """The results rows, in grid order, and which replay each complete cell uses."""
         plan = self.plan
         share = {"max": dict(plan.max_values), "keep": dict(plan.keep_values)}
         identity = dict(zip(plan.labels, plan.identities, strict=True))
-        rows: list[dict[str, Any]] = []
+        rows: list[dict[str, object]] = []
         cell_map: dict[Cell, str] = {}
         for unit in plan.units:
             worker = self.finished[unit.index].worker if unit.index in self.finished else None

@@ -6,8 +6,7 @@ nullable types); :class:`~zett_lab.study.results.Sweep` holds it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
@@ -78,7 +77,7 @@ _TEXT_RESULT_COLUMNS = (
 )
 
 
-def results_frame(rows: Sequence[dict[str, Any]], relative: bool) -> pd.DataFrame:
+def results_frame(rows: Sequence[Mapping[str, object]], relative: bool) -> pd.DataFrame:
     """The results table from cell rows: setting columns first, run columns last, nullable types."""
     columns: list[str] = [
         c for c in _LEADING if relative or c not in ("context_window", "max_tokens_share", "keep_recent_share")

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import warnings
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,14 +68,14 @@ class ResultCache:
         self.hits = 0
         self.misses = 0
 
-    def get(self, key: tuple[Any, ...]) -> tuple[Trace, Losses | None] | None:
+    def get(self, key: tuple[Hashable, ...]) -> tuple[Trace, Losses | None] | None:
         entry = self.entries.get(key)
         if entry is not None:
             self.entries.move_to_end(key)
             self.hits += 1
         return entry
 
-    def put(self, key: tuple[Any, ...], value: tuple[Trace, Losses | None]) -> None:
+    def put(self, key: tuple[Hashable, ...], value: tuple[Trace, Losses | None]) -> None:
         self.misses += 1
         self.entries[key] = value
         self.entries.move_to_end(key)

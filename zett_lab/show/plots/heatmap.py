@@ -52,7 +52,7 @@ def heatmap(
     boundaries: BoundaryInput = None,
     *,
     aggregate: str = "mean",
-    where: Mapping[str, Any] | None = None,
+    where: Mapping[str, object] | None = None,
     annotate: bool | None = None,
     cmap: str = "viridis",
     highlight: tuple[int, int] | None = None,
@@ -139,7 +139,7 @@ def heatmaps(
     by: str = "summarizer",
     *,
     aggregate: str = "mean",
-    where: Mapping[str, Any] | None = None,
+    where: Mapping[str, object] | None = None,
     highlight: tuple[int, int] | Mapping[Any, tuple[int, int]] | None = None,
     panels: Sequence[Any] | None = None,
     ncols: int = 2,
@@ -199,7 +199,7 @@ def heatmaps(
 
 
 def _heatmap_grid(
-    sweep_results: Sweep | pd.DataFrame, column: str, aggregate: str, where: Mapping[str, Any] | None
+    sweep_results: Sweep | pd.DataFrame, column: str, aggregate: str, where: Mapping[str, object] | None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, pd.Series]:
     """Checked and filtered results as grid values: max_tokens (x), keep_recent_tokens (y), the aggregated
     column (one row per y, one column per x) and the number of rows per cell."""

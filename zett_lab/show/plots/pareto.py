@@ -34,7 +34,7 @@ def pareto(
     front: pd.DataFrame | None = None,
     label_front: bool = True,
     title: str | None = None,
-    highlight: Mapping[str, Any] | None = None,
+    highlight: Mapping[str, object] | None = None,
 ) -> Figure:
     """Cost against loss for every setting, with the Pareto front.
 
