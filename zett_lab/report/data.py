@@ -39,7 +39,7 @@ from .measured import Measured
 from .production import report_production
 from .replays import Failure, cell_entries, report_replays, trace_index
 from .sweep import DEFAULT_PRIMARY_MODEL
-from .tables import DIGITS, cost_overview, metric_summary
+from .tables import DIGITS, configuration_means, cost_overview, metric_summary
 
 
 @dataclass(frozen=True, eq=False)
@@ -72,6 +72,8 @@ class ReportData:
             (:func:`~zett_lab.report.lost.dropped_constraint_items`).
         metrics: Per summarizer: means with confidence intervals, paired differences, totals.
         costs: Tokens and money per configuration and the prices used.
+        configurations: Every configuration's means per conversation (:data:`~zett_lab.report.tables.CONFIGURATION_COLUMNS`),
+            the recommended one marked.
         studied: What was studied (:func:`~zett_lab.report.facts.study_facts`): conversations and their sizes,
             engine, counter, summarizers, settings, failed replays.
         failed: The failures banner's counts (:func:`~zett_lab.report.facts.failure_figures`).
@@ -103,6 +105,7 @@ class ReportData:
     dropped_constraints: list[dict[str, Any]]
     metrics: dict[str, Any]
     costs: dict[str, Any]
+    configurations: list[dict[str, Any]]
     studied: dict[str, object]
     failed: dict[str, object]
     losses: dict[int, Losses] = field(repr=False)
@@ -226,6 +229,7 @@ def build_report_data(
         dropped_constraints=dropped_constraint_items(entries, recommendation, measured.shown, top_lost),
         metrics=metric_summary(results, summarizers, comparison, replays.failure_counts),
         costs=cost_overview(results, primary_model, replays.unpriced),
+        configurations=configuration_means(results, recommendation),
         studied=study_facts(replays),
         failed=failure_figures(replays),
         losses=dict(measured.by_id),

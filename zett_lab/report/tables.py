@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import pandas as pd
@@ -210,6 +210,32 @@ def _metric_means(results: pd.DataFrame, summarizers: list[str]) -> list[dict[st
                 }
             )
     return rows
+
+
+#: The means per conversation the "every configuration" table shows (headed by their catalogue labels).
+CONFIGURATION_COLUMNS = [
+    "compactions",
+    "steps_over_budget",
+    "needed_anchor_recall",
+    "lost_but_needed",
+    "primary_input_tokens",
+]
+
+
+def configuration_means(results: pd.DataFrame, rec: Mapping[str, object] | None) -> list[dict[str, object]]:
+    """Every configuration's means per conversation, the recommended one marked."""
+    keys = ["summarizer", "max_tokens", "keep_recent_tokens"]
+    columns = CONFIGURATION_COLUMNS
+    table = results.groupby(keys, sort=True)[[c for c in columns if c in results]].mean().reset_index()
+    chosen = (rec.get("summarizer"), rec["max_tokens"], rec["keep_recent_tokens"]) if rec else None
+    return [
+        {
+            **{c: row.get(c) for c in columns},
+            **{k: row[k] for k in keys},
+            "recommended": (row["summarizer"], int(row["max_tokens"]), int(row["keep_recent_tokens"])) == chosen,
+        }
+        for row in table.to_dict("records")
+    ]
 
 
 def metric_validity(names: Iterable[str]) -> dict[str, dict[str, object] | None]:

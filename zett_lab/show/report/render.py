@@ -24,6 +24,7 @@ from ...measure.catalogue import INDEPENDENT_METRICS, label, label_with_directio
 from ...measure.columns import ANCHOR_ROWS
 from ...report.choices import RECOMMEND_COST, RECOMMEND_LOSS
 from ...report.data import ReportData
+from ...report.tables import CONFIGURATION_COLUMNS
 from .. import plots
 from .assets import CSS, JS, content_security_policy
 from .content import definition, failure_headline
@@ -245,39 +246,13 @@ def _sweep_figures(data: ReportData, rec: Mapping[str, Any] | None, figures: _Fi
     return {"recall_map": recall_map, "cost_map": cost_map, "over_budget_map": over_budget_map, "pareto": pareto}
 
 
-#: The means per conversation the "every configuration" table shows (headed by their catalogue labels).
-CONFIGURATION_COLUMNS = [
-    "compactions",
-    "steps_over_budget",
-    "needed_anchor_recall",
-    "lost_but_needed",
-    "primary_input_tokens",
-]
-
-
-def _configurations(results: pd.DataFrame, rec: Mapping[str, Any] | None) -> list[dict[str, Any]]:
-    """Every configuration's means per conversation, the recommended one marked."""
-    keys = ["summarizer", "max_tokens", "keep_recent_tokens"]
-    columns = CONFIGURATION_COLUMNS
-    table = results.groupby(keys, sort=True)[[c for c in columns if c in results]].mean().reset_index()
-    chosen = (rec.get("summarizer"), rec["max_tokens"], rec["keep_recent_tokens"]) if rec else None
-    return [
-        {
-            **{c: row.get(c) for c in columns},
-            **{k: row[k] for k in keys},
-            "recommended": (row["summarizer"], int(row["max_tokens"]), int(row["keep_recent_tokens"])) == chosen,
-        }
-        for row in table.to_dict("records")
-    ]
-
-
 def _alerts(data: ReportData, document: Mapping[str, Any], figures: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The document's alerts, each with its evidence as ``(anchor, words)`` links to this page (a timeline's
     anchor is its place among the page's timeline figures)."""
     timelines = {view.conversation_id: f"timeline-{i}" for i, view in enumerate(figures["timelines"]) if view.svg}
     rows = {
         (c["summarizer"], int(c["max_tokens"]), int(c["keep_recent_tokens"])): f"configuration-{i}"
-        for i, c in enumerate(_configurations(data.results, document["recommendation"]))
+        for i, c in enumerate(data.configurations)
     }
     failures = bool(document["failures"]["causes"])
 
@@ -328,7 +303,7 @@ def render_html(data: ReportData, document: Mapping[str, Any]) -> str:
         figures=figures,
         conversation_count=len(data.conversations),
         explore=explorer_view(data),
-        configurations=_configurations(data.results, document["recommendation"]),
+        configurations=data.configurations,
         configuration_columns=CONFIGURATION_COLUMNS,
         css=Markup(CSS),
         js=Markup(JS),
