@@ -46,7 +46,8 @@ def _why_not_needed(conversation, key, span_end, n_recorded) -> str | None:
     if any(shows(k, key) for k in [*system, *tools]) or as_words(key, system_text):
         return "system prompt or tool definitions"
     name = spellings(key).canonical.removeprefix("name:")
-    if key[0] == "identifier" and name in defined_names(messages[use]).fresh:
+    defined = defined_names(messages[use])
+    if key[0] == "identifier" and (name in defined.fresh or ("/" in name and name.split("/")[0] in defined.owners)):
         return "defined by the use"
     for i in range(span_end, use):
         message = messages[i]

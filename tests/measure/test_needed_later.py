@@ -79,6 +79,22 @@ def test_spellings_relate_suffixes_and_folders_not_siblings():
     assert not shows(("path", "/testbed"), ("path", "/testbed/src/a.py"))
     assert shows(("url", "file:///testbed"), ("path", "/testbed"))
     assert shows(("path", "pvlib/tools.py"), ("identifier", "pvlib.tools"))
+    # a URL shows its shorter forms (its path's leading segments, without the query), not the other way round
+    issues = ("url", "https://api.github.com/repos/acme/shop/issues")
+    assert shows(("url", "https://api.github.com/repos/acme/shop/issues/7/comments?page=2"), issues)
+    assert not shows(issues, ("url", "https://api.github.com/repos/acme/shop/issues/7"))
+    assert not shows(("url", "https://api.github.com/repos/acme/shop/issuesx"), issues)
+
+
+def test_the_tail_holding_a_longer_form_of_a_url_shows_it():
+    url = "https://api.github.com/repos/acme/shop/issues"
+    span = [UserMessage(content=f"List them with curl {url} please."), _use("OK.")]
+    tail = [UserMessage(content=f"Post to {url}/10730/comments when done.")]
+    assert not _needed(span, tail, [_use(f"Fetching {url} again.")])[url]
+    # the longer URL held only in the span is still needed when the tail has the shorter one
+    span = [UserMessage(content=f"Post to {url}/10730/comments please."), _use("OK.")]
+    tail = [UserMessage(content=f"Check {url} first.")]
+    assert _needed(span, tail, [_use(f"Posting to {url}/10730/comments now.")])[f"{url}/10730/comments"]
 
 
 def test_the_agent_using_another_spelling_is_a_use():
@@ -304,6 +320,31 @@ def test_a_new_local_of_the_code_the_agent_writes_is_chosen_there():
     assert _needed(span, tail, [_use_call("u", "bash", {"command": redefined})])["render_rows"]
     edit = {"old_string": "sql_ifnull = load()", "new_string": "sql_ifnull = load(2)"}
     assert _needed(span, tail, [_use_call("u", "Edit", {"file_path": "a.py", **edit})])["sql_ifnull"]
+
+
+def test_what_a_new_local_heads_and_an_attribute_named_by_a_new_parameter_are_chosen_there():
+    """``repos.extend`` on a new ``repos = []`` and ``self.sid = sid`` in a new class are chosen with the local
+    and the parameter; a parameter's own attributes (``socket.assigns.breakpoint_map``) are what it is passed."""
+    span = [
+        ToolMessage(
+            tool_call_id="x",
+            name="read",
+            content="repos.extend(extra); self.sid = sid; socket.assigns.breakpoint_map; self.session_token",
+        ),
+        _use("OK."),
+    ]
+    tail = [UserMessage(content="Go on.")]
+    script = (
+        "cat > t.py << 'EOF'\nclass TokenProvider:\n    def __init__(self, sid, socket):\n        self.sid = sid\n"
+        "        self.session_token = fetch()\n        self.map = socket.assigns.breakpoint_map\n"
+        "repos = []\nrepos.extend(found)\nEOF"
+    )
+    needed = _needed(span, tail, [_use_call("u", "bash", {"command": script})])
+    assert not needed["repos.extend"] and not needed["self.sid"]
+    assert needed["socket.assigns.breakpoint_map"] and needed["self.session_token"]
+    # kept from the text an edit replaces, the local is not new
+    edit = {"old_string": "repos = load()", "new_string": "repos = load()\nrepos.extend(found)"}
+    assert _needed(span, tail, [_use_call("u", "Edit", {"file_path": "a.py", **edit})])["repos.extend"]
 
 
 def test_a_name_the_agent_wrote_before_anything_showed_it_is_its_own():

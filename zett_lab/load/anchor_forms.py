@@ -340,6 +340,19 @@ def file_stem(type_: str, normalized: str) -> str | None:
     return stem if stem and stem != parts[-1] else None
 
 
+def url_prefixes(normalized: str) -> list[str]:
+    """The shorter URLs a normalized URL names on the way: itself without its query or fragment, and every leading
+    run of its path's segments (``…/issues/10730/comments`` names ``…/issues/10730`` and ``…/issues``), down to
+    the bare host."""
+    match = re.match(r"([a-z][a-z0-9+.-]*://[^/?#]+)([^?#]*)", normalized)
+    if not match:
+        return []
+    host, path = match.groups()
+    segments = [s for s in path.split("/") if s]
+    shorter = {host + "".join("/" + s for s in segments[:n]) for n in range(len(segments) + 1)}
+    return sorted(shorter - {normalized})
+
+
 class Spelling(NamedTuple):
     """How an anchor can be visible in another spelling (:func:`spellings`)."""
 
@@ -363,7 +376,8 @@ def spellings(key: tuple[str, str]) -> Spelling:
     ``TranscriptHighlighter``), a module path with and without ``.py`` (``src/project/__init__``) and a
     dotted module and its file (``pkg.mod``, ``src/pkg/mod.py``) are one item; ``a/x/b.py`` and
     ``c/x/b.py`` are not; and ``/testbed/src/a.py`` shows the folder ``/testbed``. A ``file://`` URL is
-    its path. A commit SHA's forms are its prefixes of seven characters or more (``dde0244`` is
+    its path; another URL names its shorter forms on the way (:func:`url_prefixes`), so ``…/issues/1/comments``
+    shows ``…/issues``. A commit SHA's forms are its prefixes of seven characters or more (``dde0244`` is
     ``dde0244f…``). Other types have one form, their normalized value.
     """
     type_, normalized = key
@@ -382,6 +396,9 @@ def spellings(key: tuple[str, str]) -> Spelling:
     if type_ == "sha":
         prefixes = frozenset("sha:" + normalized[:n] for n in range(_SHA_PREFIX, len(normalized) + 1))
         return Spelling("sha:" + normalized, prefixes, frozenset())
+    if type_ == "url":
+        canonical = "url:" + normalized
+        return Spelling(canonical, frozenset({canonical}), frozenset("url:" + p for p in url_prefixes(normalized)))
     canonical = f"{type_}:{normalized}"
     return Spelling(canonical, frozenset({canonical}), frozenset())
 

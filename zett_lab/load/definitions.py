@@ -46,18 +46,31 @@ class Definitions(NamedTuple):
     #: Every name its code defines, functions, classes, modules and attributes too, the fenced blocks of its
     #: text included.
     every: frozenset[str]
+    #: The new variables among ``fresh`` (assigned or looped over): a dotted name they head (``repos.extend`` of a
+    #: new ``repos = []``) is chosen with them. Not a parameter's or an alias's: their attributes are what the
+    #: caller passes (``socket.assigns.x``) or the module's (``import pvlib.iam as iam``).
+    owners: frozenset[str] = frozenset()
 
 
-def _defined_in(text: str) -> Iterator[tuple[str, bool]]:
-    """``(name, local)`` of each definition in a piece of code (``local``: a variable, parameter or alias)."""
+#: What a definition binds: a variable (assigned or looped over), an ``as`` alias, a parameter, or anything else
+#: (a function, class, attribute).
+LOCAL, ALIAS, PARAMETER, OTHER = "local", "alias", "parameter", "other"
+#: The names of the object a method's code is about (``self.sid = sid``).
+_SELF = ("self", "this")
+
+
+def _defined_in(text: str) -> Iterator[tuple[str, str]]:
+    """``(name, kind)`` of each definition in a piece of code (:data:`LOCAL`, :data:`ALIAS`, :data:`PARAMETER` or
+    :data:`OTHER`)."""
     for match in _DEFINED.finditer(text):
         named = match.group("named")
         name = named or match.group("assigned") or match.group("looped") or match.group("aliased")
-        yield name.lower().replace(".", "/"), not named and "." not in name
+        kind = OTHER if named or "." in name else ALIAS if match.group("aliased") else LOCAL
+        yield name.lower().replace(".", "/"), kind
     for match in _PARAMETERS.finditer(text):
         for parameter in (match.group("listed") or match.group("arrow") or "").split(","):
             if found := _PARAMETER.match(parameter):
-                yield found.group("name").lower(), True
+                yield found.group("name").lower(), PARAMETER
 
 
 def defined_names(message: AnyMessage) -> Definitions:
@@ -69,6 +82,7 @@ def defined_names(message: AnyMessage) -> Definitions:
     if not isinstance(message, AssistantMessage):
         return Definitions(frozenset(), frozenset())
     fresh: set[str] = set()
+    owners: set[str] = set()
     every = {name for block in _FENCED.findall(clean_text(message.content)) for name, _ in _defined_in(block)}
     for call in message.tool_calls or ():
         arguments = call.arguments
@@ -81,8 +95,18 @@ def defined_names(message: AnyMessage) -> Definitions:
         for text in argument_strings(arguments):
             quoted = _FENCED.findall(text)  # a document written to a file quotes code: no new local there
             every.update(name for block in quoted for name, _ in _defined_in(block))
-            for name, local in _defined_in(_FENCED.sub("", text) if quoted else text):
-                every.add(name)
-                if local and name not in replaced:
-                    fresh.add(name)
-    return Definitions(frozenset(fresh), frozenset(every))
+            found = list(_defined_in(_FENCED.sub("", text) if quoted else text))
+            new = {name for name, kind in found if kind != OTHER and name not in replaced}
+            every.update(name for name, _ in found)
+            fresh |= new
+            owners.update(name for name, kind in found if kind == LOCAL and name in new and name not in _SELF)
+            # an attribute set from a new parameter of the same name (``self.sid = sid``) is named by it
+            fresh.update(
+                name
+                for name, _ in found
+                if name.count("/") == 1
+                and name.split("/")[0] in _SELF
+                and name.split("/")[1] in new
+                and name not in replaced
+            )
+    return Definitions(frozenset(fresh), frozenset(every), frozenset(owners))

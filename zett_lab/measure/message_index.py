@@ -222,6 +222,8 @@ class ConversationIndex:
         #: (agent message, name it defines, whether as a fresh local) in the form
         #: :func:`~zett_lab.load.definitions.defined_names` gives.
         self.definitions: list[tuple[int, str, bool]] = []
+        #: (agent message, new local whose dotted names are chosen with it: ``Definitions.owners``).
+        self.owners: list[tuple[int, str]] = []
         for index, message in enumerate(messages):
             if isinstance(message, SystemMessage):
                 # sent with every step: its anchors never need a summary
@@ -241,6 +243,7 @@ class ConversationIndex:
                     self.uses.setdefault(key, []).append(index)
                 defined = defined_names(message)
                 self.definitions.extend((index, name, name in defined.fresh) for name in defined.every | defined.fresh)
+                self.owners.extend((index, name) for name in defined.owners)
                 # the tools' definitions go with every request: their names are never news
                 self.system_keys.update(("identifier", call.name) for call in message.tool_calls or ())
                 for call in message.tool_calls or ():
@@ -339,10 +342,15 @@ class ConversationIndex:
             seen=seen,
             written=np.unique(np.asarray(written_words, dtype=np.int64)),
             fresh=_sorted_codes(
-                i * stride + at
-                for at, name, fresh in self.definitions
-                if fresh
-                for i in spelled.identifiers_named(name)
+                [
+                    *(
+                        i * stride + at
+                        for at, name, fresh in self.definitions
+                        if fresh
+                        for i in spelled.identifiers_named(name)
+                    ),
+                    *(i * stride + at for at, name in self.owners for i in spelled.identifiers_headed(name)),
+                ]
             ),
             defined=_sorted_codes(
                 i * stride + at for at, name, _ in self.definitions for i in spelled.identifiers_named(name)
@@ -482,10 +490,21 @@ class _Spellings:
             for form in spelling.forms:
                 self._by_form[form].append(i)
         self._pairs: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._by_head: dict[str, list[int]] | None = None
 
     def identifiers_named(self, name: str) -> list[int]:
         """Ids of the identifiers whose whole name is ``name`` (lower-cased components joined by ``/``)."""
         return [i for i in self._by_canonical.get("name:" + name, ()) if self.keys[i][0] == "identifier"]
+
+    def identifiers_headed(self, name: str) -> list[int]:
+        """Ids of the identifiers of two or more components whose first is ``name`` (``repos.extend``)."""
+        if self._by_head is None:
+            self._by_head = defaultdict(list)
+            for i, spelling in enumerate(self._spelled):
+                parts = spelling.canonical.removeprefix("name:").split("/")
+                if self.keys[i][0] == "identifier" and len(parts) > 1:
+                    self._by_head[parts[0]].append(i)
+        return self._by_head.get(name, [])
 
     def shown(self, key: AnchorKey, folders: bool = True) -> set[int]:
         """Ids of the keys an occurrence of ``key`` shows (itself included when it is one of them); with
