@@ -361,8 +361,7 @@ def _summary_costs(compactions: pd.DataFrame | None, table: PriceTable, summary_
         )
     comp = compactions.copy()
     if comp.empty:
-        for column in ("price_model",):
-            comp[column] = pd.Series(dtype="object")
+        comp["price_model"] = pd.Series(dtype="object")
         for column in ("summary_call_input_tokens", "summary_call_output_tokens"):
             comp[column] = pd.Series(dtype="int64")
         comp["summary_tokens_estimated"] = pd.Series(dtype="bool")
@@ -388,16 +387,44 @@ def _summary_costs(compactions: pd.DataFrame | None, table: PriceTable, summary_
         comp["summary_text"] if "summary_text" in comp.columns else pd.Series(None, index=comp.index, dtype="object")
     )
 
+    input_tokens, output_tokens, estimated = _call_tokens(
+        comp.index, offline, reported_in, reported_out, failed, older, texts
+    )
+    comp["price_model"] = keys.to_numpy()
+    comp["summary_call_input_tokens"] = np.asarray(input_tokens, dtype="int64")
+    comp["summary_call_output_tokens"] = np.asarray(output_tokens, dtype="int64")
+    comp["summary_tokens_estimated"] = np.asarray(estimated, dtype=bool)
+    comp["summary_cost_usd"] = [
+        (i * p.input + o * p.output) / 1_000_000
+        for i, o, p in zip(comp["summary_call_input_tokens"], comp["summary_call_output_tokens"], price, strict=True)
+    ]
+    return comp
+
+
+def _call_tokens(
+    index: pd.Index,
+    offline: pd.Series,
+    reported_in: pd.Series | None,
+    reported_out: pd.Series | None,
+    failed: pd.Series,
+    older: pd.Series,
+    texts: pd.Series,
+) -> tuple[list[int], list[int], list[bool]]:
+    """Per attempt: the summary call's input and output tokens, and whether they are estimated.
+
+    Offline summarizers make no call; reported usage counts as reported; a failed call without usage counts
+    nothing (estimated); else the span plus the engine's summary frame in, the summary's tokens out.
+    """
     input_tokens, output_tokens, estimated = [], [], []
     overhead = summary_request_overhead_tokens()
-    for i, index in enumerate(comp.index):
+    for i, at in enumerate(index):
         if offline.iloc[i]:
             input_tokens.append(0)
             output_tokens.append(0)
             estimated.append(False)
             continue
-        rin = reported_in.loc[index] if reported_in is not None else np.nan
-        rout = reported_out.loc[index] if reported_out is not None else np.nan
+        rin = reported_in.loc[at] if reported_in is not None else np.nan
+        rout = reported_out.loc[at] if reported_out is not None else np.nan
         have_usage = not (pd.isna(rin) or (rin == 0 and (pd.isna(rout) or rout == 0)))
         if have_usage:
             input_tokens.append(int(rin))
@@ -408,19 +435,11 @@ def _summary_costs(compactions: pd.DataFrame | None, table: PriceTable, summary_
             output_tokens.append(0)
             estimated.append(True)
         else:
-            text = texts.loc[index]
-            input_tokens.append(int(older.loc[index]) + overhead)
+            text = texts.loc[at]
+            input_tokens.append(int(older.loc[at]) + overhead)
             output_tokens.append(count_text_tokens(text) if isinstance(text, str) else 0)
             estimated.append(True)
-    comp["price_model"] = keys.to_numpy()
-    comp["summary_call_input_tokens"] = np.asarray(input_tokens, dtype="int64")
-    comp["summary_call_output_tokens"] = np.asarray(output_tokens, dtype="int64")
-    comp["summary_tokens_estimated"] = np.asarray(estimated, dtype=bool)
-    comp["summary_cost_usd"] = [
-        (i * p.input + o * p.output) / 1_000_000
-        for i, o, p in zip(comp["summary_call_input_tokens"], comp["summary_call_output_tokens"], price, strict=True)
-    ]
-    return comp
+    return input_tokens, output_tokens, estimated
 
 
 def cost_summary(steps: pd.DataFrame, compactions: pd.DataFrame | None = None) -> pd.DataFrame:

@@ -238,38 +238,39 @@ async def _run(
                 "answer": probe.answer,
                 "superseded_answer": probe.superseded_answer,
             }
-            if caller.stopped:
-                rows.append({**out, "status": "budget"})
-                continue
-            try:
-                scores = {}
-                post_answer = None
-                for condition in CONDITIONS:
-                    answer, score = await _score(caller, answerer, judge, contexts[condition], probe)
-                    if answer is None:
-                        break
-                    scores[condition] = score
-                    if condition == "post":
-                        post_answer = answer
-            except Exception as error:  # noqa: BLE001 - a provider failure on one probe is kept as its row status
-                rows.append({**out, "status": f"error: {type(error).__name__}: {error}"})
-                continue
-            if len(scores) < len(CONDITIONS):
-                rows.append({**out, **scores, "post_answer": post_answer, "status": "budget"})
-                continue
-            span = scores["ceiling"] - scores["floor"]
-            nr = (scores["post"] - scores["floor"]) / span if span else math.nan
-            rows.append(
-                {
-                    **out,
-                    **scores,
-                    "post_answer": post_answer,
-                    "nr": nr,
-                    "status": "ok",
-                    "post_superseded": _gives_superseded(post_answer, probe),
-                }
-            )
+            rows.append({**out, **await _judged_probe(caller, answerer, judge, contexts, probe)})
     return rows
+
+
+async def _judged_probe(
+    caller: Caller, answerer: Any, judge: Any, contexts: dict[str, list[AnyMessage]], probe: Probe
+) -> dict[str, Any]:
+    """One probe's judged columns: its score in every condition and its status (``ok``, ``budget``, ``error: ...``)."""
+    if caller.stopped:
+        return {"status": "budget"}
+    try:
+        scores = {}
+        post_answer = None
+        for condition in CONDITIONS:
+            answer, score = await _score(caller, answerer, judge, contexts[condition], probe)
+            if answer is None:
+                break
+            scores[condition] = score
+            if condition == "post":
+                post_answer = answer
+    except Exception as error:  # noqa: BLE001 - a provider failure on one probe is kept as its row status
+        return {"status": f"error: {type(error).__name__}: {error}"}
+    if len(scores) < len(CONDITIONS):
+        return {**scores, "post_answer": post_answer, "status": "budget"}
+    span = scores["ceiling"] - scores["floor"]
+    nr = (scores["post"] - scores["floor"]) / span if span else math.nan
+    return {
+        **scores,
+        "post_answer": post_answer,
+        "nr": nr,
+        "status": "ok",
+        "post_superseded": _gives_superseded(post_answer, probe),
+    }
 
 
 # ---------------------------------------------------------------------------------------------

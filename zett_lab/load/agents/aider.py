@@ -228,14 +228,7 @@ def _session(
         b = parts[-1]
         shown.append("\n".join(lines).lower())
         if role == "tool":
-            files.read_output(b, lines)
-            for item in lines:
-                if (m := _MAIN_MODEL.match(item)) and "model" not in info:
-                    info["model"] = m.group(1)
-                elif (m := _VERSION.match(item)) and "version" not in info:
-                    info["version"] = m.group(1)
-                if _TOKENS.match(item):
-                    b.counts["token_reports"] += 1
+            _tool_output(b, lines, info, files)
             pending_tool.extend(lines)
             continue
         content = "\n".join(lines).strip()
@@ -273,19 +266,36 @@ def _session(
         pending_tool = []
         last = "assistant"
     files.close(parts[-1])
-    conversations = []
-    for n, b in enumerate(b for b in parts if b.has_dialogue()):
-        meta = {
-            "agent": "aider",
-            "model": info.get("model"),
-            "aider_version": info.get("version"),
-            "started_at": started_at,
-            "session_line": line,
-            "lossy": "aider's history omits the system prompt, repo map and added file contents",
-            "system_prompt_recorded": False,
-        }
-        conversations.append(b.build(base if n == 0 else f"{base}#{n + 1}", path, FORMAT, meta))
-    return conversations
+    dialogues = [b for b in parts if b.has_dialogue()]
+    return [
+        b.build(base if n == 0 else f"{base}#{n + 1}", path, FORMAT, _metadata(info, started_at, line))
+        for n, b in enumerate(dialogues)
+    ]
+
+
+def _metadata(info: dict[str, Any], started_at: str, line: int) -> dict[str, Any]:
+    """What a session's conversations say of their source (aider's model and version, where the session starts)."""
+    return {
+        "agent": "aider",
+        "model": info.get("model"),
+        "aider_version": info.get("version"),
+        "started_at": started_at,
+        "session_line": line,
+        "lossy": "aider's history omits the system prompt, repo map and added file contents",
+        "system_prompt_recorded": False,
+    }
+
+
+def _tool_output(b: Builder, lines: list[str], info: dict[str, Any], files: _ChatFiles) -> None:
+    """aider's own output lines: the files it read, the model and version it names first, its token reports."""
+    files.read_output(b, lines)
+    for item in lines:
+        if (m := _MAIN_MODEL.match(item)) and "model" not in info:
+            info["model"] = m.group(1)
+        elif (m := _VERSION.match(item)) and "version" not in info:
+            info["version"] = m.group(1)
+        if _TOKENS.match(item):
+            b.counts["token_reports"] += 1
 
 
 def _unique(name: str, seen: dict[str, int]) -> str:

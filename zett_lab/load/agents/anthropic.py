@@ -165,24 +165,16 @@ def _message(b: Builder, message: Any, path: Path, place: str, unknown: Counter[
         raise InputError(path, f"{place}, field 'content'", "expected text or a list of content blocks")
     blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
     if role == "user":
-        parts: list[Any] = []
-        for n, block in enumerate(blocks):
-            btype = block.get("type") if isinstance(block, dict) else None
-            if btype == "tool_result":
-                if not block.get("tool_use_id"):
-                    raise InputError(path, f"{place}, content[{n}]", "a tool_result block needs tool_use_id")
-                b.tool_result(
-                    str(block["tool_use_id"]), _result(block.get("content"), b), success=not block.get("is_error")
-                )
-            elif btype in ("text", "image", "document"):
-                part = _part(block, b)
-                if part is not None:
-                    parts.append(part)
-            else:
-                unknown[str(btype)] += 1
-        if parts:
-            b.user(simplify(parts))
+        _user_message(b, blocks, path, place, unknown)
         return
+    _assistant_message(b, message, blocks, path, place, unknown)
+
+
+def _assistant_message(
+    b: Builder, message: dict[str, Any], blocks: list[Any], path: Path, place: str, unknown: Counter[str]
+) -> None:
+    """An assistant message's blocks: text, thinking and tool calls as assistant messages, split where a
+    server tool's call and result stand between them; its usage on the last."""
     usage = message.get("usage") if isinstance(message.get("usage"), dict) else None
     texts: list[str] = []
     thoughts: list[str] = []
@@ -232,6 +224,27 @@ def _message(b: Builder, message: Any, path: Path, place: str, unknown: Counter[
     flush()
     if usage:
         b.set_usage(anthropic_usage(usage))
+
+
+def _user_message(b: Builder, blocks: list[Any], path: Path, place: str, unknown: Counter[str]) -> None:
+    """A user message's blocks: its tool results, then its text, images and documents as one user message."""
+    parts: list[Any] = []
+    for n, block in enumerate(blocks):
+        btype = block.get("type") if isinstance(block, dict) else None
+        if btype == "tool_result":
+            if not block.get("tool_use_id"):
+                raise InputError(path, f"{place}, content[{n}]", "a tool_result block needs tool_use_id")
+            b.tool_result(
+                str(block["tool_use_id"]), _result(block.get("content"), b), success=not block.get("is_error")
+            )
+        elif btype in ("text", "image", "document"):
+            part = _part(block, b)
+            if part is not None:
+                parts.append(part)
+        else:
+            unknown[str(btype)] += 1
+    if parts:
+        b.user(simplify(parts))
 
 
 def _part(block: dict[str, Any], b: Builder) -> Any:

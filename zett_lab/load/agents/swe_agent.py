@@ -165,27 +165,9 @@ def _swe_message(
         )
         return False
     if role == "assistant":
-        reasoning = _thinking(message)
-        if function_calling or text_actions == "messages":
-            calls = [
-                _openai_call(b, call, f"{place}.tool_calls[{k}]", path)
-                for k, call in enumerate(message.get("tool_calls") or [])
-            ]
-            index = b.assistant(_text(content), reasoning, calls)
-            pending = False
-        else:
-            action = message.get("action")
-            if isinstance(action, str) and action.strip():
-                thought = message.get("thought")
-                text = thought if isinstance(thought, str) else _text(content)
-                command = action.strip()
-                name = command.split()[0] if command.split() and command.split()[0] in commands else "bash"
-                call = ToolCall(id=b.new_call_id(), name=name, arguments={"command": command})
-                index = b.assistant(text.strip(), reasoning, [call])
-                pending = True
-            else:
-                index = b.assistant(_text(content), reasoning)
-                pending = False
+        index, pending = _swe_assistant(
+            b, message, content, place, path, function_calling or text_actions == "messages", commands
+        )
         if demo:
             b.mark_demonstration(index)
         return pending
@@ -206,6 +188,34 @@ def _swe_message(
     if demo and user_index is not None:
         b.mark_demonstration(user_index)
     return False
+
+
+def _swe_assistant(
+    b: Builder,
+    message: dict[str, Any],
+    content: Any,
+    place: str,
+    path: Path,
+    with_calls: bool,
+    commands: set[str],
+) -> tuple[int, bool]:
+    """Add one SWE-agent assistant message: (its index, whether an action in text mode awaits its observation)."""
+    reasoning = _thinking(message)
+    if with_calls:
+        calls = [
+            _openai_call(b, call, f"{place}.tool_calls[{k}]", path)
+            for k, call in enumerate(message.get("tool_calls") or [])
+        ]
+        return b.assistant(_text(content), reasoning, calls), False
+    action = message.get("action")
+    if not (isinstance(action, str) and action.strip()):
+        return b.assistant(_text(content), reasoning), False
+    thought = message.get("thought")
+    text = thought if isinstance(thought, str) else _text(content)
+    command = action.strip()
+    name = command.split()[0] if command.split() and command.split()[0] in commands else "bash"
+    call = ToolCall(id=b.new_call_id(), name=name, arguments={"command": command})
+    return b.assistant(text.strip(), reasoning, [call]), True
 
 
 def _commands(messages: list[tuple[int, dict[str, Any]]]) -> set[str]:
@@ -247,29 +257,9 @@ def read_mini_swe_agent(path: Path, text_actions: str = "tool_calls") -> list[Co
         if role == "system":
             b.system(_text(content))
         elif role == "assistant":
-            response = object_field(extra, "response")
-            usage = openai_usage(response.get("usage"))
-            reasoning = message.get("reasoning_content") or _response_reasoning(response)
-            model = response.get("model")
-            if function_calling or text_actions == "messages":
-                calls = [
-                    _openai_call(b, call, f"{place}.tool_calls[{k}]", path)
-                    for k, call in enumerate(message.get("tool_calls") or [])
-                ]
-                b.assistant(_text(content), reasoning, calls, model=model, usage=usage)
-                pending = False
-            else:
-                text = _text(content)
-                actions = [m for m in _FENCE.finditer(text) if m.group(1) in ("bash", "sh", "")]
-                if len(actions) == 1:
-                    action = actions[0]
-                    rest = (text[: action.start()] + text[action.end() :]).strip()
-                    call = ToolCall(id=b.new_call_id(), name="bash", arguments={"command": action.group(2).strip()})
-                    b.assistant(rest, reasoning, [call], model=model, usage=usage)
-                    pending = True
-                else:
-                    b.assistant(text, reasoning, model=model, usage=usage)
-                    pending = False
+            pending = _mini_assistant(
+                b, message, content, extra, place, path, function_calling or text_actions == "messages"
+            )
         elif role == "tool":
             call_id = message.get("tool_call_id")
             if not call_id:
@@ -282,10 +272,53 @@ def read_mini_swe_agent(path: Path, text_actions: str = "tool_calls") -> list[Co
                 b.user(content)
             pending = False
     reported = report_unknown(path, unknown, "message roles")
+    meta = _mini_metadata(data, exit_info, "tool_calls" if function_calling else f"text ({text_actions})")
+    conversation_id = str(data.get("instance_id") or path.name.removesuffix(".json").removesuffix(".traj"))
+    conversations = [b.build(conversation_id, path, MINI_FORMAT, meta, reported)] if b.has_dialogue() else []
+    return require_conversations(path, conversations, "this mini-swe-agent trajectory")
+
+
+def _mini_assistant(
+    b: Builder,
+    message: dict[str, Any],
+    content: Any,
+    extra: dict[str, Any],
+    place: str,
+    path: Path,
+    with_calls: bool,
+) -> bool:
+    """Add one mini-swe-agent assistant message; returns whether an action (text mode) awaits its observation.
+
+    ``with_calls``: the message's tool calls are its actions; else one fenced shell block in its text is.
+    """
+    response = object_field(extra, "response")
+    usage = openai_usage(response.get("usage"))
+    reasoning = message.get("reasoning_content") or _response_reasoning(response)
+    model = response.get("model")
+    if with_calls:
+        calls = [
+            _openai_call(b, call, f"{place}.tool_calls[{k}]", path)
+            for k, call in enumerate(message.get("tool_calls") or [])
+        ]
+        b.assistant(_text(content), reasoning, calls, model=model, usage=usage)
+        return False
+    text = _text(content)
+    actions = [m for m in _FENCE.finditer(text) if m.group(1) in ("bash", "sh", "")]
+    if len(actions) != 1:
+        b.assistant(text, reasoning, model=model, usage=usage)
+        return False
+    action = actions[0]
+    rest = (text[: action.start()] + text[action.end() :]).strip()
+    call = ToolCall(id=b.new_call_id(), name="bash", arguments={"command": action.group(2).strip()})
+    b.assistant(rest, reasoning, [call], model=model, usage=usage)
+    return True
+
+
+def _mini_metadata(data: dict[str, Any], exit_info: dict[str, Any], actions: str) -> dict[str, Any]:
+    """What a mini-swe-agent trajectory says of its run (model, version, instance, exit status)."""
     info = object_field(data, "info")
-    config = object_field(info, "config")
-    model_config = object_field(config, "model")
-    meta = {
+    model_config = object_field(object_field(info, "config"), "model")
+    return {
         "agent": "mini-swe-agent",
         "model": model_config.get("model_name"),
         "mini_version": info.get("mini_version"),
@@ -293,11 +326,8 @@ def read_mini_swe_agent(path: Path, text_actions: str = "tool_calls") -> list[Co
         "instance_id": data.get("instance_id"),
         "exit_status": info.get("exit_status", exit_info.get("exit_status")),
         "model_stats": info.get("model_stats"),
-        "actions": "tool_calls" if function_calling else f"text ({text_actions})",
+        "actions": actions,
     }
-    conversation_id = str(data.get("instance_id") or path.name.removesuffix(".json").removesuffix(".traj"))
-    conversations = [b.build(conversation_id, path, MINI_FORMAT, meta, reported)] if b.has_dialogue() else []
-    return require_conversations(path, conversations, "this mini-swe-agent trajectory")
 
 
 # --- helpers -----------------------------------------------------------------------------------
