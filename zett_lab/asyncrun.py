@@ -6,12 +6,12 @@ import asyncio
 import concurrent.futures
 from collections.abc import AsyncGenerator, AsyncIterator, Coroutine
 from contextlib import AbstractAsyncContextManager, aclosing
-from typing import Any, TypeVar, cast
+from typing import TypeVar, cast
 
 T = TypeVar("T")
 
 
-def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
+def run_sync(coroutine: Coroutine[object, None, T]) -> T:
     """Run a coroutine to completion, also from inside a running event loop (Jupyter).
 
     In a notebook a loop is already running, so the coroutine gets its own loop

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import SupportsFloat, SupportsIndex
 
 import numpy as np
 import pandas as pd
@@ -28,9 +28,11 @@ from .records import is_missing
 _SUFFIXES = ((1e9, "B"), (1e6, "M"), (1e3, "k"))
 
 
-def _float(value: Any) -> float | None:
+def _float(value: object) -> float | None:
     """The value as a finite float; None when missing, not a number or not finite."""
     if is_missing(value) or isinstance(value, (bool, np.bool_)):
+        return None
+    if not isinstance(value, (SupportsFloat, SupportsIndex, str, bytes)):
         return None
     try:
         result = float(value)
@@ -39,25 +41,25 @@ def _float(value: Any) -> float | None:
     return result if math.isfinite(result) else None
 
 
-def count(value: Any) -> str:
+def count(value: object) -> str:
     """A whole number with thousands separators: ``1304190.4`` -> ``1,304,190``."""
     x = _float(value)
     return "" if x is None else f"{round(x):,}"
 
 
-def decimal(value: Any, digits: int = 3) -> str:
+def decimal(value: object, digits: int = 3) -> str:
     """A ratio or mean with fixed decimals (thousands separated when large): ``0.6931`` -> ``0.693``."""
     x = _float(value)
     return "" if x is None else f"{x:,.{digits}f}"
 
 
-def percent(value: Any, digits: int = 1) -> str:
+def percent(value: object, digits: int = 1) -> str:
     """A share as a percentage: ``0.16`` -> ``16.0%``."""
     x = _float(value)
     return "" if x is None else f"{100 * x:,.{digits}f}%"
 
 
-def usd(value: Any) -> str:
+def usd(value: object) -> str:
     """Money: four decimals below $10 (summary calls cost fractions of a cent), two above: ``$0.0123``, ``$12.34``."""
     x = _float(value)
     if x is None:
@@ -65,7 +67,7 @@ def usd(value: Any) -> str:
     return f"${x:,.4f}" if abs(x) < 10 else f"${x:,.2f}"
 
 
-def compact(value: Any) -> str:
+def compact(value: object) -> str:
     """A token count where space is short (plot ticks, heatmap cells): ``950``, ``12.5k``, ``1.3M``, ``13k``.
 
     Two significant digits past the suffix's first (``12.5k``, ``125k``), trailing zeros dropped.
@@ -82,7 +84,7 @@ def compact(value: Any) -> str:
     return f"{x:.0f}" if float(x).is_integer() or abs(x) >= 100 else number(x)
 
 
-def number(value: Any, digits: int = 3) -> str:
+def number(value: object, digits: int = 3) -> str:
     """Any figure, written the readable way for its size.
 
     Whole numbers and anything of a thousand or more: thousands separators (``9,308,850``); below one:
@@ -99,7 +101,7 @@ def number(value: Any, digits: int = 3) -> str:
     return f"{x:.{places}f}"
 
 
-def cell(value: Any) -> str:
+def cell(value: object) -> str:
     """One table cell of any type: numbers by :func:`number`, booleans as ``✓``/empty, text as it is."""
     if isinstance(value, (bool, np.bool_)):
         return "✓" if value else ""
@@ -111,10 +113,10 @@ def cell(value: Any) -> str:
 
 
 def frame_formatters(
-    frame: pd.DataFrame, columns: Mapping[str, Callable[[Any], str]] | None = None
-) -> dict[str, Callable[[Any], str]]:
+    frame: pd.DataFrame, columns: Mapping[str, Callable[[object], str]] | None = None
+) -> dict[str, Callable[[object], str]]:
     """``DataFrame.to_html(formatters=...)`` writing every numeric column by :func:`number` (or ``columns``)."""
-    formatters: dict[str, Callable[[Any], str]] = {}
+    formatters: dict[str, Callable[[object], str]] = {}
     for name in frame.columns:
         dtype = frame[name].dtype
         if pd.api.types.is_bool_dtype(dtype):
@@ -130,7 +132,7 @@ def frame_html(
     *,
     max_rows: int | None = None,
     columns: Sequence[str] | None = None,
-    formatters: Mapping[str, Callable[[Any], str]] | None = None,
+    formatters: Mapping[str, Callable[[object], str]] | None = None,
 ) -> str:
     """A DataFrame as an HTML table with readable numbers (what the ``_repr_html_`` of every result uses).
 

@@ -11,18 +11,23 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeAlias, cast
 
 import numpy as np
 import pandas as pd
 
+#: A value as JSON holds it (what :func:`plain` gives, what a saved document or a trace record holds).
+JSONValue: TypeAlias = "str | int | float | bool | None | list[JSONValue] | dict[str, JSONValue]"
+#: A JSON object: a saved document, a record, a row of :func:`records`.
+JSONObject: TypeAlias = "dict[str, JSONValue]"
 
-def is_missing(value: Any) -> bool:
+
+def is_missing(value: object) -> bool:
     """Whether a table cell is missing (None, NaN, pd.NA), for values of any type."""
     if value is None:
         return True
     try:
-        return bool(pd.isna(value))
+        return bool(pd.isna(cast(Any, value)))  # any cell: pandas answers for every type
     except (TypeError, ValueError):
         return False
 
@@ -32,7 +37,7 @@ def flags(series: pd.Series) -> np.ndarray:
     return series.astype("boolean").fillna(False).to_numpy(dtype=bool)
 
 
-def plain(value: Any, digits: int | None = None) -> Any:
+def plain(value: object, digits: int | None = None) -> Any:
     """A JSON-ready Python value: missing -> None, numpy scalars and arrays -> Python, mappings keyed by str.
 
     ``digits`` rounds floats (for display documents); ``None`` keeps them exact (for round trips).
@@ -44,12 +49,14 @@ def plain(value: Any, digits: int | None = None) -> Any:
         return {str(k): plain(v, digits) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [plain(v, digits) for v in value]
-    if hasattr(value, "tolist") and getattr(value, "ndim", None):
-        return [plain(v, digits) for v in value.tolist()]
+    tolist = getattr(value, "tolist", None)
+    if tolist is not None and getattr(value, "ndim", None):
+        return [plain(v, digits) for v in tolist()]
     if is_missing(value):
         return None
-    if hasattr(value, "item"):
-        value = value.item()
+    item = getattr(value, "item", None)
+    if item is not None:
+        value = item()
     if isinstance(value, float):
         if not math.isfinite(value):
             return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 
@@ -32,8 +33,11 @@ def test_neutral_round_trip_keeps_every_field(tmp_path):
     conversation.messages[-1] = AssistantMessage(
         content="done", reasoning="checked twice", provider="openai", model="gpt-5"
     )
-    conversation.usage = {2: ModelUsage(input_tokens=120, output_tokens=9)}
-    conversation.probes = [zett_lab.Probe(question="q?", answer="module_0", type="recall", message_index=1)]
+    conversation = dataclasses.replace(
+        conversation,
+        usage={2: ModelUsage(input_tokens=120, output_tokens=9)},
+        probes=[zett_lab.Probe(question="q?", answer="module_0", type="recall", message_index=1)],
+    )
     path = conversation.save(tmp_path / "c.json")
     loaded = zett_lab.load(path)
     assert loaded.messages == conversation.messages
@@ -144,7 +148,7 @@ def test_unknown_format_lists_known_formats(tmp_path):
 
 def test_sqlite_reader_dedupes_system_prompts_and_keeps_usage(tmp_path):
     conversation = coding_conversation(turns=3)
-    conversation.usage = {2: ModelUsage(input_tokens=300, output_tokens=20)}
+    conversation = dataclasses.replace(conversation, usage={2: ModelUsage(input_tokens=300, output_tokens=20)})
     db = write_sqlite([conversation, coding_conversation(turns=1, cid="second")], tmp_path / "s.sqlite")
     loaded = zett_lab.load(db, session="hand-made")
     assert loaded.messages == conversation.messages

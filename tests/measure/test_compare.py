@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -174,8 +175,7 @@ def test_real_traces_with_offline_baselines():
     from tests.measure.test_metrics import linked_conversation
     from zett_lab.replay import replay
 
-    conversations = [linked_conversation(turns=6), linked_conversation(turns=7)]
-    conversations[1].id = "linked-7"
+    conversations = [linked_conversation(turns=6), dataclasses.replace(linked_conversation(turns=7), id="linked-7")]
     traces = [replay(c, max_tokens=2500, keep_recent_tokens=800, summarizer="anchors") for c in conversations]
     result = compare({"anchors": traces}, baselines=("mask", "truncate"), seed=0, resamples=500)
     assert set(result.losses) == {"anchors", "mask", "truncate"}

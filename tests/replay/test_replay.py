@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -93,7 +95,7 @@ def test_one_oversized_turn_never_compacts_and_says_why():
 
 def test_log_cut_after_a_tool_result_ends_cleanly():
     conversation = coding_conversation(turns=2)
-    conversation.messages = conversation.messages[:-1]  # ends on a tool result
+    conversation = dataclasses.replace(conversation, messages=conversation.messages[:-1])  # ends on a tool result
     trace = replay(
         conversation, max_tokens=10_000, keep_recent_tokens=1_000, summarizer=CountingSummarizer(), cache=False
     )
@@ -104,7 +106,7 @@ def test_log_cut_after_a_tool_result_ends_cleanly():
 
 def test_log_cut_after_an_unanswered_tool_call_ends_cleanly():
     conversation = coding_conversation(turns=2)
-    conversation.messages = conversation.messages[:-2]  # ends on an assistant tool call
+    conversation = dataclasses.replace(conversation, messages=conversation.messages[:-2])  # ends on a tool call
     assert isinstance(conversation.messages[-1], AssistantMessage) and conversation.messages[-1].tool_calls
     trace = replay(
         conversation, max_tokens=10_000, keep_recent_tokens=1_000, summarizer=CountingSummarizer(), cache=False

@@ -31,6 +31,7 @@ from zett_agent.messages import (
 from zett_agent.model import ModelUsage
 
 from ..errors import InputError
+from ..records import JSONObject
 from .neutral_writer import write_neutral
 
 PROBE_TYPES = ("recall", "artifact", "continuation", "decision", "update")
@@ -63,7 +64,7 @@ class Probe:
     superseded_answer: str | None = None
     superseded_index: int | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """The JSON form :func:`parse_probes` reads (the superseded fields only for ``update`` probes)."""
         data = asdict(self)
         if self.type != "update":
@@ -115,7 +116,7 @@ class Turn:
     end: int
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class Conversation:
     """A recorded conversation ready for replay.
 
@@ -212,7 +213,7 @@ class Conversation:
         return write_neutral([self], path, overwrite=overwrite)
 
 
-def parse_probes(data: Any, path: object, n_messages: int) -> list[Probe]:
+def parse_probes(data: object, path: object, n_messages: int) -> list[Probe]:
     """Gold probes from their JSON form (a list of objects), checked against the conversation.
 
     Raises :class:`InputError` naming the file and the probe for a wrong shape,
@@ -267,7 +268,7 @@ def _superseded_fields(item: dict[str, Any], place: str, path: object, index: in
 _NATIVE_FIELDS = ("position", "summary", "span_start", "tokens_before", "kind", "metadata")
 
 
-def parse_native_compactions(data: Any, path: object, n_messages: int) -> list[NativeCompaction]:
+def parse_native_compactions(data: object, path: object, n_messages: int) -> list[NativeCompaction]:
     """Native compactions from their JSON form (the :class:`NativeCompaction` fields), checked against the conversation.
 
     Raises :class:`InputError` naming the file and the compaction for a wrong shape, an unknown
@@ -301,7 +302,7 @@ def parse_native_compactions(data: Any, path: object, n_messages: int) -> list[N
     return out
 
 
-def parse_harness_context(data: Any, path: object, n_messages: int) -> list[HarnessContext]:
+def parse_harness_context(data: object, path: object, n_messages: int) -> list[HarnessContext]:
     """Harness context from its JSON form (the :class:`HarnessContext` fields), checked against the conversation.
 
     Raises :class:`InputError` naming the file and the entry for a wrong shape, an unknown field, or a

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from zett_agent.extensions.compaction import CompactedMessage
 from zett_agent.messages import (
@@ -34,6 +35,7 @@ from zett_agent.messages import (
 from zett_agent.model import ModelUsage
 
 from ..errors import InputError
+from ..records import JSONValue
 from .conversation import Conversation, parse_harness_context, parse_native_compactions, parse_probes
 from .registry import Reader, register
 from .storable import decode, loads, loads_utf8
@@ -43,7 +45,7 @@ _ROLES = ("system", "user", "assistant", "tool", "checkpoint", "agent")
 _FOREIGN_BLOCKS = {"tool_use", "tool_result", "thinking", "redacted_thinking"}
 
 
-def parse_json_document(path: Path) -> tuple[Any, bool]:
+def parse_json_document(path: Path) -> tuple[JSONValue, bool]:
     """Parse a JSON file, or JSONL when it holds several values; return (data, is_jsonl).
 
     Errors name the file and line.
@@ -150,20 +152,26 @@ def read_neutral(path: Path) -> list[Conversation]:
     return conversations
 
 
-def conversation_from_neutral(item: dict[str, Any], path: Path, where: str = "") -> Conversation:
+def conversation_from_neutral(item: Mapping[str, JSONValue], path: Path, where: str = "") -> Conversation:
     """Build one Conversation from a neutral object; errors name the message index and field."""
     prefix = f"{where}, " if where else ""
     messages: list[AnyMessage] = []
     usage: dict[int, ModelUsage] = {}
     names: dict[str, str] = {}
-    for index, raw in enumerate(item["messages"]):
+    recorded, metadata = item.get("messages"), item.get("metadata", {})
+    if not isinstance(recorded, list):
+        raise InputError(path, where or None, "expected an object with a 'messages' list")
+    if not isinstance(metadata, dict):
+        raise InputError(path, f"{prefix}field 'metadata'", "expected an object")
+    for index, raw in enumerate(recorded):
         place = f"{prefix}message {index}"
         if not isinstance(raw, dict):
             raise InputError(path, place, "a message must be a JSON object")
         message = _message_from_neutral(raw, path, place, names)
-        if isinstance(message, AssistantMessage) and isinstance(raw.get("usage"), dict):
+        recorded_usage = raw.get("usage")
+        if isinstance(message, AssistantMessage) and isinstance(recorded_usage, dict):
             try:
-                usage[index] = ModelUsage(**raw["usage"])
+                usage[index] = ModelUsage(**cast(dict[str, Any], recorded_usage))  # ModelUsage checks its fields
             except (TypeError, ValueError) as error:
                 raise InputError(path, f"{place}, field 'usage'", str(error)) from error
         messages.append(message)
@@ -175,7 +183,7 @@ def conversation_from_neutral(item: dict[str, Any], path: Path, where: str = "")
         usage=usage,
         native_compactions=parse_native_compactions(item.get("native_compactions", []), path, len(messages)),
         probes=parse_probes(item.get("probes", []), path, len(messages)),
-        metadata=dict(item.get("metadata", {})),
+        metadata=dict(metadata),
         harness_context=parse_harness_context(item.get("harness_context", []), path, len(messages)),
     )
     return conversation.validate()

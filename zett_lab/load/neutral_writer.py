@@ -12,7 +12,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from zett_agent.extensions.compaction import CompactedMessage
 from zett_agent.messages import (
@@ -28,6 +28,14 @@ from zett_agent.messages import (
 from zett_agent.model import ModelUsage
 
 from ..files import check_output, write_atomic
+from ..records import JSONObject, JSONValue
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+
+class _WritableProbe(Protocol):
+    def to_dict(self) -> JSONObject: ...
 
 
 class Recorded(Protocol):
@@ -39,25 +47,25 @@ class Recorded(Protocol):
     def messages(self) -> Sequence[AnyMessage]: ...
     @property
     def usage(self) -> Mapping[int, ModelUsage]: ...
-    # Probe and NativeCompaction are defined next to Conversation, which imports this module: typing them
-    # here would be an import cycle.
+    # Probe, NativeCompaction and HarnessContext are defined next to Conversation, which imports this module:
+    # naming them here would be an import cycle, so they are typed by what the writer uses of them.
     @property
-    def probes(self) -> Sequence[Any]: ...
+    def probes(self) -> Sequence[_WritableProbe]: ...
     @property
-    def native_compactions(self) -> Sequence[Any]: ...
+    def native_compactions(self) -> Sequence[DataclassInstance]: ...
     @property
-    def harness_context(self) -> Sequence[Any]: ...
+    def harness_context(self) -> Sequence[DataclassInstance]: ...
     @property
-    def metadata(self) -> Mapping[str, Any]: ...
+    def metadata(self) -> Mapping[str, JSONValue]: ...
     def input_files(self) -> list[Path]: ...
 
 
-def message_to_neutral(message: AnyMessage, usage: ModelUsage | None = None) -> dict[str, Any]:
+def message_to_neutral(message: AnyMessage, usage: ModelUsage | None = None) -> JSONObject:
     """One zett message as a neutral JSON object (lossless for text, tool calls and image URLs)."""
     if isinstance(message, SystemMessage):
         return {"role": "system", "content": message.content}
     if isinstance(message, AssistantMessage):
-        out: dict[str, Any] = {"role": "assistant", "content": message.content}
+        out: JSONObject = {"role": "assistant", "content": message.content}
         if message.reasoning is not None:
             out["reasoning"] = message.reasoning
         for field in ("provider", "model"):
@@ -103,14 +111,14 @@ def _content_to_neutral(content: Any) -> Any:
     return parts
 
 
-def conversation_to_neutral(conversation: Recorded) -> dict[str, Any]:
+def conversation_to_neutral(conversation: Recorded) -> JSONObject:
     """A Conversation as one neutral JSON object."""
     return {
         "id": conversation.id,
         "messages": [message_to_neutral(m, conversation.usage.get(i)) for i, m in enumerate(conversation.messages)],
         "probes": [p.to_dict() for p in conversation.probes],
         "native_compactions": [asdict(n) for n in conversation.native_compactions],
-        "metadata": conversation.metadata,
+        "metadata": dict(conversation.metadata),
         **(
             {"harness_context": [asdict(h) for h in conversation.harness_context]}
             if conversation.harness_context

@@ -18,11 +18,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import orjson
 
 from ..errors import InputError, warn
+from ..records import JSONValue
 from .conversation import Conversation
 
 #: What replaces a character that cannot be stored.
@@ -31,13 +32,15 @@ _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 #: How many message indices a warning lists before it says "and N more".
 _LISTED = 10
 
+T = TypeVar("T")
+
 
 def decode(raw: bytes) -> str:
     """UTF-8 text (a leading byte-order mark dropped); bytes that are not UTF-8 become lone surrogates."""
     return raw.decode("utf-8-sig", "surrogateescape")
 
 
-def loads(raw: bytes | str) -> Any:
+def loads(raw: bytes | str) -> JSONValue:
     """Parse JSON like :func:`json.loads`, but never fail on the encoding, and fail only with JSONDecodeError.
 
     Bytes are parsed as they are when they are plain UTF-8 JSON (:func:`loads_utf8`), else decoded
@@ -94,23 +97,29 @@ def _json_text(raw: bytes) -> str:
         return decode(raw)
 
 
-def make_storable(value: Any) -> tuple[Any, int]:
+def make_storable(value: T) -> tuple[T, int]:
     """``value`` with every unstorable character replaced, and how many were (the same object when none).
 
     Walks strings, lists, tuples, dicts (keys too) and dataclass instances such as zett-agent
     messages; anything else (numbers, bytes, enums) is returned as it is.
     """
+    storable, replaced = _storable(value)
+    return cast(T, storable), replaced
+
+
+def _storable(value: Any) -> tuple[Any, int]:
+    """:func:`make_storable` on a value of any type (each branch rebuilds the type it walks)."""
     if not _holds_unstorable(value):
         return value, 0
     if isinstance(value, str):
         return _UNSTORABLE.subn(REPLACEMENT, value)
     if type(value) in (list, tuple):
-        items = [make_storable(item) for item in value]
+        items = [_storable(item) for item in value]
         return type(value)(item for item, _ in items), sum(n for _, n in items)
     if isinstance(value, dict):
-        pairs = [(make_storable(k), make_storable(v)) for k, v in value.items()]
+        pairs = [(_storable(k), _storable(v)) for k, v in value.items()]
         return type(value)((k[0], v[0]) for k, v in pairs), sum(k[1] + v[1] for k, v in pairs)
-    changes = {name: make_storable(getattr(value, name)) for name in _field_names(type(value)) or ()}
+    changes = {name: _storable(getattr(value, name)) for name in _field_names(type(value)) or ()}
     return dataclasses.replace(value, **{name: v for name, (v, n) in changes.items() if n}), sum(
         n for _, n in changes.values()
     )
@@ -164,7 +173,7 @@ def _holds_unstorable(value: Any) -> bool:
 MAX_NESTING = 200
 
 
-def nesting(value: Any, limit: int = MAX_NESTING) -> int:
+def nesting(value: object, limit: int = MAX_NESTING) -> int:
     """How deeply lists, tuples and dicts nest in ``value`` (walked without recursion; stops past ``limit``)."""
     deepest = 0
     stack: list[tuple[Any, int]] = [(value, 0)]
@@ -202,7 +211,8 @@ def check_nesting(conversation: Conversation) -> None:
 
 
 def normalise(conversation: Conversation) -> Conversation:
-    """Replace unstorable characters everywhere in a conversation (in place); warn once naming the places.
+    """The conversation with unstorable characters replaced everywhere (a copy when any was); warn once naming
+    the places.
 
     Data nested deeper than :data:`MAX_NESTING` is refused first (:func:`check_nesting`).
     """
@@ -215,10 +225,11 @@ def normalise(conversation: Conversation) -> Conversation:
             conversation.messages[index] = cleaned
             places.append(f"message {index}")
             replaced += count
+    fields: dict[str, Any] = {}  # the changed fields, each of its own type
     for name in ("id", "metadata", "native_compactions", "probes"):
         cleaned, count = make_storable(getattr(conversation, name))
         if count:
-            setattr(conversation, name, cleaned)
+            fields[name] = cleaned
             places.append(name.replace("_", " "))
             replaced += count
     if places:
@@ -228,4 +239,4 @@ def normalise(conversation: Conversation) -> Conversation:
             f"character(s) that cannot be stored as text (lone surrogate, NUL or byte that is not UTF-8) with U+FFFD",
             stacklevel=3,
         )
-    return conversation
+    return dataclasses.replace(conversation, **fields) if fields else conversation

@@ -13,7 +13,6 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 from zett_agent.messages import (
     AgentMessage,
@@ -60,7 +59,7 @@ def content_text(content: object, image: str = "") -> str:
     return clean_text(content)
 
 
-def argument_strings(value: Any) -> Iterator[str]:
+def argument_strings(value: object) -> Iterator[str]:
     """Every string and number in tool-call arguments (nested dicts and lists walked, keys left out), as text."""
     if isinstance(value, (str, bytes, bytearray)):
         yield clean_text(value)

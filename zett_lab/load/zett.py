@@ -7,6 +7,7 @@ as they were.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import json
 import os
@@ -23,6 +24,7 @@ from zett_agent.storage import decode_messages
 
 from ..errors import InputError
 from ..files import atomic_path, check_output, write_atomic
+from ..records import JSONValue
 from .committed import private_copy
 from .conversation import (
     CHECKPOINT_PREFIX,
@@ -41,7 +43,7 @@ JSONL_FORMAT = "zett-jsonl"
 ZETTCODE_FORMAT = "zettcode"
 
 
-def probes_sidecar(path: Path) -> dict[str, Any]:
+def probes_sidecar(path: Path) -> dict[str, JSONValue]:
     """The sidecar beside a recorded file (``<stem>.probes.json``: per session, probes and native compactions),
     or {} when there is none."""
     sidecar = probes_sidecar_path(path)
@@ -53,17 +55,18 @@ def probes_sidecar(path: Path) -> dict[str, Any]:
     return data
 
 
-def _attach_probes(conversation: Conversation, sidecar: dict[str, Any], path: Path) -> None:
+def _attach_probes(conversation: Conversation, sidecar: dict[str, JSONValue], path: Path) -> Conversation:
+    """The conversation with the probes and native compactions its sidecar entry gives (itself without one)."""
     entry = sidecar.get(conversation.id)
     if entry is None:
-        return
+        return conversation
     where = probes_sidecar_path(path)
     probes = entry.get("probes", []) if isinstance(entry, dict) else entry
     natives = entry.get("native_compactions", []) if isinstance(entry, dict) else []
     try:
-        conversation.probes = parse_probes(probes, where, len(conversation.messages))
+        probes_found = parse_probes(probes, where, len(conversation.messages))
         kept = {(n.position, n.summary) for n in conversation.native_compactions}
-        conversation.native_compactions += [
+        natives_found = [
             n
             for n in parse_native_compactions(natives, where, len(conversation.messages))
             if (n.position, n.summary) not in kept
@@ -72,6 +75,11 @@ def _attach_probes(conversation: Conversation, sidecar: dict[str, Any], path: Pa
         raise InputError(where, f"session {conversation.id!r}, {error.where}", error.problem) from error
     if isinstance(entry, dict):
         conversation.metadata.update({k: v for k, v in entry.items() if k not in ("probes", "native_compactions")})
+    return dataclasses.replace(
+        conversation,
+        probes=probes_found,
+        native_compactions=[*conversation.native_compactions, *natives_found],
+    )
 
 
 def _decode(payload: str, path: Path, where: str) -> list[AnyMessage]:
@@ -145,8 +153,7 @@ def _read_sessions(connection: sqlite3.Connection, path: Path) -> list[Conversat
         _column(session_id, str, path, f"session {session_id!r}", "agent_sessions.id")
         conversation = _session_conversation(path, session_id, rows[session_id], snapshots[session_id])
         conversation.metadata.update(title=title, agent_name=agent_name, parent_session_id=parent)
-        _attach_probes(conversation, sidecar, path)
-        conversations.append(conversation.validate())
+        conversations.append(_attach_probes(conversation, sidecar, path).validate())
     if not conversations:
         raise InputError(path, None, "the database holds no sessions with messages")
     return conversations
@@ -194,25 +201,7 @@ def _session_conversation(
                 raise InputError(path, where, f"recorded usage is impossible ({error})") from error
     messages, sequences, dropped = keep_first_system_prompt(messages, sequences)
     usage = {i: usage_by_sequence[s] for i, s in enumerate(sequences) if s in usage_by_sequence}
-    native = []
-    for version, through, message_json in snapshot_rows:
-        where = f"session {session_id!r}, snapshot {version!r}"
-        _column(version, int, path, where, "version")
-        _column(through, int, path, where, "compacted_through_sequence")
-        checkpoint = next((m for m in _decode(message_json, path, where) if isinstance(m, CompactedMessage)), None)
-        position = next(
-            (i for i, s in enumerate(sequences) if s > through and not isinstance(messages[i], SystemMessage)),
-            len(messages),
-        )
-        native.append(
-            NativeCompaction(
-                position=position,
-                summary=checkpoint.text.removeprefix(CHECKPOINT_PREFIX) if checkpoint is not None else "",
-                span_start=1 if messages and isinstance(messages[0], SystemMessage) else 0,
-                kind="zett-snapshot",
-                metadata={"version": version, "compacted_through_sequence": through},
-            )
-        )
+    native = [_snapshot(path, session_id, row, messages, sequences) for row in snapshot_rows]
     return Conversation(
         id=session_id,
         messages=messages,
@@ -225,6 +214,28 @@ def _session_conversation(
             "request_ids": [requests[s] for s in sequences],
             "repeated_system_prompts": dropped,
         },
+    )
+
+
+def _snapshot(
+    path: Path, session_id: str, row: tuple[Any, ...], messages: list[AnyMessage], sequences: list[int]
+) -> NativeCompaction:
+    """One context snapshot of the session storage, as the native compaction it records."""
+    version, through, message_json = row
+    where = f"session {session_id!r}, snapshot {version!r}"
+    _column(version, int, path, where, "version")
+    _column(through, int, path, where, "compacted_through_sequence")
+    checkpoint = next((m for m in _decode(message_json, path, where) if isinstance(m, CompactedMessage)), None)
+    position = next(
+        (i for i, s in enumerate(sequences) if s > through and not isinstance(messages[i], SystemMessage)),
+        len(messages),
+    )
+    return NativeCompaction(
+        position=position,
+        summary=checkpoint.text.removeprefix(CHECKPOINT_PREFIX) if checkpoint is not None else "",
+        span_start=1 if messages and isinstance(messages[0], SystemMessage) else 0,
+        kind="zett-snapshot",
+        metadata={"version": version, "compacted_through_sequence": through},
     )
 
 
@@ -276,8 +287,7 @@ def read_jsonl(path: Path) -> list[Conversation]:
     conversations = []
     for session_id, messages in by_session.items():
         conversation = Conversation(id=session_id, messages=messages, source=str(path), format=JSONL_FORMAT)
-        _attach_probes(conversation, sidecar, path)
-        conversations.append(conversation.validate())
+        conversations.append(_attach_probes(conversation, sidecar, path).validate())
     return conversations
 
 

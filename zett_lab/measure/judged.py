@@ -94,7 +94,7 @@ JUDGED_COLUMNS: dict[str, str] = {
 }
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class JudgedResult:
     """Result of :func:`run_judged`.
 

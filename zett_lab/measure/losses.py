@@ -54,7 +54,7 @@ from .probes import check_probes
 from .updates import GrowingSpanUpdates, observe
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class Losses:
     """Offline loss metrics of one or more traces: plain DataFrames.
 

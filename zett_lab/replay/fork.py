@@ -25,13 +25,14 @@ summary attempt: the proof says nothing about those.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import cast
 
 from zett_agent.extensions.memory import InMemoryMessageAccumulator
 from zett_agent.messages import AnyMessage
 
 from ..errors import SettingError
 from .playback import ReplayCursor
+from .schema import TraceRow
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,9 +75,9 @@ class ForkableRun:
     conversation_id: str
     engine: str
     summarizer: str
-    step_rows: list[dict[str, Any]]
-    compaction_rows: list[dict[str, Any]]
-    engine_events: list[dict[str, Any]]
+    step_rows: list[TraceRow]
+    compaction_rows: list[TraceRow]
+    engine_events: list[TraceRow]
     interrupted_turns: list[int]
     marks: list[TurnMark] = field(default_factory=list)
 
@@ -124,7 +125,8 @@ class Fork:
                 **row,
                 "max_tokens": recording.max_tokens,
                 "keep_recent_tokens": recording.keep_recent_tokens,
-                "over_budget_after": row["context_tokens_after"] > recording.max_tokens,
+                "over_budget_after": cast(int, row["context_tokens_after"])
+                > recording.max_tokens,  # the recorder's int
             }
             for row in run.step_rows[: mark.steps]
         ]

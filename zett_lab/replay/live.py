@@ -53,6 +53,7 @@ from typing import Any
 import zett_agent
 from zett_agent.agent import AgentRunContext
 from zett_agent.extensions.compaction import CompactionExtension
+from zett_agent.extensions.events import CompactionEvent
 from zett_agent.messages import AnyMessage, SystemMessage
 from zett_agent.model import ModelResponse, ModelUsage
 from zett_agent.storage import encode_messages
@@ -60,9 +61,10 @@ from zett_agent.storage import encode_messages
 from ..errors import OutputError, SettingError
 from ..load.conversation import starts_turn
 from ..load.zett import keep_first_system_prompt
+from ..records import JSONObject
 from ..tokens import MemoizingCounter, TokenCounter
 from .engine import LiveProbe, counts_with_engine_estimator, engine_name, graft, storage_sequences, stored_raw_log
-from .live_reader import LIVE_FORMAT, LIVE_VERSION, first_line, message_digest, session_states
+from .live_reader import LIVE_FORMAT, LIVE_VERSION, SessionState, first_line, message_digest, session_states
 from .recorder import PassRecord, Recording
 from .setting import Setting, TraceSettings
 
@@ -133,7 +135,7 @@ class TraceLog:
         if torn:  # a process was killed mid-record: end that line so the next record starts clean
             self._pending.append(b"\n")
 
-    def write(self, record: dict[str, Any], *, flush: bool = False) -> None:
+    def write(self, record: JSONObject, *, flush: bool = False) -> None:
         """Add a record; with ``flush``, write everything pending (and fsync when configured)."""
         line = (_ENCODER.encode(record) + "\n").encode("utf-8")
         with self._lock:
@@ -287,7 +289,7 @@ class LiveRecorder:
             session.recording.turn, session.recording.turn_step = session.turns - 1, 0
         if not isinstance(message, SystemMessage) and index == (1 if session.has_system else 0):
             session.recording.span_start = index  # summaries stand for everything from the first dialogue message
-        record = {
+        record: JSONObject = {
             "record": "message",
             "run": self.run,
             "session_id": session_id,
@@ -338,7 +340,7 @@ class LiveRecorder:
                 flush=True,
             )
             return
-        recovered: dict[str, int] = {}
+        recovered: JSONObject = {}
         for message, sequence in zip(kept[len(digests) :], sequences[len(digests) :], strict=True):
             appended = self._append(context.session_id, session, message, usage.get(sequence), recovered=True)
             if appended is not None:
@@ -414,7 +416,7 @@ class LiveRecorder:
             )
         recording.add_step(row)
 
-    def event(self, context: AgentRunContext, event: Any) -> None:
+    def event(self, context: AgentRunContext, event: CompactionEvent) -> None:
         """An applied compaction as the engine published it (the cross-check of its compaction row)."""
         recording = self._request(context).session.recording
         self.log.write(
@@ -464,7 +466,7 @@ def live_settings(extension: CompactionExtension, counter: TokenCounter) -> Trac
     )
 
 
-def _resume(session: _Session, state: dict[str, Any]) -> None:
+def _resume(session: _Session, state: SessionState) -> None:
     session.n_messages, session.turns, session.has_system = state["n_messages"], state["turns"], state["has_system"]
     session.digests = state["digests"]
     recording = session.recording

@@ -11,7 +11,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from zett_agent.messages import AnyMessage, SystemMessage
 from zett_agent.model import ModelUsage
@@ -19,13 +19,15 @@ from zett_agent.storage import decode_messages
 
 from ..errors import InputError, warn
 from ..load.conversation import Conversation, starts_turn
+from ..records import JSONValue
+from .schema import TraceRow
 from .setting import LiveFacts, TraceSettings
 
 LIVE_FORMAT = "zett-lab-live-trace"
 LIVE_VERSION = 1
 
 
-def first_line(path: Path) -> Any:
+def first_line(path: Path) -> JSONValue:
     """The first line of a file as JSON (None when it is not JSON): a live trace starts with its format."""
     with path.open("rb") as handle:
         line = handle.readline()
@@ -111,15 +113,15 @@ def live_sessions(path: str | Path) -> list[str]:
     return list(_parse(Path(path)).sessions)
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class LiveSession:
     """One session of a live trace file, read back: what :meth:`Trace.load` builds a trace from."""
 
     conversation: Conversation
-    step_rows: list[dict[str, Any]]
-    compaction_rows: list[dict[str, Any]]
+    step_rows: list[TraceRow]
+    compaction_rows: list[TraceRow]
     settings: TraceSettings
-    engine_events: list[dict[str, Any]]
+    engine_events: list[TraceRow]
 
 
 def is_live_trace(path: str | Path) -> bool:
@@ -207,9 +209,21 @@ def _conversation(path: Path, session: str, records: dict[str, list[dict[str, An
     )
 
 
-def session_states(path: Path) -> dict[str, dict[str, Any]]:
+class SessionState(TypedDict):
+    """Where one session of a live trace stopped: what a restarted agent continues from."""
+
+    digests: list[str]
+    n_messages: int
+    turns: int
+    has_system: bool
+    steps: int
+    compactions: int
+    checkpoint_id: int | None
+
+
+def session_states(path: Path) -> dict[str, SessionState]:
     """Where each session of an existing trace stopped, so a restarted agent continues its trace."""
-    states = {}
+    states: dict[str, SessionState] = {}
     for session_id, records in _parse(path).sessions.items():
         messages = records.get("message", [])
         compactions = [r["row"] for r in records.get("compaction", [])]

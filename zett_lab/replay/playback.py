@@ -21,6 +21,7 @@ from zett_agent.tools.base import AgentTool, current_tool_call_id
 
 from ..load.conversation import Conversation
 from .recorder import PassRecord, Recording
+from .schema import TraceRow
 
 T = TypeVar("T")
 
@@ -77,7 +78,7 @@ class ReplayCursor:
         self.current = PassRecord(trigger=trigger, n_recorded=n_recorded)
         return self.current
 
-    def finish_pass(self, step: int) -> dict[str, Any] | None:
+    def finish_pass(self, step: int) -> TraceRow | None:
         return self.recording.finish_pass(self.current, step)
 
 

@@ -9,20 +9,41 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 import zett_agent
 from zett_agent.extensions.compaction import CompactedMessage
 from zett_agent.messages import AnyMessage, AssistantMessage, SystemMessage
 
 from ..load.conversation import CHECKPOINT_PREFIX
+from ..records import JSONValue
 from ..tokens import TokenCounter
-from .schema import BELOW_THRESHOLD, ENGINE_FAILED, NO_TURN_BOUNDARY, NOT_APPLIED, NOT_SMALLER, SUMMARY_FAILED
+from .schema import (
+    BELOW_THRESHOLD,
+    ENGINE_FAILED,
+    NO_TURN_BOUNDARY,
+    NOT_APPLIED,
+    NOT_SMALLER,
+    SUMMARY_FAILED,
+    TraceRow,
+)
 
 if TYPE_CHECKING:  # the Setting is read, never built, here (and its module builds engines, which record into this one)
     from .setting import Setting
 
 Window = tuple[list[SystemMessage], list[AnyMessage], list[AnyMessage]]
+
+
+class SummaryCall(TypedDict, total=False):
+    """What the summary channel recorded of one summary call (empty when the pass made none)."""
+
+    identity: str
+    cache_hit: bool
+    text: str | None
+    tool_calls: bool
+    latency_s: float
+    input_tokens: int | None
+    output_tokens: int | None
 
 
 @dataclass(slots=True)
@@ -38,7 +59,7 @@ class PassRecord:
     window: Window | None = None
     window_checked: bool = False
     window_skip: str | None = None
-    summary_call: dict[str, Any] | None = None
+    summary_call: SummaryCall | None = None
     checkpoint: CompactedMessage | None = None
     applied: bool = False
     error: BaseException | None = None
@@ -68,7 +89,7 @@ def checkpoint_text(checkpoint: CompactedMessage) -> str:
     return text[len(CHECKPOINT_PREFIX) :] if text.startswith(CHECKPOINT_PREFIX) else text
 
 
-def error_kind(error: BaseException, call: dict[str, Any]) -> str:
+def error_kind(error: BaseException, call: SummaryCall) -> str:
     """A short, stable name for why a summary attempt failed (an error may name its own, as a timeout does)."""
     own = getattr(error, "error_kind", None)
     if isinstance(own, str):
@@ -82,7 +103,7 @@ def error_kind(error: BaseException, call: dict[str, Any]) -> str:
     return f"{name}:{status}" if isinstance(status, int) else name
 
 
-def summary_call_columns(call: dict[str, Any], error: BaseException | None) -> dict[str, Any]:
+def summary_call_columns(call: SummaryCall, error: BaseException | None) -> TraceRow:
     """The compaction columns a summary call fills: its cost, latency, cache use and failure."""
     return {
         "latency_s": call.get("latency_s"),
@@ -115,12 +136,12 @@ class Recording:
     steps: int = 0
     compactions: int = 0
     checkpoint_id: int | None = None
-    step_rows: list[dict[str, Any]] = field(default_factory=list)
-    compaction_rows: list[dict[str, Any]] = field(default_factory=list)
-    engine_events: list[dict[str, Any]] = field(default_factory=list)
+    step_rows: list[TraceRow] = field(default_factory=list)
+    compaction_rows: list[TraceRow] = field(default_factory=list)
+    engine_events: list[TraceRow] = field(default_factory=list)
     #: Replays keep every row; a live recording only writes them out (``write(kind, row)``).
     keep_rows: bool = True
-    write: Callable[[str, dict[str, Any]], None] | None = None
+    write: Callable[[str, TraceRow], None] | None = None
 
     #: The Setting's counter, limits and summarizer identity, looked up once (every row reads them).
     counter: TokenCounter = field(init=False)
@@ -133,7 +154,7 @@ class Recording:
         self.counter, self.summarizer_identity = setting.token_counter(), setting.summarizer_name
         self.max_tokens, self.keep_recent_tokens = setting.max_tokens, setting.keep_recent_tokens
 
-    def add_step(self, row: dict[str, Any]) -> None:
+    def add_step(self, row: TraceRow) -> None:
         """Count a finished step row, then keep it and/or write it out."""
         self.steps += 1
         self.turn_step += 1
@@ -142,31 +163,32 @@ class Recording:
         if self.write is not None:
             self.write("step", row)
 
-    def add_compaction(self, row: dict[str, Any]) -> None:
+    def add_compaction(self, row: TraceRow) -> None:
         """Keep and/or write out a finished compaction row."""
         if self.keep_rows:
             self.compaction_rows.append(row)
         if self.write is not None:
             self.write("compaction", row)
 
-    def finish_pass(self, state: PassRecord | None, step: int, **extra: Any) -> dict[str, Any] | None:
+    def finish_pass(self, state: PassRecord | None, step: int, **extra: JSONValue) -> TraceRow | None:
         """The compaction row of a pass that attempted (or was asked for) a summary; None otherwise."""
         if state is None or not state.attempted:
             return None
+        compaction_id = self.compactions  # the row's id (compaction_row numbers it so)
         row = {**self.compaction_row(state, step), **extra}
         self.compactions += 1
         if state.applied:
-            self.checkpoint_id = row["compaction_id"]
+            self.checkpoint_id = compaction_id
         self.add_compaction(row)
         return row
 
-    def compaction_row(self, state: PassRecord, step: int) -> dict[str, Any]:
+    def compaction_row(self, state: PassRecord, step: int) -> TraceRow:
         counter = self.counter
         window = state.window
         older, recent = (window[1], window[2]) if window else ([], [])
         older_tokens = counter(older) if window else None
         summary_tokens = counter([state.checkpoint]) if state.checkpoint is not None else None
-        call = state.summary_call or {}
+        call: SummaryCall = state.summary_call or {}
         error = state.error
         text = checkpoint_text(state.checkpoint) if state.checkpoint is not None else call.get("text")
         return {
@@ -198,10 +220,10 @@ class Recording:
         step: int,
         n_recorded: int,
         state: PassRecord | None,
-        compaction: dict[str, Any] | None,
+        compaction: TraceRow | None,
         sent: Sequence[AnyMessage],
         reply: AssistantMessage | None,
-    ) -> dict[str, Any]:
+    ) -> TraceRow:
         """The row of one model step: what the pass before it decided and what the step was sent."""
         counter = self.counter
         kinds = Counter(map(type, sent))  # counted in C: contexts run to thousands of messages

@@ -18,21 +18,22 @@ Example::
 from __future__ import annotations
 
 import copy
+import dataclasses
 import time
 import warnings
-from collections.abc import Callable, Sequence
-from contextlib import aclosing
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any, cast
 
 import zett_agent
 from zett_agent.agent import Agent, AgentRunConfig
-from zett_agent.events import AgentEventType
+from zett_agent.events import AgentEvent, AgentEventType
+from zett_agent.extensions.compaction import CompactionExtension
 from zett_agent.extensions.memory import InMemoryMessageAccumulator
 from zett_agent.messages import AssistantMessage, SystemMessage, ToolMessage, UserMessage
 from zett_agent.model import AgentModel, ModelRequest, ModelUsage, ReasoningEffort
 
-from ..asyncrun import run_sync
+from ..asyncrun import closing_stream, run_sync
 from ..errors import (
     InputError,
     ResultFailure,
@@ -46,11 +47,11 @@ from ..summarizers import DEFAULT_SUMMARIZER, resolve_cache, summarizer_identity
 from ..tokens import TokenCounter, counter_identity
 from ..tokens import count_tokens as default_counter
 from .deadline import pass_deadline
-from .engine import ReplayProbe, SummaryChannel, build_engine, effort_identity, engine_name, summarize_span
+from .engine import EngineSpec, ReplayProbe, SummaryChannel, build_engine, effort_identity, engine_name, summarize_span
 from .fork import Fork, ForkableRun, TurnMark
 from .playback import EndOfRecording, RecordedTools, ReplayCursor, ReplayModel, TurnInterrupted
 from .recorder import Recording, summary_call_columns
-from .schema import NOT_SMALLER, SUMMARY_FAILED
+from .schema import NOT_SMALLER, SUMMARY_FAILED, TraceRow
 from .setting import ReplayOptions, Setting, TraceSettings, build_summarizer, compose, keep_fills_budget
 from .trace import Trace
 
@@ -192,16 +193,8 @@ def replay_forkable(
         marks = fork.resume(cursor)
     usage_for = _usage_function(setting, conversation, counter, options.on_missing_usage)
     effort = ReasoningEffort(setting.reasoning_effort)
-    compaction = build_engine(
-        engine,
-        ReplayProbe,
-        model=SummaryChannel(model, identity, summary_cache, effort_identity(identity, effort)),
-        max_tokens=setting.max_tokens,
-        keep_recent_tokens=setting.keep_recent_tokens,
-        count_tokens=counter,
-        reasoning_effort=effort,
-    )
-    compaction._replay, compaction._probe_strict, compaction._probe_counter = cursor, options.strict, counter  # type: ignore[attr-defined]
+    channel = SummaryChannel(model, identity, summary_cache, effort_identity(identity, effort))
+    compaction = _probed_engine(engine, setting, channel, counter, cursor, options.strict)
     started = time.perf_counter()
     history = fork.history(conversation.id) if fork is not None else _history(options.store, conversation.id)
     first_turn = fork.mark.turn if fork is not None else 0
@@ -227,12 +220,44 @@ def replay_forkable(
     if options.store is not None:
         from .stored import link_snapshots, stored_view
 
-        trace.compactions = link_snapshots(trace.compactions, stored_view(options.store, conversation.id))
+        trace = dataclasses.replace(
+            trace, compactions=link_snapshots(trace.compactions, stored_view(options.store, conversation.id))
+        )
     if options.warn:
         _warn_failures(trace, stacklevel + 1)
     if options.store is not None:
         return trace, None
-    run = ForkableRun(
+    return trace, _forkable_run(conversation, engine, identity, cursor, marks)
+
+
+def _probed_engine(
+    engine: EngineSpec,
+    setting: Setting,
+    channel: SummaryChannel,
+    counter: TokenCounter,
+    cursor: ReplayCursor,
+    strict: bool,
+) -> CompactionExtension:
+    """The setting's engine with the replay's probe in front, its summary model behind the recording channel."""
+    compaction = build_engine(
+        engine,
+        ReplayProbe,
+        model=channel,
+        max_tokens=setting.max_tokens,
+        keep_recent_tokens=setting.keep_recent_tokens,
+        count_tokens=counter,
+        reasoning_effort=ReasoningEffort(setting.reasoning_effort),
+    )
+    compaction._replay, compaction._probe_strict, compaction._probe_counter = cursor, strict, counter  # type: ignore[attr-defined]
+    return compaction
+
+
+def _forkable_run(
+    conversation: Conversation, engine: EngineSpec, identity: str, cursor: ReplayCursor, marks: list[TurnMark]
+) -> ForkableRun:
+    """What later replays of the conversation can fork from: this replay's rows and its turn marks."""
+    recording = cursor.recording
+    return ForkableRun(
         conversation.id,
         engine_name(engine),
         identity,
@@ -242,7 +267,6 @@ def replay_forkable(
         cursor.interrupted_turns,
         marks,
     )
-    return trace, run
 
 
 def _cursor(conversation: Conversation, setting: Setting) -> tuple[ReplayCursor, set[int]]:
@@ -367,15 +391,15 @@ def _answered_before(conversation: Conversation, start: int) -> list[int]:
     return answered
 
 
-async def _consume(events: Any, recording: Recording) -> None:
+async def _consume(events: AsyncIterator[AgentEvent], recording: Recording) -> None:
     """Drain an event stream, keeping the engine's own compaction events for cross-checks."""
-    async with aclosing(events) as stream:
+    async with closing_stream(events) as stream:
         async for event in stream:
             if event.type is AgentEventType.COMPACTION_COMPLETED:
                 recording.engine_events.append(engine_event(event, recording.steps))
 
 
-def engine_event(event: Any, step: int) -> dict[str, Any]:
+def engine_event(event: AgentEvent, step: int) -> TraceRow:
     """One ``COMPACTION_COMPLETED`` event as a plain record (the cross-check of every compaction row)."""
     compacted = event.compaction
     return {

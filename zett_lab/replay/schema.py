@@ -7,7 +7,15 @@ The one home of what every stage after replay reads about a trace (documented in
 
 from __future__ import annotations
 
+from typing import TypeAlias
+
+from ..records import JSONValue
+
 # --- skip reasons: why a step went on without an applied compaction ----------------------------
+
+#: One row of a trace table (``Trace.steps``, ``Trace.compactions``) or one engine event as the recorder
+#: fills it: column -> plain JSON value, so a live trace writes it as it is.
+TraceRow: TypeAlias = "dict[str, JSONValue]"
 
 #: The engine did not look for a window (its estimate was at most ``max_tokens``).
 BELOW_THRESHOLD = "below threshold"

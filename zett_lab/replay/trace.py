@@ -48,6 +48,7 @@ from .schema import (
     STEP_COLUMNS,
     STEP_SUMMARY_COLUMNS,
     SUMMARY_FAILED,
+    TraceRow,
 )
 from .setting import Setting, TraceSettings
 
@@ -106,7 +107,7 @@ def count_causes(what: str, summarizers: pd.Series, kinds: pd.Series, errors: pd
     return combine_failure_counts([table.fillna({"summarizer": "", "kind": ""})])
 
 
-def frame(rows: list[dict[str, Any]], columns: list[str]) -> pd.DataFrame:
+def frame(rows: list[TraceRow], columns: list[str]) -> pd.DataFrame:
     """A DataFrame with fixed columns and nullable integer/boolean dtypes (built column by column: a sweep makes thousands).
 
     Columns are handed to pandas as arrays it keeps, with one index for all (nothing to align):
@@ -129,7 +130,7 @@ def frame(rows: list[dict[str, Any]], columns: list[str]) -> pd.DataFrame:
     return pd.DataFrame(data, index=index, columns=columns, copy=False)
 
 
-def _column_values(rows: list[dict[str, Any]], columns: list[str]) -> list[Sequence[Any]]:
+def _column_values(rows: list[TraceRow], columns: list[str]) -> list[Sequence[Any]]:
     """Each column's values in row order (None where a row lacks the key)."""
     names = tuple(columns)
     if rows and all(tuple(row) == names for row in rows):  # a recorder's rows: transposed in C
@@ -172,7 +173,7 @@ def _nullable(values: Sequence[Any], kind: type[int] | type[bool]) -> IntegerArr
     return IntegerArray(data, missing) if kind is int else BooleanArray(data, missing)
 
 
-@dataclass
+@dataclass(frozen=True)  # no slots: a StoredTrace (study) reads its tables from its sweep
 class Trace:
     """One replay of one conversation under one setting.
 
@@ -188,16 +189,16 @@ class Trace:
     steps: pd.DataFrame
     compactions: pd.DataFrame
     settings: TraceSettings
-    engine_events: list[dict[str, Any]] = field(default_factory=list)
+    engine_events: list[TraceRow] = field(default_factory=list)
 
     @classmethod
     def from_rows(
         cls,
         conversation: Conversation,
-        step_rows: list[dict[str, Any]],
-        compaction_rows: list[dict[str, Any]],
+        step_rows: list[TraceRow],
+        compaction_rows: list[TraceRow],
         settings: TraceSettings,
-        engine_events: list[dict[str, Any]],
+        engine_events: list[TraceRow],
         *,
         live: bool = False,
     ) -> Trace:

@@ -470,10 +470,6 @@ def _old_setting_record(config: SweepConfig) -> dict[str, Any]:
     }
 
 
-#: Why a stored trace's tables cannot be set.
-_READ_FROM_SWEEP = "a stored trace's tables are read from its sweep; copy it with sweep.trace(...) to change them"
-
-
 class StoredTrace(Trace):
     """The trace of one sweep cell whose tables are read from the sweep's folder when used.
 
@@ -485,32 +481,21 @@ class StoredTrace(Trace):
 
     def __init__(self, sweep: Sweep, cell: Cell) -> None:
         self.sweep, self.cell = sweep, cell
-        self.conversation = sweep.store.conversations[cell.conversation_id]
-        self.settings = sweep.store.settings(cell)
+        # A Trace is frozen: its two fields held in memory are set once, here.
+        object.__setattr__(self, "conversation", sweep.store.conversations[cell.conversation_id])
+        object.__setattr__(self, "settings", sweep.store.settings(cell))
 
     @property
     def steps(self) -> pd.DataFrame:
         return self.sweep.store.tables(self.cell).steps
 
-    @steps.setter
-    def steps(self, value: pd.DataFrame) -> None:
-        raise AttributeError(_READ_FROM_SWEEP)
-
     @property
     def compactions(self) -> pd.DataFrame:
         return self.sweep.store.tables(self.cell).compactions
 
-    @compactions.setter
-    def compactions(self, value: pd.DataFrame) -> None:
-        raise AttributeError(_READ_FROM_SWEEP)
-
     @property
     def engine_events(self) -> list[dict[str, Any]]:
         return self.sweep.store.engine_events(self.cell)
-
-    @engine_events.setter
-    def engine_events(self, value: list[dict[str, Any]]) -> None:
-        raise AttributeError(_READ_FROM_SWEEP)
 
     def losses(self, *, anchors: bool = True) -> Losses | None:
         """:meth:`Sweep.losses` of this cell."""

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import functools
 from collections.abc import AsyncIterator, Sequence
-from typing import Any, cast
+from typing import cast
 
 from zett_agent.agent import AgentRunContext
-from zett_agent.extensions.compaction import CompactionExtension
+from zett_agent.extensions.compaction import CompactedMessage, CompactionExtension
 from zett_agent.messages import AnyMessage, AssistantMessage
 from zett_agent.model import (
     ModelEvent,
@@ -19,6 +19,8 @@ from zett_agent.model import (
 )
 
 from ...asyncrun import run_sync
+from ...tokens import TokenCounter
+from ..recorder import SummaryCall
 from .summary_channel import SummaryChannel
 
 
@@ -28,13 +30,17 @@ class _SpanContext:
     def __init__(self, session_id: str) -> None:
         self.session_id = session_id
 
-    async def emit(self, event: Any) -> None:
+    async def emit(self, event: object) -> None:
         return None
 
 
 def summarize_span(
-    older: Sequence[AnyMessage], channel: SummaryChannel, effort: ReasoningEffort, session_id: str, count_tokens: Any
-) -> tuple[Any, Exception | None, dict[str, Any]]:
+    older: Sequence[AnyMessage],
+    channel: SummaryChannel,
+    effort: ReasoningEffort,
+    session_id: str,
+    count_tokens: TokenCounter,
+) -> tuple[CompactedMessage | None, Exception | None, SummaryCall]:
     """``CompactionExtension._summarize_checkpoint`` on one span, outside a run: (checkpoint, error, call record).
 
     The engine's own request, instructions and checks; the channel records the call and serves the cache.
@@ -42,7 +48,7 @@ def summarize_span(
     engine = CompactionExtension(
         model=channel, max_tokens=1, keep_recent_tokens=1, count_tokens=count_tokens, reasoning_effort=effort
     )
-    call: dict[str, Any] = {}
+    call: SummaryCall = {}
     context = cast(AgentRunContext, _SpanContext(session_id))  # all the summary step reads of a context
     bound = channel.bound(call)
     try:

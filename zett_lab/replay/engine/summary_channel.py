@@ -11,7 +11,6 @@ import json
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
 
 from zett_agent.messages import AssistantMessage
 from zett_agent.model import (
@@ -25,8 +24,8 @@ from zett_agent.model import (
 )
 
 from ...asyncrun import closing_stream
-from ...summarizers.cache import CachedSummary, CacheError
-from ..recorder import PassRecord, error_kind
+from ...summarizers.cache import CachedSummary, CacheError, SummaryCache
+from ..recorder import PassRecord, SummaryCall, error_kind
 
 #: How often a replay asks for the summary of one span: the first attempt and one retry. A span is the
 #: stretch of the conversation a summary stands for, named by its first message (the first dialogue
@@ -111,7 +110,7 @@ class SummaryChannel:
         self,
         model: AgentModel,
         identity: str,
-        cache: Any = None,
+        cache: SummaryCache | None = None,
         cache_identity: str | None = None,
         *,
         policy: bool = True,
@@ -127,7 +126,8 @@ class SummaryChannel:
         self.failed_requests = 0
         self._last: tuple[str, str] = ("", "")
 
-    def bound(self, call: dict[str, Any]) -> BoundChannel:
+    def bound(self, call: SummaryCall) -> BoundChannel:
+        """The proxy the engine calls for one pass, recording into ``call``."""
         return BoundChannel(self, call)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
@@ -178,24 +178,26 @@ def _span_key(request: ModelRequest) -> str:
 @dataclass
 class BoundChannel:
     channel: SummaryChannel
-    call: dict[str, Any]
+    call: SummaryCall
     retry: RetryOptions = field(default_factory=lambda: RetryOptions(max_retries=0))
     #: The span of the request sent through this proxy (None: served from the cache, refused, or not yet sent).
     sent_span: str | None = None
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         channel, call = self.channel, self.call
-        call.update(identity=channel.identity, cache_hit=False)
+        call.update({"identity": channel.identity, "cache_hit": False})
         cache = channel.cache
         key = cache.key(channel.cache_identity, request) if cache is not None else None
-        cached = cache.get(key) if key is not None else None
+        cached = cache.get(key) if cache is not None and key is not None else None
         if cached is not None:
             call.update(
-                cache_hit=True,
-                text=cached.text.strip(),
-                latency_s=cached.latency_s,
-                input_tokens=cached.input_tokens,
-                output_tokens=cached.output_tokens,
+                {
+                    "cache_hit": True,
+                    "text": cached.text.strip(),
+                    "latency_s": cached.latency_s,
+                    "input_tokens": cached.input_tokens,
+                    "output_tokens": cached.output_tokens,
+                }
             )
             yield ModelEvent.text(cached.text)
             usage = ModelUsage(input_tokens=cached.input_tokens or 0, output_tokens=cached.output_tokens or 0)
@@ -217,7 +219,7 @@ class BoundChannel:
                     if problem is not None:
                         call["text"] = None  # what arrived is no summary: never shown, cached or measured
                         raise UnfinishedSummary(problem)
-                    if key is not None and call["text"] and not call["tool_calls"]:
+                    if cache is not None and key is not None and call["text"] and not call["tool_calls"]:
                         cache.put(
                             key,
                             CachedSummary(
@@ -241,11 +243,13 @@ class BoundChannel:
         usage = response.usage
         reported = usage.input_tokens > 0 or usage.output_tokens > 0
         self.call.update(
-            text=response.message.content.strip(),
-            tool_calls=bool(response.message.tool_calls),
-            latency_s=latency,
-            input_tokens=usage.input_tokens if reported else None,
-            output_tokens=usage.output_tokens if reported else None,
+            {
+                "text": response.message.content.strip(),
+                "tool_calls": bool(response.message.tool_calls),
+                "latency_s": latency,
+                "input_tokens": usage.input_tokens if reported else None,
+                "output_tokens": usage.output_tokens if reported else None,
+            }
         )
 
 
@@ -257,7 +261,7 @@ def effort_identity(identity: str, reasoning_effort: ReasoningEffort | str | Non
 
 def channel_for_pass(model: AgentModel, state: PassRecord) -> AgentModel:
     """The model the engine passed, recording into ``state`` (a replay's channel keeps its cache)."""
-    call: dict[str, Any] = {}
+    call: SummaryCall = {}
     state.summary_call = call
     if not isinstance(model, SummaryChannel):
         from ...summarizers import summarizer_identity
