@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypedDict
+from typing import Protocol, TypedDict
 
 import zett_agent
 from zett_agent.extensions.compaction import CompactedMessage
@@ -28,10 +28,21 @@ from .schema import (
     TraceRow,
 )
 
-if TYPE_CHECKING:  # the Setting is read, never built, here (and its module builds engines, which record into this one)
-    from .setting import Setting
-
 Window = tuple[list[SystemMessage], list[AnyMessage], list[AnyMessage]]
+
+
+class RecordedSetting(Protocol):
+    """What the recorder reads of the Setting it records (a :class:`~zett_lab.replay.setting.Setting`): its
+    limits fill the step rows, its counter counts them. Stated here, so the recorder needs nothing of the
+    module that builds engines (which record into this one)."""
+
+    @property
+    def max_tokens(self) -> int: ...
+    @property
+    def keep_recent_tokens(self) -> int: ...
+    @property
+    def summarizer_name(self) -> str: ...
+    def token_counter(self) -> TokenCounter: ...
 
 
 class SummaryCall(TypedDict, total=False):
@@ -129,7 +140,7 @@ class Recording:
 
     conversation_id: str
     #: The Setting being recorded (its limits fill the step rows; its counter counts them).
-    setting: Setting
+    setting: RecordedSetting
     span_start: int = 0
     turn: int = 0
     turn_step: int = 0
