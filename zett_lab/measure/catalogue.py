@@ -254,13 +254,13 @@ class Metric:
         )
         return [Column(self.name, meaning, self.type), *self.conversation_columns]
 
-    def at_compaction(self, attempt: Attempt) -> dict[str, Any]:
+    def at_compaction(self, attempt: Attempt) -> dict[str, object]:
         """Its columns for one attempt."""
         assert self.compaction is not None
         value = self.compaction(attempt)
         return dict(value) if isinstance(value, Mapping) else {self.name: value}
 
-    def at_conversation(self, tables: TraceTables) -> dict[str, Any]:
+    def at_conversation(self, tables: TraceTables) -> dict[str, object]:
         """Its columns for one trace."""
         assert self.conversation is not None
         if isinstance(self.conversation, Pooling):

@@ -28,9 +28,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
+from zett_agent.messages import AnyMessage
 
 from ..formatting import frame_html
 from ..load.anchors import ANCHOR_TYPES
+from ..load.conversation import Conversation
 from ..replay.setting import TraceSettings
 from ..replay.trace import Trace
 from ..tokens import count_tokens, counter_named
@@ -237,7 +239,10 @@ def _counter_for(
 
 
 def measure(
-    trace: Trace | Iterable[Trace], *, counter: Callable[[Sequence[Any]], int] | None = None, anchors: bool = True
+    trace: Trace | Iterable[Trace],
+    *,
+    counter: Callable[[Sequence[AnyMessage]], int] | None = None,
+    anchors: bool = True,
 ) -> Losses:
     """Offline loss metrics of a trace (or of several traces, concatenated).
 
@@ -267,7 +272,7 @@ if measure.__doc__ is not None:  # python -OO strips docstrings
     )
 
 
-def measure_lost_and_counted(trace: Any) -> tuple[Losses, pd.DataFrame]:
+def measure_lost_and_counted(trace: Trace) -> tuple[Losses, pd.DataFrame]:
     """:func:`measure` as a report keeps it: ``anchors`` holds only the rows :meth:`Losses.listed` gives, and the
     per-anchor flags come counted (:func:`~zett_lab.measure.anchor_rows.retention_counts`), both made from arrays without the per-anchor table (on a long conversation, millions of rows)."""
     rows = AnchorRows(lost_only=True)
@@ -315,7 +320,7 @@ def _measure_one(
     return losses, view.index
 
 
-def conversation_index(conversation: Any) -> ConversationIndex:
+def conversation_index(conversation: Conversation) -> ConversationIndex:
     """The anchor index measuring any trace of ``conversation`` reads: built once per message list and kept (a
     worker that builds it before measuring can time it apart, :mod:`zett_lab.study.units`)."""
     return index_of(conversation.messages, conversation.harness_context)

@@ -19,7 +19,7 @@ from typing import Any
 
 import ahocorasick
 import numpy as np
-from zett_agent.messages import AssistantMessage, SystemMessage
+from zett_agent.messages import AnyMessage, AssistantMessage, SystemMessage
 
 from ..load.anchor_forms import NAME_TYPES, file_stem, spellings
 from ..load.anchors import (
@@ -209,7 +209,7 @@ class ConversationIndex:
     """Per-conversation lookups: anchors per message, occurrences and uses per key, tool calls, rarity,
     where each key is shown in any spelling."""
 
-    def __init__(self, messages: Sequence[Any], harness_context: Sequence[HarnessContext] = ()) -> None:
+    def __init__(self, messages: Sequence[AnyMessage], harness_context: Sequence[HarnessContext] = ()) -> None:
         self.messages = messages
         self.harness_context = tuple(harness_context)
         self.first_value: dict[AnchorKey, str] = {}
@@ -654,7 +654,7 @@ def _stands_alone(text: str, start: int, end: int) -> bool:
 _INDEXES: dict[int, tuple[Sequence[Any], int, tuple[HarnessContext, ...], ConversationIndex]] = {}
 
 
-def index_of(messages: Sequence[Any], harness_context: Sequence[HarnessContext] = ()) -> ConversationIndex:
+def index_of(messages: Sequence[AnyMessage], harness_context: Sequence[HarnessContext] = ()) -> ConversationIndex:
     """The index of a conversation's messages and harness context (kept for the last few conversations)."""
     harness = tuple(harness_context)
     held = _INDEXES.get(id(messages))

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..attempt import Attempt
 from ..catalogue import MEAN, Column, compaction_metric, ratio
 
@@ -19,6 +17,6 @@ from ..catalogue import MEAN, Column, compaction_metric, ratio
     headline=True,
     compaction_columns=(Column("retained_anchors", "|A(S_k) ∩ A(Σ_k)|", "count"),),
 )
-def anchor_retention(attempt: Attempt) -> dict[str, Any]:
+def anchor_retention(attempt: Attempt) -> dict[str, object]:
     kept = int(attempt.in_summary.sum())
     return {"anchor_retention": ratio(kept, len(attempt.span.ids)), "retained_anchors": kept}

@@ -18,8 +18,6 @@ a rule the system prompt states in its own words is not dropped
 
 from __future__ import annotations
 
-from typing import Any
-
 from ...load.anchors import ANCHOR_TYPES
 from ..attempt import Attempt
 from ..catalogue import Column, compaction_metric, pooled, ratio
@@ -48,7 +46,7 @@ _CONSTRAINT = ANCHOR_TYPES.index("constraint")
         ),
     ),
 )
-def constraint_survival(attempt: Attempt) -> dict[str, Any]:
+def constraint_survival(attempt: Attempt) -> dict[str, object]:
     constraint = attempt.types == _CONSTRAINT
     total = int(constraint.sum())
     kept = int((constraint & (attempt.in_summary | attempt.span.in_tail)).sum())

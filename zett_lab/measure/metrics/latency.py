@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..attempt import Attempt
 from ..catalogue import compaction_metric
 
@@ -19,5 +17,5 @@ from ..catalogue import compaction_metric
     type="float",
     needs="attempt",
 )
-def latency(attempt: Attempt) -> Any:
+def latency(attempt: Attempt) -> float | None:
     return attempt.row.get("latency_s")

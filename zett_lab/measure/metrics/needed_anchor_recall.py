@@ -4,7 +4,6 @@ summary kept (what "needed later" means: docs/needed-later.md)."""
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from ..attempt import Attempt, sequential_sum
 from ..catalogue import Column, compaction_metric, pooled, ratio
@@ -34,7 +33,7 @@ from ..catalogue import Column, compaction_metric, pooled, ratio
         Column("needed_retained_weight", "Σ rarity over N_k ∩ Σ_k", "float"),
     ),
 )
-def needed_anchor_recall(attempt: Attempt) -> dict[str, Any]:
+def needed_anchor_recall(attempt: Attempt) -> dict[str, object]:
     needed, kept = attempt.needed_later, attempt.needed_later & attempt.in_summary
     rarity = attempt.index.arrays.rarity[attempt.span.ids]
     weight, kept_weight = sequential_sum(rarity[needed]), sequential_sum(rarity[kept])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from ..attempt import Attempt
 from ..catalogue import Column, TraceTables, compaction_metric, ratio
@@ -32,7 +31,7 @@ def _pairs(tables: TraceTables) -> float:
         ),
     ),
 )
-def probe_presence(attempt: Attempt) -> dict[str, Any]:
+def probe_presence(attempt: Attempt) -> dict[str, object]:
     rows = attempt.probe_rows
     present = sum(bool(row["in_context"]) for row in rows)
     return {"probe_presence": ratio(present, len(rows)), "probes_covered": len(rows), "probes_present": present}

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..attempt import Attempt
 from ..catalogue import SUM, Column, compaction_metric
 
@@ -20,6 +18,6 @@ from ..catalogue import SUM, Column, compaction_metric
     needs="summary",
     compaction_columns=(Column("refetched_anchors", "distinct anchors those calls mention", "count"),),
 )
-def refetch_calls(attempt: Attempt) -> dict[str, Any]:
+def refetch_calls(attempt: Attempt) -> dict[str, object]:
     calls, anchors = attempt.refetches
     return {"refetch_calls": calls, "refetched_anchors": len(anchors)}

@@ -37,7 +37,7 @@ def _conversation(tables: TraceTables) -> dict[str, Any]:
     ),
     conversation_columns=(Column("superseded_updates", "Σ superseded_updates over applied compactions", "count"),),
 )
-def superseded_rate(attempt: Attempt) -> dict[str, Any]:
+def superseded_rate(attempt: Attempt) -> dict[str, object]:
     statuses = [status for _, status in attempt.updates]
     stale = statuses.count("superseded")
     return {
