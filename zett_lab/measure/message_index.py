@@ -12,16 +12,13 @@ from __future__ import annotations
 import math
 import re
 from bisect import bisect_left
-from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import ahocorasick
 import numpy as np
 from zett_agent.messages import AnyMessage, AssistantMessage, SystemMessage
 
-from ..load.anchor_forms import NAME_TYPES, file_stem, spellings
 from ..load.anchors import (
     ANCHOR_TYPES,
     ARTIFACT_TYPES,
@@ -40,6 +37,10 @@ from ..load.definitions import defined_names
 from ..load.text import message_text
 from ..load.vocabulary import is_generic
 from .lookup import NeedleSet, clear_needle_caches, needle_of
+from .spellings import Spellings, Words
+
+#: Each anchor type's code (its place in ANCHOR_TYPES).
+_TYPE_CODES = {name: code for code, name in enumerate(ANCHOR_TYPES)}
 
 
 def _sorted_codes(codes: Iterable[int]) -> np.ndarray:
@@ -62,6 +63,13 @@ def _first_in(positions: Sequence[int], start: int, end: int) -> int | None:
 
 #: Span starts whose first occurrences an index remembers (a trace's spans share one or two).
 _STARTS_KEPT = 8
+
+
+def _needle_ids(keys: Sequence[AnchorKey]) -> tuple[np.ndarray, list[str]]:
+    """Per key, the id of its lookup needle (-1: none), and the distinct needles in id order."""
+    index: dict[str, int] = {}
+    ids = [index.setdefault(n, len(index)) if n else -1 for n in map(needle_of, keys)]
+    return np.asarray(ids, dtype=np.int64), list(index)
 
 
 def _objects(values: list[Any]) -> np.ndarray:
@@ -92,7 +100,7 @@ class KeyArrays:
     #: Per key: whether the system prompt shows it in any spelling.
     system: np.ndarray
     #: ``i * stride + message index`` of every message showing key ``i`` in any spelling
-    #: (:func:`~zett_lab.load.anchor_forms.spellings`), or, a name, as words of its text (:class:`_Words`; the
+    #: (:func:`~zett_lab.load.anchor_forms.spellings`), or, a name, as words of its text (:class:`~zett_lab.measure.spellings.Words`; the
     #: agent's own messages but as anchors: what the agent writes is not shown to it), sorted.
     seen: np.ndarray
     #: The same for the words of the agent's own messages: in the kept tail they are in view like any other.
@@ -281,77 +289,31 @@ class ConversationIndex:
         keys = list(self.occurrences)
         id_of = {key: i for i, key in enumerate(keys)}
         stride = len(self.messages) + 1
-        occurrences, rank = [], []
-        for index, message_keys_ in enumerate(self.keys_by_message):
-            for position, key in enumerate(message_keys_):
-                occurrences.append(id_of[key] * stride + index)
-                rank.append(position)
-        order = np.argsort(np.asarray(occurrences, dtype=np.int64), kind="stable")
+        occurrences, rank = self._occurrence_codes(id_of, stride)
         uses = [id_of[key] * stride + index for key, at in self.uses.items() if key in id_of for index in at]
-        needle_index: dict[str, int] = {}
-        needle_id = [needle_index.setdefault(n, len(needle_index)) if n else -1 for n in map(needle_of, keys)]
-        types = {name: code for code, name in enumerate(ANCHOR_TYPES)}
-        calls = np.asarray(
-            [
-                (index, number, id_of[key])
-                for number, (index, call_keys) in enumerate(self.tool_calls)
-                for key in call_keys
-                if key in id_of
-            ],
-            dtype=np.int64,
-        ).reshape(-1, 3)
-        sorted_occurrences = np.asarray(occurrences, dtype=np.int64)[order]
+        needle_id, needles = _needle_ids(keys)
+        calls = self._call_codes(id_of)
         ids = np.arange(len(keys), dtype=np.int64)
-        last = sorted_occurrences[np.searchsorted(sorted_occurrences, (ids + 1) * stride) - 1] - ids * stride
-        spelled = _Spellings(keys)
-        words = _Words(spelled)
-        shown_words: list[int] = []
-        written_words: list[int] = []
-        for index, message in enumerate(self.messages):
-            if not isinstance(message, SystemMessage):
-                codes = written_words if isinstance(message, AssistantMessage) else shown_words
-                codes.extend(i * stride + index for i in words.ids_in(self.text(index)))
-        system_words = [i for index in self.system_messages for i in words.ids_in(self.text(index))]
+        last = occurrences[np.searchsorted(occurrences, (ids + 1) * stride) - 1] - ids * stride
+        spelled = Spellings(keys)
+        words = Words(spelled)
+        shown_words, written_words, system_words = self._word_codes(words, stride)
         harness = [entry for entry in self.harness_context if entry.start < (entry.end or stride)]
-        harness_ids = [
-            np.union1d(
-                np.flatnonzero(spelled.shown_by(anchor_keys(entry.text))),
-                np.asarray(words.ids_in(entry.text), dtype=np.int64),
-            )
-            for entry in harness
-        ]
+        harness_ids = [_shown_ids(entry.text, spelled, words) for entry in harness]
         system = spelled.shown_by(self.system_keys) | np.isin(ids, system_words)
-        seen = np.union1d(spelled.widen(sorted_occurrences, stride), np.asarray(shown_words, dtype=np.int64))
-        first_seen = seen[np.minimum(np.searchsorted(seen, ids * stride), len(seen) - 1)] - ids * stride
-        harness_first = np.full(len(keys), stride, dtype=np.int64)
-        for entry, shown_ids in zip(harness, harness_ids, strict=True):
-            harness_first[shown_ids] = np.minimum(harness_first[shown_ids], entry.start)
-        by_agent = np.asarray([isinstance(m, AssistantMessage) for m in self.messages] + [False])
-        parts = np.asarray(
-            [(id_of[key], id_of[part]) for key in keys if key[0] == "command" for part in _parts_of(key, id_of)],
-            dtype=np.int64,
-        ).reshape(-1, 2)
+        seen = np.union1d(spelled.widen(occurrences, stride), np.asarray(shown_words, dtype=np.int64))
+        parts = _command_parts(keys, id_of)
         return KeyArrays(
             keys=keys,
             stride=stride,
-            occurrences=sorted_occurrences,
-            rank=np.asarray(rank, dtype=np.int64)[order],
+            occurrences=occurrences,
+            rank=rank,
             uses=spelled.widen(np.unique(np.asarray(uses, dtype=np.int64)), stride, folders=False),
             rarity=np.asarray([self.rarity(key) for key in keys], dtype=np.float64),
             system=system,
             seen=seen,
             written=np.unique(np.asarray(written_words, dtype=np.int64)),
-            fresh=_sorted_codes(
-                [
-                    *(
-                        i * stride + at
-                        for at, name, fresh in self.definitions
-                        if fresh
-                        for i in spelled.identifiers_named(name)
-                    ),
-                    *(i * stride + at for at, name in self.owners for i in spelled.identifiers_headed(name)),
-                ]
-            ),
+            fresh=self._fresh_codes(spelled, stride),
             defined=_sorted_codes(
                 i * stride + at for at, name, _ in self.definitions for i in spelled.identifiers_named(name)
             ),
@@ -361,22 +323,91 @@ class ConversationIndex:
             harness_start=np.asarray([entry.start for entry in harness], dtype=np.int64),
             harness_end=np.asarray([stride if entry.end is None else entry.end for entry in harness], dtype=np.int64),
             harness_ids=harness_ids,
-            agent_first=np.asarray([key[0] == "identifier" for key in keys], dtype=bool)
-            & by_agent[np.clip(first_seen, 0, stride - 1)]
-            & (harness_first > first_seen)
-            & ~system,
+            agent_first=self._agent_first(keys, seen, system, zip(harness, harness_ids, strict=True)),
             sentence=np.asarray([key[0] in SENTENCE_TYPES for key in keys], dtype=bool),
             artifact=np.asarray([key[0] in ARTIFACT_TYPES for key in keys], dtype=bool),
             last=last,
-            type_code=np.asarray([types.get(key[0], -1) for key in keys], dtype=np.int64),
-            needle_id=np.asarray(needle_id, dtype=np.int64),
-            needles=list(needle_index),
+            type_code=np.asarray([_TYPE_CODES.get(key[0], -1) for key in keys], dtype=np.int64),
+            needle_id=needle_id,
+            needles=needles,
             type_names=_objects([key[0] for key in keys]),
             normalized=_objects([key[1] for key in keys]),
             first_values=_objects([self.first_value[key] for key in keys]),
             call_message=calls[:, 0],
             call_number=calls[:, 1],
             call_key=calls[:, 2],
+        )
+
+    def _fresh_codes(self, spelled: Spellings, stride: int) -> np.ndarray:
+        """Where a name is the agent's own choice: a fresh local its code defines, or a dotted name headed by a new
+        local (``Definitions.owners``)."""
+        return _sorted_codes(
+            [
+                *(
+                    i * stride + at
+                    for at, name, fresh in self.definitions
+                    if fresh
+                    for i in spelled.identifiers_named(name)
+                ),
+                *(i * stride + at for at, name in self.owners for i in spelled.identifiers_headed(name)),
+            ]
+        )
+
+    def _occurrence_codes(self, id_of: dict[AnchorKey, int], stride: int) -> tuple[np.ndarray, np.ndarray]:
+        """Every occurrence as ``key id * stride + message index``, sorted, and its rank within its message."""
+        occurrences, rank = [], []
+        for index, message_keys_ in enumerate(self.keys_by_message):
+            for position, key in enumerate(message_keys_):
+                occurrences.append(id_of[key] * stride + index)
+                rank.append(position)
+        order = np.argsort(np.asarray(occurrences, dtype=np.int64), kind="stable")
+        return np.asarray(occurrences, dtype=np.int64)[order], np.asarray(rank, dtype=np.int64)[order]
+
+    def _call_codes(self, id_of: dict[AnchorKey, int]) -> np.ndarray:
+        """(message index, call number, key id) of every anchor of a tool call's arguments, one row each."""
+        return np.asarray(
+            [
+                (index, number, id_of[key])
+                for number, (index, call_keys) in enumerate(self.tool_calls)
+                for key in call_keys
+                if key in id_of
+            ],
+            dtype=np.int64,
+        ).reshape(-1, 3)
+
+    def _word_codes(self, words: Words, stride: int) -> tuple[list[int], list[int], list[int]]:
+        """Where each key shows as a plain word: codes of the messages shown to the agent and of those it wrote,
+        and the key ids the system prompts show."""
+        shown_words: list[int] = []
+        written_words: list[int] = []
+        for index, message in enumerate(self.messages):
+            if not isinstance(message, SystemMessage):
+                codes = written_words if isinstance(message, AssistantMessage) else shown_words
+                codes.extend(i * stride + index for i in words.ids_in(self.text(index)))
+        system_words = [i for index in self.system_messages for i in words.ids_in(self.text(index))]
+        return shown_words, written_words, system_words
+
+    def _agent_first(
+        self,
+        keys: list[AnchorKey],
+        seen: np.ndarray,
+        system: np.ndarray,
+        harness: Iterable[tuple[HarnessContext, np.ndarray]],
+    ) -> np.ndarray:
+        """Per key: an identifier the agent wrote before anything (a message, the system prompt, the harness)
+        showed it."""
+        stride = len(self.messages) + 1
+        ids = np.arange(len(keys), dtype=np.int64)
+        first_seen = seen[np.minimum(np.searchsorted(seen, ids * stride), len(seen) - 1)] - ids * stride
+        harness_first = np.full(len(keys), stride, dtype=np.int64)
+        for entry, shown_ids in harness:
+            harness_first[shown_ids] = np.minimum(harness_first[shown_ids], entry.start)
+        by_agent = np.asarray([isinstance(m, AssistantMessage) for m in self.messages] + [False])
+        return (
+            np.asarray([key[0] == "identifier" for key in keys], dtype=bool)
+            & by_agent[np.clip(first_seen, 0, stride - 1)]
+            & (harness_first > first_seen)
+            & ~system
         )
 
     def span_anchors(self, start: int, end: int, n_recorded: int) -> SpanAnchors:
@@ -477,151 +508,6 @@ class ConversationIndex:
         return "\n".join(self.text(i) for i in range(start, end))
 
 
-class _Spellings:
-    """Which keys an occurrence of a key shows in some spelling (:func:`~zett_lab.load.anchor_forms.shows`)."""
-
-    def __init__(self, keys: Sequence[AnchorKey]) -> None:
-        self.keys = keys
-        self._spelled = [spellings(key) for key in keys]
-        self._by_canonical: dict[str, list[int]] = defaultdict(list)
-        self._by_form: dict[str, list[int]] = defaultdict(list)
-        for i, spelling in enumerate(self._spelled):
-            self._by_canonical[spelling.canonical].append(i)
-            for form in spelling.forms:
-                self._by_form[form].append(i)
-        self._pairs: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-        self._by_head: dict[str, list[int]] | None = None
-
-    def identifiers_named(self, name: str) -> list[int]:
-        """Ids of the identifiers whose whole name is ``name`` (lower-cased components joined by ``/``)."""
-        return [i for i in self._by_canonical.get("name:" + name, ()) if self.keys[i][0] == "identifier"]
-
-    def identifiers_headed(self, name: str) -> list[int]:
-        """Ids of the identifiers of two or more components whose first is ``name`` (``repos.extend``)."""
-        if self._by_head is None:
-            self._by_head = defaultdict(list)
-            for i, spelling in enumerate(self._spelled):
-                parts = spelling.canonical.removeprefix("name:").split("/")
-                if self.keys[i][0] == "identifier" and len(parts) > 1:
-                    self._by_head[parts[0]].append(i)
-        return self._by_head.get(name, [])
-
-    def shown(self, key: AnchorKey, folders: bool = True) -> set[int]:
-        """Ids of the keys an occurrence of ``key`` shows (itself included when it is one of them); with
-        ``folders``, also the leading parts it names on the way."""
-        spelling = spellings(key)
-        found = set(self._by_form.get(spelling.canonical, ()))
-        for form in spelling.forms | spelling.prefixes if folders else spelling.forms:
-            found.update(self._by_canonical.get(form, ()))
-        return found
-
-    def shown_by(self, keys: Iterable[AnchorKey]) -> np.ndarray:
-        """Per key: whether any of ``keys`` shows it in some spelling."""
-        shown = np.zeros(len(self.keys), dtype=bool)
-        for key in keys:
-            found = self.shown(key)
-            if found:
-                shown[list(found)] = True
-        return shown
-
-    def pairs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Every (key, other key it shows) once: sources, targets, and whether only as a folder (built once)."""
-        if self._pairs is None:
-            source, target, folder = [], [], []
-            by_canonical, by_form = self._by_canonical, self._by_form
-            for i, spelling in enumerate(self._spelled):
-                same = set(by_form.get(spelling.canonical, ()))
-                for form in spelling.forms:
-                    same.update(by_canonical.get(form, ()))
-                same.discard(i)
-                folders: set[int] = set()
-                for form in spelling.prefixes:
-                    folders.update(by_canonical.get(form, ()))
-                folders -= same
-                folders.discard(i)
-                for j, as_folder in [*((j, False) for j in same), *((j, True) for j in folders)]:
-                    source.append(i)
-                    target.append(j)
-                    folder.append(as_folder)
-            self._pairs = (
-                np.asarray(source, dtype=np.int64),
-                np.asarray(target, dtype=np.int64),
-                np.asarray(folder, dtype=bool),
-            )
-        return self._pairs
-
-    def widen(self, codes: np.ndarray, stride: int, folders: bool = True) -> np.ndarray:
-        """``codes`` (``id * stride + message``, sorted): also every key each one shows (:meth:`shown`), sorted,
-        unique."""
-        source, target, folder = self.pairs()
-        if not folders:
-            source, target = source[~folder], target[~folder]
-        if not len(source):
-            return codes
-        ids = np.arange(len(self.keys), dtype=np.int64)
-        starts = np.searchsorted(codes, ids * stride)
-        counts = np.searchsorted(codes, (ids + 1) * stride) - starts
-        repeats = counts[source]
-        offsets = np.repeat(starts[source] - np.cumsum(repeats) + repeats, repeats) + np.arange(repeats.sum())
-        messages = codes[offsets] - np.repeat(source, repeats) * stride
-        return np.unique(np.concatenate([codes, np.repeat(target, repeats) * stride + messages]))
-
-
-#: A word of a text, lower-cased: what a name of one component is found as.
-_WORD = re.compile(r"[a-z0-9_]+")
-#: What separates a name's components in a text: ``src/pkg/mod.py``, ``pkg.mod`` and ``pkg mod`` all hold
-#: ``pkg``, ``mod``.
-_SEPARATORS = str.maketrans({".": "/", "\\": "/", " ": "/"})
-
-
-class _Words:
-    """Names found as whole words of any text, in any case, whatever separates their components (``.``, ``/``,
-    ``\\``, a space) and whatever surrounds them: ``Testing IFNULL:`` shows ``ifnull``,
-    ``lib/spotter_web/live/x.ex`` shows ``live``, ``SOURCES.txt:src/sqlfluff/rules/L060.py`` shows
-    ``src/sqlfluff/rules``, and a search for ``igniter install`` shows ``igniter.install``, although none of
-    these texts holds that name as an anchor of its own (a plain word, a folder inside a longer path)."""
-
-    def __init__(self, spelled: _Spellings) -> None:
-        self._words: dict[str, list[int]] = {}
-        longer: dict[str, list[int]] = {}
-        for i, spelling in enumerate(spelled._spelled):
-            name = spelling.canonical.removeprefix("name:")
-            if name == spelling.canonical or spelled.keys[i][0] not in NAME_TYPES:
-                continue
-            stem = file_stem(*spelled.keys[i])
-            named = [name, stem.lower()] if stem and _distinctive(stem) else [name]
-            for word in named:
-                if _WORD.fullmatch(word):
-                    self._words.setdefault(word, []).append(i)
-                else:
-                    longer.setdefault(word.translate(_SEPARATORS), []).append(i)
-        self._longer = list(longer.values())
-        self._automaton = ahocorasick.Automaton()
-        for number, name in enumerate(longer):
-            self._automaton.add_word(name, (number, len(name)))
-        if self._longer:
-            self._automaton.make_automaton()
-
-    def ids_in(self, text: str) -> list[int]:
-        """Ids of the names ``text`` holds as words."""
-        lowered = text.lower()
-        found = [self._words.get(word) for word in set(_WORD.findall(lowered))] if self._words else []
-        if self._longer:
-            mapped, names = lowered.translate(_SEPARATORS), set()
-            for end, (number, length) in self._automaton.iter(mapped):
-                if number not in names and _stands_alone(mapped, end - length + 1, end + 1):
-                    names.add(number)
-            found.extend(self._longer[number] for number in names)
-        return [i for ids in found if ids for i in ids]
-
-
-def _distinctive(stem: str) -> bool:
-    """Whether a file name's stem names the file wherever it is written as words: it is no identifier (it has a
-    ``.`` or ``-``: ``opencode.plugin``, as a TypeScript import or a search writes ``opencode.plugin.ts``; not
-    ``feedback_summary``, which may as well be a variable or a type of that name) and not vocabulary."""
-    return not stem.isidentifier() and not is_generic(("path", stem))
-
-
 _PART_TYPES = ("path", "identifier", "url", "number", "sha")
 #: A word of a command that carries no information of its own: an option, a shell operator.
 _PLAIN_WORD = re.compile(r"-{1,2}[A-Za-z][\w-]*|&&|\|\||[|;&<>]|\d?>>?(?:&\d)?|2>&1")
@@ -645,9 +531,19 @@ def _parts_of(command: AnchorKey, id_of: dict[AnchorKey, int]) -> list[AnchorKey
     return parts
 
 
-def _stands_alone(text: str, start: int, end: int) -> bool:
-    """Whether ``text[start:end]`` is not part of a longer word."""
-    return (start == 0 or not _WORD.match(text, start - 1)) and (end == len(text) or not _WORD.match(text, end))
+def _shown_ids(text: str, spelled: Spellings, words: Words) -> np.ndarray:
+    """The ids of the keys a text shows: in any spelling of its anchors, or as plain words."""
+    return np.union1d(
+        np.flatnonzero(spelled.shown_by(anchor_keys(text))), np.asarray(words.ids_in(text), dtype=np.int64)
+    )
+
+
+def _command_parts(keys: Sequence[AnchorKey], id_of: dict[AnchorKey, int]) -> np.ndarray:
+    """(command key id, part key id) of every command made of parts (:func:`_parts_of`), one row each."""
+    return np.asarray(
+        [(id_of[key], id_of[part]) for key in keys if key[0] == "command" for part in _parts_of(key, id_of)],
+        dtype=np.int64,
+    ).reshape(-1, 2)
 
 
 #: Indexes of the last few message lists: a sweep or a comparison measures one conversation many times.

@@ -1,0 +1,166 @@
+"""How a conversation's anchors show one another: the keys an occurrence shows in any spelling
+(:class:`Spellings`) and the names a text shows as plain words (:class:`Words`), for the index of
+:mod:`zett_lab.measure.message_index`."""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+
+import ahocorasick
+import numpy as np
+
+from ..load.anchor_forms import NAME_TYPES, file_stem, spellings
+from ..load.anchors import AnchorKey
+from ..load.vocabulary import is_generic
+
+
+class Spellings:
+    """Which keys an occurrence of a key shows in some spelling (:func:`~zett_lab.load.anchor_forms.shows`)."""
+
+    def __init__(self, keys: Sequence[AnchorKey]) -> None:
+        self.keys = keys
+        self._spelled = [spellings(key) for key in keys]
+        self._by_canonical: dict[str, list[int]] = defaultdict(list)
+        self._by_form: dict[str, list[int]] = defaultdict(list)
+        for i, spelling in enumerate(self._spelled):
+            self._by_canonical[spelling.canonical].append(i)
+            for form in spelling.forms:
+                self._by_form[form].append(i)
+        self._pairs: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._by_head: dict[str, list[int]] | None = None
+
+    def identifiers_named(self, name: str) -> list[int]:
+        """Ids of the identifiers whose whole name is ``name`` (lower-cased components joined by ``/``)."""
+        return [i for i in self._by_canonical.get("name:" + name, ()) if self.keys[i][0] == "identifier"]
+
+    def identifiers_headed(self, name: str) -> list[int]:
+        """Ids of the identifiers of two or more components whose first is ``name`` (``repos.extend``)."""
+        if self._by_head is None:
+            self._by_head = defaultdict(list)
+            for i, spelling in enumerate(self._spelled):
+                parts = spelling.canonical.removeprefix("name:").split("/")
+                if self.keys[i][0] == "identifier" and len(parts) > 1:
+                    self._by_head[parts[0]].append(i)
+        return self._by_head.get(name, [])
+
+    def shown(self, key: AnchorKey, folders: bool = True) -> set[int]:
+        """Ids of the keys an occurrence of ``key`` shows (itself included when it is one of them); with
+        ``folders``, also the leading parts it names on the way."""
+        spelling = spellings(key)
+        found = set(self._by_form.get(spelling.canonical, ()))
+        for form in spelling.forms | spelling.prefixes if folders else spelling.forms:
+            found.update(self._by_canonical.get(form, ()))
+        return found
+
+    def shown_by(self, keys: Iterable[AnchorKey]) -> np.ndarray:
+        """Per key: whether any of ``keys`` shows it in some spelling."""
+        shown = np.zeros(len(self.keys), dtype=bool)
+        for key in keys:
+            found = self.shown(key)
+            if found:
+                shown[list(found)] = True
+        return shown
+
+    def pairs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every (key, other key it shows) once: sources, targets, and whether only as a folder (built once)."""
+        if self._pairs is None:
+            source, target, folder = [], [], []
+            by_canonical, by_form = self._by_canonical, self._by_form
+            for i, spelling in enumerate(self._spelled):
+                same = set(by_form.get(spelling.canonical, ()))
+                for form in spelling.forms:
+                    same.update(by_canonical.get(form, ()))
+                same.discard(i)
+                folders: set[int] = set()
+                for form in spelling.prefixes:
+                    folders.update(by_canonical.get(form, ()))
+                folders -= same
+                folders.discard(i)
+                for j, as_folder in [*((j, False) for j in same), *((j, True) for j in folders)]:
+                    source.append(i)
+                    target.append(j)
+                    folder.append(as_folder)
+            self._pairs = (
+                np.asarray(source, dtype=np.int64),
+                np.asarray(target, dtype=np.int64),
+                np.asarray(folder, dtype=bool),
+            )
+        return self._pairs
+
+    def widen(self, codes: np.ndarray, stride: int, folders: bool = True) -> np.ndarray:
+        """``codes`` (``id * stride + message``, sorted): also every key each one shows (:meth:`shown`), sorted,
+        unique."""
+        source, target, folder = self.pairs()
+        if not folders:
+            source, target = source[~folder], target[~folder]
+        if not len(source):
+            return codes
+        ids = np.arange(len(self.keys), dtype=np.int64)
+        starts = np.searchsorted(codes, ids * stride)
+        counts = np.searchsorted(codes, (ids + 1) * stride) - starts
+        repeats = counts[source]
+        offsets = np.repeat(starts[source] - np.cumsum(repeats) + repeats, repeats) + np.arange(repeats.sum())
+        messages = codes[offsets] - np.repeat(source, repeats) * stride
+        return np.unique(np.concatenate([codes, np.repeat(target, repeats) * stride + messages]))
+
+
+#: A word of a text, lower-cased: what a name of one component is found as.
+_WORD = re.compile(r"[a-z0-9_]+")
+#: What separates a name's components in a text: ``src/pkg/mod.py``, ``pkg.mod`` and ``pkg mod`` all hold
+#: ``pkg``, ``mod``.
+_SEPARATORS = str.maketrans({".": "/", "\\": "/", " ": "/"})
+
+
+class Words:
+    """Names found as whole words of any text, in any case, whatever separates their components (``.``, ``/``,
+    ``\\``, a space) and whatever surrounds them: ``Testing IFNULL:`` shows ``ifnull``,
+    ``lib/spotter_web/live/x.ex`` shows ``live``, ``SOURCES.txt:src/sqlfluff/rules/L060.py`` shows
+    ``src/sqlfluff/rules``, and a search for ``igniter install`` shows ``igniter.install``, although none of
+    these texts holds that name as an anchor of its own (a plain word, a folder inside a longer path)."""
+
+    def __init__(self, spelled: Spellings) -> None:
+        self._words: dict[str, list[int]] = {}
+        longer: dict[str, list[int]] = {}
+        for i, spelling in enumerate(spelled._spelled):
+            name = spelling.canonical.removeprefix("name:")
+            if name == spelling.canonical or spelled.keys[i][0] not in NAME_TYPES:
+                continue
+            stem = file_stem(*spelled.keys[i])
+            named = [name, stem.lower()] if stem and _distinctive(stem) else [name]
+            for word in named:
+                if _WORD.fullmatch(word):
+                    self._words.setdefault(word, []).append(i)
+                else:
+                    longer.setdefault(word.translate(_SEPARATORS), []).append(i)
+        self._longer = list(longer.values())
+        self._automaton = ahocorasick.Automaton()
+        for number, name in enumerate(longer):
+            self._automaton.add_word(name, (number, len(name)))
+        if self._longer:
+            self._automaton.make_automaton()
+
+    def ids_in(self, text: str) -> list[int]:
+        """Ids of the names ``text`` holds as words."""
+        lowered = text.lower()
+        found = [self._words.get(word) for word in set(_WORD.findall(lowered))] if self._words else []
+        if self._longer:
+            mapped, names = lowered.translate(_SEPARATORS), set()
+            for end, (number, length) in self._automaton.iter(mapped):
+                if number not in names and _stands_alone(mapped, end - length + 1, end + 1):
+                    names.add(number)
+            found.extend(self._longer[number] for number in names)
+        return [i for ids in found if ids for i in ids]
+
+
+def _distinctive(stem: str) -> bool:
+    """Whether a file name's stem names the file wherever it is written as words: it is no identifier (it has a
+    ``.`` or ``-``: ``opencode.plugin``, as a TypeScript import or a search writes ``opencode.plugin.ts``; not
+    ``feedback_summary``, which may as well be a variable or a type of that name) and not vocabulary."""
+    return not stem.isidentifier() and not is_generic(("path", stem))
+
+
+def _stands_alone(text: str, start: int, end: int) -> bool:
+    """Whether ``text[start:end]`` is not part of a longer word."""
+    return (start == 0 or not _WORD.match(text, start - 1)) and (end == len(text) or not _WORD.match(text, end))
