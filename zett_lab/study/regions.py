@@ -61,7 +61,7 @@ from ..tokens import TokenCounter
 from ..tokens import count_tokens as default_counter
 
 #: Compaction columns that describe how this run got a summary (cache or call), not what the engine did.
-RUN_COLUMNS = ("cache_hit", "latency_s")
+SUMMARY_FETCH_COLUMNS = ("cache_hit", "latency_s")
 
 
 @dataclass(frozen=True)
@@ -414,7 +414,7 @@ def same_replay(a: Trace, b: Trace) -> list[str]:
     problems = []
     if not a.steps.equals(b.steps):
         problems.append("steps differ")
-    ca, cb = (t.compactions.drop(columns=list(RUN_COLUMNS)) for t in (a, b))
+    ca, cb = (t.compactions.drop(columns=list(SUMMARY_FETCH_COLUMNS)) for t in (a, b))
     if not ca.equals(cb):
         problems.append("compactions differ")
     if a.engine_events != b.engine_events:

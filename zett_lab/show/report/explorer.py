@@ -40,7 +40,7 @@ def _columns(*columns: tuple[str, bool]) -> list[dict[str, Any]]:
 
 
 #: Columns of the explorer's step table (``num``: right-aligned).
-STEP_COLUMNS = _columns(
+EXPLORER_STEP_COLUMNS = _columns(
     ("step", True),
     ("turn", True),
     ("estimate", True),
@@ -51,7 +51,7 @@ STEP_COLUMNS = _columns(
 )
 
 #: Columns of the explorer's compaction table.
-COMPACTION_COLUMNS = _columns(
+EXPLORER_COMPACTION_COLUMNS = _columns(
     ("#", True),
     ("step", True),
     ("span (messages)", False),
@@ -171,5 +171,9 @@ def explorer_view(data: ReportData) -> dict[str, Any]:
         "max_tokens": rec.get("max_tokens", grid["max_tokens"][0]),
         "keep_recent_tokens": rec.get("keep_recent_tokens", grid["keep_recent_tokens"][0]),
         "markers": [(symbol, name, definition(name)) for symbol, name in marker_legend()],
-        "data": {"cells": cells, "step_columns": STEP_COLUMNS, "compaction_columns": COMPACTION_COLUMNS},
+        "data": {
+            "cells": cells,
+            "step_columns": EXPLORER_STEP_COLUMNS,
+            "compaction_columns": EXPLORER_COMPACTION_COLUMNS,
+        },
     }
