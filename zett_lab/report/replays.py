@@ -19,6 +19,7 @@ import pandas as pd
 from ..errors import SettingError
 from ..load.conversation import Conversation
 from ..measure import Losses
+from ..replay.setting import Setting
 from ..replay.trace import Trace, combine_failure_counts
 from ..study.choose import measured_cells
 from ..study.grid import STOCK_ENGINE
@@ -108,9 +109,9 @@ def report_replays(
     else measured by ``measured``), a sweep's cells, priced with ``primary_model`` where not priced for it."""
     direct, entries, failed = _replays(traces, sweep, failures)
     priced, unpriced = price_names(entries)
-    replay_costs = costs_per_replay(_to_price(entries, len(direct), sweep, primary_model), primary_model, priced)
+    costs = replay_costs(entries, len(direct), sweep, primary_model, priced)
     measured.measure_all([trace for _, trace in direct if _given_row(losses, trace) is None])
-    attempted = _results(sweep, [_direct_row(label, t, losses, measured) for label, t in direct], replay_costs)
+    attempted = _results(sweep, [_direct_row(label, t, losses, measured) for label, t in direct], costs)
     counts = combine_failure_counts(
         ([sweep.failure_counts] if sweep is not None else [])
         + [trace.failure_counts.assign(summarizer=label) for label, trace in direct]
@@ -253,19 +254,58 @@ def _direct_row(label: str, trace: Trace, losses: Losses | None, measured: Measu
     return row
 
 
+def replay_costs(
+    entries: list[tuple[str, Trace]], direct: int, sweep: Sweep | None, primary_model: str, priced: dict[str, str]
+) -> pd.DataFrame:
+    """Tokens and money of the replays the report prices (:func:`_to_price`), each summarizer priced as ``priced``
+    names it: one row per replay, each distinct replay priced once and its row copied to the cells derived
+    from it (:func:`~zett_lab.study.regions.derive`: the same steps and summaries, only the limits differ),
+    so a sweep costs its distinct replays, not its cells."""
+    groups = _to_price(entries, direct, sweep, primary_model)
+    costs = costs_per_replay([group[0] for group in groups], primary_model, priced)
+    if not len(costs) or all(len(group) == 1 for group in groups):
+        return costs
+    positions: dict[tuple[str, str, int, int], int] = {}
+    for position, key in enumerate(costs[_REPLAY_KEYS].itertuples(index=False, name=None)):
+        positions.setdefault((str(key[0]), str(key[1]), int(key[2]), int(key[3])), position)
+    rows: list[int] = []
+    limits: list[tuple[int, int]] = []
+    for group in groups:
+        row = positions.get(_replay_key(*group[0]))  # None: a replay without steps has no costs
+        if row is not None:
+            rows.extend([row] * (len(group) - 1))
+            limits.extend((trace.setting.max_tokens, trace.setting.keep_recent_tokens) for _, trace in group[1:])
+    copies = costs.iloc[rows].copy()
+    copies["max_tokens"] = [m for m, _ in limits]
+    copies["keep_recent_tokens"] = [k for _, k in limits]
+    return pd.concat([costs, copies.astype(costs.dtypes.to_dict())], ignore_index=True)
+
+
 def _to_price(
     entries: list[tuple[str, Trace]], direct: int, sweep: Sweep | None, primary_model: str
-) -> list[tuple[str, Trace]]:
-    """The replays whose costs the report computes: the ``direct`` first ``entries`` (given directly), and a
-    sweep's cells it did not price with ``primary_model`` (a summary model with no list price; a sweep priced
-    for another model)."""
-    if sweep is None or sweep.config.get("primary_model") != primary_model:
-        return list(entries)
-    table = _compared(sweep)
-    if "total_cost_usd" not in table.columns:
-        return list(entries)
-    keys = set(table.loc[table["total_cost_usd"].isna(), _REPLAY_KEYS].itertuples(index=False, name=None))
-    return entries[:direct] + [(label, trace) for label, trace in entries[direct:] if _replay_key(label, trace) in keys]
+) -> list[list[tuple[str, Trace]]]:
+    """The replays whose costs the report computes, in groups that cost the same: each of the ``direct`` first
+    ``entries`` (given directly) alone, and a sweep's cells it did not price with ``primary_model`` (a summary
+    model with no list price; a sweep priced for another model) by the distinct replay they hold
+    (:func:`_distinct_replay`)."""
+    cells = entries[direct:]
+    if sweep is not None and sweep.config.get("primary_model") == primary_model:
+        table = _compared(sweep)
+        if "total_cost_usd" in table.columns:
+            keys = set(table.loc[table["total_cost_usd"].isna(), _REPLAY_KEYS].itertuples(index=False, name=None))
+            cells = [(label, trace) for label, trace in cells if _replay_key(label, trace) in keys]
+    groups: dict[Hashable, list[tuple[str, Trace]]] = {
+        ("given", n): [entry] for n, entry in enumerate(entries[:direct])
+    }
+    for label, trace in cells:
+        groups.setdefault(_distinct_replay(label, trace), []).append((label, trace))
+    return list(groups.values())
+
+
+def _distinct_replay(label: str, trace: Trace) -> tuple[str, str, Setting | None]:
+    """The replay whose steps and summaries a sweep's cell holds: its own Setting's, or the one it was derived
+    from (one replay per Setting in a sweep)."""
+    return (label, trace.conversation.id, trace.settings.derived_from or trace.setting)
 
 
 def _replay_key(label: str, trace: Trace) -> tuple[str, str, int, int]:
