@@ -601,6 +601,32 @@ def test_measuring_after_other_traces_equals_measuring_each_from_scratch(replaye
         assert len(remembered[0]) == len(trace.compactions) > 0
 
 
+def test_measuring_with_an_index_built_elsewhere_equals_measuring_with_its_own(replayed):
+    """A worker that takes the driver's built index of the conversation (pickled, without its messages) measures
+    every trace as with the index it would build itself."""
+    import pickle
+
+    from zett_lab.measure.losses import conversation_index, measure_lost_and_counted
+    from zett_lab.measure.message_index import ConversationIndex, held_index, release_indexes
+
+    traces = list(replayed.values())
+    conversation = traces[0].conversation
+    assert all(trace.conversation.messages is conversation.messages for trace in traces)
+    release_indexes()
+    own = [measure_lost_and_counted(trace) for trace in traces]
+    shipped = pickle.dumps(ConversationIndex(list(conversation.messages), conversation.harness_context).built())
+    release_indexes()
+    adopted = conversation_index(conversation, pickle.loads(shipped))
+    assert held_index(conversation.messages, conversation.harness_context) is adopted
+    assert adopted.messages is conversation.messages and adopted._arrays is not None
+    for trace, (losses, counts) in zip(traces, own, strict=True):
+        again, again_counts = measure_lost_and_counted(trace)
+        for name in ("compactions", "anchors", "conversation", "decay", "updates"):
+            pd.testing.assert_frame_equal(getattr(again, name), getattr(losses, name))
+        pd.testing.assert_frame_equal(again_counts, counts)
+    assert held_index(conversation.messages, conversation.harness_context) is adopted
+
+
 def test_mask_keeps_more_needed_anchors_than_truncate(replayed):
     nar = {name: measure(trace).conversation.iloc[0]["needed_anchor_recall"] for name, trace in replayed.items()}
     assert nar["mask"] >= nar["truncate"]

@@ -501,3 +501,58 @@ def test_a_sentence_is_found_in_a_summary_by_the_clauses_sharing_its_words_as_by
             for clause in clauses.words
         )
         assert clauses.holds(sentence) == expected
+
+
+def test_a_conversation_on_several_workers_has_its_index_built_once_by_the_driver(
+    fixture_conversations, tmp_path, monkeypatch
+):
+    """Units of one conversation sent as several tasks: the driver writes its built anchor index once, the workers
+    measure with it as with their own (results equal a serial sweep's), and the sweep's folder keeps no index."""
+    import concurrent.futures as cf
+
+    from zett_lab.study import collect
+    from zett_lab.study.sources import TableWriter
+
+    conversation = max(fixture_conversations, key=lambda c: len(c.messages))
+    written: list[str] = []
+    write_index = TableWriter.write_index
+
+    def recording(self, fingerprint, built):
+        written.append(fingerprint)
+        assert built["_arrays"] is not None and built["_needles"] is not None and "messages" not in built
+        write_index(self, fingerprint, built)
+
+    monkeypatch.setattr(TableWriter, "write_index", recording)
+    grid = dict(max_tokens=[4_000, 8_000], keep_recent_tokens=[1_000], summarizers=["truncate", "mask"])
+    with cf.ThreadPoolExecutor(2) as threads:
+        pooled = sweep(conversation, **grid, executor=threads, cache=tmp_path / "c.sqlite", reuse=False)
+    serial = sweep(conversation, **grid, executor="serial", cache=tmp_path / "c.sqlite", reuse=False)
+    assert len(written) == 1 and collect.BATCH_SHARE < 0.5
+    assert not any(source.folder.path.joinpath("indexes").exists() for source in pooled.store.sources.values())
+    columns = [c for c in serial.results.columns if c not in ("seconds", "worker", "model_calls", "cache_hits")]
+    assert serial.results["error"].isna().all() and "needed_anchor_recall" in columns
+    pd.testing.assert_frame_equal(pooled.results[columns], serial.results[columns])
+
+
+def test_a_worker_takes_the_index_the_driver_wrote_instead_of_building_its_own(fixture_conversations, tmp_path):
+    import types
+
+    from zett_lab.measure.message_index import ConversationIndex, held_index, release_indexes
+    from zett_lab.study.grid import fingerprint
+    from zett_lab.study.regions import Region
+    from zett_lab.study.reuse import Proven
+    from zett_lab.study.sources import SourceFolder
+    from zett_lab.study.units import _index_conversation
+
+    conversation = next(c for c in fixture_conversations if c.id == "billing-rounding")
+    trace = replay(conversation, max_tokens=4_000, keep_recent_tokens=1_000, summarizer="truncate")
+    folder = SourceFolder(tmp_path / "sweep")
+    key = fingerprint(conversation)
+    folder.writer.write_index(key, ConversationIndex(list(conversation.messages), conversation.harness_context).built())
+    unit = types.SimpleNamespace(metrics=True, tables_to=folder.writer, fingerprint=key)
+    release_indexes()
+    _index_conversation([Proven.of("s", Region.point(4_000, 1_000, "test"), trace)], unit)
+    taken = held_index(conversation.messages, conversation.harness_context)
+    assert taken is not None and taken._arrays is not None  # built lazily, on first measuring, by the index itself
+    folder.writer.remove_indexes()
+    assert not folder.writer.index_file(key).exists()

@@ -320,10 +320,11 @@ def _measure_one(
     return losses, view.index
 
 
-def conversation_index(conversation: Conversation) -> ConversationIndex:
+def conversation_index(conversation: Conversation, built: dict[str, object] | None = None) -> ConversationIndex:
     """The anchor index measuring any trace of ``conversation`` reads: built once per message list and kept (a
-    worker that builds it before measuring can time it apart, :mod:`zett_lab.study.units`)."""
-    return index_of(conversation.messages, conversation.harness_context)
+    worker that builds it before measuring can time it apart, :mod:`zett_lab.study.units`); ``built``: the same
+    conversation's index as another process built it (:meth:`ConversationIndex.built`), taken instead."""
+    return index_of(conversation.messages, conversation.harness_context, built)
 
 
 def _trace_view(trace: Any, counter: Callable[[Sequence[Any]], int]) -> TraceView:

@@ -269,6 +269,12 @@ class ConversationIndex:
         self.key_ids: dict[AnchorKey, int] = {}
         self.needle_ids: dict[str, int] = {}
 
+    def built(self) -> dict[str, object]:
+        """Everything the index holds but its messages, its arrays and needles built: what another process
+        measuring the same conversation adopts (:func:`index_of` ``built=``) instead of building it again."""
+        _ = self.needles
+        return {name: value for name, value in vars(self).items() if name != "messages"}
+
     @property
     def needles(self) -> NeedleSet:
         """Every anchor's needle, for finding all of them in a summary in one scan (built once)."""
@@ -550,15 +556,34 @@ def _command_parts(keys: Sequence[AnchorKey], id_of: dict[AnchorKey, int]) -> np
 _INDEXES: dict[int, tuple[Sequence[Any], int, tuple[HarnessContext, ...], ConversationIndex]] = {}
 
 
-def index_of(messages: Sequence[AnyMessage], harness_context: Sequence[HarnessContext] = ()) -> ConversationIndex:
-    """The index of a conversation's messages and harness context (kept for the last few conversations)."""
-    harness = tuple(harness_context)
+def held_index(
+    messages: Sequence[AnyMessage], harness_context: Sequence[HarnessContext] = ()
+) -> ConversationIndex | None:
+    """The index :func:`index_of` keeps for these messages, None when it keeps none."""
     held = _INDEXES.get(id(messages))
-    if held is not None and held[0] is messages and held[1] == len(messages) and held[2] == harness:
+    if held is not None and held[0] is messages and held[1] == len(messages) and held[2] == tuple(harness_context):
         return held[3]
+    return None
+
+
+def index_of(
+    messages: Sequence[AnyMessage],
+    harness_context: Sequence[HarnessContext] = (),
+    built: dict[str, object] | None = None,
+) -> ConversationIndex:
+    """The index of a conversation's messages and harness context (kept for the last few conversations);
+    ``built``: :meth:`ConversationIndex.built` of an index of the same messages, taken when none is kept yet."""
+    harness = tuple(harness_context)
+    held = held_index(messages, harness)
+    if held is not None:
+        return held
     if len(_INDEXES) >= 4:
         _INDEXES.clear()
-    index = ConversationIndex(messages, harness)
+    if built is not None and built["harness_context"] == harness:  # (of the same messages: the caller's word)
+        index = ConversationIndex.__new__(ConversationIndex)
+        vars(index).update(built, messages=messages)
+    else:
+        index = ConversationIndex(messages, harness)
     _INDEXES[id(messages)] = (messages, len(messages), harness, index)
     return index
 

@@ -9,11 +9,12 @@ units' cells.
 from __future__ import annotations
 
 import concurrent.futures as cf
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..errors import ResultFailure
+from ..measure.message_index import ConversationIndex
 from ..progress import Progress
 from ..summarizers import CacheError
 from .executors import parallelism, stop_workers
@@ -221,6 +222,8 @@ def run_plan(plan: Plan, runner: cf.Executor, collector: Collector, tracker: Pro
 
     try:
         submit_more()
+        if collector.tables_to is not None and workers > 1:
+            share_indexes(plan, collector, batch_budget)
         while futures:
             done, _ = cf.wait(list(futures), timeout=ticks.poll_s, return_when=cf.FIRST_COMPLETED)
             ticks.drain()
@@ -252,6 +255,29 @@ def run_plan(plan: Plan, runner: cf.Executor, collector: Collector, tracker: Pro
         raise
     finally:
         ticks.close()
+        collector.folder.writer.remove_indexes()
+
+
+def share_indexes(plan: Plan, collector: Collector, batch_budget: float) -> None:
+    """Build the anchor index of each conversation whose units go out as several tasks, once, here, while the
+    workers replay: each worker takes it from the sweep's folder when it first measures that conversation
+    instead of building its own (a long conversation's index costs seconds of CPU per worker; reading it, a
+    tenth). A worker that measures before it is written builds its own, as without it."""
+    tasks: Counter[str] = Counter()
+    order = deque(plan.order)
+    while order:
+        tasks[next_batch(order, plan.costs, batch_budget)[0].fingerprint] += 1
+    done: set[str] = set()
+    for unit in plan.order:
+        if unit.fingerprint in done or tasks[unit.fingerprint] < 2 or not unit.metrics:
+            continue
+        done.add(unit.fingerprint)
+        pending = [u for u in plan.order if u.fingerprint == unit.fingerprint]
+        if collector.reuse and all(STORE.find(plan.keys[u.index], *c) is not None for u in pending for c in u.cells):
+            continue
+        conversation = unit.conversation
+        built = ConversationIndex(conversation.messages, conversation.harness_context).built()
+        collector.folder.writer.write_index(unit.fingerprint, built)
 
 
 def _stop_at_first_failure(unit: Unit, collector: Collector) -> None:

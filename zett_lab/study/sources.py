@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import pickle
 import shutil
 import tempfile
 import weakref
@@ -55,6 +57,34 @@ class TableWriter:
     def write_events(self, source_id: str, events: list[dict[str, Any]]) -> None:
         """The engine's own compaction events of a replay (their summaries can be large: kept on disk too)."""
         self.events_file(source_id).write_text(json.dumps(events), encoding="utf-8")
+
+    def index_file(self, fingerprint: str) -> Path:
+        """Where a conversation's built anchor index waits for the workers that measure it (:meth:`write_index`)."""
+        return self.path / "indexes" / f"{fingerprint}.pkl"
+
+    def write_index(self, fingerprint: str, built: dict[str, object]) -> None:
+        """Keep a conversation's built anchor index (:meth:`~zett_lab.measure.message_index.ConversationIndex.built`)
+        for the workers: each takes it instead of building its own. Written whole, then renamed: a worker reads
+        all of it or finds none."""
+        path = self.index_file(fingerprint)
+        path.parent.mkdir(exist_ok=True)
+        partial = path.with_suffix(f".{os.getpid()}.partial")
+        with open(partial, "wb") as handle:
+            pickle.dump(built, handle, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(partial, path)
+
+    def read_index(self, fingerprint: str) -> dict[str, object] | None:
+        """The built index :meth:`write_index` kept for a conversation, None when there is none (yet)."""
+        try:
+            with open(self.index_file(fingerprint), "rb") as handle:
+                built: dict[str, object] = pickle.load(handle)
+        except FileNotFoundError:
+            return None
+        return built
+
+    def remove_indexes(self) -> None:
+        """Remove the kept indexes (the sweep is done; they are large, and a saved sweep keeps only tables)."""
+        shutil.rmtree(self.path / "indexes", ignore_errors=True)
 
 
 class SourceFolder:

@@ -36,6 +36,7 @@ from ..measure.catalogue import load_plugins
 from ..measure.columns import ANCHOR_COLUMNS, frame
 from ..measure.cost import add_costs, cost_summary
 from ..measure.losses import conversation_index, measure_lost_and_counted
+from ..measure.message_index import held_index
 from ..replay.engine import effort_identity, engine_reuse
 from ..replay.run import replay_forkable
 from ..replay.setting import ReplayOptions, Setting, TraceSettings
@@ -394,14 +395,19 @@ def _finish_sources(state: _UnitRun) -> dict[str, SourcePayload]:
 
 
 def _index_conversation(sources: list[Proven], unit: Unit) -> float:
-    """Build the anchor index the replays' measuring reads, before measuring them; return its CPU seconds (0 when
-    this process has it already, or nothing is measured). Timed apart: a worker builds it once per conversation,
-    whatever number of units it runs (what a schedule of the units on more workers must charge each worker)."""
+    """Build the anchor index the replays' measuring reads, before measuring them, or take the one the driver
+    built for a conversation whose units run on several workers (:func:`~zett_lab.study.collect.share_indexes`);
+    return its CPU seconds (0 when this process has it already, or nothing is measured). Timed apart: a worker
+    builds it once per conversation, whatever number of units it runs (what a schedule of the units on more
+    workers must charge each worker)."""
     traces = [p.trace for p in sources if p.row is None and p.trace is not None]
     if not unit.metrics or not traces:
         return 0.0
     began = time.process_time()
-    conversation_index(traces[0].conversation)
+    conversation = traces[0].conversation
+    if held_index(conversation.messages, conversation.harness_context) is None:
+        built = unit.tables_to.read_index(unit.fingerprint) if unit.tables_to is not None else None
+        conversation_index(conversation, built)
     return time.process_time() - began
 
 
