@@ -33,9 +33,10 @@ labels call truly dropped (a real rule, still in force, that the summary and the
 share of its "kept" the labels call conveyed, and the share of extracted texts that are real rules; each label
 judges one summary, so an item whose summary today's replay no longer produces is left out and counted.
 
-``--set 2`` reads the second sample instead (``bench/validation/items2.json``, labels
-``bench/validation/labels2.jsonl``): round 2, drawn from the same logs at other replay settings before the last
-tuning and never used for it; all its items are one part (``unseen``), reported and written like a part of set 1.
+``--set N`` (N ≥ 2) reads a later sample instead (``bench/validation/items<N>.json``, labels
+``bench/validation/labels<N>.jsonl``; :data:`validity_pool.ROUNDS`): round N, drawn from the same logs at other
+replay settings before the tuning that followed it and never used for it; all its items are one part
+(``unseen``), reported and written like a part of set 1.
 
 ``--write [PATH]`` records one part's precision and recall of the metric now as the measured validity of the
 catalogue metrics resting on that verdict (:data:`NEEDED_LATER_METRICS`, and :data:`CONSTRAINT_METRICS` once the
@@ -46,7 +47,7 @@ Run (from any checkout beside ``../shared/agent-logs``)::
 
     .venv/bin/python bench/validity.py [--labels PATH] [--part tune|held-back|both] [--logs DIR] [--errors]
     .venv/bin/python bench/validity.py --part held-back --write
-    .venv/bin/python bench/validity.py --set 2 [--errors] [--write]
+    .venv/bin/python bench/validity.py --set 2|3 [--errors] [--write]
 """
 
 from __future__ import annotations
@@ -73,12 +74,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import validity_constraints
 from validity_pool import (
     HELD_BACK,
-    ITEMS2_FILE,
     ITEMS_FILE,
-    LABELS2_FILE,
     LABELS_FILE,
     LOGS,
     ROOT,
+    ROUNDS,
     SPLIT_FILE,
     TUNE,
     UNSEEN,
@@ -116,12 +116,17 @@ CONSTRAINT_METRICS = ("constraint_survival",)
 #: What a constraint label's reason says the summary and the tail convey: the rule (True) or not (False).
 CONVEYED = {"conveyed-verbatim": True, "conveyed-paraphrase": True, "weakened": False, "absent": False}
 SCOPES = ("session", "task", "over")
-PART_WORDS = {
-    TUNE: "tuning part of the validation set",
-    HELD_BACK: "held-back quarter of the validation set",
-    UNSEEN: "second sample of the validation set (the same logs at other replay settings, drawn before the last "
-    "tuning and never used for it)",
-}
+PART_WORDS = {TUNE: "tuning part of the validation set", HELD_BACK: "held-back quarter of the validation set"}
+
+
+def part_words(part: str, set_number: int) -> str:
+    """What a part of a set is, in the data file's words: set 1's parts, or a later round's sample."""
+    if part != UNSEEN:
+        return PART_WORDS[part]
+    return (
+        f"{ROUNDS[set_number].name} of the validation set (the same logs at other replay settings, drawn before the "
+        "last tuning and never used for it)"
+    )
 
 
 class LabelError(ValueError):
@@ -708,16 +713,16 @@ def checkout() -> str:
 
 
 def validity_entry(
-    table: pd.DataFrame, flag: str, truth: str, *, what: str, part: str, kappa: float, logs: str, verdict: str,
+    table: pd.DataFrame, flag: str, truth: str, *, what: str, words: str, kappa: float, logs: str, verdict: str,
     commit: str, day: str,
 ) -> dict[str, Any]:  # fmt: skip
     """One metric's entry of the data file: the weighted precision and recall of its verdict ``flag`` against the
-    labels' ``truth`` on one part of a set, and the words saying what was measured on what."""
+    labels' ``truth`` on one part of a set (``words`` says which), and the words saying what was measured on what."""
     precision, recall = precision_recall(table, flag, truth)
     formats = sorted(table["agent"].unique())
     source = (
         f"{len(table):,} labelled {what} of {len(formats)} agent format{'s' * (len(formats) != 1)} "
-        f"({', '.join(formats)}) of {logs}, the {PART_WORDS[part]}; each labelled independently by two readers "
+        f"({', '.join(formats)}) of {logs}, the {words}; each labelled independently by two readers "
         f"(Cohen's κ {kappa:.2f}), disagreements settled by a third; the {verdict} verdict of bench/validity.py at "
         f"{commit}, {day}; Wilson 95% intervals on the effective n of items clustered by anchor within conversation"
     )
@@ -747,15 +752,18 @@ def sampled_at(path: Path) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--labels", type=Path, default=None, help=f"label file (default {LABELS_FILE}, or {LABELS2_FILE} with --set 2)"
+        "--labels",
+        type=Path,
+        default=None,
+        help=f"label file (default {LABELS_FILE}, or labels<N>.jsonl with --set N)",
     )
     parser.add_argument(
         "--set",
         type=int,
-        choices=(1, 2),
+        choices=(1, *ROUNDS),
         default=1,
-        help="1: the first set (its tuning part and held-back quarter); 2: the second sample (round 2, never tuned "
-        "on; no parts, no constraint items)",
+        help="1: the first set (its tuning part and held-back quarter); 2 or 3: a later sample (round N, never tuned "
+        "on when drawn; no parts, no constraint items)",
     )
     parser.add_argument("--part", choices=(TUNE, HELD_BACK, "both"), default="both", help="which part of set 1")
     parser.add_argument("--logs", type=Path, default=LOGS, help="the shared agent logs (default ../shared/agent-logs)")
@@ -769,7 +777,7 @@ def main(argv: list[str] | None = None) -> int:
         const=VALIDITY_DATA,
         default=None,
         metavar="PATH",
-        help="record the --part's (or set 2's) precision and recall of the metric now as the catalogue's measured "
+        help="record the --part's (or a later set's) precision and recall of the metric now as the catalogue's measured "
         f"validity (default {VALIDITY_DATA.relative_to(ROOT)})",
     )
     parser.add_argument("--items", type=Path, default=None, help=argparse.SUPPRESS)
@@ -781,13 +789,13 @@ def main(argv: list[str] | None = None) -> int:
         "--constraint-split", type=Path, default=validity_constraints.SPLIT_FILE, help=argparse.SUPPRESS
     )
     args = parser.parse_args(argv)
-    second = args.set == 2
-    items_path = args.items or (ITEMS2_FILE if second else ITEMS_FILE)
-    labels_path = args.labels or (LABELS2_FILE if second else LABELS_FILE)
-    if args.write is not None and args.part == "both" and not second:
+    later = ROUNDS.get(args.set)
+    items_path = args.items or (later.items_file if later else ITEMS_FILE)
+    labels_path = args.labels or (later.labels_file if later else LABELS_FILE)
+    if args.write is not None and args.part == "both" and not later:
         print(
             "error: --write records one part's figures: add --part held-back (never tuned on) or --part tune, "
-            "or measure --set 2",
+            "or measure a later set (--set 2 or 3)",
             file=sys.stderr,
         )
         return 2
@@ -795,7 +803,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"No labels yet at {labels_path}: nothing to measure (label the set from docs/validation/guidelines.md).")
         return 0
     items = read_items(items_path)
-    parts = {item["id"]: UNSEEN for item in items} if second else read_split(args.split)
+    parts = {item["id"]: UNSEEN for item in items} if later else read_split(args.split)
     try:
         labels = read_labels(labels_path, {item["id"] for item in items})
     except LabelError as error:
@@ -828,26 +836,27 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"metric at sampling: commit {sampled_at(items_path)[:12]}, as recorded in {items_path.name}")
     table = results_table(items, parts, final, verdicts, reasons(labels))
-    chosen = [UNSEEN] if second else [TUNE, HELD_BACK] if args.part == "both" else [args.part]
+    chosen = [UNSEEN] if later else [TUNE, HELD_BACK] if args.part == "both" else [args.part]
     for part in chosen:
         ids = {item["id"] for item in items if parts[item["id"]] == part}
         rows = table[table["part"] == part]
-        print("\n".join(report_lines(rows, "second sample (round 2, unseen)" if part == UNSEEN else f"{part} part")))
+        heading = f"{later.name} (round {later.number}, unseen)" if later else f"{part} part"
+        print("\n".join(report_lines(rows, heading)))
         for a, b, n, agree, kappa in agreement(labels, ids):
             print(f"agreement before resolution, {a} vs {b}: {n} items, {agree:.0%} agree, Cohen's κ {kappa:.2f}")
         print("\n".join(error_lines(rows, args.errors)))
     constraint_tables: dict[str, pd.DataFrame] = {}
     constraint_kappa = math.nan
     try:
-        if not second:  # the constraint set is drawn from round 1's replays only
+        if not later:  # the constraint set is drawn from round 1's replays only
             constraint_tables, constraint_kappa = constraint_report(args, chosen)
     except LabelError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    part = UNSEEN if second else args.part
+    part = UNSEEN if later else args.part
     if args.write is not None:
         common = {
-            "part": part,
+            "words": part_words(part, args.set),
             "logs": "real agent logs" if args.logs.resolve() == LOGS.resolve() else f"the logs in {args.logs}",
             "commit": checkout(),
             "day": date.today().isoformat(),

@@ -27,18 +27,18 @@ files it writes are the fixed record, and later code only reads them)::
 
 Without ``--write`` it builds the pool and prints its strata without writing anything.
 
-**Round 2** (``--round 2``, :data:`ROUND_2`) is a second sample of the same logs, drawn after the first round's
-held-back quarter had been measured (and so seen): the same summarizers and engines at two other replay
-settings (``max_tokens`` a quarter and ``keep_recent_tokens`` a twentieth, and ``max_tokens`` a half and
-``keep_recent_tokens`` a fifth, of each conversation's tokens), leaving out every anchor of a conversation the
-first round sampled (same log, conversation, type and normal form). It is drawn to measure precision tightly:
-:data:`ROUND_2_FLAGGED` items the metric flagged when it was drawn and :data:`ROUND_2_NOT_FLAGGED` it did not
-(for recall), each shared over agent formats in proportion to the pool (at least :data:`ROUND_2_FLOOR` per
-format and flag where the pool has them), then over a format's conversations in proportion, so the flagged items weigh
-nearly alike. It has no split: nobody tunes on it; its labels are read once, with the final metric. It writes
-``items2.json`` only::
+**Later rounds** (``--round N``, :data:`ROUNDS`) are further samples of the same logs, each drawn after the
+rounds before it had been looked at while tuning, so that its labels are unseen: the same summarizers and engines
+at replay settings no earlier round used, leaving out every anchor of a conversation an earlier round sampled
+(same log, conversation, type and normal form). A later round is drawn to measure precision tightly: a number
+of items the metric flagged when it was drawn and a few it did not (for recall), each shared over agent formats
+in proportion to the pool (at least a floor per format and flag where the pool has them), then over a format's
+conversations in proportion, so the flagged items weigh nearly alike. It has no split: nobody tunes on it; its
+labels are read once, with the final metric. A round is data (:class:`Round`: its settings, seed, sizes and
+floors); round 2 was drawn after the first round's held-back quarter had been measured, round 3 after round 2's
+labels had been read and tuned on. Each writes its own ``items<N>.json`` only::
 
-    .venv/bin/python bench/validity_pool.py --round 2 --write
+    .venv/bin/python bench/validity_pool.py --round 3 --write
 """
 
 from __future__ import annotations
@@ -70,22 +70,80 @@ SET_DIR = ROOT / "bench" / "validation"
 ITEMS_FILE = SET_DIR / "items.json"
 SPLIT_FILE = SET_DIR / "split.json"
 LABELS_FILE = SET_DIR / "labels.jsonl"
-ITEMS2_FILE = SET_DIR / "items2.json"
-LABELS2_FILE = SET_DIR / "labels2.jsonl"
 
 SUMMARIZERS = ("anchors", "truncate:0.1")
 SEED = 2803
 SAMPLE_SIZE = 448
 CONVERSATION_CAP = 0.15
 TUNE, HELD_BACK = "tune", "held-back"
-#: The part every item of round 2 is in: nobody tuned on it.
+#: The part every item of a later round is in: nobody tuned on it.
 UNSEEN = "unseen"
-#: Round 2: its seed, its replay settings (divisors of a conversation's tokens: max_tokens, keep_recent_tokens),
-#: its flagged and not-flagged sample sizes and the least a format gets of each where its pool has them.
-SEED_2 = 2812
-SETTINGS_2 = ((4, 20), (2, 5))
-ROUND_2_FLAGGED, ROUND_2_NOT_FLAGGED = 150, 40
-ROUND_2_FLOOR = {True: 8, False: 3}
+
+
+@dataclass(frozen=True)
+class Round:
+    """A later sample of the validation set (round 2 on): its name, its replay settings (pairs of divisors of a
+    conversation's tokens: ``max_tokens``, ``keep_recent_tokens``), its seed, its flagged and not-flagged sample
+    sizes, the least a format gets of each where its pool has them, and what it follows (for the record)."""
+
+    number: int
+    name: str
+    settings: tuple[tuple[int, int], ...]
+    seed: int
+    flagged: int
+    not_flagged: int
+    floor_flagged: int
+    floor_not_flagged: int
+    drawn_after: str
+    flag_metric: str
+
+    @property
+    def items_file(self) -> Path:
+        return SET_DIR / f"items{self.number}.json"
+
+    @property
+    def labels_file(self) -> Path:
+        return SET_DIR / f"labels{self.number}.jsonl"
+
+    @property
+    def earlier_items(self) -> list[Path]:
+        """The samples of the rounds before it: what it leaves out."""
+        return [ITEMS_FILE, *(SET_DIR / f"items{n}.json" for n in range(2, self.number))]
+
+    def floor(self, flagged: bool) -> int:
+        return self.floor_flagged if flagged else self.floor_not_flagged
+
+
+ROUNDS = {
+    r.number: r
+    for r in (
+        Round(
+            number=2,
+            name="second sample",
+            settings=((4, 20), (2, 5)),
+            seed=2812,
+            flagged=150,
+            not_flagged=40,
+            floor_flagged=8,
+            floor_not_flagged=3,
+            drawn_after="drawn after the first round's held-back quarter was measured",
+            flag_metric="tuned on the first round's items",
+        ),
+        Round(
+            number=3,
+            name="third sample",
+            settings=((6, 30), (5, 40)),
+            seed=2833,
+            flagged=150,
+            not_flagged=40,
+            floor_flagged=8,
+            floor_not_flagged=3,
+            drawn_after="drawn after round 2's labels were read and tuned on, before the tuning on rounds 1 and 2 "
+            "that followed",
+            flag_metric="tuned on the first round's items and on round 2's",
+        ),
+    )
+}
 SPLIT_RULE = (
     "held-back iff int(sha256('\\x1f'.join([log, conversation_id, type, text])).hexdigest()[:8], 16) % 4 == 0, "
     "else tune (UTF-8; one anchor of one conversation is in one part in every span)"
@@ -295,18 +353,17 @@ def proportional(total: int, sizes: dict[Any, int], floor: int = 0) -> dict[Any,
     return given
 
 
-def allocate_2(pool: list[dict[str, Any]]) -> dict[str, int]:
-    """Round 2's sample size per stratum: per flag, its total shared over agent formats in proportion to their
-    pool (at least :data:`ROUND_2_FLOOR` of the flag each where the pool has them), then over a format's conversations in
-    proportion."""
+def allocate_round(pool: list[dict[str, Any]], round_: Round) -> dict[str, int]:
+    """A later round's sample size per stratum: per flag, its total shared over agent formats in proportion to
+    their pool (at least the round's floor of the flag each where the pool has them), then over a format's
+    conversations in proportion."""
     per_stratum: dict[str, int] = {}
-    for flagged, total in ((True, ROUND_2_FLAGGED), (False, ROUND_2_NOT_FLAGGED)):
-        floor = ROUND_2_FLOOR[flagged]
+    for flagged, total in ((True, round_.flagged), (False, round_.not_flagged)):
         sizes: dict[str, Counter[str]] = defaultdict(Counter)  # agent -> stratum -> pool size
         for item in pool:
             if item["flagged_at_sampling"] == flagged:
                 sizes[item["agent"]][stratum_of(item)] += 1
-        per_agent = proportional(total, {agent: sum(s.values()) for agent, s in sizes.items()}, floor)
+        per_agent = proportional(total, {agent: sum(s.values()) for agent, s in sizes.items()}, round_.floor(flagged))
         for agent, agent_size in per_agent.items():
             per_stratum.update(proportional(agent_size, dict(sizes[agent])))
     return per_stratum
@@ -394,31 +451,35 @@ def procedure() -> dict[str, Any]:
     }
 
 
-def procedure_2() -> dict[str, Any]:
-    """How round 2's pool and sample were made, for the record."""
+def round_procedure(round_: Round) -> dict[str, Any]:
+    """How a later round's pool and sample were made, for the record."""
     first = procedure()
-    settings = "; ".join(f"max_tokens = tokens // {m}, keep_recent_tokens = tokens // {k}" for m, k in SETTINGS_2)
+    settings = "; ".join(
+        f"max_tokens = tokens // {m}, keep_recent_tokens = tokens // {k}" for m, k in round_.settings
+    )
+    earlier = " and ".join(path.name for path in round_.earlier_items)
     return {
         **{key: first[key] for key in ("built_at_commit", "zett_agent_version", "logs")},
-        "round": "2: a second sample of the same logs at other replay settings, drawn after the first round's "
-        "held-back quarter was measured; never used for tuning (no split: every item is unseen)",
+        "round": f"{round_.number}: another sample of the same logs at other replay settings, {round_.drawn_after}; "
+        "never used for tuning (no split: every item is unseen)",
         "replay": first["replay"].replace("max_tokens = tokens // 3, keep_recent_tokens = tokens // 10", settings),
         "candidate": first["candidate"],
         "excluded": "every candidate whose (log, conversation, type, normal form of the text) is that of an item "
-        "of items.json (the first round's sample), in whatever span or setting",
+        f"of {earlier} (the earlier rounds' samples), in whatever span or setting",
         "deduplication": "one item per (log, conversation, span_start, span_end, n_recorded, type, normalized "
-        "anchor) over both settings; setting = the first (setting, summarizer), in the orders above, that lost it",
+        "anchor) over all its settings; setting = the first (setting, summarizer), in the orders above, that lost "
+        "it",
         "flag_at_sampling": "needed_later of the metric at built_at_commit (the definition of docs/needed-later.md "
-        "there, tuned on the first round's items); the stratum records it, dossiers never show it",
+        f"there, {round_.flag_metric}); the stratum records it, dossiers never show it",
         "strata": first["strata"],
         "allocation": (
-            f"{ROUND_2_FLAGGED} flagged and {ROUND_2_NOT_FLAGGED} not-flagged items; each shared over agent formats "
-            f"in proportion to their pool, every format first given {ROUND_2_FLOOR[True]} flagged and "
-            f"{ROUND_2_FLOOR[False]} not-flagged items (or all it has), then over a "
+            f"{round_.flagged} flagged and {round_.not_flagged} not-flagged items; each shared over agent formats "
+            f"in proportion to their pool, every format first given {round_.floor_flagged} flagged and "
+            f"{round_.floor_not_flagged} not-flagged items (or all it has), then over a "
             "format's conversations in proportion to their pool (largest remainders; what a full stratum cannot "
-            "take goes to the others)"
+            "take goes to the others; a flag whose pool is smaller than its size is taken whole)"
         ),
-        "draw": f"random.Random({SEED_2}).sample over each stratum's items sorted by id, strata in sorted order",
+        "draw": f"random.Random({round_.seed}).sample over each stratum's items sorted by id, strata in sorted order",
         "weight": first["weight"],
     }
 
@@ -444,15 +505,16 @@ def read_split(path: Path = SPLIT_FILE) -> dict[str, str]:
 
 def build(logs: Path, round_: int = 1) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The whole pool of a round and the sample drawn from it."""
-    settings = SETTINGS_2 if round_ == 2 else ((3, 10),)
-    excluded = sampled_keys(read_items()) if round_ == 2 else set()
+    later = ROUNDS.get(round_)
+    settings = later.settings if later else ((3, 10),)
+    excluded = set().union(*(sampled_keys(read_items(path)) for path in later.earlier_items)) if later else set()
     pool: list[dict[str, Any]] = []
     for source in read_sources(logs):
         pool.extend(i for i in pool_of(source, settings) if next(iter(sampled_keys([i]))) not in excluded)
     ids = Counter(i["id"] for i in pool)
     if max(ids.values(), default=1) > 1:
         raise SystemExit(f"two pool items share an id: {ids.most_common(1)}")
-    return pool, draw(pool, allocate_2(pool), SEED_2) if round_ == 2 else sample(pool)
+    return pool, draw(pool, allocate_round(pool, later), later.seed) if later else sample(pool)
 
 
 def summary_lines(table: Iterable[dict[str, Any]], chosen: list[dict[str, Any]], split: bool = True) -> list[str]:
@@ -473,21 +535,26 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--logs", type=Path, default=LOGS, help="the shared agent logs (default ../shared/agent-logs)")
     parser.add_argument(
-        "--round", type=int, choices=(1, 2), default=1, help="1: the first set (default); 2: the second sample"
+        "--round",
+        type=int,
+        choices=(1, *ROUNDS),
+        default=1,
+        help="1: the first set (default); 2 and on: a later sample (ROUNDS)",
     )
     parser.add_argument(
         "--write",
         action="store_true",
-        help=f"write {ITEMS_FILE.name} and {SPLIT_FILE.name} (round 1) or {ITEMS2_FILE.name} (round 2)",
+        help=f"write {ITEMS_FILE.name} and {SPLIT_FILE.name} (round 1) or items<N>.json (round N)",
     )
     args = parser.parse_args(argv)
     pool, chosen = build(args.logs, args.round)
     table = strata_table(pool, chosen)
     print(f"pool: {len(pool):,} candidate lost items")
     print("\n".join(summary_lines(table, chosen, split=args.round == 1)))
-    if args.write and args.round == 2:
-        write(ITEMS2_FILE, {"procedure": procedure_2(), "strata": table, "items": chosen})
-        print(f"wrote {ITEMS2_FILE.relative_to(ROOT)}")
+    later = ROUNDS.get(args.round)
+    if args.write and later:
+        write(later.items_file, {"procedure": round_procedure(later), "strata": table, "items": chosen})
+        print(f"wrote {later.items_file.relative_to(ROOT)}")
     elif args.write:
         write(ITEMS_FILE, {"procedure": procedure(), "strata": table, "items": chosen})
         write(SPLIT_FILE, {"rule": SPLIT_RULE, "parts": {i["id"]: part_of(i) for i in chosen}})

@@ -347,23 +347,24 @@ def test_write_records_one_parts_figures_for_the_catalogue_and_keeps_other_entri
         assert "held-back quarter" in entry.source and "κ 1.00" in entry.source
 
 
-def test_the_second_sample_is_one_unseen_part_reported_and_written_as_such(fixture_set, tmp_path, capsys):
+@pytest.mark.parametrize(("number", "name"), [(2, "second sample"), (3, "third sample")])
+def test_a_later_sample_is_one_unseen_part_reported_and_written_as_such(number, name, fixture_set, tmp_path, capsys):
     folder, items, _ = fixture_set
     truth = {i["id"]: any(ch.isdigit() for ch in i["text"]) for i in items}
-    labels = write_lines(tmp_path / "labels2.jsonl", [label(i["id"], n, truth[i["id"]]) for i in items for n in "AB"])
+    labels = write_lines(tmp_path / "labels.jsonl", [label(i["id"], n, truth[i["id"]]) for i in items for n in "AB"])
     data = tmp_path / "metric_validity.json"
     code = validity.main(
-        ["--set", "2", "--labels", str(labels), "--logs", str(FIXTURES), "--items", str(folder / "items.json"),
+        ["--set", str(number), "--labels", str(labels), "--logs", str(FIXTURES), "--items", str(folder / "items.json"),
          "--write", str(data)]
     )  # fmt: skip
     out = capsys.readouterr().out
     assert code == 0
-    assert f"second sample (round 2, unseen): {len(items)} labelled items" in out
+    assert f"{name} (round {number}, unseen): {len(items)} labelled items" in out
     assert "tune part" not in out and "constraint" not in out
     flagged = [i for i in items if i["flagged_at_sampling"]]
     written = json.loads(data.read_text(encoding="utf-8"))["metrics"]["lost_but_needed"]
     assert written["precision"]["n"] == len(flagged)
-    assert "the second sample of the validation set" in written["source"]
+    assert f"the {name} of the validation set" in written["source"]
 
 
 def test_a_missing_label_file_is_one_error_and_exit_code_2(fixture_set, tmp_path, capsys):
@@ -577,14 +578,20 @@ def test_proportional_shares_follow_the_sizes_with_a_floor_and_never_exceed_a_si
     assert sum(uneven.values()) == 7 and uneven["d"] >= 5
 
 
-def test_the_second_round_leaves_out_every_anchor_the_first_sampled_and_weighs_pool_over_sample():
-    data = json.loads(validity_pool.ITEMS2_FILE.read_text(encoding="utf-8"))
-    first = validity_pool.sampled_keys(validity_pool.read_items())
-    assert not validity_pool.sampled_keys(data["items"]) & first
+@pytest.mark.parametrize("round_", validity_pool.ROUNDS.values(), ids=lambda r: f"round {r.number}")
+def test_a_later_round_leaves_out_every_anchor_an_earlier_sampled_and_weighs_pool_over_sample(round_):
+    data = json.loads(round_.items_file.read_text(encoding="utf-8"))
+    earlier = [validity_pool.read_items(path) for path in round_.earlier_items]
+    assert len(earlier) == round_.number - 1
+    for items in earlier:
+        assert not validity_pool.sampled_keys(data["items"]) & validity_pool.sampled_keys(items)
+        assert not {item["id"] for item in data["items"]} & {item["id"] for item in items}
     strata = {row["stratum"]: row for row in data["strata"]}
     for item in data["items"]:
         assert item["weight"] == pytest.approx(strata[item["stratum"]]["N"] / strata[item["stratum"]]["n"])
         assert (item["setting"]["max_tokens"], item["setting"]["keep_recent_tokens"]) != (0, 0)
-    assert not {item["id"] for item in data["items"]} & {item["id"] for item in validity_pool.read_items()}
+    pooled = sum(row["N"] for row in data["strata"] if row["flagged_at_sampling"])
     flagged = sum(item["flagged_at_sampling"] for item in data["items"])
-    assert (flagged, len(data["items"]) - flagged) == (validity_pool.ROUND_2_FLAGGED, validity_pool.ROUND_2_NOT_FLAGGED)
+    assert flagged == min(round_.flagged, pooled)
+    assert len(data["items"]) - flagged == round_.not_flagged
+    assert str(round_.seed) in data["procedure"]["draw"]
