@@ -454,9 +454,7 @@ def procedure() -> dict[str, Any]:
 def round_procedure(round_: Round) -> dict[str, Any]:
     """How a later round's pool and sample were made, for the record."""
     first = procedure()
-    settings = "; ".join(
-        f"max_tokens = tokens // {m}, keep_recent_tokens = tokens // {k}" for m, k in round_.settings
-    )
+    settings = "; ".join(f"max_tokens = tokens // {m}, keep_recent_tokens = tokens // {k}" for m, k in round_.settings)
     earlier = " and ".join(path.name for path in round_.earlier_items)
     return {
         **{key: first[key] for key in ("built_at_commit", "zett_agent_version", "logs")},
