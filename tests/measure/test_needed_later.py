@@ -430,3 +430,29 @@ def test_a_number_printed_before_the_use_in_a_list_is_shown():
 @pytest.mark.parametrize("name", ["np.errstate", "np.isscalar", "pd.Series", "df.loc", "scipy.optimize.brentq"])
 def test_numpy_pandas_and_scipy_are_vocabulary(name):
     assert is_generic(("identifier", name))
+
+
+def test_a_name_of_a_library_the_project_depends_on_is_vocabulary():
+    """``Ecto.Adapters.SQL.Sandbox`` (aliased, ``Sandbox.start_owner``) is Ecto's public API once the conversation
+    shows the project using Ecto; a name of the project's own namespace stays needed."""
+    span = [
+        ToolMessage(
+            tool_call_id="x",
+            name="read",
+            content="defmodule SpotterWeb.SessionLiveTest do\n  alias Ecto.Adapters.SQL.Sandbox\n"
+            "  setup do\n    pid = Sandbox.start_owner(Spotter.Repo)\n    SpotterWeb.Seeds.load_fixture_rows()\n",
+        ),
+        _use("OK."),
+    ]
+    later = [_use("Add Ecto.Adapters.SQL.Sandbox, Sandbox.start_owner and SpotterWeb.Seeds.load_fixture_rows.")]
+    needed = _needed(span, [UserMessage(content="Go on.")], later)
+    assert not needed["Ecto.Adapters.SQL.Sandbox"] and not needed["Sandbox.start_owner"]
+    assert needed["SpotterWeb.Seeds.load_fixture_rows()"]
+    # without anything showing Ecto as a library, its names are the project's, as far as the conversation says
+    own = [
+        ToolMessage(tool_call_id="x", name="read", content="Ecto.Adapters.SQL.Sandbox is set up in the test helper."),
+        _use("OK."),
+    ]
+    assert _needed(own, [UserMessage(content="Go on.")], [_use("Call Ecto.Adapters.SQL.Sandbox now.")])[
+        "Ecto.Adapters.SQL.Sandbox"
+    ]

@@ -34,6 +34,7 @@ from ..load.anchors import (
 )
 from ..load.conversation import HarnessContext
 from ..load.definitions import defined_names
+from ..load.dependencies import dependencies
 from ..load.text import message_text
 from ..load.vocabulary import is_generic
 from .lookup import NeedleSet, clear_needle_caches, needle_of
@@ -323,7 +324,7 @@ class ConversationIndex:
             defined=_sorted_codes(
                 i * stride + at for at, name, _ in self.definitions for i in spelled.identifiers_named(name)
             ),
-            specific=np.asarray([not is_generic(key) for key in keys], dtype=bool),
+            specific=self._specific(keys),
             part_owner=parts[:, 0],
             part_id=parts[:, 1],
             harness_start=np.asarray([entry.start for entry in harness], dtype=np.int64),
@@ -343,6 +344,13 @@ class ConversationIndex:
             call_number=calls[:, 1],
             call_key=calls[:, 2],
         )
+
+    def _specific(self, keys: Sequence[AnchorKey]) -> np.ndarray:
+        """Per key: not vocabulary (:func:`~zett_lab.load.vocabulary.is_generic`) and not the public API of a library the
+        conversation shows the project depending on (:meth:`~zett_lab.load.dependencies.Dependencies.names`)."""
+        texts = [self.text(index) for index in range(len(self.messages))]
+        libraries = dependencies([*texts, *(entry.text for entry in self.harness_context)])
+        return np.asarray([not is_generic(key) and not libraries.names(*key) for key in keys], dtype=bool)
 
     def _fresh_codes(self, spelled: Spellings, stride: int) -> np.ndarray:
         """Where a name is the agent's own choice: a fresh local its code defines, or a dotted name headed by a new

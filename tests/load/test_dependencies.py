@@ -1,0 +1,51 @@
+"""The third-party libraries a conversation shows (zett_lab.load.dependencies)."""
+
+from __future__ import annotations
+
+import pytest
+
+from zett_lab.load.dependencies import dependencies
+
+
+@pytest.mark.parametrize(
+    ("text", "library"),
+    [
+        ('  defp deps do\n    [{:phoenix_live_view, "~> 1.0"}, {:ecto_sql, "~> 3.10"}]', "ecto"),
+        ('  defp deps do\n    [{:phoenix_live_view, "~> 1.0"}]', "phoenix"),
+        ("requests>=2.31\nmarshmallow==3.20.1\n", "marshmallow"),
+        ('  "dependencies": {\n    "zod": "^3.22.4"\n  }', "zod"),
+        ('[dependencies]\nserde = { version = "1.0", features = ["derive"] }', "serde"),
+        ("require github.com/pkg/errors v0.9.1", "errors"),
+        ("  File /usr/lib/python3/site-packages/httpx/_client.py, line 3", "httpx"),
+        ("==> ash\nCompiling 549 files (.ex)", "ash"),
+        ("defmodule SpotterWeb.PageTest do\n  use Phoenix.ConnTest\n", "phoenix"),
+        ("from fastapi import APIRouter\n\nrouter = APIRouter()", "fastapi"),
+    ],
+)
+def test_a_declared_installed_or_imported_library_is_found(text, library):
+    assert library in dependencies([text]).namespaces
+
+
+def test_the_projects_own_namespaces_are_not_libraries():
+    """What the conversation defines (``defmodule``) or holds as a folder of its paths is the project."""
+    found = dependencies(
+        [
+            "defmodule SpotterWeb.PageTest do\n  alias Spotter.Repo\n  use SpotterWeb.ConnCase\nend",
+            "from marshmallow import fields\n",
+            "Editing src/marshmallow/fields.py and lib/spotter/repo.ex",
+            '"version": "1.2.0", "created_at": "2024-01-02T10:00:00Z"',
+        ]
+    )
+    assert not {"spotter_web", "spotter", "marshmallow", "created_at"} & found.namespaces
+
+
+def test_a_library_name_is_qualified_and_aliases_resolve():
+    """``Ecto.Adapters.SQL.Sandbox`` and, once aliased, ``Sandbox.start_owner`` are Ecto's; the package's bare
+    name, a project module and a name merely spelled like an alias are not."""
+    found = dependencies(["alias Ecto.Adapters.SQL.Sandbox\nuse Phoenix.LiveView\ndefmodule App.Live do end"])
+    assert found.names("identifier", "Ecto.Adapters.SQL.Sandbox")
+    assert found.names("identifier", "Sandbox.start_owner")
+    assert not found.names("identifier", "sandbox.start_owner")
+    assert not found.names("identifier", "Ecto")
+    assert not found.names("identifier", "App.Live.mount")
+    assert not found.names("path", "phoenix/live_view.ex")
