@@ -32,6 +32,11 @@ def is_missing(value: object) -> bool:
         return False
 
 
+def int_or_none(value: object) -> int | None:
+    """An int, or None for a missing value (None, NaN, NA)."""
+    return None if is_missing(value) else int(cast(Any, value))
+
+
 def flags(series: pd.Series) -> np.ndarray:
     """A nullable boolean column as a numpy bool array, missing values as False."""
     return series.astype("boolean").fillna(False).to_numpy(dtype=bool)

@@ -305,8 +305,3 @@ def _typed(values: np.ndarray, dtype: Literal["boolean", "Int64"], cast: Callabl
         return pd.array(values, dtype=dtype)
     except (TypeError, ValueError):
         return pd.array([None if is_missing(v) else cast(v) for v in values], dtype=dtype)
-
-
-def int_or_none(value: Any) -> int | None:
-    """An int, or None for a missing value (None, NaN, NA)."""
-    return None if is_missing(value) else int(value)

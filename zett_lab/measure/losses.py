@@ -39,7 +39,8 @@ from ..tokens import count_tokens, counter_named
 from . import catalogue
 from .aggregate import conversation_row, decay_rows
 from .anchor_rows import AnchorRows, anchor_table
-from .attempt import AttemptRows, SummaryHolds, TraceView, measure_attempt
+from .attempt import SummaryHolds, TraceView
+from .attempt_rows import AttemptRows, measure_attempt
 from .catalogue import TraceTables
 from .columns import (
     ANCHOR_COLUMNS,
@@ -285,7 +286,7 @@ def _measure_one(
 ) -> tuple[Losses, ConversationIndex]:
     """Measure every compaction attempt of one trace in order, then the decay and conversation tables; the
     per-anchor rows go to ``anchor_rows`` (None: none are kept), ``anchors`` is left empty."""
-    view = _trace_view(trace, counter)
+    view, metrics = _trace_view(trace, counter), catalogue.computed("compaction")
     compactions: pd.DataFrame = trace.compactions
     rows = AttemptRows(anchors=anchor_rows)
     # per applied compaction with a summary: (compaction_id, what the summary holds, tail range)
@@ -293,7 +294,7 @@ def _measure_one(
     previous_checkpoint: tuple[int, int] | None = None
     ordered = compactions.sort_values("compaction_id", kind="stable") if len(compactions) else compactions
     for row in ordered.to_dict("records"):
-        attempt = measure_attempt(view, row, previous_checkpoint, rows)
+        attempt = measure_attempt(view, metrics, row, previous_checkpoint, rows)
         if attempt.window is None:
             continue
         if attempt.applied and attempt.kept is not None:
@@ -346,7 +347,6 @@ def _trace_view(trace: Any, counter: Callable[[Sequence[Any]], int]) -> TraceVie
         steps=steps,
         summaries={int(row["compaction_id"]): row.get("summary_text") for row in compactions.to_dict("records")},
         updates=GrowingSpanUpdates(observe(messages) if len(compactions) else []),
-        metrics=catalogue.computed("compaction"),
     )
 
 
