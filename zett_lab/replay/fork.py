@@ -31,6 +31,7 @@ from zett_agent.extensions.memory import InMemoryMessageAccumulator
 from zett_agent.messages import AnyMessage
 
 from ..errors import SettingError
+from .engine import remembering
 from .playback import ReplayCursor
 from .schema import TraceRow
 
@@ -109,10 +110,7 @@ class Fork:
 
     def history(self, session_id: str) -> InMemoryMessageAccumulator:
         """zett-agent's history extension, remembering the marked dialogue of ``session_id``."""
-        history = InMemoryMessageAccumulator()
-        # The extension's one store of remembered dialogue (it has no public setter).
-        history._sessions[session_id] = list(self.mark.dialogue)
-        return history
+        return remembering(session_id, self.mark.dialogue)
 
     def resume(self, cursor: ReplayCursor) -> list[TurnMark]:
         """Put a new replay's recording and cursor where the run was at the mark, for the new setting.

@@ -63,7 +63,15 @@ from ..load.conversation import starts_turn
 from ..load.zett import keep_first_system_prompt
 from ..records import JSONObject
 from ..tokens import MemoizingCounter, TokenCounter
-from .engine import LiveProbe, counts_with_engine_estimator, engine_name, graft, storage_sequences, stored_raw_log
+from .engine import (
+    LiveProbe,
+    counts_with_engine_estimator,
+    engine_name,
+    graft,
+    record_live,
+    storage_sequences,
+    stored_raw_log,
+)
 from .live_reader import LIVE_FORMAT, LIVE_VERSION, SessionState, first_line, message_digest, session_states
 from .recorder import PassRecord, Recording
 from .setting import Setting, TraceSettings
@@ -96,8 +104,7 @@ def instrument(extension: CompactionExtension, path: str | Path, *, fsync: bool 
         raise SettingError(f"instrument() takes a configured CompactionExtension, got {type(extension).__name__}")
     recorder = LiveRecorder(TraceLog(path, fsync=fsync), extension)
     instrumented = graft(extension, LiveProbe)
-    instrumented._live = recorder  # type: ignore[attr-defined]
-    instrumented._probe_counter = recorder.counter  # type: ignore[attr-defined]
+    record_live(instrumented, recorder, recorder.counter)
     return instrumented
 
 

@@ -47,7 +47,17 @@ from ..summarizers import DEFAULT_SUMMARIZER, resolve_cache, summarizer_identity
 from ..tokens import TokenCounter, counter_identity
 from ..tokens import count_tokens as default_counter
 from .deadline import pass_deadline
-from .engine import EngineSpec, ReplayProbe, SummaryChannel, build_engine, effort_identity, engine_name, summarize_span
+from .engine import (
+    EngineSpec,
+    ReplayProbe,
+    SummaryChannel,
+    build_engine,
+    drive_replay,
+    effort_identity,
+    engine_name,
+    limit_passes,
+    summarize_span,
+)
 from .fork import Fork, ForkableRun, TurnMark
 from .playback import EndOfRecording, RecordedTools, ReplayCursor, ReplayModel, TurnInterrupted
 from .recorder import Recording, summary_call_columns
@@ -199,7 +209,7 @@ def replay_forkable(
     history = fork.history(conversation.id) if fork is not None else _history(options.store, conversation.id)
     first_turn = fork.mark.turn if fork is not None else 0
     with pass_deadline(options.engine_timeout) as deadline:
-        compaction._probe_deadline = deadline  # type: ignore[attr-defined]
+        limit_passes(compaction, deadline)
         run_sync(_drive(cursor, [history, compaction], usage_for, manual_turns, engine_name(engine), first_turn, marks))
     settings = TraceSettings(
         setting=setting,
@@ -248,7 +258,7 @@ def _probed_engine(
         count_tokens=counter,
         reasoning_effort=ReasoningEffort(setting.reasoning_effort),
     )
-    compaction._replay, compaction._probe_strict, compaction._probe_counter = cursor, strict, counter  # type: ignore[attr-defined]
+    drive_replay(compaction, cursor, strict, counter)
     return compaction
 
 

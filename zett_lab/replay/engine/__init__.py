@@ -14,7 +14,8 @@ No other module of zett_lab reaches into zett-agent's private names; this packag
 - :mod:`~zett_lab.replay.engine.span`: :func:`summarize_span` runs the engine's own summary step on one
   given span; :func:`summary_frame` reads the messages that step puts around a span.
 - :mod:`~zett_lab.replay.engine.estimator` and :mod:`~zett_lab.replay.engine.storage`: the engine's own
-  token estimator, and what a session storage extension keeps (:func:`storage_sequences`).
+  token estimator, and what the history extensions keep (:func:`remembering` gives the in-memory one a
+  dialogue, :func:`storage_sequences` reads a session storage's).
 
 The replay model and tools that play a recording back through the runtime (public interfaces
 only) are in :mod:`zett_lab.replay.playback`.
@@ -35,9 +36,9 @@ from .build import (
     graft,
 )
 from .estimator import counts_with_engine_estimator, engine_count_tokens
-from .probe import EngineProbe, LiveProbe, ReplayProbe, stock_window
+from .probe import EngineProbe, LiveProbe, ReplayProbe, drive_replay, limit_passes, record_live, stock_window
 from .span import summarize_span, summary_frame
-from .storage import storage_sequences, stored_raw_log
+from .storage import remembering, storage_sequences, stored_raw_log
 from .summary_channel import (
     REPLAY_FAILED_REQUESTS,
     SPAN_ATTEMPTS,
@@ -63,11 +64,15 @@ __all__ = [
     "build_engine",
     "check_engine",
     "counts_with_engine_estimator",
+    "drive_replay",
     "effort_identity",
     "engine_count_tokens",
     "engine_name",
     "engine_reuse",
     "graft",
+    "limit_passes",
+    "record_live",
+    "remembering",
     "stock_window",
     "storage_sequences",
     "stored_raw_log",

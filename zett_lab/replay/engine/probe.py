@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from zett_agent.agent import AgentRunContext
 from zett_agent.events import AgentPhase, AgentPhaseTransitionMixin
@@ -33,6 +33,7 @@ from .summary_channel import BoundChannel, channel_for_pass
 #: The pass a running ``compact`` records into. The window hook is static in the engine (it gets no
 #: context), and concurrent requests run in their own asyncio tasks, so a context variable keeps them apart.
 _COMPACTING: contextvars.ContextVar[PassRecord | None] = contextvars.ContextVar("zett_lab_compacting", default=None)
+_Probe = TypeVar("_Probe", bound="EngineProbe")
 
 
 class EngineProbe(CompactionExtension):
@@ -247,6 +248,20 @@ class ReplayProbe(EngineProbe):
         replay.current = None
 
 
+def drive_replay(
+    engine: CompactionExtension, cursor: ReplayCursor, strict: bool, counter: Callable[[Sequence[AnyMessage]], int]
+) -> None:
+    """Point an engine built with :class:`ReplayProbe` in front at the replay it records into (``cursor``), with
+    whether a failure is re-raised and the counter the replay measures with."""
+    probe = _probe_of(engine, ReplayProbe)
+    probe._replay, probe._probe_strict, probe._probe_counter = cursor, strict, counter
+
+
+def limit_passes(engine: CompactionExtension, deadline: PassDeadline | None) -> None:
+    """Bound each pass of an engine with a probe in front by ``deadline`` (a replay's ``engine_timeout``)."""
+    _probe_of(engine, EngineProbe)._probe_deadline = deadline
+
+
 # --- live agents ---------------------------------------------------------------------------------------------
 
 
@@ -291,3 +306,16 @@ class LiveProbe(EngineProbe):
             self._live.message(context, event.message, event.usage)
         elif isinstance(event, CompactionEvent):
             self._live.event(context, event)
+
+
+def record_live(engine: CompactionExtension, recorder: Any, counter: Callable[[Sequence[AnyMessage]], int]) -> None:
+    """Point an engine grafted with :class:`LiveProbe` in front at the recorder that writes its trace file, and the
+    counter it measures with."""
+    probe = _probe_of(engine, LiveProbe)
+    probe._live, probe._probe_counter = recorder, counter
+
+
+def _probe_of(engine: CompactionExtension, probe: type[_Probe]) -> _Probe:
+    if not isinstance(engine, probe):
+        raise TypeError(f"{type(engine).__name__} has no {probe.__name__} in front of it")
+    return engine

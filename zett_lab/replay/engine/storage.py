@@ -1,13 +1,24 @@
-"""What a live agent's session storage extension keeps: raw-log sequence numbers and the raw log itself."""
+"""What zett-agent's history extensions keep: the dialogue the in-memory one remembers (given for a fork), and a
+session storage's raw-log sequence numbers and raw log."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from zett_agent.agent import AgentRunContext
+from zett_agent.extensions.memory import InMemoryMessageAccumulator
 from zett_agent.extensions.persistence import BaseSessionPersistenceExtension
 from zett_agent.messages import AnyMessage
-from zett_agent.model import (
-    ModelUsage,
-)
+from zett_agent.model import ModelUsage
+
+
+def remembering(session_id: str, dialogue: Sequence[AnyMessage]) -> InMemoryMessageAccumulator:
+    """zett-agent's in-memory history extension remembering ``dialogue`` for ``session_id`` (what it restores at the
+    start of the session's next request: a fork resumes from it). Set in its one store of remembered dialogue,
+    which has no public setter."""
+    history = InMemoryMessageAccumulator()
+    history._sessions[session_id] = list(dialogue)
+    return history
 
 
 def storage_sequences(context: AgentRunContext) -> list[int | None] | None:
