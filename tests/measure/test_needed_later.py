@@ -456,3 +456,24 @@ def test_a_name_of_a_library_the_project_depends_on_is_vocabulary():
     assert _needed(own, [UserMessage(content="Go on.")], [_use("Call Ecto.Adapters.SQL.Sandbox now.")])[
         "Ecto.Adapters.SQL.Sandbox"
     ]
+
+
+def test_code_a_reply_proposes_chooses_its_variables():
+    """A reply proposing code (fenced or not) chooses its new variables and what they head (``repos.extend``) and
+    an attribute set from a parameter of the same name (``self.sid``); prose ("look for user_auth in") does not
+    define the names it mentions."""
+    span = [
+        ToolMessage(tool_call_id="x", name="read", content="repos.extend(extra); self.sid = sid; user_auth.refresh"),
+        _use("OK."),
+    ]
+    reply = (
+        "Here is the provider:\n\nclass TokenProvider:\n    def __init__(self, sid: str):\n        self.sid = sid\n\n"
+        "repos = []\nrepos.extend(found)\n\nThen look for user_auth in the store and call user_auth.refresh."
+    )
+    needed = _needed(span, [UserMessage(content="Go on.")], [_use(reply)])
+    assert not needed["repos.extend"] and not needed["self.sid"]
+    assert needed["user_auth.refresh"]
+    # the same names mentioned in a reply without code are recalled
+    mention = _use("Call repos.extend and set self.sid as before.")
+    needed = _needed(span, [UserMessage(content="Go on.")], [mention])
+    assert needed["repos.extend"] and needed["self.sid"]

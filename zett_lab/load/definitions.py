@@ -40,8 +40,9 @@ class Definitions(NamedTuple):
     (the form :func:`~zett_lab.load.anchor_forms.spellings` compares)."""
 
     #: New locals of the code it writes for its tool calls: assignment targets that are bare names,
-    #: parameters, loop variables and ``as`` aliases, absent from the text the call replaces (``old_string``).
-    #: Names chosen there: any other name would have done.
+    #: parameters, loop variables and ``as`` aliases, absent from the text the call replaces (``old_string``);
+    #: and the bare assignment targets of code its reply proposes. Names chosen there: any other name would
+    #: have done.
     fresh: frozenset[str]
     #: Every name its code defines, functions, classes, modules and attributes too, the fenced blocks of its
     #: text included.
@@ -59,10 +60,22 @@ LOCAL, ALIAS, PARAMETER, OTHER = "local", "alias", "parameter", "other"
 _SELF = ("self", "this")
 
 
-def _defined_in(text: str) -> Iterator[tuple[str, str]]:
+def _named_by_parameters(found: list[tuple[str, str]], new: set[str], replaced: str) -> set[str]:
+    """The attributes set from a new parameter of the same name (``self.sid = sid``): named by it."""
+    return {
+        name
+        for name, _ in found
+        if name.count("/") == 1 and name.split("/")[0] in _SELF and name.split("/")[1] in new and name not in replaced
+    }
+
+
+def _defined_in(text: str, prose: bool = False) -> Iterator[tuple[str, str]]:
     """``(name, kind)`` of each definition in a piece of code (:data:`LOCAL`, :data:`ALIAS`, :data:`PARAMETER` or
-    :data:`OTHER`)."""
+    :data:`OTHER`); in ``prose`` (a reply's text) only assignments and parameters, never a loop variable or an
+    alias."""
     for match in _DEFINED.finditer(text):
+        if prose and (match.group("looped") or match.group("aliased")):
+            continue
         named = match.group("named")
         name = named or match.group("assigned") or match.group("looped") or match.group("aliased")
         kind = OTHER if named or "." in name else ALIAS if match.group("aliased") else LOCAL
@@ -78,12 +91,21 @@ def defined_names(message: AnyMessage) -> Definitions:
 
     Code is what the agent writes for a tool (its arguments, except the text an edit replaces) and the
     fenced blocks of its text; fenced blocks, in its text or in a document it writes, mostly quote code and
-    count for ``every`` only. Prose ("the class Foo") defines nothing."""
+    count for ``every`` only. Prose ("the class Foo") defines nothing. But code a reply proposes, fenced or
+    not, chooses its variables as the tool's code does: its assignments' bare targets are ``fresh`` (and
+    ``owners``), and so is an attribute set from a parameter of the same name (``self.sid = sid``); not a
+    loop variable or an alias (prose writes "look for x in", "such as x"), nor the parameters themselves."""
     if not isinstance(message, AssistantMessage):
         return Definitions(frozenset(), frozenset())
     fresh: set[str] = set()
     owners: set[str] = set()
-    every = {name for block in _FENCED.findall(clean_text(message.content)) for name, _ in _defined_in(block)}
+    text = clean_text(message.content)
+    every = {name for block in _FENCED.findall(text) for name, _ in _defined_in(block)}
+    # code the reply proposes (fenced or not) chooses its variables too (see the docstring)
+    proposed = list(_defined_in(text, prose=True))
+    fresh.update(n for n, k in proposed if k == LOCAL)
+    owners.update(n for n, k in proposed if k == LOCAL and n not in _SELF)
+    fresh.update(_named_by_parameters(proposed, {n for n, k in proposed if k == PARAMETER}, ""))
     for call in message.tool_calls or ():
         arguments = call.arguments
         replaced = ""
@@ -100,13 +122,5 @@ def defined_names(message: AnyMessage) -> Definitions:
             every.update(name for name, _ in found)
             fresh |= new
             owners.update(name for name, kind in found if kind == LOCAL and name in new and name not in _SELF)
-            # an attribute set from a new parameter of the same name (``self.sid = sid``) is named by it
-            fresh.update(
-                name
-                for name, _ in found
-                if name.count("/") == 1
-                and name.split("/")[0] in _SELF
-                and name.split("/")[1] in new
-                and name not in replaced
-            )
+            fresh.update(_named_by_parameters(found, new, replaced))
     return Definitions(frozenset(fresh), frozenset(every), frozenset(owners))
