@@ -10,8 +10,10 @@ Example::
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import Iterable
 from functools import lru_cache
+from typing import NamedTuple
 
 import ahocorasick
 
@@ -128,12 +130,32 @@ def needle_of(key: AnchorKey) -> str:
     return "" if type_ in SENTENCE_TYPES or type_ == "number" else _needle(normalized)
 
 
+#: Characters either side of an occurrence that decide whether it stands on word boundaries (:func:`_bounded_at`).
+_CONTEXT = 2
+#: Characters left out at each end of a text a :class:`NeedleSet` remembers (where its loose form can differ
+#: inside a longer text), and the shortest rest worth remembering.
+_EDGE, _SHORTEST_KEPT = 64, 4096
+
+
+class _Scanned(NamedTuple):
+    """A text scanned before: ``core`` (most of it) and the needles found on word boundaries with ``_CONTEXT``
+    characters of the core either side (so they are found wherever the core appears)."""
+
+    core: str
+    inside: frozenset[str]
+
+
 class NeedleSet:
     """Many needles, all found in a text in one pass (an Aho-Corasick automaton), each on word boundaries.
 
     What measuring every anchor of a long conversation against each summary needs: one scan
     of the summary instead of one search per anchor. The answer for each needle is the one
     :func:`_find_bounded` gives.
+
+    A text that holds most of one scanned just before (an observation mask re-quotes its previous summary:
+    a long session's mask summaries are a hundred megabytes, nearly all quoted) is scanned only around it:
+    what was found well inside the earlier text is found in the same characters here, and every occurrence
+    that is not well inside lies within reach (the longest needle and its context) of the rest.
     """
 
     def __init__(self, needles: Iterable[str]) -> None:
@@ -142,8 +164,10 @@ class NeedleSet:
             if needle and needle not in self._automaton:
                 self._automaton.add_word(needle, needle)
         self.size = len(self._automaton)
+        self.longest = max(map(len, self._automaton.keys()), default=0)
         if self.size:
             self._automaton.make_automaton()
+        self._scanned: deque[_Scanned] = deque(maxlen=4)
 
     def __contains__(self, needle: str) -> bool:
         return needle in self._automaton
@@ -152,11 +176,38 @@ class NeedleSet:
         """The needles that occur in ``text`` on word boundaries."""
         if not self.size:
             return frozenset()
+        n = len(text)
+        earlier, at = next(((s, at) for s in self._scanned if (at := text.find(s.core)) >= 0), (None, -1))
         found: set[str] = set()
-        for end, needle in self._automaton.iter(text):
-            if needle not in found and _bounded_at(text, needle, end - len(needle) + 1):
-                found.add(needle)
+        if earlier is None:  # scanned in full; what is found inside [_EDGE, n - _EDGE) is remembered
+            low, high = _EDGE, n - _EDGE
+            inside = self._scan(text, 0, n, found, low, high)
+        else:  # around the earlier text only
+            end, reach = at + len(earlier.core), self.longest + _CONTEXT
+            low, high = min(_EDGE, at), max(n - _EDGE, end)
+            found.update(earlier.inside)
+            inside = set(earlier.inside)
+            inside |= self._scan(text, 0, min(n, at + reach), found, low, high)
+            inside |= self._scan(text, max(0, end - reach), n, found, low, high)
+        if high - low >= _SHORTEST_KEPT:
+            self._scanned.appendleft(_Scanned(text[low:high], frozenset(inside)))
         return frozenset(found)
+
+    def _scan(self, text: str, start: int, stop: int, found: set[str], low: int, high: int) -> set[str]:
+        """Add to ``found`` the needles on word boundaries that occur within ``text[start:stop]``; return those
+        found with ``_CONTEXT`` characters of ``text[low:high]`` either side."""
+        inner_low, inner_high = low + _CONTEXT, high - _CONTEXT
+        inside: set[str] = set()
+        for last, needle in self._automaton.iter(text, start, stop):
+            if needle in inside:
+                continue
+            first = last - len(needle) + 1
+            within = inner_low <= first and last < inner_high
+            if (within or needle not in found) and _bounded_at(text, needle, first):
+                found.add(needle)
+                if within:
+                    inside.add(needle)
+        return inside
 
 
 class Clauses:
