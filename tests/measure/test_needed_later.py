@@ -477,3 +477,19 @@ def test_code_a_reply_proposes_chooses_its_variables():
     mention = _use("Call repos.extend and set self.sid as before.")
     needed = _needed(span, [UserMessage(content="Go on.")], [mention])
     assert needed["repos.extend"] and needed["self.sid"]
+
+
+def test_a_keyed_number_is_shown_by_its_value_beside_its_key_in_other_words():
+    """A docstring giving ``n_ar``'s typical value two lines below the key shows ``n_ar=1.29``; the value far from
+    its key, or beside another key, does not."""
+    span = [ToolMessage(tool_call_id="x", name="bash", content="ran physical(aoi, n_ar=1.29)"), _use("OK.")]
+    use = [_use("Now iam.physical(aoi=100, n_ar=1.29) again.")]
+    docstring = (
+        "    n_ar : numeric, optional\n        The effective index of the coating.\n"
+        "        If n_ar is None, no coating is applied.\n        A typical value is 1.29.\n"
+    )
+    assert not _needed(span, [ToolMessage(tool_call_id="t", name="read", content=docstring)], use)["n_ar=1.29"]
+    far = "n_ar : numeric\n" + "filler line\n" * 5 + "A typical value is 1.29.\n"
+    assert _needed(span, [ToolMessage(tool_call_id="t", name="read", content=far)], use)["n_ar=1.29"]
+    other = "n_glass : numeric\n    typical value 1.29\n"
+    assert _needed(span, [ToolMessage(tool_call_id="t", name="read", content=other)], use)["n_ar=1.29"]

@@ -111,6 +111,11 @@ _WORD = re.compile(r"[a-z0-9_]+")
 #: What separates a name's components in a text: ``src/pkg/mod.py``, ``pkg.mod`` and ``pkg mod`` all hold
 #: ``pkg``, ``mod``.
 _SEPARATORS = str.maketrans({".": "/", "\\": "/", " ": "/"})
+#: A keyed number's comparison form (``n_ar 1.29``), and a number standing alone in a text.
+_KEYED = re.compile(r"([a-z_][a-z0-9_]*) (\d+(?:\.\d+)?)")
+_NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w]|\.\d)")
+#: How many lines from a number its key may stand and still give it.
+KEY_LINES = 2
 
 
 class Words:
@@ -118,10 +123,19 @@ class Words:
     ``\\``, a space) and whatever surrounds them: ``Testing IFNULL:`` shows ``ifnull``,
     ``lib/spotter_web/live/x.ex`` shows ``live``, ``SOURCES.txt:src/sqlfluff/rules/L060.py`` shows
     ``src/sqlfluff/rules``, and a search for ``igniter install`` shows ``igniter.install``, although none of
-    these texts holds that name as an anchor of its own (a plain word, a folder inside a longer path)."""
+    these texts holds that name as an anchor of its own (a plain word, a folder inside a longer path).
+
+    A number with its key is found the same way where the text gives the value beside its key in other words:
+    the number on a line and the key as a word on that line or within :data:`KEY_LINES` lines of it (a
+    docstring's ``n_ar : numeric`` ... ``If n_ar is None ... A typical value ... is 1.29.`` shows ``n_ar 1.29``)."""
 
     def __init__(self, spelled: Spellings) -> None:
         self._words: dict[str, list[int]] = {}
+        #: A keyed number's value -> (its id, its key).
+        self._keyed: dict[str, list[tuple[int, str]]] = defaultdict(list)
+        for i, (type_, normalized) in enumerate(spelled.keys):
+            if type_ == "number" and (keyed := _KEYED.fullmatch(normalized.lower())):
+                self._keyed[keyed.group(2)].append((i, keyed.group(1)))
         longer: dict[str, list[int]] = {}
         for i, spelling in enumerate(spelled._spelled):
             name = spelling.canonical.removeprefix("name:")
@@ -151,7 +165,22 @@ class Words:
                 if number not in names and _stands_alone(mapped, end - length + 1, end + 1):
                     names.add(number)
             found.extend(self._longer[number] for number in names)
+        found.append(self._keyed_in(lowered))
         return [i for ids in found if ids for i in ids]
+
+    def _keyed_in(self, lowered: str) -> list[int]:
+        """Ids of the keyed numbers whose value a line of ``lowered`` holds and whose key is a word near it."""
+        if not self._keyed or not _NUMBER.search(lowered):
+            return []
+        lines = lowered.splitlines()
+        found = []
+        for at, line in enumerate(lines):
+            for value in set(_NUMBER.findall(line)):
+                for i, key in self._keyed.get(value, ()):
+                    near = "\n".join(lines[max(0, at - KEY_LINES) : at + KEY_LINES + 1])
+                    if key in _WORD.findall(near):
+                        found.append(i)
+        return found
 
 
 def _distinctive(stem: str) -> bool:
