@@ -235,8 +235,8 @@ def test_docstrings_cite_only_files_of_the_repository():
 
 
 def test_tests_live_in_folders_that_mirror_the_stages():
-    """Each stage's tests sit in ``tests/<stage>/``; only the tests of the whole package (this layout, the
-    documentation) stay at the top beside the shared helpers, and every test file a docstring cites exists."""
+    """Each stage's tests sit in ``tests/<stage>/``; only the tests of the whole package (this layout, its
+    shape's measure, the documentation) stay at the top beside the shared helpers, and every test file a docstring cites exists."""
     import re
 
     tests = PACKAGE.parent / "tests"
@@ -244,5 +244,5 @@ def test_tests_live_in_folders_that_mirror_the_stages():
     at_top = sorted(path.name for path in tests.glob("test_*.py"))
     cited = {m for path in PACKAGE.rglob("*.py") for m in re.findall(r"``tests/[\w/]+\.py``", path.read_text("utf-8"))}
     assert folders == set(STAGES[1:])
-    assert at_top == ["test_docs.py", "test_layers.py"]
+    assert at_top == ["test_docs.py", "test_layers.py", "test_shape.py"]
     assert sorted(c for c in cited if not (PACKAGE.parent / c.strip("`")).is_file()) == []
