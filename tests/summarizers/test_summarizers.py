@@ -9,7 +9,10 @@ import socket
 import types
 from pathlib import Path
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from zett_agent.exceptions import AgentProtocolError
 from zett_agent.extensions.compaction import CompactedMessage, CompactionExtension
 from zett_agent.messages import (
@@ -591,3 +594,38 @@ def test_spec_of_rebuilds_a_summarizer_from_its_identity():
         rebuilt = spec_of(identity)
         assert rebuilt is not None and summarizer_identity(summarizer(rebuilt)) == identity
     assert spec_of("counting-summarizer") is None and spec_of("anchors(budget=0.1,extra=1)") is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text("ab c_1\n", max_size=30), min_size=1, max_size=12))
+def test_tfidf_from_remembered_line_weights_is_the_matrix_counted_line_by_line(texts):
+    """The TF-IDF matrix built from each line's remembered term weights has the entries, in the same columns, of
+    counting every line's terms afresh (the extractive summary ranks and drops lines by it)."""
+    import math
+    import re
+
+    from scipy import sparse
+
+    from zett_lab.summarizers.offline import selection
+
+    vocabulary: dict[str, int] = {}
+    rows, cols, values = [], [], []
+    for row, text in enumerate(texts):
+        counts: dict[int, int] = {}
+        for term in re.findall(r"[A-Za-z_][A-Za-z0-9_]+|\d+", text.lower()):
+            column = vocabulary.setdefault(term, len(vocabulary))
+            counts[column] = counts.get(column, 0) + 1
+        for column, count in counts.items():
+            rows.append(row)
+            cols.append(column)
+            values.append(1.0 + math.log(count))
+    counted = sparse.csr_matrix((values, (rows, cols)), shape=(len(texts), max(1, len(vocabulary))), dtype=np.float64)
+    frequency = np.bincount(np.asarray(cols, dtype=np.int64), minlength=counted.shape[1])
+    counted = counted @ sparse.diags(np.log(len(texts) / np.maximum(frequency, 1)))
+    norms = np.sqrt(np.asarray(counted.multiply(counted).sum(axis=1)).ravel())
+    inverse = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
+    expected = sparse.csr_matrix(sparse.diags(inverse) @ counted)
+    for _ in range(2):  # the second time from remembered weights only
+        matrix, nonzero = selection._tfidf(texts)
+        assert matrix.shape == expected.shape and (nonzero == (norms > 0)).all()
+        assert (matrix != expected).nnz == 0  # the same floats

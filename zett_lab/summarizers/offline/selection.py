@@ -65,6 +65,16 @@ def line_units(segs: Sequence[Segment], *, split_sentences: bool) -> list[Transc
 _TERM = re.compile(r"[A-Za-z_][A-Za-z0-9_]+|\d+")
 
 
+@lru_cache(maxsize=1 << 17)
+def _term_weights(text: str) -> tuple[tuple[str, float], ...]:
+    """A line's terms in order of first appearance, each with its weight ``1 + log(count)``. Remembered: every
+    summary of a trace (and every setting of a grid) weighs most of the same lines again."""
+    counts: dict[str, int] = {}
+    for term in _TERM.findall(text.lower()):
+        counts[term] = counts.get(term, 0) + 1
+    return tuple((term, 1.0 + math.log(count)) for term, count in counts.items())
+
+
 def _tfidf(texts: Sequence[str]):
     """Row-normalized TF-IDF matrix (scipy CSR) of ``texts``; rows with no terms are zero."""
     from scipy import sparse
@@ -72,14 +82,10 @@ def _tfidf(texts: Sequence[str]):
     vocabulary: dict[str, int] = {}
     rows, cols, values = [], [], []
     for row, text in enumerate(texts):
-        counts: dict[int, int] = {}
-        for term in _TERM.findall(text.lower()):
-            column = vocabulary.setdefault(term, len(vocabulary))
-            counts[column] = counts.get(column, 0) + 1
-        for column, count in counts.items():
+        for term, weight in _term_weights(text):
             rows.append(row)
-            cols.append(column)
-            values.append(1.0 + math.log(count))
+            cols.append(vocabulary.setdefault(term, len(vocabulary)))
+            values.append(weight)
     n = len(texts)
     matrix = sparse.csr_matrix((values, (rows, cols)), shape=(n, max(1, len(vocabulary))), dtype=np.float64)
     document_frequency = np.bincount(np.asarray(cols, dtype=np.int64), minlength=matrix.shape[1])
