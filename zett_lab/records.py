@@ -1,4 +1,8 @@
-"""Table cells as plain Python values: the one conversion from DataFrames to JSON-ready records.
+"""Table cells as plain Python values: the one conversion from DataFrames to JSON-ready records, and back.
+
+A record read from a file is a ``Mapping[str, object]``; :func:`read_int`, :func:`read_float`,
+:func:`read_text`, :func:`read_bool`, :func:`read_list`, :func:`read_ints` and :func:`read_mapping` give its fields typed
+(None or empty when absent), and a field of another type fails naming it.
 
 Example::
 
@@ -42,7 +46,7 @@ def flags(series: pd.Series) -> np.ndarray:
     return series.astype("boolean").fillna(False).to_numpy(dtype=bool)
 
 
-def plain(value: object, digits: int | None = None) -> Any:
+def plain(value: object, digits: int | None = None) -> JSONValue:
     """A JSON-ready Python value: missing -> None, numpy scalars and arrays -> Python, mappings keyed by str.
 
     ``digits`` rounds floats (for display documents); ``None`` keeps them exact (for round trips).
@@ -73,7 +77,7 @@ def plain(value: object, digits: int | None = None) -> Any:
 
 def records(
     frame: pd.DataFrame | None, columns: Sequence[str] | None = None, digits: int | None = None
-) -> list[dict[str, Any]]:
+) -> list[JSONObject]:
     """Rows of a frame as JSON-ready dicts (only the ``columns`` present, in that order)."""
     if frame is None or not len(frame):
         return []
@@ -82,3 +86,75 @@ def records(
         {c: plain(v, digits) for c, v in zip(columns, row, strict=True)}
         for row in frame[columns].itertuples(index=False, name=None)
     ]
+
+
+def _wrong(key: str, value: object, expected: str) -> ValueError:
+    return ValueError(f"field {key!r} is not {expected}: {value!r}")
+
+
+def read_int(record: Mapping[str, object], key: str) -> int | None:
+    """``record[key]`` as an int (also from an integral float or a numeric string); None when absent or None."""
+    value = record.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise _wrong(key, value, "an integer")
+    try:
+        return int(value)
+    except ValueError:
+        raise _wrong(key, value, "an integer") from None
+
+
+def read_float(record: Mapping[str, object], key: str) -> float | None:
+    """``record[key]`` as a float; None when absent or None."""
+    value = record.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _wrong(key, value, "a number")
+    return float(value)
+
+
+def read_text(record: Mapping[str, object], key: str) -> str | None:
+    """``record[key]`` as a str; None when absent or None."""
+    value = record.get(key)
+    if value is None or isinstance(value, str):
+        return value
+    raise _wrong(key, value, "text")
+
+
+def read_bool(record: Mapping[str, object], key: str) -> bool | None:
+    """``record[key]`` as a bool; None when absent or None."""
+    value = record.get(key)
+    if value is None or isinstance(value, bool):
+        return value
+    raise _wrong(key, value, "true or false")
+
+
+def read_list(record: Mapping[str, object], key: str) -> list[object]:
+    """``record[key]`` as a list (a JSON array); empty when absent or None."""
+    value = record.get(key)
+    if value is None:
+        return []
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    raise _wrong(key, value, "a list")
+
+
+def read_ints(record: Mapping[str, object], key: str) -> tuple[int, ...]:
+    """``record[key]`` as a tuple of ints (numbers of lines, messages or turns); empty when absent or None."""
+    values = read_list(record, key)
+    numbers = [read_int({key: value}, key) for value in values]
+    if None in numbers:
+        raise _wrong(key, values, "a list of integers")
+    return tuple(n for n in numbers if n is not None)
+
+
+def read_mapping(record: Mapping[str, object], key: str) -> Mapping[str, object] | None:
+    """``record[key]`` as a mapping (a JSON object); None when absent or None."""
+    value = record.get(key)
+    if value is None:
+        return None
+    if isinstance(value, Mapping):
+        return value
+    raise _wrong(key, value, "an object")

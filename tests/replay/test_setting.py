@@ -196,3 +196,39 @@ def test_trace_settings_are_read_by_field_outside_their_record():
             if isinstance(key, ast.Constant) and key.value in keys and ast.unparse(owner).endswith("settings"):
                 found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {ast.unparse(node)}")
     assert found == []
+
+
+def test_a_record_is_read_by_typed_fields_and_a_wrong_type_fails_naming_its_field():
+    """Older spellings still read (numbers as text, turns as ints); a field of another type names itself."""
+    read = Setting.from_record(
+        {"max_tokens": "4000", "keep_recent_tokens": 500.0, "usage": "live", "compact_at": [2, "step:5"]}
+    )
+    assert (read.max_tokens, read.keep_recent_tokens, read.usage, read.compact_at) == (
+        4000,
+        500,
+        "recorded",
+        (2, "step:5"),
+    )
+    settings = TraceSettings.from_record(
+        {
+            **read.names(),
+            "live": True,
+            "source": "run.jsonl",
+            "torn_records": [3, 7],
+            "gaps": ["a gap"],
+            "strict": True,
+            "engine_timeout": 30,
+            "cache": {"path": ":memory:", "hits": 2},
+        }
+    )
+    assert settings.live is not None and settings.live.torn_records == (3, 7) and settings.live.gaps == ("a gap",)
+    assert (settings.strict, settings.engine_timeout, settings.cache) == (True, 30.0, {"path": ":memory:", "hits": 2})
+    assert TraceSettings.from_record(settings.record()) == settings
+    with pytest.raises(ValueError, match="field 'max_tokens' is not an integer: 'many'"):
+        Setting.from_record({"max_tokens": "many", "keep_recent_tokens": 10})
+    with pytest.raises(ValueError, match="field 'torn_records' is not an integer: 'x'"):
+        TraceSettings.from_record({"live": True, "torn_records": ["x"]})
+    with pytest.raises(ValueError, match="field 'strict' is not true or false: 'yes'"):
+        TraceSettings.from_record({"strict": "yes", "summarizer": "s", "counter": "c"})
+    with pytest.raises(SettingError, match="names no max_tokens"):
+        Setting.from_record({"keep_recent_tokens": 10})

@@ -66,7 +66,7 @@ def loads(raw: bytes | str) -> JSONValue:
         raise json.JSONDecodeError(f"a number zett_lab cannot read ({error})", text, 0) from None
 
 
-def loads_utf8(raw: bytes) -> Any:
+def loads_utf8(raw: bytes) -> JSONValue:
     """Parse UTF-8 JSON bytes as they are, without first decoding them to one string of the whole text.
 
     That string would cost the file's size again, four times over once the file holds one character

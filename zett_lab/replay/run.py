@@ -44,6 +44,7 @@ from ..errors import (
 )
 from ..load.conversation import Conversation, starts_turn
 from ..summarizers import DEFAULT_SUMMARIZER, resolve_cache, summarizer_identity
+from ..summarizers.cache import CacheSpec
 from ..tokens import TokenCounter, counter_identity
 from ..tokens import count_tokens as default_counter
 from .deadline import pass_deadline
@@ -428,7 +429,7 @@ def summarize_spans(
     summarizer: AgentModel | str | None = None,
     counter: TokenCounter | None = None,
     reasoning_effort: ReasoningEffort | str = ReasoningEffort.LOW,
-    cache: Any = None,
+    cache: CacheSpec = None,
 ) -> Trace:
     """Summarize exact spans ``messages[span_start:span_end]`` with the engine's own summary step.
 

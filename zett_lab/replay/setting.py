@@ -25,6 +25,7 @@ from typing import Any
 from zett_agent.model import AgentModel, ReasoningEffort
 
 from ..errors import SettingError
+from ..records import JSONObject, plain, read_bool, read_float, read_int, read_ints, read_list, read_mapping, read_text
 from ..summarizers import DEFAULT_SUMMARIZER, spec_of, summarizer, summarizer_identity
 from ..summarizers.cache import CacheSpec
 from ..tokens import MAX_TOKEN_SETTING, TokenCounter, count_tokens, counter_identity, counter_named
@@ -251,7 +252,7 @@ class Setting:
             return counter_identity(known) if known is not None else self.counter.strip()
         return counter_identity(self.counter)
 
-    def names(self) -> dict[str, Any]:
+    def names(self) -> JSONObject:
         """The Setting as plain values, engine, summarizer and counter by name (what a file keeps)."""
         return {
             "max_tokens": self.max_tokens,
@@ -266,21 +267,24 @@ class Setting:
         }
 
     @classmethod
-    def from_record(cls, record: Mapping[str, Any]) -> Setting:
+    def from_record(cls, record: Mapping[str, object]) -> Setting:
         """The Setting a file's record names (:meth:`names`; older records' keys and spellings too)."""
-        usage = record.get("usage") or "none"
-        summary, engine = record.get("summarizer"), record.get("engine")
+        usage = read_text(record, "usage") or "none"
+        summary, engine = read_text(record, "summarizer"), read_text(record, "engine")
+        max_tokens, keep_recent_tokens = read_int(record, "max_tokens"), read_int(record, "keep_recent_tokens")
+        if max_tokens is None or keep_recent_tokens is None:
+            raise SettingError(f"a saved setting names no max_tokens or keep_recent_tokens: {dict(record)!r}")
         return cls(
-            max_tokens=int(record["max_tokens"]),
-            keep_recent_tokens=int(record["keep_recent_tokens"]),
+            max_tokens=max_tokens,
+            keep_recent_tokens=keep_recent_tokens,
             summarizer=SavedName(summary) if summary else DEFAULT_SUMMARIZER,
             engine=SavedName(engine) if engine else None,
-            counter=record.get("counter") or None,
-            reasoning_effort=record.get("reasoning_effort") or ReasoningEffort.LOW.value,
+            counter=read_text(record, "counter") or None,
+            reasoning_effort=read_text(record, "reasoning_effort") or ReasoningEffort.LOW.value,
             # A live agent's usage was the provider's own: replaying it with the recorded usage decides alike.
             usage="recorded" if usage == "live" else usage,
-            usage_overhead=int(record.get("usage_overhead") or 0),
-            compact_at=tuple(record.get("compact_at") or ()),
+            usage_overhead=read_int(record, "usage_overhead") or 0,
+            compact_at=tuple(str(point) for point in read_list(record, "compact_at")),
         )
 
     def named(self) -> Setting:
@@ -293,10 +297,8 @@ class Setting:
             counter=self.counter_name,
         )
 
-    def _key(self) -> tuple[Any, ...]:
-        names = self.names()
-        names["compact_at"] = tuple(names["compact_at"])
-        return tuple(names.values())
+    def _key(self) -> tuple[object, ...]:
+        return tuple(tuple(value) if isinstance(value, list) else value for value in self.names().values())
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Setting):
@@ -469,7 +471,7 @@ class TraceSettings:
     strict: bool | None = None
     engine_timeout: float | None = None
     replay_seconds: float | None = None
-    cache: Mapping[str, Any] | None = None
+    cache: Mapping[str, object] | None = None
     store: str | None = None
     interrupted_turns: tuple[int, ...] = ()
     derived_from: Setting | None = None
@@ -508,9 +510,9 @@ class TraceSettings:
 
     # --- files ---------------------------------------------------------------------------------------
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> JSONObject:
         """A flat record of plain values (what a saved trace, sweep or live trace holds)."""
-        record: dict[str, Any] = (
+        record: JSONObject = (
             self.setting.names()
             if self.setting is not None
             else {"max_tokens": None, "keep_recent_tokens": None, "spans": "given"}
@@ -522,7 +524,7 @@ class TraceSettings:
             strict=self.strict,
             engine_timeout=self.engine_timeout,
             replay_seconds=self.replay_seconds,
-            cache=dict(self.cache) if self.cache is not None else None,
+            cache=plain(self.cache),
             store=self.store,
             interrupted_turns=list(self.interrupted_turns),
         )
@@ -543,37 +545,38 @@ class TraceSettings:
         return record
 
     @classmethod
-    def from_record(cls, record: Mapping[str, Any]) -> TraceSettings:
+    def from_record(cls, record: Mapping[str, object]) -> TraceSettings:
         """Settings from a record (:meth:`record`, or what older versions saved)."""
         setting = Setting.from_record(record) if record.get("max_tokens") is not None else None
-        derived = record.get("derived_from")
+        derived = read_mapping(record, "derived_from")
         live = (
             LiveFacts(
-                source=str(record.get("source") or ""),
-                runs=tuple(record.get("runs") or ()),
+                source=read_text(record, "source") or "",
+                runs=tuple(str(run) for run in read_list(record, "runs")),
                 in_flight=bool(record.get("in_flight")),
-                torn_records=tuple(record.get("torn_records") or ()),
-                recovered_messages=tuple(record.get("recovered_messages") or ()),
-                gaps=tuple(record.get("gaps") or ()),
+                torn_records=read_ints(record, "torn_records"),
+                recovered_messages=read_ints(record, "recovered_messages"),
+                gaps=tuple(str(gap) for gap in read_list(record, "gaps")),
             )
             if record.get("live")
             else None
         )
-        cache = record.get("cache")
+        summarizer = read_text(record, "summarizer") or (setting.summarizer_name if setting else "")
+        counter = read_text(record, "counter") or (setting.counter_name if setting else counter_identity(count_tokens))
         return cls(
             setting=setting,
-            summarizer=str(record.get("summarizer") or (setting.summarizer_name if setting else "")),
-            counter=str(record.get("counter") or (setting.counter_name if setting else counter_identity(count_tokens))),
-            zett_agent_version=record.get("zett_agent_version"),
-            strict=record.get("strict"),
-            engine_timeout=record.get("engine_timeout"),
-            replay_seconds=record.get("replay_seconds"),
-            cache=dict(cache) if isinstance(cache, Mapping) else None,
-            store=record.get("store"),
-            interrupted_turns=tuple(record.get("interrupted_turns") or ()),
+            summarizer=summarizer,
+            counter=counter,
+            zett_agent_version=read_text(record, "zett_agent_version"),
+            strict=read_bool(record, "strict"),
+            engine_timeout=read_float(record, "engine_timeout"),
+            replay_seconds=read_float(record, "replay_seconds"),
+            cache=read_mapping(record, "cache"),
+            store=read_text(record, "store"),
+            interrupted_turns=read_ints(record, "interrupted_turns"),
             derived_from=(
                 Setting.from_record({**(setting.names() if setting else {}), **derived})
-                if isinstance(derived, Mapping)
+                if derived is not None
                 else None
             ),
             live=live,

@@ -17,7 +17,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -31,7 +31,7 @@ from ..errors import InputError, OutputError, SettingError
 from ..files import atomic_path, check_output, write_atomic
 from ..formatting import cell, count, frame_html
 from ..load.conversation import CHECKPOINT_PREFIX, Conversation, HarnessContext, NativeCompaction, Probe
-from ..records import is_missing, records
+from ..records import is_missing, read_text, records
 from .live_reader import is_live_trace, read_live_session
 from .schema import (
     BOOLEAN_COLUMNS,
@@ -173,6 +173,25 @@ def _nullable(values: Sequence[Any], kind: type[int] | type[bool]) -> IntegerArr
     return IntegerArray(data, missing) if kind is int else BooleanArray(data, missing)
 
 
+class TraceSummary(TypedDict):
+    """A trace's headline figures (:meth:`Trace.summary`)."""
+
+    conversation_id: str
+    messages: int
+    steps: int
+    max_tokens: int | None
+    keep_recent_tokens: int | None
+    summarizer: str
+    engine: str
+    compactions_applied: int
+    rejected_not_smaller: int
+    failed: int
+    summary_error: str | None
+    peak_context: int
+    total_input_tokens: int
+    steps_over_budget: int
+
+
 @dataclass(frozen=True)  # no slots: a StoredTrace (study) reads its tables from its sweep
 class Trace:
     """One replay of one conversation under one setting.
@@ -231,7 +250,7 @@ class Trace:
         """Failed summaries per distinct cause (:data:`FAILURE_COLUMNS`); empty when every summary succeeded."""
         return failure_counts(self.compactions)
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> TraceSummary:
         """Headline figures: steps, compactions applied / not smaller / failed, peak context, steps over budget.
 
         ``summary_error`` is the first failed summary's error (None when every summary succeeded).
@@ -304,7 +323,7 @@ class Trace:
 
     def input_files(self) -> list[Path]:
         """The files this trace was made from: the conversation's files and the summary cache file."""
-        cache = (self.settings.cache or {}).get("path")
+        cache = read_text(self.settings.cache or {}, "path")
         files = self.conversation.input_files()
         return [*files, Path(cache)] if cache and cache != ":memory:" else files
 
@@ -378,7 +397,7 @@ def checkpoint_message(summary_text: str) -> CompactedMessage:
     return CompactedMessage(content=CHECKPOINT_PREFIX + summary_text)
 
 
-def conversation_document(conversation: Conversation) -> dict[str, Any]:
+def conversation_document(conversation: Conversation) -> dict[str, object]:
     from dataclasses import asdict
 
     return {

@@ -244,7 +244,7 @@ def _given_row(losses: Losses | None, trace: Trace) -> dict[Hashable, Any] | Non
 
 def _direct_row(label: str, trace: Trace, losses: Losses | None, measured: Measured) -> dict[str, Any]:
     """The results row of a trace given directly: budget figures and loss metrics (given, else measured)."""
-    row = trace.summary()
+    row: dict[str, Any] = dict(trace.summary())
     given = _given_row(losses, trace)
     found = given if given is not None else measured.by_id[id(trace)].conversation.iloc[0].to_dict()
     for key, value in found.items():

@@ -136,7 +136,7 @@ def metric_summary(
             "rows": rows,
             "pairwise": records(comparison.pairwise, _PAIRWISE_COLUMNS, DIGITS),
             "totals": totals,
-            "validity": metric_validity([*(row["metric"] for row in rows), *_TOTAL_METRICS]),
+            "validity": metric_validity([*(str(row["metric"]) for row in rows), *_TOTAL_METRICS]),
             "notes": list(comparison.notes),
         }
     rows = _metric_means(results, summarizers)
@@ -146,7 +146,7 @@ def metric_summary(
         "rows": rows,
         "pairwise": [],
         "totals": totals,
-        "validity": metric_validity([*(row["metric"] for row in rows), *_TOTAL_METRICS]),
+        "validity": metric_validity([*(str(row["metric"]) for row in rows), *_TOTAL_METRICS]),
         "notes": [],
     }
 

@@ -29,6 +29,7 @@ from ..load.conversation import Conversation
 from ..measure import Losses, measure
 from ..records import is_missing
 from ..replay.engine import engine_name
+from ..replay.schema import TraceRow
 from ..replay.setting import SETTING_FIELDS, Setting
 from ..replay.trace import (
     Trace,
@@ -494,7 +495,7 @@ class StoredTrace(Trace):
         return self.sweep.store.tables(self.cell).compactions
 
     @property
-    def engine_events(self) -> list[dict[str, Any]]:
+    def engine_events(self) -> list[TraceRow]:
         return self.sweep.store.engine_events(self.cell)
 
     def losses(self, *, anchors: bool = True) -> Losses | None:

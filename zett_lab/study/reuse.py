@@ -71,7 +71,7 @@ class Proven:
         everything else is a function of the identical trace. ``tests/study/test_sweep.py`` checks
         this against :meth:`Trace.summary` and :func:`zett_lab.measure` of the derived trace.
         """
-        base = self.row if self.row is not None else (self.trace.summary() if self.trace is not None else {})
+        base = self.row if self.row is not None else (dict(self.trace.summary()) if self.trace is not None else {})
         return {
             **base,
             "max_tokens": max_tokens,

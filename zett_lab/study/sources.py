@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 
 from ..errors import InputError
 from ..records import is_missing
+from ..replay.schema import TraceRow
 from ..replay.setting import TraceSettings
 from .regions import Region
 
@@ -54,7 +55,7 @@ class TableWriter:
     def events_file(self, source_id: str) -> Path:
         return self.path / "sources" / f"{source_id}.engine-events.json"
 
-    def write_events(self, source_id: str, events: list[dict[str, Any]]) -> None:
+    def write_events(self, source_id: str, events: list[TraceRow]) -> None:
         """The engine's own compaction events of a replay (their summaries can be large: kept on disk too)."""
         self.events_file(source_id).write_text(json.dumps(events), encoding="utf-8")
 
@@ -113,10 +114,10 @@ class SourceFolder:
     def write(self, source_id: str, tables: dict[str, pd.DataFrame]) -> None:
         self.writer.write(source_id, tables)
 
-    def write_events(self, source_id: str, events: list[dict[str, Any]]) -> None:
+    def write_events(self, source_id: str, events: list[TraceRow]) -> None:
         self.writer.write_events(source_id, events)
 
-    def read_events(self, source_id: str) -> list[dict[str, Any]]:
+    def read_events(self, source_id: str) -> list[TraceRow]:
         path = self.writer.events_file(source_id)
         try:
             events = json.loads(path.read_text(encoding="utf-8"))
@@ -162,14 +163,14 @@ class Source:
     region: Region
     settings: TraceSettings
     #: The engine's events when held in memory (a sweep saved before they were kept on disk); None: in ``folder``.
-    held_events: list[dict[str, Any]] | None
+    held_events: list[TraceRow] | None
     folder: SourceFolder
     #: Failed summary calls and engine passes this replay made itself (rows a fork shares are its parent's);
     #: None until read (a sweep saved before it was kept: counted from the whole compactions table).
     failures: pd.DataFrame | None = None
 
     @property
-    def engine_events(self) -> list[dict[str, Any]]:
+    def engine_events(self) -> list[TraceRow]:
         """The engine's own ``COMPACTION_COMPLETED`` events of this replay (read from disk when used)."""
         return self.held_events if self.held_events is not None else self.folder.read_events(self.source_id)
 

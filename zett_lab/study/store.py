@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 
 from ..errors import InputError, OutputError
 from ..load.conversation import Conversation
-from ..replay.schema import FAILURE_COLUMNS
+from ..replay.schema import FAILURE_COLUMNS, TraceRow
 from ..replay.setting import Setting, TraceSettings
 from ..replay.trace import Trace, conversation_document, conversation_from_document, failure_counts
 from .grid import Cell
@@ -131,7 +131,7 @@ class SweepStore:
             engine_events=self.engine_events(cell),
         )
 
-    def engine_events(self, cell: Cell) -> list[dict[str, Any]]:
+    def engine_events(self, cell: Cell) -> list[TraceRow]:
         """The engine's events of a cell's replay (a cell derived from it has the same ones), read when asked."""
         return list(self.source(cell).engine_events)
 

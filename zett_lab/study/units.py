@@ -39,9 +39,11 @@ from ..measure.losses import conversation_index, measure_lost_and_counted
 from ..measure.message_index import held_index
 from ..replay.engine import effort_identity, engine_reuse
 from ..replay.run import replay_forkable
+from ..replay.schema import TraceRow
 from ..replay.setting import ReplayOptions, Setting, TraceSettings
 from ..replay.trace import Trace, failure_counts
 from ..summarizers import CachedSummary, CacheError, CacheSpec, SummaryCache
+from ..summarizers.cache import CacheStats
 from .grid import STOCK_ENGINE
 from .regions import Region, region
 from .reuse import STORE, ForkPlanner, Proven, StoreKey, sorted_sent
@@ -115,7 +117,7 @@ class SourcePayload:
     #: Its settings, by name (they cross a process boundary).
     settings: TraceSettings
     #: The engine's events, or None when the worker wrote them with the tables.
-    engine_events: list[dict[str, Any]] | None
+    engine_events: list[TraceRow] | None
     row: dict[str, Any] | None
     row_error: str | None
     #: Failures among the attempts this replay made itself (not the ones a fork shares with its parent).
@@ -159,7 +161,7 @@ class _CollectingCache:
         with self._lock:
             self.new.append((key, summary))
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> CacheStats:
         return self.cache.stats()
 
 
@@ -459,7 +461,7 @@ def source_rows(sources: list[Proven], unit: Unit) -> dict[str, tuple[Losses, pd
     if not todo:
         return {}
     traces = [p.trace for p in todo if p.trace is not None]
-    rows = {n: trace.summary() for n, trace in enumerate(traces)}
+    rows = {n: dict(trace.summary()) for n, trace in enumerate(traces)}
     _add_costs(todo, traces, rows, unit)
     measured: dict[str, tuple[Losses, pd.DataFrame]] = {}
     if unit.metrics:

@@ -44,7 +44,7 @@ from collections.abc import Hashable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields, is_dataclass
 from pathlib import Path
-from typing import Any, TypeAlias, cast
+from typing import Any, TypeAlias, TypedDict, cast
 
 from zett_agent.messages import AnyMessage
 from zett_agent.model import ModelRequest
@@ -126,6 +126,19 @@ def default_cache_path() -> Path:
     from platformdirs import user_cache_dir
 
     return Path(user_cache_dir("zett-lab")) / DEFAULT_FILENAME
+
+
+class CacheStats(TypedDict):
+    """What a summary cache holds and how it served (:meth:`SummaryCache.stats`)."""
+
+    path: str | None
+    enabled: bool
+    entries: int
+    identities: int
+    hits: int
+    misses: int
+    hit_rate: float | None
+    size_bytes: int | None
 
 
 class SummaryCache:
@@ -438,7 +451,7 @@ class SummaryCache:
         with self._lock, self._reporting("read it"):
             return int(self._conn().execute("SELECT COUNT(*) FROM summaries").fetchone()[0])
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> CacheStats:
         """``path``, ``enabled``, ``entries``, ``identities``, ``hits``, ``misses``, ``hit_rate``, ``size_bytes``."""
         lookups = self.hits + self.misses
         entries = identities = 0

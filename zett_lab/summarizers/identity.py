@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from collections.abc import Mapping
 from urllib.parse import urlsplit, urlunsplit
 
 #: Class names of zett-agent providers and the spec prefix that builds them.
@@ -59,7 +59,7 @@ def provider_endpoint(model: object) -> str | None:
     return None
 
 
-def provider_identity(prefix: str, model: str, endpoint: str | None, options: dict[str, Any]) -> str:
+def provider_identity(prefix: str, model: str, endpoint: str | None, options: Mapping[str, object]) -> str:
     """``PREFIX:MODEL[@ENDPOINT][(options)]``: everything that decides a provider's answers, never a key.
 
     The endpoint is left out when it is the provider's default (:data:`DEFAULT_ENDPOINTS`); options

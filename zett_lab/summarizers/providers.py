@@ -70,7 +70,7 @@ class ProviderKind:
     #: Key used when none is set and none is required (the OpenAI SDK insists on one).
     placeholder_key: str | None = None
 
-    def load(self) -> type[Any]:
+    def load(self) -> type[ProviderModel]:
         module, _, cls = self.target.partition(":")
         return getattr(importlib.import_module(module), cls)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -298,12 +298,18 @@ def _span_html(messages: Sequence[Any], row: pd.Series, lost_values: list[str], 
     )
 
 
+#: The headline figures (:meth:`Trace.summary`) a manual compaction is compared by.
+_Compared = Literal[
+    "compactions_applied", "rejected_not_smaller", "failed", "peak_context", "total_input_tokens", "steps_over_budget"
+]
+
+
 def manual_diff_html(
     baseline: Trace, manual: Trace, baseline_losses: Losses | None = None, manual_losses: Losses | None = None
 ) -> str:
     """Headline figures and compactions of two traces side by side."""
     a, b = baseline.summary(), manual.summary()
-    keys = [
+    keys: list[_Compared] = [
         "compactions_applied",
         "rejected_not_smaller",
         "failed",
@@ -311,7 +317,9 @@ def manual_diff_html(
         "total_input_tokens",
         "steps_over_budget",
     ]
-    rows = [{"measure": k, "baseline": a[k], "with manual compaction": b[k], "difference": b[k] - a[k]} for k in keys]
+    rows: list[dict[str, object]] = [
+        {"measure": k, "baseline": a[k], "with manual compaction": b[k], "difference": b[k] - a[k]} for k in keys
+    ]
     lost_a, lost_b = lost_count(baseline_losses), lost_count(manual_losses)
     if lost_a is not None and lost_b is not None:
         rows.append(
