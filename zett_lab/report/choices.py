@@ -7,14 +7,13 @@ objectives; a setting with a failed replay or summary is never chosen.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import pandas as pd
 
 from ..errors import SettingError
 from ..load.conversation import Conversation
 from ..study.choose import ConstraintSpec, NoFeasibleSetting
-from ..study.recommendation import Recommendation, recommend
+from ..study.recommendation import Recommendation, RecommendationRecord, recommend
 from .tables import DIGITS
 
 #: Context timelines a report draws at most (:func:`timeline_conversations`).
@@ -29,7 +28,7 @@ def recommend_report_setting(
     results: pd.DataFrame,
     constraints: ConstraintSpec | None = None,
     objectives: str | Sequence[str] | None = None,
-) -> dict[str, Any] | None:
+) -> RecommendationRecord | None:
     """The recommended setting of a report, as plain data (:meth:`~zett_lab.study.recommendation.Recommendation.record`).
 
     :func:`~zett_lab.study.recommendation.recommend` with the report's constraints and objectives (default: stay
@@ -64,7 +63,7 @@ def _rows_at(results: pd.DataFrame, summarizer: str | None, max_tokens: int, kee
 
 
 def timeline_conversations(
-    results: pd.DataFrame, recommendation: dict[str, Any] | None, conversations: list[Conversation]
+    results: pd.DataFrame, recommendation: RecommendationRecord | None, conversations: list[Conversation]
 ) -> list[str]:
     """The conversations whose timeline a report draws, in report order: every one, or with more than
     :data:`TIMELINES_SHOWN`, those whose replay at the recommended setting applied the most compactions

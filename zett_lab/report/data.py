@@ -30,6 +30,7 @@ from ..replay.trace import Trace
 from ..study.alerts import Alert, study_alerts
 from ..study.choose import ConstraintSpec
 from ..study.compare import Comparison, compare
+from ..study.recommendation import RecommendationRecord
 from ..study.results import Sweep
 from ..study.session import SummarizerSpec
 from .choices import explore_conversation, recommended_setting, timeline_conversations
@@ -97,7 +98,7 @@ class ReportData:
     unmeasured_settings: set[tuple[str, int, int]]
     results: pd.DataFrame
     comparison: Comparison | None
-    recommendation: dict[str, Any] | None
+    recommendation: RecommendationRecord | None
     alerts: list[Alert]
     explore_id: str
     timeline_ids: list[str]
@@ -254,7 +255,7 @@ def _compared(results: pd.DataFrame, summarizers: list[str]) -> Comparison:
 
 
 def _measure_shown(
-    entries: list[tuple[str, Trace]], explore_id: str, recommendation: dict[str, Any] | None, measured: Measured
+    entries: list[tuple[str, Trace]], explore_id: str, recommendation: RecommendationRecord | None, measured: Measured
 ) -> None:
     """Measure the replays the report shows in detail.
 

@@ -20,6 +20,7 @@ from ..load.text import message_text
 from ..measure import Losses
 from ..records import plain
 from ..replay.trace import Trace
+from ..study.recommendation import RecommendationRecord
 from .replays import cell_entries, trace_index
 from .tables import DIGITS
 
@@ -61,7 +62,7 @@ def _flat_start(text: str, chars: int) -> str:
 
 def lost_but_needed_items(
     entries: Sequence[tuple[str, Trace]],
-    recommendation: Mapping[str, Any] | None,
+    recommendation: RecommendationRecord | None,
     summarizers: Sequence[str],
     measured: Callable[[Trace], Losses],
     limit: int,
@@ -118,7 +119,7 @@ def _summaries(
 
 def dropped_constraint_items(
     entries: Sequence[tuple[str, Trace]],
-    recommendation: Mapping[str, Any] | None,
+    recommendation: RecommendationRecord | None,
     measured: Callable[[Trace], Losses],
     limit: int,
 ) -> list[dict[str, object]]:

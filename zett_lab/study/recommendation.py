@@ -35,7 +35,7 @@ from __future__ import annotations
 import html
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 import pandas as pd
@@ -43,7 +43,7 @@ import pandas as pd
 from ..errors import SettingError
 from ..formatting import count, frame_html, number
 from ..measure.catalogue import label, metric
-from ..records import plain, records
+from ..records import JSONObject, JSONValue, plain, records
 from .choose import (
     Constraint,
     ConstraintCheck,
@@ -87,6 +87,41 @@ DEFAULT_FOLDS = 5
 
 #: Values within this share of the best count as equal, for every objective but the last.
 DEFAULT_SLACK = 0.1
+
+
+class RankedRecord(TypedDict):
+    """A ranked setting as plain data (:meth:`Recommendation.record`)."""
+
+    engine: str
+    summarizer: str
+    max_tokens: int
+    keep_recent_tokens: int
+    figures: JSONValue
+    rank: int
+    ruled_out_by: str | None
+
+
+class AlternativeRecord(RankedRecord):
+    """An alternative the verdict weighs, as plain data: the setting, why, and what changes against the chosen."""
+
+    why: str
+    changes: JSONValue
+
+
+class RecommendationRecord(RankedRecord):
+    """A recommendation as plain data (:meth:`Recommendation.record`): the chosen setting and how it was chosen."""
+
+    objectives: list[str]
+    constraints: list[JSONObject]
+    over: str
+    slack: float
+    settings: int
+    left_out: int
+    alternatives: list[AlternativeRecord]
+    held_out: JSONObject
+    ranking: list[JSONObject]
+    rule: str
+    verdict: str
 
 
 @dataclass(frozen=True, eq=False)
@@ -147,11 +182,11 @@ class Recommendation:
         """The constraints no setting met (they ruled nothing out)."""
         return tuple(c for c in self.constraints if not c.applied)
 
-    def record(self, digits: int | None = None) -> dict[str, Any]:
+    def record(self, digits: int | None = None) -> RecommendationRecord:
         """The recommendation as JSON-ready plain data (what a report's document holds); ``digits`` rounds its
         figures (None: exact)."""
 
-        def ranked(r: Ranked) -> dict[str, Any]:
+        def ranked(r: Ranked) -> RankedRecord:
             return {
                 "engine": r.engine,
                 "summarizer": r.summarizer,

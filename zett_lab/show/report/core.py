@@ -31,6 +31,7 @@ from ...report import (
 )
 from ...study.alerts import Alert
 from ...study.choose import ConstraintSpec
+from ...study.recommendation import RecommendationRecord
 from ...study.session import SummarizerSpec, summarizer_labels
 from ...summarizers.cache import CacheSpec
 
@@ -212,7 +213,7 @@ class Report:
         return self.data.alerts
 
     @property
-    def recommendation(self) -> dict[str, Any] | None:
+    def recommendation(self) -> RecommendationRecord | None:
         """The recommended setting, the rule, the constraints honoured, the alternatives weighed, the held-out check
         and the verdict, as plain data (:meth:`zett_lab.study.Recommendation.record`)."""
         return self.data.recommendation

@@ -17,8 +17,8 @@ from __future__ import annotations
 import base64
 import gzip
 import json
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -32,6 +32,8 @@ from ...report.lost import excerpt
 from ...report.tables import DIGITS
 from .content import definition
 from .svg import marker_legend, mini_timeline
+
+T = TypeVar("T")
 
 
 def _columns(*columns: tuple[str, bool]) -> list[dict[str, Any]]:
@@ -83,7 +85,7 @@ def _step_columns(trace: Trace) -> list[dict[str, Any]]:
     ]
 
 
-def column(values: Any, text: Callable[[Any], str]) -> dict[str, Any]:
+def column(values: Iterable[T], text: Callable[[T], str]) -> dict[str, list[int] | list[str]]:
     """One table column as the page's script reads it: whole numbers (none missing) written by ``text`` =
     :func:`~zett_lab.formatting.count` as ``{"d": differences}``, each from the one before (the script adds them
     up and writes each with thousands separators, as ``count`` does); anything else as ``{"v": distinct texts (by
@@ -91,7 +93,7 @@ def column(values: Any, text: Callable[[Any], str]) -> dict[str, Any]:
     values = list(values)
     whole = all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in values)
     if values and text is count and whole:
-        numbers = [int(v) for v in values]
+        numbers = [int(v) for v in values if isinstance(v, (int, np.integer))]
         return {"d": [b - a for a, b in zip([0, *numbers[:-1]], numbers, strict=True)]}
     texts: dict[str, int] = {}
     codes = [texts.setdefault(text(v), len(texts)) for v in values]
@@ -121,7 +123,7 @@ def _compaction_rows(trace: Trace, measured: Mapping[int, Mapping[Any, Any]]) ->
     return rows
 
 
-def cell_data(data: ReportData, trace: Trace) -> dict[str, Any]:
+def cell_data(data: ReportData, trace: Trace) -> dict[str, object]:
     """One explorer cell: timeline SVG, status line, step rows, compaction rows."""
     losses = data.losses_for(trace)
     measured = (
@@ -147,14 +149,14 @@ def cell_data(data: ReportData, trace: Trace) -> dict[str, Any]:
     }
 
 
-def packed(cell: Mapping[str, Any]) -> str:
+def packed(cell: Mapping[str, object]) -> str:
     """A cell as the page holds it: its JSON, gzip-compressed (no timestamp: the same cell gives the same bytes)
     and base64-encoded (no character in it can end the page's ``<script>`` element)."""
     text = json.dumps(cell, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     return base64.b64encode(gzip.compress(text.encode("utf-8"), compresslevel=9, mtime=0)).decode("ascii")
 
 
-def explorer_view(data: ReportData) -> dict[str, Any]:
+def explorer_view(data: ReportData) -> dict[str, object]:
     """What the explorer section shows: its conversation, the controls' first choice, and every cell (packed)."""
     names, grid = data.summarizers, data.grid
     cells = {}
@@ -164,12 +166,12 @@ def explorer_view(data: ReportData) -> dict[str, Any]:
                 trace = data.trace_for(data.explore_id, name, max_tokens, keep)
                 if trace is not None:
                     cells[f"{index}|{max_tokens}|{keep}"] = packed(cell_data(data, trace))
-    rec = data.recommendation or {}
+    rec = data.recommendation
     return {
         "conversation_id": data.explore_id,
-        "summarizer": names.index(rec["summarizer"]) if rec.get("summarizer") in names else 0,
-        "max_tokens": rec.get("max_tokens", grid["max_tokens"][0]),
-        "keep_recent_tokens": rec.get("keep_recent_tokens", grid["keep_recent_tokens"][0]),
+        "summarizer": names.index(rec["summarizer"]) if rec is not None and rec["summarizer"] in names else 0,
+        "max_tokens": rec["max_tokens"] if rec is not None else grid["max_tokens"][0],
+        "keep_recent_tokens": rec["keep_recent_tokens"] if rec is not None else grid["keep_recent_tokens"][0],
         "markers": [(symbol, name, definition(name)) for symbol, name in marker_legend()],
         "data": {
             "cells": cells,
