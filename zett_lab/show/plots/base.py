@@ -75,7 +75,7 @@ def drawing_style() -> Iterator[None]:
 
 
 def figure(
-    nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float] | None = None, **subplot_kw: Any
+    nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float] | None = None
 ) -> tuple[Figure, Axes | np.ndarray]:
     """A new pyplot-free Figure and its axes (an array when more than one), styled like every zett_lab figure.
 
@@ -85,7 +85,7 @@ def figure(
     """
     with drawing_style():
         fig = Figure(figsize=figsize or (5.5 * ncols, 3.6 * nrows), layout="constrained")
-        axes = fig.subplots(nrows, ncols, squeeze=True, **subplot_kw)
+        axes = fig.subplots(nrows, ncols, squeeze=True)
     return fig, axes
 
 

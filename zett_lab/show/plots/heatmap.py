@@ -4,8 +4,8 @@ and the cells a page can link to."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Hashable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import matplotlib
 import numpy as np
@@ -140,8 +140,8 @@ def heatmaps(
     *,
     aggregate: str = "mean",
     where: Mapping[str, object] | None = None,
-    highlight: tuple[int, int] | Mapping[Any, tuple[int, int]] | None = None,
-    panels: Sequence[Any] | None = None,
+    highlight: tuple[int, int] | Mapping[Hashable, tuple[int, int]] | None = None,
+    panels: Sequence[Hashable] | None = None,
     ncols: int = 2,
     cmap: str = "viridis",
     title: str | None = None,

@@ -7,7 +7,7 @@ from typing import Any
 
 from ...formatting import count, decimal
 from ...measure.catalogue import NOT_VALIDATED, higher_is_better, label
-from ...records import is_missing
+from ...records import is_missing, read_float, read_mapping
 
 
 def ci_text(mean: object, low: object, high: object) -> str:
@@ -29,9 +29,9 @@ def settings_text(settings: Mapping[str, object]) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(settings.items()))
 
 
-def confidence_text(metrics: Mapping[str, Any]) -> str:
+def confidence_text(metrics: Mapping[str, object]) -> str:
     """The confidence level of the metric intervals, e.g. ``95%``."""
-    return f"{100 * float(metrics.get('confidence') or 0.95):.0f}%"
+    return f"{100 * (read_float(metrics, 'confidence') or 0.95):.0f}%"
 
 
 def metric_table(
@@ -56,17 +56,17 @@ def direction_note(metrics: Sequence[str]) -> str:
     return f"Higher is better for {', '.join(higher)}; lower is better for {', '.join(lower)}."
 
 
-def trust_lines(validity: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+def trust_lines(validity: Mapping[str, Mapping[str, object] | None]) -> tuple[list[str], list[str]]:
     """How far to trust the metrics a report shows (``metric name -> validity or None``, in their order): one
     line per measured metric (``Label: precision ...``), one naming those not validated; and what the figures
     were measured on, once per source."""
     metrics = list(validity)
-    measured = [m for m in metrics if validity[m]]
-    lines = [f"{label(m)}: {validity[m]['figures']}" for m in measured]
+    measured = {m: v for m, v in validity.items() if v}
+    lines = [f"{label(m)}: {v['figures']}" for m, v in measured.items()]
     plain = [label(m) for m in metrics if not validity[m]]
     if plain:
         lines.append(f"{NOT_VALIDATED[0].upper()}{NOT_VALIDATED[1:]}: {', '.join(plain)}")
-    return lines, list(dict.fromkeys(str(validity[m]["source"]) for m in measured))
+    return lines, list(dict.fromkeys(str(v["source"]) for v in measured.values()))
 
 
 def _one_decimal(value: Any) -> str:
@@ -86,16 +86,17 @@ OUTCOME_TOTALS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
 )
 
 
-def outcome_table(totals: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[list[str]]]:
+def outcome_table(totals: Sequence[Mapping[str, object]]) -> tuple[list[str], list[list[str]]]:
     """The outcome totals as headers and written rows (one row per summarizer), the same in HTML and Markdown."""
     headers = ["summarizer", *(header for _, header, _ in OUTCOME_TOTALS)]
     rows = [[str(t["summarizer"]), *(write(t[key]) for key, _, write in OUTCOME_TOTALS)] for t in totals]
     return headers, rows
 
 
-def production_metrics(entries: Sequence[Mapping[str, Any]]) -> list[str]:
+def production_metrics(entries: Sequence[Mapping[str, object]]) -> list[str]:
     """The metrics the "Production summaries" entries carry per summarizer (all but its status, size and lost items)."""
-    if not entries:
+    summarizers = read_mapping(entries[0], "summarizers") if entries else None
+    first = next(iter(summarizers.values()), None) if summarizers else None
+    if not isinstance(first, Mapping):
         return []
-    first = next(iter(entries[0]["summarizers"].values()))
-    return [name for name in first if name not in ("status", "summary_tokens", "lost")]
+    return [str(name) for name in first if name not in ("status", "summary_tokens", "lost")]

@@ -60,7 +60,7 @@ def show_png(image: widgets.Image, png: bytes) -> None:
     image.layout.display = None if png else "none"
 
 
-def step_regions(ax: Axes, steps: list[int]) -> list[list[Any]]:
+def step_regions(ax: Axes, steps: list[int]) -> list[list[str | float]]:
     """One clickable band per model step of a timeline drawn in ``ax`` (the full height of the axes)."""
     if not steps:
         return []

@@ -31,7 +31,7 @@ class ClickableImage(anywidget.AnyWidget):
     selected = traitlets.Unicode("").tag(sync=True)
     alt = traitlets.Unicode("").tag(sync=True)
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, **kwargs: object) -> None:
         super().__init__(**kwargs)
         self._handlers: list[Callable[[str], None]] = []
         self.on_msg(self._on_message)
@@ -47,7 +47,7 @@ class ClickableImage(anywidget.AnyWidget):
         for handler in self._handlers:
             handler(key)
 
-    def show(self, png: bytes, regions: Iterable[Sequence[Any]], selected: str = "") -> None:
+    def show(self, png: bytes, regions: Iterable[Sequence[str | float]], selected: str = "") -> None:
         """Replace the image and its regions in one update."""
         with self.hold_sync():
             self.value = png

@@ -87,7 +87,7 @@ class Explorer(WidgetBase):
         cache: CacheSpec = None,
         count_tokens: TokenCounter | None = None,
         lru_size: int = 48,
-        replay_options: Mapping[str, Any] | None = None,
+        replay_options: Mapping[str, object] | None = None,
         measure: bool = True,
         figsize: tuple[float, float] = (10.5, 4.2),
         engine: EngineSpec = None,
@@ -100,7 +100,7 @@ class Explorer(WidgetBase):
         if engine is not None:
             options["engine"] = engine
         # With live traces the what-if follows the live run's usage path: at the live setting, the live decisions.
-        initial_usage = options.pop("usage", "recorded" if self.live else "none")
+        initial_usage = str(options.pop("usage", "recorded" if self.live else "none"))
         self.session = Session(
             with_live_conversations(conversations, self.live),
             summarizers,
@@ -302,7 +302,7 @@ class Explorer(WidgetBase):
                 keep_recent_tokens,
             )
 
-    def settings(self) -> dict[str, Any]:
+    def settings(self) -> dict[str, object]:
         """The current settings as plain values."""
         return {
             "conversation_id": self.conversation.value,

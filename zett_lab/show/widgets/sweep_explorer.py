@@ -173,9 +173,9 @@ class SweepExplorer(WidgetBase):
         if not self._suspended:
             self.render()
 
-    def filtered(self) -> tuple[pd.DataFrame, dict[str, Any]]:
+    def filtered(self) -> tuple[pd.DataFrame, dict[str, object]]:
         """The rows the heatmap shows, and the filter applied."""
-        where = {}
+        where: dict[str, object] = {}
         if self.summarizer.value != ALL and "summarizer" in self.results:
             where["summarizer"] = self.summarizer.value
         if self.conversation.value != ALL and "conversation_id" in self.results:
