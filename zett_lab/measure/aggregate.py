@@ -3,8 +3,7 @@ one-row conversation summary the catalogue's metrics pool from the per-compactio
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
@@ -19,8 +18,8 @@ def decay_rows(
     chain: list[tuple[int, SummaryHolds, tuple[int, int]]],
     index: ConversationIndex,
     summary_index: Callable[[int], TextIndex | None],
-    base: dict[str, Any],
-) -> list[dict[str, Any]]:
+    base: Mapping[str, object],
+) -> list[dict[str, object]]:
     """One row per pair of applied compactions k < k+j: how many anchors kept at k are still in Σ_{k+j}
     (and in Σ_{k+j} ∪ T_{k+j}). ``chain`` holds (compaction_id, what its summary holds, tail range) per
     applied one.
@@ -49,7 +48,7 @@ def decay_rows(
             in_tail, _ = arrays.first_in(arrays.occurrences, ids[~present], tail_start, tail_end)
             counts[i, j] = int(present.sum()), int(present.sum()) + int((in_tail >= 0).sum())
         state[holds.span_ids] = -1
-    rows = []
+    rows: list[dict[str, object]] = []
     for i, (origin, _, _) in enumerate(chain):
         for j in range(i + 1, len(chain)):
             in_summary, in_context = counts[i, j]
@@ -70,16 +69,16 @@ def decay_rows(
 
 
 def conversation_row(
-    base: dict[str, Any],
-    max_tokens: Any,
-    keep_recent: Any,
+    base: Mapping[str, object],
+    max_tokens: int | None,
+    keep_recent: int | None,
     n_messages: int,
     tables: TraceTables,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The trace's row of ``losses.conversation``: its settings and counts, then every conversation-level metric of
     the catalogue, each pooling the trace's measured tables as its module says."""
     compactions = tables.compactions
-    row = {
+    row: dict[str, object] = {
         **base,
         "max_tokens": max_tokens,
         "keep_recent_tokens": keep_recent,

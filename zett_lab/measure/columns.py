@@ -10,7 +10,7 @@ dtypes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -274,7 +274,7 @@ def doc_table(title: str, columns: Mapping[str, str]) -> str:
     return "\n".join(lines)
 
 
-def frame(rows: list[dict[str, Any]] | dict[str, list[Any]], columns: Columns) -> pd.DataFrame:
+def frame(rows: Sequence[Mapping[str, object]] | Mapping[str, Sequence[object]], columns: Columns) -> pd.DataFrame:
     """A DataFrame with exactly ``columns``: nullable Int64 counts, nullable booleans, float64 ratios.
 
     Every column is typed from the values pandas read (one object array for the whole table: a

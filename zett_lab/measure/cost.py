@@ -150,7 +150,7 @@ def default_prices() -> PriceTable:
     return _table(json.loads(text), "zett_lab/data/prices.json")
 
 
-def load_prices(prices: PriceTable | Mapping[str, Any] | str | os.PathLike[str] | None = None) -> PriceTable:
+def load_prices(prices: PriceTable | Mapping[str, object] | str | os.PathLike[str] | None = None) -> PriceTable:
     """The bundled prices, overridden by ``prices`` (a table, a dict, or a JSON file path).
 
     A dict or file may be the full shape of ``prices.json`` (``{"models": {...}, "aliases": {...}}``)
@@ -184,7 +184,7 @@ def load_prices(prices: PriceTable | Mapping[str, Any] | str | os.PathLike[str] 
     )
 
 
-def price_for(model: str, prices: PriceTable | Mapping[str, Any] | str | None = None) -> tuple[str, Price]:
+def price_for(model: str, prices: PriceTable | Mapping[str, object] | str | None = None) -> tuple[str, Price]:
     """``(price key, Price)`` for ``model`` (see :meth:`PriceTable.lookup`)."""
     return load_prices(prices).lookup(model)
 
@@ -215,7 +215,7 @@ def add_costs(
     *,
     primary_model: str,
     summary_model: str | None = None,
-    prices: PriceTable | Mapping[str, Any] | str | None = None,
+    prices: PriceTable | Mapping[str, object] | str | None = None,
     prompt_caching: bool = True,
     min_cached_tokens: int = 1024,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:

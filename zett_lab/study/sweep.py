@@ -86,7 +86,7 @@ def sweep(
     cache: SummaryCache | str | os.PathLike[str] | bool | None = None,
     context_window: int | str | None = None,
     primary_model: str | None = None,
-    prices: Mapping[str, Any] | None = None,
+    prices: Mapping[str, object] | None = None,
     metrics: bool = True,
     reuse: bool = True,
     **replay_options: object,
