@@ -493,3 +493,15 @@ def test_a_keyed_number_is_shown_by_its_value_beside_its_key_in_other_words():
     assert _needed(span, [ToolMessage(tool_call_id="t", name="read", content=far)], use)["n_ar=1.29"]
     other = "n_glass : numeric\n    typical value 1.29\n"
     assert _needed(span, [ToolMessage(tool_call_id="t", name="read", content=other)], use)["n_ar=1.29"]
+
+
+def test_a_command_whose_plain_word_is_a_name_of_the_conversation_is_shown_by_its_parts():
+    """``grep -n "def physical" ./lib/geo.py`` is in view once the file and the function are, though the
+    command writes the function's name as a plain word of a pattern (no anchor of its own)."""
+    command = 'grep -n "def physical" ./lib/geo.py'
+    span = [_use_call("a", "bash", {"command": command}), ToolMessage(tool_call_id="a", name="bash", content="12:")]
+    use = [_use_call("b", "bash", {"command": command})]
+    shown = [ToolMessage(tool_call_id="t", name="read", content="./lib/geo.py:12: def physical(x):")]
+    assert not _needed(span, shown, use)[command]
+    only_file = [ToolMessage(tool_call_id="t", name="read", content="./lib/geo.py: 40 lines; physical_v2()")]
+    assert _needed(span, only_file, use)[command]

@@ -530,8 +530,8 @@ _IDENTIFIER_WORD = re.compile(r"[A-Za-z_][\w.-]*")
 
 def _parts_of(command: AnchorKey, id_of: dict[AnchorKey, int]) -> list[AnchorKey]:
     """The specific paths, identifiers, URLs, numbers and SHAs of a command made of them alone: every other word
-    is vocabulary (a program, a subcommand), an option or a shell operator, and every part is a key of
-    ``id_of``. Else none: ``sed -n '70,95p' ./pvlib/iam.py`` carries a line range besides its path, and a
+    is vocabulary (a program, a subcommand), an option, a shell operator or a specific name the conversation
+    holds as a key elsewhere (``physical`` in ``grep -n "def physical"``), and every part is a key of ``id_of``. Else none: ``sed -n '70,95p' ./pvlib/iam.py`` carries a line range besides its path, and a
     command with a part nothing could show is never shown by its parts."""
     parts = [k for k in anchor_keys(command[1]) if k[0] in _PART_TYPES and not is_generic(k)]
     if not parts or not all(k in id_of for k in parts):
@@ -539,6 +539,9 @@ def _parts_of(command: AnchorKey, id_of: dict[AnchorKey, int]) -> list[AnchorKey
     for word in command[1].split():
         word = word.strip("'\"")
         if not word or _PLAIN_WORD.fullmatch(word) or any(k in parts for k in anchor_keys(word)):
+            continue
+        if ("identifier", word) in id_of and not is_generic(("identifier", word)):
+            parts.append(("identifier", word))  # a name the conversation holds, written plainly (grep's pattern)
             continue
         if not (_IDENTIFIER_WORD.fullmatch(word) and is_generic(("identifier", word))):
             return []
