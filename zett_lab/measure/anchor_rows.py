@@ -96,6 +96,8 @@ class AnchorRows:
     needed, dropped constraints), with every row's :data:`~zett_lab.measure.columns.RETENTION_COLUMNS` counted as the attempts
     come (:meth:`counts`): what a report keeps. A long conversation's cumulative spans make millions
     of rows, hundreds of MB even as arrays.
+
+    Not frozen: it holds the anchor types' codes, made at the first attempt that needs them.
     """
 
     lost_only: bool = False

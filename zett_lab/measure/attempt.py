@@ -30,7 +30,7 @@ from .probes import covers_probe
 from .updates import GrowingSpanUpdates, Update
 
 
-@dataclass
+@dataclass(frozen=True)
 class TraceView:
     """What every compaction attempt of one trace is measured against."""
 

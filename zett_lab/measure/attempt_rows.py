@@ -19,7 +19,7 @@ from .catalogue import Metric
 from .updates import Update
 
 
-@dataclass
+@dataclass(frozen=True)
 class AttemptRows:
     """Rows collected over the attempts of one trace (anchors as arrays per attempt: there are millions)."""
 

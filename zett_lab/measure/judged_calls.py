@@ -156,7 +156,10 @@ def estimate_tokens(request: ModelRequest) -> int:
 
 @dataclass
 class Caller:
-    """Makes calls once: in-run memo, then the persistent cache, then the model (within budget)."""
+    """Makes calls once: in-run memo, then the persistent cache, then the model (within budget).
+
+    Not frozen: it counts the calls, cost and cache hits as they are made, and stops at the budget.
+    """
 
     cache: SummaryCache | None
     price: dict[str, tuple[float, float] | None]

@@ -38,7 +38,7 @@ from .judged_calls import (
 _KINDS = ("probes", "answer", "score")
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class JudgedPlan:
     """What :func:`run_judged` would do: calls, cache hits, tokens and estimated cost.
 
@@ -118,7 +118,7 @@ def plan_judged(
     return JudgedPlan(table=calls.table(), compactions=len(units), probes=n_pairs, notes=notes)
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class _PlannedCalls:
     """Distinct requests per call kind, each with whether the cache already answers it."""
 

@@ -241,7 +241,7 @@ def _instruction_status(update: Update, parts: list[tuple[str, frozenset[str]]])
 # Grouping
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Group:
     kind: str
     key: str
@@ -348,7 +348,7 @@ class GrowingSpanUpdates:
             group = _Group(obs.kind, obs.key, obs.name, (1, self._n_prose))
             self._n_prose += 1
             same.append(group)
-        group.qualifiers |= obs.qualifiers
+        group.qualifiers.update(obs.qualifiers)
         return group
 
     def _add(self, group: _Group, value: str, index: int) -> None:

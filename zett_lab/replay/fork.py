@@ -68,7 +68,7 @@ class TurnMark:
         )
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class ForkableRun:
     """What a finished replay leaves for later replays to fork from."""
 

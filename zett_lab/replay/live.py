@@ -179,7 +179,10 @@ _ENCODER = json.JSONEncoder(ensure_ascii=False, default=_json_default, separator
 
 @dataclass
 class _Session:
-    """What the recorder knows about one session: its message count and its trace rows so far."""
+    """What the recorder knows about one session: its message count and its trace rows so far.
+
+    Not frozen: it follows the session as the live agent runs (messages, turns, digests).
+    """
 
     recording: Recording
     n_messages: int = 0
@@ -193,7 +196,10 @@ class _Session:
 
 @dataclass
 class _Request:
-    """One request (one run context): its session, the pass in progress and the messages it appended."""
+    """One request (one run context): its session, the pass in progress and the messages it appended.
+
+    Not frozen: it follows the request's pass and step as the live agent runs.
+    """
 
     session: _Session
     request_id: str

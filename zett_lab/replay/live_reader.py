@@ -39,7 +39,10 @@ def first_line(path: Path) -> JSONValue:
 
 @dataclass
 class _Parsed:
-    """The records of one live trace file, grouped by session."""
+    """The records of one live trace file, grouped by session.
+
+    Not frozen: the reader fills it in record by record.
+    """
 
     runs: dict[str, dict[str, Any]] = field(default_factory=dict)
     sessions: dict[str, dict[str, list[dict[str, Any]]]] = field(default_factory=dict)

@@ -44,7 +44,10 @@ class EndOfRecording(BaseException):
 
 @dataclass
 class ReplayCursor:
-    """Where a replay is in its recording, shared by the replay model, tools and probe."""
+    """Where a replay is in its recording, shared by the replay model, tools and probe.
+
+    Not frozen: it moves through the recording as the replay runs (the current pass, turn and cursor).
+    """
 
     conversation: Conversation
     recording: Recording

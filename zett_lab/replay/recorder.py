@@ -59,7 +59,10 @@ class SummaryCall(TypedDict, total=False):
 
 @dataclass(slots=True)
 class PassRecord:
-    """What one compaction pass saw and decided, filled in as the engine runs."""
+    """What one compaction pass saw and decided, filled in as the engine runs.
+
+    Not frozen: the probe fills it in as the engine's methods return, one pass at a time.
+    """
 
     trigger: str | None
     n_recorded: int
@@ -136,6 +139,8 @@ class Recording:
 
     Replays keep every row in memory; a live recording writes each row out as it is made
     (see :mod:`zett_lab.replay.live`) and keeps only the counters.
+
+    Not frozen: the replay and the live recorder fill it in row by row as the engine runs.
     """
 
     conversation_id: str

@@ -49,7 +49,7 @@ def storage_extension(path: str | Path, session_id: str) -> SQLiteSessionExtensi
     return SQLiteSessionExtension(path)
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class StoredView:
     """What zett-agent's storage holds for one session.
 

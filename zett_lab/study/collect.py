@@ -40,7 +40,10 @@ class UnitRun:
 
 @dataclass
 class Collector:
-    """What the driver keeps as units finish: each replay's tables go to disk, cells stay as rows."""
+    """What the driver keeps as units finish: each replay's tables go to disk, cells stay as rows.
+
+    Not frozen: the driver merges each unit's results into it as units finish.
+    """
 
     plan: Plan
     reuse: bool

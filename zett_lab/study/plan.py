@@ -54,7 +54,7 @@ DEFAULT_PROVIDER_CONCURRENCY = 4
 UNITS_PER_WORKER = 4
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class Plan:
     """A checked grid, cut into units."""
 

@@ -438,18 +438,20 @@ class Sweep:
             swept = cls(results=results, config=config, store=store)  # type: ignore[arg-type]
             # Sweeps saved before engines were a dimension ran the stock engine.
             engines = cells["engine"] if "engine" in cells else [STOCK_ENGINE] * len(cells)
-            store.cells = {
-                swept.cell(str(cid), int(m), int(k), str(label), str(engine)): str(sid)
-                for cid, label, m, k, engine, sid in zip(
-                    cells["conversation_id"],
-                    cells["summarizer"],
-                    cells["max_tokens"],
-                    cells["keep_recent_tokens"],
-                    engines,
-                    cells["source_id"],
-                    strict=True,
-                )
-            }
+            store.cells.update(
+                {
+                    swept.cell(str(cid), int(m), int(k), str(label), str(engine)): str(sid)
+                    for cid, label, m, k, engine, sid in zip(
+                        cells["conversation_id"],
+                        cells["summarizer"],
+                        cells["max_tokens"],
+                        cells["keep_recent_tokens"],
+                        engines,
+                        cells["source_id"],
+                        strict=True,
+                    )
+                }
+            )
         except (KeyError, TypeError, ValueError) as error:
             if isinstance(error, InputError):
                 raise

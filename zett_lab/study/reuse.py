@@ -45,6 +45,8 @@ class Proven:
     what cells need without it: the results ``row`` (budget figures, cost, loss metrics), the
     context each step sent (``sent``, sorted) to count the steps over another ``max_tokens``,
     and where its tables were written (``source``).
+
+    Not frozen: its results ``row`` (and ``row_error``) are set once its replay's metrics are measured.
     """
 
     source_id: str
@@ -142,7 +144,7 @@ def clear_worker_state() -> None:
     RUNS.clear()
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class _Forkable:
     run: ForkableRun
     #: ``regions[i]``: settings proven to take the run's decisions up to its ``i``-th mark (nested).
@@ -186,7 +188,7 @@ class ForkableRuns:
 RUNS = ForkableRuns()
 
 
-@dataclass
+@dataclass(frozen=True)
 class ForkPlanner:
     """Where a new replay can start from a finished one of this process: the longest proven shared start.
 

@@ -156,7 +156,10 @@ def write_parquet(table: pd.DataFrame, path: Path) -> None:
 
 @dataclass(slots=True)
 class Source:
-    """One distinct replay of a sweep: what it stands for and where its tables are."""
+    """One distinct replay of a sweep: what it stands for and where its tables are.
+
+    Not frozen: its ``failures`` are counted from its tables on first use and kept (:func:`~zett_lab.study.store.source_failures`).
+    """
 
     source_id: str
     conversation_id: str

@@ -45,7 +45,7 @@ KEPT_TABLES_KEPT = 64
 CELL_COLUMNS = ["conversation_id", "summarizer", "engine", "max_tokens", "keep_recent_tokens", "source_id"]
 
 
-@dataclass
+@dataclass(frozen=True)
 class SweepStore:
     """The replays of a sweep: its conversations, each distinct replay (tables in a folder) and the replay each
     complete cell uses (``cells``); ``path`` is the folder it was read from (None for a sweep run here)."""

@@ -54,7 +54,7 @@ from .ticks import TickChannel, tick
 WORKER_CACHE = "worker"
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Unit:
     """Cells of one conversation, engine and summarizer, with everything a worker needs to answer them."""
 
@@ -86,7 +86,7 @@ class Unit:
     metric_modules: tuple[tuple[str, str | None], ...] = ()
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class CellResult:
     """One answered (or failed) cell."""
 
@@ -104,7 +104,7 @@ class CellResult:
     cache_hits: int
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class SourcePayload:
     """One distinct replay: its tables, the settings it stands for, and its results row."""
 
@@ -124,7 +124,7 @@ class SourcePayload:
     failures: pd.DataFrame
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class UnitResult:
     """What a unit sends back to the driver."""
 
@@ -202,6 +202,8 @@ def prefix_key(unit: Unit) -> StoreKey:
 
 @dataclass(slots=True)
 class _Answer:
+    """Not frozen: its time is added once the replay it waited for has run."""
+
     proven: Proven
     replayed: bool
     shared_steps: int = 0
@@ -212,7 +214,10 @@ class _Answer:
 
 @dataclass
 class _UnitRun:
-    """The state of one unit while it runs."""
+    """The state of one unit while it runs.
+
+    Not frozen: the worker updates it as the unit's cells are answered.
+    """
 
     unit: Unit
     #: The unit's Setting with its summary model built once (each cell replays it at its own limits).

@@ -177,6 +177,8 @@ def _span_key(request: ModelRequest) -> str:
 
 @dataclass
 class BoundChannel:
+    """Not frozen: it notes the span it sent when the engine's summary call goes out."""
+
     channel: SummaryChannel
     call: SummaryCall
     retry: RetryOptions = field(default_factory=lambda: RetryOptions(max_retries=0))

@@ -138,7 +138,10 @@ def _cell_point(edges: np.ndarray, i: int, log: bool, at: float = 0.28) -> float
 
 @dataclass(slots=True)
 class _BoundaryPath:
-    """One boundary's pieces: a polyline (NaN breaks between pieces), its point markers and ``→n`` notes."""
+    """One boundary's pieces: a polyline (NaN breaks between pieces), its point markers and ``→n`` notes.
+
+    Not frozen: the plot extends its pieces point by point.
+    """
 
     xs: list[float] = field(default_factory=list)
     ys: list[float] = field(default_factory=list)

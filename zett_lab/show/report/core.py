@@ -57,7 +57,7 @@ def report_date(value: str | _dt.date | None) -> str:
     return text
 
 
-@dataclass(eq=False)
+@dataclass(frozen=True, eq=False)
 class Report:
     """A study of compaction on recorded conversations, as one self-contained document.
 
@@ -121,8 +121,9 @@ class Report:
     _cache: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.date = report_date(self.date)
-        self.data = build_report_data(
+        # Frozen: what the report states is computed here once, and its given fields settled (set the frozen way).
+        object.__setattr__(self, "date", report_date(self.date))
+        data = build_report_data(
             self.traces or (),
             self.sweep,
             self.losses,
@@ -136,8 +137,9 @@ class Report:
             native_baselines=self.native_baselines,
             executor=self.executor,
         )
-        self.traces = self.data.traces
-        self.failures = list(self.data.failures)
+        object.__setattr__(self, "data", data)
+        object.__setattr__(self, "traces", data.traces)
+        object.__setattr__(self, "failures", list(data.failures))
 
     @classmethod
     def build(
