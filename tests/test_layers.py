@@ -196,6 +196,52 @@ def test_zett_agents_internals_are_touched_only_in_replay_engine():
     assert found == []
 
 
+def _zett_agent_private_names() -> set[str]:
+    """The private attributes and methods zett-agent's own classes use on ``self`` (its internals)."""
+    import zett_agent
+
+    names = set()
+    for path in Path(zett_agent.__file__).parent.rglob("*.py"):
+        for node in ast.walk(parse(path)):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in ("self", "cls")
+            ):
+                names.add(node.attr)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                names.add(node.name)
+    return {name for name in names if name.startswith("_") and not name.startswith("__")}
+
+
+def test_no_private_attribute_of_zett_agents_is_reached_on_an_object_outside_replay_engine():
+    """Outside ``replay/engine/`` no object's attribute bears one of zett-agent's private names (as
+    ``history._sessions`` on its history extension did), except on the module's own ``self``, ``cls``, ``super()``
+    and an instance its class method made (``cls.__new__(cls)``)."""
+    private = _zett_agent_private_names()
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = module_name(path)
+        if module.startswith("zett_lab.replay.engine.") or module in ENGINE_SUBCLASSES:
+            continue
+        tree = parse(path)
+        own = {"self", "cls"} | {
+            target.id
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Assign) and ast.unparse(node.value) == "cls.__new__(cls)"
+            for target in node.targets
+            if isinstance(target, ast.Name)
+        }
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Attribute) or node.attr not in private:
+                continue
+            value = node.value
+            if (isinstance(value, ast.Name) and value.id in own) or ast.unparse(value) == "super()":
+                continue
+            found.append(f"{module}:{node.lineno} {ast.unparse(node)}")
+    assert found == []
+
+
 def _imported_from(folder: Path, modules: tuple[str, ...]) -> list[str]:
     """``module: name`` for every name the folder's modules import from ``modules``."""
     taken = []
