@@ -505,3 +505,18 @@ def test_a_command_whose_plain_word_is_a_name_of_the_conversation_is_shown_by_it
     assert not _needed(span, shown, use)[command]
     only_file = [ToolMessage(tool_call_id="t", name="read", content="./lib/geo.py: 40 lines; physical_v2()")]
     assert _needed(span, only_file, use)[command]
+
+
+def test_data_the_agents_new_code_holds_as_a_maps_value_is_made_up_there():
+    """A test's fixture (``"file_path" => "/home/u/project/lib/app.ex"`` in a new test file) is data the agent
+    chose; the same path written as a tool's argument, or kept from the text an edit replaces, is recalled."""
+    path = "/home/u/project/lib/app.ex"
+    span = [ToolMessage(tool_call_id="x", name="read", content=f'input: %{{"file_path" => "{path}"}}'), _use("OK.")]
+    tail = [UserMessage(content="Go on.")]
+    fixture = 'test "reads" do\n  block = %{"name" => "Read", "input" => %{"file_path" => "PATH"}}\nend'
+    fixture = fixture.replace("PATH", path)
+    written = _use_call("u", "Write", {"file_path": "test/reader_test.exs", "content": fixture})
+    assert not _needed(span, tail, [written])[path]
+    assert _needed(span, tail, [_use_call("u", "Read", {"file_path": path})])[path]
+    edit = {"file_path": "test/reader_test.exs", "old_string": fixture, "new_string": fixture + "\n# more"}
+    assert _needed(span, tail, [_use_call("u", "Edit", edit)])[path]

@@ -9,6 +9,8 @@ from typing import NamedTuple
 
 from zett_agent.messages import AnyMessage, AssistantMessage
 
+from .anchor_forms import AnchorKey
+from .anchors import anchor_keys
 from .text import argument_strings, clean_text
 
 #: A name the code defines: assigned (``x = 1``, ``x: int = 1``, ``export X=1``, ``self.x = 1``, ``x := 1``),
@@ -29,6 +31,9 @@ _PARAMETERS = re.compile(
     r"\b(?:def|defp|function|func|fn)[ \t]+[\w$]*[ \t]*\((?P<listed>[^()]*)\)|\((?P<arrow>[^()]*)\)[ \t]*=>"
 )
 _PARAMETER = re.compile(r"^[\s*&]*(?:(?:const|let|var|val|final|mut)\s+)?(?P<name>[A-Za-z_$][\w$]*)")
+#: A string literal given as a map's or an object's value (``"id" => "toolu_read"``, ``"file_path": "/a/b.ex"``,
+#: ``cwd: "/home/u/project"``): data the code holds.
+_DATA_VALUE = re.compile(r"""(?:=>|:)[ \t]*(["'])([^"'\n]{1,300})\1""")
 _FENCED = re.compile(r"```[^\n]*\n(.*?)(?:```|\Z)", re.S)
 #: Tool-call arguments holding the text an edit replaces (``old_string``, ``old_str``, ``search``): what was
 #: there, not what the agent writes.
@@ -51,6 +56,10 @@ class Definitions(NamedTuple):
     #: new ``repos = []``) is chosen with them. Not a parameter's or an alias's: their attributes are what the
     #: caller passes (``socket.assigns.x``) or the module's (``import pvlib.iam as iam``).
     owners: frozenset[str] = frozenset()
+    #: The anchors of the string literals its new code gives as a map's values (``"file_path" =>
+    #: "/home/u/project/lib/app.ex"``, ``"id" => "toolu_read"``), absent from the text the call replaces: data it
+    #: made up there, a test's fixture. Not its reply's text, nor a document written to a file (fenced blocks).
+    data: frozenset[AnchorKey] = frozenset()
 
 
 #: What a definition binds: a variable (assigned or looped over), an ``as`` alias, a parameter, or anything else
@@ -99,6 +108,7 @@ def defined_names(message: AnyMessage) -> Definitions:
         return Definitions(frozenset(), frozenset())
     fresh: set[str] = set()
     owners: set[str] = set()
+    data: set[AnchorKey] = set()
     text = clean_text(message.content)
     every = {name for block in _FENCED.findall(text) for name, _ in _defined_in(block)}
     # code the reply proposes (fenced or not) chooses its variables too (see the docstring)
@@ -123,4 +133,10 @@ def defined_names(message: AnyMessage) -> Definitions:
             fresh |= new
             owners.update(name for name, kind in found if kind == LOCAL and name in new and name not in _SELF)
             fresh.update(_named_by_parameters(found, new, replaced))
-    return Definitions(frozenset(fresh), frozenset(every), frozenset(owners))
+            data.update(
+                key
+                for match in _DATA_VALUE.finditer(_FENCED.sub("", text) if quoted else text)
+                if match.group(2).lower() not in replaced
+                for key in anchor_keys(match.group(2))
+            )
+    return Definitions(frozenset(fresh), frozenset(every), frozenset(owners), frozenset(data))

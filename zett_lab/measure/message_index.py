@@ -233,6 +233,8 @@ class ConversationIndex:
         self.definitions: list[tuple[int, str, bool]] = []
         #: (agent message, new local whose dotted names are chosen with it: ``Definitions.owners``).
         self.owners: list[tuple[int, str]] = []
+        #: (agent message, anchor its new code holds as a literal map value: ``Definitions.data``).
+        self.data: list[tuple[int, AnchorKey]] = []
         for index, message in enumerate(messages):
             if isinstance(message, SystemMessage):
                 # sent with every step: its anchors never need a summary
@@ -253,6 +255,7 @@ class ConversationIndex:
                 defined = defined_names(message)
                 self.definitions.extend((index, name, name in defined.fresh) for name in defined.every | defined.fresh)
                 self.owners.extend((index, name) for name in defined.owners)
+                self.data.extend((index, key) for key in defined.data)
                 # the tools' definitions go with every request: their names are never news
                 self.system_keys.update(("identifier", call.name) for call in message.tool_calls or ())
                 for call in message.tool_calls or ():
@@ -353,8 +356,9 @@ class ConversationIndex:
         return np.asarray([not is_generic(key) and not libraries.names(*key) for key in keys], dtype=bool)
 
     def _fresh_codes(self, spelled: Spellings, stride: int) -> np.ndarray:
-        """Where a name is the agent's own choice: a fresh local its code defines, or a dotted name headed by a new
-        local (``Definitions.owners``)."""
+        """Where a name is the agent's own choice: a fresh local its code defines, a dotted name headed by a new
+        local (``Definitions.owners``), or data its new code holds as a map's value (``Definitions.data``)."""
+        ids = {key: i for i, key in enumerate(spelled.keys)}
         return _sorted_codes(
             [
                 *(
@@ -364,6 +368,7 @@ class ConversationIndex:
                     for i in spelled.identifiers_named(name)
                 ),
                 *(i * stride + at for at, name in self.owners for i in spelled.identifiers_headed(name)),
+                *(ids[key] * stride + at for at, key in self.data if key in ids),
             ]
         )
 
