@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 import zett_lab
@@ -36,7 +38,7 @@ def test_a_session_computes_each_setting_once(session):
     first = session.run("first", session.setting("mask", 700, 300))
     again = session.run("first", session.setting("mask", 700, 300))
     assert again.cached and again.trace is first.trace and session.replays == 1
-    other = session.run("first", session.setting("mask", 700, 300, usage="synthetic"))
+    other = session.run("first", dataclasses.replace(session.setting("mask", 700, 300), usage="synthetic"))
     assert not other.cached and session.replays == 2
     with pytest.raises(SettingError, match="no summarizer"):
         session.run("first", session.setting("nope", 700, 300))

@@ -440,7 +440,8 @@ def _session(
         for conversation_id in session.conversations:
             for label, engine in engines.items():
                 result = session.run(
-                    conversation_id, session.setting(first, max_tokens, keep_recent_tokens, engine=engine)
+                    conversation_id,
+                    dataclasses.replace(session.setting(first, max_tokens, keep_recent_tokens), engine=engine),
                 )
                 named[label].append(result.trace)
                 losses[label].append(result.losses if result.losses is not None else measure(result.trace))
@@ -459,7 +460,10 @@ def _session(
     if not compact_at:
         return _measured({}, by, level, metrics, statistics, reference=reference)
     forced = {
-        label: session.run(conversation, session.setting(label, UNREACHABLE, keep_recent_tokens, compact_at=compact_at))
+        label: session.run(
+            conversation,
+            dataclasses.replace(session.setting(label, UNREACHABLE, keep_recent_tokens), compact_at=compact_at),
+        )
         for label in labels
     }
     return _measured(

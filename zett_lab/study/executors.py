@@ -18,12 +18,13 @@ import os
 import tempfile
 import threading
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import ParamSpec, TypeVar
 
 from ..errors import SettingError
 from ..tokens import warm_up
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 #: Modules the default pool's fork server imports once, so workers start with them (and the vocabulary) loaded.
 PRELOAD = (
@@ -38,7 +39,7 @@ PRELOAD = (
 class SerialExecutor(cf.Executor):
     """Runs each task in the calling thread when it is submitted (``executor="serial"``)."""
 
-    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> cf.Future[T]:
+    def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> cf.Future[T]:
         future: cf.Future[T] = cf.Future()
         try:
             future.set_result(fn(*args, **kwargs))

@@ -184,10 +184,10 @@ class Session:
             self._models[label] = summarizer(spec) if isinstance(spec, str) else spec
         return self._models[label]
 
-    def setting(self, summarizer_label: str, max_tokens: int, keep_recent_tokens: int, **fields: Any) -> Setting:
-        """The Setting of a summarizer's label at these limits: the session's summary model, counter and
-        shared fields, with ``fields`` (``usage=...``, ``compact_at=...``) over them."""
-        given = {"counter": self.counter, **self.setting_fields, **fields}
+    def setting(self, summarizer_label: str, max_tokens: int, keep_recent_tokens: int) -> Setting:
+        """The Setting of a summarizer's label at these limits, with the session's summary model, counter and
+        shared fields (change others with ``dataclasses.replace``, e.g. ``usage=`` or ``compact_at=``)."""
+        given = {"counter": self.counter, **self.setting_fields}
         return Setting(
             max_tokens=int(max_tokens),
             keep_recent_tokens=int(keep_recent_tokens),

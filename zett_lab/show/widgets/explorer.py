@@ -7,6 +7,7 @@ viewer and "compact here". Replays and loss metrics come from a :class:`~zett_la
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -312,38 +313,37 @@ class Explorer(WidgetBase):
             "usage": self.usage.value,
         }
 
-    def setting(self, **fields: Any) -> Setting:
-        """The Setting the controls show (``fields`` over it, e.g. a manual compaction point)."""
-        return self.session.setting(
-            self.summarizer.value,
-            int(self.max_tokens.value),
-            int(self.keep_recent_tokens.value),
-            usage=self.usage.value,
-            **fields,
+    def setting(self) -> Setting:
+        """The Setting the controls show."""
+        setting = self.session.setting(
+            self.summarizer.value, int(self.max_tokens.value), int(self.keep_recent_tokens.value)
         )
+        return dataclasses.replace(setting, usage=self.usage.value)
 
-    def set(self, **controls: Any) -> Explorer:
-        """Change several controls with one render (``explorer.set(max_tokens=..., keep_recent_tokens=...)``)."""
-        unknown = set(controls) - {"conversation_id", "summarizer", "max_tokens", "keep_recent_tokens", "usage"}
-        if unknown:
-            raise SettingError(f"unknown control(s) {sorted(unknown)}")
+    def set(
+        self,
+        *,
+        conversation_id: str | None = None,
+        summarizer: str | None = None,
+        max_tokens: int | None = None,
+        keep_recent_tokens: int | None = None,
+        usage: str | None = None,
+    ) -> Explorer:
+        """Change several controls with one render (``explorer.set(max_tokens=..., keep_recent_tokens=...)``);
+        None leaves a control as it is."""
         with self._suspend():
-            if "conversation_id" in controls:
-                self.conversation.value = controls["conversation_id"]
-                self._apply_ranges(
-                    controls["conversation_id"], controls.get("max_tokens"), controls.get("keep_recent_tokens")
-                )
-            if "summarizer" in controls:
-                self.summarizer.value = controls["summarizer"]
-            if "usage" in controls:
-                self.usage.value = controls["usage"]
-            for name in ("max_tokens", "keep_recent_tokens"):
-                if name in controls:
-                    slider = getattr(self, name)
-                    value = int(controls[name])
-                    slider.max = max(slider.max, value)
-                    slider.min = min(slider.min, value)
-                    slider.value = value
+            if conversation_id is not None:
+                self.conversation.value = conversation_id
+                self._apply_ranges(conversation_id, max_tokens, keep_recent_tokens)
+            if summarizer is not None:
+                self.summarizer.value = summarizer
+            if usage is not None:
+                self.usage.value = usage
+            for slider, value in ((self.max_tokens, max_tokens), (self.keep_recent_tokens, keep_recent_tokens)):
+                if value is not None:
+                    slider.max = max(slider.max, int(value))
+                    slider.min = min(slider.min, int(value))
+                    slider.value = int(value)
         self.render()
         return self
 
@@ -498,7 +498,9 @@ class Explorer(WidgetBase):
             if self.trace is None:
                 raise SettingError("no baseline trace (fix the error above first)")
             result = self.session.run(
-                self.conversation.value, self.setting(compact_at=(f"step:{step}",)), measure_losses=self.measure
+                self.conversation.value,
+                dataclasses.replace(self.setting(), compact_at=(f"step:{step}",)),
+                measure_losses=self.measure,
             )
             manual, manual_losses = result.trace, result.losses
             self.manual_trace, self.manual_losses = manual, manual_losses
