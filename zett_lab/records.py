@@ -14,6 +14,7 @@ Example::
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeAlias, cast
 
@@ -97,12 +98,18 @@ def read_int(record: Mapping[str, object], key: str) -> int | None:
     value = record.get(key)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+    if isinstance(value, (bool, np.bool_)):
         raise _wrong(key, value, "an integer")
-    try:
+    if isinstance(value, numbers.Integral):  # numpy's integers too
         return int(value)
-    except ValueError:
-        raise _wrong(key, value, "an integer") from None
+    try:
+        if isinstance(value, str):
+            return int(value)
+        if isinstance(value, numbers.Real):
+            return int(float(value))
+    except (ValueError, OverflowError):
+        pass
+    raise _wrong(key, value, "an integer")
 
 
 def read_float(record: Mapping[str, object], key: str) -> float | None:
@@ -110,7 +117,7 @@ def read_float(record: Mapping[str, object], key: str) -> float | None:
     value = record.get(key)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise _wrong(key, value, "a number")
     return float(value)
 

@@ -8,6 +8,7 @@ import dataclasses
 import pickle
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from zett_agent.extensions.compaction import CompactionExtension
@@ -232,3 +233,13 @@ def test_a_record_is_read_by_typed_fields_and_a_wrong_type_fails_naming_its_fiel
         TraceSettings.from_record({"strict": "yes", "summarizer": "s", "counter": "c"})
     with pytest.raises(SettingError, match="names no max_tokens"):
         Setting.from_record({"keep_recent_tokens": 10})
+
+
+def test_a_record_of_numpy_numbers_reads_as_python_ints_and_a_flag_is_no_integer():
+    """Records built from tables hold numpy numbers; a bool (numpy's too) is never read as 0 or 1."""
+    read = Setting.from_record({"max_tokens": np.int64(4000), "keep_recent_tokens": np.float64(500.0)})
+    assert (read.max_tokens, read.keep_recent_tokens) == (4000, 500)
+    assert type(read.max_tokens) is int
+    for flag in (True, np.True_):
+        with pytest.raises(ValueError, match="field 'max_tokens' is not an integer"):
+            Setting.from_record({"max_tokens": flag, "keep_recent_tokens": 10})

@@ -18,7 +18,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
 
 import pandas as pd
 
@@ -40,7 +39,7 @@ from .measured import Measured
 from .production import report_production
 from .replays import Failure, cell_entries, report_replays, trace_index
 from .sweep import DEFAULT_PRIMARY_MODEL
-from .tables import DIGITS, configuration_means, cost_overview, metric_summary
+from .tables import DIGITS, MetricSummary, configuration_means, cost_overview, metric_summary
 
 
 @dataclass(frozen=True, eq=False)
@@ -102,16 +101,16 @@ class ReportData:
     alerts: list[Alert]
     explore_id: str
     timeline_ids: list[str]
-    lost_items: list[dict[str, Any]]
-    dropped_constraints: list[dict[str, Any]]
-    metrics: dict[str, Any]
-    costs: dict[str, Any]
-    configurations: list[dict[str, Any]]
+    lost_items: list[dict[str, object]]
+    dropped_constraints: list[dict[str, object]]
+    metrics: MetricSummary
+    costs: dict[str, object]
+    configurations: list[dict[str, object]]
     studied: dict[str, object]
     failed: dict[str, object]
     losses: dict[int, Losses] = field(repr=False)
     anchor_flags: dict[int, pd.DataFrame] = field(default_factory=dict, repr=False)
-    native: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    native: list[dict[str, object]] = field(default_factory=list, repr=False)
     native_skipped: list[str] = field(default_factory=list)
 
     @property

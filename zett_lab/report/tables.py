@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 import pandas as pd
 
@@ -19,7 +19,7 @@ from ..errors import SettingError
 from ..measure.catalogue import CATALOGUE, default_metrics
 from ..measure.cost import add_costs, cost_summary, load_prices
 from ..measure.statistics import bootstrap_mean_ci
-from ..records import plain, records
+from ..records import JSONObject, plain, records
 from ..replay.trace import Trace
 from ..study.compare import Comparison
 
@@ -119,9 +119,22 @@ def _costs_of(
     return cost_summary(priced_steps, priced_compactions if all_compactions is not None else None)
 
 
+class MetricSummary(TypedDict):
+    """The report's metrics section (:func:`metric_summary`): per summarizer and metric its mean with an interval
+    (``rows``), paired differences, outcome totals, how far to trust each metric, and notes."""
+
+    level: str
+    confidence: float
+    rows: list[JSONObject]
+    pairwise: list[JSONObject]
+    totals: list[dict[str, object]]
+    validity: dict[str, dict[str, object] | None]
+    notes: list[str]
+
+
 def metric_summary(
     results: pd.DataFrame, summarizers: list[str], comparison: Comparison | None, failure_counts: pd.DataFrame
-) -> dict[str, object]:
+) -> MetricSummary:
     """Per summarizer: loss metrics with confidence intervals, paired differences, and outcome totals.
 
     ``failed`` counts the summarizer's failed summary calls (from ``failure_counts``: the replays
@@ -190,10 +203,10 @@ def _outcome_totals(
     return totals
 
 
-def _metric_means(results: pd.DataFrame, summarizers: list[str]) -> list[dict[str, Any]]:
+def _metric_means(results: pd.DataFrame, summarizers: list[str]) -> list[JSONObject]:
     """Per summarizer and default metric: the mean per conversation with its bootstrap interval (one summarizer:
     nothing to pair)."""
-    rows = []
+    rows: list[JSONObject] = []
     for name in summarizers:
         part = results[results["summarizer"] == name]
         for metric in (m for m in default_metrics() if m in part):

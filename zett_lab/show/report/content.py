@@ -9,15 +9,21 @@ No value is taken from ``os.environ``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TypedDict
 
 from ...measure.catalogue import default_metrics, label, metric, metrics
-from ...records import records
+from ...records import JSONObject, records
 from ...replay.schema import NO_TURN_BOUNDARY, NOT_SMALLER, ONLY_CHECKPOINTS
 from ...report.data import ReportData
-from ...report.tables import DIGITS
+from ...report.tables import DIGITS, MetricSummary
 from ...study.choose import constraint_text
-from ...study.recommendation import DEFAULT_CONSTRAINTS, DEFAULT_FOLDS, DEFAULT_OBJECTIVES, DEFAULT_SLACK
+from ...study.recommendation import (
+    DEFAULT_CONSTRAINTS,
+    DEFAULT_FOLDS,
+    DEFAULT_OBJECTIVES,
+    DEFAULT_SLACK,
+    RecommendationRecord,
+)
 
 FORMAT = "zett-lab-report"
 VERSION = 1
@@ -237,7 +243,28 @@ def failure_headline(failures: Mapping[str, object]) -> str:
     )
 
 
-def build_document(data: ReportData, *, title: str, date: str, notes: Sequence[str] = ()) -> dict[str, Any]:
+class ReportDocument(TypedDict):
+    """The report's data document (:func:`build_document`): what the JSON output holds and the pages show."""
+
+    format: str
+    version: int
+    title: str
+    date: str
+    failures: dict[str, object]
+    study: dict[str, object]
+    alerts: list[dict[str, object]]
+    recommendation: RecommendationRecord | None
+    metrics: MetricSummary
+    results: list[JSONObject]
+    lost_but_needed: list[dict[str, object]]
+    dropped_constraints: list[dict[str, object]]
+    native: list[dict[str, object]]
+    costs: dict[str, object]
+    explore: dict[str, str]
+    glossary: list[dict[str, str]]
+
+
+def build_document(data: ReportData, *, title: str, date: str, notes: Sequence[str] = ()) -> ReportDocument:
     """The report's data document (what :meth:`Report.to_json` writes)."""
     return {
         "format": FORMAT,

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from ...replay.trace import Trace
     from ...study import Sweep
     from ...study.compare import Comparison
+    from .content import ReportDocument
 
 
 def report_date(value: str | _dt.date | None) -> str:
@@ -230,7 +231,7 @@ class Report:
         """The top "lost but needed later" anchors, with the span and summary they came from."""
         return self.data.lost_items
 
-    def document(self) -> dict[str, Any]:
+    def document(self) -> ReportDocument:
         """Everything the report states, as plain data (what :meth:`to_json` writes)."""
         if "document" not in self._cache:
             from .content import build_document

@@ -7,7 +7,8 @@ from typing import Any
 
 from ...formatting import count, decimal
 from ...measure.catalogue import NOT_VALIDATED, higher_is_better, label
-from ...records import is_missing, read_float, read_mapping
+from ...records import JSONObject, is_missing, read_float, read_mapping
+from ...report.tables import MetricSummary
 
 
 def ci_text(mean: object, low: object, high: object) -> str:
@@ -34,14 +35,12 @@ def confidence_text(metrics: Mapping[str, object]) -> str:
     return f"{100 * (read_float(metrics, 'confidence') or 0.95):.0f}%"
 
 
-def metric_table(
-    document: Mapping[str, Any], summarizers: list[str]
-) -> tuple[list[str], dict[tuple[str, str], dict[str, Any]]]:
+def metric_table(metrics: MetricSummary, summarizers: list[str]) -> tuple[list[str], dict[tuple[str, str], JSONObject]]:
     """The metrics shown per summarizer (those measured for any, in the document's order) and each row by
     ``(summarizer, metric)``."""
-    rows = document["metrics"]["rows"]
-    by = {(r["summarizer"], r["metric"]): r for r in rows}
-    shown = dict.fromkeys(r["metric"] for r in rows)
+    rows = metrics["rows"]
+    by = {(str(r["summarizer"]), str(r["metric"])): r for r in rows}
+    shown = dict.fromkeys(str(r["metric"]) for r in rows)
     return [m for m in shown if any((s, m) in by for s in summarizers)], by
 
 

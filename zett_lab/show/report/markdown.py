@@ -13,7 +13,7 @@ from typing import Any
 from ...formatting import count, decimal, number, percent, usd
 from ...measure.catalogue import label
 from ...report.data import ReportData
-from .content import failure_headline
+from .content import ReportDocument, failure_headline
 from .formats import (
     ci_text,
     confidence_text,
@@ -133,7 +133,7 @@ def _study(study: Mapping[str, Any]) -> list[str]:
 
 def _metrics(document: Mapping[str, Any], summarizers: list[str]) -> list[str]:
     metrics = document["metrics"]
-    shown, by = metric_table(document, summarizers)
+    shown, by = metric_table(document["metrics"], summarizers)
 
     def cell(name: str, metric: str) -> str:
         row = by.get((name, metric))
@@ -162,7 +162,7 @@ def _metrics(document: Mapping[str, Any], summarizers: list[str]) -> list[str]:
     return out
 
 
-def _dropped(items: list[Mapping[str, Any]]) -> list[str]:
+def _dropped(items: Sequence[Mapping[str, Any]]) -> list[str]:
     out = ["", "### Constraints dropped", ""]
     if not items:
         return [*out, "No summary dropped a rule."]
@@ -178,7 +178,7 @@ def _dropped(items: list[Mapping[str, Any]]) -> list[str]:
     return [*out, md_table(["rule", "conversation", "stated in", "dropped by"], rows)]
 
 
-def _lost(items: list[Mapping[str, Any]]) -> list[str]:
+def _lost(items: Sequence[Mapping[str, Any]]) -> list[str]:
     out = ["## Lost but needed later", ""]
     if not items:
         return [*out, "Nothing that was needed later was lost."]
@@ -204,7 +204,7 @@ def _lost(items: list[Mapping[str, Any]]) -> list[str]:
     return out
 
 
-def _production(entries: list[Mapping[str, Any]], skipped: Sequence[str]) -> list[str]:
+def _production(entries: Sequence[Mapping[str, Any]], skipped: Sequence[str]) -> list[str]:
     """Recorded production summaries, each beside the baselines on its span (nothing without any)."""
     if not entries:
         return []
@@ -287,7 +287,7 @@ def _costs(costs: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def render_markdown(data: ReportData, document: Mapping[str, Any]) -> str:
+def render_markdown(data: ReportData, document: ReportDocument) -> str:
     """The report's findings and tables as Markdown."""
     out = _summary(document) + _study(document["study"]) + _metrics(document, data.summarizers)
     out += _lost(document["lost_but_needed"]) + _dropped(document.get("dropped_constraints", []))

@@ -22,12 +22,13 @@ from matplotlib.figure import Figure
 from ...formatting import count, decimal, number, percent, usd
 from ...measure.catalogue import INDEPENDENT_METRICS, label, label_with_direction
 from ...measure.columns import ANCHOR_ROWS
+from ...records import read_float, read_int
 from ...report.choices import RECOMMEND_COST, RECOMMEND_LOSS
 from ...report.data import ReportData
 from ...report.tables import CONFIGURATION_COLUMNS
 from .. import plots
 from .assets import CSS, JS, content_security_policy
-from .content import definition, failure_headline
+from .content import ReportDocument, definition, failure_headline
 from .explorer import explorer_view
 from .formats import (
     ci_text,
@@ -147,7 +148,7 @@ def _figures(data: ReportData, document: Mapping[str, Any]) -> dict[str, Any]:
     figures = _Figures()
     out: dict[str, Any] = {"comparison": None, "anchors": None, "timelines": [], "pareto": None}
     rec = document["recommendation"]
-    shown, _ = metric_table(document, data.summarizers)
+    shown, _ = metric_table(document["metrics"], data.summarizers)
     if data.comparison is not None and len(data.comparison.summary):
         # the anchor metrics and one that does not depend on their vocabulary (the anchors baseline is built from it)
         anchor = ("needed_anchor_recall", "anchor_retention", "constraint_survival")
@@ -251,7 +252,7 @@ def _alerts(data: ReportData, document: Mapping[str, Any], figures: Mapping[str,
     anchor is its place among the page's timeline figures)."""
     timelines = {view.conversation_id: f"timeline-{i}" for i, view in enumerate(figures["timelines"]) if view.svg}
     rows = {
-        (c["summarizer"], int(c["max_tokens"]), int(c["keep_recent_tokens"])): f"configuration-{i}"
+        (c["summarizer"], read_int(c, "max_tokens"), read_int(c, "keep_recent_tokens")): f"configuration-{i}"
         for i, c in enumerate(data.configurations)
     }
     failures = bool(document["failures"]["causes"])
@@ -273,10 +274,10 @@ def _alerts(data: ReportData, document: Mapping[str, Any], figures: Mapping[str,
     return views
 
 
-def render_html(data: ReportData, document: Mapping[str, Any]) -> str:
+def render_html(data: ReportData, document: ReportDocument) -> str:
     """The complete, self-contained HTML page of a report's data and document."""
     metrics = document["metrics"]
-    shown, by = metric_table(document, data.summarizers)
+    shown, by = metric_table(document["metrics"], data.summarizers)
     recall = [r for r in metrics["rows"] if r["metric"] == "needed_anchor_recall" and r.get("mean") is not None]
     figures = _figures(data, document)
     page = _ENV.get_template("report.html.j2").render(
@@ -296,7 +297,7 @@ def render_html(data: ReportData, document: Mapping[str, Any]) -> str:
         summarizers=data.summarizers,
         grid=data.grid,
         confidence=confidence_text(metrics),
-        best_recall=max(recall, key=lambda r: r["mean"]) if recall else None,
+        best_recall=max(recall, key=lambda r: read_float(r, "mean") or 0.0) if recall else None,
         alerts=_alerts(data, document, figures),
         shown_metrics=shown,
         metric_rows=by,
@@ -312,7 +313,7 @@ def render_html(data: ReportData, document: Mapping[str, Any]) -> str:
     return page + "\n"
 
 
-def render_production(entries: list[dict[str, Any]], skipped: Sequence[str] = ()) -> str:
+def render_production(entries: Sequence[Mapping[str, object]], skipped: Sequence[str] = ()) -> str:
     """The "Production summaries" section alone (entries of :func:`zett_lab.report.production.production_entries`)."""
     template = _ENV.get_template("production.html.j2")
     return template.render(native=entries, native_skipped=list(skipped), native_metrics=production_metrics(entries))
