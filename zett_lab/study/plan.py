@@ -18,7 +18,7 @@ import pickle
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 from zett_agent.model import AgentModel, ReasoningEffort
 
@@ -76,6 +76,16 @@ class Plan:
     template: Setting
 
 
+class UnitOptions(TypedDict):
+    """What every unit of a sweep measures and reuses (the :class:`~zett_lab.study.units.Unit` fields of that name)."""
+
+    metrics: bool
+    primary_model: str | None
+    prices: Mapping[str, object] | None
+    reuse: bool
+    metric_modules: tuple[tuple[str, str | None], ...]
+
+
 def plan_sweep(
     conversations: Conversation | Iterable[Conversation] | str | os.PathLike[str],
     max_tokens: Sequence[GridValue] | GridValue,
@@ -85,10 +95,23 @@ def plan_sweep(
     cache: SummaryCache | str | os.PathLike[str] | bool | None,
     context_window: int | str | None,
     runner: cf.Executor,
-    replay_options: dict[str, Any],
-    **unit_options: Any,
+    replay_options: Mapping[str, object],
+    *,
+    metrics: bool,
+    primary_model: str | None,
+    prices: Mapping[str, object] | None,
+    reuse: bool,
+    metric_modules: tuple[tuple[str, str | None], ...],
 ) -> Plan:
-    """Check the grid and cut it into units (nothing runs yet; each engine is built once)."""
+    """Check the grid and cut it into units (nothing runs yet; each engine is built once); ``metrics`` to
+    ``metric_modules`` are what each :class:`~zett_lab.study.units.Unit` measures and reuses."""
+    unit_options: UnitOptions = {
+        "metrics": metrics,
+        "primary_model": primary_model,
+        "prices": prices,
+        "reuse": reuse,
+        "metric_modules": metric_modules,
+    }
     unknown = sorted(set(replay_options) - set(REPLAY_OPTIONS))
     if unknown:
         raise SettingError(
@@ -203,7 +226,7 @@ def _units(
     template: Setting,
     options: ReplayOptions,
     cache: SummaryCache | str | bool,
-    unit_options: dict[str, Any],
+    unit_options: UnitOptions,
 ) -> list[Unit]:
     """The grid cut into units: per conversation, engine and summarizer, its ``keep_recent_tokens`` values in one
     unit, or in groups where that conversation and summarizer cost more than a part of one worker's share of the

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
-from zett_agent.model import AgentModel
+from zett_agent.model import AgentModel, ReasoningEffort
 
 from ..load.conversation import Conversation
 from ..measure import measure
@@ -20,22 +20,32 @@ from ..measure.catalogue import default_metrics
 from ..measure.native import native_traces
 from ..replay.run import summarize_spans
 from ..replay.schema import NOT_SMALLER
+from ..replay.setting import SummarizerSpec
 from ..replay.trace import Trace
+from ..summarizers.cache import CacheSpec
 from ..tokens import count_tokens
 
 
-def span_traces(traces: Sequence[Trace], summarizer: AgentModel | str | None, **options: Any) -> list[Trace]:
+def span_traces(
+    traces: Sequence[Trace],
+    summarizer: AgentModel | str | None,
+    *,
+    cache: CacheSpec = None,
+    reasoning_effort: ReasoningEffort | str = ReasoningEffort.LOW,
+) -> list[Trace]:
     """The spans of (native) traces summarized by ``summarizer`` through the engine's summary step.
 
     One trace per input trace, with the same ``compaction_id``, spans and ``n_recorded``: the
     comparison pairs each native summary with the baseline's summary of the identical span.
-    ``options`` go to :func:`zett_lab.replay.run.summarize_spans` (``cache``, ``reasoning_effort``).
+    ``cache`` and ``reasoning_effort`` are :func:`zett_lab.replay.run.summarize_spans`'s.
     """
     out = []
     for trace in traces:
         rows = trace.compactions.sort_values("compaction_id").to_dict("records")
         spans = [(int(r["span_start"]), int(r["span_end"]), int(r["n_recorded"])) for r in rows]
-        result = summarize_spans(trace.conversation, spans, summarizer=summarizer, **options)
+        result = summarize_spans(
+            trace.conversation, spans, summarizer=summarizer, cache=cache, reasoning_effort=reasoning_effort
+        )
         result.compactions["compaction_id"] = [int(r["compaction_id"]) for r in rows]
         out.append(result)
     return out
@@ -62,11 +72,12 @@ PRODUCTION_COLUMNS: dict[str, str] = {
 
 def production_summaries(
     conversations: Iterable[Conversation],
-    baselines: Sequence[Any] | Mapping[str, Any] = (),
+    baselines: Sequence[SummarizerSpec] | Mapping[str, SummarizerSpec] = (),
     *,
     metrics: Sequence[str] | None = None,
     lost_limit: int = 10,
-    **options: Any,
+    cache: CacheSpec = None,
+    reasoning_effort: ReasoningEffort | str = ReasoningEffort.LOW,
 ) -> pd.DataFrame:
     """Every recorded production summary next to each baseline summarizing its identical span.
 
@@ -75,15 +86,17 @@ def production_summaries(
     metrics, and ``lost``: the items the user or the agent used again later that this summary
     dropped (rarest first, at most ``lost_limit``). A native compaction whose log lost the
     summary text keeps its row (``status`` says so, metrics NA). ``baselines`` are summarizer
-    specs or models, or a mapping name -> spec or model; ``options`` go to :func:`span_traces`
-    (``cache``, ``reasoning_effort``).
+    specs or models, or a mapping name -> spec or model; ``cache`` and ``reasoning_effort`` go to
+    :func:`span_traces`.
     """
     metrics = list(metrics if metrics is not None else default_metrics("compaction"))
     conversations = list(conversations)
     rows: list[dict[str, Any]] = []
     for subject, natives in native_traces(conversations).items():
         named = baselines.items() if isinstance(baselines, Mapping) else [(str(b), b) for b in baselines]
-        subjects = [(subject, natives)] + [(name, span_traces(natives, model, **options)) for name, model in named]
+        subjects = [(subject, natives)] + [
+            (name, span_traces(natives, model, cache=cache, reasoning_effort=reasoning_effort)) for name, model in named
+        ]
         facts = {(c.id, k): (c, n) for c in conversations for k, n in enumerate(c.native_compactions)}
         for name, traces in subjects:
             losses = measure(traces)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 import pandas as pd
@@ -104,6 +104,15 @@ class HeldOut:
     assignment: Mapping[str, int] = field(default_factory=dict)
 
 
+class GridSetting(TypedDict):
+    """One setting of a results table by its names and limits (:meth:`SettingValues.setting`)."""
+
+    engine: str
+    summarizer: str
+    max_tokens: int
+    keep_recent_tokens: int
+
+
 @dataclass(frozen=True)
 class SettingValues:
     """Every measured setting's values per conversation: ``values[column]`` is settings × conversations."""
@@ -138,7 +147,7 @@ class SettingValues:
             worst = np.nanmin(shown, axis=1) if constraint.higher_is_better else np.nanmax(shown, axis=1)
         return meets, worst
 
-    def setting(self, index: int) -> dict[str, Any]:
+    def setting(self, index: int) -> GridSetting:
         """The engine, summarizer, ``max_tokens`` and ``keep_recent_tokens`` of setting ``index``."""
         row = self.setting_table.iloc[int(index)]
         return {
@@ -312,7 +321,7 @@ def held_out(
     return HeldOut(k, folds, n, figures, in_sample, settings, sum(p == chosen for p in picks), note, assignment_of)
 
 
-def _key(setting: Mapping[str, Any]) -> tuple[str, int, int, str]:
+def _key(setting: GridSetting) -> tuple[str, int, int, str]:
     return (setting["summarizer"], setting["max_tokens"], setting["keep_recent_tokens"], setting["engine"])
 
 

@@ -72,7 +72,7 @@ class Unit:
     cache: SummaryCache | str | bool
     metrics: bool
     primary_model: str | None
-    prices: Mapping[str, Any] | None
+    prices: Mapping[str, object] | None
     concurrency: int
     reuse: bool
     engine_label: str = STOCK_ENGINE
