@@ -520,3 +520,16 @@ def test_data_the_agents_new_code_holds_as_a_maps_value_is_made_up_there():
     assert _needed(span, tail, [_use_call("u", "Read", {"file_path": path})])[path]
     edit = {"file_path": "test/reader_test.exs", "old_string": fixture, "new_string": fixture + "\n# more"}
     assert _needed(span, tail, [_use_call("u", "Edit", edit)])[path]
+
+
+def test_another_objects_method_of_the_same_name_is_no_use_of_a_member():
+    """``self.get_env_vars()`` of one class is not used by writing ``handler.get_env_vars`` or a bare
+    ``get_env_vars()``: another object's method may be another thing; writing ``self.get_env_vars()`` is a use."""
+    span = [
+        ToolMessage(tool_call_id="x", name="read", content="secrets = self.get_env_vars()\nreturn secrets"),
+        _use("OK."),
+    ]
+    tail = [UserMessage(content="Go on.")]
+    for other in ("Then call handler.get_env_vars(expose=True).", "Then call get_env_vars() there."):
+        assert not _needed(span, tail, [_use(other)]).get("self.get_env_vars()", False), other
+    assert _needed(span, tail, [_use("Then call self.get_env_vars() again.")])["self.get_env_vars()"]

@@ -63,6 +63,16 @@ class Spellings:
                 shown[list(found)] = True
         return shown
 
+    def _members(self) -> np.ndarray:
+        """Per key: an identifier qualified by ``self`` or ``this`` (a member of the object its code is in)."""
+        return np.asarray(
+            [
+                key[0] == "identifier" and spelling.canonical.split("/")[0] in _OWN_OBJECT
+                for key, spelling in zip(self.keys, self._spelled, strict=True)
+            ],
+            dtype=bool,
+        )
+
     def pairs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Every (key, other key it shows) once: sources, targets, and whether only as a folder (built once)."""
         if self._pairs is None:
@@ -91,10 +101,14 @@ class Spellings:
 
     def widen(self, codes: np.ndarray, stride: int, folders: bool = True) -> np.ndarray:
         """``codes`` (``id * stride + message``, sorted): also every key each one shows (:meth:`shown`), sorted,
-        unique."""
+        unique. Without ``folders`` (what a use names), a spelling without ``self`` or ``this`` does not name a
+        member ``self.x``: a bare ``x`` or another object's ``handler.x`` may be another class's."""
         source, target, folder = self.pairs()
         if not folders:
             source, target = source[~folder], target[~folder]
+            member = self._members()
+            keep = ~member[target] | member[source]
+            source, target = source[keep], target[keep]
         if not len(source):
             return codes
         ids = np.arange(len(self.keys), dtype=np.int64)
@@ -106,6 +120,8 @@ class Spellings:
         return np.unique(np.concatenate([codes, np.repeat(target, repeats) * stride + messages]))
 
 
+#: How code names the object it is in: ``self.x`` is a member of that object, not any ``x``.
+_OWN_OBJECT = ("name:self", "name:this")
 #: A word of a text, lower-cased: what a name of one component is found as.
 _WORD = re.compile(r"[a-z0-9_]+")
 #: What separates a name's components in a text: ``src/pkg/mod.py``, ``pkg.mod`` and ``pkg mod`` all hold
