@@ -302,7 +302,7 @@ def _offline(name: str, budget_text: str | None, options: dict[str, Any]) -> Off
     return cls(**options)
 
 
-def summarizer(spec: str | AgentModel, **options: Any) -> AgentModel:
+def summarizer(spec: str | AgentModel, **options: object) -> AgentModel:
     """Build a summary model from a spec (see the module docstring for the forms).
 
     Keyword Args:
@@ -321,7 +321,7 @@ def summarizer(spec: str | AgentModel, **options: Any) -> AgentModel:
     """
     if not isinstance(spec, str):
         if isinstance(spec, AgentModel) or callable(getattr(spec, "stream", None)):
-            limit = options.pop("max_concurrency", None)
+            limit = check_concurrency(options.pop("max_concurrency", None))
             if options:
                 raise SettingError(
                     f"options {sorted(options)} apply to specs, not to a model instance "

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import copy
 import functools
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
 
 from zett_agent.extensions.compaction import CompactionExtension
+from zett_agent.messages import AnyMessage
+from zett_agent.model import AgentModel, ReasoningEffort
 
 from ...errors import SettingError
 from .probe import EngineProbe, instrumented_class
@@ -75,29 +76,45 @@ def check_engine(engine: EngineSpec) -> None:
         raise EngineError(f"engine must be a CompactionExtension subclass or a factory, got {type(engine).__name__}")
 
 
-def build_engine(engine: EngineSpec, probe: type[EngineProbe], **options: Any) -> CompactionExtension:
-    """An instrumented engine: ``engine`` (class or factory) built with ``options``, ``probe`` in front."""
+def build_engine(
+    engine: EngineSpec,
+    probe: type[EngineProbe],
+    *,
+    model: AgentModel | None,
+    max_tokens: int,
+    keep_recent_tokens: int,
+    count_tokens: Callable[[Sequence[AnyMessage]], int] | None,
+    reasoning_effort: ReasoningEffort,
+) -> CompactionExtension:
+    """An instrumented engine: ``engine`` (class or factory) built with the extension's own arguments, ``probe``
+    in front."""
     check_engine(engine)
     name = engine_name(engine)
     target = CompactionExtension if engine is None else engine
+    limits = {"max_tokens": max_tokens, "keep_recent_tokens": keep_recent_tokens}
+    make = instrumented_class(target, probe) if isinstance(target, type) else target
     try:
-        if isinstance(target, type):
-            built = instrumented_class(target, probe)(**options)
-        else:
-            made = target(**options)
-            if not isinstance(made, CompactionExtension):
-                raise EngineError(f"engine factory {name} returned {type(made).__name__}, not a CompactionExtension")
-            built = graft(made, probe)
+        made = make(
+            model=model,
+            max_tokens=max_tokens,
+            keep_recent_tokens=keep_recent_tokens,
+            count_tokens=count_tokens,
+            reasoning_effort=reasoning_effort,
+        )
+        if not isinstance(made, CompactionExtension):
+            raise EngineError(f"engine factory {name} returned {type(made).__name__}, not a CompactionExtension")
+        built = made if isinstance(target, type) else graft(made, probe)
     except EngineError:
         raise
     except Exception as error:
+        arguments = sorted(["model", *limits, "count_tokens", "reasoning_effort"])
         raise EngineError(
-            f"engine {name} could not be built with {sorted(options)}: {type(error).__name__}: {error}"
+            f"engine {name} could not be built with {arguments}: {type(error).__name__}: {error}"
         ) from error
-    for limit in ("max_tokens", "keep_recent_tokens"):
-        if getattr(built, limit, None) != options[limit]:
+    for limit, asked in limits.items():
+        if getattr(built, limit, None) != asked:
             raise EngineError(
-                f"engine {name} has {limit}={getattr(built, limit, None)!r} but was asked for {options[limit]!r}; "
+                f"engine {name} has {limit}={getattr(built, limit, None)!r} but was asked for {asked!r}; "
                 "a factory must pass the limits on, or the trace would name a setting the engine did not use"
             )
     return built
