@@ -96,22 +96,9 @@ def plan_sweep(
     context_window: int | str | None,
     runner: cf.Executor,
     replay_options: Mapping[str, object],
-    *,
-    metrics: bool,
-    primary_model: str | None,
-    prices: Mapping[str, object] | None,
-    reuse: bool,
-    metric_modules: tuple[tuple[str, str | None], ...],
+    unit_options: UnitOptions,
 ) -> Plan:
-    """Check the grid and cut it into units (nothing runs yet; each engine is built once); ``metrics`` to
-    ``metric_modules`` are what each :class:`~zett_lab.study.units.Unit` measures and reuses."""
-    unit_options: UnitOptions = {
-        "metrics": metrics,
-        "primary_model": primary_model,
-        "prices": prices,
-        "reuse": reuse,
-        "metric_modules": metric_modules,
-    }
+    """Check the grid and cut it into units (nothing runs yet; each engine is built once)."""
     unknown = sorted(set(replay_options) - set(REPLAY_OPTIONS))
     if unknown:
         raise SettingError(

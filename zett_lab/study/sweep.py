@@ -68,7 +68,7 @@ from .choose import measured_cells
 from .collect import Collector, run_plan
 from .executors import is_remote, resolve_executor
 from .grid import GridValue
-from .plan import Plan, plan_sweep
+from .plan import Plan, UnitOptions, plan_sweep
 from .result_columns import results_frame
 from .results import Sweep, SweepConfig
 from .store import SweepStore
@@ -139,11 +139,13 @@ def sweep(
         context_window,
         runner,
         dict(replay_options),
-        metrics=metrics,
-        primary_model=primary_model,
-        prices=prices,
-        reuse=reuse,
-        metric_modules=plugin_modules() if metrics else (),
+        UnitOptions(
+            metrics=metrics,
+            primary_model=primary_model,
+            prices=prices,
+            reuse=reuse,
+            metric_modules=plugin_modules() if metrics else (),
+        ),
     )
     collector = Collector(plan, reuse, remote=is_remote(runner))
     tracker = Progress(total=sum(len(u.cells) for u in plan.units), label="sweep", show=progress)
