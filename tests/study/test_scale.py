@@ -503,11 +503,12 @@ def test_a_sentence_is_found_in_a_summary_by_the_clauses_sharing_its_words_as_by
         assert clauses.holds(sentence) == expected
 
 
-def test_a_conversation_on_several_workers_has_its_index_built_once_by_the_driver(
+def test_a_conversation_on_several_workers_has_its_index_built_once_for_all(
     fixture_conversations, tmp_path, monkeypatch
 ):
-    """Units of one conversation sent as several tasks: the driver writes its built anchor index once, the workers
-    measure with it as with their own (results equal a serial sweep's), and the sweep's folder keeps no index."""
+    """Units of one conversation sent as several tasks: the first to start writes its built anchor index once, the
+    workers measure with it as with their own (results equal a serial sweep's), and the sweep's folder keeps no
+    index."""
     import concurrent.futures as cf
 
     from zett_lab.study import collect
@@ -534,7 +535,7 @@ def test_a_conversation_on_several_workers_has_its_index_built_once_by_the_drive
     pd.testing.assert_frame_equal(pooled.results[columns], serial.results[columns])
 
 
-def test_a_worker_takes_the_index_the_driver_wrote_instead_of_building_its_own(fixture_conversations, tmp_path):
+def test_a_worker_takes_the_index_another_wrote_instead_of_building_its_own(fixture_conversations, tmp_path):
     import types
 
     from zett_lab.measure.message_index import ConversationIndex, held_index, release_indexes
@@ -548,6 +549,7 @@ def test_a_worker_takes_the_index_the_driver_wrote_instead_of_building_its_own(f
     trace = replay(conversation, max_tokens=4_000, keep_recent_tokens=1_000, summarizer="truncate")
     folder = SourceFolder(tmp_path / "sweep")
     key = fingerprint(conversation)
+    assert folder.writer.claim_index(key) and not folder.writer.claim_index(key)  # one builder
     folder.writer.write_index(key, ConversationIndex(list(conversation.messages), conversation.harness_context).built())
     unit = types.SimpleNamespace(metrics=True, tables_to=folder.writer, fingerprint=key)
     release_indexes()

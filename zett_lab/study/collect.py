@@ -14,7 +14,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..errors import ResultFailure
-from ..measure.message_index import ConversationIndex
 from ..progress import Progress
 from ..summarizers import CacheError
 from .executors import parallelism, stop_workers
@@ -190,6 +189,8 @@ def run_plan(plan: Plan, runner: cf.Executor, collector: Collector, tracker: Pro
     workers = parallelism(runner)
     in_flight_limit = max(2, 2 * workers)
     batch_budget = 0.0 if collector.remote else BATCH_SHARE * sum(plan.costs.values()) / workers
+    # on one machine's workers, the first unit of a conversation sent as several tasks builds its index for all
+    shared = split_conversations(plan, batch_budget) if collector.tables_to is not None and workers > 1 else set()
     futures: dict[cf.Future[list[UnitResult]], list[Unit]] = {}
     reported: dict[int, int] = {}
 
@@ -213,7 +214,15 @@ def run_plan(plan: Plan, runner: cf.Executor, collector: Collector, tracker: Pro
                     finish(unit, None)
                     continue
                 task.append(unit)
-                sent.append(replace(unit, cells=remaining, ticks=ticks.channel, tables_to=collector.tables_to))
+                sent.append(
+                    replace(
+                        unit,
+                        cells=remaining,
+                        ticks=ticks.channel,
+                        tables_to=collector.tables_to,
+                        index_shared=unit.fingerprint in shared,
+                    )
+                )
             if not task:
                 continue
             try:
@@ -225,8 +234,6 @@ def run_plan(plan: Plan, runner: cf.Executor, collector: Collector, tracker: Pro
 
     try:
         submit_more()
-        if collector.tables_to is not None and workers > 1:
-            share_indexes(plan, collector, batch_budget)
         while futures:
             done, _ = cf.wait(list(futures), timeout=ticks.poll_s, return_when=cf.FIRST_COMPLETED)
             ticks.drain()
@@ -261,26 +268,13 @@ def run_plan(plan: Plan, runner: cf.Executor, collector: Collector, tracker: Pro
         collector.folder.writer.remove_indexes()
 
 
-def share_indexes(plan: Plan, collector: Collector, batch_budget: float) -> None:
-    """Build the anchor index of each conversation whose units go out as several tasks, once, here, while the
-    workers replay: each worker takes it from the sweep's folder when it first measures that conversation
-    instead of building its own (a long conversation's index costs seconds of CPU per worker; reading it, a
-    tenth). A worker that measures before it is written builds its own, as without it."""
+def split_conversations(plan: Plan, batch_budget: float) -> set[str]:
+    """The fingerprints of the conversations whose units go out as several tasks (:func:`next_batch`)."""
     tasks: Counter[str] = Counter()
     order = deque(plan.order)
     while order:
         tasks[next_batch(order, plan.costs, batch_budget)[0].fingerprint] += 1
-    done: set[str] = set()
-    for unit in plan.order:
-        if unit.fingerprint in done or tasks[unit.fingerprint] < 2 or not unit.metrics:
-            continue
-        done.add(unit.fingerprint)
-        pending = [u for u in plan.order if u.fingerprint == unit.fingerprint]
-        if collector.reuse and all(STORE.find(plan.keys[u.index], *c) is not None for u in pending for c in u.cells):
-            continue
-        conversation = unit.conversation
-        built = ConversationIndex(conversation.messages, conversation.harness_context).built()
-        collector.folder.writer.write_index(unit.fingerprint, built)
+    return {key for key, count in tasks.items() if count > 1}
 
 
 def _stop_at_first_failure(unit: Unit, collector: Collector) -> None:

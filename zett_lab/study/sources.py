@@ -63,6 +63,16 @@ class TableWriter:
         """Where a conversation's built anchor index waits for the workers that measure it (:meth:`write_index`)."""
         return self.path / "indexes" / f"{fingerprint}.pkl"
 
+    def claim_index(self, fingerprint: str) -> bool:
+        """Whether this caller is the first to ask (and so builds the conversation's index for the others)."""
+        path = self.index_file(fingerprint)
+        path.parent.mkdir(exist_ok=True)
+        try:
+            os.close(os.open(path.with_suffix(".claimed"), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return False
+        return True
+
     def write_index(self, fingerprint: str, built: dict[str, object]) -> None:
         """Keep a conversation's built anchor index (:meth:`~zett_lab.measure.message_index.ConversationIndex.built`)
         for the workers: each takes it instead of building its own. Written whole, then renamed: a worker reads

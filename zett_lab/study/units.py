@@ -84,6 +84,9 @@ class Unit:
     #: Metric modules of the user's registered in the driver (:func:`~zett_lab.measure.catalogue.plugin_modules`):
     #: the worker imports them before it measures.
     metric_modules: tuple[tuple[str, str | None], ...] = ()
+    #: The conversation's units run as several tasks on workers sharing :attr:`tables_to`: the first to start
+    #: builds its anchor index and leaves it there for the others (:meth:`TableWriter.write_index`).
+    index_shared: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,6 +315,7 @@ def run_unit(unit: Unit) -> UnitResult:
         engine_reuse(setting.engine_spec()),
     )
     state = _UnitRun(unit, setting, unit_store_key(unit), _open_cache(unit), planner)
+    state.setup_cpu = _share_index(unit)
     keep_order = {cell: n for n, cell in enumerate(unit.cells)}
     # Highest max_tokens first: its replay compacts least, and lower ones fork from it where they first differ.
     pending = sorted(set(unit.cells), key=lambda cell: (-cell[0], -cell[1]))
@@ -358,7 +362,7 @@ def _finish_sources(state: _UnitRun) -> dict[str, SourcePayload]:
     """Rows for the replays the cells use (computed once each), as payloads for the driver."""
     used = list({id(a.proven): a.proven for a in state.answers.values()}.values())
     began = time.perf_counter()
-    state.setup_cpu = _index_conversation(used, state.unit)
+    state.setup_cpu += _index_conversation(used, state.unit)
     losses = source_rows(used, state.unit)
     replays = sum(1 for a in state.answers.values() if a.replayed)
     share = (time.perf_counter() - began) / max(1, replays)
@@ -401,10 +405,26 @@ def _finish_sources(state: _UnitRun) -> dict[str, SourcePayload]:
     return payloads
 
 
+def _share_index(unit: Unit) -> float:
+    """For a conversation whose units run on several workers (:attr:`Unit.index_shared`): when no other unit has
+    claimed it, build its anchor index before replaying and leave it in the sweep's folder, so the other workers
+    take it instead of building their own (a long conversation's index costs seconds of CPU; reading it, a tenth);
+    return the CPU seconds spent."""
+    writer, conversation = unit.tables_to, unit.conversation
+    if not (unit.index_shared and unit.metrics and writer is not None):
+        return 0.0
+    if held_index(conversation.messages, conversation.harness_context) is not None:
+        return 0.0
+    if not writer.claim_index(unit.fingerprint):
+        return 0.0
+    began = time.process_time()
+    writer.write_index(unit.fingerprint, conversation_index(conversation).built())
+    return time.process_time() - began
+
+
 def _index_conversation(sources: list[Proven], unit: Unit) -> float:
-    """Build the anchor index the replays' measuring reads, before measuring them, or take the one the driver
-    built for a conversation whose units run on several workers (:func:`~zett_lab.study.collect.share_indexes`);
-    return its CPU seconds (0 when this process has it already, or nothing is measured). Timed apart: a worker
+    """Build the anchor index the replays' measuring reads, before measuring them, or take the one another worker
+    left in the sweep's folder (:func:`_share_index`); return its CPU seconds (0 when this process has it already, or nothing is measured). Timed apart: a worker
     builds it once per conversation, whatever number of units it runs (what a schedule of the units on more
     workers must charge each worker)."""
     traces = [p.trace for p in sources if p.row is None and p.trace is not None]
