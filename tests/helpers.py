@@ -26,14 +26,29 @@ from zett_lab.replay.trace import Trace
 
 def as_words(key: tuple[str, str], text: str) -> bool:
     """Whether ``text`` holds a path's or identifier's components in order as whole words, in any case,
-    separated by ``.``, ``/``, ``\\`` or a space (a plain re-reading of what the anchor index calls shown as words)."""
+    separated by ``.``, ``/``, ``\\`` or a space, or a keyed number's value standing alone on a line with its key
+    as a word on that line or within ``KEY_LINES`` lines of it (a plain re-reading of what the anchor index calls
+    shown as words: :class:`~zett_lab.measure.spellings.Words`). Give it one message's text: a key in another
+    message is not beside the value."""
     from zett_lab.load.anchor_forms import NAME_TYPES, spellings
+    from zett_lab.measure.spellings import KEY_LINES
 
+    lowered = text.lower()
+    if key[0] == "number" and (keyed := re.fullmatch(r"([a-z_][a-z0-9_]*) (\d+(?:\.\d+)?)", key[1].lower())):
+        name, value = keyed.groups()
+        lines = lowered.splitlines()
+        return any(
+            re.search(r"(?<![\w.])" + re.escape(value) + r"(?!\w|\.\d)", line)
+            and any(
+                name in re.findall(r"[a-z0-9_]+", near) for near in lines[max(0, at - KEY_LINES) : at + KEY_LINES + 1]
+            )
+            for at, line in enumerate(lines)
+        )
     if key[0] not in NAME_TYPES:
         return False
     parts = spellings(key).canonical.removeprefix("name:").split("/")
     separated = r"[./\\ ]".join(map(re.escape, parts))
-    return bool(re.search(r"(?<![a-z0-9_])" + separated + r"(?![a-z0-9_])", text.lower()))
+    return bool(re.search(r"(?<![a-z0-9_])" + separated + r"(?![a-z0-9_])", lowered))
 
 
 def span_trace(conversation: Conversation, spans: list[tuple[int, int, int]]) -> Trace:

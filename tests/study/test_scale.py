@@ -213,7 +213,8 @@ def test_the_extractive_duplicate_check_gives_the_floats_of_indexing_the_taken_r
 def test_the_anchors_of_a_span_as_arrays_are_what_a_loop_over_its_messages_finds(fixture_conversations):
     """Order, first message, tail, future and next use of every span anchor, against a plain loop (shown and
     used in any spelling: :func:`~zett_lab.load.anchor_forms.spellings`; shown as words of any text too; a command
-    made of parts is in the tail where each of its parts is)."""
+    made of parts is in the tail where each of its parts is; a member ``self.x`` is used only by a spelling naming
+    its object)."""
     from bisect import bisect_left
 
     from zett_agent.messages import AssistantMessage, SystemMessage
@@ -222,6 +223,7 @@ def test_the_anchors_of_a_span_as_arrays_are_what_a_loop_over_its_messages_finds
     from zett_lab.load.anchor_forms import spellings
     from zett_lab.load.anchors import action_keys
     from zett_lab.measure.message_index import _parts_of, index_of
+    from zett_lab.measure.spellings import _OWN_OBJECT
 
     def first(positions, start, end):
         at = bisect_left(positions, start)
@@ -235,15 +237,18 @@ def test_the_anchors_of_a_span_as_arrays_are_what_a_loop_over_its_messages_finds
             {s.canonical for s in spelled},
         )
 
+    def member(key):
+        return key[0] == "identifier" and spellings(key).canonical.split("/")[0] in _OWN_OBJECT
+
     def shown(key, seen):
         spelling = spellings(key)
         return spelling.canonical in seen[0] or bool(spelling.forms & seen[1])
 
     def tail_shows(key, view, end, recorded):
-        """Shown in the kept tail or the system prompt, in any spelling or as words of any text."""
-        system, by_message, system_text, texts = view
+        """Shown in the kept tail or the system prompt, in any spelling or as words of any of its texts."""
+        system, by_message, system_texts, texts = view
         tail = shown(key, system) or any(shown(key, by_message[i]) for i in range(end, min(recorded, len(texts))))
-        return tail or as_words(key, system_text) or as_words(key, "\n".join(texts[end:recorded]))
+        return tail or any(as_words(key, text) for text in [*system_texts, *texts[end:recorded]])
 
     checked = 0
     for conversation in fixture_conversations:
@@ -252,13 +257,10 @@ def test_the_anchors_of_a_span_as_arrays_are_what_a_loop_over_its_messages_finds
         by_message = [showing(keys) for keys in index.keys_by_message]
         system = showing(index.system_keys)
         texts = [index.text(i) for i in range(n)]
-        system_text = "\n".join(
-            t for t, m in zip(texts, conversation.messages, strict=True) if isinstance(m, SystemMessage)
-        )
-        agent = [
-            showing(action_keys(m), folders=False) if isinstance(m, AssistantMessage) else (set(), set())
-            for m in conversation.messages
-        ]
+        system_texts = [t for t, m in zip(texts, conversation.messages, strict=True) if isinstance(m, SystemMessage)]
+        used = [action_keys(m) if isinstance(m, AssistantMessage) else [] for m in conversation.messages]
+        agent = [showing(keys, folders=False) for keys in used]
+        agent_members = [showing([k for k in keys if member(k)], folders=False) for keys in used]
         spans = [(0, n // 3, n // 2), (1, n // 2, n // 2), (n // 4, 3 * n // 4, n), (0, n, n), (0, n // 2, n + 3)]
         spans += [(n // 2, n // 2, n), (n // 2, n // 4, n), (1, n // 3, n // 3)]  # empty spans; a start seen before
         for start, end, recorded in spans:
@@ -273,13 +275,14 @@ def test_the_anchors_of_a_span_as_arrays_are_what_a_loop_over_its_messages_finds
             for position, key in enumerate(keys):
                 occurrences = index.occurrences[key]
                 parts = _parts_of(key, id_of) if key[0] == "command" else []
-                view = (system, by_message, system_text, texts)
+                view = (system, by_message, system_texts, texts)
                 tail = tail_shows(key, view, end, recorded) or bool(
                     parts and all(tail_shows(part, view, end, recorded) for part in parts)
                 )
                 assert bool(span.in_tail[position]) == tail, key
                 assert bool(span.in_future[position]) == (first(occurrences, recorded, n) is not None), key
-                use = next((i for i in range(recorded, n) if shown(key, agent[i])), None)
+                uses = agent_members if member(key) else agent
+                use = next((i for i in range(recorded, n) if shown(key, uses[i])), None)
                 assert span.next_use[position] == (-1 if use is None else use), key
                 checked += 1
     assert checked > 5_000
