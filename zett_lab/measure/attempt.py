@@ -185,7 +185,7 @@ class Attempt:
     @cached_property
     def refetches(self) -> tuple[int, np.ndarray]:
         """Tool calls of F_k mentioning an artifact anchor of S_k that is in neither T_k nor Σ_k, and those anchors'
-        ids (the (call, key) pairs of :class:`~zett_lab.measure.message_index.KeyArrays` from ``n_recorded`` on)."""
+        ids (the (call, key) pairs of :class:`~zett_lab.measure.key_arrays.KeyArrays` from ``n_recorded`` on)."""
         arrays, span = self.index.arrays, self.span
         lost = span.ids[arrays.artifact[span.ids] & ~span.in_tail & ~self.in_summary]
         is_lost = np.zeros(len(arrays.keys), dtype=bool)
