@@ -8,6 +8,7 @@ still a circle a reader walks.
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -168,15 +169,19 @@ def test_only_the_replay_stage_reads_the_recorder_and_later_stages_read_the_trac
 ENGINE_SUBCLASSES = {"zett_lab.replay.policies"}
 
 
+def _outside_replay_engine() -> Iterator[tuple[str, ast.Module]]:
+    """Every module of the package but ``replay/engine/`` and the example engines, with its syntax tree."""
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = module_name(path)
+        if not module.startswith("zett_lab.replay.engine.") and module not in ENGINE_SUBCLASSES:
+            yield module, parse(path)
+
+
 def test_zett_agents_internals_are_touched_only_in_replay_engine():
     """A private name of zett-agent (imported from it, or an attribute of a zett-agent class) appears only in
     ``replay/engine/``, the one package that instruments the engine."""
     found = []
-    for path in sorted(PACKAGE.rglob("*.py")):
-        module = module_name(path)
-        if module.startswith("zett_lab.replay.engine.") or module in ENGINE_SUBCLASSES:
-            continue
-        tree = parse(path)
+    for module, tree in _outside_replay_engine():
         agent_names = set()
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("zett_agent"):
@@ -220,11 +225,7 @@ def test_no_private_attribute_of_zett_agents_is_reached_on_an_object_outside_rep
     and an instance its class method made (``cls.__new__(cls)``)."""
     private = _zett_agent_private_names()
     found = []
-    for path in sorted(PACKAGE.rglob("*.py")):
-        module = module_name(path)
-        if module.startswith("zett_lab.replay.engine.") or module in ENGINE_SUBCLASSES:
-            continue
-        tree = parse(path)
+    for module, tree in _outside_replay_engine():
         own = {"self", "cls"} | {
             target.id
             for node in ast.walk(tree)
