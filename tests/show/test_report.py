@@ -452,7 +452,8 @@ def test_replays_shown_in_full_keep_what_the_report_uses_read_from_the_sweep_or_
     monkeypatch, tmp_path
 ) -> None:
     """A report over a sweep reads the shown replays' lost anchors and counted flags the sweep kept (it measures
-    nothing); over a sweep saved before they were kept it measures them, on the pool's workers when a pool runs."""
+    nothing), also when an earlier sweep of this process ran some of its replays; over a sweep saved before they
+    were kept it measures them, on the pool's workers when a pool runs."""
     from zett_lab import measure
     from zett_lab.measure.anchor_rows import retention_counts
     from zett_lab.measure.columns import ANCHOR_ROWS
@@ -463,7 +464,9 @@ def test_replays_shown_in_full_keep_what_the_report_uses_read_from_the_sweep_or_
     from zett_lab.study.sources import ANCHOR_COUNTS_TABLE, LOST_ANCHORS_TABLE
 
     conversations = [coding_conversation(turns=8, cid="first-session"), evil_conversation(turns=8)]
+    report_sweep(conversations[:1], ["mask"], GRID, executor="serial", cache=False)  # its replays answer cells below
     result = report_sweep(conversations, SUMMARIZERS, GRID, executor="serial", cache=False)
+    assert not result.results.query("summarizer == 'mask' and conversation_id == 'first-session'")["replayed"].any()
 
     def not_here(trace):
         raise AssertionError("measured in the report's process")

@@ -159,6 +159,31 @@ def test_derived_cells_carry_the_metrics_of_their_own_trace(small, tmp_path):
             assert (pd.isna(value) and pd.isna(row[key])) or row[key] == pytest.approx(value), key
 
 
+def test_a_sweep_answered_from_an_earlier_sweeps_replays_keeps_their_loss_tables():
+    """A second sweep of the same process answers its cells from the replays the first one ran (proven reuse,
+    nothing replayed) and still keeps every cell's loss tables, as the first did: what a report then reads
+    instead of measuring again, whatever ran before it."""
+    clear_worker_state()
+    conversation = build(turns=8, cid="again")
+    grid = {"max_tokens": [900, 1_800], "keep_recent_tokens": [250, 500]}
+    first, second = (
+        sweep(conversation, **grid, summarizers=["mask"], executor="serial", cache=False, progress=False)
+        for _ in range(2)
+    )
+    assert first.results["replayed"].any() and not second.results["replayed"].any()
+    for key in first.cells():
+        kept = first.lost_and_counted(*key)
+        again = second.lost_and_counted(*key)
+        assert kept is not None and again is not None, key
+        for name in ("anchors", "compactions", "conversation"):
+            pd.testing.assert_frame_equal(getattr(again[0], name), getattr(kept[0], name))
+        pd.testing.assert_frame_equal(again[1], kept[1])
+        pd.testing.assert_frame_equal(
+            second.losses(*key, anchors=False).conversation, first.losses(*key, anchors=False).conversation
+        )
+    clear_worker_state()
+
+
 # --- settings -----------------------------------------------------------------------------------
 
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..measure import Losses
 from ..replay.fork import Fork, ForkableRun
 from ..replay.trace import Trace
 from ..tokens import TokenCounter
@@ -41,12 +42,13 @@ StoreKey = tuple[str, ...]
 class Proven:
     """A replay and the settings it provably stands for.
 
-    ``trace`` is held by the process that ran the replay; the driver of a sweep holds only
-    what cells need without it: the results ``row`` (budget figures, cost, loss metrics), the
-    context each step sent (``sent``, sorted) to count the steps over another ``max_tokens``,
-    and where its tables were written (``source``).
+    ``trace`` is held by the process that ran the replay, with its losses as a report keeps them
+    (``kept``), so a later unit or sweep it answers writes them again without measuring; the driver of
+    a sweep holds only what cells need without it: the results ``row`` (budget figures, cost, loss
+    metrics), the context each step sent (``sent``, sorted) to count the steps over another
+    ``max_tokens``, and where its tables were written (``source``).
 
-    Not frozen: its results ``row`` (and ``row_error``) are set once its replay's metrics are measured.
+    Not frozen: its results ``row`` (and ``row_error``, ``kept``) are set once its replay's metrics are measured.
     """
 
     source_id: str
@@ -56,6 +58,9 @@ class Proven:
     row_error: str | None = None
     trace: Trace | None = None
     source: Source | None = None
+    #: Its losses with only the listed anchor rows, and the per-anchor flags counted
+    #: (:func:`~zett_lab.measure.losses.measure_lost_and_counted`); None: not measured in this process.
+    kept: tuple[Losses, pd.DataFrame] | None = None
 
     @classmethod
     def of(cls, source_id: str, region: Region, trace: Trace) -> Proven:

@@ -31,7 +31,6 @@ from zett_agent.model import ModelRequest
 
 from ..errors import SettingError
 from ..load.conversation import Conversation
-from ..measure import Losses
 from ..measure.catalogue import load_plugins
 from ..measure.columns import ANCHOR_COLUMNS, frame
 from ..measure.cost import add_costs, cost_summary
@@ -363,7 +362,7 @@ def _finish_sources(state: _UnitRun) -> dict[str, SourcePayload]:
     used = list({id(a.proven): a.proven for a in state.answers.values()}.values())
     began = time.perf_counter()
     state.setup_cpu += _index_conversation(used, state.unit)
-    losses = source_rows(used, state.unit)
+    source_rows(used, state.unit)
     replays = sum(1 for a in state.answers.values() if a.replayed)
     share = (time.perf_counter() - began) / max(1, replays)
     for answer in state.answers.values():
@@ -376,9 +375,8 @@ def _finish_sources(state: _UnitRun) -> dict[str, SourcePayload]:
         if trace is None:  # a proof received from the driver without its tables: nothing to send
             continue
         tables = {"steps": trace.steps, "compactions": trace.compactions}
-        measured = losses.get(proven.source_id)
-        if measured is not None:
-            kept, counts = measured
+        if proven.kept is not None:  # measured by this unit, or by the earlier one (or sweep) that ran it
+            kept, counts = proven.kept
             tables.update({f"losses-{name}": getattr(kept, name) for name in LOSS_TABLES if name != "anchors"})
             tables.update(
                 {
@@ -473,10 +471,10 @@ def summary_calls(trace: Trace) -> tuple[int, int]:
     return int(hits.eq(False).sum()), int(hits.eq(True).sum())
 
 
-def source_rows(sources: list[Proven], unit: Unit) -> dict[str, tuple[Losses, pd.DataFrame]]:
-    """Fill ``row`` (budget figures, cost, loss metrics) of replays that have none yet; return their losses as
-    a report keeps them (:func:`~zett_lab.measure.losses.measure_lost_and_counted`: a report shows any cell
-    in full without measuring it again).
+def source_rows(sources: list[Proven], unit: Unit) -> None:
+    """Fill ``row`` (budget figures, cost, loss metrics) of replays that have none yet, and ``kept``: their
+    losses as a report keeps them (:func:`~zett_lab.measure.losses.measure_lost_and_counted`: a report shows
+    any cell in full without measuring it again, also of a later sweep answered from these replays).
 
     Costs of all of them are computed in one :func:`zett_lab.measure.cost.add_costs` call
     (the tables concatenated with a ``run_id``), metrics per replay. A failure is kept in
@@ -484,11 +482,10 @@ def source_rows(sources: list[Proven], unit: Unit) -> dict[str, tuple[Losses, pd
     """
     todo = [p for p in sources if p.row is None and p.trace is not None]
     if not todo:
-        return {}
+        return
     traces = [p.trace for p in todo if p.trace is not None]
     rows = {n: dict(trace.summary()) for n, trace in enumerate(traces)}
     _add_costs(todo, traces, rows, unit)
-    measured: dict[str, tuple[Losses, pd.DataFrame]] = {}
     if unit.metrics:
         for n, (proven, trace) in enumerate(zip(todo, traces, strict=True)):
             try:
@@ -496,12 +493,11 @@ def source_rows(sources: list[Proven], unit: Unit) -> dict[str, tuple[Losses, pd
             except Exception as exc:  # noqa: BLE001 - reported by the cells
                 proven.row_error = proven.row_error or f"metrics: {type(exc).__name__}: {exc}"
                 continue
-            measured[proven.source_id] = (losses, counts)
+            proven.kept = (losses, counts)
             for key, value in losses.conversation.iloc[0].to_dict().items():
                 rows[n].setdefault(str(key), value)
     for n, proven in enumerate(todo):
         proven.row = rows[n]
-    return measured
 
 
 def _add_costs(todo: list[Proven], traces: list[Trace], rows: dict[int, dict[str, Any]], unit: Unit) -> None:
