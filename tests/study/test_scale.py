@@ -558,7 +558,7 @@ def test_a_worker_takes_the_index_another_wrote_instead_of_building_its_own(fixt
     folder.writer.write_index(key, ConversationIndex(list(conversation.messages), conversation.harness_context).built())
     unit = types.SimpleNamespace(metrics=True, tables_to=folder.writer, fingerprint=key)
     release_indexes()
-    _index_conversation([Proven.of("s", Region.point(4_000, 1_000, "test"), trace)], unit)
+    _index_conversation([Proven.of("s", Region.point(4_000, 1_000, "test"), trace)], unit, None)
     taken = held_index(conversation.messages, conversation.harness_context)
     assert taken is not None and taken._arrays is not None  # built lazily, on first measuring, by the index itself
     folder.writer.remove_indexes()

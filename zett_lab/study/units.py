@@ -44,6 +44,7 @@ from ..replay.trace import Trace, failure_counts
 from ..summarizers import CachedSummary, CacheError, CacheSpec, SummaryCache
 from ..summarizers.cache import CacheStats
 from .grid import STOCK_ENGINE
+from .kept_indexes import KEEP_FROM_CPU_S, KeptIndexes, conversation_key
 from .regions import Region, region
 from .reuse import STORE, ForkPlanner, Proven, StoreKey, sorted_sent
 from .sources import ANCHOR_COUNTS_TABLE, LOSS_TABLES, LOST_ANCHORS_TABLE, TableWriter
@@ -232,6 +233,8 @@ class _UnitRun:
     lock: threading.Lock = field(default_factory=threading.Lock)
     #: CPU seconds spent building the conversation's anchor index (see :attr:`UnitResult.setup_cpu_seconds`).
     setup_cpu: float = 0.0
+    #: Anchor indexes kept beside the summary cache (:mod:`~zett_lab.study.kept_indexes`), None without one.
+    kept: KeptIndexes | None = None
 
     def replay_cell(self, cell: tuple[int, int]) -> None:
         """Replay one cell (forked where a finished replay provably shares its start) and remember it."""
@@ -313,8 +316,10 @@ def run_unit(unit: Unit) -> UnitResult:
         setting.token_counter(),
         engine_reuse(setting.engine_spec()),
     )
-    state = _UnitRun(unit, setting, unit_store_key(unit), _open_cache(unit), planner)
-    state.setup_cpu = _share_index(unit)
+    cache = _open_cache(unit)
+    state = _UnitRun(unit, setting, unit_store_key(unit), cache, planner)
+    state.kept = KeptIndexes.beside(getattr(cache, "path", None))
+    state.setup_cpu = _share_index(unit, state.kept)
     keep_order = {cell: n for n, cell in enumerate(unit.cells)}
     # Highest max_tokens first: its replay compacts least, and lower ones fork from it where they first differ.
     pending = sorted(set(unit.cells), key=lambda cell: (-cell[0], -cell[1]))
@@ -361,7 +366,7 @@ def _finish_sources(state: _UnitRun) -> dict[str, SourcePayload]:
     """Rows for the replays the cells use (computed once each), as payloads for the driver."""
     used = list({id(a.proven): a.proven for a in state.answers.values()}.values())
     began = time.perf_counter()
-    state.setup_cpu += _index_conversation(used, state.unit)
+    state.setup_cpu += _index_conversation(used, state.unit, state.kept)
     source_rows(used, state.unit)
     replays = sum(1 for a in state.answers.values() if a.replayed)
     share = (time.perf_counter() - began) / max(1, replays)
@@ -403,36 +408,52 @@ def _finish_sources(state: _UnitRun) -> dict[str, SourcePayload]:
     return payloads
 
 
-def _share_index(unit: Unit) -> float:
+def _share_index(unit: Unit, kept: KeptIndexes | None) -> float:
     """For a conversation whose units run on several workers (:attr:`Unit.index_shared`): when no other unit has
     claimed it, build its anchor index before replaying and leave it in the sweep's folder, so the other workers
     take it instead of building their own (a long conversation's index costs seconds of CPU; reading it, a tenth);
-    return the CPU seconds spent."""
+    return the CPU seconds spent. An index kept from an earlier run (``kept``) is taken by each worker as it
+    measures: none is built."""
     writer, conversation = unit.tables_to, unit.conversation
     if not (unit.index_shared and unit.metrics and writer is not None):
         return 0.0
     if held_index(conversation.messages, conversation.harness_context) is not None:
         return 0.0
+    if kept is not None and kept.file(conversation_key(conversation, unit.fingerprint)).exists():
+        return 0.0
     if not writer.claim_index(unit.fingerprint):
         return 0.0
     began = time.process_time()
-    writer.write_index(unit.fingerprint, conversation_index(conversation).built())
-    return time.process_time() - began
+    built = conversation_index(conversation).built()
+    writer.write_index(unit.fingerprint, built)
+    cpu = time.process_time() - began
+    if kept is not None and cpu >= KEEP_FROM_CPU_S:
+        kept.write(conversation_key(conversation, unit.fingerprint), built)
+    return cpu
 
 
-def _index_conversation(sources: list[Proven], unit: Unit) -> float:
+def _index_conversation(sources: list[Proven], unit: Unit, kept: KeptIndexes | None) -> float:
     """Build the anchor index the replays' measuring reads, before measuring them, or take the one another worker
-    left in the sweep's folder (:func:`_share_index`); return its CPU seconds (0 when this process has it already, or nothing is measured). Timed apart: a worker
-    builds it once per conversation, whatever number of units it runs (what a schedule of the units on more
-    workers must charge each worker)."""
+    left in the sweep's folder (:func:`_share_index`) or an earlier run kept (``kept``, which keeps what this one
+    builds when it costs :data:`~zett_lab.study.kept_indexes.KEEP_FROM_CPU_S` or more); return its CPU seconds (0
+    when this process has it already, or nothing is measured). Timed apart: a worker builds it once per
+    conversation, whatever number of units it runs (what a schedule of the units on more workers must charge each
+    worker)."""
     traces = [p.trace for p in sources if p.row is None and p.trace is not None]
     if not unit.metrics or not traces:
         return 0.0
     began = time.process_time()
     conversation = traces[0].conversation
     if held_index(conversation.messages, conversation.harness_context) is None:
+        key = conversation_key(conversation, unit.fingerprint)
         built = unit.tables_to.read_index(unit.fingerprint) if unit.tables_to is not None else None
-        conversation_index(conversation, built)
+        if built is None and kept is not None:
+            built = kept.read(conversation, key)
+        index = conversation_index(conversation, built)
+        if built is None and kept is not None:
+            fresh = index.built()  # (its arrays and needles, which measuring builds anyway)
+            if time.process_time() - began >= KEEP_FROM_CPU_S:
+                kept.write(key, fresh)
     return time.process_time() - began
 
 
