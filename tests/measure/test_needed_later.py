@@ -533,3 +533,22 @@ def test_another_objects_method_of_the_same_name_is_no_use_of_a_member():
     for other in ("Then call handler.get_env_vars(expose=True).", "Then call get_env_vars() there."):
         assert not _needed(span, tail, [_use(other)]).get("self.get_env_vars()", False), other
     assert _needed(span, tail, [_use("Then call self.get_env_vars() again.")])["self.get_env_vars()"]
+
+
+def test_a_document_the_agent_writes_quotes_its_values_and_a_code_files_string_holding_backticks_is_no_document():
+    """A Markdown document written to a file (fenced blocks opening lines, as CommonMark writes them) quotes the
+    spec it copies (``type: "team_member"``): no made-up data there, the value is recalled. A test file whose
+    string literal holds backticks inside a line (``"```elixir\\ndef foo```"``) is still code: its fixture's
+    values are made up."""
+    value = "team_member"
+    spec = f'1. Create team member entities (type: "{value}")\n\n```\nTool: create_entities\n```\n'
+    span = [ToolMessage(tool_call_id="x", name="read", content=spec), _use("OK.")]
+    tail = [UserMessage(content="Go on.")]
+    document = _use_call("u", "write_file", {"file_path": "assistants/lead.txt", "content": spec + "## Rules\n"})
+    assert _needed(span, tail, [document])[value]
+    fixture = (
+        'test "renders" do\n  block = %{"type" => "text", "text" => "```elixir\\ndef foo, do: :bar\\n```"}\n'
+        f'  entity = %{{type: "{value}"}}\nend'
+    )
+    code = _use_call("u", "Write", {"file_path": "test/render_test.exs", "content": fixture})
+    assert not _needed(span, tail, [code])[value]

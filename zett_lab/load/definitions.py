@@ -34,7 +34,10 @@ _PARAMETER = re.compile(r"^[\s*&]*(?:(?:const|let|var|val|final|mut)\s+)?(?P<nam
 #: A string literal given as a map's or an object's value (``"id" => "toolu_read"``, ``"file_path": "/a/b.ex"``,
 #: ``cwd: "/home/u/project"``): data the code holds.
 _DATA_VALUE = re.compile(r"""(?:=>|:)[ \t]*(["'])([^"'\n]{1,300})\1""")
-_FENCED = re.compile(r"```[^\n]*\n(.*?)(?:```|\Z)", re.S)
+#: A fenced code block as CommonMark writes one: three backticks opening a line (indented at most three spaces) and
+#: closing it on a line of their own, or the text's end. Not backticks inside a line: a string literal holding
+#: "```elixir\\ndef foo```" in a test file is code, not a document.
+_FENCED = re.compile(r"^ {0,3}```[^\n]*\n(.*?)(?:^ {0,3}```|\Z)", re.S | re.M)
 #: Tool-call arguments holding the text an edit replaces (``old_string``, ``old_str``, ``search``): what was
 #: there, not what the agent writes.
 _REPLACED_ARGUMENT = re.compile(r"^(?:old|search)", re.I)
@@ -58,7 +61,8 @@ class Definitions(NamedTuple):
     owners: frozenset[str] = frozenset()
     #: The anchors of the string literals its new code gives as a map's values (``"file_path" =>
     #: "/home/u/project/lib/app.ex"``, ``"id" => "toolu_read"``), absent from the text the call replaces: data it
-    #: made up there, a test's fixture. Not its reply's text, nor a document written to a file (fenced blocks).
+    #: made up there, a test's fixture. Not its reply's text, nor anything of a document written to a file (a text
+    #: with fenced blocks, such as Markdown): its ``(type: "team_member")`` quotes a spec, in or outside the fences.
     data: frozenset[AnchorKey] = frozenset()
 
 
@@ -133,10 +137,11 @@ def defined_names(message: AnyMessage) -> Definitions:
             fresh |= new
             owners.update(name for name, kind in found if kind == LOCAL and name in new and name not in _SELF)
             fresh.update(_named_by_parameters(found, new, replaced))
-            data.update(
-                key
-                for match in _DATA_VALUE.finditer(_FENCED.sub("", text) if quoted else text)
-                if match.group(2).lower() not in replaced
-                for key in anchor_keys(match.group(2))
-            )
+            if not quoted:  # a document's ``type: "team_member"`` quotes a spec: data only of code
+                data.update(
+                    key
+                    for match in _DATA_VALUE.finditer(text)
+                    if match.group(2).lower() not in replaced
+                    for key in anchor_keys(match.group(2))
+                )
     return Definitions(frozenset(fresh), frozenset(every), frozenset(owners), frozenset(data))
