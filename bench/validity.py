@@ -47,7 +47,7 @@ Run (from any checkout beside ``../shared/agent-logs``)::
 
     .venv/bin/python bench/validity.py [--labels PATH] [--part tune|held-back|both] [--logs DIR] [--errors]
     .venv/bin/python bench/validity.py --part held-back --write
-    .venv/bin/python bench/validity.py --set 2|3 [--errors] [--write]
+    .venv/bin/python bench/validity.py --set N [--errors] [--write]   # N: a round of validity_pool.ROUNDS
 """
 
 from __future__ import annotations
@@ -762,8 +762,9 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         choices=(1, *ROUNDS),
         default=1,
-        help="1: the first set (its tuning part and held-back quarter); 2 or 3: a later sample (round N, never tuned "
-        "on when drawn; no parts, no constraint items)",
+        help="1: the first set (its tuning part and held-back quarter); "
+        + ", ".join(map(str, ROUNDS))
+        + ": a later sample (round N, never tuned on when drawn; no parts, no constraint items)",
     )
     parser.add_argument("--part", choices=(TUNE, HELD_BACK, "both"), default="both", help="which part of set 1")
     parser.add_argument("--logs", type=Path, default=LOGS, help="the shared agent logs (default ../shared/agent-logs)")
@@ -795,13 +796,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.write is not None and args.part == "both" and not later:
         print(
             "error: --write records one part's figures: add --part held-back (never tuned on) or --part tune, "
-            "or measure a later set (--set 2 or 3)",
+            f"or measure a later set (--set {' or '.join(map(str, ROUNDS))})",
             file=sys.stderr,
         )
         return 2
     if not labels_path.is_file() and args.labels is None:
-        print(f"No labels yet at {labels_path}: nothing to measure (label the set from docs/validation/guidelines.md).")
-        return 0
+        print(
+            f"error: no labels yet at {labels_path}: nothing to measure (label the set from "
+            "docs/validation/guidelines.md)",
+            file=sys.stderr,
+        )
+        return 2
     items = read_items(items_path)
     parts = {item["id"]: UNSEEN for item in items} if later else read_split(args.split)
     try:

@@ -347,8 +347,9 @@ def test_write_records_one_parts_figures_for_the_catalogue_and_keeps_other_entri
         assert "held-back quarter" in entry.source and "κ 1.00" in entry.source
 
 
-@pytest.mark.parametrize(("number", "name"), [(2, "second sample"), (3, "third sample")])
-def test_a_later_sample_is_one_unseen_part_reported_and_written_as_such(number, name, fixture_set, tmp_path, capsys):
+@pytest.mark.parametrize("round_", validity_pool.ROUNDS.values(), ids=lambda r: f"round {r.number}")
+def test_a_later_sample_is_one_unseen_part_reported_and_written_as_such(round_, fixture_set, tmp_path, capsys):
+    number, name = round_.number, round_.name
     folder, items, _ = fixture_set
     truth = {i["id"]: any(ch.isdigit() for ch in i["text"]) for i in items}
     labels = write_lines(tmp_path / "labels.jsonl", [label(i["id"], n, truth[i["id"]]) for i in items for n in "AB"])
@@ -375,10 +376,17 @@ def test_a_missing_label_file_is_one_error_and_exit_code_2(fixture_set, tmp_path
     assert code == 2 and f"{missing}: no such label file" in capsys.readouterr().err
 
 
-def test_without_labels_yet_the_bench_says_so_and_measures_nothing(monkeypatch, tmp_path, capsys):
+@pytest.mark.parametrize("number", [1, *validity_pool.ROUNDS])
+def test_without_labels_yet_the_bench_fails_naming_the_label_file_and_measures_nothing(
+    number, monkeypatch, tmp_path, capsys
+):
     monkeypatch.setattr(validity, "LABELS_FILE", tmp_path / "labels.jsonl")
-    assert validity.main([]) == 0
-    assert "No labels yet" in capsys.readouterr().out
+    monkeypatch.setattr(validity_pool, "SET_DIR", tmp_path)
+    expected = tmp_path / ("labels.jsonl" if number == 1 else f"labels{number}.jsonl")
+    assert validity.main(["--set", str(number)]) == 2
+    printed = capsys.readouterr()
+    assert f"error: no labels yet at {expected}: nothing to measure" in printed.err
+    assert printed.out == ""
 
 
 def test_a_dossier_shows_span_use_and_tail_mentions_and_nothing_of_the_verdict(fixture_set):
