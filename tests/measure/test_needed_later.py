@@ -552,3 +552,33 @@ def test_a_document_the_agent_writes_quotes_its_values_and_a_code_files_string_h
     )
     code = _use_call("u", "Write", {"file_path": "test/render_test.exs", "content": fixture})
     assert not _needed(span, tail, [code])[value]
+
+
+def test_a_block_of_code_shown_before_and_reproduced_recalls_its_names_a_line_borrowed_into_new_code_does_not():
+    """The user's snippet pasted into a script, or a signature read before and quoted in a reply, reproduces code
+    that exists: ``td_field.serialize`` and the parameter ``installation_id`` are recalled from the span, though
+    the pasted code assigns ``td_field`` again. One such line among the agent's own new lines (``aoi_input = aoi``
+    borrowed into its fix) is its choice still."""
+    snippet = (
+        "from marshmallow.fields import TimeDelta\nfrom datetime import timedelta\n\n"
+        'td_field = TimeDelta(precision="milliseconds")\n\nobj = dict()\n'
+        'obj["td_field"] = timedelta(milliseconds=345)\n\nprint(td_field.serialize("td_field", obj))'
+    )
+    tail = [UserMessage(content="Go on.")]
+    pasted = _use_call("u", "bash", {"command": f"cat > reproduce.py << 'EOF'\n{snippet}\nEOF"})
+    assert _needed([UserMessage(content=snippet), _use("OK.")], tail, [pasted])["td_field.serialize"]
+    route = (
+        "async def get_user_repositories(\n    sort: str = 'pushed',\n    page: int | None = None,\n"
+        "    installation_id: str | None = None,\n    user_id: str | None = Depends(get_user_id),\n):\n"
+        "    return await client.get_repositories(sort, page, installation_id)"
+    )
+    span = [ToolMessage(tool_call_id="x", name="read", content=route), _use("OK.")]
+    quoted = _use(f"The route today:\n\n{route}\n\nIt threads the tokens through every call.")
+    assert _needed(span, tail, [quoted])["installation_id"]
+    fix = (
+        "def martin_ruiz(aoi, a_r=0.16):\n    # keep the caller's input for the index\n    aoi_input = aoi\n"
+        "    iam = np.zeros_like(aoi_input, dtype=float)\n    return iam"
+    )
+    original = "def martin_ruiz(aoi, a_r=0.16):\n    '''Martin and Ruiz model.'''\n    aoi_input = aoi\n    aoi = x"
+    span = [ToolMessage(tool_call_id="x", name="read", content=original), _use("OK.")]
+    assert not _needed(span, tail, [_use_call("u", "Write", {"file_path": "iam.py", "content": fix})])["aoi_input"]

@@ -4,7 +4,9 @@ step needs from the compacted span, whatever else mentions it (read by the neede
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from bisect import bisect_right
+from collections.abc import Container, Iterator
+from itertools import accumulate
 from typing import NamedTuple
 
 from zett_agent.messages import AnyMessage, AssistantMessage
@@ -38,6 +40,11 @@ _DATA_VALUE = re.compile(r"""(?:=>|:)[ \t]*(["'])([^"'\n]{1,300})\1""")
 #: closing it on a line of their own, or the text's end. Not backticks inside a line: a string literal holding
 #: "```elixir\\ndef foo```" in a test file is code, not a document.
 _FENCED = re.compile(r"^ {0,3}```[^\n]*\n(.*?)(?:^ {0,3}```|\Z)", re.S | re.M)
+#: A tool's line number before a line it prints (``cat -n``'s ``    71\t``, a Read's ``71→``).
+_LINE_NUMBER = re.compile(r"^[ \t]*\d+(?:→|\t| {2,})")
+#: How many lines of code on each side of a definition's line must have been shown before, with it, for the
+#: definition to reproduce code rather than choose a name (:class:`_Quoted`).
+QUOTED_LINES = 2
 #: Tool-call arguments holding the text an edit replaces (``old_string``, ``old_str``, ``search``): what was
 #: there, not what the agent writes.
 _REPLACED_ARGUMENT = re.compile(r"^(?:old|search)", re.I)
@@ -82,24 +89,51 @@ def _named_by_parameters(found: list[tuple[str, str]], new: set[str], replaced: 
     }
 
 
-def _defined_in(text: str, prose: bool = False) -> Iterator[tuple[str, str]]:
+def code_line(line: str) -> str:
+    """A line of code as lines are compared: its words joined by single spaces, without a tool's line number."""
+    return " ".join(_LINE_NUMBER.sub("", line).split())
+
+
+class _Quoted:
+    """Which lines of a text reproduce a block of code shown before: the line and its :data:`QUOTED_LINES`
+    neighbours on each side (blank lines aside) are all lines of ``shown``. A pasted snippet or a quoted
+    signature is such a block; a line borrowed into new code among lines of the agent's own is not."""
+
+    def __init__(self, text: str, shown: Container[str]) -> None:
+        lines = [code_line(line) for line in text.split("\n")]
+        self._starts = list(accumulate((len(line) + 1 for line in text.split("\n")), initial=0))
+        written = [i for i, line in enumerate(lines) if line]
+        seen = [lines[i] in shown for i in written]
+        self._quoted = [False] * len(lines)
+        for k, i in enumerate(written):
+            self._quoted[i] = all(seen[max(0, k - QUOTED_LINES) : k + QUOTED_LINES + 1])
+
+    def at(self, position: int) -> bool:
+        """Whether the line holding ``text[position]`` is quoted."""
+        return self._quoted[bisect_right(self._starts, position) - 1]
+
+
+def _defined_in(text: str, prose: bool = False, shown: Container[str] = ()) -> Iterator[tuple[str, str]]:
     """``(name, kind)`` of each definition in a piece of code (:data:`LOCAL`, :data:`ALIAS`, :data:`PARAMETER` or
     :data:`OTHER`); in ``prose`` (a reply's text) only assignments and parameters, never a loop variable or an
-    alias."""
+    alias. A definition in a block of code shown before (``shown``: lines as :func:`code_line` gives them; see
+    :class:`_Quoted`) reproduces code that exists: :data:`OTHER`, nothing chosen there."""
+    quoted = _Quoted(text, shown) if shown else None
     for match in _DEFINED.finditer(text):
         if prose and (match.group("looped") or match.group("aliased")):
             continue
         named = match.group("named")
         name = named or match.group("assigned") or match.group("looped") or match.group("aliased")
         kind = OTHER if named or "." in name else ALIAS if match.group("aliased") else LOCAL
-        yield name.lower().replace(".", "/"), kind
+        yield name.lower().replace(".", "/"), OTHER if quoted and quoted.at(match.start()) else kind
     for match in _PARAMETERS.finditer(text):
+        reproduced = bool(quoted and quoted.at(match.start()))
         for parameter in (match.group("listed") or match.group("arrow") or "").split(","):
             if found := _PARAMETER.match(parameter):
-                yield found.group("name").lower(), PARAMETER
+                yield found.group("name").lower(), OTHER if reproduced else PARAMETER
 
 
-def defined_names(message: AnyMessage) -> Definitions:
+def defined_names(message: AnyMessage, shown: Container[str] = ()) -> Definitions:
     """The names an agent message defines in the code it writes (see :class:`Definitions`).
 
     Code is what the agent writes for a tool (its arguments, except the text an edit replaces) and the
@@ -107,7 +141,14 @@ def defined_names(message: AnyMessage) -> Definitions:
     count for ``every`` only. Prose ("the class Foo") defines nothing. But code a reply proposes, fenced or
     not, chooses its variables as the tool's code does: its assignments' bare targets are ``fresh`` (and
     ``owners``), and so is an attribute set from a parameter of the same name (``self.sid = sid``); not a
-    loop variable or an alias (prose writes "look for x in", "such as x"), nor the parameters themselves."""
+    loop variable or an alias (prose writes "look for x in", "such as x"), nor the parameters themselves.
+
+    ``shown``: the lines of code (:func:`code_line`) that messages not the agent's showed it before (the user's
+    snippet, a file a tool printed). A definition inside a block of such lines (:class:`_Quoted`) reproduces code
+    that exists, in a tool's code or a reply quoting it (``installation_id: str | None = None,`` in a route's
+    signature read before, the user's snippet pasted into a script): its names are recalled, not ``fresh``, and
+    head no ``owners``. One such line among the agent's own (``aoi_input = aoi`` borrowed into its fix) is its
+    choice still."""
     if not isinstance(message, AssistantMessage):
         return Definitions(frozenset(), frozenset())
     fresh: set[str] = set()
@@ -116,7 +157,7 @@ def defined_names(message: AnyMessage) -> Definitions:
     text = clean_text(message.content)
     every = {name for block in _FENCED.findall(text) for name, _ in _defined_in(block)}
     # code the reply proposes (fenced or not) chooses its variables too (see the docstring)
-    proposed = list(_defined_in(text, prose=True))
+    proposed = list(_defined_in(text, prose=True, shown=shown))
     fresh.update(n for n, k in proposed if k == LOCAL)
     owners.update(n for n, k in proposed if k == LOCAL and n not in _SELF)
     fresh.update(_named_by_parameters(proposed, {n for n, k in proposed if k == PARAMETER}, ""))
@@ -131,7 +172,7 @@ def defined_names(message: AnyMessage) -> Definitions:
         for text in argument_strings(arguments):
             quoted = _FENCED.findall(text)  # a document written to a file quotes code: no new local there
             every.update(name for block in quoted for name, _ in _defined_in(block))
-            found = list(_defined_in(_FENCED.sub("", text) if quoted else text))
+            found = list(_defined_in(_FENCED.sub("", text) if quoted else text, shown=shown))
             new = {name for name, kind in found if kind != OTHER and name not in replaced}
             every.update(name for name, _ in found)
             fresh |= new

@@ -33,7 +33,7 @@ from ..load.anchors import (
     tool_call_keys,
 )
 from ..load.conversation import HarnessContext
-from ..load.definitions import defined_names
+from ..load.definitions import code_line, defined_names
 from ..load.dependencies import dependencies
 from ..load.text import message_text
 from ..load.vocabulary import is_generic
@@ -122,7 +122,11 @@ class ConversationIndex:
         self.owners: list[tuple[int, str]] = []
         #: (agent message, anchor its new code holds as a literal map value: ``Definitions.data``).
         self.data: list[tuple[int, AnchorKey]] = []
+        # the lines of code messages not the agent's showed so far: code the agent writes on one reproduces them
+        shown_code: set[str] = set()
         for index, message in enumerate(messages):
+            if not isinstance(message, AssistantMessage):
+                shown_code.update(code_line(line) for line in message_text(message).splitlines())
             if isinstance(message, SystemMessage):
                 # sent with every step: its anchors never need a summary
                 self.system_keys.update(message_keys(message))
@@ -139,7 +143,7 @@ class ConversationIndex:
             if isinstance(message, AssistantMessage):
                 for key in action_keys(message):
                     self.uses.setdefault(key, []).append(index)
-                defined = defined_names(message)
+                defined = defined_names(message, shown_code)
                 self.definitions.extend((index, name, name in defined.fresh) for name in defined.every | defined.fresh)
                 self.owners.extend((index, name) for name in defined.owners)
                 self.data.extend((index, key) for key in defined.data)
