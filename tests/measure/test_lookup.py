@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from zett_lab.measure import lookup
-from zett_lab.measure.lookup import NeedleSet, _find_bounded
+from zett_lab.measure.lookup import NeedleSet, QuotedLines, _find_bounded
 
 _CHARS = "a ./1"
 
@@ -52,3 +53,61 @@ def test_mask_summaries_are_scanned_around_the_summary_they_quote_with_the_same_
         assert needles.found_in(text) == fresh
         around += quoted
     assert len(texts) >= 4 and around >= len(texts) - 1 and any(needles.found_in(t) for t in texts)
+
+
+_LINE_CHARS = "ab\n"
+
+
+@settings(max_examples=1500, deadline=None)
+@given(
+    start=st.text(_LINE_CHARS, max_size=24),
+    edits=st.lists(
+        st.tuples(st.text(_LINE_CHARS, max_size=6), st.text(_LINE_CHARS, max_size=6), st.booleans()), max_size=8
+    ),
+)
+def test_a_text_quoting_an_earlier_one_holds_the_union_over_its_lines_read_around_the_quote(start, edits):
+    """Each text quotes the one before between new characters (line breaks at the seams included), or is new:
+    what :class:`QuotedLines` answers is the union over every line of the text, read afresh."""
+    import zlib
+
+    size = 1 << 12
+
+    def ids_of(line: str) -> list[int]:  # one id per distinct line: a line cut wrong answers another id
+        return [zlib.crc32(line.encode()) % size]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(lookup, "_SHORTEST_KEPT", 4)
+        quoted_lines = QuotedLines(ids_of, size)
+        text = start
+        for before, after, quoted in [("", "", False), *edits]:
+            text = before + text + after if quoted else before + after + start
+            wanted = np.zeros(size, dtype=bool)
+            wanted[[i for line in text.split("\n") for i in ids_of(line)]] = True
+            assert np.array_equal(quoted_lines(text), wanted), text
+
+
+def test_mask_summaries_hold_the_keys_of_their_anchors_read_around_the_summary_they_quote():
+    """A mask replay's summaries, in order: the conversation keys each holds, read line by line around the summary
+    it quotes (:meth:`TraceView.summary_keys`), are those of its anchors (``anchor_keys`` of the whole text); all
+    but the first read around an earlier one."""
+    from tests.helpers import coding_conversation
+    from zett_lab.load.anchors import anchor_keys
+    from zett_lab.measure.losses import _counter_for, _trace_view
+    from zett_lab.replay import replay
+
+    conversation = coding_conversation(turns=30, output_lines=40, cid="mask-keys")
+    trace = replay(conversation, max_tokens=6_000, keep_recent_tokens=1_500, summarizer="mask", cache=False)
+    view = _trace_view(trace, _counter_for(trace.settings, None))
+    size, id_of = len(view.index.arrays.keys), view.index.key_ids
+    around = 0
+    for cid, text in view.summaries.items():
+        if not isinstance(text, str):
+            continue
+        summary = view.summary_index(cid)
+        assert summary is not None
+        around += any(summary.text.find(earlier.text) >= 0 for earlier in view.quoted_lines._texts)
+        wanted = np.zeros(size, dtype=bool)
+        wanted[[id_of[key] for key in anchor_keys(text) if key in id_of]] = True
+        assert np.array_equal(view.summary_keys(summary), wanted)
+    summaries = len([text for text in view.summaries.values() if isinstance(text, str)])
+    assert summaries >= 4 and around >= summaries - 1

@@ -21,10 +21,10 @@ import numpy as np
 import pandas as pd
 from zett_agent.messages import SystemMessage
 
-from ..load.anchors import ANCHOR_TYPES, loose
+from ..load.anchors import ANCHOR_TYPES, HUGE_PARAGRAPH, anchor_keys, loose
 from ..load.conversation import CHECKPOINT_PREFIX, Probe
 from ..records import int_or_none, is_missing
-from .lookup import TextIndex, clauses_of, contains_loose
+from .lookup import QuotedLines, TextIndex, clauses_of, contains_loose
 from .message_index import ConversationIndex, SpanAnchors
 from .probes import covers_probe
 from .updates import GrowingSpanUpdates, Update
@@ -67,6 +67,26 @@ class TraceView:
         if compaction_id not in self._text_indexes:
             self._text_indexes[compaction_id] = TextIndex(text)
         return self._text_indexes[compaction_id]
+
+    def summary_keys(self, summary: TextIndex) -> np.ndarray:
+        """Per key of the conversation (``index.arrays.keys``), whether the summary has an anchor with that key. A
+        summary that is one paragraph longer than :data:`~zett_lab.load.anchors.HUGE_PARAGRAPH` (every summary of
+        the offline summarizers: lines joined by single line breaks) has the keys of its lines: read through
+        :attr:`quoted_lines`, so a mask summary costs only the lines its previous one does not hold."""
+        text = summary.text
+        if len(text) > HUGE_PARAGRAPH and "\n\n" not in text:
+            return self.quoted_lines(text)
+        present = np.zeros(len(self.index.arrays.keys), dtype=bool)
+        id_of = self.index.key_ids
+        present[[id_of[key] for key in summary.keys if key in id_of]] = True
+        return present
+
+    @cached_property
+    def quoted_lines(self) -> QuotedLines:
+        """The conversation's keys a text's lines hold, read as :class:`QuotedLines` (one per trace: a mask summary
+        quotes the trace's previous one)."""
+        size, id_of = len(self.index.arrays.keys), self.index.key_ids
+        return QuotedLines(lambda line: [id_of[key] for key in anchor_keys(line) if key in id_of], size)
 
 
 class Window(NamedTuple):
@@ -160,21 +180,20 @@ class Attempt:
     def in_summary(self) -> np.ndarray:
         """Per span anchor, whether Σ_k holds it: :meth:`TextIndex.contains` for all of them at once.
 
-        A key the summary's own anchors have, or a needle found in the one scan of the summary;
-        sentence types (constraints, decisions) are matched one by one, as ``contains`` does.
+        A key the summary's own anchors have (:meth:`TraceView.summary_keys`), or a needle found in the one scan
+        of the summary; sentence types (constraints, decisions) not held by key are matched one by one by the
+        summary's clauses, as ``contains`` does.
         """
         assert self.summary is not None, "asked of an attempt without a summary"
         index, text_index = self.index, self.summary
         arrays, ids = index.arrays, self.span.ids
-        present = np.zeros(len(arrays.keys), dtype=bool)
-        id_of = index.key_ids
-        present[[id_of[key] for key in text_index.keys if key in id_of]] = True
+        present = self.trace.summary_keys(text_index)
         found = np.zeros(len(arrays.needles) + 1, dtype=bool)  # the last slot answers needle_id -1
         needle_index = index.needle_ids
         found[[needle_index[n] for n in text_index.found_needles(index.needles)]] = True
         result = present[ids] | found[arrays.needle_id[ids]]
-        for position in np.flatnonzero(arrays.sentence[ids]):
-            result[position] = text_index.contains(arrays.keys[ids[position]])
+        for position in np.flatnonzero(arrays.sentence[ids] & ~result):  # held by key, else by a clause
+            result[position] = text_index.clauses.holds(arrays.normalized[ids[position]])
         return result
 
     @cached_property

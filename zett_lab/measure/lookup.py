@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Iterable
-from functools import lru_cache
+from collections.abc import Callable, Iterable
+from functools import cached_property, lru_cache
 from typing import NamedTuple
 
 import ahocorasick
+import numpy as np
 
 from ..load.anchors import (
     PARAGRAPH_SPLIT,
@@ -210,6 +211,50 @@ class NeedleSet:
         return inside
 
 
+class _Lines(NamedTuple):
+    """A text read line by line before: ``inner``, the ids its lines but the first and the last hold."""
+
+    text: str
+    inner: np.ndarray
+
+
+class QuotedLines:
+    """Which of ``size`` ids a text holds, the union of ``ids_of`` over its lines, reading only the lines a text
+    asked just before does not hold.
+
+    An observation mask re-quotes its previous summary whole, and what that summary's lines hold (but its first
+    and its last, which the quote can extend) is what the same lines hold here: only the lines before and after
+    the quote are read (a long session's mask summaries are a hundred megabytes, one or two thousand new lines
+    each). Exact wherever the answer is a union over lines: the caller's word (:func:`anchor_keys` of a text
+    that is one paragraph longer than :data:`~zett_lab.load.anchors.HUGE_PARAGRAPH`).
+    """
+
+    def __init__(self, ids_of: Callable[[str], Iterable[int]], size: int) -> None:
+        self._ids_of = ids_of
+        self._size = size
+        self._texts: deque[_Lines] = deque(maxlen=4)
+
+    def __call__(self, text: str) -> np.ndarray:
+        """Per id, whether a line of ``text`` holds it."""
+        earlier, at = next(((e, at) for e in self._texts if (at := text.find(e.text)) >= 0), (None, -1))
+        if earlier is None:
+            lines = text.split("\n")
+            inner = self._held(lines[1:-1])
+        else:  # text = head + the earlier text's inner lines + tail, split at line breaks of the earlier text
+            head = text[: at + earlier.text.index("\n")].split("\n")
+            tail = text[at + earlier.text.rindex("\n") + 1 :].split("\n")
+            inner = self._held(head[1:] + tail[:-1], earlier.inner)
+            lines = [head[0], tail[-1]]
+        if len(text) >= _SHORTEST_KEPT and "\n" in text:
+            self._texts.appendleft(_Lines(text, inner))
+        return self._held([lines[0], lines[-1]], inner)
+
+    def _held(self, lines: Iterable[str], start: np.ndarray | None = None) -> np.ndarray:
+        held = np.zeros(self._size, dtype=bool) if start is None else start.copy()
+        held[[i for line in lines for i in self._ids_of(line)]] = True
+        return held
+
+
 class Clauses:
     """A text's clauses as content-word sets, for asking whether it holds a constraint or a decision.
 
@@ -261,11 +306,16 @@ class TextIndex:
 
     def __init__(self, text: str) -> None:
         self.text = clean_text(text)
-        self.keys = anchor_keys(self.text)
         self._loose: str | None = None
         self._clauses: Clauses | None = None
         self._grams: dict[str, list[int]] | None = None
         self._found: tuple[NeedleSet, frozenset[str]] | None = None
+
+    @cached_property
+    def keys(self) -> frozenset[AnchorKey]:
+        """The keys of the text's anchors (made on first use: measuring reads which of its conversation's keys a
+        summary holds from :class:`QuotedLines` instead)."""
+        return anchor_keys(self.text)
 
     @property
     def loose_text(self) -> str:
