@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -101,6 +102,24 @@ class KeyArrays:
         value = codes[np.minimum(at, len(codes) - 1)]
         return (at < len(codes)) & (value < base + np.clip(ends, start, self.stride))
 
+    def shown_in(self, start: int, end: int, written: bool = False) -> np.ndarray:
+        """Per key: whether a message in ``[start, end)`` shows it in any spelling (``written``: of
+        :attr:`written`, else of :attr:`seen`): :meth:`shown_between` for every key at once, read from the
+        messages' side (a span's tail is a few messages, the span's keys tens of thousands)."""
+        messages, keys = self._written_by_message if written else self._seen_by_message
+        low, high = np.searchsorted(messages, [start, max(start, end)])
+        shown = np.zeros(len(self.keys), dtype=bool)
+        shown[keys[low:high]] = True
+        return shown
+
+    @cached_property
+    def _seen_by_message(self) -> tuple[np.ndarray, np.ndarray]:
+        return _by_message(self.seen, self.stride)
+
+    @cached_property
+    def _written_by_message(self) -> tuple[np.ndarray, np.ndarray]:
+        return _by_message(self.written, self.stride)
+
     def by_parts(self, ids: np.ndarray, shown: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
         """Per key of ``ids``: whether it is a command made of parts (:attr:`part_owner`) and ``shown(part ids,
         their commands' positions in ids)`` holds for every part."""
@@ -123,3 +142,10 @@ class KeyArrays:
             if entry_end > start:
                 shown |= np.isin(ids, entry_ids) & (ends >= entry_start)
         return shown
+
+
+def _by_message(codes: np.ndarray, stride: int) -> tuple[np.ndarray, np.ndarray]:
+    """``key id * stride + message index`` codes as (message indices sorted, their key ids)."""
+    messages = codes % stride
+    order = np.argsort(messages, kind="stable")
+    return messages[order], codes[order] // stride

@@ -159,7 +159,7 @@ class ConversationIndex:
         self._needles: NeedleSet | None = None
         self._rarity: dict[AnchorKey, float] = {}
         self._arrays: KeyArrays | None = None
-        self._from_start: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._from_start: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         #: Key -> its index in ``arrays.keys``; needle -> its index in ``arrays.needles`` (set with ``arrays``).
         self.key_ids: dict[AnchorKey, int] = {}
         self.needle_ids: dict[str, int] = {}
@@ -334,14 +334,14 @@ class ConversationIndex:
         defined before the use (a library's API it knew, a label it made up).
         """
         arrays = self.arrays
-        first, at = self._first_from(start)
+        first, order, place = self._first_from(start)
+        # computed in key id order (sorted searches are several times faster), then put in span order
         ids = np.flatnonzero(first < max(start, end))
-        ids = ids[np.lexsort((arrays.rank[at[ids]], first[ids]))]
+
+        in_view = arrays.system | arrays.shown_in(end, n_recorded) | arrays.shown_in(end, n_recorded, written=True)
 
         def tail_shows(keys: np.ndarray, _: np.ndarray) -> np.ndarray:
-            ends = np.full(len(keys), n_recorded)
-            in_view = arrays.system[keys] | arrays.shown_between(keys, end, ends)
-            return in_view | arrays.shown_between(keys, end, ends, arrays.written)
+            return in_view[keys]
 
         def later_shows(keys: np.ndarray, at: np.ndarray) -> np.ndarray:
             use = next_use[at]
@@ -350,36 +350,49 @@ class ConversationIndex:
 
         in_tail = tail_shows(ids, ids) | arrays.by_parts(ids, tail_shows)
         next_use, _ = arrays.first_in(arrays.uses, ids, n_recorded, len(self.messages))
-        used = next_use >= 0
-        needed = used & arrays.specific[ids] & ~in_tail
+        needed = (next_use >= 0) & arrays.specific[ids] & ~in_tail
         # a command is at hand when all its specific parts are, wherever each was shown
         needed &= ~arrays.by_parts(ids, later_shows)
+        # the rest asked only of the anchors still needed (a few of the span's)
+        asked = np.flatnonzero(needed)
+        keys, use = ids[asked], next_use[asked]
         # a name the use itself defines (a new script's variable, a parameter) is chosen there, not recalled
-        needed &= ~_holds(arrays.fresh, ids * arrays.stride + next_use)
+        kept = ~_holds(arrays.fresh, keys * arrays.stride + use)
         # a name the agent wrote before anything showed it, and never defined, is its own: known or made up
-        defined_before, _ = arrays.first_in(arrays.defined, ids, 0, len(self.messages))
-        needed &= ~(arrays.agent_first[ids] & ((defined_before < 0) | (defined_before >= next_use)))
-        needed &= ~arrays.shown_between(ids, n_recorded, next_use)
-        needed &= ~arrays.harness_shown(ids, n_recorded, np.where(used, next_use, -1))
+        defined_before, _ = arrays.first_in(arrays.defined, keys, 0, len(self.messages))
+        kept &= ~(arrays.agent_first[keys] & ((defined_before < 0) | (defined_before >= use)))
+        kept &= ~arrays.shown_between(keys, n_recorded, use)
+        kept &= ~arrays.harness_shown(keys, n_recorded, use)
+        needed[asked] = kept
+        in_span_order = np.empty(len(ids), dtype=np.int64)
+        in_span_order[place[ids]] = np.arange(len(ids))
+        span_ids = order[: len(ids)]
         return SpanAnchors(
-            ids=ids,
-            first_index=first[ids],
-            in_tail=in_tail,
-            in_future=arrays.last[ids] >= n_recorded,
-            next_use=next_use,
-            needed_later=needed,
+            ids=span_ids,
+            first_index=first[span_ids],
+            in_tail=in_tail[in_span_order],
+            in_future=arrays.last[span_ids] >= n_recorded,
+            next_use=next_use[in_span_order],
+            needed_later=needed[in_span_order],
         )
 
-    def _first_from(self, start: int) -> tuple[np.ndarray, np.ndarray]:
-        """Per key: the first message from ``start`` on holding it (``stride``: none), and where that is in
-        ``occurrences``. A trace's spans share their start and grow, so this is searched once per start."""
+    def _first_from(self, start: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per key: the first message from ``start`` on holding it (``stride``: none); the keys held from ``start``
+        on in span order (by that first message, then by place among its anchors), and each key's place in that
+        order (keys held from ``start`` on). A trace's spans share their start and grow, so every span from it is
+        a prefix of one order, searched and sorted once per start."""
         found = self._from_start.get(start)
         if found is None:
             arrays = self.arrays
             first, at = arrays.first_in(arrays.occurrences, np.arange(len(arrays.keys)), start, arrays.stride)
+            first = np.where(first >= 0, first, arrays.stride)
+            held = np.flatnonzero(first < arrays.stride)
+            order = held[np.lexsort((arrays.rank[at[held]], first[held]))]
+            place = np.zeros(len(arrays.keys), dtype=np.int64)
+            place[order] = np.arange(len(order))
             if len(self._from_start) >= _STARTS_KEPT:
                 self._from_start.clear()
-            found = self._from_start[start] = (np.where(first >= 0, first, arrays.stride), at)
+            found = self._from_start[start] = (first, order, place)
         return found
 
     def rarity(self, key: AnchorKey) -> float:
