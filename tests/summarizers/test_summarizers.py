@@ -598,7 +598,7 @@ def test_spec_of_rebuilds_a_summarizer_from_its_identity():
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.text("ab c_1\n", max_size=30), min_size=1, max_size=12))
-def test_tfidf_from_remembered_line_weights_is_the_matrix_counted_line_by_line(texts):
+def test_tfidf_from_remembered_line_terms_is_the_matrix_counted_line_by_line(texts):
     """The TF-IDF matrix built from each line's remembered term weights has the entries, in the same columns, of
     counting every line's terms afresh (the extractive summary ranks and drops lines by it)."""
     import math
@@ -629,3 +629,5 @@ def test_tfidf_from_remembered_line_weights_is_the_matrix_counted_line_by_line(t
         matrix, nonzero = selection._tfidf(texts)
         assert matrix.shape == expected.shape and (nonzero == (norms > 0)).all()
         assert (matrix != expected).nnz == 0  # the same floats
+        for part in ("indptr", "indices", "data"):  # in the same places (what LexRank sums, in that order)
+            assert np.array_equal(getattr(matrix, part), getattr(expected, part)), part

@@ -65,35 +65,47 @@ def line_units(segs: Sequence[Segment], *, split_sentences: bool) -> list[Transc
 _TERM = re.compile(r"[A-Za-z_][A-Za-z0-9_]+|\d+")
 
 
+#: Every term a line weighed so far (:func:`_line_terms`), by its number in this process.
+_TERM_IDS: dict[str, int] = {}
+
+
 @lru_cache(maxsize=1 << 17)
-def _term_weights(text: str) -> tuple[tuple[str, float], ...]:
-    """A line's terms in order of first appearance, each with its weight ``1 + log(count)``. Remembered: every
-    summary of a trace (and every setting of a grid) weighs most of the same lines again."""
+def _line_terms(text: str) -> tuple[np.ndarray, np.ndarray]:
+    """A line's terms in order of first appearance (their numbers in :data:`_TERM_IDS`), each with its weight
+    ``1 + log(count)``. Remembered: every summary of a trace (and every setting of a grid) weighs most of the
+    same lines again."""
     counts: dict[str, int] = {}
     for term in _TERM.findall(text.lower()):
         counts[term] = counts.get(term, 0) + 1
-    return tuple((term, 1.0 + math.log(count)) for term, count in counts.items())
+    ids = np.fromiter((_TERM_IDS.setdefault(term, len(_TERM_IDS)) for term in counts), np.int64, len(counts))
+    weights = np.fromiter((1.0 + math.log(count) for count in counts.values()), np.float64, len(counts))
+    return ids, weights
 
 
 def _tfidf(texts: Sequence[str]):
-    """Row-normalized TF-IDF matrix (scipy CSR) of ``texts``; rows with no terms are zero."""
+    """Row-normalized TF-IDF matrix (scipy CSR) of ``texts``; rows with no terms are zero.
+
+    Columns are the terms in order of first appearance, a row's entries in its line's order of first appearance:
+    the matrix a loop over every line's terms builds, array by array (a summary of a long span weighs tens of
+    thousands of terms)."""
     from scipy import sparse
 
-    vocabulary: dict[str, int] = {}
-    rows, cols, values = [], [], []
-    for row, text in enumerate(texts):
-        for term, weight in _term_weights(text):
-            rows.append(row)
-            cols.append(vocabulary.setdefault(term, len(vocabulary)))
-            values.append(weight)
     n = len(texts)
-    matrix = sparse.csr_matrix((values, (rows, cols)), shape=(n, max(1, len(vocabulary))), dtype=np.float64)
-    document_frequency = np.bincount(np.asarray(cols, dtype=np.int64), minlength=matrix.shape[1])
+    lines = [_line_terms(text) for text in texts]
+    terms = np.concatenate([ids for ids, _ in lines]) if lines else np.zeros(0, np.int64)
+    values = np.concatenate([weights for _, weights in lines]) if lines else np.zeros(0)
+    rows = np.repeat(np.arange(n, dtype=np.int64), [len(ids) for ids, _ in lines])
+    _, first, inverse = np.unique(terms, return_index=True, return_inverse=True)
+    column_of = np.empty(len(first), dtype=np.int64)
+    column_of[np.argsort(first, kind="stable")] = np.arange(len(first))
+    cols = column_of[inverse]
+    matrix = sparse.csr_matrix((values, (rows, cols)), shape=(n, max(1, len(first))), dtype=np.float64)
+    document_frequency = np.bincount(cols, minlength=matrix.shape[1])
     idf = np.log(n / np.maximum(document_frequency, 1))
     matrix = matrix @ sparse.diags(idf)
     norms = np.sqrt(np.asarray(matrix.multiply(matrix).sum(axis=1)).ravel())
-    inverse = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
-    return sparse.csr_matrix(sparse.diags(inverse) @ matrix), norms > 0
+    inverse_norms = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
+    return sparse.csr_matrix(sparse.diags(inverse_norms) @ matrix), norms > 0
 
 
 def lexrank(texts: Sequence[str], *, damping: float = 0.15, iterations: int = 100) -> np.ndarray:
