@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from zett_lab.measure import lookup
-from zett_lab.measure.lookup import NeedleSet, QuotedLines, _find_bounded
+from zett_lab.measure.lookup import LooseLines, NeedleSet, QuotedLines, _find_bounded
 
 _CHARS = "a ./1"
 
@@ -88,10 +88,10 @@ def test_a_text_quoting_an_earlier_one_holds_the_union_over_its_lines_read_aroun
 
 def test_mask_summaries_hold_the_keys_of_their_anchors_read_around_the_summary_they_quote():
     """A mask replay's summaries, in order: the conversation keys each holds, read line by line around the summary
-    it quotes (:meth:`TraceView.summary_keys`), are those of its anchors (``anchor_keys`` of the whole text); all
-    but the first read around an earlier one."""
+    it quotes (:meth:`TraceView.summary_keys`), are those of its anchors (``anchor_keys`` of the whole text), and
+    its loose form is the whole text's; all but the first read around an earlier one."""
     from tests.helpers import coding_conversation
-    from zett_lab.load.anchors import anchor_keys
+    from zett_lab.load.anchors import anchor_keys, loose
     from zett_lab.measure.losses import _counter_for, _trace_view
     from zett_lab.replay import replay
 
@@ -109,5 +109,30 @@ def test_mask_summaries_hold_the_keys_of_their_anchors_read_around_the_summary_t
         wanted = np.zeros(size, dtype=bool)
         wanted[[id_of[key] for key in anchor_keys(text) if key in id_of]] = True
         assert np.array_equal(view.summary_keys(summary), wanted)
+        assert summary.loose_text == loose(text)
     summaries = len([text for text in view.summaries.values() if isinstance(text, str)])
     assert summaries >= 4 and around >= summaries - 1
+
+
+_LOOSE_CHARS = "aB'./ \n\t\u2028Σ"
+
+
+@settings(max_examples=1500, deadline=None)
+@given(
+    start=st.text(_LOOSE_CHARS, max_size=24),
+    edits=st.lists(
+        st.tuples(st.text(_LOOSE_CHARS, max_size=6), st.text(_LOOSE_CHARS, max_size=6), st.booleans()), max_size=8
+    ),
+)
+def test_the_loose_form_of_a_text_quoting_an_earlier_one_is_made_around_the_quote(start, edits):
+    """Each text quotes the one before between new characters (quotes, ``./``, case, a final sigma and every kind
+    of white space at the seams), or is new: :class:`LooseLines` gives the string :func:`loose` gives."""
+    from zett_lab.load.anchors import loose
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(lookup, "_SHORTEST_KEPT", 4)
+        loose_lines = LooseLines()
+        text = start
+        for before, after, quoted in [("", "", False), *edits]:
+            text = before + text + after if quoted else before + after + start
+            assert loose_lines(text) == loose(text), text

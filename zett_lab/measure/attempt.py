@@ -24,7 +24,7 @@ from zett_agent.messages import SystemMessage
 from ..load.anchors import ANCHOR_TYPES, HUGE_PARAGRAPH, anchor_keys, loose
 from ..load.conversation import CHECKPOINT_PREFIX, Probe
 from ..records import int_or_none, is_missing
-from .lookup import QuotedLines, TextIndex, clauses_of, contains_loose
+from .lookup import LooseLines, QuotedLines, TextIndex, clauses_of, contains_loose
 from .message_index import ConversationIndex, SpanAnchors
 from .probes import covers_probe
 from .updates import GrowingSpanUpdates, Update
@@ -65,7 +65,7 @@ class TraceView:
         if text is None or is_missing(text):
             return None
         if compaction_id not in self._text_indexes:
-            self._text_indexes[compaction_id] = TextIndex(text)
+            self._text_indexes[compaction_id] = TextIndex(text, self.loose_lines)
         return self._text_indexes[compaction_id]
 
     def summary_keys(self, summary: TextIndex) -> np.ndarray:
@@ -80,6 +80,11 @@ class TraceView:
         id_of = self.index.key_ids
         present[[id_of[key] for key in summary.keys if key in id_of]] = True
         return present
+
+    @cached_property
+    def loose_lines(self) -> LooseLines:
+        """The loose form of the trace's summaries, each read around the summary it quotes (:class:`LooseLines`)."""
+        return LooseLines()
 
     @cached_property
     def quoted_lines(self) -> QuotedLines:

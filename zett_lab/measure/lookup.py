@@ -255,6 +255,47 @@ class QuotedLines:
         return held
 
 
+class _LooseLines(NamedTuple):
+    """A text put in loose form line by line before: ``inner``, the loose form of its lines but the first and
+    the last."""
+
+    text: str
+    inner: str
+
+
+class LooseLines:
+    """:func:`loose` of a text, putting in loose form only the lines a text asked just before does not hold.
+
+    The loose form is made line by line (quotes, case and ``./`` prefixes never reach past a line break) and
+    joins the words of all lines by single spaces, so it is the non-empty loose lines joined by spaces: of a text
+    quoting an earlier one, the lines before and after the quote and the earlier text's inner lines, as
+    :class:`QuotedLines` reads them (a long session's mask summaries are a hundred megabytes).
+    """
+
+    def __init__(self) -> None:
+        self._texts: deque[_LooseLines] = deque(maxlen=4)
+
+    def __call__(self, text: str) -> str:
+        earlier, at = next(((e, at) for e in self._texts if (at := text.find(e.text)) >= 0), (None, -1))
+        if earlier is None:
+            lines = text.split("\n")
+            if len(lines) == 1:
+                return loose(text)
+            inner = _spaced(map(loose, lines[1:-1]))
+        else:
+            head = text[: at + earlier.text.index("\n")].split("\n")
+            tail = text[at + earlier.text.rindex("\n") + 1 :].split("\n")
+            inner = _spaced([*map(loose, head[1:]), earlier.inner, *map(loose, tail[:-1])])
+            lines = [head[0], tail[-1]]
+        if len(text) >= _SHORTEST_KEPT:
+            self._texts.appendleft(_LooseLines(text, inner))
+        return _spaced([loose(lines[0]), inner, loose(lines[-1])])
+
+
+def _spaced(parts: Iterable[str]) -> str:
+    return " ".join(part for part in parts if part)
+
+
 class Clauses:
     """A text's clauses as content-word sets, for asking whether it holds a constraint or a decision.
 
@@ -304,8 +345,9 @@ class TextIndex:
     its negation).
     """
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, loose_of: Callable[[str], str] = loose) -> None:
         self.text = clean_text(text)
+        self._loose_of = loose_of
         self._loose: str | None = None
         self._clauses: Clauses | None = None
         self._grams: dict[str, list[int]] | None = None
@@ -320,7 +362,7 @@ class TextIndex:
     @property
     def loose_text(self) -> str:
         if self._loose is None:
-            self._loose = loose(self.text)
+            self._loose = self._loose_of(self.text)
         return self._loose
 
     @property
