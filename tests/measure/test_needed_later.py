@@ -523,15 +523,23 @@ def test_data_the_agents_new_code_holds_as_a_maps_value_is_made_up_there():
 
 
 def test_another_objects_method_of_the_same_name_is_no_use_of_a_member():
-    """``self.get_env_vars()`` of one class is not used by writing ``handler.get_env_vars`` or a bare
-    ``get_env_vars()``: another object's method may be another thing; writing ``self.get_env_vars()`` is a use."""
+    """``self.get_env_vars()`` of one class is not used by writing ``handler.get_env_vars``, nor by a bare
+    ``get_env_vars()`` once another object's method of that name was shown (it may be that one); a bare name
+    before any other object's, or ``self.get_env_vars()``, is a use."""
     span = [
         ToolMessage(tool_call_id="x", name="read", content="secrets = self.get_env_vars()\nreturn secrets"),
         _use("OK."),
     ]
     tail = [UserMessage(content="Go on.")]
-    for other in ("Then call handler.get_env_vars(expose=True).", "Then call get_env_vars() there."):
-        assert not _needed(span, tail, [_use(other)]).get("self.get_env_vars()", False), other
+    other = ToolMessage(tool_call_id="y", name="bash", content="env = await provider_handler.get_env_vars(expose)")
+    assert not _needed(span, tail, [_use("Then call handler.get_env_vars(expose=True).")]).get(
+        "self.get_env_vars()", False
+    )
+    grep = _use('grep -n "def get_env_vars" -R .')
+    assert not _needed(span, [*tail, other], [grep])["self.get_env_vars()"]
+    assert _needed(span, tail, [grep])["self.get_env_vars()"]
+    review = _use("[secrets.py, Line 110] get_env_vars hardcodes the provider list; take it from the caller.")
+    assert _needed(span, tail, [review])["self.get_env_vars()"]
     assert _needed(span, tail, [_use("Then call self.get_env_vars() again.")])["self.get_env_vars()"]
 
 

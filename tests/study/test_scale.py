@@ -213,8 +213,8 @@ def test_the_extractive_duplicate_check_gives_the_floats_of_indexing_the_taken_r
 def test_the_anchors_of_a_span_as_arrays_are_what_a_loop_over_its_messages_finds(fixture_conversations):
     """Order, first message, tail, future and next use of every span anchor, against a plain loop (shown and
     used in any spelling: :func:`~zett_lab.load.anchor_forms.spellings`; shown as words of any text too; a command
-    made of parts is in the tail where each of its parts is; a member ``self.x`` is used only by a spelling naming
-    its object)."""
+    made of parts is in the tail where each of its parts is; a member ``self.x`` is used by a spelling naming its
+    object, or by a bare ``x`` before another object's ``x`` occurs)."""
     from bisect import bisect_left
 
     from zett_agent.messages import AssistantMessage, SystemMessage
@@ -240,6 +240,24 @@ def test_the_anchors_of_a_span_as_arrays_are_what_a_loop_over_its_messages_finds
     def member(key):
         return key[0] == "identifier" and spellings(key).canonical.split("/")[0] in _OWN_OBJECT
 
+    def bare(key):
+        return "/" not in spellings(key).canonical
+
+    def rival_from(key, index, n):
+        """For ``self.x``: the first message holding another identifier ending in ``x`` (n: none)."""
+        own = spellings(key).canonical.split("/")
+        if len(own) != 2:
+            return 0
+        rivals = [
+            k
+            for k in index.occurrences
+            if k[0] == "identifier"
+            and len(parts := spellings(k).canonical.split("/")) > 1
+            and parts[-1] == own[1]
+            and parts != own
+        ]
+        return min((index.occurrences[k][0] for k in rivals), default=n)
+
     def shown(key, seen):
         spelling = spellings(key)
         return spelling.canonical in seen[0] or bool(spelling.forms & seen[1])
@@ -261,6 +279,7 @@ def test_the_anchors_of_a_span_as_arrays_are_what_a_loop_over_its_messages_finds
         used = [action_keys(m) if isinstance(m, AssistantMessage) else [] for m in conversation.messages]
         agent = [showing(keys, folders=False) for keys in used]
         agent_members = [showing([k for k in keys if member(k)], folders=False) for keys in used]
+        agent_bare = [showing([k for k in keys if bare(k)], folders=False) for keys in used]
         spans = [(0, n // 3, n // 2), (1, n // 2, n // 2), (n // 4, 3 * n // 4, n), (0, n, n), (0, n // 2, n + 3)]
         spans += [(n // 2, n // 2, n), (n // 2, n // 4, n), (1, n // 3, n // 3)]  # empty spans; a start seen before
         for start, end, recorded in spans:
@@ -281,8 +300,18 @@ def test_the_anchors_of_a_span_as_arrays_are_what_a_loop_over_its_messages_finds
                 )
                 assert bool(span.in_tail[position]) == tail, key
                 assert bool(span.in_future[position]) == (first(occurrences, recorded, n) is not None), key
-                uses = agent_members if member(key) else agent
-                use = next((i for i in range(recorded, n) if shown(key, uses[i])), None)
+                if member(key):
+                    until = rival_from(key, index, n)
+                    use = next(
+                        (
+                            i
+                            for i in range(recorded, n)
+                            if shown(key, agent_members[i]) or (i < until and shown(key, agent_bare[i]))
+                        ),
+                        None,
+                    )
+                else:
+                    use = next((i for i in range(recorded, n) if shown(key, agent[i])), None)
                 assert span.next_use[position] == (-1 if use is None else use), key
                 checked += 1
     assert checked > 5_000

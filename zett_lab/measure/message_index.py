@@ -209,7 +209,12 @@ class ConversationIndex:
             stride=stride,
             occurrences=occurrences,
             rank=rank,
-            uses=spelled.widen(np.unique(np.asarray(uses, dtype=np.int64)), stride, folders=False),
+            uses=spelled.widen(
+                np.unique(np.asarray(uses, dtype=np.int64)),
+                stride,
+                folders=False,
+                members_until=self._rivals_from(spelled, occurrences, stride),
+            ),
             rarity=np.asarray([self.rarity(key) for key in keys], dtype=np.float64),
             system=system,
             seen=seen,
@@ -238,6 +243,17 @@ class ConversationIndex:
             call_number=calls[:, 1],
             call_key=calls[:, 2],
         )
+
+    @staticmethod
+    def _rivals_from(spelled: Spellings, occurrences: np.ndarray, stride: int) -> np.ndarray:
+        """Per key: for a member ``self.x``, the first message holding another object's ``x`` (:meth:`Spellings.rivals`;
+        ``stride``: none), from which a bare ``x`` may be that one; 0 for any other key."""
+        ids = np.arange(len(spelled.keys), dtype=np.int64)
+        first = occurrences[np.minimum(np.searchsorted(occurrences, ids * stride), len(occurrences) - 1)] - ids * stride
+        until = np.zeros(len(spelled.keys), dtype=np.int64)
+        for member, rivals in spelled.rivals():
+            until[member] = min((int(first[j]) for j in rivals), default=stride)
+        return until
 
     def _specific(self, keys: Sequence[AnchorKey]) -> np.ndarray:
         """Per key: not vocabulary (:func:`~zett_lab.load.vocabulary.is_generic`) and not the public API of a library the

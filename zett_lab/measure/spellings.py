@@ -99,16 +99,40 @@ class Spellings:
             )
         return self._pairs
 
-    def widen(self, codes: np.ndarray, stride: int, folders: bool = True) -> np.ndarray:
+    def rivals(self) -> list[tuple[int, list[int]]]:
+        """Per member ``self.x`` (or ``this.x``; not ``self.a.x``): the ids of the other identifiers ending in ``x``
+        (``handler.x``, ``self.handler.x``), another object's member of that name."""
+        by_last: dict[str, list[int]] = defaultdict(list)
+        for i, spelling in enumerate(self._spelled):
+            parts = spelling.canonical.removeprefix("name:").split("/")
+            if self.keys[i][0] == "identifier" and len(parts) > 1:
+                by_last[parts[-1]].append(i)
+        found = []
+        for i in np.flatnonzero(self._members()).tolist():
+            own = self._spelled[i].canonical.split("/")
+            if len(own) == 2:
+                found.append((i, [j for j in by_last[own[1]] if self._spelled[j].canonical.split("/") != own]))
+        return found
+
+    def widen(
+        self, codes: np.ndarray, stride: int, folders: bool = True, members_until: np.ndarray | None = None
+    ) -> np.ndarray:
         """``codes`` (``id * stride + message``, sorted): also every key each one shows (:meth:`shown`), sorted,
         unique. Without ``folders`` (what a use names), a spelling without ``self`` or ``this`` does not name a
-        member ``self.x``: a bare ``x`` or another object's ``handler.x`` may be another class's."""
+        member ``self.x``: another object's ``handler.x`` may be another class's, and so may a bare ``x`` from the
+        message ``members_until[member]`` on (where another object's ``x`` is shown: :meth:`rivals`); before it, a
+        bare ``x`` names the only ``x`` there is."""
         source, target, folder = self.pairs()
+        limit = None
         if not folders:
             source, target = source[~folder], target[~folder]
             member = self._members()
-            keep = ~member[target] | member[source]
+            bare = np.asarray(["/" not in s.canonical for s in self._spelled], dtype=bool)
+            until = np.zeros(len(self.keys), dtype=np.int64) if members_until is None else members_until
+            by_bare = member[target] & ~member[source] & bare[source]
+            keep = ~member[target] | member[source] | by_bare
             source, target = source[keep], target[keep]
+            limit = np.where(by_bare[keep], until[target], stride)
         if not len(source):
             return codes
         ids = np.arange(len(self.keys), dtype=np.int64)
@@ -117,7 +141,11 @@ class Spellings:
         repeats = counts[source]
         offsets = np.repeat(starts[source] - np.cumsum(repeats) + repeats, repeats) + np.arange(repeats.sum())
         messages = codes[offsets] - np.repeat(source, repeats) * stride
-        return np.unique(np.concatenate([codes, np.repeat(target, repeats) * stride + messages]))
+        targets = np.repeat(target, repeats)
+        if limit is not None:
+            before = messages < np.repeat(limit, repeats)
+            messages, targets = messages[before], targets[before]
+        return np.unique(np.concatenate([codes, targets * stride + messages]))
 
 
 #: How code names the object it is in: ``self.x`` is a member of that object, not any ``x``.
