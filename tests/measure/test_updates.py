@@ -370,6 +370,18 @@ def test_folding_on_gives_every_call_what_a_fresh_fold_gives(data):
     assert answers == [find_updates(observations, start, end) for start, end in spans]
 
 
+@settings(max_examples=200, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_traces_of_one_conversation_share_its_fold_and_each_call_gives_what_a_fresh_fold_gives(data):
+    """Several traces of one conversation (one observation list) ask in turn, each its own spans: they share
+    the fold (one timeline per start), and every call still equals a fresh fold."""
+    observations = data.draw(_conversation_observations())
+    folders = [GrowingSpanUpdates(observations) for _ in range(3)]
+    calls = [(n, span) for n in range(3) for span in data.draw(_spans(len(observations)))]
+    for n, (start, end) in data.draw(st.permutations(calls)):
+        assert folders[n].find(start, end) == find_updates(observations, start, end)
+
+
 def test_an_update_already_returned_keeps_its_values_when_the_fold_goes_on():
     messages = [UserMessage(content="The staging database listens on port 6543.")]
     messages += pytest_run(1, "python -m pytest tests/test_a.py -q", FAILING)

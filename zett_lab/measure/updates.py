@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
@@ -270,15 +270,31 @@ def _covers(paths: frozenset[str], node: str) -> bool:
 
 def find_updates(observations: Sequence[Sequence[Observation]], start: int = 0, end: int | None = None) -> list[Update]:
     """Items whose value changed within ``messages[start:end]`` (``observations`` from :func:`observe`)."""
-    return GrowingSpanUpdates(observations).find(start, end)
+    start, end = _clamped(observations, start, end)
+    fold = _Fold(observations, start)
+    fold.fold_to(end)
+    return _listed({order: update for order, update in fold.changed() if update is not None})
+
+
+def _clamped(observations: Sequence[Sequence[Observation]], start: int, end: int | None) -> tuple[int, int]:
+    start = max(0, start)
+    return start, len(observations) if end is None else min(end, len(observations))
+
+
+def _listed(updates: dict[tuple[int, int], Update]) -> list[Update]:
+    """Keyed, prose and instruction updates (by their group's order), sorted by index and key, then that order."""
+    return [
+        update for _, update in sorted(updates.items(), key=lambda item: (item[1].latest_index, item[1].key, item[0]))
+    ]
 
 
 class GrowingSpanUpdates:
     """:func:`find_updates` for a series of spans with one start and growing ends, as a trace's
-    compaction attempts have: each call folds only the messages added since the previous one
-    (refolding from the start made measuring a trace quadratic in its attempts). A new start or
-    a shorter end starts the fold again. Answers equal :func:`find_updates`, call by call; the
-    :class:`Update` objects returned are immutable and never change as the fold goes on.
+    compaction attempts have: each call applies only the updates made by the messages added since the
+    previous one. A new start or a shorter end reads them from the start again. The updates are those of
+    one fold of the conversation from that start (:class:`_Timeline`), shared by every trace of the
+    same observations in the process: a sweep's replays of one conversation fold it once, not once each.
+    Answers equal :func:`find_updates`, call by call; the :class:`Update` objects returned are immutable.
     """
 
     def __init__(self, observations: Sequence[Sequence[Observation]]) -> None:
@@ -287,36 +303,88 @@ class GrowingSpanUpdates:
 
     def _restart(self, start: int) -> None:
         self._start = self._end = start
-        self._groups: dict[str, _Group] = {}
-        self._failed_tests: dict[str, _Group] = {}  # keyed test groups whose latest value is "failed"
-        self._prose: dict[tuple[str, str], list[_Group]] = {}  # by (kind, key), in creation order
-        self._n_prose = 0
-        self._changed: dict[tuple[int, int], _Group] = {}  # groups with values added since their update was made
+        self._timeline = _timeline(self._observations, start)
+        self._read = 0  # events of the timeline applied
         self._updates: dict[tuple[int, int], Update] = {}  # by group order
-        self._instructions: list[Observation] = []
-        self._instruction_updates: list[Update] = []
 
     def find(self, start: int = 0, end: int | None = None) -> list[Update]:
         """Items whose value changed within ``messages[start:end]``, as :func:`find_updates` gives them."""
-        start = max(0, start)
-        end = len(self._observations) if end is None else min(end, len(self._observations))
+        start, end = _clamped(self._observations, start, end)
         if start != self._start or end < self._end:
             self._restart(start)
-        for i in range(self._end, end):
-            for obs in self._observations[i]:
-                self._fold(obs)
-        self._end = max(self._end, end)
-        for order, group in self._changed.items():
-            update = _update(group)
+        events = self._timeline.until(end)
+        for _, order, update in events[self._read : bisect_left(events, end, key=lambda event: event[0])]:
             if update is None:
                 self._updates.pop(order, None)
             else:
                 self._updates[order] = update
+            self._read += 1
+        self._end = max(self._end, end)
+        return _listed(self._updates)
+
+
+class _Timeline:
+    """One fold of a conversation's observations from one start: per message folded, the updates it changed
+    (message index, group order, the update or None when it no longer is one), in message order."""
+
+    def __init__(self, observations: Sequence[Sequence[Observation]], start: int) -> None:
+        self._fold = _Fold(observations, start)
+        self._events: list[tuple[int, tuple[int, int], Update | None]] = []
+
+    def until(self, end: int) -> list[tuple[int, tuple[int, int], Update | None]]:
+        """The events, folded at least up to message ``end`` (those of later messages may follow)."""
+        for index in range(self._fold.end, end):
+            self._fold.fold_to(index + 1)
+            self._events.extend((index, order, update) for order, update in self._fold.changed())
+        return self._events
+
+
+#: The timelines of the last few observation lists and starts (a sweep measures one conversation many times).
+_TIMELINES: dict[tuple[int, int], tuple[Sequence[Sequence[Observation]], int, _Timeline]] = {}
+
+
+def _timeline(observations: Sequence[Sequence[Observation]], start: int) -> _Timeline:
+    held = _TIMELINES.get((id(observations), start))
+    if held is not None and held[0] is observations and held[1] == len(observations):
+        return held[2]
+    if len(_TIMELINES) >= 8:
+        _TIMELINES.clear()
+    timeline = _Timeline(observations, start)
+    _TIMELINES[id(observations), start] = (observations, len(observations), timeline)
+    return timeline
+
+
+class _Fold:
+    """The keyed, prose, test and instruction groups of a conversation's observations from ``start``, folded
+    message by message up to ``end``; :meth:`changed` gives the updates of the groups changed since it last did."""
+
+    def __init__(self, observations: Sequence[Sequence[Observation]], start: int) -> None:
+        self._observations = observations
+        self.end = start
+        self._groups: dict[str, _Group] = {}
+        self._failed_tests: dict[str, _Group] = {}  # keyed test groups whose latest value is "failed"
+        self._prose: dict[tuple[str, str], list[_Group]] = {}  # by (kind, key), in creation order
+        self._n_prose = 0
+        self._changed: dict[tuple[int, int], _Group] = {}  # groups with values added since changed() last ran
+        self._instructions: list[Observation] = []
+        self._instruction_updates: list[Update] = []
+        self._instructions_given = 0
+
+    def fold_to(self, end: int) -> None:
+        for i in range(self.end, end):
+            for obs in self._observations[i]:
+                self._fold(obs)
+        self.end = max(self.end, end)
+
+    def changed(self) -> list[tuple[tuple[int, int], Update | None]]:
+        """The update of every group changed since the last call (None: it is none now), and the instruction
+        updates made since (order ``(2, n)``)."""
+        out = [(order, _update(group)) for order, group in self._changed.items()]
         self._changed.clear()
-        # listed keyed, prose, instructions, each in creation order, then sorted (stably) by index and key
-        found = [*self._updates.items(), *(((2, n), u) for n, u in enumerate(self._instruction_updates))]
-        found.sort(key=lambda item: (item[1].latest_index, item[1].key, item[0]))
-        return [update for _, update in found]
+        new = range(self._instructions_given, len(self._instruction_updates))
+        out.extend(((2, n), self._instruction_updates[n]) for n in new)
+        self._instructions_given = len(self._instruction_updates)
+        return out
 
     def _fold(self, obs: Observation) -> None:
         if obs.kind == "instruction":
