@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import operator
+import weakref
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -28,6 +29,10 @@ from .lookup import LooseLines, QuotedLines, TextIndex, clauses_of, contains_loo
 from .message_index import ConversationIndex, SpanAnchors
 from .probes import covers_probe
 from .updates import GrowingSpanUpdates, Update
+
+#: Per conversation index, the key ids of each summary line read so far: the summaries of a sweep's replays of one
+#: conversation repeat each other's lines (a long session's 642 summaries have 1.9 M lines, 36 k distinct).
+_LINE_KEYS: weakref.WeakKeyDictionary[ConversationIndex, dict[str, list[int]]] = weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True)
@@ -91,7 +96,15 @@ class TraceView:
         """The conversation's keys a text's lines hold, read as :class:`QuotedLines` (one per trace: a mask summary
         quotes the trace's previous one)."""
         size, id_of = len(self.index.arrays.keys), self.index.key_ids
-        return QuotedLines(lambda line: [id_of[key] for key in anchor_keys(line) if key in id_of], size)
+        known = _LINE_KEYS.setdefault(self.index, {})
+
+        def ids_of(line: str) -> list[int]:
+            ids = known.get(line)
+            if ids is None:
+                ids = known[line] = [id_of[key] for key in anchor_keys(line) if key in id_of]
+            return ids
+
+        return QuotedLines(ids_of, size)
 
 
 class Window(NamedTuple):
