@@ -33,20 +33,25 @@ def decay_rows(
     # per key id, what the later summary holds: -1 not in its span (ask the summary), 0 no, 1 yes
     state = np.full(len(arrays.keys), -1, dtype=np.int8)
     counts: dict[tuple[int, int], tuple[int, int]] = {}
+    earlier = np.zeros(0, dtype=np.int64)  # kept[0] ... kept[j - 1] one after another
     for j, (later, holds, (tail_start, tail_end)) in enumerate(chain):
         if j == 0:
             continue
+        # every earlier compaction i against this one at once: its kept anchors are a segment of ``earlier``
+        earlier = np.concatenate([earlier, kept[j - 1]])
+        segment = np.repeat(np.arange(j), [len(ids) for ids in kept[:j]])
         state[holds.span_ids] = holds.in_summary
         later_index = summary_index(later)
+        known = state[earlier]
+        present = known == 1
+        for position in np.flatnonzero(known < 0).tolist():
+            key = arrays.keys[earlier[position]]
+            present[position] = later_index.contains(key, index.needles) if later_index is not None else False
+        in_tail, _ = arrays.first_in(arrays.occurrences, earlier[~present], tail_start, tail_end)
+        held = np.bincount(segment[present], minlength=j)
+        in_view = held + np.bincount(segment[~present][in_tail >= 0], minlength=j)
         for i in range(j):
-            ids = kept[i]
-            known = state[ids]
-            present = known == 1
-            for position in np.flatnonzero(known < 0).tolist():
-                key = arrays.keys[ids[position]]
-                present[position] = later_index.contains(key, index.needles) if later_index is not None else False
-            in_tail, _ = arrays.first_in(arrays.occurrences, ids[~present], tail_start, tail_end)
-            counts[i, j] = int(present.sum()), int(present.sum()) + int((in_tail >= 0).sum())
+            counts[i, j] = int(held[i]), int(in_view[i])
         state[holds.span_ids] = -1
     rows: list[dict[str, object]] = []
     for i, (origin, _, _) in enumerate(chain):
