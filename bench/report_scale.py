@@ -278,6 +278,13 @@ def print_simulated(cold: dict, warm: dict, cores: int) -> None:
             + ", ".join(f"{n} workers {simulate(schedule, n):.1f} s" for n in (cores, 4, 16, 64))
             + f"; critical path {critical_path(schedule):.1f} s"
         )
+        print(
+            f"  {name} units (CPU s, of it the anchor index): "
+            + ", ".join(
+                f"{u['summarizer']} x{u['cells']} {u['cpu_s']:.1f} ({u['setup_cpu_s']:.1f})"
+                for u in sorted(units, key=lambda u: -u["cpu_s"])
+            )
+        )
 
 
 if __name__ == "__main__":
