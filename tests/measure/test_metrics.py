@@ -928,3 +928,26 @@ def test_the_explorer_lists_the_rules_a_compaction_dropped(hand_losses):
     page = compaction_html(hand_trace(), 1, hand_losses)
     assert "Constraints dropped (1):" in page and "<li>Never edit config/prod.yaml.</li>" in page
     assert "Constraints dropped" not in compaction_html(hand_trace(), 0, hand_losses)  # the summary kept it
+
+
+def test_the_tokens_of_any_window_are_what_the_counter_counts_over_its_messages():
+    """A trace view counts ``messages[start:end]`` from running totals for zett_lab's counters (sums of per-message
+    counts) and with the counter itself for any other: the counter's own answer over every window, each way."""
+    from tests.helpers import coding_conversation
+    from zett_lab.measure.attempt import _RUNNING_TOKENS
+    from zett_lab.measure.losses import _trace_view
+    from zett_lab.replay import replay
+
+    conversation = coding_conversation(turns=4, output_lines=30, cid="window-tokens")
+    trace = replay(conversation, max_tokens=4_000, keep_recent_tokens=800, summarizer="truncate", cache=False)
+    messages = conversation.messages
+
+    def own(window):  # a counter of unknown make: counted window by window
+        return 7 * len(window)
+
+    for counter in (count_tokens, approx_count_tokens, own):
+        view = _trace_view(trace, counter)
+        for start in range(len(messages) + 1):
+            for end in range(max(start - 1, 0), len(messages) + 1):
+                assert view.tokens_between(start, end) == counter(messages[start:end]), (counter, start, end)
+        assert (counter in _RUNNING_TOKENS.get(view.index, {})) == (counter is not own)

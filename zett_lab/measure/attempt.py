@@ -25,6 +25,7 @@ from zett_agent.messages import SystemMessage
 from ..load.anchors import ANCHOR_TYPES, HUGE_PARAGRAPH, anchor_keys, loose
 from ..load.conversation import CHECKPOINT_PREFIX, Probe
 from ..records import int_or_none, is_missing
+from ..tokens import message_counter
 from .lookup import LooseLines, QuotedLines, TextIndex, clauses_of, contains_loose
 from .message_index import ConversationIndex, SpanAnchors
 from .probes import covers_probe
@@ -33,6 +34,11 @@ from .updates import GrowingSpanUpdates, Update
 #: Per conversation index, the key ids of each summary line read so far: the summaries of a sweep's replays of one
 #: conversation repeat each other's lines (a long session's 642 summaries have 1.9 M lines, 36 k distinct).
 _LINE_KEYS: weakref.WeakKeyDictionary[ConversationIndex, dict[str, list[int]]] = weakref.WeakKeyDictionary()
+
+#: Per conversation index and token counter, the running totals of its messages' counts (``[0]`` is 0).
+_RUNNING_TOKENS: weakref.WeakKeyDictionary[ConversationIndex, dict[Callable[..., int], np.ndarray]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 @dataclass(frozen=True)
@@ -85,6 +91,19 @@ class TraceView:
         id_of = self.index.key_ids
         present[[id_of[key] for key in summary.keys if key in id_of]] = True
         return present
+
+    def tokens_between(self, start: int, end: int) -> int:
+        """The counter over ``messages[start:end]``: a difference of running totals when the counter is a sum of
+        per-message counts (:func:`~zett_lab.tokens.message_counter`: zett_lab's counters), made once per
+        conversation and counter for every trace (each attempt summed its span's thousands of messages)."""
+        per_message = message_counter(self.counter)
+        if per_message is None:
+            return self.counter(self.messages[start:end])
+        totals = _RUNNING_TOKENS.setdefault(self.index, {})
+        before = totals.get(self.counter)
+        if before is None:
+            before = totals[self.counter] = np.cumsum([0, *map(per_message, self.messages)], dtype=np.int64)
+        return int(before[max(start, end)] - before[start])
 
     @cached_property
     def loose_lines(self) -> LooseLines:
@@ -235,7 +254,7 @@ class Attempt:
     def span_tokens(self) -> int:
         """tok(S_k): the counter over the raw span messages."""
         start, end, _ = self.the_window
-        return self.trace.counter(self.trace.messages[start:end])
+        return self.trace.tokens_between(start, end)
 
     @cached_property
     def tail_tokens(self) -> int:
@@ -244,7 +263,7 @@ class Attempt:
         if recorded is not None:
             return recorded
         _, end, n_recorded = self.the_window
-        return self.trace.counter(self.trace.messages[end:n_recorded])
+        return self.trace.tokens_between(end, n_recorded)
 
     @property
     def older_tokens(self) -> int | None:
