@@ -24,7 +24,7 @@ import zett_lab
 from tests.helpers import as_words, span_trace
 from zett_lab.load.anchor_forms import shows, spellings
 from zett_lab.load.anchors import action_keys, anchor_keys, message_keys
-from zett_lab.load.definitions import defined_names
+from zett_lab.load.definitions import code_line, defined_names
 from zett_lab.load.text import message_text
 from zett_lab.load.vocabulary import is_generic
 from zett_lab.measure import measure
@@ -46,7 +46,14 @@ def _why_not_needed(conversation, key, span_end, n_recorded) -> str | None:
     if any(shows(k, key) for k in [*system, *tools]) or as_words(key, system_text):
         return "system prompt or tool definitions"
     name = spellings(key).canonical.removeprefix("name:")
-    defined = defined_names(messages[use])
+    # the lines of code messages not the agent's showed before the use: code it reproduces recalls its names
+    shown = {
+        code_line(line)
+        for m in messages[:use]
+        if not isinstance(m, AssistantMessage)
+        for line in message_text(m).splitlines()
+    }
+    defined = defined_names(messages[use], shown)
     if key[0] == "identifier" and (name in defined.fresh or ("/" in name and name.split("/")[0] in defined.owners)):
         return "defined by the use"
     for i in range(span_end, use):

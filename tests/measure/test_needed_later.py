@@ -590,3 +590,40 @@ def test_a_block_of_code_shown_before_and_reproduced_recalls_its_names_a_line_bo
     original = "def martin_ruiz(aoi, a_r=0.16):\n    '''Martin and Ruiz model.'''\n    aoi_input = aoi\n    aoi = x"
     span = [ToolMessage(tool_call_id="x", name="read", content=original), _use("OK.")]
     assert not _needed(span, tail, [_use_call("u", "Write", {"file_path": "iam.py", "content": fix})])["aoi_input"]
+
+
+def test_the_code_blocks_of_a_document_the_agent_writes_choose_their_names_unless_they_reproduce_code():
+    """A design comment the agent writes to a file (``cat > comment.md << 'EOF'`` with fenced Python blocks)
+    proposes new code: its ``provider_token = await ...`` and what that heads (``provider_token.token``), a
+    constant it assigns (``REFRESH_URL``) and ``self.token_provider = token_provider`` are chosen there, though
+    the span held the same names. A document mostly quotes: a line of code a tool showed before recalls its names,
+    the route as it is (``installation_id``) and one line borrowed among new ones (``store_impl = get_impl(...)``):
+    both stay needed."""
+    route = (
+        "async def get_user_repositories(\n    sort: str = 'pushed',\n    page: int | None = None,\n"
+        "    installation_id: str | None = None,\n    user_id: str | None = Depends(get_user_id),\n):\n"
+        "    return await client.get_repositories(sort, page, installation_id)"
+    )
+    design = (
+        "for provider_token in tokens.values():\n    headers.append(provider_token.token)\n"
+        "source = self.token_provider\nlog(REFRESH_URL)\nstore_impl = get_impl(SecretsStore, config.store_class)"
+    )
+    span = [
+        ToolMessage(tool_call_id="x", name="read", content=route),
+        ToolMessage(tool_call_id="y", name="read", content=design),
+        _use("OK."),
+    ]
+    document = (
+        "cat > /tmp/comment.md << 'EOF'\n## Today\n\n```python\n" + route + "\n```\n\n## Proposed\n\n```python\n"
+        "REFRESH_URL = 'https://example.test/api/refresh'\n\nclass Handler:\n"
+        "    def __init__(self, token_provider):\n        self.token_provider = token_provider\n\n"
+        "    async def _get_service(self, provider):\n"
+        "        provider_token = await self.token_provider.get(provider)\n"
+        "        return Service(provider_token.token)\n\n"
+        "async def load_store():\n    store_impl = get_impl(SecretsStore, config.store_class)\n"
+        "    return store_impl\n```\nEOF\ngh issue comment 1 --body-file /tmp/comment.md"
+    )
+    needed = _needed(span, [UserMessage(content="Go on.")], [_use_call("u", "bash", {"command": document})])
+    assert not needed["provider_token"] and not needed["provider_token.token"]
+    assert not needed["REFRESH_URL"] and not needed["self.token_provider"]
+    assert needed["installation_id"] and needed["store_impl"]

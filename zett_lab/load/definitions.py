@@ -96,29 +96,31 @@ def code_line(line: str) -> str:
 
 class _Quoted:
     """Which lines of a text reproduce a block of code shown before: the line and its :data:`QUOTED_LINES`
-    neighbours on each side (blank lines aside) are all lines of ``shown``. A pasted snippet or a quoted
-    signature is such a block; a line borrowed into new code among lines of the agent's own is not."""
+    neighbours on each side (blank lines aside; ``around`` of them) are all lines of ``shown``. A pasted snippet or
+    a quoted signature is such a block; a line borrowed into new code among lines of the agent's own is not."""
 
-    def __init__(self, text: str, shown: Container[str]) -> None:
+    def __init__(self, text: str, shown: Container[str], around: int = QUOTED_LINES) -> None:
         lines = [code_line(line) for line in text.split("\n")]
         self._starts = list(accumulate((len(line) + 1 for line in text.split("\n")), initial=0))
         written = [i for i, line in enumerate(lines) if line]
         seen = [lines[i] in shown for i in written]
         self._quoted = [False] * len(lines)
         for k, i in enumerate(written):
-            self._quoted[i] = all(seen[max(0, k - QUOTED_LINES) : k + QUOTED_LINES + 1])
+            self._quoted[i] = all(seen[max(0, k - around) : k + around + 1])
 
     def at(self, position: int) -> bool:
         """Whether the line holding ``text[position]`` is quoted."""
         return self._quoted[bisect_right(self._starts, position) - 1]
 
 
-def _defined_in(text: str, prose: bool = False, shown: Container[str] = ()) -> Iterator[tuple[str, str]]:
+def _defined_in(
+    text: str, prose: bool = False, shown: Container[str] = (), around: int = QUOTED_LINES
+) -> Iterator[tuple[str, str]]:
     """``(name, kind)`` of each definition in a piece of code (:data:`LOCAL`, :data:`ALIAS`, :data:`PARAMETER` or
     :data:`OTHER`); in ``prose`` (a reply's text) only assignments and parameters, never a loop variable or an
     alias. A definition in a block of code shown before (``shown``: lines as :func:`code_line` gives them; see
-    :class:`_Quoted`) reproduces code that exists: :data:`OTHER`, nothing chosen there."""
-    quoted = _Quoted(text, shown) if shown else None
+    :class:`_Quoted`, ``around``) reproduces code that exists: :data:`OTHER`, nothing chosen there."""
+    quoted = _Quoted(text, shown, around) if shown else None
     for match in _DEFINED.finditer(text):
         if prose and (match.group("looped") or match.group("aliased")):
             continue
@@ -137,8 +139,9 @@ def defined_names(message: AnyMessage, shown: Container[str] = ()) -> Definition
     """The names an agent message defines in the code it writes (see :class:`Definitions`).
 
     Code is what the agent writes for a tool (its arguments, except the text an edit replaces) and the
-    fenced blocks of its text; fenced blocks, in its text or in a document it writes, mostly quote code and
-    count for ``every`` only. Prose ("the class Foo") defines nothing. But code a reply proposes, fenced or
+    fenced blocks of its text, which count for ``every`` (and as proposed code, below). The fenced blocks of a
+    document it writes (a design comment posted with ``cat > comment.md << 'EOF'``) are code too, but a document
+    mostly quotes: there a definition on any one line shown before (``shown``) reproduces it. Prose ("the class Foo") defines nothing. But code a reply proposes, fenced or
     not, chooses its variables as the tool's code does: its assignments' bare targets are ``fresh`` (and
     ``owners``), and so is an attribute set from a parameter of the same name (``self.sid = sid``); not a
     loop variable or an alias (prose writes "look for x in", "such as x"), nor the parameters themselves.
@@ -170,9 +173,12 @@ def defined_names(message: AnyMessage, shown: Container[str] = ()) -> Definition
             ).lower()
             arguments = {k: v for k, v in arguments.items() if not _REPLACED_ARGUMENT.match(str(k))}
         for text in argument_strings(arguments):
-            quoted = _FENCED.findall(text)  # a document written to a file quotes code: no new local there
-            every.update(name for block in quoted for name, _ in _defined_in(block))
-            found = list(_defined_in(_FENCED.sub("", text) if quoted else text, shown=shown))
+            # a document's fenced blocks mostly quote code: a definition on any line shown before reproduces it
+            quoted = _FENCED.findall(text)
+            found = [
+                *_defined_in(_FENCED.sub("", text) if quoted else text, shown=shown),
+                *(found for block in quoted for found in _defined_in(block, shown=shown, around=0)),
+            ]
             new = {name for name, kind in found if kind != OTHER and name not in replaced}
             every.update(name for name, _ in found)
             fresh |= new
