@@ -627,3 +627,27 @@ def test_the_code_blocks_of_a_document_the_agent_writes_choose_their_names_unles
     assert not needed["provider_token"] and not needed["provider_token.token"]
     assert not needed["REFRESH_URL"] and not needed["self.token_provider"]
     assert needed["installation_id"] and needed["store_impl"]
+
+
+def test_a_field_of_json_an_external_api_returned_is_that_apis_vocabulary():
+    """The keys of GitHub's JSON a ``curl`` fetched (``html_url``, ``created_at``) are the API's names: reading them
+    again with ``jq`` needs no span. A local server's field (``llm_model``, the project's own API) stays needed."""
+    github = 'curl -sSL -H "Accept: application/vnd.github.v3+json" https://api.github.com/repos/o/r/pulls/7'
+    local = "curl -s http://localhost:3000/api/settings"
+    span = [
+        AssistantMessage(content="", tool_calls=(ToolCall("c1", "bash", {"command": github}),)),
+        ToolMessage(
+            tool_call_id="c1",
+            name="bash",
+            content='{\n  "html_url": "https://github.com/o/r/pull/7",\n  "created_at": "2025-08-31T06:05:51Z"\n}',
+        ),
+        AssistantMessage(content="", tool_calls=(ToolCall("c2", "bash", {"command": local}),)),
+        ToolMessage(tool_call_id="c2", name="bash", content='{"llm_model": "gpt-4o", "confirmation_mode": false}'),
+        _use("OK."),
+    ]
+    later = _use_call(
+        "u", "bash", {"command": f"{github}/comments | jq -r '.[] | .html_url, .created_at'; {local} | jq .llm_model"}
+    )
+    needed = _needed(span, [UserMessage(content="Go on.")], [later])
+    assert not needed["html_url"] and not needed["created_at"]
+    assert needed["llm_model"]

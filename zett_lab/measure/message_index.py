@@ -32,6 +32,7 @@ from ..load.anchors import (
     message_keys,
     tool_call_keys,
 )
+from ..load.api_fields import api_fields
 from ..load.conversation import HarnessContext
 from ..load.definitions import code_line, defined_names
 from ..load.dependencies import dependencies
@@ -256,11 +257,19 @@ class ConversationIndex:
         return until
 
     def _specific(self, keys: Sequence[AnchorKey]) -> np.ndarray:
-        """Per key: not vocabulary (:func:`~zett_lab.load.vocabulary.is_generic`) and not the public API of a library the
-        conversation shows the project depending on (:meth:`~zett_lab.load.dependencies.Dependencies.names`)."""
+        """Per key: not vocabulary (:func:`~zett_lab.load.vocabulary.is_generic`), not the public API of a library the
+        conversation shows the project depending on (:meth:`~zett_lab.load.dependencies.Dependencies.names`), and
+        not a field of an external API its commands fetched (:func:`~zett_lab.load.api_fields.api_fields`)."""
         texts = [self.text(index) for index in range(len(self.messages))]
         libraries = dependencies([*texts, *(entry.text for entry in self.harness_context)])
-        return np.asarray([not is_generic(key) and not libraries.names(*key) for key in keys], dtype=bool)
+        fields = api_fields(self.messages)
+        return np.asarray(
+            [
+                not is_generic(key) and not libraries.names(*key) and not (key[0] == "identifier" and key[1] in fields)
+                for key in keys
+            ],
+            dtype=bool,
+        )
 
     def _fresh_codes(self, spelled: Spellings, stride: int) -> np.ndarray:
         """Where a name is the agent's own choice: a fresh local its code defines, a dotted name headed by a new
