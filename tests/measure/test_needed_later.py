@@ -651,3 +651,16 @@ def test_a_field_of_json_an_external_api_returned_is_that_apis_vocabulary():
     needed = _needed(span, [UserMessage(content="Go on.")], [later])
     assert not needed["html_url"] and not needed["created_at"]
     assert needed["llm_model"]
+
+
+def test_the_name_of_a_file_format_the_conversations_paths_carry_is_vocabulary():
+    """``HEEx`` where the conversation's paths hold ``.heex`` templates names the format; where no path carries
+    that extension it is a name like any other."""
+    issue = "Create a shared transcript HEEx component for both views."
+    templates = "lib/spotter_web/live/session_live.ex\nlib/spotter_web/live/session_live.html.heex"
+    later = [_use_call("u", "Bash", {"command": 'bd close spotter-1 --reason="One shared HEEx component."'})]
+    tail = [UserMessage(content="Go on.")]
+    span = [UserMessage(content=issue), ToolMessage(tool_call_id="x", name="Glob", content=templates), _use("OK.")]
+    assert not _needed(span, tail, later)["HEEx"]
+    span = [UserMessage(content=issue), _use("OK.")]
+    assert _needed(span, tail, later)["HEEx"]

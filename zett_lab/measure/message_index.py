@@ -36,6 +36,7 @@ from ..load.api_fields import api_fields
 from ..load.conversation import HarnessContext
 from ..load.definitions import code_line, defined_names
 from ..load.dependencies import dependencies
+from ..load.file_formats import file_formats, names_format
 from ..load.text import message_text
 from ..load.vocabulary import is_generic
 from .key_arrays import KeyArrays
@@ -259,13 +260,18 @@ class ConversationIndex:
     def _specific(self, keys: Sequence[AnchorKey]) -> np.ndarray:
         """Per key: not vocabulary (:func:`~zett_lab.load.vocabulary.is_generic`), not the public API of a library the
         conversation shows the project depending on (:meth:`~zett_lab.load.dependencies.Dependencies.names`), and
-        not a field of an external API its commands fetched (:func:`~zett_lab.load.api_fields.api_fields`)."""
+        not a field of an external API its commands fetched (:func:`~zett_lab.load.api_fields.api_fields`), nor the name
+        of a file format its paths carry (:func:`~zett_lab.load.file_formats.names_format`)."""
         texts = [self.text(index) for index in range(len(self.messages))]
         libraries = dependencies([*texts, *(entry.text for entry in self.harness_context)])
         fields = api_fields(self.messages)
+        formats = file_formats(self.occurrences)
         return np.asarray(
             [
-                not is_generic(key) and not libraries.names(*key) and not (key[0] == "identifier" and key[1] in fields)
+                not is_generic(key)
+                and not libraries.names(*key)
+                and not (key[0] == "identifier" and key[1] in fields)
+                and not names_format(key, formats)
                 for key in keys
             ],
             dtype=bool,
