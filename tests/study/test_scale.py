@@ -592,3 +592,72 @@ def test_a_worker_takes_the_index_another_wrote_instead_of_building_its_own(fixt
     assert taken is not None and taken._arrays is not None  # built lazily, on first measuring, by the index itself
     folder.writer.remove_indexes()
     assert not folder.writer.index_file(key).exists()
+
+
+def test_anchors_units_on_several_workers_share_their_lines_items_and_summarize_the_same(
+    fixture_conversations, tmp_path, monkeypatch
+):
+    """The first anchors unit of a conversation sent as several tasks leaves its lines' items in the sweep's folder
+    after its first replay (once), each the value extracting that line gives; a later unit takes them; a pooled
+    sweep equals a serial one."""
+    import concurrent.futures as cf
+    import types
+
+    from zett_lab.measure.message_index import release_indexes
+    from zett_lab.study.sources import SourceFolder, TableWriter
+    from zett_lab.study.units import _take_lines
+    from zett_lab.summarizers.offline import selection
+
+    conversation = max(fixture_conversations, key=lambda c: len(c.messages))
+    release_indexes()
+    selection.forget_lines()
+    left: list[dict] = []
+    write_index = TableWriter.write_index
+
+    def recording(self, fingerprint, built, what="index"):
+        if what == "lines":
+            left.append(dict(built))
+        write_index(self, fingerprint, built, what)
+
+    monkeypatch.setattr(TableWriter, "write_index", recording)
+    grid = dict(max_tokens=[4_000, 8_000], keep_recent_tokens=[1_000, 2_000], summarizers=["anchors"])
+    with cf.ThreadPoolExecutor(2) as threads:
+        pooled = sweep(conversation, **grid, executor=threads, cache=tmp_path / "c.sqlite", reuse=False)
+    selection.forget_lines()
+    serial = sweep(conversation, **grid, executor="serial", cache=tmp_path / "c.sqlite", reuse=False)
+    assert len(left) == 1 and len(left[0]) > 100
+    assert all(selection._extract_line_items(*key) == items for key, items in left[0].items())
+    columns = [c for c in serial.results.columns if c not in ("seconds", "worker", "model_calls", "cache_hits")]
+    pd.testing.assert_frame_equal(pooled.results[columns], serial.results[columns])
+
+    folder = SourceFolder(tmp_path / "sweep")
+    folder.writer.write_index("conversation", left[0], "lines")
+    selection.forget_lines()
+    _take_lines(types.SimpleNamespace(tables_to=folder.writer, fingerprint="conversation"))
+    assert selection.remembered_lines() == left[0]  # (and no segment's candidates: made from the lines taken)
+    span = conversation.messages[: len(conversation.messages) // 2]
+    anchors = zett_lab.summarizer("anchors", budget=400)
+    taken = anchors.summarize(span)
+    selection.forget_lines()
+    assert anchors.summarize(span) == taken  # as from lines extracted afresh
+
+
+def test_a_worker_waits_for_a_claimed_index_instead_of_building_its_own(tmp_path):
+    """While another worker holds the claim to a conversation's index, a reader waits for it to be written; with no
+    claim, or a claim given up, it does not wait."""
+    import threading
+    import time
+
+    from zett_lab.study.sources import SourceFolder
+
+    writer = SourceFolder(tmp_path / "sweep").writer
+    assert writer.wait_index("a", timeout=60) is None  # nobody claimed it: no wait
+    assert writer.claim_index("a")
+    threading.Timer(0.3, writer.write_index, ("a", {"built": True})).start()
+    began = time.monotonic()
+    assert writer.wait_index("a", timeout=60) == {"built": True} and time.monotonic() - began >= 0.2
+    assert writer.claim_index("b")
+    assert writer.wait_index("b", timeout=0.2) is None  # never written: given up after the timeout
+    writer.release_index("b")
+    began = time.monotonic()
+    assert writer.wait_index("b", timeout=60) is None and time.monotonic() - began < 5

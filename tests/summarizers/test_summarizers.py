@@ -233,13 +233,11 @@ def test_anchors_summaries_are_the_same_whether_their_lines_were_seen_before(fix
     n = len(conversation.messages)
     spans = [conversation.messages[: n // 2], conversation.messages[n // 4 : 3 * n // 4], conversation.messages]
     anchors = summarizer("anchors", budget=400)
-    selection._line_items.cache_clear()
-    selection._segment_candidates.cache_clear()
+    selection.forget_lines()
     after_others = [anchors.summarize(span) for span in spans]
     assert selection._segment_candidates.cache_info().hits > 0  # the spans overlap: messages were seen again
     for span, text in zip(spans, after_others, strict=True):
-        selection._line_items.cache_clear()
-        selection._segment_candidates.cache_clear()
+        selection.forget_lines()
         assert anchors.summarize(span) == text
     unit = TranscriptLine(0, 0, "user", "user", "Never edit src/app.py; run pytest -x first.")
     items, _ = anchor_items(unit)

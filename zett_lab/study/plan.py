@@ -227,26 +227,29 @@ def _units(
     for conversation, cost in zip(conversations, costs, strict=True):
         digest = fingerprint(conversation)
         groups = _keep_groups(keeps, cost, share)
-        for (engine_label, engine), (spec, model, label) in itertools.product(engine_items, summarizer_items):
+        # group by group: a summarizer's later groups start after every summarizer's first (what they share across
+        # workers, its lines' items, is left by the first by then)
+        for group, ((engine_label, engine), (spec, model, label)) in itertools.product(
+            groups, itertools.product(engine_items, summarizer_items)
+        ):
             concurrency = (
                 1 if is_offline(model) else (getattr(model, "max_concurrency", None) or DEFAULT_PROVIDER_CONCURRENCY)
             )
-            for group in groups:
-                units.append(
-                    Unit(
-                        index=len(units),
-                        conversation=conversation,
-                        fingerprint=digest,
-                        setting=dataclasses.replace(template, summarizer=spec, engine=engine),
-                        options=options,
-                        label=label,
-                        cells=[(m, k) for k in group for m in max_tokens],
-                        cache=cache,
-                        concurrency=concurrency,
-                        engine_label=engine_label,
-                        **unit_options,
-                    )
+            units.append(
+                Unit(
+                    index=len(units),
+                    conversation=conversation,
+                    fingerprint=digest,
+                    setting=dataclasses.replace(template, summarizer=spec, engine=engine),
+                    options=options,
+                    label=label,
+                    cells=[(m, k) for k in group for m in max_tokens],
+                    cache=cache,
+                    concurrency=concurrency,
+                    engine_label=engine_label,
+                    **unit_options,
                 )
+            )
     return units
 
 

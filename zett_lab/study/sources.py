@@ -7,6 +7,7 @@ import os
 import pickle
 import shutil
 import tempfile
+import time
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,13 +60,14 @@ class TableWriter:
         """The engine's own compaction events of a replay (their summaries can be large: kept on disk too)."""
         self.events_file(source_id).write_text(json.dumps(events), encoding="utf-8")
 
-    def index_file(self, fingerprint: str) -> Path:
-        """Where a conversation's built anchor index waits for the workers that measure it (:meth:`write_index`)."""
-        return self.path / "indexes" / f"{fingerprint}.pkl"
+    def index_file(self, fingerprint: str, what: str = "index") -> Path:
+        """Where a conversation's built anchor index (or other work its units share: ``what``, e.g. ``"lines"``)
+        waits for the workers that need it (:meth:`write_index`)."""
+        return self.path / "indexes" / f"{fingerprint}.{what}.pkl"
 
-    def claim_index(self, fingerprint: str) -> bool:
+    def claim_index(self, fingerprint: str, what: str = "index") -> bool:
         """Whether this caller is the first to ask (and so builds the conversation's index for the others)."""
-        path = self.index_file(fingerprint)
+        path = self.index_file(fingerprint, what)
         path.parent.mkdir(exist_ok=True)
         try:
             os.close(os.open(path.with_suffix(".claimed"), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
@@ -73,25 +75,40 @@ class TableWriter:
             return False
         return True
 
-    def write_index(self, fingerprint: str, built: dict[str, object]) -> None:
+    def write_index(self, fingerprint: str, built: dict[Any, Any], what: str = "index") -> None:
         """Keep a conversation's built anchor index (:meth:`~zett_lab.measure.message_index.ConversationIndex.built`)
         for the workers: each takes it instead of building its own. Written whole, then renamed: a worker reads
         all of it or finds none."""
-        path = self.index_file(fingerprint)
+        path = self.index_file(fingerprint, what)
         path.parent.mkdir(exist_ok=True)
         partial = path.with_suffix(f".{os.getpid()}.partial")
         with open(partial, "wb") as handle:
             pickle.dump(built, handle, protocol=pickle.HIGHEST_PROTOCOL)
         os.replace(partial, path)
 
-    def read_index(self, fingerprint: str) -> dict[str, object] | None:
+    def read_index(self, fingerprint: str, what: str = "index") -> dict[Any, Any] | None:
         """The built index :meth:`write_index` kept for a conversation, None when there is none (yet)."""
         try:
-            with open(self.index_file(fingerprint), "rb") as handle:
-                built: dict[str, object] = pickle.load(handle)
+            with open(self.index_file(fingerprint, what), "rb") as handle:
+                built: dict[Any, Any] = pickle.load(handle)
         except FileNotFoundError:
             return None
         return built
+
+    def release_index(self, fingerprint: str, what: str = "index") -> None:
+        """Give up a claim (:meth:`claim_index`) whose index will not be written: nobody waits for it."""
+        self.index_file(fingerprint, what).with_suffix(".claimed").unlink(missing_ok=True)
+
+    def wait_index(self, fingerprint: str, timeout: float, what: str = "index") -> dict[Any, Any] | None:
+        """:meth:`read_index`, waiting up to ``timeout`` seconds while another worker holds the claim to write it
+        (building its own would spend the CPU again); None when nobody claimed it, or it did not come in time."""
+        deadline = time.monotonic() + timeout
+        claim = self.index_file(fingerprint, what).with_suffix(".claimed")
+        while True:
+            built = self.read_index(fingerprint, what)
+            if built is not None or not claim.exists() or time.monotonic() > deadline:
+                return built
+            time.sleep(0.05)
 
     def remove_indexes(self) -> None:
         """Remove the kept indexes (the sweep is done; they are large, and a saved sweep keeps only tables)."""

@@ -43,6 +43,7 @@ from ..replay.setting import ReplayOptions, Setting, TraceSettings
 from ..replay.trace import Trace, failure_counts
 from ..summarizers import CachedSummary, CacheError, CacheSpec, SummaryCache
 from ..summarizers.cache import CacheStats
+from ..summarizers.offline.selection import Anchors, remember_lines, remembered_lines
 from .grid import STOCK_ENGINE
 from .kept_indexes import KEEP_FROM_CPU_S, KeptIndexes, conversation_key
 from .regions import Region, region
@@ -320,6 +321,9 @@ def run_unit(unit: Unit) -> UnitResult:
     state = _UnitRun(unit, setting, unit_store_key(unit), cache, planner)
     state.kept = KeptIndexes.beside(getattr(cache, "path", None))
     state.setup_cpu = _share_index(unit, state.kept)
+    shares_lines = _shares_lines(unit, setting)
+    if shares_lines:
+        _take_lines(unit)
     keep_order = {cell: n for n, cell in enumerate(unit.cells)}
     # Highest max_tokens first: its replay compacts least, and lower ones fork from it where they first differ.
     pending = sorted(set(unit.cells), key=lambda cell: (-cell[0], -cell[1]))
@@ -340,6 +344,9 @@ def run_unit(unit: Unit) -> UnitResult:
         else:
             with cf.ThreadPoolExecutor(max_workers=len(wave)) as threads:
                 list(threads.map(state.replay_cell, wave))
+        if shares_lines:  # after its first replay, whose spans hold most of the conversation's lines
+            _give_lines(unit)
+            shares_lines = False
         pending = [cell for cell in remaining if cell not in wave]
     sources = _finish_sources(state)
     cells = sorted(_cell_results(state), key=lambda c: keep_order[(c.max_tokens, c.keep_recent_tokens)])
@@ -408,6 +415,11 @@ def _finish_sources(state: _UnitRun) -> dict[str, SourcePayload]:
     return payloads
 
 
+#: Seconds a worker waits for the anchor index another worker claimed (:func:`_share_index`) before building its
+#: own: the builder of a long session's takes seconds; one that failed or died leaves a claim and no index.
+INDEX_WAIT_S = 120.0
+
+
 def _share_index(unit: Unit, kept: KeptIndexes | None) -> float:
     """For a conversation whose units run on several workers (:attr:`Unit.index_shared`): when no other unit has
     claimed it, build its anchor index before replaying and leave it in the sweep's folder, so the other workers
@@ -424,12 +436,39 @@ def _share_index(unit: Unit, kept: KeptIndexes | None) -> float:
     if not writer.claim_index(unit.fingerprint):
         return 0.0
     began = time.process_time()
-    built = conversation_index(conversation).built()
+    try:
+        built = conversation_index(conversation).built()
+    except BaseException:
+        writer.release_index(unit.fingerprint)  # the others build their own instead of waiting for it
+        raise
     writer.write_index(unit.fingerprint, built)
     cpu = time.process_time() - began
     if kept is not None and cpu >= KEEP_FROM_CPU_S:
         kept.write(conversation_key(conversation, unit.fingerprint), built)
     return cpu
+
+
+def _shares_lines(unit: Unit, setting: Setting) -> bool:
+    """Whether the unit summarizes with the anchors summarizer a conversation whose units run on several workers
+    sharing the sweep's folder: the first to have replayed leaves its lines' items there for the others
+    (:func:`_give_lines`), which take them when they start (:func:`_take_lines`)."""
+    return unit.index_shared and unit.tables_to is not None and isinstance(setting.summarizer, Anchors)
+
+
+def _take_lines(unit: Unit) -> None:
+    """Take the items of the conversation's lines another worker extracted, when it has left them (the same values
+    extracting them gives: :func:`~zett_lab.summarizers.offline.selection.remember_lines`)."""
+    lines = unit.tables_to.read_index(unit.fingerprint, "lines") if unit.tables_to is not None else None
+    if lines is not None:
+        remember_lines(lines)
+
+
+def _give_lines(unit: Unit) -> None:
+    """Leave the items of the lines this worker extracted for the conversation's later anchors units on other
+    workers, when no other unit has (the first extraction of a long session's lines costs seconds per worker)."""
+    writer = unit.tables_to
+    if writer is not None and writer.claim_index(unit.fingerprint, "lines"):
+        writer.write_index(unit.fingerprint, remembered_lines(), "lines")
 
 
 def _index_conversation(sources: list[Proven], unit: Unit, kept: KeptIndexes | None) -> float:
@@ -446,7 +485,7 @@ def _index_conversation(sources: list[Proven], unit: Unit, kept: KeptIndexes | N
     conversation = traces[0].conversation
     if held_index(conversation.messages, conversation.harness_context) is None:
         key = conversation_key(conversation, unit.fingerprint)
-        built = unit.tables_to.read_index(unit.fingerprint) if unit.tables_to is not None else None
+        built = unit.tables_to.wait_index(unit.fingerprint, INDEX_WAIT_S) if unit.tables_to is not None else None
         if built is None and kept is not None:
             built = kept.read(conversation, key)
         index = conversation_index(conversation, built)

@@ -306,9 +306,45 @@ def anchor_items(
 #: (a 250-turn session has 87k distinct lines).
 _LINE_ITEMS_KEPT = 1 << 17
 
+#: A line's items and where the first starts (:func:`_line_items`).
+LineItems = tuple[tuple[tuple[tuple[str, str], float], ...], int]
+#: ``(text, kind, is_task)``: what a line's items depend on.
+LineKey = tuple[str, str, bool]
+_LINE_ITEMS: dict[LineKey, LineItems] = {}
 
-@lru_cache(maxsize=_LINE_ITEMS_KEPT)
-def _line_items(text: str, kind: str, is_task: bool) -> tuple[tuple[tuple[tuple[str, str], float], ...], int]:
+
+def _line_items(text: str, kind: str, is_task: bool) -> LineItems:
+    """A line's items (remembered: :data:`_LINE_ITEMS_KEPT` lines, then forgotten all at once)."""
+    key = (text, kind, is_task)
+    held = _LINE_ITEMS.get(key)
+    if held is None:
+        if len(_LINE_ITEMS) >= _LINE_ITEMS_KEPT:
+            _LINE_ITEMS.clear()
+        held = _LINE_ITEMS[key] = _extract_line_items(text, kind, is_task)
+    return held
+
+
+def remembered_lines() -> dict[LineKey, LineItems]:
+    """Every line's items this process has extracted: what another process summarizing the same conversation
+    takes (:func:`remember_lines`) instead of extracting them again (the first extraction of a long session's
+    lines is about a third of its first anchors replays)."""
+    return dict(_LINE_ITEMS)
+
+
+def remember_lines(lines: dict[LineKey, LineItems]) -> None:
+    """Take lines' items another process extracted (:func:`remembered_lines`): the same values it would find."""
+    if len(_LINE_ITEMS) + len(lines) > _LINE_ITEMS_KEPT:
+        _LINE_ITEMS.clear()
+    _LINE_ITEMS.update(lines)
+
+
+def forget_lines() -> None:
+    """Forget every line's items and every segment's candidate lines (a fresh start: every line extracted again)."""
+    _LINE_ITEMS.clear()
+    _segment_candidates.cache_clear()
+
+
+def _extract_line_items(text: str, kind: str, is_task: bool) -> LineItems:
     items: dict[tuple[str, str], float] = {}
     first = len(text)
     for anchor in anchors_in_text(text, _ANCHOR_ROLE.get(kind, "tool")):
