@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -13,11 +15,26 @@ from zett_lab.measure.lookup import LooseLines, NeedleSet, QuotedLines, _find_bo
 _CHARS = "a ./1"
 
 
+def _quoting_edits(chars: str) -> st.SearchStrategy[list[tuple[str, str, bool]]]:
+    """Edits of a chain of texts (:func:`_quoting_chain`): new characters before and after, and whether the text
+    quotes the one before."""
+    piece = st.text(chars, max_size=6)
+    return st.lists(st.tuples(piece, piece, st.booleans()), max_size=8)
+
+
+def _quoting_chain(start: str, edits: list[tuple[str, str, bool]]) -> Iterator[str]:
+    """``start``, then each text quoting the one before between new characters, or new (``start`` again)."""
+    text = start
+    for before, after, quoted in [("", "", False), *edits]:
+        text = before + text + after if quoted else before + after + start
+        yield text
+
+
 @settings(max_examples=1500, deadline=None)
 @given(
     needles=st.lists(st.text(_CHARS, min_size=1, max_size=4), min_size=1, max_size=12),
     start=st.text(_CHARS, max_size=24),
-    edits=st.lists(st.tuples(st.text(_CHARS, max_size=6), st.text(_CHARS, max_size=6), st.booleans()), max_size=8),
+    edits=_quoting_edits(_CHARS),
 )
 def test_a_text_quoting_an_earlier_one_is_scanned_around_it_with_the_same_answer(needles, start, edits):
     """Each text quotes the one before between new characters (an observation mask quotes its previous summary),
@@ -26,9 +43,7 @@ def test_a_text_quoting_an_earlier_one_is_scanned_around_it_with_the_same_answer
         patch.setattr(lookup, "_EDGE", 3)
         patch.setattr(lookup, "_SHORTEST_KEPT", 6)
         remembering = NeedleSet(needles)
-        text = start
-        for before, after, quoted in [("", "", False), *edits]:
-            text = before + text + after if quoted else before + after + start
+        for text in _quoting_chain(start, edits):
             wanted = frozenset(n for n in needles if _find_bounded(text, n))
             assert remembering.found_in(text) == wanted, (text, needles)
 
@@ -59,12 +74,7 @@ _LINE_CHARS = "ab\n"
 
 
 @settings(max_examples=1500, deadline=None)
-@given(
-    start=st.text(_LINE_CHARS, max_size=24),
-    edits=st.lists(
-        st.tuples(st.text(_LINE_CHARS, max_size=6), st.text(_LINE_CHARS, max_size=6), st.booleans()), max_size=8
-    ),
-)
+@given(start=st.text(_LINE_CHARS, max_size=24), edits=_quoting_edits(_LINE_CHARS))
 def test_a_text_quoting_an_earlier_one_holds_the_union_over_its_lines_read_around_the_quote(start, edits):
     """Each text quotes the one before between new characters (line breaks at the seams included), or is new:
     what :class:`QuotedLines` answers is the union over every line of the text, read afresh."""
@@ -78,9 +88,7 @@ def test_a_text_quoting_an_earlier_one_holds_the_union_over_its_lines_read_aroun
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(lookup, "_SHORTEST_KEPT", 4)
         quoted_lines = QuotedLines(ids_of, size)
-        text = start
-        for before, after, quoted in [("", "", False), *edits]:
-            text = before + text + after if quoted else before + after + start
+        for text in _quoting_chain(start, edits):
             wanted = np.zeros(size, dtype=bool)
             wanted[[i for line in text.split("\n") for i in ids_of(line)]] = True
             assert np.array_equal(quoted_lines(text), wanted), text
@@ -118,12 +126,7 @@ _LOOSE_CHARS = "aB'./ \n\t\u2028Σ"
 
 
 @settings(max_examples=1500, deadline=None)
-@given(
-    start=st.text(_LOOSE_CHARS, max_size=24),
-    edits=st.lists(
-        st.tuples(st.text(_LOOSE_CHARS, max_size=6), st.text(_LOOSE_CHARS, max_size=6), st.booleans()), max_size=8
-    ),
-)
+@given(start=st.text(_LOOSE_CHARS, max_size=24), edits=_quoting_edits(_LOOSE_CHARS))
 def test_the_loose_form_of_a_text_quoting_an_earlier_one_is_made_around_the_quote(start, edits):
     """Each text quotes the one before between new characters (quotes, ``./``, case, a final sigma and every kind
     of white space at the seams), or is new: :class:`LooseLines` gives the string :func:`loose` gives."""
@@ -132,7 +135,5 @@ def test_the_loose_form_of_a_text_quoting_an_earlier_one_is_made_around_the_quot
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(lookup, "_SHORTEST_KEPT", 4)
         loose_lines = LooseLines()
-        text = start
-        for before, after, quoted in [("", "", False), *edits]:
-            text = before + text + after if quoted else before + after + start
+        for text in _quoting_chain(start, edits):
             assert loose_lines(text) == loose(text), text
