@@ -7,15 +7,19 @@ cells; forks and proofs are shared within a unit), so the middle stage is a sche
 
 - every unit takes its measured CPU seconds (``cpu_s``: one unit runs on one core, so on a worker of its
   own its CPU time is its wall time; CPU is also what a machine shared with other jobs changes least);
-- of those, ``setup_cpu_s`` is what a worker builds once per conversation (the anchor index its measuring
-  reads): charged to a unit again when its worker has not run that conversation before, dropped when it has;
+- of those, ``setup_cpu_s`` is what a worker spends once per conversation on the anchor index its measuring
+  reads: the first unit of a conversation to start builds it (the largest setup a unit of it measured), a
+  later worker reads what that one left (the smallest, as measured where a unit read it; the build's own
+  figure when no unit read one), and a worker that has run the conversation before pays nothing;
 - units are handed out in the sweep's own order (the costliest first) to whichever worker is free first,
   as a cluster's scheduler does with idle workers (greedy list scheduling);
 - the report's process receives each unit's results while the others run: the sweep stage takes at least
   that process's CPU time in the sweep (``driver_cpu_s``).
 
 :func:`simulate` gives the wall time on ``workers`` workers; :func:`critical_path` the time no number of
-workers can beat: preparing, the longest unit with its setup, finishing.
+workers can beat: preparing, the longest unit with its setup, finishing. Not modelled: a worker that reaches
+measuring while another still builds the index waits for it (a unit replays first, so the wait is short or
+none).
 """
 
 from __future__ import annotations
@@ -29,11 +33,15 @@ def _setup_of(unit: Mapping[str, Any]) -> float:
     return float(unit.get("setup_cpu_s", 0.0))
 
 
-def _setups(units: Sequence[Mapping[str, Any]]) -> dict[str, float]:
-    """Per conversation: the setup one worker pays for it (the largest a unit of it measured)."""
-    out: dict[str, float] = {}
+def _setups(units: Sequence[Mapping[str, Any]]) -> dict[str, tuple[float, float]]:
+    """Per conversation: ``(build, read)``, what its first worker pays for its index and what a later one does."""
+    measured: dict[str, list[float]] = {}
     for unit in units:
-        out[unit["conversation_id"]] = max(out.get(unit["conversation_id"], 0.0), _setup_of(unit))
+        measured.setdefault(unit["conversation_id"], []).append(_setup_of(unit))
+    out: dict[str, tuple[float, float]] = {}
+    for conversation, setups in measured.items():
+        paid = sorted(s for s in setups if s > 0)
+        out[conversation] = (paid[-1], paid[0]) if paid else (0.0, 0.0)
     return out
 
 
@@ -44,14 +52,17 @@ def sweep_seconds(units: Sequence[Mapping[str, Any]], workers: int, driver_cpu_s
     setups = _setups(units)
     free: list[tuple[float, int]] = [(0.0, w) for w in range(workers)]
     known: list[set[str]] = [set() for _ in range(workers)]
+    built: set[str] = set()
     end = 0.0
     for unit in units:
         start, worker = heapq.heappop(free)
         conversation = unit["conversation_id"]
         seconds = float(unit["cpu_s"]) - _setup_of(unit)
         if conversation not in known[worker]:
-            seconds += setups[conversation]
+            build, read = setups[conversation]
+            seconds += read if conversation in built else build
             known[worker].add(conversation)
+            built.add(conversation)
         finish = start + seconds
         end = max(end, finish)
         heapq.heappush(free, (finish, worker))
@@ -69,11 +80,17 @@ def simulate(schedule: Mapping[str, Any], workers: int) -> float:
 
 
 def critical_path(schedule: Mapping[str, Any]) -> float:
-    """The wall seconds no number of workers beats: prepare, the longest unit (with its setup), finish."""
+    """The wall seconds no number of workers beats: prepare, the longest unit (with the index it builds or
+    reads: the first of a conversation's units in the sweep's order builds it), finish."""
     setups = _setups(schedule["units"])
-    longest = max(
-        (float(u["cpu_s"]) - _setup_of(u) + setups[u["conversation_id"]] for u in schedule["units"]), default=0.0
-    )
+    built: set[str] = set()
+    longest = 0.0
+    for unit in schedule["units"]:
+        build, read = setups[unit["conversation_id"]]
+        longest = max(
+            longest, float(unit["cpu_s"]) - _setup_of(unit) + (read if unit["conversation_id"] in built else build)
+        )
+        built.add(unit["conversation_id"])
     return (
         float(schedule["prepare_s"])
         + max(longest, float(schedule.get("driver_cpu_s", 0.0)))

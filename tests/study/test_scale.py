@@ -470,8 +470,9 @@ def test_units_of_one_conversation_share_one_message_list_and_its_index(fixture_
     assert shared_messages(shorter, fingerprint(original)).messages is shorter.messages  # not the same list: kept
 
 
-def test_the_simulated_schedule_hands_units_to_the_first_free_worker_and_sets_each_worker_up_once():
-    """bench/schedule.py: list scheduling of a sweep's units, a conversation's setup charged once per worker."""
+def test_the_simulated_schedule_hands_units_to_the_first_free_worker_and_builds_each_index_once():
+    """bench/schedule.py: list scheduling of a sweep's units; a conversation's index built by its first unit to
+    start, read by another worker's first unit of it, free on a worker that ran the conversation before."""
     import sys
     from pathlib import Path
 
@@ -479,19 +480,25 @@ def test_the_simulated_schedule_hands_units_to_the_first_free_worker_and_sets_ea
     from schedule import critical_path, simulate, sweep_seconds
 
     units = [
-        {"conversation_id": "a", "cpu_s": 10.0, "setup_cpu_s": 2.0},
-        {"conversation_id": "a", "cpu_s": 6.0, "setup_cpu_s": 2.0},
+        {"conversation_id": "a", "cpu_s": 10.0, "setup_cpu_s": 2.0},  # built "a"'s index
+        {"conversation_id": "a", "cpu_s": 9.5, "setup_cpu_s": 0.5},  # read it
         {"conversation_id": "b", "cpu_s": 5.0, "setup_cpu_s": 1.0},
         {"conversation_id": "a", "cpu_s": 4.0, "setup_cpu_s": 0.0},  # ran where "a" was set up already
     ]
-    # One worker: everything in turn, each conversation set up once.
-    assert sweep_seconds(units, 1) == 8 + 2 + 4 + 4 + 1 + 4
-    # Two: a(10) | a(6) then b(5) from 6 | a(4) from 10 on the worker that has "a": done at 14.
-    assert sweep_seconds(units, 2) == 14
-    # As many workers as units: each a worker of its own, "a" set up on three of them; the longest is 10.
+    # One worker: everything in turn, each index built once and never read.
+    assert sweep_seconds(units, 1) == 8 + 2 + 9 + 4 + 1 + 4
+    # Two: a(10, builds) | a(9.5, reads: 9.5) then b(5) from 9.5 | a(4) from 10 on a worker that has "a".
+    assert sweep_seconds(units, 2) == 14.5
+    # As many workers as units: the first "a" builds, the other two read (the last 4 + 0.5); the longest is 10.
     assert sweep_seconds(units, 64) == 10
     schedule = {"units": units, "prepare_s": 1.0, "finish_s": 2.0, "driver_cpu_s": 0.0}
-    assert simulate(schedule, 2) == 17 and simulate(schedule, 64) == 13 == critical_path(schedule)
+    assert simulate(schedule, 2) == 17.5 and simulate(schedule, 64) == 13 == critical_path(schedule)
+    # A unit measured as the builder first in the sweep's order elsewhere still pays the build where it starts first.
+    swapped = [units[1], units[0], units[2], units[3]]
+    assert sweep_seconds(swapped, 64) == 9 + 2 == critical_path({**schedule, "units": swapped}) - 3
+    # Nothing read anywhere (one worker ran them): a later worker pays the build again.
+    alone = [{**u, "setup_cpu_s": 0.0} if u["cpu_s"] == 9.5 else u for u in units]
+    assert sweep_seconds(alone, 64) == 9.5 + 2
     # The report's process receives every unit: the sweep stage takes at least its CPU time there.
     assert (
         simulate({**schedule, "driver_cpu_s": 20.0}, 2) == 23
