@@ -36,8 +36,8 @@ in proportion to the pool (at least a floor per format and flag where the pool h
 conversations in proportion, so the flagged items weigh nearly alike. It has no split: nobody tunes on it; its
 labels are read once, with the final metric. A round is data (:class:`Round`: its settings, seed, sizes and
 floors); round 2 was drawn after the first round's held-back quarter had been measured, round 3 after round 2's
-labels had been read and tuned on, round 4 after round 3's had been read. Each writes its own ``items<N>.json``
-only::
+labels had been read and tuned on, round 4 after round 3's had been read, round 5 after round 4's had been read
+and tuned on (at the final metric). Each writes its own ``items<N>.json`` only::
 
     .venv/bin/python bench/validity_pool.py --round 3 --write
 """
@@ -149,6 +149,19 @@ ROUNDS = {
             drawn_after="drawn after round 3's labels were read (at the frozen metric), before the sixth round of "
             "tuning, on rounds 1 to 3, landed",
             flag_metric="frozen at 2b9f5f8 after the fifth round, tuned on the first round's items and on round 2's",
+        ),
+        Round(
+            number=5,
+            name="fifth sample",
+            # Of nineteen settings no earlier round used (max_tokens a third to a sixty-fourth, keep_recent_tokens
+            # a twentieth to a three-hundred-twentieth), counted at 97209af before anything was sampled: distinct
+            # flagged anchors not sampled by rounds 1-4, 0-28 at max_tokens a third to a twelfth, 55-109 at a
+            # sixteenth to a thirty-second, 121 at (40, 200), 123 at (48, 240), 138 at (64, 320), which holds
+            # every one the nineteen have (138), in 427 flagged items.
+            settings=((64, 320),),
+            seed=2855,
+            drawn_after="drawn after round 4's labels were read and tuned on by the seventh round, at the final metric",
+            flag_metric="final after the seventh round, tuned on rounds 1 to 4",
         ),
     )
 }
