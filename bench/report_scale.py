@@ -278,11 +278,12 @@ def print_simulated(cold: dict, warm: dict, cores: int) -> None:
             + ", ".join(f"{n} workers {simulate(schedule, n):.1f} s" for n in (cores, 4, 16, 64))
             + f"; critical path {critical_path(schedule):.1f} s"
         )
+        workers = {w: f"w{i + 1}" for i, w in enumerate(dict.fromkeys(u["worker"] for u in units))}
         print(
-            f"  {name} units (CPU s, of it the anchor index): "
+            f"  {name} units in the order handed out (CPU s, of it the anchor index, worker): "
             + ", ".join(
-                f"{u['summarizer']} x{u['cells']} {u['cpu_s']:.1f} ({u['setup_cpu_s']:.1f})"
-                for u in sorted(units, key=lambda u: -u["cpu_s"])
+                f"{u['summarizer']} x{u['cells']} {u['cpu_s']:.1f} ({u['setup_cpu_s']:.1f}, {workers[u['worker']]})"
+                for u in units
             )
         )
 
