@@ -123,10 +123,8 @@ def part_words(part: str, set_number: int) -> str:
     """What a part of a set is, in the data file's words: set 1's parts, or a later round's sample."""
     if part != UNSEEN:
         return PART_WORDS[part]
-    return (
-        f"{ROUNDS[set_number].name} of the validation set (the same logs at other replay settings, drawn before the "
-        "last tuning and never used for it)"
-    )
+    later = ROUNDS[set_number]
+    return f"{later.name} of the validation set (the same logs at other replay settings, {later.drawn_after}; never tuned on)"
 
 
 class LabelError(ValueError):
@@ -712,18 +710,28 @@ def checkout() -> str:
     return commit + (" with uncommitted changes" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
+def settled_words(settled: int | None) -> str:
+    """How the labellers' disagreements were settled, in the data file's words."""
+    if settled is None:
+        return "disagreements settled by a third"
+    if settled == 0:
+        return "no disagreement to settle"
+    return f"{settled} disagreement{'s' * (settled != 1)} settled by a third reader"
+
+
 def validity_entry(
     table: pd.DataFrame, flag: str, truth: str, *, what: str, words: str, kappa: float, logs: str, verdict: str,
-    commit: str, day: str,
+    commit: str, day: str, settled: int | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """One metric's entry of the data file: the weighted precision and recall of its verdict ``flag`` against the
-    labels' ``truth`` on one part of a set (``words`` says which), and the words saying what was measured on what."""
+    labels' ``truth`` on one part of a set (``words`` says which), and the words saying what was measured on what
+    (``settled``: how many disagreements a third reader settled, when known)."""
     precision, recall = precision_recall(table, flag, truth)
     formats = sorted(table["agent"].unique())
     source = (
         f"{len(table):,} labelled {what} of {len(formats)} agent format{'s' * (len(formats) != 1)} "
         f"({', '.join(formats)}) of {logs}, the {words}; each labelled independently by two readers "
-        f"(Cohen's κ {kappa:.2f}), disagreements settled by a third; the {verdict} verdict of bench/validity.py at "
+        f"(Cohen's κ {kappa:.2f}), {settled_words(settled)}; the {verdict} verdict of bench/validity.py at "
         f"{commit}, {day}; Wilson 95% intervals on the effective n of items clustered by anchor within conversation"
     )
 
@@ -869,7 +877,7 @@ def main(argv: list[str] | None = None) -> int:
         kappa = min((row[4] for row in kappas), default=math.nan)
         needed = validity_entry(
             table[table["part"] == part], "flagged_now", "needed", what="lost items", kappa=kappa,
-            verdict='"needed later"', **common,
+            verdict='"needed later"', settled=len({row.id for row in labels if row.labeller == RESOLVED}), **common,
         )  # fmt: skip
         entries = dict.fromkeys(NEEDED_LATER_METRICS, needed)
         rules = constraint_tables.get(part)

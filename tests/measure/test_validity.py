@@ -366,6 +366,7 @@ def test_a_later_sample_is_one_unseen_part_reported_and_written_as_such(round_, 
     written = json.loads(data.read_text(encoding="utf-8"))["metrics"]["lost_but_needed"]
     assert written["precision"]["n"] == len(flagged)
     assert f"the {name} of the validation set" in written["source"]
+    assert round_.drawn_after in written["source"] and "no disagreement to settle" in written["source"]
 
 
 def test_a_missing_label_file_is_one_error_and_exit_code_2(fixture_set, tmp_path, capsys):
