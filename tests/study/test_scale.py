@@ -608,11 +608,9 @@ def test_anchors_units_on_several_workers_share_their_lines_items_and_summarize_
     after its first replay (once), each the value extracting that line gives; a later unit takes them; a pooled
     sweep equals a serial one."""
     import concurrent.futures as cf
-    import types
 
     from zett_lab.measure.message_index import release_indexes
     from zett_lab.study.sources import SourceFolder, TableWriter
-    from zett_lab.study.units import _take_lines
     from zett_lab.summarizers.offline import selection
 
     conversation = max(fixture_conversations, key=lambda c: len(c.messages))
@@ -640,7 +638,7 @@ def test_anchors_units_on_several_workers_share_their_lines_items_and_summarize_
     folder = SourceFolder(tmp_path / "sweep")
     folder.writer.write_index("conversation", left[0], "lines")
     selection.forget_lines()
-    _take_lines(types.SimpleNamespace(tables_to=folder.writer, fingerprint="conversation"))
+    folder.writer.take_lines("conversation")
     assert selection.remembered_lines() == left[0]  # (and no segment's candidates: made from the lines taken)
     span = conversation.messages[: len(conversation.messages) // 2]
     anchors = zett_lab.summarizer("anchors", budget=400)

@@ -22,6 +22,7 @@ from ..errors import InputError
 from ..records import is_missing
 from ..replay.schema import TraceRow
 from ..replay.setting import TraceSettings
+from ..summarizers.offline.selection import remember_lines, remembered_lines
 from .regions import Region
 
 #: Loss tables kept per replay (the frames of :class:`~zett_lab.measure.Losses`). A sweep measures
@@ -94,6 +95,20 @@ class TableWriter:
         except FileNotFoundError:
             return None
         return built
+
+    def take_lines(self, fingerprint: str) -> None:
+        """Take the items of a conversation's lines another worker's anchors summarizer extracted, when it has left
+        them (:meth:`give_lines`): the same values extracting them gives
+        (:func:`~zett_lab.summarizers.offline.selection.remember_lines`)."""
+        lines = self.read_index(fingerprint, "lines")
+        if lines is not None:
+            remember_lines(lines)
+
+    def give_lines(self, fingerprint: str) -> None:
+        """Leave the items of the lines this worker's anchors summarizer extracted for the conversation's later
+        anchors units on other workers, when no other unit has (a long session's first extraction costs seconds)."""
+        if self.claim_index(fingerprint, "lines"):
+            self.write_index(fingerprint, remembered_lines(), "lines")
 
     def release_index(self, fingerprint: str, what: str = "index") -> None:
         """Give up a claim (:meth:`claim_index`) whose index will not be written: nobody waits for it."""

@@ -43,7 +43,7 @@ from ..replay.setting import ReplayOptions, Setting, TraceSettings
 from ..replay.trace import Trace, failure_counts
 from ..summarizers import CachedSummary, CacheError, CacheSpec, SummaryCache
 from ..summarizers.cache import CacheStats
-from ..summarizers.offline.selection import Anchors, remember_lines, remembered_lines
+from ..summarizers.offline.selection import Anchors
 from .grid import STOCK_ENGINE
 from .kept_indexes import KEEP_FROM_CPU_S, KeptIndexes, conversation_key
 from .regions import Region, region
@@ -321,9 +321,9 @@ def run_unit(unit: Unit) -> UnitResult:
     state = _UnitRun(unit, setting, unit_store_key(unit), cache, planner)
     state.kept = KeptIndexes.beside(getattr(cache, "path", None))
     state.setup_cpu = _share_index(unit, state.kept)
-    shares_lines = _shares_lines(unit, setting)
-    if shares_lines:
-        _take_lines(unit)
+    lines_to = unit.tables_to if _shares_lines(unit, setting) else None
+    if lines_to is not None:
+        lines_to.take_lines(unit.fingerprint)
     keep_order = {cell: n for n, cell in enumerate(unit.cells)}
     # Highest max_tokens first: its replay compacts least, and lower ones fork from it where they first differ.
     pending = sorted(set(unit.cells), key=lambda cell: (-cell[0], -cell[1]))
@@ -344,9 +344,9 @@ def run_unit(unit: Unit) -> UnitResult:
         else:
             with cf.ThreadPoolExecutor(max_workers=len(wave)) as threads:
                 list(threads.map(state.replay_cell, wave))
-        if shares_lines:  # after its first replay, whose spans hold most of the conversation's lines
-            _give_lines(unit)
-            shares_lines = False
+        if lines_to is not None:  # after its first replay, whose spans hold most of the conversation's lines
+            lines_to.give_lines(unit.fingerprint)
+            lines_to = None
         pending = [cell for cell in remaining if cell not in wave]
     sources = _finish_sources(state)
     cells = sorted(_cell_results(state), key=lambda c: keep_order[(c.max_tokens, c.keep_recent_tokens)])
@@ -451,24 +451,8 @@ def _share_index(unit: Unit, kept: KeptIndexes | None) -> float:
 def _shares_lines(unit: Unit, setting: Setting) -> bool:
     """Whether the unit summarizes with the anchors summarizer a conversation whose units run on several workers
     sharing the sweep's folder: the first to have replayed leaves its lines' items there for the others
-    (:func:`_give_lines`), which take them when they start (:func:`_take_lines`)."""
+    (:meth:`~zett_lab.study.sources.TableWriter.give_lines`), which take them when they start."""
     return unit.index_shared and unit.tables_to is not None and isinstance(setting.summarizer, Anchors)
-
-
-def _take_lines(unit: Unit) -> None:
-    """Take the items of the conversation's lines another worker extracted, when it has left them (the same values
-    extracting them gives: :func:`~zett_lab.summarizers.offline.selection.remember_lines`)."""
-    lines = unit.tables_to.read_index(unit.fingerprint, "lines") if unit.tables_to is not None else None
-    if lines is not None:
-        remember_lines(lines)
-
-
-def _give_lines(unit: Unit) -> None:
-    """Leave the items of the lines this worker extracted for the conversation's later anchors units on other
-    workers, when no other unit has (the first extraction of a long session's lines costs seconds per worker)."""
-    writer = unit.tables_to
-    if writer is not None and writer.claim_index(unit.fingerprint, "lines"):
-        writer.write_index(unit.fingerprint, remembered_lines(), "lines")
 
 
 def _index_conversation(sources: list[Proven], unit: Unit, kept: KeptIndexes | None) -> float:
