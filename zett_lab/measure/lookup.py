@@ -13,7 +13,7 @@ import re
 from collections import deque
 from collections.abc import Callable, Iterable
 from functools import cached_property, lru_cache
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 import ahocorasick
 import numpy as np
@@ -236,13 +236,12 @@ class QuotedLines:
 
     def __call__(self, text: str) -> np.ndarray:
         """Per id, whether a line of ``text`` holds it."""
-        earlier, at = next(((e, at) for e in self._texts if (at := text.find(e.text)) >= 0), (None, -1))
-        if earlier is None:
+        quote = _around_quote(self._texts, text)
+        if quote is None:
             lines = text.split("\n")
             inner = self._held(lines[1:-1])
-        else:  # text = head + the earlier text's inner lines + tail, split at line breaks of the earlier text
-            head = text[: at + earlier.text.index("\n")].split("\n")
-            tail = text[at + earlier.text.rindex("\n") + 1 :].split("\n")
+        else:
+            earlier, head, tail = quote
             inner = self._held(head[1:] + tail[:-1], earlier.inner)
             lines = [head[0], tail[-1]]
         if len(text) >= _SHORTEST_KEPT and "\n" in text:
@@ -276,20 +275,37 @@ class LooseLines:
         self._texts: deque[_LooseLines] = deque(maxlen=4)
 
     def __call__(self, text: str) -> str:
-        earlier, at = next(((e, at) for e in self._texts if (at := text.find(e.text)) >= 0), (None, -1))
-        if earlier is None:
+        quote = _around_quote(self._texts, text)
+        if quote is None:
             lines = text.split("\n")
             if len(lines) == 1:
                 return loose(text)
             inner = _spaced(map(loose, lines[1:-1]))
         else:
-            head = text[: at + earlier.text.index("\n")].split("\n")
-            tail = text[at + earlier.text.rindex("\n") + 1 :].split("\n")
+            earlier, head, tail = quote
             inner = _spaced([*map(loose, head[1:]), earlier.inner, *map(loose, tail[:-1])])
             lines = [head[0], tail[-1]]
         if len(text) >= _SHORTEST_KEPT:
             self._texts.appendleft(_LooseLines(text, inner))
         return _spaced([loose(lines[0]), inner, loose(lines[-1])])
+
+
+#: A text read line by line before (:class:`_Lines` or :class:`_LooseLines`).
+_T = TypeVar("_T", _Lines, _LooseLines)
+
+
+def _around_quote(earlier_texts: Iterable[_T], text: str) -> tuple[_T, list[str], list[str]] | None:
+    """The first earlier text ``text`` quotes whole, with the lines of ``text`` before its inner lines (``head``:
+    the last one runs into the quote's first line) and after them (``tail``: the first one continues the quote's
+    last line); None when it quotes none. Then ``text`` is ``head`` + the earlier text's inner lines + ``tail``,
+    split at line breaks of the earlier text."""
+    for earlier in earlier_texts:
+        at = text.find(earlier.text)
+        if at >= 0:
+            head = text[: at + earlier.text.index("\n")].split("\n")
+            tail = text[at + earlier.text.rindex("\n") + 1 :].split("\n")
+            return earlier, head, tail
+    return None
 
 
 def _spaced(parts: Iterable[str]) -> str:
