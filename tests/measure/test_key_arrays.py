@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import gc
+
 import numpy as np
+import pytest
 
 from tests.helpers import coding_conversation
-from zett_lab.measure.message_index import ConversationIndex
+from zett_lab.measure.message_index import ConversationIndex, collector_paused
 
 
 def test_what_a_range_of_messages_shows_is_the_same_asked_per_key_or_per_message():
@@ -25,3 +28,28 @@ def test_what_a_range_of_messages_shows_is_the_same_asked_per_key_or_per_message
                 arrays.shown_in(start, end, written=True), arrays.shown_between(ids, start, ends, arrays.written)
             ), (start, end)
     assert arrays.shown_in(0, n).any()
+
+
+def test_building_an_index_pauses_the_garbage_collector_and_leaves_it_as_it_was():
+    """:func:`collector_paused` stops cyclic collections while an index is built (its objects hold no cycle), and the
+    collector runs again afterwards, also after an error; one that was off stays off; nested pauses (a thread
+    building while another reads) leave it running."""
+    conversation = coding_conversation(turns=2, output_lines=5, cid="paused")
+    collections = gc.get_stats()[0]["collections"]
+    with collector_paused():
+        assert not gc.isenabled()
+        with collector_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+        ConversationIndex(conversation.messages).built()
+        assert gc.get_stats()[0]["collections"] == collections
+    assert gc.isenabled()
+    with pytest.raises(ValueError), collector_paused():
+        raise ValueError
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        ConversationIndex(conversation.messages).built()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

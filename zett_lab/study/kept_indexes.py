@@ -34,6 +34,7 @@ import numpy as np
 
 from ..errors import warn
 from ..load import Conversation
+from ..measure.message_index import collector_paused
 
 #: The folder beside the summary cache's file.
 FOLDER = "anchor-indexes"
@@ -142,7 +143,8 @@ def _problem(data: bytes, conversation: Conversation) -> dict[str, object] | str
     if hashlib.sha256(payload).hexdigest().encode() != checksum:
         return "checksum differs: written only in part or changed since"
     try:
-        built = pickle.loads(payload)
+        with collector_paused():  # (millions of objects in no cycle)
+            built = pickle.loads(payload)
     except Exception as error:  # noqa: BLE001 - any unpickling failure means the same: build it again
         return f"does not unpickle: {type(error).__name__}"
     if not isinstance(built, dict) or built.get("harness_context") != tuple(conversation.harness_context):

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import InputError
+from ..measure.message_index import collector_paused
 from ..records import is_missing
 from ..replay.schema import TraceRow
 from ..replay.setting import TraceSettings
@@ -90,7 +91,7 @@ class TableWriter:
     def read_index(self, fingerprint: str, what: str = "index") -> dict[Any, Any] | None:
         """The built index :meth:`write_index` kept for a conversation, None when there is none (yet)."""
         try:
-            with open(self.index_file(fingerprint, what), "rb") as handle:
+            with open(self.index_file(fingerprint, what), "rb") as handle, collector_paused():
                 built: dict[Any, Any] = pickle.load(handle)
         except FileNotFoundError:
             return None
