@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-import pytest
+import re
 
-from zett_lab.load.dependencies import dependencies
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from zett_lab.load.dependencies import _PATH, dependencies
 
 
 @pytest.mark.parametrize(
@@ -49,3 +53,15 @@ def test_a_library_name_is_qualified_and_aliases_resolve():
     assert not found.names("identifier", "Ecto")
     assert not found.names("identifier", "App.Live.mount")
     assert not found.names("path", "phoenix/live_view.ex")
+
+
+#: The pattern of the paths :func:`_own_folders` reads before it tried matches only where a run of its characters starts.
+_PATH_TRIED_EVERYWHERE = re.compile(r"[\w.@-]*(?:/[\w.@-]+)+")
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet="ab_1é.@-/ \n:~", max_size=60))
+def test_paths_are_the_matches_of_trying_every_character(text):
+    """A path starts only where a run of its characters starts: the paths found are those of trying a match at
+    every character (same places, same texts)."""
+    assert [m.span() for m in _PATH.finditer(text)] == [m.span() for m in _PATH_TRIED_EVERYWHERE.finditer(text)]

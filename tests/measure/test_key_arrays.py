@@ -6,9 +6,12 @@ import gc
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.helpers import coding_conversation
 from zett_lab.measure.message_index import ConversationIndex, collector_paused
+from zett_lab.measure.spellings import _NUMBER, _WORD, KEY_LINES, Spellings, Words
 
 
 def test_what_a_range_of_messages_shows_is_the_same_asked_per_key_or_per_message():
@@ -53,3 +56,30 @@ def test_building_an_index_pauses_the_garbage_collector_and_leaves_it_as_it_was(
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def _keyed_line_by_line(words: Words, lowered: str) -> list[int]:
+    """What :meth:`Words._keyed_in` found before it first asked whether the text holds a keyed value at all: every
+    line's numbers looked up, the key searched near each."""
+    lines = lowered.splitlines()
+    found = []
+    for at, line in enumerate(lines):
+        for value in set(_NUMBER.findall(line)):
+            for i, key in words._keyed.get(value, ()):
+                near = "\n".join(lines[max(0, at - KEY_LINES) : at + KEY_LINES + 1])
+                if key in _WORD.findall(near):
+                    found.append(i)
+    return found
+
+
+_KEYED_KEYS = [("number", "port 6543"), ("number", "n_ar 1.29"), ("number", "retries 3"), ("path", "src/a.py")]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["port", "n_ar", "retries", "6543", "1.29", "3", "12", "x.3", "a", "\n", "\r", " "])))
+def test_keyed_numbers_are_found_as_when_every_line_was_looked_up(pieces):
+    """A text none of whose numbers is a keyed value holds no keyed number; else the same ids, in the same order, as
+    looking every line up."""
+    words = Words(Spellings(_KEYED_KEYS))
+    lowered = " ".join(pieces)
+    assert words._keyed_in(lowered) == _keyed_line_by_line(words, lowered)

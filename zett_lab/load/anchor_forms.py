@@ -197,11 +197,14 @@ def _collapse(text: str) -> str:
     return _WS.sub(" ", text).strip()
 
 
+_SLASHES = re.compile(r"/{2,}")
+
+
 def normalize_path(value: str) -> str:
     v = value.strip(_LEAD).rstrip(TRAILING_PUNCTUATION).translate(_QUOTES)
     while v.startswith("./"):
         v = v[2:]
-    v = re.sub(r"/{2,}", "/", v)
+    v = _SLASHES.sub("/", v)
     if len(v) > 1:
         v = v.rstrip("/")
     return v
@@ -318,6 +321,9 @@ def loose_needle(text: str) -> str:
 NAME_TYPES: frozenset[str] = frozenset({"path", "identifier"})
 _FILE_EXTENSION = re.compile(r"\.[A-Za-z0-9]{1,10}$")
 _SHA_PREFIX = 7
+#: What separates a path's components; a Windows drive (``C:``), no component.
+_PATH_SEPARATORS = re.compile(r"[/\\]+")
+_DRIVE = re.compile(r"[A-Za-z]:")
 
 
 def components(type_: str, normalized: str) -> list[str]:
@@ -326,8 +332,8 @@ def components(type_: str, normalized: str) -> list[str]:
     ``bitbucket_token`` are two names)."""
     value = normalized
     if type_ == "path":
-        parts = re.split(r"[/\\]+", value)
-        return [p for p in parts if p not in ("", "~", ".", "..") and not re.fullmatch(r"[A-Za-z]:", p)]
+        parts = _PATH_SEPARATORS.split(value)
+        return [p for p in parts if p not in ("", "~", ".", "..") and not _DRIVE.fullmatch(p)]
     value = value.removesuffix("()").removesuffix("(")
     return [p for p in value.split(".") if p]
 

@@ -56,7 +56,9 @@ _INSTALLED = re.compile(
     re.M,
 )
 #: A path of two or more components; an Elixir module definition's namespace.
-_PATH = re.compile(r"[\w.@-]*(?:/[\w.@-]+)+")
+#: (It starts where a run of its characters starts: a match can start nowhere else, and trying every character of
+#: each word as a start cost a whole long session's text half a second.)
+_PATH = re.compile(r"(?<![\w.@-])[\w.@-]*(?:/[\w.@-]+)+")
 _DEFMODULE = re.compile(r"\bdefmodule\s+([A-Z]\w*)")
 #: Code bringing in another namespace's module: Elixir's ``use``, ``import``, ``alias``, ``require`` of a dotted module
 #: (``use Phoenix.LiveView``), Python's ``import x`` and ``from x import``.
@@ -68,11 +70,12 @@ _ELIXIR_ALIAS = re.compile(r"\balias\s+([A-Z][\w]*(?:\.[A-Z][\w]*)*)(?:\s*,\s*as
 _PYTHON_FROM = re.compile(r"(?m)^\s*from\s+([A-Za-z_][\w.]*)\s+import\s+\(?([\w \t,]+)")
 _PYTHON_AS = re.compile(r"(?m)^\s*import\s+([A-Za-z_][\w.]*)\s+as\s+(\w+)")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_PUNCTUATION = re.compile(r"[-.]")
 
 
 def snake(name: str) -> str:
     """A name's snake form: ``SpotterWeb`` -> ``spotter_web``, ``phoenix-live-view`` -> ``phoenix_live_view``."""
-    return re.sub(r"[-.]", "_", _CAMEL.sub("_", name)).lower()
+    return _PUNCTUATION.sub("_", _CAMEL.sub("_", name)).lower()
 
 
 def _namespaces(package: str) -> set[str]:
@@ -130,8 +133,7 @@ def _own_folders(text: str) -> set[str]:
     project's own namespaces (``lib/spotter_web/live/x.ex`` holds ``spotter_web``; ``src/marshmallow/fields.py``
     ``marshmallow`` and ``fields``)."""
     own: set[str] = set()
-    for match in _PATH.finditer(text):
-        path = match.group(0)
+    for path in {match.group(0) for match in _PATH.finditer(text)}:
         if _INSTALL_FOLDER.search(path):
             continue
         *folders, last = path.split("/")

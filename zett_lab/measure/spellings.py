@@ -214,7 +214,8 @@ class Words:
 
     def _keyed_in(self, lowered: str) -> list[int]:
         """Ids of the keyed numbers whose value a line of ``lowered`` holds and whose key is a word near it."""
-        if not self._keyed or not _NUMBER.search(lowered):
+        # (a line's numbers are the text's numbers on it: one scan of the text says whether any is a keyed value)
+        if not self._keyed or self._keyed.keys().isdisjoint(_NUMBER.findall(lowered)):
             return []
         lines = lowered.splitlines()
         found = []
