@@ -8,14 +8,17 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from tests.helpers import coding_conversation
 from tests.readonly import read_only_folder
 from zett_lab.errors import ZettLabWarning
 from zett_lab.measure import message_index
-from zett_lab.measure.message_index import release_indexes
+from zett_lab.measure.message_index import ConversationIndex, release_indexes
 from zett_lab.study import sweep, units
 from zett_lab.study.grid import fingerprint
-from zett_lab.study.kept_indexes import PACKAGE, KeptIndexes, code_digest, conversation_key
+from zett_lab.study.kept_indexes import PACKAGE, KeptIndexes, _problem, code_digest, conversation_key
 
 GRID = dict(max_tokens=[4_000, 8_000], keep_recent_tokens=[1_000], summarizers=["truncate", "mask"])
 #: What differs between two runs of the same sweep (time, the worker, how each summary was served).
@@ -143,3 +146,18 @@ def test_no_index_is_kept_without_a_summary_cache_file(conversation, builds, tmp
     results = sweep(conversation, **GRID, executor="serial", cache=False, reuse=False).results
     pd.testing.assert_frame_equal(results[fresh.columns], fresh)
     assert len(builds) == 2  # built again: nothing kept is read without a cache file
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(cut=st.integers(min_value=0), flip=st.integers(min_value=0), bit=st.integers(min_value=0, max_value=7))
+def test_a_kept_file_cut_short_or_changed_anywhere_is_never_taken(tmp_path, cut, flip, bit):
+    """Whatever byte a kept file loses or has changed (its header, its checksum, the line break between them, its
+    pickle), it is found damaged, and the whole file is taken."""
+    conversation = coding_conversation(turns=1, output_lines=3, cid="kept-bytes")
+    kept = KeptIndexes(tmp_path / "anchor-indexes", "0" * 64)
+    kept.write("k", ConversationIndex(conversation.messages).built())
+    data = kept.file("k").read_bytes()
+    assert isinstance(_problem(data, conversation), dict)
+    assert isinstance(_problem(data[: cut % len(data)], conversation), str)
+    at = flip % len(data)
+    assert isinstance(_problem(data[:at] + bytes([data[at] ^ (1 << bit)]) + data[at + 1 :], conversation), str)

@@ -214,12 +214,16 @@ class Words:
 
     def _keyed_in(self, lowered: str) -> list[int]:
         """Ids of the keyed numbers whose value a line of ``lowered`` holds and whose key is a word near it."""
-        # (a line's numbers are the text's numbers on it: one scan of the text says whether any is a keyed value)
-        if not self._keyed or self._keyed.keys().isdisjoint(_NUMBER.findall(lowered)):
+        # (a line's numbers are the text's numbers on it: one scan of the text finds the keyed values it holds, and
+        # a line without the characters of any of them holds none)
+        present = self._keyed.keys() & set(_NUMBER.findall(lowered)) if self._keyed else set()
+        if not present:
             return []
         lines = lowered.splitlines()
         found = []
         for at, line in enumerate(lines):
+            if not any(value in line for value in present):
+                continue
             for value in set(_NUMBER.findall(line)):
                 for i, key in self._keyed.get(value, ()):
                     near = "\n".join(lines[max(0, at - KEY_LINES) : at + KEY_LINES + 1])
