@@ -137,3 +137,30 @@ def test_the_loose_form_of_a_text_quoting_an_earlier_one_is_made_around_the_quot
         loose_lines = LooseLines()
         for text in _quoting_chain(start, edits):
             assert loose_lines(text) == loose(text), text
+
+
+_CLAUSE_TOKENS = ["\n", "[", "[x] ", " ", "\t", "\u2028", ".", ";", "!", "- ", "* ", "1. ", "2) ", "# ", "> ", "•"]
+_CLAUSE_TOKENS += ["never", "use", "tabs", "don't", "tests", "run", "it's"]
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.lists(st.sampled_from(_CLAUSE_TOKENS), max_size=40), st.lists(st.sampled_from(_CLAUSE_TOKENS), max_size=12))
+def test_a_text_s_clauses_read_block_by_block_are_its_clauses_split_whole(tokens, sentence):
+    """:class:`Clauses` reads a text block by block (cut at each line break before "["): the content-word sets
+    of its clauses are those of both splits of the whole text, and a sentence is held as counting every one of
+    them says."""
+    import re
+
+    from zett_lab.load.anchors import PARAGRAPH_SPLIT
+    from zett_lab.measure.lookup import SENTENCE_MATCH, Clauses, _content_words, _negated, _sentence_words
+
+    text = "".join(tokens)
+    pieces = re.split(r"(?<=[.!?;])\s+|\n+|;\s*", text) + PARAGRAPH_SPLIT.split(text)
+    whole = {words for words in map(_content_words, pieces) if words}
+    clauses = Clauses(text)
+    assert len(clauses.words) == len(whole) and set(clauses.words) == whole, text
+    wanted, negated = _sentence_words("".join(sentence))
+    expected = bool(wanted) and any(
+        len(wanted & words) >= SENTENCE_MATCH * len(wanted) and _negated(words) == negated for words in whole
+    )
+    assert clauses.holds("".join(sentence)) == expected, (text, sentence)
