@@ -18,6 +18,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "zett_lab"
 #: The stages in data-flow order; the shared base modules sit below all of them.
 STAGES = ["base", "load", "summarizers", "replay", "measure", "study", "report", "show"]
 BASE_MODULES = {
+    "zett_lab.collector",
     "zett_lab.errors",
     "zett_lab.tokens",
     "zett_lab.asyncrun",

@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.helpers import coding_conversation
-from zett_lab.measure.message_index import ConversationIndex, collector_paused
+from zett_lab.collector import collector_paused
+from zett_lab.measure.message_index import ConversationIndex
 from zett_lab.measure.spellings import _NUMBER, _WORD, KEY_LINES, Spellings, Words
 
 

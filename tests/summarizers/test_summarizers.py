@@ -223,6 +223,37 @@ def test_anchors_keeps_constraints_commands_and_errors():
     assert "INFO request 17 ok" not in text
 
 
+def test_offline_summaries_pause_the_garbage_collector_and_leave_it_as_it_was(fixture_conversations):
+    """An offline summary is made with the cyclic collector paused (its lines and tuples hold no cycle); the
+    collector runs again afterwards, also after an error, and one that was off stays off."""
+    from zett_lab.summarizers.offline import Truncate
+
+    seen: list[bool] = []
+
+    class Watching(Truncate):
+        def _summarize(self, messages, limit):
+            seen.append(gc.isenabled())
+            if not messages:
+                raise ValueError("nothing to summarize")
+            return super()._summarize(messages, limit)
+
+    span = max(fixture_conversations, key=lambda c: len(c.messages)).messages
+    model = Watching(budget=200)
+    assert gc.isenabled()
+    assert model.summarize(span) == summarizer("truncate", budget=200).summarize(span)
+    assert gc.isenabled()
+    with pytest.raises(ValueError):
+        model.summarize([])
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        model.summarize(span)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    assert seen == [False, False, False]
+
+
 def test_anchors_summaries_are_the_same_whether_their_lines_were_seen_before(fixture_conversations):
     """Each line's items are remembered across summaries; a summary after others equals one made fresh,
     and the items a caller is handed are its own to change."""

@@ -9,18 +9,17 @@ indexes are kept.
 
 from __future__ import annotations
 
-import gc
 import math
 import re
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from zett_agent.messages import AnyMessage, AssistantMessage, SystemMessage
 
+from ..collector import collector_paused
 from ..load.anchors import (
     ANCHOR_TYPES,
     ARTIFACT_TYPES,
@@ -47,22 +46,6 @@ from .spellings import Spellings, Words
 
 #: Each anchor type's code (its place in ANCHOR_TYPES).
 _TYPE_CODES = {name: code for code, name in enumerate(ANCHOR_TYPES)}
-
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector paused (when it runs) for a block or a function: building or reading a
-    long conversation's index makes millions of tuples, lists and dicts in no cycle, and each full collection
-    they set off walks every object the process holds (~1.5 of the 7.5 s CPU building a 5,000-message session's
-    index takes; over half of reading it back). Threads may pause it together: it runs again once the first
-    that paused it while it ran is done."""
-    running = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if running:
-            gc.enable()
 
 
 def _sorted_codes(codes: Iterable[int]) -> np.ndarray:

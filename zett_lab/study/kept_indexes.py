@@ -32,9 +32,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ..collector import collector_paused
 from ..errors import warn
 from ..load import Conversation
-from ..measure.message_index import collector_paused
 
 #: The folder beside the summary cache's file.
 FOLDER = "anchor-indexes"

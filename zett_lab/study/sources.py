@@ -18,8 +18,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..collector import collector_paused
 from ..errors import InputError
-from ..measure.message_index import collector_paused
 from ..records import is_missing
 from ..replay.schema import TraceRow
 from ..replay.setting import TraceSettings

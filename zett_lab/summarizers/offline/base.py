@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 from zett_agent.messages import AnyMessage, AssistantMessage
 from zett_agent.model import ModelEvent, ModelRequest, ModelResponse, RetryOptions
 
+from ...collector import collector_paused
 from ...errors import SettingError
 from ...tokens import count_text_tokens, count_tokens
 from ..transcript import segments, span_of
@@ -105,12 +106,17 @@ class OfflineSummarizer:
     # -- summarizing ------------------------------------------------------------------------------
 
     def summarize(self, messages: Sequence[AnyMessage]) -> str:
-        """Summarize a span of messages (no instructions, no closing request); never empty."""
+        """Summarize a span of messages (no instructions, no closing request); never empty.
+
+        The cyclic garbage collector is paused meanwhile: a summary of a long span makes hundreds of thousands of
+        lines, tuples and dicts in no cycle, and the full collections they set off walk every object the replay
+        holds (over a quarter of the CPU of a long session's cold anchors replays)."""
         messages = list(messages)
-        limit = budget_tokens(self.budget, count_tokens(messages))
-        text = self._summarize(messages, limit).strip()
-        if not text:
-            text = _fallback(messages, limit)
+        with collector_paused():
+            limit = budget_tokens(self.budget, count_tokens(messages))
+            text = self._summarize(messages, limit).strip()
+            if not text:
+                text = _fallback(messages, limit)
         return text
 
     def _summarize(self, messages: list[AnyMessage], limit: int | None) -> str:  # pragma: no cover
