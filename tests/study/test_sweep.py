@@ -446,6 +446,23 @@ def test_workers_write_replays_to_disk_and_the_engine_events_stay_there(small, t
         assert_same(earlier.trace(*key), trace)
 
 
+def test_a_sweeps_own_folder_keeps_the_engine_events_as_a_pickle_and_a_saved_one_as_json(tmp_path):
+    """The events read back are the ones written in both kinds of folder; the temporary folder's are a pickle (not
+    one of its tables), and a damaged one says to run the sweep again."""
+    from zett_lab.errors import InputError
+    from zett_lab.study.sources import SourceFolder
+
+    events = [{"step": 3, "applied": True, "compressed_to": 7, "kept_to": 9, "summary": "[user] ü\n" * 3}]
+    own, saved = SourceFolder(), SourceFolder(tmp_path / "saved")
+    for folder in (own, saved):
+        folder.write_events("s1", events)
+        assert folder.read_events("s1") == events and folder.tables("s1") == []
+    assert own.writer.events_file("s1").suffix == ".pickle" and saved.writer.events_file("s1").suffix == ".json"
+    own.writer.events_file("s1").write_bytes(b"\x80\x05broken")
+    with pytest.raises(InputError, match="engine events.*run the sweep again"):
+        own.read_events("s1")
+
+
 def test_a_conversation_costing_more_than_a_part_of_a_workers_share_is_cut_by_keep_recent_tokens(small):
     """With two workers, a conversation costing more than a part of one worker's share of the grid
     (:data:`UNITS_PER_WORKER`) is cut into units by keep_recent_tokens, the costlier into more (one worker runs

@@ -56,11 +56,19 @@ class TableWriter:
                 write_parquet(table, self.file(source_id, name))
 
     def events_file(self, source_id: str) -> Path:
-        return self.path / "sources" / f"{source_id}.engine-events.json"
+        """Where a replay's engine events are kept: JSON in a saved sweep's folder; in a sweep's own temporary one a
+        pickle, like its tables (a long session's mask replays' events hold a hundred megabytes of summaries,
+        which its workers spent a tenth of their measuring on writing as JSON)."""
+        kind = "pickle" if self.suffix == "pkl" else "json"  # (not .pkl: the tables are every *.pkl of a replay)
+        return self.path / "sources" / f"{source_id}.engine-events.{kind}"
 
     def write_events(self, source_id: str, events: list[TraceRow]) -> None:
         """The engine's own compaction events of a replay (their summaries can be large: kept on disk too)."""
-        self.events_file(source_id).write_text(json.dumps(events), encoding="utf-8")
+        if self.suffix == "pkl":
+            with open(self.events_file(source_id), "wb") as handle:
+                pickle.dump(events, handle, protocol=pickle.HIGHEST_PROTOCOL)
+        else:
+            self.events_file(source_id).write_text(json.dumps(events), encoding="utf-8")
 
     def index_file(self, fingerprint: str, what: str = "index") -> Path:
         """Where a conversation's built anchor index (or other work its units share: ``what``, e.g. ``"lines"``)
@@ -163,13 +171,17 @@ class SourceFolder:
     def read_events(self, source_id: str) -> list[TraceRow]:
         path = self.writer.events_file(source_id)
         try:
-            events = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as error:
+            if self.suffix == "pkl":
+                with open(path, "rb") as handle:
+                    events = pickle.load(handle)
+            else:
+                events = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, EOFError, pickle.UnpicklingError) as error:
             raise InputError(
                 path, None, f"cannot read this replay's engine events ({type(error).__name__}: {error}); {RUN_AGAIN}"
             ) from error
         if not isinstance(events, list):
-            raise InputError(path, None, f"expected a JSON list of engine events; {RUN_AGAIN}")
+            raise InputError(path, None, f"expected a list of engine events; {RUN_AGAIN}")
         return events
 
     def read(self, source_id: str, table: str) -> pd.DataFrame | None:
