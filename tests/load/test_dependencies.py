@@ -8,7 +8,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zett_lab.load.dependencies import _PATH, dependencies
+from zett_lab.load.dependencies import (
+    _DEFMODULE,
+    _ELIXIR_IMPORT,
+    _INSTALLED,
+    _MANIFEST,
+    _PATH,
+    _PYTHON_IMPORT,
+    _namespaces,
+    _own_folders,
+    dependencies,
+    snake,
+)
 
 
 @pytest.mark.parametrize(
@@ -65,3 +76,37 @@ def test_paths_are_the_matches_of_trying_every_character(text):
     """A path starts only where a run of its characters starts: the paths found are those of trying a match at
     every character (same places, same texts)."""
     assert [m.span() for m in _PATH.finditer(text)] == [m.span() for m in _PATH_TRIED_EVERYWHERE.finditer(text)]
+
+
+def _found_scanning_everything(text: str) -> set[str]:
+    """The libraries :func:`dependencies` finds, every pattern scanned over the whole text (as before it skipped
+    the scans that could find nothing)."""
+    found = {n for pattern in _MANIFEST for m in pattern.finditer(text) for n in _namespaces(m.group(1))}
+    found.update(n for m in _INSTALLED.finditer(text) for n in _namespaces(m.group(1) or m.group(2)))
+    imported = {snake(m.group(1)) for pattern in (_ELIXIR_IMPORT, _PYTHON_IMPORT) for m in pattern.finditer(text)}
+    return found | (imported - {snake(m.group(1)) for m in _DEFMODULE.finditer(text)} - _own_folders(text))
+
+
+_FRAGMENTS = [
+    "import requests\n",
+    "from marshmallow import fields\n",
+    "use Phoenix.LiveView\n",
+    "defmodule Phoenix.X do\n",
+    "src/marshmallow/fields.py ",
+    "lib/requests/api.py ",
+    " deps/ecto/lib/x.ex ",
+    "/usr/lib/python3/site-packages/httpx/_client.py\n",
+    "==> ash\n",
+    'serde = "1.0"\n',
+    "plain words ",
+    "\n",
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_FRAGMENTS), max_size=8))
+def test_the_libraries_are_those_of_scanning_everything(fragments):
+    """Skipping the install-folder scan of a text holding no install folder, and the project's own modules and folders
+    when nothing is imported, finds the same libraries."""
+    text = "".join(fragments)
+    assert set(dependencies([text]).namespaces) == _found_scanning_everything(text)

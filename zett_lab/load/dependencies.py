@@ -55,6 +55,8 @@ _INSTALLED = re.compile(
     r"|^==> ([a-z][a-z0-9_]*)$",
     re.M,
 )
+#: What every match of :data:`_INSTALLED` holds: a text without any has none (and is not scanned for them).
+_INSTALLED_MARKS = ("deps/", "node_modules/", "site-packages/", "dist-packages/", "==> ")
 #: A path of two or more components; an Elixir module definition's namespace.
 #: (It starts where a run of its characters starts: a match can start nowhere else, and trying every character of
 #: each word as a start cost a whole long session's text half a second.)
@@ -110,9 +112,11 @@ def dependencies(texts: Iterable[str]) -> Dependencies:
     found: set[str] = set()
     for pattern in _MANIFEST:
         found.update(n for m in pattern.finditer(joined) for n in _namespaces(m.group(1)))
-    found.update(n for m in _INSTALLED.finditer(joined) for n in _namespaces(m.group(1) or m.group(2)))
+    if any(mark in joined for mark in _INSTALLED_MARKS):
+        found.update(n for m in _INSTALLED.finditer(joined) for n in _namespaces(m.group(1) or m.group(2)))
     imported = {snake(m.group(1)) for pattern in (_ELIXIR_IMPORT, _PYTHON_IMPORT) for m in pattern.finditer(joined)}
-    found |= imported - {snake(m.group(1)) for m in _DEFMODULE.finditer(joined)} - _own_folders(joined)
+    if imported:  # (the project's own modules and folders are looked for only to take imports away)
+        found |= imported - {snake(m.group(1)) for m in _DEFMODULE.finditer(joined)} - _own_folders(joined)
     if not found:
         return Dependencies()
     aliases: set[str] = set()

@@ -5,8 +5,10 @@
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from itertools import accumulate
 
 import ahocorasick
 import numpy as np
@@ -214,21 +216,32 @@ class Words:
 
     def _keyed_in(self, lowered: str) -> list[int]:
         """Ids of the keyed numbers whose value a line of ``lowered`` holds and whose key is a word near it."""
-        # (a line's numbers are the text's numbers on it: one scan of the text finds the keyed values it holds, and
-        # a line without the characters of any of them holds none)
-        present = self._keyed.keys() & set(_NUMBER.findall(lowered)) if self._keyed else set()
-        if not present:
+        if not self._keyed:
             return []
+        # A line's numbers are the text's numbers on it (none spans a line break, and a break is no digit, word or
+        # dot to look behind or ahead at), so one scan of the text finds the lines holding a keyed value: only
+        # those are read, in order, as every line was before.
+        at_keyed = [m.start() for m in _NUMBER.finditer(lowered) if m.group() in self._keyed]
+        if not at_keyed:
+            return []
+        starts = [0, *accumulate(len(line) for line in lowered.splitlines(keepends=True))]
         lines = lowered.splitlines()
-        found = []
-        for at, line in enumerate(lines):
-            if not any(value in line for value in present):
-                continue
-            for value in set(_NUMBER.findall(line)):
-                for i, key in self._keyed.get(value, ()):
-                    near = "\n".join(lines[max(0, at - KEY_LINES) : at + KEY_LINES + 1])
-                    if key in _WORD.findall(near):
-                        found.append(i)
+        # each line's words, found once: no word spans a line break either
+        words: dict[int, set[str]] = {}
+
+        def near(at: int, key: str) -> bool:
+            for j in range(max(0, at - KEY_LINES), min(len(lines), at + KEY_LINES + 1)):
+                held = words.get(j)
+                if held is None:
+                    held = words[j] = set(_WORD.findall(lines[j]))
+                if key in held:
+                    return True
+            return False
+
+        found: list[int] = []
+        for at in sorted({bisect_right(starts, position) - 1 for position in at_keyed}):
+            for value in set(_NUMBER.findall(lines[at])):
+                found.extend(i for i, key in self._keyed.get(value, ()) if near(at, key))
         return found
 
 
