@@ -266,7 +266,7 @@ def print_over_replays(cold: dict, warm: dict, replays_cpu: float, cores: int) -
 
 def print_simulated(cold: dict, warm: dict, cores: int) -> None:
     """The wall time each report would take on 4, 16 and 64 workers (bench/schedule.py: from its units' CPU)."""
-    from schedule import critical_path, simulate
+    from schedule import costliest_first, critical_path, simulate
 
     for name, report in (("cold", cold), ("warm", warm)):
         schedule = report["schedule"]
@@ -276,7 +276,8 @@ def print_simulated(cold: dict, warm: dict, cores: int) -> None:
             f"workers; the report's process {schedule['prepare_s']:.1f} s before the sweep, "
             f"{schedule['finish_s']:.1f} s after): "
             + ", ".join(f"{n} workers {simulate(schedule, n):.1f} s" for n in (cores, 4, 16, 64))
-            + f"; critical path {critical_path(schedule):.1f} s"
+            + f"; critical path {critical_path(schedule):.1f} s; {cores} workers with the units handed out "
+            f"costliest first by their own times: {simulate({**schedule, 'units': costliest_first(units)}, cores):.1f} s"
         )
         workers = {w: f"w{i + 1}" for i, w in enumerate(dict.fromkeys(u["worker"] for u in units))}
         print(

@@ -16,8 +16,9 @@ cells; forks and proofs are shared within a unit), so the middle stage is a sche
 - the report's process receives each unit's results while the others run: the sweep stage takes at least
   that process's CPU time in the sweep (``driver_cpu_s``).
 
-:func:`simulate` gives the wall time on ``workers`` workers; :func:`critical_path` the time no number of
-workers can beat: preparing, the longest unit with its setup, finishing. Not modelled: a worker that reaches
+:func:`simulate` gives the wall time on ``workers`` workers (:func:`costliest_first`: in the order of the
+units' own measured times, the best a plan knowing them could hand them out); :func:`critical_path` the time no
+number of workers can beat: preparing, the longest unit with its setup, finishing. Not modelled: a worker that reaches
 measuring while another still builds the index waits for it (a unit replays first, so the wait is short or
 none).
 """
@@ -67,6 +68,12 @@ def sweep_seconds(units: Sequence[Mapping[str, Any]], workers: int, driver_cpu_s
         end = max(end, finish)
         heapq.heappush(free, (finish, worker))
     return max(end, driver_cpu_s)
+
+
+def costliest_first(units: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The units the costliest first by their own measured CPU without the index setup (what
+    ``zett_lab.study.kept_times.unit_cost`` keeps for the next plan of them), ties in the order given."""
+    return sorted(units, key=lambda unit: -(float(unit["cpu_s"]) - _setup_of(unit)))
 
 
 def simulate(schedule: Mapping[str, Any], workers: int) -> float:

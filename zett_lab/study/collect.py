@@ -18,6 +18,7 @@ from ..progress import Progress
 from ..summarizers import CacheError
 from .executors import parallelism, stop_workers
 from .grid import Cell
+from .kept_times import UnitRun
 from .plan import Plan
 from .reuse import STORE, Proven
 from .sources import Source, SourceFolder, TableWriter
@@ -27,14 +28,6 @@ from .units import CellResult, Unit, UnitResult, run_units
 #: Units of one conversation run as one task while together they cost at most this share of one worker's
 #: part of the sweep (on a local pool; on a cluster each unit is a task, so a lost worker costs only its own).
 BATCH_SHARE = 0.25
-
-
-@dataclass(frozen=True, slots=True)
-class UnitRun:
-    worker: str
-    seconds: float
-    cpu_seconds: float
-    setup_cpu_seconds: float
 
 
 @dataclass

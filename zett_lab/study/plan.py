@@ -4,7 +4,8 @@
 failing factory is one error before anything runs), and cuts the grid into :class:`~zett_lab.study.units.Unit`
 s of one conversation, engine and summarizer, split further by ``keep_recent_tokens`` where a conversation
 would otherwise keep one worker busy alone (:data:`UNITS_PER_WORKER`). The :class:`Plan` orders them the
-costliest first (:func:`replay_cost`).
+costliest first: by what they took when they last ran (:mod:`~zett_lab.study.kept_times`), else by an estimate
+(:func:`replay_cost`).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from .grid import (
     resolve_values,
     summarizer_label,
 )
+from .kept_times import KeptTimes, kept_costs
 from .reuse import StoreKey
 from .units import WORKER_CACHE, Unit, unit_store_key
 
@@ -68,9 +70,9 @@ class Plan:
     cache: SummaryCache | None
     units: list[Unit]
     keys: dict[int, StoreKey]
-    #: The units in the order they are submitted: the costliest first (:func:`replay_cost` × cells).
+    #: The units in the order they are submitted: the costliest first (:func:`costliest_first`).
     order: list[Unit]
-    #: Per unit index: its cost (:func:`replay_cost` × cells).
+    #: Per unit index: its cost (:func:`unit_costs`).
     costs: dict[int, float]
     #: The grid's Setting at its first cell (what every cell shares but its engine, summarizer and limits).
     template: Setting
@@ -128,8 +130,10 @@ def plan_sweep(
         False if summary_cache is None else (WORKER_CACHE if is_remote(runner) else summary_cache),
         unit_options,
     )
-    cost_of = {id(conversation): replay_cost(conversation) for conversation in items}
-    unit_costs = {unit.index: cost_of[id(unit.conversation)] * len(unit.cells) for unit in units}
+    keys = {unit.index: unit_store_key(unit) for unit in units}
+    offline = {label for model, label in zip(models, labels, strict=True) if is_offline(model)}
+    measured = kept_costs(KeptTimes.beside(getattr(summary_cache, "path", None)), units, keys, offline)
+    costs = unit_costs(units, measured)
     return Plan(
         items,
         window,
@@ -140,9 +144,9 @@ def plan_sweep(
         engine_items,
         summary_cache,
         units,
-        {unit.index: unit_store_key(unit) for unit in units},
-        sorted(units, key=lambda unit: -unit_costs[unit.index]),
-        unit_costs,
+        keys,
+        costliest_first(units, costs),
+        costs,
         template,
     )
 
@@ -228,7 +232,8 @@ def _units(
         digest = fingerprint(conversation)
         groups = _keep_groups(keeps, cost, share)
         # group by group: a summarizer's later groups start after every summarizer's first (what they share across
-        # workers, its lines' items, is left by the first by then)
+        # workers, its lines' items, is left by the first by then); ordered by measured costs, after its own first
+        # (costliest_first)
         for group, ((engine_label, engine), (spec, model, label)) in itertools.product(
             groups, itertools.product(engine_items, summarizer_items)
         ):
@@ -299,6 +304,32 @@ def replay_cost(conversation: Conversation) -> float:
     """A conversation's relative cost in a sweep (messages × characters: each step's runtime grows with the
     context, and longer conversations compact more often, so take more distinct replays)."""
     return float(len(conversation.messages) * sum(len(message_text(m)) for m in conversation.messages))
+
+
+def unit_costs(units: list[Unit], measured: Mapping[int, float]) -> dict[int, float]:
+    """Per unit index: its cost in a sweep, the seconds it took when it last ran (``measured``: a summarizer's
+    units differ threefold where :func:`replay_cost` sees one cost) or, for a unit never run, its estimate
+    (:func:`replay_cost` × cells), scaled to seconds by the units that ran (as they are, when none ran)."""
+    cost_of: dict[int, float] = {}
+    estimates = {
+        unit.index: cost_of.setdefault(id(unit.conversation), replay_cost(unit.conversation)) * len(unit.cells)
+        for unit in units
+    }
+    known = sum(estimates[index] for index in measured)
+    scale = sum(measured.values()) / known if known > 0 and sum(measured.values()) > 0 else 1.0
+    return {index: measured.get(index, estimate * scale) for index, estimate in estimates.items()}
+
+
+def costliest_first(units: list[Unit], costs: Mapping[int, float]) -> list[Unit]:
+    """The units in the order they are handed out: the costliest first (so none runs alone at the end), ties in
+    the grid's order; the keep groups of one conversation, engine and summarizer (:func:`_keep_groups`) in their
+    own order, each taking the place of the next of them in cost, so a later group starts after the first (it
+    takes the lines' items the first leaves, :meth:`~zett_lab.study.sources.TableWriter.take_lines`)."""
+    ranked = sorted(units, key=lambda unit: -costs[unit.index])
+    chains: dict[tuple[str, str, str], list[Unit]] = {}
+    for unit in reversed(units):
+        chains.setdefault((unit.fingerprint, unit.engine_label, unit.label), []).append(unit)
+    return [chains[(unit.fingerprint, unit.engine_label, unit.label)].pop() for unit in ranked]
 
 
 def _keep_groups(keeps: list[int], cost: float, share: float) -> list[list[int]]:

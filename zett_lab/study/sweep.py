@@ -68,6 +68,7 @@ from .choose import measured_cells
 from .collect import Collector, run_plan
 from .executors import is_remote, resolve_executor
 from .grid import GridValue
+from .kept_times import KeptTimes, keep_runs
 from .plan import Plan, UnitOptions, plan_sweep
 from .result_columns import results_frame
 from .results import Sweep, SweepConfig
@@ -153,6 +154,7 @@ def sweep(
         run_plan(plan, runner, collector, tracker, strict=bool(replay_options.get("strict")))
     finally:
         tracker.close()
+    keep_runs(KeptTimes.beside(getattr(plan.cache, "path", None)), plan.units, plan.keys, collector.finished)
     swept = _swept(
         plan,
         collector,

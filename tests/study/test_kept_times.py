@@ -1,0 +1,159 @@
+"""Units' times kept beside the summary cache: the next plan hands its units out by them, never changing a result."""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import json
+import shutil
+import warnings
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from zett_lab.errors import ZettLabWarning
+from zett_lab.measure.message_index import release_indexes
+from zett_lab.study import clear_worker_state, sweep
+from zett_lab.study.grid import fingerprint
+from zett_lab.study.kept_indexes import conversation_key
+from zett_lab.study.kept_times import KeptTimes
+from zett_lab.study.plan import replay_cost, unit_costs
+from zett_lab.study.results import Sweep
+
+#: One conversation on two workers: each summarizer's cells cut into two keep groups (units 0 and 1 the first
+#: group of truncate and mask, units 2 and 3 the second).
+GRID = dict(max_tokens=[4_000, 8_000], keep_recent_tokens=[1_000, 2_000], summarizers=["truncate", "mask"])
+#: What differs between two runs of the same sweep (time, the worker, how each summary was served).
+VARYING = ("seconds", "worker", "model_calls", "cache_hits")
+
+
+@pytest.fixture
+def conversation(fixture_conversations):
+    return max(fixture_conversations, key=lambda c: len(c.messages))
+
+
+def run(conversation, cache: Path) -> Sweep:
+    """A sweep of fresh workers (no replay proven, no index held) on two threads."""
+    clear_worker_state()
+    release_indexes()
+    with cf.ThreadPoolExecutor(max_workers=2) as pool:
+        swept = sweep(conversation, **GRID, executor=pool, cache=cache, reuse=False, progress=False)
+    assert swept.results["error"].isna().all() and swept.config["units"] == 4
+    return swept
+
+
+def handed_out(swept: Sweep) -> list[int]:
+    """The sweep's units in the order they were handed out (by unit index)."""
+    return [unit["unit"] for unit in swept.config["unit_times"]]
+
+
+def same_results(one: Sweep, other: Sweep) -> None:
+    keep = [c for c in one.results.columns if c not in VARYING]
+    pd.testing.assert_frame_equal(one.results[keep], other.results[keep])
+
+
+def times_file(conversation, cache: Path) -> Path:
+    kept = KeptTimes.beside(cache)
+    assert kept is not None
+    return kept.file(conversation_key(conversation, fingerprint(conversation)))
+
+
+def set_cpu(path: Path, cpu: dict[tuple[str, int], float]) -> None:
+    """Give each kept unit (by summarizer and its keep group's keep_recent_tokens) the CPU seconds ``cpu``."""
+    data = json.loads(path.read_text())
+    for key, run in data["units"].items():
+        rest, cells, _ = json.loads(key)
+        summarizer = rest[0].split("(")[0]
+        run[2:] = [cpu[(summarizer, cells[0][1])], 0.0]
+    path.write_text(json.dumps(data))
+
+
+def test_the_next_sweep_hands_its_units_out_by_their_kept_times_and_measures_the_same(conversation, tmp_path):
+    cache = tmp_path / "summaries.sqlite"
+    first = run(conversation, cache)
+    assert handed_out(first) == [0, 1, 2, 3]  # nothing kept: the estimate, the same for every unit
+    path = times_file(conversation, cache)
+    assert len(json.loads(path.read_text())["units"]) == 4
+    # truncate's second group the costliest, its first the cheapest: its first goes out in the second's place
+    set_cpu(
+        path,
+        {
+            ("truncate", 2_000): 9.0,
+            ("mask", 2_000): 8.0,
+            ("mask", 1_000): 7.0,
+            ("truncate", 1_000): 1.0,
+        },
+    )
+    second = run(conversation, cache)
+    assert handed_out(second) == [0, 1, 3, 2]
+    same_results(second, first)
+    set_cpu(
+        path, {(s, k): 1.0 + n for n, (s, k) in enumerate((s, k) for k in (2_000, 1_000) for s in GRID["summarizers"])}
+    )
+    third = run(conversation, cache)
+    assert handed_out(third) == [1, 0, 3, 2]
+    same_results(third, first)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "a time that is no number"])
+def test_damaged_kept_times_give_one_warning_and_the_estimates_order(conversation, tmp_path, damage):
+    cache = tmp_path / "summaries.sqlite"
+    first = run(conversation, cache)
+    path = times_file(conversation, cache)
+    text = path.read_text()
+    if damage == "truncated":
+        path.write_text(text[: len(text) // 2])
+    else:
+        data = json.loads(text)
+        next(iter(data["units"].values()))[2] = "soon"
+        path.write_text(json.dumps(data))
+    with pytest.warns(ZettLabWarning, match=r"kept unit times .* are damaged") as caught:
+        again = run(conversation, cache)
+    assert len([w for w in caught if "kept unit times" in str(w.message)]) == 1
+    assert handed_out(again) == [0, 1, 2, 3]
+    same_results(again, first)
+    assert len(json.loads(path.read_text())["units"]) == 4  # written whole again at the sweep's end
+
+
+def test_times_kept_by_another_code_version_are_never_read(conversation, tmp_path):
+    cache = tmp_path / "summaries.sqlite"
+    run(conversation, cache)
+    path = times_file(conversation, cache)
+    set_cpu(
+        path,
+        {(s, k): 10.0 - n for n, (s, k) in enumerate((s, k) for k in (1_000, 2_000) for s in ["mask", "truncate"])},
+    )
+    other = path.parent.with_name("0" * 32)
+    shutil.move(path.parent, other)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ZettLabWarning)
+        again = run(conversation, cache)
+    assert handed_out(again) == [0, 1, 2, 3]
+    assert not other.exists() and path.is_file()  # the other version's folder removed when times are kept
+
+
+def test_units_never_run_cost_their_estimate_in_the_seconds_of_those_that_ran(fixture_conversations, tmp_path):
+    from zett_lab.study.executors import resolve_executor
+    from zett_lab.study.plan import UnitOptions, plan_sweep
+
+    small, large = sorted(fixture_conversations, key=replay_cost)[:: len(fixture_conversations) - 1]
+    plan = plan_sweep(
+        [small, large],
+        [4_000, 8_000],
+        [1_000],
+        ["truncate", "mask"],
+        None,
+        False,
+        None,
+        resolve_executor("serial")[0],
+        {},
+        UnitOptions(metrics=True, primary_model=None, prices=None, reuse=True, metric_modules=()),
+    )
+    units = {(u.conversation.id, u.label): u.index for u in plan.units}
+    assert unit_costs(plan.units, {}) == plan.costs  # nothing measured: the estimates as they are
+    ran = units[(large.id, "truncate")]
+    costs = unit_costs(plan.units, {ran: 3.0})
+    seconds_per_estimate = 3.0 / (replay_cost(large) * 2)
+    assert costs[ran] == 3.0
+    assert costs[units[(large.id, "mask")]] == pytest.approx(3.0)
+    assert costs[units[(small.id, "mask")]] == pytest.approx(replay_cost(small) * 2 * seconds_per_estimate)
