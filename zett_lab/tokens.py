@@ -279,12 +279,23 @@ def count_text_tokens(text: str) -> int:
     What summarizers count lines and drafts with: a message made only to be counted would take a
     place in the counter's memo of messages.
 
+    A text is counted block by block, cut at each line break followed by ``[`` (where a transcript's
+    ``[label]`` starts), each block's count remembered: o200k's pre-tokenizer always cuts there (none of
+    its pieces holds a line break followed by anything but line breaks, slashes or white space) and
+    tokens never cross its pieces, so the sum is the whole text's count. Summaries of one conversation's spans count the same blocks again and again
+    (truncate tokenized every span whole: most of a cold grid's truncate summaries' CPU).
+
     Example::
 
         >>> count_text_tokens("hello world")
         2
     """
-    return _shared_counter().count_text(text)
+    count = _shared_counter().count_text
+    if "\n[" not in text:
+        return count(text)
+    blocks = text.split("\n[")
+    middle = sum(count(f"[{block}\n") for block in blocks[1:-1])
+    return count(blocks[0] + "\n") + middle + count("[" + blocks[-1])
 
 
 def approx_count_tokens(messages: Sequence[AnyMessage]) -> int:

@@ -113,6 +113,27 @@ def test_a_text_counts_what_the_engine_counts_for_a_user_message_holding_it(text
     assert tokens.count_text_tokens(text) == engine
 
 
+#: Characters around o200k's pre-tokenizer's cuts: line breaks, ``[``, white space, slashes, punctuation that takes
+#: the line breaks after it, letters (also upper case, accented, combining), digits and contractions.
+_AROUND_CUTS = st.lists(
+    st.sampled_from(
+        ["\n", "\n[", "[", "\r", "\r\n", " ", "  ", "\t", "/", ".", ":", "]", "'s", "a", "Ab", "é", "\u0301", "7", "x"]
+    ),
+    max_size=40,
+).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_AROUND_CUTS, max_size=6))
+def test_a_text_counted_block_by_block_counts_what_the_engine_counts(pieces):
+    """count_text_tokens cuts a text at each line break before ``[`` and sums the blocks' remembered counts: the
+    same count as the engine's for the whole text, wherever the cuts fall, on texts made of what sits at them."""
+    text = "\n[".join(pieces)
+    engine = CompactionExtension._count_tokens([UserMessage(content=text)]) if text else 0
+    assert tokens.count_text_tokens(text) == engine
+    assert tokens.count_text_tokens(text) == engine  # again, from the remembered blocks
+
+
 def test_counting_texts_leaves_the_counters_identity_memo_alone():
     """A summarizer counts thousands of lines per summary; none of them may take a place among the messages."""
     counter = tokens._shared_counter()

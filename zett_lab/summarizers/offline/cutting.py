@@ -22,7 +22,15 @@ def head_tail(text: str, limit: int, head: float = 0.5) -> str:
     if total <= limit:
         return text
     lines = text.split("\n")
-    costs = [count_text_tokens(line + "\n") for line in lines]
+    costs: list[int | None] = [None] * len(lines)
+
+    def cost(i: int) -> int:
+        """Line ``i``'s count with its line break, counted when a cut first reaches it (the middle never is)."""
+        held = costs[i]
+        if held is None:
+            held = costs[i] = count_text_tokens(lines[i] + "\n")
+        return held
+
     marker_cost = count_text_tokens(f"\n[... {total:,} tokens omitted ...]\n")
     room = limit - marker_cost
     if room <= 0:
@@ -32,27 +40,27 @@ def head_tail(text: str, limit: int, head: float = 0.5) -> str:
         tail_room = room - head_room
         head_lines, used = [], 0
         i = 0
-        while i < len(lines) and used + costs[i] <= head_room:
+        while i < len(lines) and used + cost(i) <= head_room:
             head_lines.append(lines[i])
-            used += costs[i]
+            used += cost(i)
             i += 1
         if i < len(lines) and head_room - used > 8:
             partial = cut_prefix(lines[i], head_room - used - 1)
             if partial:
                 head_lines.append(partial + "…")
-        tail_lines: list[str] = []
+        tail_lines: list[str] = []  # from the last line back
         used_tail = 0
         j = len(lines) - 1
-        while j > i and used_tail + costs[j] <= tail_room:
-            tail_lines.insert(0, lines[j])
-            used_tail += costs[j]
+        while j > i and used_tail + cost(j) <= tail_room:
+            tail_lines.append(lines[j])
+            used_tail += cost(j)
             j -= 1
         if j > i and tail_room - used_tail > 8:
             partial = cut_suffix(lines[j], tail_room - used_tail - 1)
             if partial:
-                tail_lines.insert(0, "…" + partial)
+                tail_lines.append("…" + partial)
         head_text = "\n".join(head_lines)
-        tail_text = "\n".join(tail_lines)
+        tail_text = "\n".join(reversed(tail_lines))
         omitted = max(0, total - count_text_tokens(head_text) - count_text_tokens(tail_text))
         pieces = [p for p in (head_text, f"[... {omitted:,} tokens omitted ...]", tail_text) if p]
         result = "\n".join(pieces)
