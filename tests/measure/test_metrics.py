@@ -951,3 +951,32 @@ def test_the_tokens_of_any_window_are_what_the_counter_counts_over_its_messages(
             for end in range(max(start - 1, 0), len(messages) + 1):
                 assert view.tokens_between(start, end) == counter(messages[start:end]), (counter, start, end)
         assert (counter in _RUNNING_TOKENS.get(view.index, {})) == (counter is not own)
+
+
+def test_measuring_pauses_the_garbage_collector_and_leaves_no_garbage_in_cycles():
+    """Measuring a trace runs no cyclic collection, and the collector runs again afterwards; what makes pausing it
+    safe is that measuring (every summarizer's trace, the per-anchor rows and the report's lost-and-counted form)
+    leaves no garbage in cycles, which only a collection would free (several traces concatenated included)."""
+    import gc
+
+    from tests.helpers import coding_conversation
+    from zett_lab.measure.losses import measure_lost_and_counted
+    from zett_lab.replay import replay
+
+    conversation = coding_conversation(turns=30, output_lines=40, cid="cycles")
+    for summarizer in ("truncate", "mask", "anchors", "extractive"):
+        trace = replay(conversation, max_tokens=6_000, keep_recent_tokens=1_500, summarizer=summarizer, cache=False)
+        assert len(trace.compactions) >= 2
+        for once, argument in ((measure, trace), (measure, [trace, trace]), (measure_lost_and_counted, trace)):
+            once(argument)  # (what a first measuring remembers is not garbage)
+            gc.collect()
+            collections = sum(stats["collections"] for stats in gc.get_stats())
+            once(argument)
+            # at most the one the objects made meanwhile set off once the collector runs again
+            assert sum(stats["collections"] for stats in gc.get_stats()) - collections <= 1 and gc.isenabled()
+            gc.disable()
+            try:
+                once(argument)
+                assert gc.collect() == 0, summarizer
+            finally:
+                gc.enable()
