@@ -5,7 +5,7 @@ from __future__ import annotations
 import heapq
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -353,37 +353,46 @@ def _extract_line_items(text: str, kind: str, is_task: bool) -> LineItems:
         items.setdefault(anchor.key, ANCHOR_WEIGHTS[anchor.type])
         where = text.find(anchor.value)
         first = min(first, max(where, 0))
-    line_key = " ".join(text.lower().split())
     if kind == "tool_call":
-        items[("command", line_key)] = ANCHOR_WEIGHTS["command"]
+        items[("command", _line_key(text))] = ANCHOR_WEIGHTS["command"]
         first = 0
     if kind == "checkpoint":
-        items[("checkpoint", line_key)] = ANCHOR_WEIGHTS["checkpoint"]
+        items[("checkpoint", _line_key(text))] = ANCHOR_WEIGHTS["checkpoint"]
         first = 0
     if is_task:
-        items[("task", line_key)] = ANCHOR_WEIGHTS["task"]
+        items[("task", _line_key(text))] = ANCHOR_WEIGHTS["task"]
         first = 0
     if kind == "tool_result":
         if any(item_type == "error" for item_type, _ in items):
-            items[("error", line_key)] = ANCHOR_WEIGHTS["error"]
+            items[("error", _line_key(text))] = ANCHOR_WEIGHTS["error"]
         # Tool output is mostly raw material (code, listings); the dialogue says what mattered.
         items = {item: weight * TOOL_OUTPUT_WEIGHT for item, weight in items.items()}
     return tuple(items.items()), (0 if first == len(text) else first)
 
 
+def _line_key(text: str) -> str:
+    """A whole-line item's value: the line in lower case, its white space runs one space."""
+    return " ".join(text.lower().split())
+
+
 #: Segments whose candidate lines are remembered (every setting of a grid summarizes the same messages again).
 _SEGMENTS_KEPT = 1 << 13
+
+#: A line :class:`Anchors` may take, as one segment remembers it: its place among the segment's lines, its text
+#: clipped around its first item, its items, its cost and its first key in the choice (``-gain / cost`` with
+#: nothing covered yet: its items' whole weight).
+CandidateLine = tuple[int, str, dict[tuple[str, str], float], int, float]
 
 
 @lru_cache(maxsize=_SEGMENTS_KEPT)
 def _segment_candidates(
     text: str, kind: str, label: str, is_task: bool, max_line_chars: int
-) -> tuple[int, tuple[tuple[int, str, dict[tuple[str, str], float], int], ...]]:
+) -> tuple[int, tuple[CandidateLine, ...]]:
     """The lines of one segment as :class:`Anchors` takes them: how many lines it has (those :func:`line_units`
-    gives), and for each line carrying items (:func:`anchor_items`) its place among them, its text clipped around
-    its first item, its items and its cost (:func:`unit_cost`). Remembered per segment: a line at a time, looking
-    up and copying each line's items was most of a long session's anchors summary (the items are shared, never
-    changed)."""
+    gives), and each line carrying items (:func:`anchor_items`) as a :data:`CandidateLine` (cost: :func:`unit_cost`).
+    Remembered per segment: a line at a time, looking up and copying each line's items was most of a long session's
+    anchors summary (the items are shared, never changed), and so was weighing every line again for the first
+    choice of every summary."""
     lines = 0
     kept = []
     for line in text.split("\n"):
@@ -395,7 +404,9 @@ def _segment_candidates(
         if not items:
             continue
         clipped = _clip(line, max_line_chars, first)
-        kept.append((lines - 1, clipped, dict(items), unit_cost(TranscriptLine(0, 0, label, kind, clipped))))
+        weights = dict(items)
+        cost = unit_cost(TranscriptLine(0, 0, label, kind, clipped))
+        kept.append((lines - 1, clipped, weights, cost, -sum(weights.values()) / cost))
     return lines, tuple(kept)
 
 
@@ -425,41 +436,54 @@ class Anchors(OfflineSummarizer):
     def _options(self) -> dict[str, object]:
         return {} if self.max_line_chars == 300 else {"max_line_chars": self.max_line_chars}
 
-    def candidates(self, segs: Sequence[Segment]) -> list[tuple[TranscriptLine, dict[tuple[str, str], float], int]]:
-        """The lines of a transcript that carry items, in order: each line (clipped around its first item, numbered
-        as :func:`line_units` numbers it), its items (:func:`anchor_items`) and its cost (:func:`unit_cost`)."""
+    def _segment_lines(self, segs: Sequence[Segment]) -> Iterator[tuple[int, int, tuple[CandidateLine, ...]]]:
+        """Per segment, in order: its number, the order of its first line (as :func:`line_units` numbers lines)
+        and its remembered candidate lines (:func:`_segment_candidates`)."""
         first_user = next((i for i, s in enumerate(segs) if s.kind in ("user", "agent") and s.text), None)
-        candidates = []
         order = 0
         for number, segment in enumerate(segs):
             is_task = segment.kind in ("user", "agent") and number == first_user
             lines, kept = _segment_candidates(segment.text, segment.kind, segment.label, is_task, self.max_line_chars)
-            for position, text, items, cost in kept:
-                candidates.append(
-                    (TranscriptLine(order + position, number, segment.label, segment.kind, text), items, cost)
-                )
+            yield number, order, kept
             order += lines
-        return candidates
+
+    def candidates(self, segs: Sequence[Segment]) -> list[tuple[TranscriptLine, dict[tuple[str, str], float], int]]:
+        """The lines of a transcript that carry items, in order: each line (clipped around its first item, numbered
+        as :func:`line_units` numbers it), its items (:func:`anchor_items`) and its cost (:func:`unit_cost`)."""
+        return [
+            (TranscriptLine(order + position, number, segs[number].label, segs[number].kind, text), items, cost)
+            for number, order, kept in self._segment_lines(segs)
+            for position, text, items, cost, _ in kept
+        ]
 
     def _summarize(self, messages: list[AnyMessage], limit: int | None) -> str:
-        candidates = self.candidates(segments(messages))
-        if not candidates:
-            return ""
+        segs = segments(messages)
         if limit is None:
-            return join_units([unit for unit, _, _ in candidates])
+            return join_units([unit for unit, _, _ in self.candidates(segs)])
+        # The choice handles lines as the segments remember them (a line object each only for those taken).
+        heap: list[tuple[float, int, int]] = []
+        lines: list[CandidateLine] = []
+        numbers: list[int] = []
+        for number, order, kept in self._segment_lines(segs):
+            for line in kept:
+                heap.append((line[4], order + line[0], len(lines)))
+                lines.append(line)
+                numbers.append(number)
+        if not lines:
+            return ""
         covered: set[tuple[str, str]] = set()
 
         def gain(items: dict[tuple[str, str], float]) -> float:
             return sum(weight for item, weight in items.items() if item not in covered)
 
-        heap = [(-gain(items) / cost, unit.order, n) for n, (unit, items, cost) in enumerate(candidates)]
         heapq.heapify(heap)
         selected: list[tuple[float, TranscriptLine]] = []
         remaining = limit
         while heap and remaining > 2:
             _, order, n = heapq.heappop(heap)
-            unit, items, cost = candidates[n]
-            current = gain(items) / cost
+            _, text, items, cost, first_key = lines[n]
+            # nothing of it covered: the gain is its first one (the same sum, in the same order)
+            current = -first_key if covered.isdisjoint(items) else gain(items) / cost
             if current <= 0:
                 continue
             if heap and current < -heap[0][0] - 1e-12:
@@ -467,7 +491,8 @@ class Anchors(OfflineSummarizer):
                 continue
             if cost > remaining:
                 continue
-            selected.append((current, unit))
+            segment = segs[numbers[n]]
+            selected.append((current, TranscriptLine(order, numbers[n], segment.label, segment.kind, text)))
             covered.update(items)
             remaining -= cost
         return _fit_selection(selected, limit)
