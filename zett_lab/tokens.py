@@ -273,6 +273,25 @@ def count_tokens(messages: Sequence[AnyMessage]) -> int:
     return _shared_counter()(messages)
 
 
+def count_tokens_past(messages: Sequence[AnyMessage], limit: int) -> int:
+    """:func:`count_tokens` of ``messages`` when it is at most ``limit``; else a count above ``limit`` (of the
+    messages up to the first that takes the sum past it): all a caller comparing the total with ``limit`` needs,
+    without tokenizing the rest of a long conversation.
+
+    Example::
+
+        >>> count_tokens_past([UserMessage(content="hello world")] * 3, 3)
+        4
+    """
+    counter = _shared_counter()
+    total = 0
+    for message in messages:
+        total += counter.count_message(message)
+        if total > limit:
+            break
+    return total
+
+
 def count_text_tokens(text: str) -> int:
     """:func:`count_tokens` of a user message holding only ``text`` (0 for ``""``), without making the message.
 

@@ -88,6 +88,28 @@ def test_the_default_grid_stays_inside_the_primary_models_context_window(fixture
         default_grid(fixture_conversations, 0)
 
 
+def test_the_default_grid_counting_conversations_only_past_the_window_is_the_grid_of_their_full_counts(
+    fixture_conversations, monkeypatch
+) -> None:
+    """Each conversation is tokenized only until it is longer than the window (count_tokens_past: exact below
+    the limit, above it past it), and the grid is the one of every conversation counted in full."""
+    from zett_lab.report import sweep as report_sweep_module
+    from zett_lab.tokens import count_tokens, count_tokens_past
+
+    sizes = sorted(count_tokens(c.messages) for c in fixture_conversations)
+    limits = {0, 1, 8_000, 10**9, *sizes, *(s - 1 for s in sizes), *(s + 1 for s in sizes)}
+    for conversation in fixture_conversations:
+        total = count_tokens(conversation.messages)
+        for limit in limits:
+            past = count_tokens_past(conversation.messages, limit)
+            assert past == total if total <= limit else limit < past <= total
+    windows = sorted(limits - {0, 1})
+    subsets = [fixture_conversations, fixture_conversations[:4], fixture_conversations[2:3]]
+    grids = [default_grid(chosen, window) for chosen in subsets for window in windows]
+    monkeypatch.setattr(report_sweep_module, "count_tokens_past", lambda messages, limit: count_tokens(messages))
+    assert grids == [default_grid(chosen, window) for chosen in subsets for window in windows]
+
+
 def test_a_report_prices_only_what_its_sweep_did_not_price_for_its_model(monkeypatch) -> None:
     """A sweep priced for the report's model keeps its figures (those cells' tables are not read again);
     cells of a summary model with no list price count its tokens at $0, as the cost section says; a

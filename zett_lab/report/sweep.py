@@ -22,7 +22,7 @@ from ..study.results import Sweep
 from ..study.session import SummarizerSpec
 from ..study.sweep import sweep
 from ..summarizers.cache import CacheSpec
-from ..tokens import count_tokens
+from ..tokens import count_tokens, count_tokens_past
 
 #: Summarizers a report over recorded conversations runs: the built-in offline ones, the
 #: default first (no network, no key, deterministic).
@@ -53,11 +53,16 @@ def default_grid(
     the window instead, since a ``max_tokens`` above it is a context the model cannot take. A
     model without a known window leaves the grid as it is.
     """
-    sizes = sorted(count_tokens(c.messages) for c in conversations) or [8000]
-    median = max(sizes[len(sizes) // 2], 8000)
     window = _known_window(context_window)
-    if window is not None:
-        median = min(median, max(window, 8000))
+    # Within a window, a conversation is counted only until it is longer than the window (the median of sizes
+    # capped there is the median capped there): a long session's rest is not tokenized here.
+    cap = None if window is None else max(window, 8000)
+    sizes = sorted(
+        count_tokens(c.messages) if cap is None else count_tokens_past(c.messages, cap) for c in conversations
+    ) or [8000]
+    median = max(sizes[len(sizes) // 2], 8000)
+    if cap is not None:
+        median = min(median, cap)
     max_tokens = sorted({max(2000, _round_sig(median * share)) for share in (0.25, 0.5, 1.0)})
     keep = sorted({max(500, _round_sig(max_tokens[0] * share)) for share in (0.25, 0.5)})
     return {"max_tokens": max_tokens, "keep_recent_tokens": keep}
