@@ -7,7 +7,7 @@ import math
 import re
 from collections.abc import Iterator, Sequence
 from functools import lru_cache
-from typing import Any
+from itertools import repeat
 
 import numpy as np
 from zett_agent.messages import AnyMessage
@@ -44,19 +44,39 @@ def _clip(text: str, max_chars: int, at: int = 0) -> str:
     return ("…" if start else "") + piece + ("…" if start + max_chars < len(text) else "")
 
 
+#: Segments whose lines are remembered (every setting of a grid summarizes the same messages again).
+_SEGMENTS_KEPT = 1 << 13
+
+
+@lru_cache(maxsize=_SEGMENTS_KEPT)
+def _segment_pieces(text: str, split_sentences: bool) -> tuple[str, ...]:
+    """The units :func:`line_units` makes of one segment's text: its lines, stripped (each split into sentences
+    when ``split_sentences``). Remembered per segment: splitting every line of the span again was a fifth of a
+    long session's extractive summaries."""
+    pieces = []
+    for line in text.split("\n"):
+        line = line.strip()
+        if not line:
+            continue
+        for piece in _SENTENCE_END.split(line) if split_sentences else (line,):
+            piece = piece.strip()
+            if piece:
+                pieces.append(piece)
+    return tuple(pieces)
+
+
+@lru_cache(maxsize=_SEGMENTS_KEPT)
+def _clipped_pieces(text: str, split_sentences: bool, max_chars: int) -> tuple[str, ...]:
+    """:func:`_segment_pieces`, each at most ``max_chars`` characters (:func:`_clip` from its start)."""
+    return tuple(_clip(piece, max_chars) for piece in _segment_pieces(text, split_sentences))
+
+
 def line_units(segs: Sequence[Segment], *, split_sentences: bool) -> list[TranscriptLine]:
     """Split segments into lines (and prose lines into sentences when asked)."""
     units: list[TranscriptLine] = []
     for number, segment in enumerate(segs):
-        for line in segment.text.split("\n"):
-            line = line.strip()
-            if not line:
-                continue
-            pieces = _SENTENCE_END.split(line) if split_sentences and segment.kind in _PROSE else [line]
-            for piece in pieces:
-                piece = piece.strip()
-                if piece:
-                    units.append(TranscriptLine(len(units), number, segment.label, segment.kind, piece))
+        for piece in _segment_pieces(segment.text, split_sentences and segment.kind in _PROSE):
+            units.append(TranscriptLine(len(units), number, segment.label, segment.kind, piece))
     return units
 
 
@@ -147,46 +167,40 @@ def _lexrank(matrix, nonzero: np.ndarray, *, damping: float = 0.15, iterations: 
 class _Chosen:
     """The units an extractive summary has taken, as the rows of a sparse matrix grown one row at a time.
 
-    :meth:`max_similarity` is each taken row's dot product with a candidate, summed in the same
-    order as ``matrix[taken] @ matrix[i].T`` (so the same floats), without indexing the whole
-    matrix by the taken rows for every candidate. Taken rows are appended to buffers that double
-    when full, so taking a row costs that row, not every row taken before it (stacking a new
-    matrix per row was most of a long span's summary).
+    :meth:`max_similarity` is each taken row's dot product with a candidate: the product of the taken rows (in
+    CSR form) with the candidate as a dense vector, by scipy's own kernel for it (what ``matrix[taken] @
+    matrix[i].T`` runs, so the same floats), on buffers that double when full, so taking a row costs that row,
+    not every row taken before it (stacking a new matrix per row was most of a long span's summary), and no
+    matrix object is made per candidate (making one was a third of a long session's extractive summaries).
     """
 
     def __init__(self, matrix) -> None:
+        from scipy.sparse._sparsetools import csr_matvec  # the kernel of a CSR matrix @ a vector
+
+        self._matvec = csr_matvec
         self._matrix = matrix
         self._dense = np.zeros(matrix.shape[1])
         self._data = np.empty(64, dtype=matrix.dtype)
         self._indices = np.empty(64, dtype=matrix.indices.dtype)
-        self._indptr = [0]
-        self._taken: Any = None  # the taken rows as a CSR matrix, made again after a row is added
+        self._indptr = np.zeros(65, dtype=matrix.indices.dtype)
         self.rows: list[int] = []
 
     def add(self, row: int) -> None:
         matrix = self._matrix
         start, end = matrix.indptr[row], matrix.indptr[row + 1]
-        filled, needed = self._indptr[-1], self._indptr[-1] + end - start
+        taken = len(self.rows)
+        filled = int(self._indptr[taken])
+        needed = filled + end - start
         if needed > len(self._data):
             capacity = max(needed, 2 * len(self._data))
             self._data = np.concatenate([self._data[:filled], np.empty(capacity - filled, self._data.dtype)])
             self._indices = np.concatenate([self._indices[:filled], np.empty(capacity - filled, self._indices.dtype)])
+        if taken + 2 > len(self._indptr):
+            self._indptr = np.concatenate([self._indptr, np.zeros(len(self._indptr), self._indptr.dtype)])
         self._data[filled:needed] = matrix.data[start:end]
         self._indices[filled:needed] = matrix.indices[start:end]
-        self._indptr.append(needed)
-        self._taken = None
+        self._indptr[taken + 1] = needed
         self.rows.append(row)
-
-    def _taken_rows(self):
-        if self._taken is None:
-            from scipy import sparse
-
-            filled = self._indptr[-1]
-            self._taken = sparse.csr_matrix(
-                (self._data[:filled], self._indices[:filled], np.asarray(self._indptr, dtype=self._indices.dtype)),
-                shape=(len(self.rows), self._matrix.shape[1]),
-            )
-        return self._taken
 
     def max_similarity(self, row: int) -> float:
         """The largest dot product of row ``row`` with a taken row (0 when none is taken)."""
@@ -196,7 +210,9 @@ class _Chosen:
         start, end = matrix.indptr[row], matrix.indptr[row + 1]
         columns = matrix.indices[start:end]
         dense[columns] = matrix.data[start:end]
-        similarity = self._taken_rows() @ dense
+        taken = len(self.rows)
+        similarity = np.zeros(taken)
+        self._matvec(taken, matrix.shape[1], self._indptr[: taken + 1], self._indices, self._data, dense, similarity)
         dense[columns] = 0.0
         return float(similarity.max())
 
@@ -225,34 +241,48 @@ class Extractive(OfflineSummarizer):
         return {} if self.max_unit_chars == 400 else {"max_unit_chars": self.max_unit_chars}
 
     def _summarize(self, messages: list[AnyMessage], limit: int | None) -> str:
-        units = line_units(segments(messages), split_sentences=True)
-        units = [TranscriptLine(u.order, u.segment, u.label, u.kind, _clip(u.text, self.max_unit_chars)) for u in units]
-        if not units:
+        # The units as their segments remember them (line_units' texts, clipped): a line object only for those
+        # costed or shown.
+        segs = segments(messages)
+        texts: list[str] = []
+        numbers: list[int] = []
+        for number, segment in enumerate(segs):
+            pieces = _clipped_pieces(segment.text, segment.kind in _PROSE, self.max_unit_chars)
+            texts.extend(pieces)
+            numbers.extend(repeat(number, len(pieces)))
+
+        def unit(i: int) -> TranscriptLine:
+            segment = segs[numbers[i]]
+            return TranscriptLine(i, numbers[i], segment.label, segment.kind, texts[i])
+
+        if not texts:
             return ""
         if limit is None:
-            return join_units(units)
-        matrix, nonzero = _tfidf([u.text for u in units])
+            return join_units([unit(i) for i in range(len(texts))])
+        matrix, nonzero = _tfidf(texts)
         scores = _lexrank(matrix, nonzero)
-        ranking = sorted(range(len(units)), key=lambda i: (-scores[i], i))
+        ranking = np.argsort(-scores, kind="stable").tolist()  # by score, then by place
         chosen = _Chosen(matrix)
+        selected: list[tuple[float, TranscriptLine]] = []
         seen_texts: set[str] = set()
         remaining = limit
         for i in ranking:
-            unit = units[i]
-            key = unit.text.lower()
+            key = texts[i].lower()
             if key in seen_texts:
                 continue
-            cost = unit_cost(unit)
+            line = unit(i)
+            cost = unit_cost(line)
             if cost > remaining:
                 continue
             if chosen.max_similarity(i) >= 0.9:
                 continue
             chosen.add(i)
+            selected.append((float(scores[i]), line))
             seen_texts.add(key)
             remaining -= cost
             if remaining <= 2:
                 break
-        return _fit_selection([(float(scores[i]), units[i]) for i in chosen.rows], limit)
+        return _fit_selection(selected, limit)
 
 
 # -- anchors ----------------------------------------------------------------------------------------
@@ -374,9 +404,6 @@ def _line_key(text: str) -> str:
     """A whole-line item's value: the line in lower case, its white space runs one space."""
     return " ".join(text.lower().split())
 
-
-#: Segments whose candidate lines are remembered (every setting of a grid summarizes the same messages again).
-_SEGMENTS_KEPT = 1 << 13
 
 #: A line :class:`Anchors` may take, as one segment remembers it: its place among the segment's lines, its text
 #: clipped around its first item, its items, its cost and its first key in the choice (``-gain / cost`` with
