@@ -1,7 +1,7 @@
 """Conversations' anchor indexes kept across runs, beside the summary cache.
 
 Measuring a long conversation's replays reads its anchor index (:class:`~zett_lab.measure.message_index.
-ConversationIndex`), which takes seconds of CPU to build (~8.6 s for a 5,000-message session) and a
+ConversationIndex`), which takes seconds of CPU to build (~5.3 s for a 5,000-message session) and a
 twentieth of that to read. A report run again over the same conversation (a warm summary cache) reads the
 index the last run built instead of building it again.
 
