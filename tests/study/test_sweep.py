@@ -751,3 +751,29 @@ def test_recommend_constrains_columns_outside_the_metric_catalogue():
     assert not never.applied and never.best == 5
     with pytest.raises(SettingError, match="nan must be 'best' or 'drop'"):
         recommend(table, "compactions_applied <= 1", nan="ignore")
+
+
+def test_the_default_pool_and_the_command_collect_in_batches_and_a_users_process_keeps_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """zett_lab's own processes run the cyclic collector less often (a replay makes millions of short-lived
+    objects); the ``zett-lab`` command sets the caller's thresholds back when it ends, even when it fails."""
+    import gc
+
+    from zett_lab.collector import BATCH_THRESHOLDS
+    from zett_lab.show import cli
+    from zett_lab.study.executors import default_executor
+
+    clear_worker_state()
+    assert default_executor().submit(gc.get_threshold).result() == BATCH_THRESHOLDS
+    before = gc.get_threshold()
+    assert before != BATCH_THRESHOLDS
+    seen = []
+    monkeypatch.setitem(cli.COMMANDS, "sweep", lambda args: seen.append(gc.get_threshold()) or 0)
+    monkeypatch.setitem(cli.COMMANDS, "replay", lambda args: 1 / 0 if seen.append(gc.get_threshold()) is None else 0)
+    assert cli.main(["sweep", "x.json", "--max-tokens", "8k", "--keep-recent-tokens", "2k", "-o", "o.parquet"]) == 0
+    assert gc.get_threshold() == before
+    with pytest.raises(ZeroDivisionError):
+        cli.main(["replay", "x.json", "--max-tokens", "8k", "--keep-recent-tokens", "2k", "--debug"])
+    assert gc.get_threshold() == before
+    assert seen == [BATCH_THRESHOLDS, BATCH_THRESHOLDS]

@@ -24,6 +24,7 @@ output is replaced only with ``--force``. Both are checked before any work start
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import sys
@@ -31,6 +32,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from ..collector import collect_in_batches
 from ..errors import ResultFailure, SummaryFailureWarning, Terminated, ZettLabError
 from ..files import claims_released
 from .arguments import (
@@ -113,6 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             reconfigure(errors="backslashreplace")
     on_main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _terminate) if on_main_thread else None
+    thresholds = collect_in_batches()
     try:
         with warnings.catch_warnings(), claims_released():
             warnings.showwarning = _show_warning
@@ -140,6 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: error: {where}{error.strerror or one_line(error)}", file=sys.stderr)
         return EXIT_ERROR
     finally:
+        gc.set_threshold(*thresholds)
         if on_main_thread:
             signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
 
