@@ -103,11 +103,11 @@ class KeptIndexes:
         except FileNotFoundError:
             return None
         except OSError as error:
-            _warn_once(path, f"cannot read the kept anchor index {path} ({error}); building it again")
+            warn_once(path, f"cannot read the kept anchor index {path} ({error}); building it again")
             return None
         problem = _problem(data, conversation)
         if isinstance(problem, str):
-            _warn_once(path, f"the kept anchor index {path} is damaged ({problem}); removed, building it again")
+            warn_once(path, f"the kept anchor index {path} is damaged ({problem}); removed, building it again")
             path.unlink(missing_ok=True)
             return None
         return problem
@@ -127,7 +127,7 @@ class KeptIndexes:
         except OSError as error:
             with contextlib.suppress(OSError):
                 partial.unlink(missing_ok=True)
-            _warn_once(self.root, f"cannot keep the anchor index in {self.root} ({error}); it is built again next time")
+            warn_once(self.root, f"cannot keep the anchor index in {self.root} ({error}); it is built again next time")
             return
         for other in self.root.iterdir():
             if other.is_dir() and other != self.folder:
@@ -156,7 +156,8 @@ def _problem(data: bytes, conversation: Conversation) -> dict[str, object] | str
     return built
 
 
-def _warn_once(path: Path, message: str) -> None:
+def warn_once(path: Path, message: str) -> None:
+    """Warn about a kept file or folder once per process (a sweep reads the same one for every unit)."""
     if str(path) not in _WARNED:
         _WARNED.add(str(path))
         warn(message)

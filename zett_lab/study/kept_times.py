@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .kept_indexes import _warn_once, code_digest, conversation_key
+from .kept_indexes import code_digest, conversation_key, warn_once
 from .reuse import StoreKey
 from .units import Unit
 
@@ -103,11 +103,11 @@ class KeptTimes:
         except FileNotFoundError:
             return {}
         except (OSError, UnicodeDecodeError) as error:
-            _warn_once(path, f"cannot read the kept unit times {path} ({error}); ordering units by their estimate")
+            warn_once(path, f"cannot read the kept unit times {path} ({error}); ordering units by their estimate")
             return {}
         times = _times(text)
         if isinstance(times, str):
-            _warn_once(path, f"the kept unit times {path} are damaged ({times}); ordering units by their estimate")
+            warn_once(path, f"the kept unit times {path} are damaged ({times}); ordering units by their estimate")
             return {}
         return times
 
@@ -126,7 +126,7 @@ class KeptTimes:
         except OSError as error:
             with contextlib.suppress(OSError):
                 partial.unlink(missing_ok=True)
-            _warn_once(
+            warn_once(
                 self.root, f"cannot keep the units' times in {self.root} ({error}); units are ordered by estimate"
             )
             return
