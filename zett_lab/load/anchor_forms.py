@@ -175,7 +175,8 @@ _UNITS = {
 _UNIT = "|".join(re.escape(u) for u in sorted(_UNITS, key=len, reverse=True))
 #: A number with its unit or currency, a percentage or a version (the ``number`` anchor type).
 NUMBER = re.compile(
-    r"(?<![\w.,/$€£-])(?P<cur>[$€£])?(?P<v>v)?"
+    # the lookahead (the first character any number starts with) rejects most positions before the groups do
+    r"(?<![\w.,/$€£-])(?=[$€£v\d])(?P<cur>[$€£])?(?P<v>v)?"
     r"(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)*|\d+(?:\.\d+)*)"
     # a comma ends a number unless a digit follows (``5 ms, 410 tests, 0 failures``; not ``1,000``)
     r"(?:(?P<sp>[ \t]?)(?P<unit>" + _UNIT + r")(?![\w/]|→|\t)|(?!\w|[.,]\d|→|\t))",
