@@ -26,7 +26,8 @@ def main() -> None:
 
     from zett_lab.measure.message_index import ConversationIndex, held_index, index_of
     from zett_lab.study.grid import fingerprint
-    from zett_lab.study.kept_indexes import KeptIndexes, code_digest, conversation_key
+    from zett_lab.study.kept import code_digest, conversation_key
+    from zett_lab.study.kept_indexes import KeptIndexes
 
     conversation = long_conversation(args.turns)
     began = time.process_time()

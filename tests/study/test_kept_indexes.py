@@ -18,7 +18,8 @@ from zett_lab.measure import message_index
 from zett_lab.measure.message_index import ConversationIndex, release_indexes
 from zett_lab.study import sweep, units
 from zett_lab.study.grid import fingerprint
-from zett_lab.study.kept_indexes import PACKAGE, KeptIndexes, _problem, code_digest, conversation_key
+from zett_lab.study.kept import PACKAGE, code_digest, conversation_key
+from zett_lab.study.kept_indexes import KeptIndexes, _problem
 
 GRID = dict(max_tokens=[4_000, 8_000], keep_recent_tokens=[1_000], summarizers=["truncate", "mask"])
 #: What differs between two runs of the same sweep (time, the worker, how each summary was served).

@@ -15,7 +15,7 @@ from zett_lab.errors import ZettLabWarning
 from zett_lab.measure.message_index import release_indexes
 from zett_lab.study import clear_worker_state, sweep
 from zett_lab.study.grid import fingerprint
-from zett_lab.study.kept_indexes import conversation_key
+from zett_lab.study.kept import conversation_key
 from zett_lab.study.kept_times import KeptTimes
 from zett_lab.study.plan import replay_cost, unit_costs
 from zett_lab.study.results import Sweep

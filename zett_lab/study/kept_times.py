@@ -26,22 +26,16 @@ warning.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
-import os
-import shutil
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from .kept_indexes import code_digest, conversation_key, warn_once
+from .kept import KeptFolder, conversation_key, warn_once
 from .reuse import StoreKey
 from .units import Unit
 
-#: The folder beside the summary cache's file.
-FOLDER = "unit-times"
 #: What every kept file says it is (its format).
 FORMAT = "zett-lab-unit-times 1"
 #: Units a conversation's file keeps at most (the last ones run): grids change, a file does not grow forever.
@@ -72,30 +66,15 @@ def unit_key(store_key: StoreKey, unit: Unit) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class KeptTimes:
-    """The kept unit times of one code version in one folder (:meth:`beside` a summary cache)."""
+class KeptTimes(KeptFolder):
+    """The kept unit times of one code version in one folder (:meth:`~zett_lab.study.kept.KeptFolder.beside` a
+    summary cache)."""
 
-    #: ``unit-times`` in the summary cache's folder.
-    root: Path
-    #: :func:`~zett_lab.study.kept_indexes.code_digest` of the code whose times they are.
-    code: str
-
-    @classmethod
-    def beside(cls, cache_path: object, code: str | None = None) -> KeptTimes | None:
-        """The kept times beside a summary cache file (its ``path``); None for a disabled or in-memory cache."""
-        if not isinstance(cache_path, Path):
-            return None
-        return cls(cache_path.parent / FOLDER, code_digest() if code is None else code)
-
-    @property
-    def folder(self) -> Path:
-        return self.root / self.code[:32]
-
-    def file(self, conversation_name: str) -> Path:
-        return self.folder / f"{conversation_name}.json"
+    FOLDER = "unit-times"
+    SUFFIX = ".json"
 
     def read(self, conversation_name: str) -> dict[str, UnitRun]:
-        """The times kept for a conversation (:func:`~zett_lab.study.kept_indexes.conversation_key`) by unit
+        """The times kept for a conversation (:func:`~zett_lab.study.kept.conversation_key`) by unit
         (:func:`unit_key`); none when none are kept or the file is damaged (one warning)."""
         path = self.file(conversation_name)
         try:
@@ -114,25 +93,11 @@ class KeptTimes:
     def write(self, conversation_name: str, runs: Mapping[str, UnitRun]) -> None:
         """Keep the ``runs`` of a conversation's units with those kept before (the last :data:`UNITS_KEPT`): written
         whole beside the file, then renamed into it; other code versions' folders are removed."""
-        path = self.file(conversation_name)
         kept = {key: run for key, run in self.read(conversation_name).items() if key not in runs}
         kept.update(runs)
         units = {key: _fields(run) for key, run in list(kept.items())[-UNITS_KEPT:]}
-        partial = path.with_suffix(f".{os.getpid()}.partial")
-        try:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            partial.write_text(json.dumps({"format": FORMAT, "units": units}), encoding="utf-8")
-            os.replace(partial, path)
-        except OSError as error:
-            with contextlib.suppress(OSError):
-                partial.unlink(missing_ok=True)
-            warn_once(
-                self.root, f"cannot keep the units' times in {self.root} ({error}); units are ordered by estimate"
-            )
-            return
-        for other in self.root.iterdir():
-            if other.is_dir() and other != self.folder:
-                shutil.rmtree(other, ignore_errors=True)
+        document = json.dumps({"format": FORMAT, "units": units})
+        self.replace(conversation_name, (document.encode(),), "the units' times", "units are ordered by their estimate")
 
 
 def _times(text: str) -> dict[str, UnitRun] | str:
@@ -192,7 +157,7 @@ def keep_runs(
 
 
 def _by_conversation(units: Iterable[Unit]) -> dict[str, list[Unit]]:
-    """Units by their conversation's file name (:func:`~zett_lab.study.kept_indexes.conversation_key`)."""
+    """Units by their conversation's file name (:func:`~zett_lab.study.kept.conversation_key`)."""
     out: dict[str, list[Unit]] = {}
     names: dict[int, str] = {}
     for unit in units:

@@ -45,7 +45,8 @@ from ..summarizers import CachedSummary, CacheError, CacheSpec, SummaryCache
 from ..summarizers.cache import CacheStats
 from ..summarizers.offline.selection import Anchors
 from .grid import STOCK_ENGINE
-from .kept_indexes import KEEP_FROM_CPU_S, KeptIndexes, conversation_key
+from .kept import conversation_key
+from .kept_indexes import KEEP_FROM_CPU_S, KeptIndexes
 from .regions import Region, region
 from .reuse import STORE, ForkPlanner, Proven, StoreKey, sorted_sent
 from .sources import ANCHOR_COUNTS_TABLE, LOSS_TABLES, LOST_ANCHORS_TABLE, TableWriter
