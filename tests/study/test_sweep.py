@@ -463,19 +463,16 @@ def test_a_sweeps_own_folder_keeps_the_engine_events_as_a_pickle_and_a_saved_one
         own.read_events("s1")
 
 
-def test_a_conversation_costing_more_than_a_part_of_a_workers_share_is_cut_by_keep_recent_tokens(small):
-    """With two workers, a conversation costing more than a part of one worker's share of the grid
-    (:data:`UNITS_PER_WORKER`) is cut into units by keep_recent_tokens, the costlier into more (one worker runs
-    everything as it comes: nothing is cut), and every cell equals the uncut sweep's."""
-    import math
-
-    from zett_lab.study.plan import UNITS_PER_WORKER, replay_cost
+def test_too_few_units_to_balance_are_cut_by_keep_recent_tokens(small):
+    """With two workers and fewer units than :data:`UNITS_PER_WORKER` per worker, the costliest conversations
+    are cut into units by keep_recent_tokens (one worker runs everything as it comes: nothing is cut), and every
+    cell equals the uncut sweep's."""
+    from zett_lab.study.plan import _keep_parts, replay_cost
 
     conversations = [c for c in small if c.id in ("auth-refresh-token", "api-v2-deprecation", "billing-rounding")]
-    costs = sorted(replay_cost(c) for c in conversations)
-    share = sum(costs) / (2 * UNITS_PER_WORKER)
-    parts = [min(4, math.ceil(cost / share)) for cost in costs]
-    assert parts[0] < parts[-1] and parts[-1] > 1
+    costs = [replay_cost(c) for c in conversations]
+    parts = _keep_parts(costs, 1, 2, 4)
+    assert sum(parts) >= 8 and max(parts) > min(parts)
     grid = dict(max_tokens=[3_000, 6_000], keep_recent_tokens=[500, 1_000, 1_500, 2_000], cache=False, progress=False)
     with cf.ThreadPoolExecutor(max_workers=2) as pool:
         cut = sweep(conversations, executor=pool, **grid)
@@ -485,6 +482,21 @@ def test_a_conversation_costing_more_than_a_part_of_a_workers_share_is_cut_by_ke
     assert len(cells) == len(list(whole.traces())) == 3 * 2 * 4
     for key, trace in cells:
         assert_same(trace, whole.trace(*key))
+
+
+def test_keep_groups_are_cut_only_as_far_as_balance_needs():
+    """Many conversations (the fixtures' shape: 7, one costing more than a worker's share): the big one is cut
+    in two, not shredded into groups of two keep values, the others stay whole; one long conversation under
+    4 summarizers on 2 workers (4 units cannot balance: mask costs twice the others) is cut into 8 units; one
+    worker cuts nothing."""
+    from zett_lab.study.plan import _keep_groups, _keep_parts
+
+    fixtures = [1.0, 1.0, 2.0, 3.0, 5.0, 12.0, 30.0]
+    assert _keep_parts(fixtures, 1, 2, 10) == [1, 1, 1, 1, 1, 1, 2]
+    assert _keep_groups(list(range(10)), 2) == [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9]]
+    assert _keep_parts([100.0], 4, 2, 2) == [2]
+    assert _keep_parts([100.0], 4, 2, 1) == [1]
+    assert _keep_parts(fixtures, 1, 1, 10) == [1] * 7
 
 
 class RecordingExecutor(cf.Executor):
@@ -514,7 +526,7 @@ def test_units_of_a_small_conversation_run_as_one_task_and_a_lost_task_costs_onl
     and a task that fails marks its own cells and no others."""
     from zett_lab.study import collect
     from zett_lab.study.collect import BATCH_SHARE
-    from zett_lab.study.plan import UNITS_PER_WORKER, _keep_groups, replay_cost
+    from zett_lab.study.plan import _keep_parts, replay_cost
 
     grid = dict(
         max_tokens=[3_000, 6_000],
@@ -534,8 +546,7 @@ def test_units_of_a_small_conversation_run_as_one_task_and_a_lost_task_costs_onl
         assert len(task) == 1 or sum(costs[unit.conversation.id] * len(unit.cells) for unit in task) <= budget
         by_conversation.setdefault(task[0].conversation.id, []).append(len(task))
     cheapest, *_, costliest = sorted(costs, key=costs.get)
-    share = sum(costs.values()) * 3 / (2 * UNITS_PER_WORKER)
-    parts = {cid: len(_keep_groups([500, 1_000], cost, share)) for cid, cost in costs.items()}
+    parts = dict(zip(costs, _keep_parts(list(costs.values()), 3, 2, 2), strict=True))
     assert by_conversation[cheapest] == [3] and by_conversation[costliest] == [1] * 3 * parts[costliest]
     assert len(recorded.tasks) < batched.config["units"] == 3 * sum(parts.values())
 

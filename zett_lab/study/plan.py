@@ -2,8 +2,8 @@
 
 :func:`plan_sweep` checks every value and option, builds each summarizer and engine once (a bad spec or a
 failing factory is one error before anything runs), and cuts the grid into :class:`~zett_lab.study.units.Unit`
-s of one conversation, engine and summarizer, split further by ``keep_recent_tokens`` where a conversation
-would otherwise keep one worker busy alone (:data:`UNITS_PER_WORKER`). The :class:`Plan` orders them the
+s of one conversation, engine and summarizer, split further by ``keep_recent_tokens`` only where a conversation
+would otherwise keep one worker busy alone or the units are too few to balance (:data:`UNITS_PER_WORKER`). The :class:`Plan` orders them the
 costliest first: by what they took when they last ran (:mod:`~zett_lab.study.kept_times`), else by an estimate
 (:func:`replay_cost`).
 """
@@ -49,8 +49,8 @@ from .units import WORKER_CACHE, Unit, unit_store_key
 DEFAULT_PROVIDER_CONCURRENCY = 4
 
 
-#: Units a worker's share of a sweep is cut into at least, where a conversation and summarizer can be cut (by
-#: ``keep_recent_tokens``): with one long conversation, one unit per summarizer left a worker idle while another
+#: Units per worker a sweep is cut into at least, where a conversation and summarizer can be cut (by
+#: ``keep_recent_tokens``, :func:`_keep_parts`): with one long conversation, one unit per summarizer left a worker idle while another
 #: ran the costliest summarizer's unit at the end; forks lose little (a worker forks a unit's replays from any
 #: replay it ran before, of any summarizer, up to their first compaction).
 UNITS_PER_WORKER = 4
@@ -220,17 +220,14 @@ def _units(
     unit_options: UnitOptions,
 ) -> list[Unit]:
     """The grid cut into units: per conversation, engine and summarizer, its ``keep_recent_tokens`` values in one
-    unit, or in groups where that conversation and summarizer cost more than a part of one worker's share of the
-    whole grid (:func:`_keep_groups`), so the workers can be kept evenly busy to the end."""
+    unit, or in as few groups as the workers need to be kept evenly busy to the end (:func:`_keep_parts`)."""
     max_tokens, keeps = limits
     costs = [replay_cost(conversation) for conversation in conversations]
-    workers = parallelism(runner)
-    pairs = len(engine_items) * len(summarizer_items)
-    share = sum(costs) * pairs / (workers * UNITS_PER_WORKER) if workers > 1 else math.inf
+    parts = _keep_parts(costs, len(engine_items) * len(summarizer_items), parallelism(runner), len(keeps))
     units: list[Unit] = []
-    for conversation, cost in zip(conversations, costs, strict=True):
+    for conversation, count in zip(conversations, parts, strict=True):
         digest = fingerprint(conversation)
-        groups = _keep_groups(keeps, cost, share)
+        groups = _keep_groups(keeps, count)
         # group by group: a summarizer's later groups start after every summarizer's first (what they share across
         # workers, its lines' items, is left by the first by then); ordered by measured costs, after its own first
         # (costliest_first)
@@ -332,13 +329,35 @@ def costliest_first(units: list[Unit], costs: Mapping[int, float]) -> list[Unit]
     return [chains[(unit.fingerprint, unit.engine_label, unit.label)].pop() for unit in ranked]
 
 
-def _keep_groups(keeps: list[int], cost: float, share: float) -> list[list[int]]:
-    """``keep_recent_tokens`` values per unit of one conversation and summarizer: all in one (forks share the
-    most), cut into as many groups as it takes for each to cost at most ``share`` (a part of one worker's share of
-    the grid, :data:`UNITS_PER_WORKER`).
+def _keep_parts(costs: list[float], pairs: int, workers: int, keeps: int) -> list[int]:
+    """Per conversation, into how many groups of ``keep_recent_tokens`` values each of its ``pairs`` (engine ×
+    summarizer) is cut: as few as balance needs, since a cut loses what one unit shares (forks, cells proven
+    identical, summaries computed once) and two workers then compute the same cold summaries.
 
-    Neighbouring values stay together: they take the same decisions longest, so share the most forks.
+    Units are handed out the costliest first (:func:`costliest_first`), so the workers end evenly when no unit
+    costs more than one worker's share of the grid and there are enough units to even out the last ones. So a
+    conversation is first cut until each of its units costs at most a whole worker's share; then, while the grid
+    has fewer than ``workers`` × :data:`UNITS_PER_WORKER` units, the conversation whose units cost the most is cut
+    once more. Many conversations thus leave the biggest cut in two at most (the fixtures: 7 + 1 units), while
+    one long conversation under 4 summarizers on 2 workers is cut into 8 units (a mask unit costs twice the
+    others, so 4 cannot balance). One worker runs everything as it comes: nothing is cut.
     """
-    parts = min(len(keeps), max(1, math.ceil(cost / share))) if share > 0 else 1
-    size = -(-len(keeps) // parts)
-    return [keeps[i : i + size] for i in range(0, len(keeps), size)]
+    if workers <= 1 or not costs or keeps <= 1:
+        return [1] * len(costs)
+    share = sum(costs) * pairs / workers
+    parts = [min(keeps, max(1, math.ceil(cost / share))) if share > 0 else 1 for cost in costs]
+    while sum(parts) * pairs < workers * UNITS_PER_WORKER:
+        cuttable = [i for i, count in enumerate(parts) if count < keeps]
+        if not cuttable:
+            break
+        parts[max(cuttable, key=lambda i: costs[i] / parts[i])] += 1
+    return parts
+
+
+def _keep_groups(keeps: list[int], parts: int) -> list[list[int]]:
+    """``keep_recent_tokens`` values per unit of one conversation and summarizer, cut into ``parts`` groups
+    (:func:`_keep_parts`, at most one per value) of neighbouring values, as even in size as they can be: neighbours
+    take the same decisions longest, so share the most forks.
+    """
+    cuts = [len(keeps) * i // parts for i in range(parts + 1)]
+    return [keeps[start:end] for start, end in itertools.pairwise(cuts)]
