@@ -17,7 +17,7 @@ from zett_lab.study import clear_worker_state, sweep
 from zett_lab.study.grid import fingerprint
 from zett_lab.study.kept import conversation_key
 from zett_lab.study.kept_times import KeptTimes
-from zett_lab.study.plan import replay_cost, unit_costs
+from zett_lab.study.plan import costliest_first, replay_cost, unit_costs
 from zett_lab.study.results import Sweep
 
 #: One conversation on two workers: each summarizer's cells cut into two keep groups (units 0 and 1 the first
@@ -157,3 +157,37 @@ def test_units_never_run_cost_their_estimate_in_the_seconds_of_those_that_ran(fi
     assert costs[ran] == 3.0
     assert costs[units[(large.id, "mask")]] == pytest.approx(3.0)
     assert costs[units[(small.id, "mask")]] == pytest.approx(replay_cost(small) * 2 * seconds_per_estimate)
+
+
+def test_a_conversations_units_go_out_together_costliest_conversation_first(fixture_conversations):
+    """Ranked by measured cost, a conversation's units still go out one after another (a small one's as one task,
+    loaded and indexed by one worker), the costliest conversation first and its costliest unit first."""
+    from zett_lab.study.executors import resolve_executor
+    from zett_lab.study.plan import UnitOptions, plan_sweep
+
+    small, large = sorted(fixture_conversations, key=replay_cost)[:: len(fixture_conversations) - 1]
+    plan = plan_sweep(
+        [small, large],
+        [4_000, 8_000],
+        [1_000],
+        ["truncate", "mask", "anchors"],
+        None,
+        False,
+        None,
+        resolve_executor("serial")[0],
+        {},
+        UnitOptions(metrics=True, primary_model=None, prices=None, reuse=True, metric_modules=()),
+    )
+    by = {(u.conversation.id, u.label): u.index for u in plan.units}
+    # the small conversation's mask unit alone is the costliest unit, yet the large conversation costs more in all
+    measured = {by[(small.id, "mask")]: 9.0, by[(small.id, "truncate")]: 0.1, by[(small.id, "anchors")]: 0.1}
+    measured |= {by[(large.id, "truncate")]: 2.0, by[(large.id, "mask")]: 5.0, by[(large.id, "anchors")]: 4.0}
+    order = [(u.conversation.id, u.label) for u in costliest_first(plan.units, measured)]
+    assert order == [
+        (large.id, "mask"),
+        (large.id, "anchors"),
+        (large.id, "truncate"),
+        (small.id, "mask"),
+        (small.id, "truncate"),
+        (small.id, "anchors"),
+    ]

@@ -3,9 +3,9 @@
 :func:`plan_sweep` checks every value and option, builds each summarizer and engine once (a bad spec or a
 failing factory is one error before anything runs), and cuts the grid into :class:`~zett_lab.study.units.Unit`
 s of one conversation, engine and summarizer, split further by ``keep_recent_tokens`` only where a conversation
-would otherwise keep one worker busy alone or the units are too few to balance (:data:`UNITS_PER_WORKER`). The :class:`Plan` orders them the
-costliest first: by what they took when they last ran (:mod:`~zett_lab.study.kept_times`), else by an estimate
-(:func:`replay_cost`).
+would otherwise keep one worker busy alone or the units are too few to balance (:data:`UNITS_PER_WORKER`). The
+:class:`Plan` orders them the costliest first: by what they took when they last ran
+(:mod:`~zett_lab.study.kept_times`), else by an estimate (:func:`replay_cost`).
 """
 
 from __future__ import annotations
@@ -50,9 +50,9 @@ DEFAULT_PROVIDER_CONCURRENCY = 4
 
 
 #: Units per worker a sweep is cut into at least, where a conversation and summarizer can be cut (by
-#: ``keep_recent_tokens``, :func:`_keep_parts`): with one long conversation, one unit per summarizer left a worker idle while another
-#: ran the costliest summarizer's unit at the end; forks lose little (a worker forks a unit's replays from any
-#: replay it ran before, of any summarizer, up to their first compaction).
+#: ``keep_recent_tokens``, :func:`_keep_parts`): with one long conversation, one unit per summarizer left a worker
+#: idle while another ran the costliest summarizer's unit at the end; forks lose little (a worker forks a unit's
+#: replays from any replay it ran before, of any summarizer, up to their first compaction).
 UNITS_PER_WORKER = 4
 
 
@@ -318,11 +318,18 @@ def unit_costs(units: list[Unit], measured: Mapping[int, float]) -> dict[int, fl
 
 
 def costliest_first(units: list[Unit], costs: Mapping[int, float]) -> list[Unit]:
-    """The units in the order they are handed out: the costliest first (so none runs alone at the end), ties in
-    the grid's order; the keep groups of one conversation, engine and summarizer (:func:`_keep_groups`) in their
-    own order, each taking the place of the next of them in cost, so a later group starts after the first (it
-    takes the lines' items the first leaves, :meth:`~zett_lab.study.sources.TableWriter.take_lines`)."""
-    ranked = sorted(units, key=lambda unit: -costs[unit.index])
+    """The units in the order they are handed out: the costliest conversation first, and within it the costliest
+    unit first (so none runs alone at the end), ties in the grid's order. A conversation's units stay together,
+    so a small one's still go out as one task (:func:`~zett_lab.study.collect.next_batch`) and one worker loads,
+    counts and indexes it: ranked by unit alone, a corpus's warm report cost more CPU than its cold one (336 s
+    against 311 s for 150 sessions). The keep groups of one conversation, engine and summarizer
+    (:func:`_keep_groups`) go in their own order, each taking the place of the next of them in cost, so a later
+    group starts after the first (it takes the lines' items the first leaves,
+    :meth:`~zett_lab.study.sources.TableWriter.take_lines`)."""
+    conversation_costs: dict[str, float] = {}
+    for unit in units:
+        conversation_costs[unit.fingerprint] = conversation_costs.get(unit.fingerprint, 0.0) + costs[unit.index]
+    ranked = sorted(units, key=lambda unit: (-conversation_costs[unit.fingerprint], -costs[unit.index]))
     chains: dict[tuple[str, str, str], list[Unit]] = {}
     for unit in reversed(units):
         chains.setdefault((unit.fingerprint, unit.engine_label, unit.label), []).append(unit)
