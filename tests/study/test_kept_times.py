@@ -133,22 +133,7 @@ def test_times_kept_by_another_code_version_are_never_read(conversation, tmp_pat
 
 
 def test_units_never_run_cost_their_estimate_in_the_seconds_of_those_that_ran(fixture_conversations, tmp_path):
-    from zett_lab.study.executors import resolve_executor
-    from zett_lab.study.plan import UnitOptions, plan_sweep
-
-    small, large = sorted(fixture_conversations, key=replay_cost)[:: len(fixture_conversations) - 1]
-    plan = plan_sweep(
-        [small, large],
-        [4_000, 8_000],
-        [1_000],
-        ["truncate", "mask"],
-        None,
-        False,
-        None,
-        resolve_executor("serial")[0],
-        {},
-        UnitOptions(metrics=True, primary_model=None, prices=None, reuse=True, metric_modules=()),
-    )
+    small, large, plan = _small_and_large_planned(fixture_conversations, ["truncate", "mask"])
     units = {(u.conversation.id, u.label): u.index for u in plan.units}
     assert unit_costs(plan.units, {}) == plan.costs  # nothing measured: the estimates as they are
     ran = units[(large.id, "truncate")]
@@ -162,22 +147,7 @@ def test_units_never_run_cost_their_estimate_in_the_seconds_of_those_that_ran(fi
 def test_a_conversations_units_go_out_together_costliest_conversation_first(fixture_conversations):
     """Ranked by measured cost, a conversation's units still go out one after another (a small one's as one task,
     loaded and indexed by one worker), the costliest conversation first and its costliest unit first."""
-    from zett_lab.study.executors import resolve_executor
-    from zett_lab.study.plan import UnitOptions, plan_sweep
-
-    small, large = sorted(fixture_conversations, key=replay_cost)[:: len(fixture_conversations) - 1]
-    plan = plan_sweep(
-        [small, large],
-        [4_000, 8_000],
-        [1_000],
-        ["truncate", "mask", "anchors"],
-        None,
-        False,
-        None,
-        resolve_executor("serial")[0],
-        {},
-        UnitOptions(metrics=True, primary_model=None, prices=None, reuse=True, metric_modules=()),
-    )
+    small, large, plan = _small_and_large_planned(fixture_conversations, ["truncate", "mask", "anchors"])
     by = {(u.conversation.id, u.label): u.index for u in plan.units}
     # the small conversation's mask unit alone is the costliest unit, yet the large conversation costs more in all
     measured = {by[(small.id, "mask")]: 9.0, by[(small.id, "truncate")]: 0.1, by[(small.id, "anchors")]: 0.1}
@@ -191,3 +161,24 @@ def test_a_conversations_units_go_out_together_costliest_conversation_first(fixt
         (small.id, "truncate"),
         (small.id, "anchors"),
     ]
+
+
+def _small_and_large_planned(conversations, summarizers):
+    """The smallest and largest fixture conversations, and their plan at 4k/8k × 1k with ``summarizers``."""
+    from zett_lab.study.executors import resolve_executor
+    from zett_lab.study.plan import UnitOptions, plan_sweep
+
+    small, large = sorted(conversations, key=replay_cost)[:: len(conversations) - 1]
+    plan = plan_sweep(
+        [small, large],
+        [4_000, 8_000],
+        [1_000],
+        summarizers,
+        None,
+        False,
+        None,
+        resolve_executor("serial")[0],
+        {},
+        UnitOptions(metrics=True, primary_model=None, prices=None, reuse=True, metric_modules=()),
+    )
+    return small, large, plan
