@@ -28,6 +28,7 @@ from zett_lab import Conversation, SettingError, replay
 from zett_lab.errors import OutputError
 from zett_lab.measure.catalogue import default_metrics, metric
 from zett_lab.replay.schema import BELOW_THRESHOLD
+from zett_lab.report.lost import lost_but_needed_items
 from zett_lab.show.report import Report
 from zett_lab.show.report.content import GLOSSARY
 from zett_lab.show.report.render import script_json
@@ -187,6 +188,35 @@ def test_lost_items_carry_span_and_summary(report: Report) -> None:
             assert entry["summarizer"] in SUMMARIZERS
             assert entry["span_start"] is not None and entry["span_end"] > entry["span_start"]
             assert entry["summary_text"]
+
+
+class CountingTrace:
+    """A trace that counts how often its compaction table is read (everything else is the trace's own)."""
+
+    def __init__(self, trace) -> None:
+        self.trace = trace
+        self.compaction_reads = 0
+
+    @property
+    def compactions(self) -> pd.DataFrame:
+        self.compaction_reads += 1
+        return self.trace.compactions
+
+    def __getattr__(self, name: str):
+        return getattr(self.trace, name)
+
+
+def test_lost_items_read_each_replays_compaction_table_once(report: Report) -> None:
+    """The summaries beside the listed items come from one read of each replay's table, however many items there are
+    (a sweep's replays read their tables from disk)."""
+    data = report.data
+    counting = [(label, CountingTrace(trace)) for label, trace in data.entries]
+    items = lost_but_needed_items(
+        counting, data.recommendation, data.summarizers, lambda trace: data.losses_for(trace.trace), 30
+    )
+    assert len(items) > 1
+    assert items == data.lost_items
+    assert max(trace.compaction_reads for _, trace in counting) == 1
 
 
 def test_dropped_constraints_are_listed_in_every_format(report: Report, page: str) -> None:

@@ -83,7 +83,8 @@ def lost_but_needed_items(
         return []
     traces = trace_index(entries)
     parts = _ranked(lost, summarizers, limit)
-    return [_item(part, traces, _summaries(parts, traces)) for part in parts]
+    summaries = _summaries(parts, traces)
+    return [_item(part, traces, summaries) for part in parts]
 
 
 #: (conversation, summarizer label, max_tokens, keep_recent_tokens) of a replay, and a compaction_id of it.
