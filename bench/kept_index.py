@@ -27,7 +27,7 @@ def main() -> None:
     from zett_lab.measure.message_index import ConversationIndex, held_index, index_of
     from zett_lab.study.grid import fingerprint
     from zett_lab.study.kept import code_digest, conversation_key
-    from zett_lab.study.kept_indexes import KeptIndexes
+    from zett_lab.study.kept_indexes import KeptIndexes, pickled
 
     conversation = long_conversation(args.turns)
     began = time.process_time()
@@ -37,7 +37,7 @@ def main() -> None:
         kept = KeptIndexes(Path(folder) / "anchor-indexes", code_digest())
         key = conversation_key(conversation, fingerprint(conversation))
         began = time.process_time()
-        kept.write(key, built)
+        kept.write(key, pickled(built))
         keep = time.process_time() - began
         size = kept.file(key).stat().st_size
         del built

@@ -19,7 +19,7 @@ from zett_lab.measure.message_index import ConversationIndex, release_indexes
 from zett_lab.study import sweep, units
 from zett_lab.study.grid import fingerprint
 from zett_lab.study.kept import PACKAGE, code_digest, conversation_key
-from zett_lab.study.kept_indexes import KeptIndexes, _problem
+from zett_lab.study.kept_indexes import KeptIndexes, _problem, pickled
 
 GRID = dict(max_tokens=[4_000, 8_000], keep_recent_tokens=[1_000], summarizers=["truncate", "mask"])
 #: What differs between two runs of the same sweep (time, the worker, how each summary was served).
@@ -115,10 +115,10 @@ def test_the_key_changes_with_the_code_and_another_versions_index_is_never_read(
     key = conversation_key(conversation, fingerprint(conversation))
     built = message_index.ConversationIndex(list(conversation.messages), conversation.harness_context).built()
     old, new = KeptIndexes(tmp_path / "kept", before), KeptIndexes(tmp_path / "kept", after)
-    old.write(key, built)
+    old.write(key, pickled(built))
     assert old.read(conversation, key) is not None
     assert new.read(conversation, key) is None  # a changed metric builds its own
-    new.write(key, built)
+    new.write(key, pickled(built))
     assert not old.folder.exists() and new.read(conversation, key) is not None  # the stale one is gone
 
 
@@ -156,7 +156,7 @@ def test_a_kept_file_cut_short_or_changed_anywhere_is_never_taken(tmp_path, cut,
     pickle), it is found damaged, and the whole file is taken."""
     conversation = coding_conversation(turns=1, output_lines=3, cid="kept-bytes")
     kept = KeptIndexes(tmp_path / "anchor-indexes", "0" * 64)
-    kept.write("k", ConversationIndex(conversation.messages).built())
+    kept.write("k", pickled(ConversationIndex(conversation.messages).built()))
     data = kept.file("k").read_bytes()
     assert isinstance(_problem(data, conversation), dict)
     assert isinstance(_problem(data[: cut % len(data)], conversation), str)

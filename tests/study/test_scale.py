@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import pickle
 import re
 import time
 
@@ -559,10 +560,11 @@ def test_a_conversation_on_several_workers_has_its_index_built_once_for_all(
     written: list[str] = []
     write_index = TableWriter.write_index
 
-    def recording(self, fingerprint, built):
+    def recording(self, fingerprint, payload):
         written.append(fingerprint)
+        built = pickle.loads(payload)
         assert built["_arrays"] is not None and built["_needles"] is not None and "messages" not in built
-        write_index(self, fingerprint, built)
+        write_index(self, fingerprint, payload)
 
     monkeypatch.setattr(TableWriter, "write_index", recording)
     grid = dict(max_tokens=[4_000, 8_000], keep_recent_tokens=[1_000], summarizers=["truncate", "mask"])
@@ -581,6 +583,7 @@ def test_a_worker_takes_the_index_another_wrote_instead_of_building_its_own(fixt
 
     from zett_lab.measure.message_index import ConversationIndex, held_index, release_indexes
     from zett_lab.study.grid import fingerprint
+    from zett_lab.study.kept_indexes import pickled
     from zett_lab.study.regions import Region
     from zett_lab.study.reuse import Proven
     from zett_lab.study.sources import SourceFolder
@@ -591,7 +594,9 @@ def test_a_worker_takes_the_index_another_wrote_instead_of_building_its_own(fixt
     folder = SourceFolder(tmp_path / "sweep")
     key = fingerprint(conversation)
     assert folder.writer.claim_index(key) and not folder.writer.claim_index(key)  # one builder
-    folder.writer.write_index(key, ConversationIndex(list(conversation.messages), conversation.harness_context).built())
+    folder.writer.write_index(
+        key, pickled(ConversationIndex(list(conversation.messages), conversation.harness_context).built())
+    )
     unit = types.SimpleNamespace(metrics=True, tables_to=folder.writer, fingerprint=key)
     release_indexes()
     _index_conversation([Proven.of("s", Region.point(4_000, 1_000, "test"), trace)], unit, None)
@@ -619,10 +624,10 @@ def test_anchors_units_on_several_workers_share_their_lines_items_and_summarize_
     left: list[dict] = []
     write_index = TableWriter.write_index
 
-    def recording(self, fingerprint, built, what="index"):
+    def recording(self, fingerprint, payload, what="index"):
         if what == "lines":
-            left.append(dict(built))
-        write_index(self, fingerprint, built, what)
+            left.append(pickle.loads(payload))
+        write_index(self, fingerprint, payload, what)
 
     monkeypatch.setattr(TableWriter, "write_index", recording)
     grid = dict(max_tokens=[4_000, 8_000], keep_recent_tokens=[1_000, 2_000], summarizers=["anchors"])
@@ -636,7 +641,7 @@ def test_anchors_units_on_several_workers_share_their_lines_items_and_summarize_
     pd.testing.assert_frame_equal(pooled.results[columns], serial.results[columns])
 
     folder = SourceFolder(tmp_path / "sweep")
-    folder.writer.write_index("conversation", left[0], "lines")
+    folder.writer.write_index("conversation", pickle.dumps(left[0]), "lines")
     selection.forget_lines()
     folder.writer.take_lines("conversation")
     assert selection.remembered_lines() == left[0]  # (and no segment's candidates: made from the lines taken)
@@ -658,7 +663,7 @@ def test_a_worker_waits_for_a_claimed_index_instead_of_building_its_own(tmp_path
     writer = SourceFolder(tmp_path / "sweep").writer
     assert writer.wait_index("a", timeout=60) is None  # nobody claimed it: no wait
     assert writer.claim_index("a")
-    threading.Timer(0.3, writer.write_index, ("a", {"built": True})).start()
+    threading.Timer(0.3, writer.write_index, ("a", pickle.dumps({"built": True}))).start()
     began = time.monotonic()
     assert writer.wait_index("a", timeout=60) == {"built": True} and time.monotonic() - began >= 0.2
     assert writer.claim_index("b")

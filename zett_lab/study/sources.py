@@ -85,15 +85,15 @@ class TableWriter:
             return False
         return True
 
-    def write_index(self, fingerprint: str, built: dict[Any, Any], what: str = "index") -> None:
-        """Keep a conversation's built anchor index (:meth:`~zett_lab.measure.message_index.ConversationIndex.built`)
-        for the workers: each takes it instead of building its own. Written whole, then renamed: a worker reads
-        all of it or finds none."""
+    def write_index(self, fingerprint: str, payload: bytes, what: str = "index") -> None:
+        """Keep a conversation's built anchor index (:meth:`~zett_lab.measure.message_index.ConversationIndex.built`,
+        pickled: :func:`~zett_lab.study.kept_indexes.pickled`, the bytes a kept index holds too) for the workers:
+        each takes it instead of building its own. Written whole, then renamed: a worker reads all of it or finds
+        none."""
         path = self.index_file(fingerprint, what)
         path.parent.mkdir(exist_ok=True)
         partial = path.with_suffix(f".{os.getpid()}.partial")
-        with open(partial, "wb") as handle:
-            pickle.dump(built, handle, protocol=pickle.HIGHEST_PROTOCOL)
+        partial.write_bytes(payload)
         os.replace(partial, path)
 
     def read_index(self, fingerprint: str, what: str = "index") -> dict[Any, Any] | None:
@@ -117,7 +117,7 @@ class TableWriter:
         """Leave the items of the lines this worker's anchors summarizer extracted for the conversation's later
         anchors units on other workers, when no other unit has (a long session's first extraction costs seconds)."""
         if self.claim_index(fingerprint, "lines"):
-            self.write_index(fingerprint, remembered_lines(), "lines")
+            self.write_index(fingerprint, pickle.dumps(remembered_lines(), protocol=pickle.HIGHEST_PROTOCOL), "lines")
 
     def release_index(self, fingerprint: str, what: str = "index") -> None:
         """Give up a claim (:meth:`claim_index`) whose index will not be written: nobody waits for it."""

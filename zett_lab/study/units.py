@@ -46,7 +46,7 @@ from ..summarizers.cache import CacheStats
 from ..summarizers.offline.selection import Anchors
 from .grid import STOCK_ENGINE
 from .kept import conversation_key
-from .kept_indexes import KEEP_FROM_CPU_S, KeptIndexes
+from .kept_indexes import KEEP_FROM_CPU_S, KeptIndexes, pickled
 from .regions import Region, region
 from .reuse import STORE, ForkPlanner, Proven, StoreKey, sorted_sent
 from .sources import ANCHOR_COUNTS_TABLE, LOSS_TABLES, LOST_ANCHORS_TABLE, TableWriter
@@ -438,7 +438,7 @@ def _share_index(unit: Unit, kept: KeptIndexes | None) -> float:
         return 0.0
     began = time.process_time()
     try:
-        built = conversation_index(conversation).built()
+        built = pickled(conversation_index(conversation).built())  # once, for both files
     except BaseException:
         writer.release_index(unit.fingerprint)  # the others build their own instead of waiting for it
         raise
@@ -477,7 +477,7 @@ def _index_conversation(sources: list[Proven], unit: Unit, kept: KeptIndexes | N
         if built is None and kept is not None:
             fresh = index.built()  # (its arrays and needles, which measuring builds anyway)
             if time.process_time() - began >= KEEP_FROM_CPU_S:
-                kept.write(key, fresh)
+                kept.write(key, pickled(fresh))
     return time.process_time() - began
 
 
