@@ -17,7 +17,7 @@ from zett_lab.study import clear_worker_state, sweep
 from zett_lab.study.grid import fingerprint
 from zett_lab.study.kept import conversation_key
 from zett_lab.study.kept_times import KeptTimes
-from zett_lab.study.plan import costliest_first, replay_cost, unit_costs
+from zett_lab.study.plan import UNBOUNDED_COST, costliest_first, replay_cost, unit_costs
 from zett_lab.study.results import Sweep
 
 #: One conversation on two workers: each summarizer's cells cut into two keep groups (units 0 and 1 the first
@@ -71,7 +71,7 @@ def set_cpu(path: Path, cpu: dict[tuple[str, int], float]) -> None:
 def test_the_next_sweep_hands_its_units_out_by_their_kept_times_and_measures_the_same(conversation, tmp_path):
     cache = tmp_path / "summaries.sqlite"
     first = run(conversation, cache)
-    assert handed_out(first) == [0, 1, 2, 3]  # nothing kept: the estimate, the same for every unit
+    assert handed_out(first) == [1, 3, 0, 2]  # nothing kept: the estimate, mask's (no budget) twice truncate's
     path = times_file(conversation, cache)
     assert len(json.loads(path.read_text())["units"]) == 4
     # truncate's second group the costliest, its first the cheapest: its first goes out in the second's place
@@ -110,7 +110,7 @@ def test_damaged_kept_times_give_one_warning_and_the_estimates_order(conversatio
     with pytest.warns(ZettLabWarning, match=r"kept unit times .* are damaged") as caught:
         again = run(conversation, cache)
     assert len([w for w in caught if "kept unit times" in str(w.message)]) == 1
-    assert handed_out(again) == [0, 1, 2, 3]
+    assert handed_out(again) == [1, 3, 0, 2]  # the estimate's order
     same_results(again, first)
     assert len(json.loads(path.read_text())["units"]) == 4  # written whole again at the sweep's end
 
@@ -128,20 +128,33 @@ def test_times_kept_by_another_code_version_are_never_read(conversation, tmp_pat
     with warnings.catch_warnings():
         warnings.simplefilter("error", ZettLabWarning)
         again = run(conversation, cache)
-    assert handed_out(again) == [0, 1, 2, 3]
+    assert handed_out(again) == [1, 3, 0, 2]  # the estimate's order
     assert not other.exists() and path.is_file()  # the other version's folder removed when times are kept
 
 
 def test_units_never_run_cost_their_estimate_in_the_seconds_of_those_that_ran(fixture_conversations, tmp_path):
     small, large, plan = _small_and_large_planned(fixture_conversations, ["truncate", "mask"])
     units = {(u.conversation.id, u.label): u.index for u in plan.units}
-    assert unit_costs(plan.units, {}) == plan.costs  # nothing measured: the estimates as they are
+    assert unit_costs(plan.units, {}, {"mask"}) == plan.costs  # nothing measured: the estimates as they are
     ran = units[(large.id, "truncate")]
-    costs = unit_costs(plan.units, {ran: 3.0})
+    costs = unit_costs(plan.units, {ran: 3.0}, {"mask"})
     seconds_per_estimate = 3.0 / (replay_cost(large) * 2)
     assert costs[ran] == 3.0
-    assert costs[units[(large.id, "mask")]] == pytest.approx(3.0)
-    assert costs[units[(small.id, "mask")]] == pytest.approx(replay_cost(small) * 2 * seconds_per_estimate)
+    assert costs[units[(large.id, "mask")]] == pytest.approx(3.0 * UNBOUNDED_COST)
+    assert costs[units[(small.id, "mask")]] == pytest.approx(
+        replay_cost(small) * 2 * UNBOUNDED_COST * seconds_per_estimate
+    )
+
+
+def test_before_any_ran_a_summarizer_with_no_budget_is_estimated_at_twice_the_others(fixture_conversations):
+    """Mask with no budget keeps whole transcripts but tool outputs (its units cost about twice the others'): it goes
+    out first; with a budget it is estimated as the others are."""
+    small, large, plan = _small_and_large_planned(fixture_conversations, ["truncate", "mask", "mask:0.1"])
+    cost = {(u.conversation.id, u.label): plan.costs[u.index] for u in plan.units}
+    for conversation in (small, large):
+        assert cost[(conversation.id, "mask")] == UNBOUNDED_COST * cost[(conversation.id, "truncate")]
+        assert cost[(conversation.id, "mask:0.1")] == cost[(conversation.id, "truncate")]
+    assert [(u.conversation.id, u.label) for u in plan.order][:2] == [(large.id, "mask"), (large.id, "truncate")]
 
 
 def test_a_conversations_units_go_out_together_costliest_conversation_first(fixture_conversations):

@@ -17,7 +17,7 @@ import math
 import os
 import pickle
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import TypedDict
 
@@ -29,6 +29,7 @@ from ..load.text import message_text
 from ..replay.engine import EngineSpec, ReplayProbe, build_engine, engine_name
 from ..replay.setting import ReplayOptions, Setting, build_summarizer, check_limits, compose, keep_fills_budget
 from ..summarizers import DEFAULT_SUMMARIZER, SummaryCache, resolve_cache, summarizer_identity
+from ..summarizers.offline import OfflineSummarizer
 from .executors import in_process, is_remote, parallelism
 from .grid import (
     REPLAY_OPTIONS,
@@ -54,6 +55,13 @@ DEFAULT_PROVIDER_CONCURRENCY = 4
 #: idle while another ran the costliest summarizer's unit at the end; forks lose little (a worker forks a unit's
 #: replays from any replay it ran before, of any summarizer, up to their first compaction).
 UNITS_PER_WORKER = 4
+
+#: What a unit of a summarizer with no budget (observation masking, ``mask``: its summaries are as long as their
+#: spans' transcripts without tool outputs, which the engine counts and measuring reads) is estimated to cost
+#: against another summarizer's unit of the same cells, before any ran: a 5,001-message session's report (idle,
+#: stop 38) spent 6.6-7.7 s CPU on each mask unit, 2.6-4.2 on the others' warm (6.1 on extractive's first, cold).
+#: Estimated alike, the costliest went out last and ran alone at the end.
+UNBOUNDED_COST = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +141,9 @@ def plan_sweep(
     keys = {unit.index: unit_store_key(unit) for unit in units}
     offline = {label for model, label in zip(models, labels, strict=True) if is_offline(model)}
     measured = kept_costs(KeptTimes.beside(getattr(summary_cache, "path", None)), units, keys, offline)
-    costs = unit_costs(units, measured)
+    costs = unit_costs(
+        units, measured, {label for model, label in zip(models, labels, strict=True) if _unbounded(model)}
+    )
     return Plan(
         items,
         window,
@@ -303,18 +313,26 @@ def replay_cost(conversation: Conversation) -> float:
     return float(len(conversation.messages) * sum(len(message_text(m)) for m in conversation.messages))
 
 
-def unit_costs(units: list[Unit], measured: Mapping[int, float]) -> dict[int, float]:
+def unit_costs(units: list[Unit], measured: Mapping[int, float], unbounded: Set[str]) -> dict[int, float]:
     """Per unit index: its cost in a sweep, the seconds it took when it last ran (``measured``: a summarizer's
     units differ threefold where :func:`replay_cost` sees one cost) or, for a unit never run, its estimate
-    (:func:`replay_cost` × cells), scaled to seconds by the units that ran (as they are, when none ran)."""
+    (:func:`replay_cost` × cells, × :data:`UNBOUNDED_COST` for the summarizer labels ``unbounded`` names), scaled
+    to seconds by the units that ran (as they are, when none ran)."""
     cost_of: dict[int, float] = {}
     estimates = {
-        unit.index: cost_of.setdefault(id(unit.conversation), replay_cost(unit.conversation)) * len(unit.cells)
+        unit.index: cost_of.setdefault(id(unit.conversation), replay_cost(unit.conversation))
+        * len(unit.cells)
+        * (UNBOUNDED_COST if unit.label in unbounded else 1.0)
         for unit in units
     }
     known = sum(estimates[index] for index in measured)
     scale = sum(measured.values()) / known if known > 0 and sum(measured.values()) > 0 else 1.0
     return {index: measured.get(index, estimate * scale) for index, estimate in estimates.items()}
+
+
+def _unbounded(model: AgentModel) -> bool:
+    """Whether a summarizer runs offline with no budget (its units cost :data:`UNBOUNDED_COST` times the others')."""
+    return isinstance(model, OfflineSummarizer) and model.budget is None
 
 
 def costliest_first(units: list[Unit], costs: Mapping[int, float]) -> list[Unit]:
