@@ -110,6 +110,31 @@ def test_the_default_grid_counting_conversations_only_past_the_window_is_the_gri
     assert grids == [default_grid(chosen, window) for chosen in subsets for window in windows]
 
 
+def test_a_report_sweeps_tail_counts_every_conversations_tokens_then_does_the_callers_work(monkeypatch) -> None:
+    """What the studied facts count is counted at the sweep's tail (memoized), before what the caller asked for."""
+    from zett_lab.report import sweep as report_sweep_module
+
+    done: list[str] = []
+    monkeypatch.setattr(report_sweep_module, "count_tokens", lambda messages: done.append(len(messages)))
+    conversations = [coding_conversation(turns=4, cid="first"), coding_conversation(turns=2, cid="second")]
+    report_sweep(conversations, ["mask"], GRID, executor="serial", cache=False, at_tail=lambda: done.append("then"))
+    assert done == [len(conversations[0].messages), len(conversations[1].messages), "then"]
+
+
+def test_the_report_modules_imported_at_the_tail_are_those_of_its_format() -> None:
+    """SciPy's statistics for every report, matplotlib only for a page (a fresh process each)."""
+    import subprocess
+    import sys
+
+    check = (
+        "import sys; from zett_lab.show.report.core import import_report_modules; "
+        "import_report_modules(html={html}); print('scipy.stats' in sys.modules, 'matplotlib' in sys.modules)"
+    )
+    for html, printed in ((False, "True False"), (True, "True True")):
+        run = subprocess.run([sys.executable, "-c", check.format(html=html)], capture_output=True, text=True)
+        assert run.stdout.split() == printed.split(), run.stderr
+
+
 def test_a_report_prices_only_what_its_sweep_did_not_price_for_its_model(monkeypatch) -> None:
     """A sweep priced for the report's model keeps its figures (those cells' tables are not read again);
     cells of a summary model with no list price count its tokens at $0, as the cost section says; a

@@ -9,8 +9,9 @@ then computes what the report states from it.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
+from functools import partial
 from pathlib import Path
 
 from ..errors import ResultFailure, SettingError
@@ -89,6 +90,7 @@ def report_sweep(
     strict: bool = False,
     engines: Mapping[str, EngineSpec] | None = None,
     engine_timeout: float | None = DEFAULT_ENGINE_TIMEOUT,
+    at_tail: Callable[[], object] | None = None,
 ) -> Sweep:
     """The sweep a report over recorded conversations shows.
 
@@ -105,6 +107,8 @@ def report_sweep(
         engines: ``{label: engine}`` to compare (see :func:`zett_lab.sweep`); the report then
             shows each engine (or engine · summarizer) where it shows a summarizer.
         engine_timeout: Seconds each compaction pass may take (see :func:`zett_lab.replay`).
+        at_tail: What the report needs next, done at the sweep's tail (see :func:`zett_lab.sweep`), after
+            each conversation's tokens are counted there (what "What was studied" states; the count is memoized).
 
     Raises:
         SettingError: no conversation.
@@ -132,8 +136,18 @@ def report_sweep(
         strict=strict,
         engines=engines,
         engine_timeout=engine_timeout,
+        at_tail=partial(_counted_then, conversations, at_tail),
     )
     errors = result.results["error"].dropna()
     if not len(result.results) or len(errors) == len(result.results):
         raise ResultFailure(f"no replay succeeded{f' (first error: {errors.iloc[0]})' if len(errors) else ''}")
     return result
+
+
+def _counted_then(conversations: Sequence[Conversation], then: Callable[[], object] | None) -> None:
+    """A report sweep's tail: every conversation's tokens counted (the studied facts read them from the memoized
+    counter, here rather than after the sweep), then the caller's ``then``."""
+    for conversation in conversations:
+        count_tokens(conversation.messages)
+    if then is not None:
+        then()

@@ -3,13 +3,15 @@
 :func:`run_plan` submits the :class:`~zett_lab.study.plan.Plan`'s units (on a local pool several small units
 of one conversation as one task, :func:`next_batch`) and hands each finished unit to the :class:`Collector`,
 which writes its replays' tables to disk at once and keeps its cells as rows. A lost task marks only its own
-units' cells.
+units' cells. The caller's work for after the sweep starts at the sweep's tail (:class:`Tail`).
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
+import threading
 from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -155,6 +157,42 @@ class Collector:
         return rows, cell_map
 
 
+class Tail:
+    """The caller's work for after the sweep (``sweep(at_tail=...)``), run in a thread of this process from the
+    sweep's tail: once every task has gone out and fewer are left than workers, so that a core the sweep no
+    longer fills does it while the last units finish, rather than after them with the workers idle.
+
+    :meth:`join` starts it if it never started (a sweep that had no such tail), waits for it, and raises what
+    it raised: a failure of that work is never lost in a thread.
+    """
+
+    def __init__(self, work: Callable[[], object] | None) -> None:
+        self._work = work
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    def start(self) -> None:
+        """Start the work in its thread, once."""
+        if self._work is not None and self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="zett-lab-sweep-tail", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        assert self._work is not None
+        try:
+            self._work()
+        except BaseException as error:  # noqa: BLE001 - raised again by join(), in the sweep's thread
+            self._error = error
+
+    def join(self) -> None:
+        """Wait for the work (started now if it never was); raise its error."""
+        self.start()
+        if self._thread is not None:
+            self._thread.join()
+        if self._error is not None:
+            raise self._error
+
+
 def next_batch(order: deque[Unit], costs: dict[int, float], budget: float) -> list[Unit]:
     """The next unit of ``order``, with the units after it of the same conversation while together they cost
     at most ``budget``: one task, so one worker builds that conversation's anchor index once."""
@@ -166,7 +204,9 @@ def next_batch(order: deque[Unit], costs: dict[int, float], budget: float) -> li
     return batch
 
 
-def run_plan(plan: Plan, runner: cf.Executor, collector: Collector, tracker: Progress, *, strict: bool) -> None:
+def run_plan(
+    plan: Plan, runner: cf.Executor, collector: Collector, tracker: Progress, *, strict: bool, tail: Tail
+) -> None:
     """Submit units in the plan's order (the costliest first), a bounded number of tasks at a time, and collect
     them as they finish.
 
@@ -174,7 +214,8 @@ def run_plan(plan: Plan, runner: cf.Executor, collector: Collector, tracker: Pro
     together at most :data:`BATCH_SHARE` of one worker's share of the sweep, so the workers stay
     balanced). A lost task marks the cells of its own units failed, no others. The bar moves cell by cell
     where units can report (:mod:`zett_lab.study.ticks`), else unit by unit. ``strict``: stop at the first
-    failed cell (:class:`~zett_lab.errors.ResultFailure` naming it).
+    failed cell (:class:`~zett_lab.errors.ResultFailure` naming it). ``tail`` starts once every task has gone
+    out and fewer tasks are left than workers.
 
     Long on purpose: one submit-wait-collect loop; its closures share the in-flight state (queue, futures, cells).
     """
@@ -224,6 +265,8 @@ def run_plan(plan: Plan, runner: cf.Executor, collector: Collector, tracker: Pro
                 for unit in task:
                     collector.failures[unit.index] = f"executor: {type(error).__name__}: {error}"
                     finish(unit, None)
+        if not order and len(futures) < workers:
+            tail.start()
 
     try:
         submit_more()

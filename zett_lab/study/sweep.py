@@ -65,7 +65,7 @@ from ..progress import Progress, ProgressEvent
 from ..replay.engine import EngineSpec, engine_name, engine_reuse
 from ..summarizers import SummaryCache
 from .choose import measured_cells
-from .collect import Collector, run_plan
+from .collect import Collector, Tail, run_plan
 from .executors import is_remote, resolve_executor
 from .grid import GridValue
 from .kept_times import KeptTimes, keep_runs
@@ -90,6 +90,7 @@ def sweep(
     prices: Mapping[str, object] | None = None,
     metrics: bool = True,
     reuse: bool = True,
+    at_tail: Callable[[], object] | None = None,
     **replay_options: object,
 ) -> Sweep:
     """Replay every conversation under every setting and summarizer; see the module docstring.
@@ -117,6 +118,10 @@ def sweep(
         prices: price overrides for :func:`zett_lab.measure.cost.add_costs`.
         metrics: compute the offline loss metrics.
         reuse: share proven-identical replays and forks between settings (off: replay every cell).
+        at_tail: the caller's work for after the sweep (e.g. imports its results will need), run in a thread
+            of this process once every unit has gone out and a worker has nothing left to do, so it takes
+            a core the sweep's last units leave idle; the sweep returns once it is done and raises what it
+            raised.
         **replay_options: passed to :func:`zett_lab.replay` (``usage``, ``reasoning_effort``,
             ``strict``, ``engine_timeout``, ``compact_at``, ``count_tokens``, ...). With ``strict=True`` the sweep
             stops at its first failed cell.
@@ -150,8 +155,9 @@ def sweep(
     )
     collector = Collector(plan, reuse, remote=is_remote(runner))
     tracker = Progress(total=sum(len(u.cells) for u in plan.units), label="sweep", show=progress)
+    tail = Tail(at_tail)
     try:
-        run_plan(plan, runner, collector, tracker, strict=bool(replay_options.get("strict")))
+        run_plan(plan, runner, collector, tracker, strict=bool(replay_options.get("strict")), tail=tail)
     finally:
         tracker.close()
     keep_runs(KeptTimes.beside(getattr(plan.cache, "path", None)), plan.units, plan.keys, collector.finished)
@@ -167,6 +173,7 @@ def sweep(
         started=(started, cpu_started),
     )
     _warn_failures(swept)
+    tail.join()
     return swept
 
 

@@ -6,6 +6,7 @@ import argparse
 import sys
 import time
 from concurrent.futures import Executor
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -76,7 +77,7 @@ def _report(
     if sweep_files:
         result = _saved_sweep(args, sweep_files[0], options)
     else:
-        result = _new_sweep(args, recorded, options, executor, reading)
+        result = _new_sweep(args, recorded, options, executor, reading, fmt)
     # After the sweep's bar: measuring the replays the report shows, then its figures and page.
     phases = Progress(2, "report", not args.no_progress, unit="part")
     try:
@@ -123,12 +124,14 @@ def _new_sweep(
     options: dict[str, Any],
     executor: Executor | None,
     reading: Reading,
+    fmt: str,
 ) -> Sweep:
     """The report's sweep over recorded conversations: its summarizers (default: the offline ones) over its grid
     (default: scaled to the conversations, :func:`~zett_lab.report.default_grid`; ``--max-tokens`` and
-    ``--keep-recent-tokens`` replace an axis)."""
+    ``--keep-recent-tokens`` replace an axis); at its tail, the modules a report in ``fmt`` needs are imported."""
     from ...replay.engine_names import labelled_engines
     from ...report import DEFAULT_PRIMARY_MODEL, DEFAULT_REPORT_SUMMARIZERS, default_grid, report_sweep
+    from ..report.core import import_report_modules
 
     engines = labelled_engines(args.engine) if args.engine else None
     cache = open_cache(args)
@@ -158,6 +161,7 @@ def _new_sweep(
         engine_timeout=args.engine_timeout,
         engines=engines,
         executor=executor,
+        at_tail=partial(import_report_modules, html=fmt == "html"),
     )
 
 

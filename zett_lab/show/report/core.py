@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +57,17 @@ def report_date(value: str | _dt.date | None) -> str:
     if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
         raise SettingError(f"date must be YYYY-MM-DD, got {value!r}")
     return text
+
+
+def import_report_modules(*, html: bool) -> None:
+    """Import what making a report needs and its sweep does not: SciPy's statistics (the bootstrap intervals) and,
+    for a page, the modules that draw it (matplotlib, the templates' module). Given to the sweep as ``at_tail``
+    (:func:`~zett_lab.report.report_sweep`), so that these imports take the core its last units leave idle rather
+    than follow the sweep with both workers idle."""
+    import scipy.stats  # noqa: F401
+
+    if html:
+        from . import render  # noqa: F401
 
 
 @dataclass(frozen=True, eq=False)
@@ -178,6 +190,7 @@ class Report:
             strict=strict,
             engines=engines,
             engine_timeout=engine_timeout,
+            at_tail=partial(import_report_modules, html=True),
         )
         # The summarizers named in this call summarize the production spans too (providers included).
         options.setdefault("native_baselines", summarizer_labels(summarizers or list(DEFAULT_REPORT_SUMMARIZERS)))
