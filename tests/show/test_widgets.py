@@ -6,6 +6,7 @@ import gc
 import time
 import weakref
 
+import comm
 import matplotlib
 import pandas as pd
 import pytest
@@ -316,6 +317,37 @@ def test_timeline_has_one_clickable_band_per_step(explorer):
     for _, _, left, top, width, height in regions:
         assert left >= 0 and top >= 0 and width > 0 and height > 0.5
         assert left + width <= 1.0001 and top + height <= 1.0001
+
+
+def test_a_clickable_plot_sends_each_picture_in_a_new_view_never_as_an_update(conversations, monkeypatch):
+    """Each picture and selection of the timeline reaches the front end only in the opening message of a new
+    view (the old one closed), never as an update to an open one: anywidget's front end drops every update to a
+    model whose code took over 2 s to load, and a busy browser left the explorer without its timeline for good."""
+    sent: list[tuple[str, str, dict]] = []
+
+    class Recorded(comm.DummyComm):
+        def publish_msg(self, msg_type, data=None, metadata=None, buffers=None, **keys):
+            sent.append((self.comm_id, msg_type, data or {}))
+
+    monkeypatch.setattr(comm, "create_comm", Recorded)
+    explorer = Explorer(conversations, summarizers=["mask"], max_tokens=700, keep_recent_tokens=300)
+    explorer.max_tokens.value = 1_000
+    explorer.plot.click(explorer.plot.regions[2][0])
+    explorer.plot.click(explorer.plot.regions[2][0])  # the same selection again: the view stays
+
+    views = {
+        cid
+        for cid, kind, data in sent
+        if kind == "comm_open" and data.get("state", {}).get("_model_name") == "AnyModel"
+    }
+    assert len(views) == 4  # made empty, the first picture, the second, the click
+    assert not [(cid, data) for cid, kind, data in sent if cid in views and kind == "comm_msg"]
+    closed = {cid for cid, kind, _ in sent if kind == "comm_close"}
+    assert views - closed == {explorer.plot.view.model_id} and explorer.plot.children == (explorer.plot.view,)
+    opened = next(data["state"] for cid, kind, data in sent if cid == explorer.plot.view.model_id)
+    assert opened["selected"] == explorer.plot.selected == explorer.plot.regions[2][0]
+    assert opened["regions"] == explorer.plot.regions and opened["alt"] == "timeline: click a step"
+    assert is_png(explorer.plot)
 
 
 def test_clicking_a_step_shows_its_decision(explorer):

@@ -134,7 +134,7 @@ class WidgetBase(widgets.VBox):
 
 
 def _snapshot(widget: widgets.Widget) -> str:
-    if isinstance(widget, widgets.Box):
+    if isinstance(widget, widgets.Box) and not isinstance(widget, ClickableImage):
         return f"<div>{''.join(_snapshot(child) for child in widget.children)}</div>"
     if isinstance(widget, (ClickableImage, widgets.Image)):
         png = bytes(widget.value)

@@ -5,6 +5,13 @@ the notebook through the widget's own comm, so it needs no network and no notebo
 beyond anywidget's (JupyterLab, Jupyter Notebook and VS Code). A region is
 ``[key, label, left, top, width, height]`` with the box in fractions of the image (origin top-left);
 a click calls every handler given to :meth:`ClickableImage.on_click` with the region's key.
+
+Each picture the front end draws is a new anywidget model that never changes: anywidget's front end
+(0.11) gives a model 2 s to load its code, and when a busy browser takes longer it drops every later
+update the kernel sends that model, so a model that was updated kept its empty first state (the
+explorer without a timeline, for good). A new model's whole state travels in its opening message,
+which the front end always applies; the plain ipywidgets box around it, whose updates anywidget never
+sees, swaps the new one in.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import anywidget
+import ipywidgets as widgets
 import traitlets
 
 from ...errors import SettingError
@@ -21,8 +29,12 @@ from ...errors import SettingError
 HERE = Path(__file__).resolve().parent
 
 
-class ClickableImage(anywidget.AnyWidget):
-    """A PNG (``value``) with clickable ``regions``; ``selected`` is the key the front end outlines."""
+class ClickableView(anywidget.AnyWidget):
+    """One picture as the front end draws it: a PNG (``value``), its ``regions``, the ``selected`` key.
+
+    Set once, when made (see the module's docstring); :class:`ClickableImage` makes a new one for a
+    new picture or selection and closes the old one.
+    """
 
     _esm = HERE / "clickable.js"
     _css = HERE / "clickable.css"
@@ -31,10 +43,37 @@ class ClickableImage(anywidget.AnyWidget):
     selected = traitlets.Unicode("").tag(sync=True)
     alt = traitlets.Unicode("").tag(sync=True)
 
-    def __init__(self, **kwargs: object) -> None:
-        super().__init__(**kwargs)
+
+class ClickableImage(widgets.VBox):
+    """A PNG with clickable regions: ``value``, ``regions``, and ``selected``, the key the front end outlines.
+
+    The box holds one :class:`ClickableView`; each change shows a new one (see the module's docstring).
+    """
+
+    def __init__(self, alt: str = "", **kwargs: object) -> None:
+        self.view = ClickableView(alt=alt)
+        super().__init__(children=(self.view,), **kwargs)
         self._handlers: list[Callable[[str], None]] = []
-        self.on_msg(self._on_message)
+        self.view.on_msg(self._on_message)
+
+    @property
+    def value(self) -> bytes:
+        """The PNG shown (empty: nothing shown)."""
+        return bytes(self.view.value)
+
+    @property
+    def regions(self) -> list[list[object]]:
+        """The clickable regions, ``[key, label, left, top, width, height]`` each."""
+        return list(self.view.regions)
+
+    @property
+    def selected(self) -> str:
+        """The key of the region outlined ("" for none)."""
+        return str(self.view.selected)
+
+    @selected.setter
+    def selected(self, key: str) -> None:
+        self._replace(self.view.value, self.view.regions, key)
 
     def on_click(self, handler: Callable[[str], None]) -> None:
         """Call ``handler(key)`` when a region is clicked."""
@@ -48,17 +87,22 @@ class ClickableImage(anywidget.AnyWidget):
             handler(key)
 
     def show(self, png: bytes, regions: Iterable[Sequence[str | float]], selected: str = "") -> None:
-        """Replace the image and its regions in one update."""
-        with self.hold_sync():
-            self.value = png
-            self.regions = [[str(r[0]), str(r[1]), *(round(float(v), 5) for v in r[2:6])] for r in regions]
-            self.selected = selected
+        """Show a new image with its regions and selection (one new view)."""
+        self._replace(png, [[str(r[0]), str(r[1]), *(round(float(v), 5) for v in r[2:6])] for r in regions], selected)
 
     def clear(self) -> None:
-        with self.hold_sync():
-            self.value = b""
-            self.regions = []
-            self.selected = ""
+        """Show nothing (the front end hides an empty image)."""
+        self._replace(b"", [], "")
+
+    def _replace(self, png: bytes, regions: list[list[object]], selected: str) -> None:
+        """Swap in a new view made with this state and close the old one; the same state keeps the view."""
+        old = self.view
+        if bytes(old.value) == png and old.regions == regions and old.selected == selected:
+            return
+        self.view = ClickableView(value=png, regions=regions, selected=selected, alt=old.alt)
+        self.view.on_msg(self._on_message)
+        self.children = (self.view,)
+        old.close()
 
     def _on_message(self, widget: Any, content: Any, buffers: Any) -> None:
         key = str(content.get("key")) if isinstance(content, dict) and content.get("event") == "click" else None
