@@ -22,18 +22,15 @@ import numpy as np
 import pandas as pd
 from zett_agent.messages import SystemMessage
 
-from ..load.anchors import ANCHOR_TYPES, HUGE_PARAGRAPH, anchor_keys, loose
+from ..load.anchors import ANCHOR_TYPES, HUGE_PARAGRAPH, loose
 from ..load.conversation import CHECKPOINT_PREFIX, Probe
 from ..records import int_or_none, is_missing
 from ..tokens import message_counter
+from .line_keys import line_keys
 from .lookup import LooseLines, QuotedLines, TextIndex, clauses_of, contains_loose
 from .message_index import ConversationIndex, SpanAnchors
 from .probes import covers_probe
 from .updates import GrowingSpanUpdates, Update
-
-#: Per conversation index, the key ids of each summary line read so far: the summaries of a sweep's replays of one
-#: conversation repeat each other's lines (a long session's 642 summaries have 1.9 M lines, 36 k distinct).
-_LINE_KEYS: weakref.WeakKeyDictionary[ConversationIndex, dict[str, list[int]]] = weakref.WeakKeyDictionary()
 
 #: Per conversation index and token counter, the running totals of its messages' counts (``[0]`` is 0).
 _RUNNING_TOKENS: weakref.WeakKeyDictionary[ConversationIndex, dict[Callable[..., int], np.ndarray]] = (
@@ -113,17 +110,8 @@ class TraceView:
     @cached_property
     def quoted_lines(self) -> QuotedLines:
         """The conversation's keys a text's lines hold, read as :class:`QuotedLines` (one per trace: a mask summary
-        quotes the trace's previous one)."""
-        size, id_of = len(self.index.arrays.keys), self.index.key_ids
-        known = _LINE_KEYS.setdefault(self.index, {})
-
-        def ids_of(line: str) -> list[int]:
-            ids = known.get(line)
-            if ids is None:
-                ids = known[line] = [id_of[key] for key in anchor_keys(line) if key in id_of]
-            return ids
-
-        return QuotedLines(ids_of, size)
+        quotes the trace's previous one) from the lines' keys read once per conversation (:func:`line_keys`)."""
+        return QuotedLines(line_keys(self.index).ids, len(self.index.arrays.keys))
 
 
 class Window(NamedTuple):

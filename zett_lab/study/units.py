@@ -47,6 +47,7 @@ from ..summarizers.offline.selection import Anchors
 from .grid import STOCK_ENGINE
 from .kept import conversation_key
 from .kept_indexes import KEEP_FROM_CPU_S, KeptIndexes, pickled
+from .kept_measuring import kept_measuring
 from .regions import Region, region
 from .reuse import STORE, ForkPlanner, Proven, StoreKey, sorted_sent
 from .sources import ANCHOR_COUNTS_TABLE, LOSS_TABLES, LOST_ANCHORS_TABLE, TableWriter
@@ -375,9 +376,9 @@ def _finish_sources(state: _UnitRun) -> dict[str, SourcePayload]:
     used = list({id(a.proven): a.proven for a in state.answers.values()}.values())
     began = time.perf_counter()
     state.setup_cpu += _index_conversation(used, state.unit, state.kept)
-    source_rows(used, state.unit)
-    replays = sum(1 for a in state.answers.values() if a.replayed)
-    share = (time.perf_counter() - began) / max(1, replays)
+    with kept_measuring(getattr(state.cache, "path", None), used, state.unit.fingerprint, state.unit.metrics):
+        source_rows(used, state.unit)
+    share = (time.perf_counter() - began) / max(1, sum(a.replayed for a in state.answers.values()))
     for answer in state.answers.values():
         if answer.replayed:
             answer.seconds += share
