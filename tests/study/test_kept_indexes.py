@@ -19,7 +19,7 @@ from zett_lab.measure.message_index import ConversationIndex, release_indexes
 from zett_lab.study import sweep, units
 from zett_lab.study.grid import fingerprint
 from zett_lab.study.kept import PACKAGE, code_digest, conversation_key
-from zett_lab.study.kept_indexes import KeptIndexes, _problem, pickled
+from zett_lab.study.kept_indexes import KeptIndexes, pickled
 
 GRID = dict(max_tokens=[4_000, 8_000], keep_recent_tokens=[1_000], summarizers=["truncate", "mask"])
 #: What differs between two runs of the same sweep (time, the worker, how each summary was served).
@@ -158,7 +158,7 @@ def test_a_kept_file_cut_short_or_changed_anywhere_is_never_taken(tmp_path, cut,
     kept = KeptIndexes(tmp_path / "anchor-indexes", "0" * 64)
     kept.write("k", pickled(ConversationIndex(conversation.messages).built()))
     data = kept.file("k").read_bytes()
-    assert isinstance(_problem(data, conversation), dict)
-    assert isinstance(_problem(data[: cut % len(data)], conversation), str)
+    assert isinstance(kept._unpickled(data), dict)
+    assert isinstance(kept._unpickled(data[: cut % len(data)]), str)
     at = flip % len(data)
-    assert isinstance(_problem(data[:at] + bytes([data[at] ^ (1 << bit)]) + data[at + 1 :], conversation), str)
+    assert isinstance(kept._unpickled(data[:at] + bytes([data[at] ^ (1 << bit)]) + data[at + 1 :]), str)

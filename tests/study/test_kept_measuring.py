@@ -24,7 +24,7 @@ from zett_lab.measure.message_index import ConversationIndex, release_indexes
 from zett_lab.study import sweep
 from zett_lab.study.grid import fingerprint
 from zett_lab.study.kept import conversation_key
-from zett_lab.study.kept_measuring import KeptMeasuring, Measuring, _measuring
+from zett_lab.study.kept_measuring import KeptMeasuring, Measuring
 
 #: The offline summarizers whose summaries are lines (read line by line: :mod:`~zett_lab.measure.line_keys`).
 GRID = dict(max_tokens=[3_000, 5_000], keep_recent_tokens=[1_000], summarizers=["truncate", "mask", "anchors"])
@@ -140,7 +140,7 @@ def test_a_cache_folder_that_cannot_be_written_keeps_nothing_and_measures_the_sa
     root.mkdir()
     fresh.update(lines=0, observed=0)
     with read_only_folder(root):
-        with pytest.warns(ZettLabWarning, match=rf"cannot keep what measuring read in {root}") as caught:
+        with pytest.warns(ZettLabWarning, match=rf"cannot keep the measuring in {root}") as caught:
             again = run(conversation, cache)
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # said once per process
@@ -226,11 +226,7 @@ def test_a_kept_file_cut_short_or_changed_anywhere_is_never_taken(tmp_path, cut,
     observed = keyed.observe(conversation.messages)
     kept.write("k", Measuring(len(conversation.messages), observed, lines.table()))
     data = kept.file("k").read_bytes()
-    assert _measuring(data, len(conversation.messages)) == Measuring(
-        len(conversation.messages), observed, lines.table()
-    )
-    assert isinstance(_measuring(data[: cut % len(data)], len(conversation.messages)), str)
+    assert kept._unpickled(data) == Measuring(len(conversation.messages), observed, lines.table())
+    assert isinstance(kept._unpickled(data[: cut % len(data)]), str)
     at = flip % len(data)
-    assert isinstance(
-        _measuring(data[:at] + bytes([data[at] ^ (1 << bit)]) + data[at + 1 :], len(conversation.messages)), str
-    )
+    assert isinstance(kept._unpickled(data[:at] + bytes([data[at] ^ (1 << bit)]) + data[at + 1 :]), str)

@@ -1,5 +1,6 @@
 """What zett_lab keeps across runs beside the summary cache, per code version: the base of the anchor indexes
-(:mod:`~zett_lab.study.kept_indexes`) and the units' times (:mod:`~zett_lab.study.kept_times`).
+(:mod:`~zett_lab.study.kept_indexes`), measuring's kept work (:mod:`~zett_lab.study.kept_measuring`) and the units'
+times (:mod:`~zett_lab.study.kept_times`).
 
 Each kind has its folder in the summary cache's folder, and in it one folder per code version
 (:func:`code_digest`: what a kept file was made by; other versions' folders are removed when a file is kept),
@@ -14,9 +15,10 @@ import contextlib
 import functools
 import hashlib
 import os
+import pickle
 import platform
 import shutil
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -24,6 +26,7 @@ from typing import ClassVar, TypeVar
 
 import numpy as np
 
+from ..collector import collector_paused
 from ..errors import warn
 from ..load import Conversation
 
@@ -105,6 +108,58 @@ class KeptFolder:
         for other in self.root.iterdir():
             if other.is_dir() and other != self.folder:
                 shutil.rmtree(other, ignore_errors=True)
+
+
+@dataclass(frozen=True, slots=True)
+class KeptPickles(KeptFolder):
+    """A kind whose files are a header, the SHA-256 of a pickle, and the pickle: a file not whole (its checksum
+    differs, it does not unpickle, the kind's check refuses it) is removed with one warning and read as none."""
+
+    #: The first line of every file of the kind (its format).
+    HEADER: ClassVar[bytes]
+    #: What a file holds, in warnings ("the kept {WHAT} ... is damaged").
+    WHAT: ClassVar[str]
+    #: What the run does when a file cannot be read or kept.
+    INSTEAD: ClassVar[str]
+
+    def read_checked(self, key: str, check: Callable[[object], str | None]) -> object | None:
+        """The object kept as ``key`` when ``check`` finds nothing wrong with it (else what is wrong), None when
+        none is kept or it is damaged (removed, one warning)."""
+        path = self.file(key)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as error:
+            warn_once(path, f"cannot read the kept {self.WHAT} {path} ({error}); {self.INSTEAD}")
+            return None
+        kept = self._unpickled(data)
+        problem = kept if isinstance(kept, str) else check(kept)
+        if problem is not None:
+            warn_once(path, f"the kept {self.WHAT} {path} is damaged ({problem}); removed, {self.INSTEAD}")
+            path.unlink(missing_ok=True)
+            return None
+        return kept
+
+    def _unpickled(self, data: bytes) -> object:
+        """What a file holds, or what is wrong with it (a string)."""
+        if not data.startswith(self.HEADER):
+            return f"not a kept {self.WHAT}"
+        # read in place (a pickle of tens of megabytes: copying it costs as much as checking it)
+        ends = data.find(b"\n", len(self.HEADER))
+        checksum, payload = data[len(self.HEADER) : ends], memoryview(data)[ends + 1 :]
+        if ends < 0 or hashlib.sha256(payload).hexdigest().encode() != checksum:
+            return "checksum differs: written only in part or changed since"
+        try:
+            with collector_paused():  # (up to millions of objects in no cycle)
+                return pickle.loads(payload)
+        except Exception as error:  # noqa: BLE001 - any unpickling failure means the same: read afresh
+            return f"does not unpickle: {type(error).__name__}"
+
+    def write_pickled(self, key: str, payload: bytes) -> None:
+        """Keep a pickle as ``key``'s file, with the kind's header and its checksum (:meth:`replace`)."""
+        head = self.HEADER + hashlib.sha256(payload).hexdigest().encode() + b"\n"
+        self.replace(key, (head, payload), f"the {self.WHAT}", self.INSTEAD)
 
 
 def warn_once(path: Path, message: str) -> None:

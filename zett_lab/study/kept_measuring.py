@@ -27,24 +27,19 @@ nothing, with one warning. Measuring goes on either way, with the same results.
 
 from __future__ import annotations
 
-import hashlib
 import pickle
 import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from ..collector import collector_paused
 from ..load import Conversation
 from ..measure.keyed import Observation, held_observations, observe
 from ..measure.line_keys import LineTable, line_keys
 from ..measure.losses import conversation_index
 from ..measure.message_index import ConversationIndex
-from .kept import KeptFolder, conversation_key, warn_once
+from .kept import KeptPickles, conversation_key
 from .reuse import Proven
-
-#: The first line of every kept file (its format).
-HEADER = b"zett-lab-measuring 1\n"
 
 #: Per conversation index this process measures for: whether the kept file holds its observations (taken once).
 _TAKEN: weakref.WeakKeyDictionary[ConversationIndex, bool] = weakref.WeakKeyDictionary()
@@ -61,51 +56,29 @@ class Measuring:
 
 
 @dataclass(frozen=True, slots=True)
-class KeptMeasuring(KeptFolder):
+class KeptMeasuring(KeptPickles):
     """The kept measuring of one code version in one folder (:meth:`~zett_lab.study.kept.KeptFolder.beside` a
     summary cache)."""
 
     FOLDER = "measuring"
     SUFFIX = ".pkl"
+    HEADER = b"zett-lab-measuring 1\n"
+    WHAT = "measuring"
+    INSTEAD = "measuring afresh"
 
     def read(self, conversation: Conversation, key: str) -> Measuring | None:
         """What is kept for ``conversation``, None when nothing is; a damaged file is removed (one warning) and None
         returned."""
-        path = self.file(key)
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            return None
-        except OSError as error:
-            warn_once(path, f"cannot read the kept measuring {path} ({error}); measuring afresh")
-            return None
-        kept = _measuring(data, len(conversation.messages))
-        if isinstance(kept, str):
-            warn_once(path, f"the kept measuring {path} is damaged ({kept}); removed, measuring afresh")
-            path.unlink(missing_ok=True)
-            return None
-        return kept
+        kept = self.read_checked(key, lambda kept: _problem(kept, len(conversation.messages)))
+        return kept if isinstance(kept, Measuring) else None
 
     def write(self, key: str, kept: Measuring) -> None:
-        """Keep ``kept`` for a conversation: written whole beside its place, then renamed into it."""
-        payload = pickle.dumps(kept, protocol=pickle.HIGHEST_PROTOCOL)
-        head = HEADER + hashlib.sha256(payload).hexdigest().encode() + b"\n"
-        self.replace(key, (head, payload), "what measuring read", "it is read afresh next time")
+        """Keep ``kept`` for a conversation (:meth:`~zett_lab.study.kept.KeptPickles.write_pickled`)."""
+        self.write_pickled(key, pickle.dumps(kept, protocol=pickle.HIGHEST_PROTOCOL))
 
 
-def _measuring(data: bytes, messages: int) -> Measuring | str:
-    """What a kept file holds, or what is wrong with it."""
-    if not data.startswith(HEADER):
-        return "not a file of kept measuring"
-    ends = data.find(b"\n", len(HEADER))
-    checksum, payload = data[len(HEADER) : ends], memoryview(data)[ends + 1 :]
-    if ends < 0 or hashlib.sha256(payload).hexdigest().encode() != checksum:
-        return "checksum differs: written only in part or changed since"
-    try:
-        with collector_paused():  # (tens of thousands of objects in no cycle)
-            kept = pickle.loads(payload)
-    except Exception as error:  # noqa: BLE001 - any unpickling failure means the same: measure afresh
-        return f"does not unpickle: {type(error).__name__}"
+def _problem(kept: object, messages: int) -> str | None:
+    """What is wrong with what a kept file holds for a conversation of ``messages`` messages, if anything."""
     if not isinstance(kept, Measuring) or kept.messages != messages:
         return "not of this conversation's messages"
     observed, table = kept.observed, kept.lines
@@ -115,7 +88,7 @@ def _measuring(data: bytes, messages: int) -> Measuring | str:
         return "its lines are not a table of lines"
     if max((max(at, default=-1) for at in table.lines.values()), default=-1) >= len(table.keys):
         return "a line names a key the table does not hold"
-    return kept
+    return None
 
 
 @contextmanager
