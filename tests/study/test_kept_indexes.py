@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shutil
 import warnings
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -13,6 +12,7 @@ from hypothesis import strategies as st
 
 from tests.helpers import coding_conversation
 from tests.readonly import read_only_folder
+from tests.study.kept_runs import fresh_sweep, kept_file
 from zett_lab.errors import ZettLabWarning
 from zett_lab.measure import message_index
 from zett_lab.measure.message_index import ConversationIndex, release_indexes
@@ -23,7 +23,6 @@ from zett_lab.study.kept_indexes import KeptIndexes, pickled
 
 GRID = dict(max_tokens=[4_000, 8_000], keep_recent_tokens=[1_000], summarizers=["truncate", "mask"])
 #: What differs between two runs of the same sweep (time, the worker, how each summary was served).
-VARYING = ("seconds", "worker", "model_calls", "cache_hits")
 
 
 @pytest.fixture
@@ -46,25 +45,11 @@ def builds(monkeypatch):
     return built
 
 
-def run(conversation, cache: Path) -> pd.DataFrame:
-    """A fresh process's sweep (no index held, no replay proven), its results without what varies by run."""
-    release_indexes()
-    results = sweep(conversation, **GRID, executor="serial", cache=cache, reuse=False).results
-    assert results["error"].isna().all() and "needed_anchor_recall" in results.columns
-    return results[[c for c in results.columns if c not in VARYING]]
-
-
-def kept_file(conversation, cache: Path) -> Path:
-    kept = KeptIndexes.beside(cache)
-    assert kept is not None
-    return kept.file(conversation_key(conversation, fingerprint(conversation)))
-
-
 def test_a_second_run_reads_the_kept_index_and_measures_the_same(conversation, builds, tmp_path):
     cache = tmp_path / "cache" / "summaries.sqlite"
-    fresh = run(conversation, cache)
-    assert builds == [len(conversation.messages)] and kept_file(conversation, cache).is_file()
-    again = run(conversation, cache)
+    fresh = fresh_sweep(conversation, cache, GRID)
+    assert builds == [len(conversation.messages)] and kept_file(KeptIndexes, conversation, cache).is_file()
+    again = fresh_sweep(conversation, cache, GRID)
     assert builds == [len(conversation.messages)]  # read, not built
     pd.testing.assert_frame_equal(again, fresh)
 
@@ -72,8 +57,8 @@ def test_a_second_run_reads_the_kept_index_and_measures_the_same(conversation, b
 @pytest.mark.parametrize("damage", ["truncated", "one byte changed", "not an index"])
 def test_a_damaged_kept_index_is_rebuilt_with_one_warning(conversation, builds, tmp_path, damage):
     cache = tmp_path / "summaries.sqlite"
-    fresh = run(conversation, cache)
-    path = kept_file(conversation, cache)
+    fresh = fresh_sweep(conversation, cache, GRID)
+    path = kept_file(KeptIndexes, conversation, cache)
     data = path.read_bytes()
     if damage == "truncated":
         path.write_bytes(data[: len(data) // 2])
@@ -82,7 +67,7 @@ def test_a_damaged_kept_index_is_rebuilt_with_one_warning(conversation, builds, 
     else:
         path.write_bytes(b"something else entirely")
     with pytest.warns(ZettLabWarning, match=rf"kept anchor index {path} is damaged") as caught:
-        again = run(conversation, cache)
+        again = fresh_sweep(conversation, cache, GRID)
     assert len([w for w in caught if issubclass(w.category, ZettLabWarning)]) == 1
     assert len(builds) == 2  # built again
     pd.testing.assert_frame_equal(again, fresh)
@@ -92,14 +77,14 @@ def test_a_damaged_kept_index_is_rebuilt_with_one_warning(conversation, builds, 
 
 def test_an_index_of_another_conversation_is_not_taken(conversation, fixture_conversations, builds, tmp_path):
     cache = tmp_path / "summaries.sqlite"
-    run(conversation, cache)
+    fresh_sweep(conversation, cache, GRID)
     other = next(c for c in fixture_conversations if len(c.messages) != len(conversation.messages))
-    shutil.copy(kept_file(conversation, cache), kept_file(other, cache))
+    shutil.copy(kept_file(KeptIndexes, conversation, cache), kept_file(KeptIndexes, other, cache))
     kept = KeptIndexes.beside(cache)
     assert kept is not None
     with pytest.warns(ZettLabWarning, match="not an index of this conversation"):
-        assert kept.read(other, kept_file(other, cache).stem) is None
-    assert not kept_file(other, cache).exists()
+        assert kept.read(other, kept_file(KeptIndexes, other, cache).stem) is None
+    assert not kept_file(KeptIndexes, other, cache).exists()
 
 
 def test_the_key_changes_with_the_code_and_another_versions_index_is_never_read(conversation, tmp_path):
@@ -124,16 +109,16 @@ def test_the_key_changes_with_the_code_and_another_versions_index_is_never_read(
 
 def test_a_cache_folder_that_cannot_be_written_keeps_no_index_and_measures_the_same(conversation, builds, tmp_path):
     cache = tmp_path / "summaries.sqlite"
-    fresh = run(conversation, cache)
-    root = kept_file(conversation, cache).parents[1]
+    fresh = fresh_sweep(conversation, cache, GRID)
+    root = kept_file(KeptIndexes, conversation, cache).parents[1]
     shutil.rmtree(root)
     root.mkdir()
     with read_only_folder(root):
         with pytest.warns(ZettLabWarning, match=rf"cannot keep the anchor index in {root}") as caught:
-            again = run(conversation, cache)
+            again = fresh_sweep(conversation, cache, GRID)
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # said once per process
-            third = run(conversation, cache)
+            third = fresh_sweep(conversation, cache, GRID)
     assert len([w for w in caught if issubclass(w.category, ZettLabWarning)]) == 1
     assert len(builds) == 3 and list(root.iterdir()) == []
     pd.testing.assert_frame_equal(again, fresh)
@@ -142,7 +127,7 @@ def test_a_cache_folder_that_cannot_be_written_keeps_no_index_and_measures_the_s
 
 def test_no_index_is_kept_without_a_summary_cache_file(conversation, builds, tmp_path):
     assert KeptIndexes.beside(None) is None and KeptIndexes.beside(":memory:") is None
-    fresh = run(conversation, tmp_path / "summaries.sqlite")
+    fresh = fresh_sweep(conversation, tmp_path / "summaries.sqlite", GRID)
     release_indexes()
     results = sweep(conversation, **GRID, executor="serial", cache=False, reuse=False).results
     pd.testing.assert_frame_equal(results[fresh.columns], fresh)

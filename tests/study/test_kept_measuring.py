@@ -6,7 +6,6 @@ from __future__ import annotations
 import pickle
 import shutil
 import warnings
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -16,20 +15,17 @@ from zett_agent.messages import AssistantMessage, UserMessage
 
 from tests.helpers import coding_conversation
 from tests.readonly import read_only_folder
+from tests.study.kept_runs import fresh_sweep, kept_file
 from zett_lab.errors import ZettLabWarning
 from zett_lab.load.anchors import anchor_keys
 from zett_lab.measure import keyed, line_keys
 from zett_lab.measure.line_keys import LineKeys
-from zett_lab.measure.message_index import ConversationIndex, release_indexes
-from zett_lab.study import sweep
-from zett_lab.study.grid import fingerprint
-from zett_lab.study.kept import conversation_key
+from zett_lab.measure.message_index import ConversationIndex
 from zett_lab.study.kept_measuring import KeptMeasuring, Measuring
 
 #: The offline summarizers whose summaries are lines (read line by line: :mod:`~zett_lab.measure.line_keys`).
 GRID = dict(max_tokens=[3_000, 5_000], keep_recent_tokens=[1_000], summarizers=["truncate", "mask", "anchors"])
 #: What differs between two runs of the same sweep (time, the worker, how each summary was served).
-VARYING = ("seconds", "worker", "model_calls", "cache_hits")
 
 
 @pytest.fixture
@@ -57,58 +53,45 @@ def fresh(monkeypatch):
     return counts
 
 
-def run(conversation, cache: Path | bool) -> pd.DataFrame:
-    """A fresh process's sweep (nothing held: no index, no lines' keys, no observations), its results without what
-    varies by run."""
-    release_indexes()
-    keyed._OBSERVED.clear()
-    results = sweep(conversation, **GRID, executor="serial", cache=cache, reuse=False).results
-    assert results["error"].isna().all() and "needed_anchor_recall" in results.columns
-    return results[[c for c in results.columns if c not in VARYING]]
-
-
-def kept_file(conversation, cache: Path) -> Path:
-    kept = KeptMeasuring.beside(cache)
-    assert kept is not None
-    return kept.file(conversation_key(conversation, fingerprint(conversation)))
-
-
 def test_a_second_run_reads_what_the_first_kept_and_measures_the_same(conversation, fresh, tmp_path):
     cache = tmp_path / "cache" / "summaries.sqlite"
-    first = run(conversation, cache)
-    assert fresh["lines"] > 20 and fresh["observed"] == 1 and kept_file(conversation, cache).is_file()
-    written = kept_file(conversation, cache).stat().st_mtime_ns
+    first = fresh_sweep(conversation, cache, GRID)
+    assert fresh["lines"] > 20 and fresh["observed"] == 1 and kept_file(KeptMeasuring, conversation, cache).is_file()
+    written = kept_file(KeptMeasuring, conversation, cache).stat().st_mtime_ns
     fresh.update(lines=0, observed=0)
-    again = run(conversation, cache)
+    again = fresh_sweep(conversation, cache, GRID)
     assert fresh == {"lines": 0, "observed": 0}  # every line and message read back
-    assert kept_file(conversation, cache).stat().st_mtime_ns == written  # nothing new: nothing written
+    assert kept_file(KeptMeasuring, conversation, cache).stat().st_mtime_ns == written  # nothing new: nothing written
     pd.testing.assert_frame_equal(again, first)
-    without = run(conversation, False)
+    without = fresh_sweep(conversation, False, GRID)
     pd.testing.assert_frame_equal(without[first.columns], first)
 
 
 def test_lines_a_run_reads_anew_join_those_kept(conversation, fresh, tmp_path):
     cache = tmp_path / "summaries.sqlite"
-    run(conversation, cache)
+    fresh_sweep(conversation, cache, GRID)
     kept = KeptMeasuring.beside(cache)
     assert kept is not None
-    whole = kept.read(conversation, kept_file(conversation, cache).stem)
+    whole = kept.read(conversation, kept_file(KeptMeasuring, conversation, cache).stem)
     assert whole is not None
     some = dict(list(whole.lines.lines.items())[::2])
-    kept.write(kept_file(conversation, cache).stem, Measuring(whole.messages, None, whole.lines._replace(lines=some)))
+    kept.write(
+        kept_file(KeptMeasuring, conversation, cache).stem,
+        Measuring(whole.messages, None, whole.lines._replace(lines=some)),
+    )
     fresh.update(lines=0, observed=0)
-    run(conversation, cache)
+    fresh_sweep(conversation, cache, GRID)
     assert 0 < fresh["lines"] < len(whole.lines.lines) and fresh["observed"] == 1
     fresh.update(lines=0, observed=0)
-    run(conversation, cache)
+    fresh_sweep(conversation, cache, GRID)
     assert fresh == {"lines": 0, "observed": 0}
 
 
 @pytest.mark.parametrize("damage", ["truncated", "one byte changed", "not ours", "other messages"])
 def test_a_damaged_kept_file_is_read_afresh_with_one_warning(conversation, fresh, tmp_path, damage):
     cache = tmp_path / "summaries.sqlite"
-    first = run(conversation, cache)
-    path = kept_file(conversation, cache)
+    first = fresh_sweep(conversation, cache, GRID)
+    path = kept_file(KeptMeasuring, conversation, cache)
     data = path.read_bytes()
     if damage == "truncated":
         path.write_bytes(data[: len(data) // 2])
@@ -118,13 +101,13 @@ def test_a_damaged_kept_file_is_read_afresh_with_one_warning(conversation, fresh
         path.write_bytes(b"something else entirely")
     else:
         other = coding_conversation(turns=10, output_lines=60, cid="kept-measuring-other")
-        shutil.copy(path, kept_file(other, cache))
-        path = kept_file(other, cache)
+        shutil.copy(path, kept_file(KeptMeasuring, other, cache))
+        path = kept_file(KeptMeasuring, other, cache)
         conversation = other
-        first = run(other, False)
+        first = fresh_sweep(other, False, GRID)
     fresh.update(lines=0, observed=0)
     with pytest.warns(ZettLabWarning, match=rf"kept measuring {path} is damaged") as caught:
-        again = run(conversation, cache)
+        again = fresh_sweep(conversation, cache, GRID)
     assert len([w for w in caught if issubclass(w.category, ZettLabWarning)]) == 1
     assert fresh["observed"] == 1  # read afresh
     pd.testing.assert_frame_equal(again, first)
@@ -134,17 +117,17 @@ def test_a_damaged_kept_file_is_read_afresh_with_one_warning(conversation, fresh
 
 def test_a_cache_folder_that_cannot_be_written_keeps_nothing_and_measures_the_same(conversation, fresh, tmp_path):
     cache = tmp_path / "summaries.sqlite"
-    first = run(conversation, cache)
-    root = kept_file(conversation, cache).parents[1]
+    first = fresh_sweep(conversation, cache, GRID)
+    root = kept_file(KeptMeasuring, conversation, cache).parents[1]
     shutil.rmtree(root)
     root.mkdir()
     fresh.update(lines=0, observed=0)
     with read_only_folder(root):
         with pytest.warns(ZettLabWarning, match=rf"cannot keep the measuring in {root}") as caught:
-            again = run(conversation, cache)
+            again = fresh_sweep(conversation, cache, GRID)
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # said once per process
-            third = run(conversation, cache)
+            third = fresh_sweep(conversation, cache, GRID)
     assert len([w for w in caught if issubclass(w.category, ZettLabWarning)]) == 1
     assert fresh["observed"] == 2 and list(root.iterdir()) == []
     pd.testing.assert_frame_equal(again, first)
