@@ -205,7 +205,13 @@ def next_batch(order: deque[Unit], costs: dict[int, float], budget: float) -> li
 
 
 def run_plan(
-    plan: Plan, runner: cf.Executor, collector: Collector, tracker: Progress, *, strict: bool, tail: Tail
+    plan: Plan,
+    runner: cf.Executor,
+    collector: Collector,
+    tracker: Progress,
+    *,
+    strict: bool,
+    at_tail: Callable[[], object] | None = None,
 ) -> None:
     """Submit units in the plan's order (the costliest first), a bounded number of tasks at a time, and collect
     them as they finish.
@@ -214,12 +220,13 @@ def run_plan(
     together at most :data:`BATCH_SHARE` of one worker's share of the sweep, so the workers stay
     balanced). A lost task marks the cells of its own units failed, no others. The bar moves cell by cell
     where units can report (:mod:`zett_lab.study.ticks`), else unit by unit. ``strict``: stop at the first
-    failed cell (:class:`~zett_lab.errors.ResultFailure` naming it). ``tail`` starts once every task has gone
-    out and fewer tasks are left than workers.
+    failed cell (:class:`~zett_lab.errors.ResultFailure` naming it). ``at_tail`` (a :class:`Tail`) starts once
+    every task has gone out and fewer tasks are left than workers, and is joined before this returns.
 
     Long on purpose: one submit-wait-collect loop; its closures share the in-flight state (queue, futures, cells).
     """
     order = deque(plan.order)
+    tail = Tail(at_tail)
     workers = parallelism(runner)
     in_flight_limit = max(2, 2 * workers)
     batch_budget = 0.0 if collector.remote else BATCH_SHARE * sum(plan.costs.values()) / workers
@@ -302,6 +309,7 @@ def run_plan(
     finally:
         ticks.close()
         collector.folder.writer.remove_indexes()
+    tail.join()
 
 
 def split_conversations(plan: Plan, batch_budget: float) -> set[str]:

@@ -139,11 +139,7 @@ def plan_sweep(
         unit_options,
     )
     keys = {unit.index: unit_store_key(unit) for unit in units}
-    offline = {label for model, label in zip(models, labels, strict=True) if is_offline(model)}
-    measured = kept_costs(KeptTimes.beside(getattr(summary_cache, "path", None)), units, keys, offline)
-    costs = unit_costs(
-        units, measured, {label for model, label in zip(models, labels, strict=True) if _unbounded(model)}
-    )
+    costs = _costs(units, keys, summary_cache, list(zip(models, labels, strict=True)))
     return Plan(
         items,
         window,
@@ -159,6 +155,16 @@ def plan_sweep(
         costs,
         template,
     )
+
+
+def _costs(
+    units: list[Unit], keys: dict[int, StoreKey], cache: SummaryCache | None, summarizers: list[tuple[AgentModel, str]]
+) -> dict[int, float]:
+    """Each unit's cost to order by: its measured time kept beside the summary ``cache`` where it ran before, else
+    its estimate (:func:`unit_costs`)."""
+    offline = {label for model, label in summarizers if is_offline(model)}
+    measured = kept_costs(KeptTimes.beside(getattr(cache, "path", None)), units, keys, offline)
+    return unit_costs(units, measured, {label for model, label in summarizers if _unbounded(model)})
 
 
 def _limits(

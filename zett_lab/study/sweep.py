@@ -65,7 +65,7 @@ from ..progress import Progress, ProgressEvent
 from ..replay.engine import EngineSpec, engine_name, engine_reuse
 from ..summarizers import SummaryCache
 from .choose import measured_cells
-from .collect import Collector, Tail, run_plan
+from .collect import Collector, run_plan
 from .executors import is_remote, resolve_executor
 from .grid import GridValue
 from .kept_times import KeptTimes, keep_runs
@@ -155,9 +155,8 @@ def sweep(
     )
     collector = Collector(plan, reuse, remote=is_remote(runner))
     tracker = Progress(total=sum(len(u.cells) for u in plan.units), label="sweep", show=progress)
-    tail = Tail(at_tail)
     try:
-        run_plan(plan, runner, collector, tracker, strict=bool(replay_options.get("strict")), tail=tail)
+        run_plan(plan, runner, collector, tracker, strict=bool(replay_options.get("strict")), at_tail=at_tail)
     finally:
         tracker.close()
     keep_runs(KeptTimes.beside(getattr(plan.cache, "path", None)), plan.units, plan.keys, collector.finished)
@@ -173,7 +172,6 @@ def sweep(
         started=(started, cpu_started),
     )
     _warn_failures(swept)
-    tail.join()
     return swept
 
 
