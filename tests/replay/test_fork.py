@@ -248,9 +248,11 @@ def test_a_sweep_forks_across_summarizers_and_every_cell_equals_its_fresh_replay
     )
     results = s.results
     assert results["error"].isna().all()
-    # The second summarizer's replay that never compacts starts where the first one's last turn began.
-    never = results[(results["max_tokens"] == 200_000) & (results["summarizer"] == "mask")]
-    assert (never["shared_steps"] > 0).all()
+    # Of the two summarizers' replays that never compact, the one run second (whichever the plan's order puts
+    # there) starts where the first one's last turn began; the first has nothing to start from.
+    never = results[results["max_tokens"] == 200_000]
+    shared = never.groupby("conversation_id")["shared_steps"].agg(lambda steps: sorted(steps > 0))
+    assert shared.map(lambda flags: flags == [False, True]).all(), shared
     by_id = {c.id: c for c in chosen}
     for row in results.itertuples(index=False):
         alone = replay(
