@@ -4,8 +4,9 @@ A plan hands its units out the costliest first (:mod:`~zett_lab.study.plan`). Be
 is an estimate per conversation (:func:`~zett_lab.study.plan.replay_cost` × cells; twice that for a
 summarizer with no budget, :data:`~zett_lab.study.plan.UNBOUNDED_COST`), while the units of one conversation
 differ threefold (the report grid of a 5,001-message session, warm: a mask unit 7-8 s of CPU, an anchors or
-extractive one 2.5-5 s): on two workers a costly unit could go out last and run alone at the end. After a sweep the driver keeps each finished unit's measured times, and the
-next plan of the same units (a report run again over the same logs) orders by them.
+extractive one 2.5-5 s): on two workers a costly unit could go out last and run alone at the end. After a sweep
+the driver keeps each finished unit's measured times, and the next plan of the same units (a report run again
+over the same logs) orders by them.
 
 Where: ``unit-times/<code>/<conversation>.json`` in the summary cache's folder, named as the kept anchor
 indexes are (:mod:`~zett_lab.study.kept_indexes`): ``<code>`` digests zett_lab's files and the versions it
