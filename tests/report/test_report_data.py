@@ -121,6 +121,38 @@ def test_a_report_sweeps_tail_counts_every_conversations_tokens_then_does_the_ca
     assert done == [len(conversations[0].messages), len(conversations[1].messages), "then"]
 
 
+def test_a_report_sweep_on_the_local_pool_starts_its_workers_before_making_its_grid(monkeypatch) -> None:
+    """The pool's start-up (most of a second: its fork server imports zett_lab) overlaps the grid and the plan:
+    workers run before any unit is submitted. An executor given starts no pool."""
+    import time
+
+    from zett_lab.report import sweep as report_sweep_module
+    from zett_lab.study import executors
+
+    class GridMade(Exception):
+        pass
+
+    seen = []
+
+    def grid(conversations, context_window=None):
+        pool = executors.running_pool()
+        deadline = time.monotonic() + 120
+        while pool is not None and not executors.worker_pids(pool) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        seen.append(pool is not None and bool(executors.worker_pids(pool)))
+        raise GridMade
+
+    monkeypatch.setattr(report_sweep_module, "default_grid", grid)
+    executors.shutdown_default_executor()
+    try:
+        for executor in ("serial", None):
+            with pytest.raises(GridMade):
+                report_sweep([coding_conversation()], ["mask"], executor=executor, cache=False)
+    finally:
+        executors.shutdown_default_executor()
+    assert seen == [False, True]
+
+
 def test_the_report_modules_imported_at_the_tail_are_those_of_its_format() -> None:
     """SciPy's statistics for every report, matplotlib only for a page (a fresh process each)."""
     import subprocess

@@ -263,3 +263,55 @@ def test_a_folder_left_by_kill_9_is_removed_by_the_next_write_beside_it(tmp_path
     with atomic_folder(target) as staging:
         (staging / "sweep.json").write_text("{}")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.sweep", "tmp"]
+
+
+# -- the local pool ------------------------------------------------------------------------------------------
+
+
+def test_a_report_starts_its_pool_once_its_inputs_pass_and_an_input_error_starts_none(
+    tmp_path, capsys, monkeypatch, fixture_conversations
+):
+    """The pool's start-up (most of a second) overlaps the report's grid: its workers start before any unit is
+    submitted. A report stopped by its inputs (unreadable, a bad --explore, an output that is one of them)
+    says so in one line and leaves no pool, fork server or worker behind."""
+    import zett_lab.report
+    from zett_lab.load.neutral_writer import write_neutral
+    from zett_lab.show.cli import main
+    from zett_lab.study import executors
+
+    small = min(fixture_conversations, key=lambda c: len(c.messages))
+    source = write_neutral([small], tmp_path / "one.json")
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"id": "x", "messages": [{"role": "user", "content": "hi"}, {"role": "tool"')
+    cache = tmp_path / "summaries.sqlite"
+    monkeypatch.setenv("ZETT_LAB_CACHE", str(cache))
+    out = str(tmp_path / "report.html")
+    executors.shutdown_default_executor()
+    before = _descendants(os.getpid())
+    for argv, message in (
+        ([str(broken), "-o", out], str(broken)),
+        ([str(source), "-o", out, "--explore", "nowhere"], "--explore 'nowhere': no such conversation"),
+        ([str(source), "-o", str(cache), "--force"], str(cache)),
+    ):
+        assert main(["report", *argv, "--no-progress"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and message in err, err
+        assert executors.running_pool() is None
+        assert _descendants(os.getpid()) <= before
+    seen = []
+
+    class GridAskedFor(Exception):
+        """Stops the report where its grid is made: what ran before it is what this test is about."""
+
+    def grid_once_the_workers_run(*args, **kwargs):
+        pool = executors.running_pool()
+        seen.append(pool is not None and _wait_until(lambda: bool(executors.worker_pids(pool))))
+        raise GridAskedFor
+
+    monkeypatch.setattr(zett_lab.report, "default_grid", grid_once_the_workers_run)
+    try:
+        with pytest.raises(GridAskedFor):
+            main(["report", str(source), "-o", out, "--no-cache", "--no-progress"])
+    finally:
+        executors.shutdown_default_executor()
+    assert seen == [True]  # workers running, no unit submitted yet

@@ -18,6 +18,7 @@ from ..errors import ResultFailure, SettingError
 from ..load.conversation import Conversation
 from ..replay.deadline import DEFAULT_ENGINE_TIMEOUT
 from ..replay.engine import EngineSpec
+from ..study.executors import default_executor
 from ..study.grid import resolve_context_window
 from ..study.results import Sweep
 from ..study.session import SummarizerSpec
@@ -101,7 +102,8 @@ def report_sweep(
             within ``primary_model``'s context window).
         cache: Summary cache for the replays (see :func:`zett_lab.replay`).
         progress: Show a progress bar (a widget in a notebook, on stderr in a terminal).
-        executor: Passed to :func:`zett_lab.sweep` (None: a process pool).
+        executor: Passed to :func:`zett_lab.sweep` (None: the local process pool, started before the grid is
+            made so that its start-up overlaps the grid and the plan).
         primary_model: Price-table model for the money columns.
         strict: Stop at the first failed summary or replay (:class:`~zett_lab.errors.ResultFailure`).
         engines: ``{label: engine}`` to compare (see :func:`zett_lab.sweep`); the report then
@@ -123,6 +125,8 @@ def report_sweep(
     conversations = list(conversations)
     if not conversations:
         raise SettingError("a report needs at least one conversation")
+    if executor is None:
+        default_executor()  # the local pool starts while the grid and the sweep's plan are made
     grid = dict(grid or default_grid(conversations, primary_model))
     result = sweep(
         conversations,

@@ -109,10 +109,13 @@ def default_workers() -> int:
 
 
 def default_executor() -> cf.ProcessPoolExecutor:
-    """The process pool sweeps use by default, created once and kept for the session.
+    """The process pool sweeps use by default, created once and kept for the session, its workers started at once.
 
     Workers keep their token-count memo and proven replays between sweeps, which is what
-    makes a second sweep over the same conversations fast. Started as :func:`process_context` says.
+    makes a second sweep over the same conversations fast. Started as :func:`process_context` says, in a thread
+    of this process (:func:`_start_workers`): the fork server's start (importing :data:`PRELOAD`, most of a
+    second) and the workers' forks overlap whatever the caller does next (a sweep's plan; a report's grid),
+    instead of idling both cores when the first unit is submitted.
     """
     global _POOL
     with _POOL_LOCK:
@@ -121,7 +124,17 @@ def default_executor() -> cf.ProcessPoolExecutor:
             if context.get_start_method() == "forkserver":
                 context.set_forkserver_preload(list(PRELOAD))
             _POOL = cf.ProcessPoolExecutor(max_workers=default_workers(), mp_context=context, initializer=warm_worker)
+            threading.Thread(target=_start_workers, args=(_POOL,), name="zett-lab pool start", daemon=True).start()
         return _POOL
+
+
+def _start_workers(pool: cf.ProcessPoolExecutor) -> None:
+    """Start ``pool``'s workers now: a pool starts a worker for a task submitted while none is idle, so one
+    task that does nothing per worker (a worker that finished its own before the next is submitted leaves the
+    rest to start with the sweep's first units, then from the fork server already running)."""
+    with contextlib.suppress(Exception):  # shut down meanwhile, or unable to start: the sweep's own tasks say why
+        for _ in range(default_workers()):
+            pool.submit(os.getpid)
 
 
 def running_pool() -> cf.ProcessPoolExecutor | None:

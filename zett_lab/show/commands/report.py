@@ -131,6 +131,7 @@ def _new_sweep(
     ``--keep-recent-tokens`` replace an axis); at its tail, the modules a report in ``fmt`` needs are imported."""
     from ...replay.engine_names import labelled_engines
     from ...report import DEFAULT_PRIMARY_MODEL, DEFAULT_REPORT_SUMMARIZERS, default_grid, report_sweep
+    from ...study.executors import default_executor
     from ..report.core import import_report_modules
 
     engines = labelled_engines(args.engine) if args.engine else None
@@ -143,6 +144,8 @@ def _new_sweep(
         )
     summarizers = args.summarizer or list(DEFAULT_REPORT_SUMMARIZERS)
     check_summarizers(summarizers)
+    if executor is None:  # every check passed: the local pool starts while the grid and the plan are made
+        default_executor()
     options["native_baselines"] = list(summarizers)
     grid = default_grid(conversations, options.get("primary_model", DEFAULT_PRIMARY_MODEL))
     if args.max_tokens:
