@@ -67,6 +67,16 @@ def _balanced(traces: Sequence[Trace], tasks: int) -> list[list[Trace]]:
     return groups
 
 
+def report_executor(executor: cf.Executor | str | None) -> cf.Executor | None:
+    """Where a report's own work may go, given its ``executor``: that executor, the running process pool when
+    None (the one its sweep ran on), else (``"serial"``, or None with no pool running) nowhere but this process."""
+    if executor is None:
+        return running_pool()
+    if isinstance(executor, (str, SerialExecutor)):
+        return None
+    return executor
+
+
 class Measured:
     """Losses of traces, measured once each (kept by ``id``, with the trace alive in the report's entries).
 
@@ -131,11 +141,7 @@ class Measured:
 
     def _pool(self) -> cf.Executor | None:
         """The executor to measure on (None: in this process)."""
-        if self.executor is None:
-            return running_pool()
-        if isinstance(self.executor, (str, SerialExecutor)):
-            return None
-        return self.executor
+        return report_executor(self.executor)
 
     def finish(self) -> None:
         """Collect what the executor measured, then free the anchor indexes this process built."""

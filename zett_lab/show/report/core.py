@@ -106,7 +106,8 @@ class Report:
         executor: Where the replays shown in full are measured when their sweep did not keep what the report
             shows of them (traces given directly, a sweep run with ``metrics=False``): an Executor (e.g. a
             ``dask.distributed`` client's ``get_executor()``), ``"serial"``, or None (the running process
-            pool, else this process). The page is the same wherever they are measured.
+            pool, else this process). When that is a process pool, its workers draw the page's figures while this
+            process builds the rest of the page. The page is the same wherever they are measured and drawn.
 
     Example::
 
@@ -257,9 +258,11 @@ class Report:
     def to_html(self) -> str:
         """The whole report as one self-contained HTML page (no network request when opened)."""
         if "html" not in self._cache:
+            from ...report.measured import report_executor
             from .render import render_html
 
-            self._cache["html"] = render_html(self.data, self.document())
+            # the figures are drawn on the pool the sweep ran on (if any) while this process builds the explorer
+            self._cache["html"] = render_html(self.data, self.document(), report_executor(self.executor))
         return self._cache["html"]
 
     def to_markdown(self) -> str:

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import jinja2
 import pandas as pd
 from markupsafe import Markup
-from matplotlib.figure import Figure
 
 from ...formatting import count, decimal, number, percent, usd
 from ...measure.catalogue import INDEPENDENT_METRICS, label, label_with_direction
@@ -29,6 +30,7 @@ from ...report.tables import CONFIGURATION_COLUMNS
 from .. import plots
 from .assets import CSS, JS, content_security_policy
 from .content import ReportDocument, definition, failure_headline
+from .drawing import Figures, FigureView, filled
 from .explorer import explorer_view
 from .formats import (
     ci_text,
@@ -41,7 +43,6 @@ from .formats import (
     settings_text,
     trust_lines,
 )
-from .svg import inline_svg
 
 #: Characters that reorder text around them (bidirectional controls): a name holding U+202E shows its
 #: characters in another order than they are stored ("txt.exe" as "exe.txt").
@@ -123,29 +124,8 @@ def _environment() -> jinja2.Environment:
 _ENV = _environment()
 
 
-@dataclass(frozen=True)
-class FigureView:
-    """One figure of the page: inline SVG (None: nothing to draw) and its caption."""
-
-    svg: Markup | None
-    caption: str
-    conversation_id: str | None = None
-
-
-class _Figures:
-    """Inline SVG figures, each with its own id prefix (so several on one page never share an id)."""
-
-    def __init__(self) -> None:
-        self.count = 0
-
-    def add(self, fig: Figure, caption: str, conversation_id: str | None = None) -> FigureView:
-        self.count += 1
-        return FigureView(Markup(inline_svg(plots.to_svg(fig), f"zlf{self.count}")), caption, conversation_id)
-
-
-def _figures(data: ReportData, document: Mapping[str, Any]) -> dict[str, Any]:
-    """Every figure of the page, drawn in page order."""
-    figures = _Figures()
+def _figures(data: ReportData, document: Mapping[str, Any], figures: Figures) -> dict[str, Any]:
+    """Every figure of the page, planned in page order (drawn by ``figures``: :func:`_drawn`)."""
     out: dict[str, Any] = {"comparison": None, "anchors": None, "timelines": [], "pareto": None}
     rec = document["recommendation"]
     shown, _ = metric_table(document["metrics"], data.summarizers)
@@ -155,7 +135,7 @@ def _figures(data: ReportData, document: Mapping[str, Any]) -> dict[str, Any]:
         independent = [m for m in INDEPENDENT_METRICS if m in shown][:1]
         headline = [m for m in anchor if m in shown] + independent
         out["comparison"] = figures.add(
-            plots.summarizer_comparison(data.comparison, metrics=headline),
+            partial(plots.summarizer_comparison, data.comparison, metrics=headline),
             f"Means with {confidence_text(document['metrics'])} bootstrap intervals, per summarizer.",
         )
     if rec is not None:
@@ -163,7 +143,7 @@ def _figures(data: ReportData, document: Mapping[str, Any]) -> dict[str, Any]:
         anchors = [a for a in anchors if len(a)]
         if anchors:
             out["anchors"] = figures.add(
-                plots.anchor_retention(pd.concat(anchors, ignore_index=True), count_column=ANCHOR_ROWS),
+                partial(plots.anchor_retention, pd.concat(anchors, ignore_index=True), count_column=ANCHOR_ROWS),
                 f"Anchor retention and needed-anchor recall per anchor type at "
                 f"{setting_text(rec['max_tokens'], rec['keep_recent_tokens'])}, all summarizers pooled.",
             )
@@ -172,7 +152,7 @@ def _figures(data: ReportData, document: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _timelines(data: ReportData, rec: Mapping[str, Any], figures: _Figures) -> list[FigureView]:
+def _timelines(data: ReportData, rec: Mapping[str, Any], figures: Figures) -> list[FigureView]:
     """The context timelines at the recommended setting (of :attr:`ReportData.timeline_ids`), busiest first: most
     compactions applied, then most steps over budget (the page shows the first and folds the others)."""
     traces = {
@@ -200,16 +180,18 @@ def _timelines(data: ReportData, rec: Mapping[str, Any], figures: _Figures) -> l
             f"{count(summary['steps_over_budget'])} of {count(summary['steps'])} steps over budget, "
             f"peak {count(summary['peak_context'])} tokens."
         )
-        views.append(figures.add(plots.timeline(trace), caption, conversation_id))
+        # drawn here: a trace holds its whole conversation, too much to send to a worker
+        views.append(figures.add(partial(plots.timeline, trace), caption, conversation_id, here=True))
     return views
 
 
-def _sweep_figures(data: ReportData, rec: Mapping[str, Any] | None, figures: _Figures) -> dict[str, Any]:
+def _sweep_figures(data: ReportData, rec: Mapping[str, Any] | None, figures: Figures) -> dict[str, Any]:
     """Heatmaps over the grid (every summarizer on one colour scale) and the Pareto front."""
     results = data.results
     highlight = (rec["max_tokens"], rec["keep_recent_tokens"]) if rec else None
     recall_map = figures.add(
-        plots.heatmaps(
+        partial(
+            plots.heatmaps,
             results,
             "needed_anchor_recall",
             by="summarizer",
@@ -225,7 +207,7 @@ def _sweep_figures(data: ReportData, rec: Mapping[str, Any] | None, figures: _Fi
     def chosen_map(metric: str, caption: str) -> FigureView:
         """A heatmap of one metric for the recommended (or first) summarizer."""
         title = f"{label(metric)} — {chosen}"
-        figure = plots.heatmap(results, metric, where={"summarizer": chosen}, highlight=highlight, title=title)
+        figure = partial(plots.heatmap, results, metric, where={"summarizer": chosen}, highlight=highlight, title=title)
         return figures.add(figure, caption)
 
     cost_map = chosen_map(
@@ -238,7 +220,7 @@ def _sweep_figures(data: ReportData, rec: Mapping[str, Any] | None, figures: _Fi
     if RECOMMEND_COST in results and RECOMMEND_LOSS in results:
         setting = {k: rec[k] for k in ("summarizer", "max_tokens", "keep_recent_tokens")} if rec else None
         pareto = figures.add(
-            plots.pareto(results, cost=RECOMMEND_COST, loss=RECOMMEND_LOSS, highlight=setting),
+            partial(plots.pareto, results, cost=RECOMMEND_COST, loss=RECOMMEND_LOSS, highlight=setting),
             f"Every configuration: {label(RECOMMEND_COST).lower()} summed over conversations against "
             f"{label(RECOMMEND_LOSS).lower()} anchors per conversation (mean); the dashed staircase is the Pareto "
             "front, each of its points labelled summarizer max_tokens/keep_recent_tokens; the star is the "
@@ -274,12 +256,20 @@ def _alerts(data: ReportData, document: Mapping[str, Any], figures: Mapping[str,
     return views
 
 
-def render_html(data: ReportData, document: ReportDocument) -> str:
-    """The complete, self-contained HTML page of a report's data and document."""
+def render_html(data: ReportData, document: ReportDocument, pool: Executor | None = None) -> str:
+    """The complete, self-contained HTML page of a report's data and document.
+
+    ``pool``: a process pool (the one the report's sweep ran on) whose workers draw the figures while this process
+    builds the explorer; None: all here. The same page either way.
+    """
     metrics = document["metrics"]
     shown, by = metric_table(document["metrics"], data.summarizers)
     recall = [r for r in metrics["rows"] if r["metric"] == "needed_anchor_recall" and r.get("mean") is not None]
-    figures = _figures(data, document)
+    planned = Figures()
+    figures = _figures(data, document, planned)
+    planned.start(pool)
+    explore = explorer_view(data)
+    figures = _drawn(figures, planned.drawn())
     page = _ENV.get_template("report.html.j2").render(
         title=document["title"],
         failures=document["failures"],
@@ -303,7 +293,7 @@ def render_html(data: ReportData, document: ReportDocument) -> str:
         metric_rows=by,
         figures=figures,
         conversation_count=len(data.conversations),
-        explore=explorer_view(data),
+        explore=explore,
         configurations=data.configurations,
         configuration_columns=CONFIGURATION_COLUMNS,
         css=Markup(CSS),
@@ -311,6 +301,14 @@ def render_html(data: ReportData, document: ReportDocument) -> str:
         csp=content_security_policy(),
     )
     return page + "\n"
+
+
+def _drawn(figures: Mapping[str, Any], svgs: dict[int, Markup]) -> dict[str, Any]:
+    """The page's figures (:func:`_figures`) with their drawn SVG."""
+    return {
+        key: [filled(view, svgs) for view in value] if isinstance(value, list) else filled(value, svgs)
+        for key, value in figures.items()
+    }
 
 
 def render_production(entries: Sequence[Mapping[str, object]], skipped: Sequence[str] = ()) -> str:

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import html
 import re
-from typing import Any
 
+import numpy as np
 import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
 from ...formatting import compact
-from ...records import is_missing
 from ...replay.schema import FAILURE_REASONS, NO_WINDOW_REASONS, NOT_SMALLER, SUMMARY_FAILED
 from ..plots.base import NO_WINDOW_OUTCOME, OUTCOME_STYLES
 
@@ -62,8 +61,9 @@ def marker_legend() -> list[tuple[str, str]]:
 _STEPS = [1, 2, 2.5, 5, 10]
 
 
-def _num(value: Any) -> float | None:
-    return None if is_missing(value) else float(value)
+def _nums(column: pd.Series) -> list[float | None]:
+    """A numeric column's values as floats, None where missing (thousands of steps per replay: at once)."""
+    return [None if v != v else v for v in column.to_numpy(dtype=float, na_value=np.nan).tolist()]
 
 
 def _fmt(value: float) -> str:
@@ -211,8 +211,8 @@ def mini_timeline(steps: pd.DataFrame, max_tokens: int, keep_recent_tokens: int,
     plain text (it is escaped anyway).
     """
     n = len(steps)
-    estimates = [_num(v) for v in steps["estimate"]] if n else []
-    sent = [_num(v) for v in steps["context_tokens_after"]] if n else []
+    estimates = _nums(steps["estimate"]) if n else []
+    sent = _nums(steps["context_tokens_after"]) if n else []
     peak = max([v for v in estimates + sent if v is not None] + [max_tokens, 1])
     scale = _Scale(n, peak * 1.08)
     parts = [
