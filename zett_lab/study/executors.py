@@ -92,8 +92,9 @@ def _short_socket_folder() -> None:
 
 def warm_worker() -> None:
     """Load the o200k vocabulary when a worker starts (instead of inside its first cell); at once when the fork
-    server preloaded it. The worker's collector runs less often (:func:`~zett_lab.collector.collect_in_batches`)."""
-    collect_in_batches()
+    server preloaded it. The worker's collector runs less often, and its tasks freeze what they hold
+    (:func:`~zett_lab.collector.collect_in_batches`)."""
+    collect_in_batches(freeze_tasks=True)
     with contextlib.suppress(Exception):  # the first replay reports any real problem
         warm_up()
 

@@ -1,13 +1,12 @@
 """One unit of a sweep's work, as a worker process runs it: some cells of one conversation, engine and summarizer.
 
-:func:`run_unit` answers each cell from a replay proven to stand for it
-(:class:`~zett_lab.study.reuse.ProofStore`), else replays it, forked from the finished replay
-that shares the most turns with it (:class:`~zett_lab.study.reuse.ForkPlanner`) or from the
-start. Proofs and forks are used for an engine only along the limits it declares
-(:func:`~zett_lab.replay.engine.engine_reuse`; both for the stock engine). Each distinct
-replay gets its results row (budget figures, cost, loss metrics) once.
-What comes back (:class:`UnitResult`) is plain data that pickles: the cells, the distinct
-replays' tables and, for a worker that keeps its own summary cache, the summaries it made.
+:func:`run_unit` answers each cell from a replay proven to stand for it (:class:`~zett_lab.study.reuse.ProofStore`),
+else replays it, forked from the finished replay that shares the most turns with it
+(:class:`~zett_lab.study.reuse.ForkPlanner`) or from the start. Proofs and forks are used for an engine only along the
+limits it declares (:func:`~zett_lab.replay.engine.engine_reuse`; both for the stock engine). Each distinct replay gets
+its results row (budget figures, cost, loss metrics) once.
+What comes back (:class:`UnitResult`) is plain data that pickles: the cells, the distinct replays' tables and, for a
+worker that keeps its own summary cache, the summaries it made.
 """
 
 from __future__ import annotations
@@ -29,6 +28,7 @@ import numpy as np
 import pandas as pd
 from zett_agent.model import ModelRequest
 
+from ..collector import frozen_for
 from ..errors import SettingError
 from ..load.conversation import Conversation
 from ..measure.catalogue import load_plugins
@@ -220,10 +220,7 @@ class _Answer:
 
 @dataclass
 class _UnitRun:
-    """The state of one unit while it runs.
-
-    Not frozen: the worker updates it as the unit's cells are answered.
-    """
+    """The state of one unit while it runs (not frozen: the worker updates it as the unit's cells are answered)."""
 
     unit: Unit
     #: The unit's Setting with its summary model built once (each cell replays it at its own limits).
@@ -366,9 +363,11 @@ def run_unit(unit: Unit) -> UnitResult:
 
 
 def run_units(units: list[Unit]) -> list[UnitResult]:
-    """:func:`run_unit` for each of a few units of one conversation, one after another in one worker: they
-    share its message list, anchor index and token counts, built once instead of once per worker."""
-    return [run_unit(unit) for unit in units]
+    """:func:`run_unit` for each of a few units (at least one) of one conversation, one after another in one worker:
+    they share its message list, anchor index and token counts, built once instead of once per worker."""
+    first = units[0]
+    with frozen_for((first.fingerprint, first.tables_to), messages=len(first.conversation.messages)):
+        return [run_unit(unit) for unit in units]
 
 
 def _finish_sources(state: _UnitRun) -> dict[str, SourcePayload]:
