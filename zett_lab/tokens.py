@@ -243,9 +243,30 @@ class MemoizingCounter(_PayloadCounter):
     identity = EXACT_COUNTER
 
     def __init__(self, max_texts: int | None = None) -> None:
-        """``max_texts`` bounds the text memo (None: unbounded, right for a replay; a live agent sets it)."""
+        """``max_texts`` bounds the block memo (None: unbounded, right for a replay; a live agent sets it)."""
         encoding = _encoding()
-        super().__init__(lru_cache(maxsize=max_texts)(lambda text: len(encoding.encode_ordinary(text))))
+        super().__init__(_blockwise(lru_cache(maxsize=max_texts)(lambda text: len(encoding.encode_ordinary(text)))))
+
+
+def _blockwise(count_block: Callable[[str], int]) -> Callable[[str], int]:
+    """The exact count of a whole text from ``count_block``'s remembered counts of its blocks.
+
+    A text is cut at each line break followed by ``[`` (where a transcript's ``[label]`` starts):
+    o200k's pre-tokenizer always cuts there (none of its pieces holds a line break followed by
+    anything but line breaks, slashes or white space) and tokens never cross its pieces, so the sum
+    of the blocks' counts is the whole text's. Summaries repeat the same blocks again and again: a
+    mask summary is most of the transcript before its cutoff, and the engine counted each whole
+    (most of a mask replay's CPU), as truncate's drafts did.
+    """
+
+    def count_text(text: str) -> int:
+        if "\n[" not in text:
+            return count_block(text)
+        blocks = text.split("\n[")
+        middle = sum(count_block(f"[{block}\n") for block in blocks[1:-1])
+        return count_block(blocks[0] + "\n") + middle + count_block("[" + blocks[-1])
+
+    return count_text
 
 
 class ApproxCounter(_PayloadCounter):
@@ -298,23 +319,12 @@ def count_text_tokens(text: str) -> int:
     What summarizers count lines and drafts with: a message made only to be counted would take a
     place in the counter's memo of messages.
 
-    A text is counted block by block, cut at each line break followed by ``[`` (where a transcript's
-    ``[label]`` starts), each block's count remembered: o200k's pre-tokenizer always cuts there (none of
-    its pieces holds a line break followed by anything but line breaks, slashes or white space) and
-    tokens never cross its pieces, so the sum is the whole text's count. Summaries of one conversation's spans count the same blocks again and again
-    (truncate tokenized every span whole: most of a cold grid's truncate summaries' CPU).
-
     Example::
 
         >>> count_text_tokens("hello world")
         2
     """
-    count = _shared_counter().count_text
-    if "\n[" not in text:
-        return count(text)
-    blocks = text.split("\n[")
-    middle = sum(count(f"[{block}\n") for block in blocks[1:-1])
-    return count(blocks[0] + "\n") + middle + count("[" + blocks[-1])
+    return _shared_counter().count_text(text)
 
 
 def approx_count_tokens(messages: Sequence[AnyMessage]) -> int:

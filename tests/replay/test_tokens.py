@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import os
 import subprocess
@@ -91,8 +92,6 @@ def test_counter_equals_engine_on_edge_cases():
     messages = edge_case_messages()
     assert counter(messages) == CompactionExtension._count_tokens(messages)
     # memoized second pass gives the same integers, also for equal copies
-    import copy
-
     assert counter(copy.deepcopy(messages)) == CompactionExtension._count_tokens(messages)
 
 
@@ -132,6 +131,30 @@ def test_a_text_counted_block_by_block_counts_what_the_engine_counts(pieces):
     engine = CompactionExtension._count_tokens([UserMessage(content=text)]) if text else 0
     assert tokens.count_text_tokens(text) == engine
     assert tokens.count_text_tokens(text) == engine  # again, from the remembered blocks
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(_AROUND_CUTS, max_size=6),
+    st.sampled_from(["user", "tool", "system", "assistant"]),
+    st.sampled_from([None, 1, 3]),
+)
+def test_a_message_counted_block_by_block_counts_what_the_engine_counts(pieces, role, max_texts):
+    """The engine's per-message count (what replays and live agents count contexts with) cuts each text piece into
+    blocks too, also with a bounded memo that forgets blocks (a live agent's): the engine's integer either way."""
+    text = "\n[".join(pieces)
+    message = {
+        "user": lambda: UserMessage(content=[TextContent(text=text), TextContent(text="[" + text)]),
+        "tool": lambda: ToolMessage(content=text, tool_call_id="call-1", name="run"),
+        "system": lambda: SystemMessage(content=text),
+        "assistant": lambda: AssistantMessage(
+            content=text, tool_calls=[ToolCall(id="c", name="run", arguments={"x": text})]
+        ),
+    }[role]()
+    counter = MemoizingCounter(max_texts=max_texts)
+    engine = CompactionExtension._count_tokens([message])
+    assert counter([message]) == engine
+    assert counter([copy.deepcopy(message)]) == engine  # again, a new message from the remembered blocks
 
 
 def test_counting_texts_leaves_the_counters_identity_memo_alone():
