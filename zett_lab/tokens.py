@@ -233,7 +233,7 @@ class _PayloadCounter:
 
 
 class MemoizingCounter(_PayloadCounter):
-    """Exact engine counts, memoized by text and by message identity.
+    """Exact engine counts, memoized by text block (each text cut at line breaks before ``[``) and by message identity.
 
     zett-agent's estimator is a sum of per-message counts, so remembering counts
     gives the same integers while the engine's cutoff loop (which recounts the
@@ -255,8 +255,8 @@ def _blockwise(count_block: Callable[[str], int]) -> Callable[[str], int]:
     o200k's pre-tokenizer always cuts there (none of its pieces holds a line break followed by
     anything but line breaks, slashes or white space) and tokens never cross its pieces, so the sum
     of the blocks' counts is the whole text's. Summaries repeat the same blocks again and again: a
-    mask summary is most of the transcript before its cutoff, and the engine counted each whole
-    (most of a mask replay's CPU), as truncate's drafts did.
+    mask summary is most of the transcript before its cutoff, and each counted whole was most of a
+    mask replay's CPU (as tokenizing truncate's drafts whole was most of its cold summaries').
     """
 
     def count_text(text: str) -> int:
