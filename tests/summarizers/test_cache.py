@@ -13,7 +13,8 @@ import subprocess
 import sys
 import threading
 import warnings
-from contextlib import closing
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 import pytest
@@ -401,6 +402,45 @@ def test_a_cache_locked_too_long_is_one_clear_error(tmp_path, monkeypatch):
     assert (
         str(error.value)
         == f"summary cache {path}: cannot write to it (locked by another process for 0.2 s); {WHAT_TO_DO}"
+    )
+
+
+@contextmanager
+def _write_lock_held(path: Path, release_after: float | None = None) -> Iterator[None]:
+    """Another connection holding ``path``'s write lock (as a process creating its tables does), released after
+    ``release_after`` seconds or at the end."""
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")
+    release = threading.Timer(release_after or 0.0, lambda: holder.execute("COMMIT"))
+    if release_after is not None:
+        release.start()
+    try:
+        yield
+    finally:
+        if release_after is not None:
+            release.join()
+        holder.close()
+
+
+def test_a_new_cache_opened_while_another_process_creates_it_waits_for_it(tmp_path):
+    """Two processes opening one new cache together: the second waits for the first's tables (SQLite refuses the
+    change to WAL at once while the first holds the write lock: test_two_processes_write_and_read_each_other failed so
+    once)."""
+    path = tmp_path / "new.sqlite"
+    with _write_lock_held(path, release_after=0.5):
+        cache = SummaryCache(path)
+    assert cache._conn().execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    cache.put("k", entry())
+    assert cache.get("k") is not None
+
+
+def test_a_new_cache_locked_too_long_is_one_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(cache_module, "BUSY_TIMEOUT_S", 0.2)
+    path = tmp_path / "new.sqlite"
+    with _write_lock_held(path), pytest.raises(CacheError) as error:
+        SummaryCache(path)
+    assert (
+        str(error.value) == f"summary cache {path}: cannot open it (locked by another process for 0.2 s); {WHAT_TO_DO}"
     )
 
 

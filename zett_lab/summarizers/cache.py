@@ -40,7 +40,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields, is_dataclass
 from pathlib import Path
@@ -318,7 +318,7 @@ class SummaryCache:
             if damage != "ok":
                 raise _Corrupt(f"damaged: {' '.join(damage.split())}")
         if self.path != ":memory:":
-            connection.execute("PRAGMA journal_mode = WAL").fetchone()
+            _while_locked(lambda: connection.execute("PRAGMA journal_mode = WAL").fetchone())
             connection.execute("PRAGMA synchronous = NORMAL")
         if not tables:
             connection.execute("BEGIN IMMEDIATE")
@@ -499,6 +499,24 @@ class SummaryCache:
     def __del__(self) -> None:  # pragma: no cover - best effort
         with contextlib.suppress(Exception):  # the interpreter may be shutting down
             self.close()
+
+
+def _while_locked(statement: Callable[[], object]) -> None:
+    """Run ``statement`` again while SQLite says the database is locked, for up to :data:`BUSY_TIMEOUT_S`.
+
+    A change to WAL needs the database alone; while another process holds its write lock (creating
+    the tables of the same new cache) SQLite refuses at once instead of waiting the busy timeout, so
+    of two processes opening one new cache together, one failed.
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
+        try:
+            statement()
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() >= deadline:
+                raise
+        time.sleep(0.02)
 
 
 class _MessageEncodings:
