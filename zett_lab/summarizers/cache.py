@@ -40,17 +40,16 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, fields, is_dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, TypeAlias, TypedDict, cast
+from typing import Any, TypeAlias, TypedDict
 
-from zett_agent.messages import AnyMessage
 from zett_agent.model import ModelRequest
-from zett_agent.storage import encode_messages
 
 from ..errors import ZettLabError, warn
+from .key_bytes import message_bytes
 
 FORMAT = "zett-lab-summary-cache"
 VERSION = 1
@@ -229,14 +228,14 @@ class SummaryCache:
 
         Messages are encoded with :func:`zett_agent.storage.encode_messages` (the instructions
         are the first message, so a changed prompt is a different key), one message at a time
-        and remembered by value (:class:`_MessageEncodings`): the bytes hashed are those of
+        and remembered by value (``key_bytes.message_bytes``): the bytes hashed are those of
         encoding the whole list at once. The key carries the identity, so :meth:`put` records it in the
         ``identity`` column.
         """
         if not isinstance(identity, str) or not identity:
             raise ValueError("identity must be a non-empty string")
         try:
-            messages = _ENCODINGS.encode(request.messages)
+            messages = message_bytes(request.messages)
         except (TypeError, ValueError, StopIteration):
             # Messages with values the storage codec cannot write (or subclasses it does not
             # know): fall back to a stable JSON rendering of the same fields.
@@ -517,84 +516,6 @@ def _while_locked(statement: Callable[[], object]) -> None:
             if "locked" not in str(error) or time.monotonic() >= deadline:
                 raise
         time.sleep(0.02)
-
-
-class _MessageEncodings:
-    """Each message's part of a key's bytes, remembered by the message's value.
-
-    The summary requests of a sweep hold fresh copies of the same messages (every replay
-    rebuilds the runtime's state), and encoding them (``dataclasses.asdict`` of every message)
-    was most of a key's cost. A message is looked up by :func:`_fingerprint`, built from its
-    current values, so a message that differs in anything written, or was changed in place,
-    is encoded afresh.
-    """
-
-    #: Encoded bytes kept before the memo is cleared.
-    _MAX_BYTES = 64 * 2**20
-
-    def __init__(self) -> None:
-        self._by_value: dict[Hashable, bytes] = {}
-        self._bytes = 0
-
-    def encode(self, messages: Sequence[AnyMessage]) -> bytes:
-        """The UTF-8 bytes of ``encode_messages(messages)``, from remembered per-message parts."""
-        return b"[" + b", ".join([self._part(message) for message in messages]) + b"]"
-
-    def _part(self, message: AnyMessage) -> bytes:
-        try:
-            fingerprint: Hashable | None = _fingerprint(message)
-        except _NoFingerprint:
-            fingerprint = None
-        part = self._by_value.get(fingerprint) if fingerprint is not None else None
-        if part is not None:
-            return part
-        # The codec writes a list as "[" + ", ".join(items) + "]", so one item is its own list without brackets.
-        part = encode_messages([message])[1:-1].encode("utf-8")
-        if fingerprint is not None:
-            if self._bytes + len(part) > self._MAX_BYTES:
-                self._by_value.clear()
-                self._bytes = 0
-            self._by_value[fingerprint] = part
-            self._bytes += len(part)
-        return part
-
-
-class _NoFingerprint(Exception):
-    """Internal: a value :func:`_fingerprint` cannot vouch for; its message is encoded every time."""
-
-
-#: Field names per dataclass type, for :func:`_fingerprint`.
-_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
-
-
-def _fingerprint(value: object) -> Hashable:
-    """A hashable value such that equal fingerprints are written alike by ``encode_messages``.
-
-    Scalars by exact type and value (``True``, ``1`` and ``1.0`` differ), floats by ``repr``,
-    bytes as they are, tuples and lists item by item, dataclasses field by field, plain dicts
-    by their JSON text. Anything else raises :class:`_NoFingerprint`.
-    """
-    kind = type(value)
-    if kind is str or kind is int or kind is bool or kind is bytes or value is None:
-        return kind, value
-    if kind is float:
-        return kind, repr(value)
-    if kind is tuple or kind is list:
-        return kind, tuple([_fingerprint(item) for item in cast(Sequence[object], value)])
-    if kind is dict:
-        try:
-            return kind, json.dumps(value, ensure_ascii=False, allow_nan=False)
-        except (TypeError, ValueError):
-            raise _NoFingerprint from None
-    names = _FIELD_NAMES.get(kind)
-    if names is None:
-        if not is_dataclass(value) or isinstance(value, type):
-            raise _NoFingerprint
-        names = _FIELD_NAMES[kind] = tuple(f.name for f in fields(value))
-    return kind, tuple([_fingerprint(getattr(value, name)) for name in names])
-
-
-_ENCODINGS = _MessageEncodings()
 
 
 #: What a ``cache=`` argument takes: a :class:`SummaryCache`, a path to one, None (or True) for the default
