@@ -343,13 +343,19 @@ def _accept_kernel_dialog(page) -> None:
         dialog.first.click()
 
 
+def _prompts_where(condition: str) -> str:
+    """A page function testing the code cells' prompts (``prompts``: their elements; ``[n]`` when a cell has run,
+    ``[*]`` while it waits or runs) with the JavaScript ``condition``."""
+    return (
+        "() => { const prompts = [...document.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')]; "
+        f"return {condition}; }}"
+    )
+
+
 def _run_all_cells(page, attempts: int = 6) -> None:
     """Run > Run All Cells, as a user would (retried while JupyterLab is still settling: the command starts
     disabled)."""
-    started = (
-        "() => [...document.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')].some(p => "
-        "/\\[(\\*|\\d+)\\]/.test(p.textContent))"
-    )
+    started = _prompts_where("prompts.some(p => /\\[(\\*|\\d+)\\]/.test(p.textContent))")
     for attempt in range(attempts):
         page.locator(".jp-Notebook .jp-Cell").first.click()
         page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
@@ -369,7 +375,7 @@ def _run_all_cells(page, attempts: int = 6) -> None:
 #: import and load: seconds, a minute on a loaded machine).
 FIRST_CELL_MS = 180_000
 #: Whether some code cell has finished (its prompt shows its execution count).
-_SOME_CELL_RAN = "() => [...document.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')].some(p => /\\[\\d+\\]/.test(p.textContent))"
+_SOME_CELL_RAN = _prompts_where("prompts.some(p => /\\[\\d+\\]/.test(p.textContent))")
 
 
 def _run_notebook(page, ready: str | None, timeout_ms: int, attempts: int = 2) -> None:
@@ -402,11 +408,7 @@ def _wait_idle(page, timeout_ms: int) -> None:
 def _wait_all_cells_ran(page, timeout_ms: int) -> None:
     """Every code cell has an execution count (no ``[*]`` or blank prompt left)."""
     page.wait_for_function(
-        """() => {
-            const prompts = [...document.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')];
-            return prompts.length > 0 && prompts.every(p => /\\[\\d+\\]/.test(p.textContent));
-        }""",
-        timeout=timeout_ms,
+        _prompts_where("prompts.length > 0 && prompts.every(p => /\\[\\d+\\]/.test(p.textContent))"), timeout=timeout_ms
     )
 
 

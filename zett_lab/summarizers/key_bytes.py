@@ -1,9 +1,5 @@
-"""The bytes a summary cache key hashes for a request's messages, each message's part remembered by its value.
-
-zett-agent's storage codec writes a list of messages as ``"[" + ", ".join(items) + "]"``, so a list's bytes are
-its messages' parts joined; a sweep's summary requests hold fresh copies of the same messages, and encoding them
-afresh was most of a key's cost.
-"""
+"""The bytes a summary cache key hashes for a request's messages (:func:`message_bytes`): those of zett-agent's
+storage codec, each message's part remembered by its value (:class:`_MessageEncodings` says why)."""
 
 from __future__ import annotations
 
