@@ -161,6 +161,33 @@ def test_values_written_differently_never_share_a_remembered_encoding():
             assert SummaryCache.key("m", summarize) == reference_key("m", summarize)
 
 
+class _UnknownMessage(UserMessage):
+    """A subclass zett-agent's storage codec does not know (it cannot write it)."""
+
+
+def test_messages_the_codec_cannot_write_have_stable_distinct_keys():
+    """The cache key and a replay's span name read the same bytes; for messages zett-agent's codec refuses (a
+    subclass it does not know, a value it cannot write) those are a JSON rendering of the same fields."""
+    from zett_lab.replay.engine.summary_channel import _span_key
+
+    unwritable = [
+        _UnknownMessage(content="fix the login bug"),
+        UserMessage(content="fix the login bug", attributes={"seen": {1, 2}}),
+        UserMessage(content="fix the logout bug", attributes={"seen": {1, 2}}),
+    ]
+    for message in unwritable:
+        with pytest.raises((TypeError, StopIteration)):
+            encode_messages([message])
+    requests = [ModelRequest(messages=[SystemMessage(content="Summarize."), message]) for message in unwritable]
+    keys = [SummaryCache.key("m", request) for request in requests]
+    spans = [_span_key(request) for request in requests]
+    assert len(set(keys)) == len(set(spans)) == 3
+    assert [SummaryCache.key("m", request) for request in requests] == keys
+    assert [_span_key(request) for request in requests] == spans
+    written = ModelRequest(messages=[SystemMessage(content="Summarize."), UserMessage(content="fix the login bug")])
+    assert _span_key(written) == hashlib.sha256(encode_messages(written.messages[1:2]).encode("utf-8")).hexdigest()
+
+
 # -- basic use ---------------------------------------------------------------------------------------------
 
 

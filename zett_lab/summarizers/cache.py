@@ -42,7 +42,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeAlias, TypedDict
 
@@ -234,16 +234,7 @@ class SummaryCache:
         """
         if not isinstance(identity, str) or not identity:
             raise ValueError("identity must be a non-empty string")
-        try:
-            messages = message_bytes(request.messages)
-        except (TypeError, ValueError, StopIteration):
-            # Messages with values the storage codec cannot write (or subclasses it does not
-            # know): fall back to a stable JSON rendering of the same fields.
-            messages = json.dumps(
-                [{"type": type(m).__name__, "data": asdict(m)} for m in request.messages],
-                ensure_ascii=False,
-                default=repr,
-            ).encode("utf-8")
+        messages = message_bytes(request.messages)
         effort = getattr(request.reasoning_effort, "value", request.reasoning_effort)
         digest = hashlib.sha256()
         digest.update(json.dumps([FORMAT, VERSION, identity, str(effort)], ensure_ascii=False).encode())

@@ -1,11 +1,12 @@
 """The bytes a summary cache key hashes for a request's messages (:func:`message_bytes`): those of zett-agent's
-storage codec, each message's part remembered by its value (:class:`_MessageEncodings` says why)."""
+storage codec, each message's part remembered by its value (:class:`_MessageEncodings` says why). A replay names
+a summary's span by the same bytes of its first message."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Hashable, Sequence
-from dataclasses import fields, is_dataclass
+from dataclasses import asdict, fields, is_dataclass
 from typing import cast
 
 from zett_agent.messages import AnyMessage
@@ -91,5 +92,14 @@ _ENCODINGS = _MessageEncodings()
 
 
 def message_bytes(messages: Sequence[AnyMessage]) -> bytes:
-    """The UTF-8 bytes of ``encode_messages(messages)``, from this process's remembered per-message parts."""
-    return _ENCODINGS.encode(messages)
+    """The UTF-8 bytes of ``encode_messages(messages)``, from this process's remembered per-message parts.
+
+    Messages with values the storage codec cannot write (or subclasses it does not know) are written as a stable
+    JSON rendering of the same fields instead.
+    """
+    try:
+        return _ENCODINGS.encode(messages)
+    except (TypeError, ValueError, StopIteration):
+        return json.dumps(
+            [{"type": type(m).__name__, "data": asdict(m)} for m in messages], ensure_ascii=False, default=repr
+        ).encode("utf-8")

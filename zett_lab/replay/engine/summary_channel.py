@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from zett_agent.model import (
 
 from ...asyncrun import closing_stream
 from ...summarizers.cache import CachedSummary, CacheError, SummaryCache
+from ...summarizers.key_bytes import message_bytes
 from ..recorder import PassRecord, SummaryCall, error_kind
 
 #: How often a replay asks for the summary of one span: the first attempt and one retry. A span is the
@@ -168,11 +168,9 @@ class SummaryChannel:
 
 
 def _span_key(request: ModelRequest) -> str:
-    """A span's name: a digest of the first message the summary request holds after its instructions."""
-    from zett_agent.storage import encode_messages
-
-    first = request.messages[1:2]
-    return hashlib.sha256(json.dumps(encode_messages(list(first)), sort_keys=True, default=str).encode()).hexdigest()
+    """A span's name: a digest of the first message the summary request holds after its instructions, as the
+    cache key writes it (remembered per message: a long span's first message is a checkpoint of most of it)."""
+    return hashlib.sha256(message_bytes(request.messages[1:2])).hexdigest()
 
 
 @dataclass
