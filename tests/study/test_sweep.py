@@ -508,7 +508,7 @@ def test_too_few_units_to_balance_are_cut_by_keep_recent_tokens(small):
     parts = _keep_parts(costs, 1, 2, 4)
     assert sum(parts) >= 8 and max(parts) > min(parts)
     grid = dict(max_tokens=[3_000, 6_000], keep_recent_tokens=[500, 1_000, 1_500, 2_000], cache=False, progress=False)
-    with cf.ThreadPoolExecutor(max_workers=1) as pool:
+    with cf.ThreadPoolExecutor(max_workers=2) as pool:
         cut = sweep(conversations, executor=pool, **grid)
     whole = sweep(conversations, executor="serial", **grid)
     assert (cut.config["units"], whole.config["units"]) == (sum(parts), 3)
