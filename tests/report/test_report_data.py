@@ -110,14 +110,14 @@ def test_the_default_grid_counting_conversations_only_past_the_window_is_the_gri
     assert grids == [default_grid(chosen, window) for chosen in subsets for window in windows]
 
 
-def test_a_report_sweep_counts_every_conversations_tokens_meanwhile_then_does_the_callers_work(monkeypatch) -> None:
-    """What the studied facts count is counted while the sweep runs (memoized), before what the caller asked for."""
+def test_a_report_sweeps_tail_counts_every_conversations_tokens_then_does_the_callers_work(monkeypatch) -> None:
+    """What the studied facts count is counted at the sweep's tail (memoized), before what the caller asked for."""
     from zett_lab.report import sweep as report_sweep_module
 
     done: list[str] = []
     monkeypatch.setattr(report_sweep_module, "count_tokens", lambda messages: done.append(len(messages)))
     conversations = [coding_conversation(turns=4, cid="first"), coding_conversation(turns=2, cid="second")]
-    report_sweep(conversations, ["mask"], GRID, executor="serial", cache=False, meanwhile=lambda: done.append("then"))
+    report_sweep(conversations, ["mask"], GRID, executor="serial", cache=False, at_tail=lambda: done.append("then"))
     assert done == [len(conversations[0].messages), len(conversations[1].messages), "then"]
 
 
@@ -153,7 +153,7 @@ def test_a_report_sweep_on_the_local_pool_starts_its_workers_before_making_its_g
     assert seen == [False, True]
 
 
-def test_the_report_modules_imported_meanwhile_are_those_of_its_format() -> None:
+def test_the_report_modules_imported_at_the_tail_are_those_of_its_format() -> None:
     """SciPy's statistics for every report, matplotlib only for a page (a fresh process each)."""
     import subprocess
     import sys

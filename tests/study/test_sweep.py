@@ -384,38 +384,38 @@ def test_provider_summarizer_calls_run_concurrently_within_their_limit(small):
         assert_same(s.trace(conversation.id, row.max_tokens, 1_000), alone)
 
 
-def test_the_callers_work_starts_with_the_first_units_and_the_sweep_returns_once_it_is_done(small, monkeypatch):
-    """``meanwhile`` starts in its own thread as soon as the first units go out: here the only worker's unit waits
-    for it (which it would do until the timeout had it waited for a worker to have nothing left), once."""
+def test_the_tail_starts_while_the_last_unit_runs_and_the_sweep_returns_once_it_is_done(small, monkeypatch):
+    """``at_tail`` starts in its own thread as soon as a worker has nothing left (here: while the truncate unit
+    waits for it, which it would do until the timeout had the tail waited for the end), once."""
     from zett_lab.study import collect
 
-    released, threads, waited = threading.Event(), [], []
+    released, tails, waited = threading.Event(), [], []
     run_units = collect.run_units
 
     def held(units):
-        if not waited:
-            waited.append(released.wait(20))
+        if any(unit.label == "truncate" for unit in units):
+            waited.append(released.wait(60))
         return run_units(units)
 
-    def work():
-        threads.append(threading.current_thread().name)
+    def tail():
+        tails.append(threading.current_thread().name)
         released.set()
 
     monkeypatch.setattr(collect, "run_units", held)
     grid = {"max_tokens": [6_000], "keep_recent_tokens": [1_000]}
-    with cf.ThreadPoolExecutor(max_workers=1) as pool:
-        s = sweep(small[0], **grid, summarizers=["truncate", "mask"], executor=pool, cache=False, meanwhile=work)
+    with cf.ThreadPoolExecutor(max_workers=2) as pool:
+        s = sweep(small[0], **grid, summarizers=["truncate", "mask"], executor=pool, cache=False, at_tail=tail)
     assert waited == [True]
-    assert threads == ["zett-lab-sweep-meanwhile"]
+    assert tails == ["zett-lab-sweep-tail"]
     assert s.results["error"].isna().all() and len(s.results) == 2
 
 
-def test_failing_work_meanwhile_fails_the_sweep(small):
-    def work():
-        raise ValueError("the work broke")
+def test_a_failing_tail_fails_the_sweep(small):
+    def tail():
+        raise ValueError("the tail broke")
 
-    with pytest.raises(ValueError, match="the work broke"):
-        sweep(small[0], max_tokens=[6_000], keep_recent_tokens=[1_000], executor="serial", cache=False, meanwhile=work)
+    with pytest.raises(ValueError, match="the tail broke"):
+        sweep(small[0], max_tokens=[6_000], keep_recent_tokens=[1_000], executor="serial", cache=False, at_tail=tail)
 
 
 # --- files, display -----------------------------------------------------------------------------------

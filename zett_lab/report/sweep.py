@@ -91,7 +91,7 @@ def report_sweep(
     strict: bool = False,
     engines: Mapping[str, EngineSpec] | None = None,
     engine_timeout: float | None = DEFAULT_ENGINE_TIMEOUT,
-    meanwhile: Callable[[], object] | None = None,
+    at_tail: Callable[[], object] | None = None,
 ) -> Sweep:
     """The sweep a report over recorded conversations shows.
 
@@ -109,7 +109,7 @@ def report_sweep(
         engines: ``{label: engine}`` to compare (see :func:`zett_lab.sweep`); the report then
             shows each engine (or engine · summarizer) where it shows a summarizer.
         engine_timeout: Seconds each compaction pass may take (see :func:`zett_lab.replay`).
-        meanwhile: What the report needs next, done while the sweep runs (see :func:`zett_lab.sweep`), after
+        at_tail: What the report needs next, done at the sweep's tail (see :func:`zett_lab.sweep`), after
             each conversation's tokens are counted there (what "What was studied" states; the count is memoized).
 
     Raises:
@@ -140,7 +140,7 @@ def report_sweep(
         strict=strict,
         engines=engines,
         engine_timeout=engine_timeout,
-        meanwhile=partial(_counted_then, conversations, meanwhile),
+        at_tail=partial(_counted_then, conversations, at_tail),
     )
     errors = result.results["error"].dropna()
     if not len(result.results) or len(errors) == len(result.results):
@@ -149,8 +149,8 @@ def report_sweep(
 
 
 def _counted_then(conversations: Sequence[Conversation], then: Callable[[], object] | None) -> None:
-    """What a report's sweep does while it runs: every conversation's tokens counted (the studied facts read them
-    from the memoized counter, here rather than after the sweep), then the caller's ``then``."""
+    """A report sweep's tail: every conversation's tokens counted (the studied facts read them from the memoized
+    counter, here rather than after the sweep), then the caller's ``then``."""
     for conversation in conversations:
         count_tokens(conversation.messages)
     if then is not None:

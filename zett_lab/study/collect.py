@@ -3,7 +3,7 @@
 :func:`run_plan` submits the :class:`~zett_lab.study.plan.Plan`'s units (on a local pool several small units
 of one conversation as one task, :func:`next_batch`) and hands each finished unit to the :class:`Collector`,
 which writes its replays' tables to disk at once and keeps its cells as rows. A lost task marks only its own
-units' cells. The caller's work for after the sweep runs while it runs (:class:`Meanwhile`).
+units' cells. The caller's work for after the sweep starts at the sweep's tail (:class:`Tail`).
 """
 
 from __future__ import annotations
@@ -157,13 +157,12 @@ class Collector:
         return rows, cell_map
 
 
-class Meanwhile:
-    """The caller's work for after the sweep (``sweep(meanwhile=...)``), run in a thread of this process from the
-    moment the first tasks go out: while a new pool's workers start (a core idle) and its units run, rather than
-    after them. Started at the sweep's tail instead, a long session's report waited 0.7 s for it after its last
-    unit (the last two units end within a fraction of a second of each other).
+class Tail:
+    """The caller's work for after the sweep (``sweep(at_tail=...)``), run in a thread of this process from the
+    sweep's tail: once every task has gone out and fewer are left than workers, so that a core the sweep no
+    longer fills does it while the last units finish, rather than after them with the workers idle.
 
-    :meth:`join` starts it if it never started (a sweep that had no task to send), waits for it, and raises what
+    :meth:`join` starts it if it never started (a sweep that had no such tail), waits for it, and raises what
     it raised: a failure of that work is never lost in a thread.
     """
 
@@ -175,7 +174,7 @@ class Meanwhile:
     def start(self) -> None:
         """Start the work in its thread, once."""
         if self._work is not None and self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="zett-lab-sweep-meanwhile", daemon=True)
+            self._thread = threading.Thread(target=self._run, name="zett-lab-sweep-tail", daemon=True)
             self._thread.start()
 
     def _run(self) -> None:
@@ -212,7 +211,7 @@ def run_plan(
     tracker: Progress,
     *,
     strict: bool,
-    meanwhile: Callable[[], object] | None = None,
+    at_tail: Callable[[], object] | None = None,
 ) -> None:
     """Submit units in the plan's order (the costliest first), a bounded number of tasks at a time, and collect
     them as they finish.
@@ -221,13 +220,13 @@ def run_plan(
     together at most :data:`BATCH_SHARE` of one worker's share of the sweep, so the workers stay
     balanced). A lost task marks the cells of its own units failed, no others. The bar moves cell by cell
     where units can report (:mod:`zett_lab.study.ticks`), else unit by unit. ``strict``: stop at the first
-    failed cell (:class:`~zett_lab.errors.ResultFailure` naming it). ``meanwhile`` (a :class:`Meanwhile`) starts
-    once the first tasks have gone out, and is joined before this returns.
+    failed cell (:class:`~zett_lab.errors.ResultFailure` naming it). ``at_tail`` (a :class:`Tail`) starts once
+    every task has gone out and fewer tasks are left than workers, and is joined before this returns.
 
     Long on purpose: one submit-wait-collect loop; its closures share the in-flight state (queue, futures, cells).
     """
     order = deque(plan.order)
-    caller_work = Meanwhile(meanwhile)
+    tail = Tail(at_tail)
     workers = parallelism(runner)
     in_flight_limit = max(2, 2 * workers)
     batch_budget = 0.0 if collector.remote else BATCH_SHARE * sum(plan.costs.values()) / workers
@@ -273,7 +272,8 @@ def run_plan(
                 for unit in task:
                     collector.failures[unit.index] = f"executor: {type(error).__name__}: {error}"
                     finish(unit, None)
-        caller_work.start()
+        if not order and len(futures) < workers:
+            tail.start()
 
     try:
         submit_more()
@@ -309,7 +309,7 @@ def run_plan(
     finally:
         ticks.close()
         collector.folder.writer.remove_indexes()
-    caller_work.join()
+    tail.join()
 
 
 def split_conversations(plan: Plan, batch_budget: float) -> set[str]:

@@ -90,7 +90,7 @@ def sweep(
     prices: Mapping[str, object] | None = None,
     metrics: bool = True,
     reuse: bool = True,
-    meanwhile: Callable[[], object] | None = None,
+    at_tail: Callable[[], object] | None = None,
     **replay_options: object,
 ) -> Sweep:
     """Replay every conversation under every setting and summarizer; see the module docstring.
@@ -118,9 +118,9 @@ def sweep(
         prices: price overrides for :func:`zett_lab.measure.cost.add_costs`.
         metrics: compute the offline loss metrics.
         reuse: share proven-identical replays and forks between settings (off: replay every cell).
-        meanwhile: the caller's work for after the sweep (e.g. imports its results will need), run in a thread
-            of this process from the moment the first units go out (a new pool's workers are still starting), so
-            it is done while the sweep runs, not after it; the sweep returns once it is done and raises what it
+        at_tail: the caller's work for after the sweep (e.g. imports its results will need), run in a thread
+            of this process once every unit has gone out and a worker has nothing left to do, so it takes
+            a core the sweep's last units leave idle; the sweep returns once it is done and raises what it
             raised.
         **replay_options: passed to :func:`zett_lab.replay` (``usage``, ``reasoning_effort``,
             ``strict``, ``engine_timeout``, ``compact_at``, ``count_tokens``, ...). With ``strict=True`` the sweep
@@ -156,7 +156,7 @@ def sweep(
     collector = Collector(plan, reuse, remote=is_remote(runner))
     tracker = Progress(total=sum(len(u.cells) for u in plan.units), label="sweep", show=progress)
     try:
-        run_plan(plan, runner, collector, tracker, strict=bool(replay_options.get("strict")), meanwhile=meanwhile)
+        run_plan(plan, runner, collector, tracker, strict=bool(replay_options.get("strict")), at_tail=at_tail)
     finally:
         tracker.close()
     keep_runs(KeptTimes.beside(getattr(plan.cache, "path", None)), plan.units, plan.keys, collector.finished)

@@ -128,7 +128,7 @@ def _new_sweep(
 ) -> Sweep:
     """The report's sweep over recorded conversations: its summarizers (default: the offline ones) over its grid
     (default: scaled to the conversations, :func:`~zett_lab.report.default_grid`; ``--max-tokens`` and
-    ``--keep-recent-tokens`` replace an axis); while it runs, the modules a report in ``fmt`` needs are imported."""
+    ``--keep-recent-tokens`` replace an axis); at its tail, the modules a report in ``fmt`` needs are imported."""
     from ...replay.engine_names import labelled_engines
     from ...report import DEFAULT_PRIMARY_MODEL, DEFAULT_REPORT_SUMMARIZERS, default_grid, report_sweep
     from ...study.executors import default_executor
@@ -164,7 +164,7 @@ def _new_sweep(
         engine_timeout=args.engine_timeout,
         engines=engines,
         executor=executor,
-        meanwhile=partial(import_report_modules, html=fmt == "html"),
+        at_tail=partial(import_report_modules, html=fmt == "html"),
     )
 
 

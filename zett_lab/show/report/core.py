@@ -61,9 +61,9 @@ def report_date(value: str | _dt.date | None) -> str:
 
 def import_report_modules(*, html: bool) -> None:
     """Import what making a report needs and its sweep does not: SciPy's statistics (the bootstrap intervals) and,
-    for a page, the modules that draw it (matplotlib, the templates' module). Given to the sweep as ``meanwhile``
-    (:func:`~zett_lab.report.report_sweep`), so that these imports are done while the sweep runs rather than
-    follow it with the workers idle."""
+    for a page, the modules that draw it (matplotlib, the templates' module). Given to the sweep as ``at_tail``
+    (:func:`~zett_lab.report.report_sweep`), so that these imports take the core its last units leave idle rather
+    than follow the sweep with both workers idle."""
     import scipy.stats  # noqa: F401
 
     if html:
@@ -191,7 +191,7 @@ class Report:
             strict=strict,
             engines=engines,
             engine_timeout=engine_timeout,
-            meanwhile=partial(import_report_modules, html=True),
+            at_tail=partial(import_report_modules, html=True),
         )
         # The summarizers named in this call summarize the production spans too (providers included).
         options.setdefault("native_baselines", summarizer_labels(summarizers or list(DEFAULT_REPORT_SUMMARIZERS)))
