@@ -12,6 +12,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import time
 import warnings
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
@@ -535,6 +536,44 @@ def test_garbage_in_the_middle_with_the_header_intact_is_detected_moved_aside_an
     assert cache.get("k1") == entry()
     aside = [p for p in tmp_path.iterdir() if ".corrupt-" in p.name and not p.name.endswith(("-wal", "-shm"))]
     assert len(aside) == 1 and aside[0].read_bytes() == bytes(data)
+
+
+def test_an_unchanged_file_is_checked_once_not_at_every_open_nor_in_the_workers_it_is_sent_to(tmp_path, monkeypatch):
+    """The page check reads the whole file: a report opened its cache once per unit in every worker. A file is
+    checked again when it changed (here: damaged in place, which is still found and moved aside)."""
+    path = tmp_path / "c.sqlite"
+    with SummaryCache(path) as cache:
+        for i in range(300):
+            cache.put(f"k{i}", entry(f"summary number {i} " * 20))
+        cache._conn().execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    checks: list[str] = []
+    connect = SummaryCache._connect
+
+    def traced(self):
+        connection = connect(self)
+        connection.set_trace_callback(
+            lambda statement: checks.append(statement) if "quick_check" in statement else None
+        )
+        return connection
+
+    monkeypatch.setattr(SummaryCache, "_connect", traced)
+    monkeypatch.setattr(cache_module, "_CHECKED", set())
+    opened = [SummaryCache(path) for _ in range(3)]
+    assert len(checks) == 1 and all(cache.get("k7") == entry("summary number 7 " * 20) for cache in opened)
+    sent = pickle.dumps(opened[0])
+    cache_module._CHECKED.clear()  # a worker process: nothing checked there yet
+    worker_cache = pickle.loads(sent)
+    assert worker_cache.get("k8") == entry("summary number 8 " * 20) and len(checks) == 1
+    for cache in opened + [worker_cache]:
+        cache.close()
+
+    data = bytearray(path.read_bytes())
+    data[4 * 4096 : 6 * 4096] = bytes(range(256)) * 32
+    time.sleep(0.05)  # a later write (file times advance by the kernel's tick, a few milliseconds)
+    path.write_bytes(bytes(data))
+    with pytest.warns(ZettLabWarning, match=r"was unusable \(damaged: .*\); moved it to .*corrupt-"):
+        rebuilt = SummaryCache(path)
+    assert len(checks) == 2 and len(rebuilt) == 0
 
 
 def test_the_move_aside_warning_is_one_readable_line(tmp_path):

@@ -17,7 +17,9 @@ Safety: WAL journal, a busy timeout, and single-statement ``INSERT OR IGNORE`` w
 processes can share one file and a process killed mid-write leaves only finished entries. A
 file that is not an SQLite database, a zett_lab cache with a broken schema, or one whose pages
 are damaged (``PRAGMA quick_check`` when it is opened) is moved aside (``NAME.corrupt-TIMESTAMP``)
-with a warning and rebuilt; an SQLite database that is not a zett_lab cache is never touched.
+with a warning and rebuilt; an SQLite database that is not a zett_lab cache is never touched. The check
+reads the whole file, so a file is checked once as long as it is unchanged (its size and modification
+time): not again at each open in a process, nor in the pool workers a checked cache is sent to.
 Every other problem (a read-only folder, a full disk, a lock held too long) raises one
 :class:`CacheError` naming the cache file and what to do.
 
@@ -61,6 +63,13 @@ _DISABLED_VALUES = {"off", "none", "0", "false", "no", "disabled"}
 _WHAT_TO_DO = (
     "point ZETT_LAB_CACHE at a file in a writable folder, or run without the cache (--no-cache, or ZETT_LAB_CACHE=off)"
 )
+
+#: The cache files whose pages :meth:`SummaryCache._prepare` found whole, as ``(device, inode, size, modified)``:
+#: in this process, or in the process that sent a cache here. A check reads the whole file (seconds for a cache
+#: of a year of summaries), and a report opened its cache once per unit in every worker.
+_CHECKED: set[tuple[int, int, int, int]] = set()
+#: File states remembered at most (each check of a changed file adds one).
+_CHECKED_KEPT = 64
 
 _COLUMNS = ("key", "identity", "text", "latency_s", "input_tokens", "output_tokens", "reasoning", "created_at")
 _SCHEMA = """
@@ -204,7 +213,9 @@ class SummaryCache:
     # -- pickling (for process pools): reopen in the new process ------------------------------
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"path": self.path, "enabled": self.enabled, "explicit": self._explicit}
+        state = _file_state(self.path)
+        checked = state if state in _CHECKED else None
+        return {"path": self.path, "enabled": self.enabled, "explicit": self._explicit, "checked": checked}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.hits = 0
@@ -212,6 +223,8 @@ class SummaryCache:
         self.enabled = state["enabled"]
         self.path = state["path"]
         self._explicit = state["explicit"]
+        if state.get("checked") is not None:
+            _remember_checked(state["checked"])
         self._lock = threading.RLock()
         self._connection = None
         self._pid = None
@@ -304,9 +317,13 @@ class SummaryCache:
         tables = self._tables(connection)
         if tables:
             self._check(connection, tables)
-            damage = connection.execute("PRAGMA quick_check(1)").fetchone()[0]
-            if damage != "ok":
-                raise _Corrupt(f"damaged: {' '.join(damage.split())}")
+            state = _file_state(self.path)
+            if state is None or state not in _CHECKED:
+                damage = connection.execute("PRAGMA quick_check(1)").fetchone()[0]
+                if damage != "ok":
+                    raise _Corrupt(f"damaged: {' '.join(damage.split())}")
+                if state is not None:
+                    _remember_checked(state)
         if self.path != ":memory:":
             _while_locked(lambda: connection.execute("PRAGMA journal_mode = WAL").fetchone())
             connection.execute("PRAGMA synchronous = NORMAL")
@@ -489,6 +506,23 @@ class SummaryCache:
     def __del__(self) -> None:  # pragma: no cover - best effort
         with contextlib.suppress(Exception):  # the interpreter may be shutting down
             self.close()
+
+
+def _file_state(path: Path | str | None) -> tuple[int, int, int, int] | None:
+    """A cache file as :data:`_CHECKED` names it; None for a cache in memory, disabled, or not there."""
+    if not isinstance(path, Path):
+        return None
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns
+
+
+def _remember_checked(state: tuple[int, int, int, int]) -> None:
+    if len(_CHECKED) >= _CHECKED_KEPT:
+        _CHECKED.clear()
+    _CHECKED.add(state)
 
 
 def _while_locked(statement: Callable[[], object]) -> None:
