@@ -18,8 +18,9 @@ processes can share one file and a process killed mid-write leaves only finished
 file that is not an SQLite database, a zett_lab cache with a broken schema, or one whose pages
 are damaged (``PRAGMA quick_check`` when it is opened) is moved aside (``NAME.corrupt-TIMESTAMP``)
 with a warning and rebuilt; an SQLite database that is not a zett_lab cache is never touched. The check
-reads the whole file, so a file is checked once as long as it is unchanged (its size and modification
-time): not again at each open in a process, nor in the pool workers a checked cache is sent to.
+reads the whole file, so a file is checked once as long as it is unchanged (the same file, size and
+modification time): not again at each open in a process (each ``zett_lab.replay`` call opens the cache),
+nor in the pool workers a checked cache is sent to.
 Every other problem (a read-only folder, a full disk, a lock held too long) raises one
 :class:`CacheError` naming the cache file and what to do.
 
