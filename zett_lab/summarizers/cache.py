@@ -318,13 +318,7 @@ class SummaryCache:
         tables = self._tables(connection)
         if tables:
             self._check(connection, tables)
-            state = _file_state(self.path)
-            if state is None or state not in _CHECKED:
-                damage = connection.execute("PRAGMA quick_check(1)").fetchone()[0]
-                if damage != "ok":
-                    raise _Corrupt(f"damaged: {' '.join(damage.split())}")
-                if state is not None:
-                    _remember_checked(state)
+            self._check_pages(connection)
         if self.path != ":memory:":
             _while_locked(lambda: connection.execute("PRAGMA journal_mode = WAL").fetchone())
             connection.execute("PRAGMA synchronous = NORMAL")
@@ -373,6 +367,17 @@ class SummaryCache:
         columns = tuple(row[1] for row in connection.execute("PRAGMA table_info(summaries)"))
         if columns != _COLUMNS:
             raise _Corrupt(f"summaries table has columns {columns}, expected {_COLUMNS}")
+
+    def _check_pages(self, connection: sqlite3.Connection) -> None:
+        """``PRAGMA quick_check``, unless this file is unchanged since it passed one (:data:`_CHECKED`)."""
+        state = _file_state(self.path)
+        if state is not None and state in _CHECKED:
+            return
+        damage = connection.execute("PRAGMA quick_check(1)").fetchone()[0]
+        if damage != "ok":
+            raise _Corrupt(f"damaged: {' '.join(damage.split())}")
+        if state is not None:
+            _remember_checked(state)
 
     def _move_aside(self, reason: str) -> None:
         if not isinstance(self.path, Path):  # pragma: no cover - memory databases cannot be corrupt
