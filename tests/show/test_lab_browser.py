@@ -177,14 +177,43 @@ class Notebook:
 
     def __init__(self, browser, lab, name: str) -> None:
         self.base, self.token, self.log = lab
+        self.browser = browser
         self.name = name
+        self.file = self.log.parent / "study" / "notebooks" / name
+        #: The notebook as ``zett-lab demo`` wrote it: written back before it is run again on a new kernel.
+        self.as_written = self.file.read_bytes()
         self.errors: list[str] = []
-        self.page = browser.new_page(viewport={"width": 1280, "height": 900})
-        self.page.on("pageerror", self._record)
+        self.page = self._new_page()
+
+    def _new_page(self):
+        page = self.browser.new_page(viewport={"width": 1280, "height": 900})
+        page.on("pageerror", self._record)
+        return page
 
     def _record(self, error: object) -> None:
         if str(error) != SLOW_ANYWIDGET:
             self.errors.append(str(error))
+
+    def _api(self, method: str, path: str, body: dict | None = None) -> object:
+        request = urllib.request.Request(
+            f"{self.base}/api/{path}?token={self.token}",
+            data=None if body is None else json.dumps(body).encode(),
+            method=method,
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:
+            text = response.read()
+        return json.loads(text) if text else None
+
+    def _session(self) -> dict | None:
+        """The server's session of this notebook (with its kernel), if it has one."""
+        sessions = self._api("GET", "sessions")
+        return next((s for s in sessions if s.get("path") == self.name), None)
+
+    def _kernel_state(self) -> str | None:
+        """The execution state of the notebook's kernel as the server last heard it (None: no kernel)."""
+        kernel = (self._session() or {}).get("kernel") or {}
+        return kernel.get("execution_state")
 
     def open(self) -> None:
         page = self.page
@@ -200,10 +229,64 @@ class Notebook:
         if current.count():  # the file browser takes a quarter of a 1280 px window: close it, as a reader would
             current.first.click()
 
-    def run(self, ready: str | None, timeout_ms: int = 600_000) -> None:
-        """Run All Cells; wait for ``ready`` (if any) and for every cell to finish."""
-        _run_notebook(self.page, ready, timeout_ms)
-        _wait_idle(self.page, 120_000)
+    def run(self, ready: str | None, timeout_ms: int = 600_000, attempts: int = 3) -> None:
+        """Run All Cells; wait for ``ready`` (if any) and for every cell to finish.
+
+        A run the kernel never received is run again, from the notebook as written, on a new kernel in a new page:
+        under load, JupyterLab sometimes starts a kernel for a notebook as it opens and replaces it at once with a
+        second one (its log: "Kernel started", "Kernel shutdown", "Kernel started" within a second), and the page
+        then sends Run All to neither; its cells wait while the kernel sits idle (``DROPPED_AFTER_S``). A notebook
+        that fails still fails (its error outputs are checked after this); one still running after ``timeout_ms``
+        fails here, saying what the page and the server show.
+        """
+        for attempt in range(attempts):
+            _run_all_cells(self.page)
+            if self._ran(ready, timeout_ms):
+                _wait_idle(self.page, 120_000)
+                return
+            if attempt == attempts - 1:
+                pytest.fail(f"{self.name}: Run All Cells never reached the kernel, {attempts} times: {self._state()}")
+            self._open_again()
+
+    def _ran(self, ready: str | None, timeout_ms: int) -> bool:
+        """Whether every code cell finished and ``ready`` shows; False when the run was dropped (cells wait while
+        the kernel has been idle for ``DROPPED_AFTER_S``)."""
+        deadline = time.monotonic() + timeout_ms / 1000
+        idle_since = None
+        while time.monotonic() < deadline:
+            if self.page.evaluate(_ALL_CELLS_RAN):
+                if not ready or self.page.locator(ready).first.is_visible():
+                    return True
+                idle_since = None
+            elif self._kernel_state() in (None, "idle"):
+                idle_since = idle_since or time.monotonic()
+                if time.monotonic() - idle_since > DROPPED_AFTER_S:
+                    return False
+            else:
+                idle_since = None
+            time.sleep(1)
+        pytest.fail(f"{self.name}: not finished after {timeout_ms / 1000:.0f} s: {self._state()}")
+
+    def _open_again(self) -> None:
+        """A new kernel and a new page on the notebook as written (its outputs of the dropped run gone)."""
+        self.page.close()
+        session = self._session()
+        if session is not None:
+            self._api("DELETE", f"sessions/{session['id']}")  # shuts its kernel down
+        self.file.write_bytes(self.as_written)
+        self.page = self._new_page()
+        self.open()
+
+    def _state(self) -> str:
+        """What the page and the server say, for a failure: the code cells' prompts, the kernel's state and the
+        kernels the server started and shut down."""
+        prompts = self.page.evaluate(_prompts_where("prompts.map(p => p.textContent.trim() || '[ ]').join(' ')"))
+        kernels = [
+            line.strip()[:120]
+            for line in self.log.read_text(errors="replace").splitlines()
+            if "Kernel started" in line or "Kernel shutdown" in line or "Kernel restarted" in line
+        ]
+        return f"prompts {prompts}; kernel {self._kernel_state()}; server: {kernels}"
 
     def check(self) -> None:
         """No error output, no warning printed, no broken or collapsed image, nothing wider than its output area."""
@@ -371,45 +454,15 @@ def _run_all_cells(page, attempts: int = 6) -> None:
             time.sleep(1)
 
 
-#: How long the first cell to finish may take after Run All Cells before the run counts as dropped (the first cells
-#: import and load: seconds, a minute on a loaded machine).
-FIRST_CELL_MS = 180_000
-#: Whether some code cell has finished (its prompt shows its execution count).
-_SOME_CELL_RAN = _prompts_where("prompts.some(p => /\\[\\d+\\]/.test(p.textContent))")
-
-
-def _run_notebook(page, ready: str | None, timeout_ms: int, attempts: int = 2) -> None:
-    """Run All Cells, then wait for a first cell to finish, ``ready`` to show and every cell to have its execution
-    count.
-
-    Runs again only when JupyterLab dropped the run, so that no cell finished: every prompt blank again (the server
-    replaced the kernel's websocket under load and the queued cells were lost) or left at ``[*]`` (the cells went to
-    a kernel JupyterLab replaced as the notebook opened: its log then shows two kernels started for the notebook and
-    the first shut down; the page waited ten minutes for them once). A notebook that fails still fails (its error
-    outputs are checked after this).
-    """
-    for attempt in range(attempts):
-        _run_all_cells(page)
-        try:
-            page.wait_for_function(_SOME_CELL_RAN, timeout=FIRST_CELL_MS)
-            if ready:
-                page.wait_for_selector(ready, timeout=timeout_ms)
-            _wait_all_cells_ran(page, timeout_ms)
-            return
-        except Exception:  # re-raised unless the run was dropped
-            if attempt == attempts - 1 or page.evaluate(_SOME_CELL_RAN):
-                raise
+#: How long a notebook's kernel may sit idle while cells still wait before the run counts as dropped (between two
+#: cells of a running notebook it is idle for milliseconds).
+DROPPED_AFTER_S = 30
+#: Whether every code cell has finished (its prompt shows its execution count; no ``[*]`` or blank prompt left).
+_ALL_CELLS_RAN = _prompts_where("prompts.length > 0 && prompts.every(p => /\\[\\d+\\]/.test(p.textContent))")
 
 
 def _wait_idle(page, timeout_ms: int) -> None:
     page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=timeout_ms)
-
-
-def _wait_all_cells_ran(page, timeout_ms: int) -> None:
-    """Every code cell has an execution count (no ``[*]`` or blank prompt left)."""
-    page.wait_for_function(
-        _prompts_where("prompts.length > 0 && prompts.every(p => /\\[\\d+\\]/.test(p.textContent))"), timeout=timeout_ms
-    )
 
 
 def _error_outputs(page) -> list[str]:
