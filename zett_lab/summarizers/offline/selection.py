@@ -10,6 +10,7 @@ from functools import lru_cache
 from itertools import repeat
 
 import numpy as np
+import pandas as pd
 from zett_agent.messages import AnyMessage
 
 from ...errors import SettingError
@@ -115,11 +116,8 @@ def _tfidf(texts: Sequence[str]):
     terms = np.concatenate([ids for ids, _ in lines]) if lines else np.zeros(0, np.int64)
     values = np.concatenate([weights for _, weights in lines]) if lines else np.zeros(0)
     rows = np.repeat(np.arange(n, dtype=np.int64), [len(ids) for ids, _ in lines])
-    _, first, inverse = np.unique(terms, return_index=True, return_inverse=True)
-    column_of = np.empty(len(first), dtype=np.int64)
-    column_of[np.argsort(first, kind="stable")] = np.arange(len(first))
-    cols = column_of[inverse]
-    matrix = sparse.csr_matrix((values, (rows, cols)), shape=(n, max(1, len(first))), dtype=np.float64)
+    cols, columns = pd.factorize(terms)  # numbered in order of first appearance, by hashing (no sort)
+    matrix = sparse.csr_matrix((values, (rows, cols)), shape=(n, max(1, len(columns))), dtype=np.float64)
     document_frequency = np.bincount(cols, minlength=matrix.shape[1])
     idf = np.log(n / np.maximum(document_frequency, 1))
     matrix = matrix @ sparse.diags(idf)
