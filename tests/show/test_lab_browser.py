@@ -194,13 +194,9 @@ class Notebook:
         if str(error) != SLOW_ANYWIDGET:
             self.errors.append(str(error))
 
-    def _api(self, method: str, path: str, body: dict | None = None) -> object:
-        request = urllib.request.Request(
-            f"{self.base}/api/{path}?token={self.token}",
-            data=None if body is None else json.dumps(body).encode(),
-            method=method,
-            headers={"Content-Type": "application/json"},
-        )
+    def _api(self, method: str, path: str) -> object:
+        """What the server's REST API answers (``GET``), or does (``DELETE``), for ``path`` under ``/api/``."""
+        request = urllib.request.Request(f"{self.base}/api/{path}?token={self.token}", method=method)
         with urllib.request.urlopen(request, timeout=30) as response:
             text = response.read()
         return json.loads(text) if text else None
