@@ -230,7 +230,7 @@ class Notebook:
 
         A run the kernel never received is run again, from the notebook as written, on a new kernel in a new page:
         under load, JupyterLab sometimes starts a kernel for a notebook as it opens and replaces it at once with a
-        second one (its log: "Kernel started", "Kernel shutdown", "Kernel started" within a second), and the page
+        second one (its log: two "Kernel started" and the first one's "Kernel shutdown", within seconds), and the page
         then sends Run All to neither; its cells wait while the kernel sits idle (``DROPPED_AFTER_S``). A notebook
         that fails still fails (its error outputs are checked after this); one still running after ``timeout_ms``
         fails here, saying what the page and the server show.
