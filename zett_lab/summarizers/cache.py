@@ -65,7 +65,7 @@ _WHAT_TO_DO = (
     "point ZETT_LAB_CACHE at a file in a writable folder, or run without the cache (--no-cache, or ZETT_LAB_CACHE=off)"
 )
 
-#: The cache files whose pages :meth:`SummaryCache._prepare` found whole, as ``(device, inode, size, modified)``:
+#: The cache files whose pages :meth:`SummaryCache._check_pages` found whole, as ``(device, inode, size, modified)``:
 #: in this process, or in the process that sent a cache here. A check reads the whole file (seconds for a cache
 #: of a year of summaries), and a report opened its cache once per unit in every worker.
 _CHECKED: set[tuple[int, int, int, int]] = set()
