@@ -237,13 +237,17 @@ class _DecisionWalk:
         self.max_tokens, self.keep = trace.setting.max_tokens, trace.setting.keep_recent_tokens
         self.messages = messages = trace.conversation.messages
         self.prefix, self.next_start, self.prev_start, self.first_system = _layout(messages, counter)
+        #: Per compaction with a summary, its text; counted as a checkpoint message only when a step without a
+        #: window reads it (:meth:`_checkpoint_tokens`): a long trace's summaries are megabytes, and a walk reads
+        #: fewer than half of them (558 of 1,284 in a long session's report).
+        self.summaries: dict[int, str] = {}
         self.checkpoints: dict[int, int] = {}
         #: Passes that ran over engine_timeout: how long a pass takes is a matter of time, not of the setting.
         self.timed_out: set[int] = set()
         if len(trace.compactions):
             for cid, text in zip(trace.compactions["compaction_id"], trace.compactions["summary_text"], strict=True):
                 if isinstance(text, str):
-                    self.checkpoints[int(cid)] = counter([checkpoint_message(text)])
+                    self.summaries[int(cid)] = text
             timed_out = trace.compactions["error_kind"].eq(TIMEOUT_KIND).fillna(False)
             self.timed_out = {int(cid) for cid in trace.compactions.loc[timed_out, "compaction_id"]}
         self.m_lo, self.k_lo = 1, 1
@@ -294,6 +298,12 @@ class _DecisionWalk:
         if hi is not None:
             self.k_hi = hi if self.k_hi is None else min(self.k_hi, hi)
 
+    def _checkpoint_tokens(self, compaction_id: int) -> int | None:
+        """The count of compaction ``compaction_id``'s checkpoint message (counted once), None when it has no summary."""
+        if compaction_id not in self.checkpoints and compaction_id in self.summaries:
+            self.checkpoints[compaction_id] = self.counter([checkpoint_message(self.summaries[compaction_id])])
+        return self.checkpoints.get(compaction_id)
+
     def _window_interval(self, row: Any, step: int) -> tuple[int, int | None] | None:
         """A window was found: the dialogue ends with messages[cutoff:n] verbatim, starting a turn."""
         prefix, n, cutoff = self.prefix, int(row.n_recorded), int(row.cutoff_index)
@@ -312,7 +322,7 @@ class _DecisionWalk:
         n, kept_from = int(row.n_recorded), int(row.kept_from)
         has_checkpoint = not is_missing(row.checkpoint_id)
         off = 1 if has_checkpoint else 0
-        ckpt = self.checkpoints.get(int(row.checkpoint_id)) if has_checkpoint else 0
+        ckpt = self._checkpoint_tokens(int(row.checkpoint_id)) if has_checkpoint else 0
         first_system = self.first_system
         system, system_tokens = 0, 0
         if first_system is not None and first_system < n:
