@@ -29,11 +29,9 @@ import json
 import os
 import random
 import sys
-import tempfile
 import time
-from pathlib import Path
 
-from report_scale import ROOT, _child, _reset_peak, _status, print_over_replays, print_simulated
+from report_scale import ROOT, _child, _reset_peak, _status, print_over_replays, print_simulated, work_folder
 
 #: User turns of the generated sessions, drawn per session.
 TURNS = (3, 4, 5, 6, 8, 10, 12, 15, 20, 30)
@@ -87,7 +85,7 @@ def main() -> None:
     args = parser.parse_args()
     from long_session import long_conversation
 
-    work = Path(tempfile.mkdtemp(prefix="zett-lab-corpus-report-"))
+    work = work_folder("zett-lab-corpus-report-")
     folder = work / "sessions"
     folder.mkdir()
     rng = random.Random(7)

@@ -37,9 +37,11 @@ Run: .venv/bin/python bench/report_scale.py [--turns N] [--issue-grid]
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -73,6 +75,14 @@ def _cpu_seconds(pid: int) -> float:
     except OSError:
         return float("nan")
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def work_folder(prefix: str) -> Path:
+    """A new temporary folder for one run's conversations, summary cache and pages, removed when the benchmark
+    exits (hundreds of MB per run: left behind, a few runs fill the temporary folder)."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, folder, True)
+    return folder
 
 
 def _reset_peak() -> None:
@@ -189,7 +199,7 @@ def main() -> None:
     sys.path.insert(0, str(ROOT / "bench"))
     from long_session import long_conversation
 
-    work = Path(tempfile.mkdtemp(prefix="zett-lab-report-scale-"))
+    work = work_folder("zett-lab-report-scale-")
     conversation = long_conversation(args.turns)
     path = conversation.save(work / "long.json")
     env = dict(
