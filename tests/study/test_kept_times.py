@@ -16,7 +16,7 @@ from zett_lab.measure.message_index import release_indexes
 from zett_lab.study import clear_worker_state, sweep
 from zett_lab.study.grid import fingerprint
 from zett_lab.study.kept import conversation_key
-from zett_lab.study.kept_times import KeptTimes
+from zett_lab.study.kept_times import KeptTimes, unit_cost
 from zett_lab.study.plan import UNBOUNDED_COST, costliest_first, replay_cost, unit_costs
 from zett_lab.study.results import Sweep
 
@@ -64,7 +64,7 @@ def set_cpu(path: Path, cpu: dict[tuple[str, int], float]) -> None:
     for key, run in data["units"].items():
         rest, cells, _ = json.loads(key)
         summarizer = rest[0].split("(")[0]
-        run[2:] = [cpu[(summarizer, cells[0][1])], 0.0]
+        run[2:] = [cpu[(summarizer, cells[0][1])], 0.0, 0.0]
     path.write_text(json.dumps(data))
 
 
@@ -93,6 +93,28 @@ def test_the_next_sweep_hands_its_units_out_by_their_kept_times_and_measures_the
     third = run(conversation, cache)
     assert handed_out(third) == [1, 0, 3, 2]
     same_results(third, first)
+
+
+def test_a_units_next_cost_leaves_out_the_summaries_it_computed(conversation, tmp_path):
+    """A cold sweep's units computed their summaries (their compactions' latency, the cache missed); run again with
+    them cached, none: the kept cost of an offline unit is its CPU without them, what the next run spends."""
+    cache = tmp_path / "summaries.sqlite"
+    cold = run(conversation, cache)
+    computed = sum(
+        trace.compactions.loc[trace.compactions["cache_hit"].eq(False), "latency_s"].sum() for _, trace in cold.traces()
+    )
+    units = cold.config["unit_times"]
+    assert computed > 0 and sum(u["summary_s"] for u in units) == pytest.approx(computed, abs=0.001 * len(units))
+    kept = KeptTimes.beside(cache).read(conversation_key(conversation, fingerprint(conversation)))
+    assert sorted(round(r.summary_seconds, 3) for r in kept.values()) == sorted(u["summary_s"] for u in units)
+    assert all(
+        unit_cost(r, True) == max(0.0, r.cpu_seconds - r.setup_cpu_seconds - r.summary_seconds) for r in kept.values()
+    )
+    warm = run(conversation, cache)
+    assert all(u["summary_s"] == 0 for u in warm.config["unit_times"])
+    rerun = KeptTimes.beside(cache).read(conversation_key(conversation, fingerprint(conversation)))
+    assert all(r.summary_seconds == 0 for r in rerun.values())
+    same_results(cold, warm)
 
 
 @pytest.mark.parametrize("damage", ["truncated", "a time that is no number"])

@@ -72,7 +72,9 @@ class Collector:
 
     def receive(self, unit: Unit, result: UnitResult) -> None:
         """Write the unit's replays to disk, keep its cells, merge the summaries its worker made."""
-        self.finished[unit.index] = UnitRun(result.worker, result.seconds, result.cpu_seconds, result.setup_cpu_seconds)
+        self.finished[unit.index] = UnitRun(
+            result.worker, result.seconds, result.cpu_seconds, result.setup_cpu_seconds, result.summary_seconds
+        )
         for sid, payload in result.sources.items():
             if payload.tables is not None:
                 self.folder.write(sid, payload.tables)

@@ -38,7 +38,7 @@ from .reuse import StoreKey
 from .units import Unit
 
 #: What every kept file says it is (its format).
-FORMAT = "zett-lab-unit-times 1"
+FORMAT = "zett-lab-unit-times 2"
 #: Units a conversation's file keeps at most (the last ones run): grids change, a file does not grow forever.
 UNITS_KEPT = 256
 
@@ -46,19 +46,24 @@ UNITS_KEPT = 256
 @dataclass(frozen=True, slots=True)
 class UnitRun:
     """One run of a unit: the worker it ran on, its wall seconds, its CPU seconds, and of those the CPU spent once
-    per conversation on the anchor index (:attr:`~zett_lab.study.units.UnitResult.setup_cpu_seconds`)."""
+    per conversation on the anchor index (:attr:`~zett_lab.study.units.UnitResult.setup_cpu_seconds`) and the
+    seconds spent computing summaries the cache did not hold
+    (:attr:`~zett_lab.study.units.UnitResult.summary_seconds`)."""
 
     worker: str
     seconds: float
     cpu_seconds: float
     setup_cpu_seconds: float
+    summary_seconds: float
 
 
 def unit_cost(run: UnitRun, offline: bool) -> float:
-    """The seconds a worker is busy with the unit itself: for an offline summarizer its CPU without the index
-    (which the first unit of a conversation to start pays, whichever it is), for one that calls a provider its
-    wall time (it mostly waits on the provider)."""
-    return max(0.0, run.cpu_seconds - run.setup_cpu_seconds) if offline else run.seconds
+    """The seconds a worker will be busy with the unit itself next time: for an offline summarizer its CPU
+    without the index (which the first unit of a conversation to start pays, whichever it is) and without the
+    summaries it computed (cached since: a report run again after a cold one spends none of them; a cold
+    report's anchors unit 8.5 s of CPU, 3.6 s warm), for one that calls a provider its wall time (it mostly
+    waits on the provider)."""
+    return max(0.0, run.cpu_seconds - run.setup_cpu_seconds - run.summary_seconds) if offline else run.seconds
 
 
 def unit_key(store_key: StoreKey, unit: Unit) -> str:
@@ -113,17 +118,18 @@ def _times(text: str) -> dict[str, UnitRun] | str:
     for key, value in data["units"].items():
         if not (
             isinstance(value, list)
-            and len(value) == 4
+            and len(value) == 5
             and isinstance(value[0], str)
             and all(_is_seconds(v) for v in value[1:])
         ):
-            return f"a unit's run is not a worker and three numbers of seconds: {value!r:.80}"
+            return f"a unit's run is not a worker and four numbers of seconds: {value!r:.80}"
         out[key] = UnitRun(value[0], *(float(v) for v in value[1:]))
     return out
 
 
 def _fields(run: UnitRun) -> list[object]:
-    return [run.worker, round(run.seconds, 3), round(run.cpu_seconds, 3), round(run.setup_cpu_seconds, 3)]
+    seconds = (run.seconds, run.cpu_seconds, run.setup_cpu_seconds, run.summary_seconds)
+    return [run.worker, *(round(value, 3) for value in seconds)]
 
 
 def _is_seconds(value: Any) -> bool:

@@ -83,8 +83,9 @@ class SweepConfig(TypedDict, total=False):
     worker_busy_s: float
     driver_cpu_s: float
     #: Per unit that ran (submission order): ``unit``, ``conversation_id``, ``engine``, ``summarizer``, ``cells``,
-    #: ``worker``, ``seconds``, ``cpu_s`` and ``setup_cpu_s`` (of ``cpu_s``: the conversation's anchor index,
-    #: built once per worker): what a schedule of the same work on more workers is simulated from.
+    #: ``worker``, ``seconds``, ``cpu_s``, ``setup_cpu_s`` (of ``cpu_s``: the conversation's anchor index,
+    #: built once per worker) and ``summary_s`` (the summaries it computed, not served by the cache): what a
+    #: schedule of the same work on more workers is simulated from.
     unit_times: list[dict[str, Any]]
 
 

@@ -284,7 +284,8 @@ def _config(
 
 
 def _unit_times(plan: Plan, collector: Collector) -> list[dict[str, Any]]:
-    """Per unit that ran, in submission order: what it was, where it ran, its wall, CPU and setup CPU seconds."""
+    """Per unit that ran, in submission order: what it was, where it ran, its wall, CPU and setup CPU seconds, and
+    the seconds of the summaries it computed."""
     out = []
     for unit in plan.order:
         ran = collector.finished.get(unit.index)
@@ -301,6 +302,7 @@ def _unit_times(plan: Plan, collector: Collector) -> list[dict[str, Any]]:
                 "seconds": round(ran.seconds, 3),
                 "cpu_s": round(ran.cpu_seconds, 3),
                 "setup_cpu_s": round(ran.setup_cpu_seconds, 3),
+                "summary_s": round(ran.summary_seconds, 3),
             }
         )
     return out

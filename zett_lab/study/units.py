@@ -145,6 +145,9 @@ class UnitResult:
     #: CPU seconds of ``cpu_seconds`` spent on what a worker builds once per conversation (the anchor index
     #: its measuring reads), 0 when the worker had it already.
     setup_cpu_seconds: float = 0.0
+    #: Seconds its replays spent computing summaries the cache did not hold (:func:`_computed_summary_seconds`):
+    #: what a later run of the unit, with them cached, does not spend again.
+    summary_seconds: float = 0.0
 
 
 class _CollectingCache:
@@ -350,6 +353,7 @@ def run_unit(unit: Unit) -> UnitResult:
     sources = _finish_sources(state)
     cells = sorted(_cell_results(state), key=lambda c: keep_order[(c.max_tokens, c.keep_recent_tokens)])
     collected = state.cache.new if isinstance(state.cache, _CollectingCache) else []
+    replayed = [a for a in state.answers.values() if a.replayed and a.proven.trace is not None]
     return UnitResult(
         index=unit.index,
         cells=cells,
@@ -359,6 +363,7 @@ def run_unit(unit: Unit) -> UnitResult:
         seconds=time.perf_counter() - started,
         cpu_seconds=time.process_time() - cpu_started,
         setup_cpu_seconds=state.setup_cpu,
+        summary_seconds=sum(_computed_summary_seconds(a.proven.trace, a.shared_compactions) for a in replayed),
     )
 
 
@@ -508,6 +513,15 @@ def _cell_results(state: _UnitRun) -> list[CellResult]:
             )
         )
     return out
+
+
+def _computed_summary_seconds(trace: Trace, shared: int = 0) -> float:
+    """The seconds ``trace``'s summaries took to compute, of those its replay computed (``latency_s`` of its
+    compactions the cache did not serve, past the ``shared`` ones its fork took from another replay)."""
+    own = trace.compactions.iloc[shared:]
+    if not len(own):
+        return 0.0
+    return float(own.loc[own["cache_hit"].eq(False), "latency_s"].fillna(0.0).sum())
 
 
 def summary_calls(trace: Trace) -> tuple[int, int]:
