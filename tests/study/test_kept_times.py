@@ -16,7 +16,7 @@ from zett_lab.measure.message_index import release_indexes
 from zett_lab.study import clear_worker_state, sweep
 from zett_lab.study.grid import fingerprint
 from zett_lab.study.kept import conversation_key
-from zett_lab.study.kept_times import KeptTimes, unit_cost
+from zett_lab.study.kept_times import KeptTimes
 from zett_lab.study.plan import UNBOUNDED_COST, costliest_first, replay_cost, unit_costs
 from zett_lab.study.results import Sweep
 
@@ -58,13 +58,16 @@ def times_file(conversation, cache: Path) -> Path:
     return kept.file(conversation_key(conversation, fingerprint(conversation)))
 
 
-def set_cpu(path: Path, cpu: dict[tuple[str, int], float]) -> None:
-    """Give each kept unit (by summarizer and its keep group's keep_recent_tokens) the CPU seconds ``cpu``."""
+def set_cpu(
+    path: Path, cpu: dict[tuple[str, int], float], summaries: dict[tuple[str, int], float] | None = None
+) -> None:
+    """Give each kept unit (by summarizer and its keep group's keep_recent_tokens) the CPU seconds ``cpu``, of them
+    ``summaries`` (none when not given) spent computing summaries."""
     data = json.loads(path.read_text())
     for key, run in data["units"].items():
         rest, cells, _ = json.loads(key)
-        summarizer = rest[0].split("(")[0]
-        run[2:] = [cpu[(summarizer, cells[0][1])], 0.0, 0.0]
+        unit = (rest[0].split("(")[0], cells[0][1])
+        run[2:] = [cpu[unit], 0.0, (summaries or {}).get(unit, 0.0)]
     path.write_text(json.dumps(data))
 
 
@@ -96,8 +99,8 @@ def test_the_next_sweep_hands_its_units_out_by_their_kept_times_and_measures_the
 
 
 def test_a_units_next_cost_leaves_out_the_summaries_it_computed(conversation, tmp_path):
-    """A cold sweep's units computed their summaries (their compactions' latency, the cache missed); run again with
-    them cached, none: the kept cost of an offline unit is its CPU without them, what the next run spends."""
+    """A cold sweep's units computed their summaries (their compactions' latency, the cache missed) and keep those
+    seconds; the next run, with them cached, hands its units out by their CPU without them, and computes none."""
     cache = tmp_path / "summaries.sqlite"
     cold = run(conversation, cache)
     computed = sum(
@@ -107,10 +110,12 @@ def test_a_units_next_cost_leaves_out_the_summaries_it_computed(conversation, tm
     assert computed > 0 and sum(u["summary_s"] for u in units) == pytest.approx(computed, abs=0.001 * len(units))
     kept = KeptTimes.beside(cache).read(conversation_key(conversation, fingerprint(conversation)))
     assert sorted(round(r.summary_seconds, 3) for r in kept.values()) == sorted(u["summary_s"] for u in units)
-    assert all(
-        unit_cost(r, True) == max(0.0, r.cpu_seconds - r.setup_cpu_seconds - r.summary_seconds) for r in kept.values()
-    )
+    # the same CPU for all, less the summaries: 9, 8, 7 and 1 s, the order the first test's second sweep takes
+    path = times_file(conversation, cache)
+    summaries = {("truncate", 2_000): 1.0, ("mask", 2_000): 2.0, ("mask", 1_000): 3.0, ("truncate", 1_000): 9.0}
+    set_cpu(path, dict.fromkeys(summaries, 10.0), summaries)
     warm = run(conversation, cache)
+    assert handed_out(warm) == [0, 1, 3, 2]
     assert all(u["summary_s"] == 0 for u in warm.config["unit_times"])
     rerun = KeptTimes.beside(cache).read(conversation_key(conversation, fingerprint(conversation)))
     assert all(r.summary_seconds == 0 for r in rerun.values())
