@@ -79,6 +79,22 @@ def failure_counts(compactions: pd.DataFrame) -> pd.DataFrame:
     return combine_failure_counts(parts)
 
 
+def summary_calls(compactions: pd.DataFrame) -> tuple[int, int]:
+    """(summary calls that reached the model, calls served by the summary cache)."""
+    hits = compactions["cache_hit"] if len(compactions) else pd.Series(dtype="boolean")
+    return int(hits.eq(False).sum()), int(hits.eq(True).sum())
+
+
+def computed_summary_seconds(compactions: pd.DataFrame, shared: int = 0) -> float:
+    """The seconds a replay spent computing summaries: ``latency_s`` of its compactions the summary cache did not
+    serve, past the first ``shared`` (taken from the replay it was forked from). What a run of it with those
+    summaries cached does not spend again."""
+    own = compactions.iloc[shared:]
+    if not len(own):
+        return 0.0
+    return float(own.loc[own["cache_hit"].eq(False), "latency_s"].fillna(0.0).sum())
+
+
 def combine_failure_counts(tables: list[pd.DataFrame]) -> pd.DataFrame:
     """Several failure counts as one: counts of the same (what, summarizer, kind) added, the first cause kept."""
     parts = [t for t in tables if len(t)]

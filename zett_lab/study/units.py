@@ -40,7 +40,7 @@ from ..replay.engine import effort_identity, engine_reuse
 from ..replay.run import replay_forkable
 from ..replay.schema import TraceRow
 from ..replay.setting import ReplayOptions, Setting, TraceSettings
-from ..replay.trace import Trace, failure_counts
+from ..replay.trace import Trace, computed_summary_seconds, failure_counts, summary_calls
 from ..summarizers import CachedSummary, CacheError, CacheSpec, SummaryCache
 from ..summarizers.cache import CacheStats
 from ..summarizers.offline.selection import Anchors
@@ -145,7 +145,7 @@ class UnitResult:
     #: CPU seconds of ``cpu_seconds`` spent on what a worker builds once per conversation (the anchor index
     #: its measuring reads), 0 when the worker had it already.
     setup_cpu_seconds: float = 0.0
-    #: Seconds its replays spent computing summaries the cache did not hold (:func:`_computed_summary_seconds`):
+    #: Seconds its replays spent computing summaries the cache did not hold (:func:`~zett_lab.replay.trace.computed_summary_seconds`):
     #: what a later run of the unit, with them cached, does not spend again.
     summary_seconds: float = 0.0
 
@@ -363,7 +363,9 @@ def run_unit(unit: Unit) -> UnitResult:
         seconds=time.perf_counter() - started,
         cpu_seconds=time.process_time() - cpu_started,
         setup_cpu_seconds=state.setup_cpu,
-        summary_seconds=sum(_computed_summary_seconds(a.proven.trace, a.shared_compactions) for a in replayed),
+        summary_seconds=sum(
+            computed_summary_seconds(a.proven.trace.compactions, a.shared_compactions) for a in replayed
+        ),
     )
 
 
@@ -493,7 +495,7 @@ def _cell_results(state: _UnitRun) -> list[CellResult]:
     for (max_tokens, keep), answer in state.answers.items():
         proven = answer.proven
         if answer.replayed:
-            calls, hits = summary_calls(proven.trace) if proven.trace is not None else (0, 0)
+            calls, hits = summary_calls(proven.trace.compactions) if proven.trace is not None else (0, 0)
             row = dict(proven.row or {})
         else:
             calls = hits = 0
@@ -513,21 +515,6 @@ def _cell_results(state: _UnitRun) -> list[CellResult]:
             )
         )
     return out
-
-
-def _computed_summary_seconds(trace: Trace, shared: int = 0) -> float:
-    """The seconds ``trace``'s summaries took to compute, of those its replay computed (``latency_s`` of its
-    compactions the cache did not serve, past the ``shared`` ones its fork took from another replay)."""
-    own = trace.compactions.iloc[shared:]
-    if not len(own):
-        return 0.0
-    return float(own.loc[own["cache_hit"].eq(False), "latency_s"].fillna(0.0).sum())
-
-
-def summary_calls(trace: Trace) -> tuple[int, int]:
-    """(summary calls that reached the model, calls served by the summary cache)."""
-    hits = trace.compactions["cache_hit"] if len(trace.compactions) else pd.Series(dtype="boolean")
-    return int(hits.eq(False).sum()), int(hits.eq(True).sum())
 
 
 def source_rows(sources: list[Proven], unit: Unit) -> None:
