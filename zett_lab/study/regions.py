@@ -299,7 +299,7 @@ class _DecisionWalk:
             self.k_hi = hi if self.k_hi is None else min(self.k_hi, hi)
 
     def _checkpoint_tokens(self, compaction_id: int) -> int | None:
-        """The count of compaction ``compaction_id``'s checkpoint message (counted once), None when it has no summary."""
+        """Compaction ``compaction_id``'s checkpoint message counted (once), None when it has no summary."""
         if compaction_id not in self.checkpoints and compaction_id in self.summaries:
             self.checkpoints[compaction_id] = self.counter([checkpoint_message(self.summaries[compaction_id])])
         return self.checkpoints.get(compaction_id)

@@ -145,8 +145,8 @@ class UnitResult:
     #: CPU seconds of ``cpu_seconds`` spent on what a worker builds once per conversation (the anchor index
     #: its measuring reads), 0 when the worker had it already.
     setup_cpu_seconds: float = 0.0
-    #: Seconds its replays spent computing summaries the cache did not hold (:func:`~zett_lab.replay.trace.computed_summary_seconds`):
-    #: what a later run of the unit, with them cached, does not spend again.
+    #: Seconds its replays spent computing summaries the cache did not hold
+    #: (:func:`~zett_lab.replay.trace.computed_summary_seconds`): what a later run of the unit does not spend again.
     summary_seconds: float = 0.0
 
 
