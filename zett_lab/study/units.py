@@ -353,7 +353,6 @@ def run_unit(unit: Unit) -> UnitResult:
     sources = _finish_sources(state)
     cells = sorted(_cell_results(state), key=lambda c: keep_order[(c.max_tokens, c.keep_recent_tokens)])
     collected = state.cache.new if isinstance(state.cache, _CollectingCache) else []
-    replayed = [(a.proven.trace, a.shared_compactions) for a in state.answers.values() if a.replayed]
     return UnitResult(
         index=unit.index,
         cells=cells,
@@ -364,8 +363,9 @@ def run_unit(unit: Unit) -> UnitResult:
         cpu_seconds=time.process_time() - cpu_started,
         setup_cpu_seconds=state.setup_cpu,
         summary_seconds=sum(
-            (computed_summary_seconds(trace.compactions, shared) for trace, shared in replayed if trace is not None),
-            0.0,
+            computed_summary_seconds(trace.compactions, a.shared_compactions)
+            for a in state.answers.values()
+            if a.replayed and (trace := a.proven.trace) is not None
         ),
     )
 
