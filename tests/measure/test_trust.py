@@ -10,7 +10,7 @@ import pytest
 
 import zett_lab
 from zett_lab.measure import catalogue
-from zett_lab.measure.catalogue import NOT_VALIDATED, Estimate, Validity, metric, trust, trusted_metrics
+from zett_lab.measure.catalogue import EXACT, NOT_VALIDATED, Estimate, Validity, metric, trust, trusted_metrics
 
 DATA = resources.files("zett_lab") / "data" / catalogue.VALIDITY_FILE
 
@@ -36,10 +36,17 @@ def test_the_data_file_is_the_catalogues_validity_of_real_metrics_written_by_the
         assert "labelled" in entry["source"] and "agent format" in entry["source"]
 
 
-def test_a_metric_without_a_measurement_says_not_validated():
+def test_a_metric_without_a_measurement_says_not_validated_unless_it_is_counted_from_the_replay():
     measured = set(data_file()["metrics"])
-    plain = next(m.name for m in trusted_metrics() if m.name not in measured)
-    assert metric(plain).validity is None and trust(plain) == NOT_VALIDATED == "not validated"
+    unmeasured = [m for m in trusted_metrics() if m.name not in measured]
+    judged = [m.name for m in unmeasured if not m.exact]
+    counted = [m.name for m in unmeasured if m.exact]
+    assert "anchor_retention" in judged and {"steps_over_budget", "compression_ratio"} <= set(counted)
+    assert all(metric(name).validity is None and trust(name) == NOT_VALIDATED == "not validated" for name in judged)
+    assert all(trust(name) == EXACT and EXACT.startswith("exact") for name in counted)
+    # what makes a metric exact: budget and cost metrics, and loss metrics that are token arithmetic
+    assert all(m.exact == (m.kind != "loss" or m.arithmetic) for m in catalogue.metrics())
+    assert not metric("lost_but_needed").exact and not metric("probe_presence").exact
 
 
 def test_the_words_carry_the_interval_the_items_and_the_source():
@@ -84,7 +91,7 @@ def test_the_documentation_page_shows_the_data_files_figures():
     for entry in trusted_metrics():
         validity = entry.validity
         if validity is None:
-            assert f"| {entry.label} (`{entry.name}`) | not validated |" in table
+            assert f"| {entry.label} (`{entry.name}`) | {EXACT if entry.exact else 'not validated'} |" in table
         else:
             shares = [e.text() if e else "not measured" for e in (validity.precision, validity.recall)]
             assert f"(`{entry.name}`) | {shares[0]} | {shares[1]} |" in table
@@ -106,28 +113,57 @@ def small_report():
 def test_the_report_shows_each_metrics_precision_beside_the_loss_table(small_report):
     from markupsafe import escape
 
-    document = small_report.document()["metrics"]
+    whole = small_report.document()
+    document = whole["metrics"]
     shown = list(dict.fromkeys(row["metric"] for row in document["rows"]))
-    assert list(document["validity"]) == list(dict.fromkeys([*shown, "lost_but_needed"]))  # the totals show it too
+    # the totals show lost but needed too, and the recommendation its figures
+    recommended = list(whole["recommendation"]["figures"])
+    assert list(document["validity"]) == list(dict.fromkeys([*shown, "lost_but_needed", *recommended]))
     for name, shown_validity in document["validity"].items():
         validity = metric(name).validity
-        assert (shown_validity is None) == (validity is None)
+        assert (shown_validity is None) == (validity is None and not metric(name).exact)
         if validity is not None:
             assert shown_validity["figures"] == validity.figures() and shown_validity["source"] == validity.source
+        elif shown_validity is not None:
+            assert shown_validity["exact"] and shown_validity["figures"] == EXACT
     recall = metric("needed_anchor_recall").validity
     assert recall is not None
-    plain = [metric(name).label for name in document["validity"] if metric(name).validity is None]
-    assert plain
+    plain = [metric(name).label for name, shown in document["validity"].items() if shown is None]
+    exact = [metric(name).label for name, shown in document["validity"].items() if shown and shown["exact"]]
+    assert plain and exact
     page = small_report.to_html()
     assert page.index("<h2>Loss by summarizer</h2>") < page.index('<div id="metric-trust">')
     trust_block = page[page.index('<div id="metric-trust">') : page.index("<h3>Outcomes over all replays</h3>")]
     assert str(escape(f"Needed-anchor recall: {recall.figures()}")) in trust_block
     assert f"Not validated: {', '.join(plain)}" in trust_block
+    assert f"{EXACT[0].upper()}{EXACT[1:]}: {', '.join(exact)}" in trust_block
     assert str(escape(f"Measured on {recall.source}.")) in trust_block
     markdown = small_report.to_markdown()
     assert f"- Needed-anchor recall: {recall.figures()}" in markdown
     assert f"- Not validated: {', '.join(plain)}" in markdown
     assert f"Measured on {recall.source}." in markdown
+
+
+def test_the_recommendation_shows_how_far_to_trust_each_of_its_figures(small_report):
+    from markupsafe import escape
+
+    document = small_report.document()
+    figures = document["recommendation"]["figures"]
+    validity = document["metrics"]["validity"]
+    assert set(figures) <= set(validity)  # the trust section covers the recommendation's metrics too
+    lost = metric("lost_but_needed").validity
+    assert lost is not None and "lost_but_needed" in figures and "steps_over_budget" in figures
+    page = small_report.to_html()
+    box = page[page.index('<div class="callout" id="recommendation">') :]
+    box = box[: box.index("</div>")]
+    assert "how far to trust it" in box and 'href="#metric-trust"' in box
+    rows = {row.split("</td>")[0]: row for row in box.split("<tr>")[2:]}
+    lost_row = next(row for head, row in rows.items() if "Lost but needed" in head)
+    assert str(escape(lost.figures())) in lost_row
+    budget_row = next(row for head, row in rows.items() if "Steps over budget" in head)
+    assert "<td>exact</td>" in budget_row
+    markdown = small_report.to_markdown()
+    assert "| Lost but needed | " in markdown and lost.figures().replace("[", "\\[").replace("]", "\\]") in markdown
 
 
 # --- a summarizer built from the metric's own vocabulary -----------------------------------------------------------

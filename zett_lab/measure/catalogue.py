@@ -226,6 +226,9 @@ class Metric:
     #: Computed from the anchor extractor's items (:mod:`zett_lab.load.anchors`): a summarizer that selects what
     #: to keep by the same extractor (the ``anchors`` baseline) partly scores the metric against itself on it.
     anchor_based: bool = False
+    #: Arithmetic on the replay's own token counts (a loss metric such as compression ratio): no judgement of what a
+    #: text holds, so nothing for labels to check (:attr:`exact`).
+    arithmetic: bool = False
     #: Where an entry without a computation here is computed.
     computed_by: str = ""
     #: The module that registered it (worker processes import it before measuring).
@@ -234,6 +237,13 @@ class Metric:
     @property
     def higher_is_better(self) -> bool:
         return self.direction == "higher"
+
+    @property
+    def exact(self) -> bool:
+        """Whether the metric is counted or computed from the replay itself (steps, tokens, calls, prices, token
+        arithmetic) rather than from a judgement of what a text holds: exact for what its definition says, with
+        no precision or recall to measure. Budget and cost metrics always are."""
+        return self.arithmetic or self.kind != "loss"
 
     @property
     def validity(self) -> Validity | None:
@@ -523,13 +533,17 @@ def _validity() -> dict[str, Validity]:
 
 #: What the report, the documentation and ``measure()``'s docstring say of a metric with no measured validity.
 NOT_VALIDATED = "not validated"
+#: What they say of an :attr:`~Metric.exact` metric (nothing to validate).
+EXACT = "exact (counted from the replay: no judgement to validate)"
 
 
 def trust(name: str) -> str:
-    """How far to trust a metric, in words: its measured precision and recall with what they were measured on, or
-    :data:`NOT_VALIDATED`."""
-    validity = metric(name).validity
-    return NOT_VALIDATED if validity is None else validity.text()
+    """How far to trust a metric, in words: its measured precision and recall with what they were measured on,
+    :data:`EXACT` for an exact metric, or :data:`NOT_VALIDATED`."""
+    entry = metric(name)
+    if entry.validity is not None:
+        return entry.validity.text()
+    return EXACT if entry.exact else NOT_VALIDATED
 
 
 def trusted_metrics() -> list[Metric]:

@@ -16,7 +16,7 @@ from typing import Any, TypedDict
 import pandas as pd
 
 from ..errors import SettingError
-from ..measure.catalogue import CATALOGUE, default_metrics
+from ..measure.catalogue import CATALOGUE, EXACT, default_metrics
 from ..measure.cost import add_costs, cost_summary, load_prices
 from ..measure.statistics import bootstrap_mean_ci
 from ..records import JSONObject, plain, records
@@ -133,14 +133,20 @@ class MetricSummary(TypedDict):
 
 
 def metric_summary(
-    results: pd.DataFrame, summarizers: list[str], comparison: Comparison | None, failure_counts: pd.DataFrame
+    results: pd.DataFrame,
+    summarizers: list[str],
+    comparison: Comparison | None,
+    failure_counts: pd.DataFrame,
+    shown_elsewhere: Iterable[str] = (),
 ) -> MetricSummary:
     """Per summarizer: loss metrics with confidence intervals, paired differences, and outcome totals.
 
     ``failed`` counts the summarizer's failed summary calls (from ``failure_counts``: the replays
-    they happened in are not in ``results``).
+    they happened in are not in ``results``). ``validity`` covers the metrics shown here and
+    ``shown_elsewhere`` (the recommendation's figures), so every metric the report shows has it.
     """
     totals = _outcome_totals(results, summarizers, failure_counts)
+    also = [*_TOTAL_METRICS, *shown_elsewhere]
     if comparison is not None:
         rows = records(comparison.summary, ["summarizer", "metric", "n", "mean", "ci_low", "ci_high"], DIGITS)
         return {
@@ -149,7 +155,7 @@ def metric_summary(
             "rows": rows,
             "pairwise": records(comparison.pairwise, _PAIRWISE_COLUMNS, DIGITS),
             "totals": totals,
-            "validity": metric_validity([*(str(row["metric"]) for row in rows), *_TOTAL_METRICS]),
+            "validity": metric_validity([*(str(row["metric"]) for row in rows), *also]),
             "notes": list(comparison.notes),
         }
     rows = _metric_means(results, summarizers)
@@ -159,7 +165,7 @@ def metric_summary(
         "rows": rows,
         "pairwise": [],
         "totals": totals,
-        "validity": metric_validity([*(str(row["metric"]) for row in rows), *_TOTAL_METRICS]),
+        "validity": metric_validity([*(str(row["metric"]) for row in rows), *also]),
         "notes": [],
     }
 
@@ -253,21 +259,26 @@ def configuration_means(results: pd.DataFrame, rec: Mapping[str, object] | None)
 
 def metric_validity(names: Iterable[str]) -> dict[str, dict[str, object] | None]:
     """How far to trust each named metric, as plain data: its measured precision and recall (value, low, high,
-    n), their words (``figures``) and what they were measured on (``source``); None for a metric not validated.
+    n), their words (``figures``) and what they were measured on (``source``); for an exact metric (counted from
+    the replay: :attr:`~zett_lab.measure.catalogue.Metric.exact`) ``exact`` true and :data:`EXACT` as its
+    words; None for a metric not validated.
     """
     shown: dict[str, dict[str, Any] | None] = {}
     for name in dict.fromkeys(names):
-        validity = CATALOGUE[name].validity if name in CATALOGUE else None
-        shown[name] = (
-            None
-            if validity is None
-            else {
+        entry = CATALOGUE.get(name)
+        validity = entry.validity if entry is not None else None
+        if validity is not None:
+            shown[name] = {
+                "exact": False,
                 "precision": None if validity.precision is None else dataclasses.asdict(validity.precision),
                 "recall": None if validity.recall is None else dataclasses.asdict(validity.recall),
                 "figures": validity.figures(),
                 "source": validity.source,
             }
-        )
+        elif entry is not None and entry.exact:
+            shown[name] = {"exact": True, "precision": None, "recall": None, "figures": EXACT, "source": ""}
+        else:
+            shown[name] = None
     return shown
 
 

@@ -13,6 +13,7 @@ from ..catalogue import MEAN, compaction_metric
     direction="higher",
     definition="CR_k = 1 - tok(summary)/tok(span), against the raw span (mean over applied compactions).",
     compaction_meaning="CR_k = 1 - tok(Σ_k)/tok(S_k), against the raw span (NaN without a summary)",
+    arithmetic=True,
     over_compactions=MEAN,
     headline=True,
 )

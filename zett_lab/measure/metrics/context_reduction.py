@@ -13,6 +13,7 @@ from ..catalogue import MEAN, compaction_metric
     direction="higher",
     definition="1 - (tok(summary) + tok(tail)) / tok(before): how much smaller the context became.",
     compaction_meaning="1 - (tok(Σ_k)+tok(T_k))/tok(before)",
+    arithmetic=True,
     over_compactions=MEAN,
     headline=True,
 )

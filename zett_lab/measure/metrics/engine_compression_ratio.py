@@ -13,6 +13,7 @@ from ..catalogue import compaction_metric
     direction="higher",
     definition="1 - summary_tokens/older_tokens: what the engine's not-smaller check compares.",
     compaction_meaning="1 - summary_tokens/older_tokens, what the engine's not-smaller check compares",
+    arithmetic=True,
     over_compactions=None,
 )
 def engine_compression_ratio(attempt: Attempt) -> float:

@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ...formatting import count, decimal
-from ...measure.catalogue import NOT_VALIDATED, higher_is_better, label
+from ...measure.catalogue import EXACT, NOT_VALIDATED, higher_is_better, label
 from ...records import JSONObject, is_missing, read_float, read_mapping
 from ...report.tables import MetricSummary
 
@@ -57,15 +57,31 @@ def direction_note(metrics: Sequence[str]) -> str:
 
 def trust_lines(validity: Mapping[str, Mapping[str, object] | None]) -> tuple[list[str], list[str]]:
     """How far to trust the metrics a report shows (``metric name -> validity or None``, in their order): one
-    line per measured metric (``Label: precision ...``), one naming those not validated; and what the figures
-    were measured on, once per source."""
-    metrics = list(validity)
-    measured = {m: v for m, v in validity.items() if v}
+    line per measured metric (``Label: precision ...``), one naming the exact ones (counted from the replay), one
+    naming those not validated; and what the figures were measured on, once per source."""
+    measured = {m: v for m, v in validity.items() if v and not v["exact"]}
     lines = [f"{label(m)}: {v['figures']}" for m, v in measured.items()]
-    plain = [label(m) for m in metrics if not validity[m]]
-    if plain:
-        lines.append(f"{NOT_VALIDATED[0].upper()}{NOT_VALIDATED[1:]}: {', '.join(plain)}")
+    for words, names in (
+        (EXACT, [m for m, v in validity.items() if v and v["exact"]]),
+        (NOT_VALIDATED, [m for m, v in validity.items() if not v]),
+    ):
+        if names:
+            lines.append(f"{words[0].upper()}{words[1:]}: {', '.join(label(m) for m in names)}")
     return lines, list(dict.fromkeys(str(v["source"]) for v in measured.values()))
+
+
+#: What a "how far to trust it" column beside a metric's figures says (the recommendation's table).
+TRUST_NOTE = (
+    "How far to trust it: the precision and recall of what a metric counts, checked against people's labels on "
+    "real conversations (95% intervals), or exact where it is counted from the replay itself"
+)
+
+
+def trust_cell(validity: Mapping[str, object] | None) -> str:
+    """How far to trust one metric in a table cell: its measured figures, "exact", or "not validated"."""
+    if validity is None:
+        return NOT_VALIDATED
+    return "exact" if validity["exact"] else str(validity["figures"])
 
 
 def _one_decimal(value: Any) -> str:

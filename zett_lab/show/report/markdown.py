@@ -15,6 +15,7 @@ from ...measure.catalogue import label
 from ...report.data import ReportData
 from .content import ReportDocument, failure_headline
 from .formats import (
+    TRUST_NOTE,
     ci_text,
     confidence_text,
     direction_note,
@@ -22,6 +23,7 @@ from .formats import (
     outcome_table,
     production_metrics,
     settings_text,
+    trust_cell,
     trust_lines,
 )
 
@@ -63,16 +65,24 @@ def _summary(document: Mapping[str, Any]) -> list[str]:
         out.append("")
     out += ["## Summary", ""]
     if rec:
-        held = rec["held_out"]
+        held, validity = rec["held_out"], document["metrics"]["validity"]
         out += [
             md(rec["verdict"]),
             "",
             md_table(
-                ["per conversation", "in sample", "held out" if held["folds"] else "held out (not checked)"],
-                [(label(c), number(v), number(held["figures"].get(c))) for c, v in rec["figures"].items()],
+                [
+                    "per conversation",
+                    "in sample",
+                    "held out" if held["folds"] else "held out (not checked)",
+                    "how far to trust it",
+                ],
+                [
+                    (label(c), number(v), number(held["figures"].get(c)), trust_cell(validity.get(c)))
+                    for c, v in rec["figures"].items()
+                ],
             ),
             "",
-            md(f"{rec['rule']} {held['note']}"),
+            md(f"{rec['rule']} {held['note']} {TRUST_NOTE}."),
             "",
         ]
     return out

@@ -33,6 +33,7 @@ from .content import ReportDocument, definition, failure_headline
 from .drawing import Figures, FigureView, filled
 from .explorer import explorer_view
 from .formats import (
+    TRUST_NOTE,
     ci_text,
     confidence_text,
     direction_note,
@@ -41,6 +42,7 @@ from .formats import (
     production_metrics,
     setting_text,
     settings_text,
+    trust_cell,
     trust_lines,
 )
 
@@ -116,6 +118,8 @@ def _environment() -> jinja2.Environment:
         direction_note=direction_note,
         outcome_table=outcome_table,
         trust_lines=trust_lines,
+        trust_cell=trust_cell,
+        TRUST_NOTE=TRUST_NOTE,
         term=term,
     )
     return env
