@@ -3,6 +3,7 @@ verdict whose numbers are the table's."""
 
 from __future__ import annotations
 
+import html
 import json
 import re
 
@@ -294,3 +295,33 @@ def test_a_recommendation_reads_and_travels_as_plain_data():
     }
     assert len(document["ranking"]) == 2 and document["held_out"]["folds"] == 2
     assert re.search(r"\b1 of 2 folds chose this setting|\b2 of 2 folds chose this setting", choice.verdict)
+
+
+def test_the_recommendation_says_what_its_figures_cannot_tell():
+    settings = {
+        ("careful", 4000): _setting(over=0, lost=5, tokens=500, n=3),
+        ("careful", 8000): _setting(over=0, lost=2, tokens=480, n=3),  # the best: at the top of the grid
+        ("twin", 8000): _setting(over=0, lost=2, tokens=480, n=3),  # the same figures: a tie, not a finding
+        ("lavish", 2000): _setting(over=0, lost=9, tokens=900, n=3),
+    }
+    table = _rows(settings)
+    table["compactions_applied"] = [1, 0, 2] * 4  # one conversation of three never compacts
+    choice = recommend(table)
+    assert (choice.summarizer, choice.max_tokens) == ("careful", 8000)
+    caveats = choice.caveats
+    assert any(c.startswith("max_tokens=8,000 is the largest value measured") for c in caveats)
+    assert not any(c.startswith("keep_recent_tokens") for c in caveats)  # one value: no edge to speak of
+    assert any("1 other setting(s) have the same figures" in c and "twin at max_tokens=8,000" in c for c in caveats)
+    assert any(c.startswith("At this setting 2 of 3 conversations have an applied compaction") for c in caveats)
+    assert choice.record()["caveats"] == list(caveats)
+    assert all(f"<li>{html.escape(c)}</li>" in choice._repr_html_() for c in caveats)
+    # in the middle of the grid, alone in its figures, every conversation compacting: nothing to add
+    middle = _rows(
+        {
+            **settings,
+            ("twin", 8000): _setting(over=0, lost=3, tokens=480, n=3),
+            ("wide", 9000): _setting(over=0, lost=8, tokens=900, n=3),
+        }
+    )
+    middle["compactions_applied"] = 1
+    assert recommend(middle).caveats == ()

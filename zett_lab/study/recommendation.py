@@ -66,7 +66,7 @@ from .ranking import (
     weighed_alternatives,
 )
 from .results import Sweep
-from .verdict import rule_text, verdict
+from .verdict import caveats, rule_text, verdict
 
 #: What the default recommendation puts first, second and third (each a mean per conversation).
 DEFAULT_OBJECTIVES: tuple[str, ...] = ("steps_over_budget", "lost_but_needed", "total_input_tokens")
@@ -122,6 +122,7 @@ class RecommendationRecord(RankedRecord):
     ranking: list[JSONObject]
     rule: str
     verdict: str
+    caveats: list[str]
 
 
 @dataclass(frozen=True, eq=False)
@@ -142,6 +143,8 @@ class Recommendation:
         rule: the rule, in words.
         verdict: one paragraph: the setting, why, the trade-off against the alternatives in numbers, and how it
             held out of sample.
+        caveats: what its figures cannot tell, one sentence each (:func:`~zett_lab.study.verdict.caveats`): the
+            edge of the grid, settings it only ties with, how many conversations compact at it.
     """
 
     setting: Ranked
@@ -154,6 +157,7 @@ class Recommendation:
     ranking: pd.DataFrame = field(repr=False)
     rule: str
     verdict: str
+    caveats: tuple[str, ...] = ()
     over: str = "all"
     slack: float = DEFAULT_SLACK
 
@@ -235,6 +239,7 @@ class Recommendation:
             "ranking": records(self.ranking, digits=digits),
             "rule": self.rule,
             "verdict": self.verdict,
+            "caveats": list(self.caveats),
         }
 
     def __repr__(self) -> str:
@@ -270,7 +275,8 @@ class Recommendation:
             f"{count(self.max_tokens)}, keep_recent_tokens={count(self.keep_recent_tokens)}"
             f"{f' · engine <code>{html.escape(self.engine)}</code>' if self.engine != STOCK_ENGINE else ''}</h4>"
             f"<p>{html.escape(self.verdict)}</p>"
-            f"<table><tr><th>per conversation</th><th>in sample</th><th>{held}</th></tr>{rows}</table>"
+            + (f"<ul>{''.join(f'<li>{html.escape(c)}</li>' for c in self.caveats)}</ul>" if self.caveats else "")
+            + f"<table><tr><th>per conversation</th><th>in sample</th><th>{held}</th></tr>{rows}</table>"
             f"<ul>{constraints}</ul>"
             f"<details><summary>{self.settings} settings ranked</summary>{frame_html(self.ranking, max_rows=30)}"
             f"</details></div>"
@@ -349,6 +355,7 @@ def recommend(
         verdict=verdict(
             best, choice.checks, alternatives, held, chosen_objectives, len(ranking), left_out, engines, over
         ),
+        caveats=tuple(caveats(table, best, ranking, chosen_objectives)),
         over=over,
         slack=float(slack),
     )

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import pandas as pd
 
-from ..formatting import number, percent
+from ..formatting import count, number, percent
 from ..measure.catalogue import label
 from .choose import ConstraintCheck
 from .ranking import Alternative, HeldOut, Ranked
@@ -98,3 +99,47 @@ def verdict(
     else:
         parts.append(held.note)
     return " ".join(parts)
+
+
+def caveats(table: pd.DataFrame, best: Ranked, ranking: Sequence[Ranked], objectives: Sequence[str]) -> list[str]:
+    """What the recommended setting's figures cannot tell, in sentences a user acts on before adopting it: a limit
+    at the edge of the measured grid (the best may lie beyond it), settings it merely ties with (the choice among
+    them is the rule's order, not a measurement), and how many conversations compact at it at all (its loss
+    figures rest on those alone)."""
+    said = []
+    for key in ("max_tokens", "keep_recent_tokens"):
+        values = sorted(int(v) for v in table[key].unique())
+        value = getattr(best, key)
+        if len(values) > 1 and value in (values[0], values[-1]):
+            end, beyond = ("largest", "larger") if value == values[-1] else ("smallest", "smaller")
+            said.append(
+                f"{key}={count(value)} is the {end} value measured: a {beyond} one was not tried and may rank "
+                "higher; extend the grid past it before adopting it."
+            )
+    ties = [
+        r
+        for r in ranking[1:]
+        if r.ruled_out_by is None and all(_same(r.figures[o], best.figures[o]) for o in objectives)
+    ]
+    if ties:
+        named = "; ".join(r.setting_text() for r in ties[:3]) + ("; ..." if len(ties) > 3 else "")
+        said.append(
+            f"{len(ties)} other setting(s) have the same figures on every objective ({named}): the choice among "
+            "them is the rule's order, not a measured difference."
+        )
+    if "compactions_applied" in table:
+        setting = {"summarizer": best.summarizer, "max_tokens": best.max_tokens, "engine": best.engine}
+        setting["keep_recent_tokens"] = best.keep_recent_tokens
+        at = table[np.logical_and.reduce([table[key] == value for key, value in setting.items() if key in table])]
+        compacting = int((pd.to_numeric(at["compactions_applied"], errors="coerce").fillna(0) > 0).sum())
+        if len(at) and compacting < len(at):
+            said.append(
+                f"At this setting {compacting} of {len(at)} conversations have an applied compaction at all: its loss "
+                f"figures rest on {'those' if compacting != 1 else 'that one'} alone."
+            )
+    return said
+
+
+def _same(a: float, b: float) -> bool:
+    """Whether two figures are the same (both undefined counts as the same)."""
+    return bool(np.isnan(a) and np.isnan(b)) or bool(np.isclose(a, b))

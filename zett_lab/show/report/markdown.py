@@ -66,9 +66,10 @@ def _summary(document: Mapping[str, Any]) -> list[str]:
     out += ["## Summary", ""]
     if rec:
         held, validity = rec["held_out"], document["metrics"]["validity"]
+        out += [md(rec["verdict"]), ""]
+        if rec["caveats"]:
+            out += ["Before adopting it:", "", *(f"- {md(caveat)}" for caveat in rec["caveats"]), ""]
         out += [
-            md(rec["verdict"]),
-            "",
             md_table(
                 [
                     "per conversation",
