@@ -29,9 +29,10 @@ from zett_lab.errors import OutputError
 from zett_lab.measure.catalogue import default_metrics, metric
 from zett_lab.replay.schema import BELOW_THRESHOLD
 from zett_lab.report.lost import lost_but_needed_items
-from zett_lab.show.report import Report
+from zett_lab.show.report import Report, content
 from zett_lab.show.report.content import GLOSSARY
 from zett_lab.show.report.render import script_json
+from zett_lab.study.recommendation import DEFAULT_OBJECTIVES
 
 DATE = "2025-02-03"
 GRID = {"max_tokens": [900, 1800], "keep_recent_tokens": [250, 500]}
@@ -149,6 +150,21 @@ def test_glossary_defines_every_metric_shown(page: str) -> None:
     for entry in metrics:  # one home for a metric's definition and direction: the catalogue
         assert terms[entry.label].startswith(entry.definition)
         assert terms[entry.label].endswith("Higher is better." if entry.higher_is_better else "Lower is better.")
+
+
+def test_the_glossary_speaks_of_what_the_page_shows_in_the_pages_words(page: str) -> None:
+    """Every glossary term appears on the page outside the glossary (a metric the page never shows needs no entry),
+    every metric the recommendation ranks by has one, and no definition names a table's raw column (snake_case:
+    only the engine's own parameters, max_tokens and keep_recent_tokens, are written so)."""
+    body = page[: page.index('<section id="glossary">')]
+    shown = [(t, text) for t, text in GLOSSARY if t != "production summaries" or 'id="production"' in body]
+    for term, text in shown:
+        words = [w.strip() for w in re.split(r" / |, ", term)] + [w for w, t in content._SAME_AS.items() if t == term]
+        assert any(html.escape(w) in body or html.escape(w.lower()) in body.lower() for w in words), term
+        raw = set(re.findall(r"\b[a-z]+(?:_[a-z0-9]+)+\b", text)) - {"max_tokens", "keep_recent_tokens"}
+        assert not raw, (term, raw)
+    terms = dict(GLOSSARY)
+    assert all(metric(name).label in terms for name in DEFAULT_OBJECTIVES)
 
 
 def test_headers_and_terms_explain_themselves(page: str) -> None:

@@ -8,7 +8,12 @@ from ..catalogue import RUN_LEVELS, Metric, register
 _COST_MODEL = "zett_lab.measure.cost.cost_summary (list prices of the primary and summary models)"
 
 for _name, _label, _definition in (
-    ("cache_breaks", "Prompt-cache breaks", "Steps whose prompt cache was invalidated by a compaction."),
+    (
+        "cache_breaks",
+        "Prompt-cache breaks",
+        "Steps that paid their whole context uncached: a conversation's first step, and every step after a "
+        "compaction changed the context.",
+    ),
     (
         "primary_cost_usd",
         "Primary cost (USD)",

@@ -14,6 +14,7 @@ from typing import TypedDict
 from ...measure.catalogue import default_metrics, label, metric, metrics
 from ...records import JSONObject, records
 from ...replay.schema import NO_TURN_BOUNDARY, NOT_SMALLER, ONLY_CHECKPOINTS
+from ...report.choices import RECOMMEND_COST, RECOMMEND_LOSS
 from ...report.data import ReportData
 from ...report.tables import DIGITS, MetricSummary
 from ...study.choose import constraint_text
@@ -70,12 +71,12 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     (
         "estimate",
         "What the engine compared with max_tokens at a step: the counter over all messages, or, after a model "
-        "step that reported usage, that usage plus the counter over messages appended since (estimate_source).",
+        "step that reported usage, that usage plus the counter over messages appended since (the step table's "
+        "source column says which).",
     ),
     (
         "context sent",
-        "Tokens (by the same counter) of the context the model step actually received, after any compaction "
-        "(context_tokens_after).",
+        "Tokens (by the same counter) of the context the model step actually received, after any compaction.",
     ),
     (
         "compaction applied",
@@ -125,13 +126,12 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     (
         "re-fetched",
         "A later tool call's arguments mention a lost anchor: the agent had to fetch again what the summary "
-        "dropped (refetch_calls counts such calls).",
+        f"dropped ({label('refetch_calls')} counts such calls).",
     ),
     _metric("constraint_survival"),
     _metric("probe_presence"),
-    _metric("decay_survival_1"),
-    _metric("final_survival"),
     _metric("primary_input_tokens"),
+    _metric("total_input_tokens"),
     (
         "cache break / cached input share",
         "Prompt-cache model of the cost section: each step's context starts with the "
@@ -157,7 +157,8 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     (
         "Pareto front",
         "The configurations (summarizer, max_tokens, keep_recent_tokens) that no other configuration beats "
-        "on both mean primary input tokens and mean lost-but-needed anchors.",
+        f"on both {label(RECOMMEND_COST).lower()} (summed over conversations) and {label(RECOMMEND_LOSS).lower()} "
+        "(mean per conversation).",
     ),
     (
         "recommended setting",
