@@ -108,6 +108,20 @@ def test_thrash_of_both_kinds():
     assert [e.setting for e in alert.evidence] == [("mask", 4000, 1000), ("truncate", 4000, 1000)]
 
 
+def test_thrash_names_a_last_setting_rather_than_one_more_and_says_most_only_when_they_have_more():
+    def table_of(totals: list[int]) -> pd.DataFrame:
+        rows = _results(tail_over_budget=[0, 0, 0, 0]).iloc[:1]
+        frames = [rows.assign(max_tokens=4000 + i, tail_over_budget=total) for i, total in enumerate(totals)]
+        return pd.concat(frames, ignore_index=True)
+
+    [even] = study_alerts(table_of([1, 1, 1, 1]), None)  # four settings, one each: all named, none "most"
+    assert "most at" not in even.detail and "more setting" not in even.detail and even.detail.count("(1)") == 4
+    [uneven] = study_alerts(table_of([3, 1, 1, 1, 1]), None)
+    assert "most at" not in uneven.detail and "; and 2 more setting(s)" in uneven.detail  # (1) named, (1) left out
+    [ranked] = study_alerts(table_of([3, 3, 2, 1, 1]), None)
+    assert "most at" in ranked.detail and "; and 2 more setting(s)" in ranked.detail
+
+
 def test_superseded_values_above_the_tolerance():
     table = _results(superseded_rate=[0.0, 0.0, 0.5, 0.3])
     alerts = study_alerts(table, recommend(table))

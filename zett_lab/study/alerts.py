@@ -231,9 +231,12 @@ def _thrash(results: pd.DataFrame, recommendation: Recommendation | None) -> lis
         )
     if tail:
         what.append(f"{count(tail)} compaction(s) left the system prompt and the kept tail at or above max_tokens")
-    named = "; ".join(f"{_setting_words(*key)} ({count(row['_total'])})" for key, row in per.head(NAMED).iterrows())
-    more = len(per) - NAMED
-    where = f"most at {named}; {count(more)} more setting(s)" if more > 0 else f"at {named}"
+    shown = len(per) if len(per) <= NAMED + 1 else NAMED  # naming one more beats "1 more setting(s)"
+    named = "; ".join(f"{_setting_words(*key)} ({count(row['_total'])})" for key, row in per.head(shown).iterrows())
+    more = len(per) - shown
+    # "most at" only when the settings named have more than the rest
+    lead = "most at" if more > 0 and per["_total"].iloc[shown - 1] > per["_total"].iloc[shown] else "at"
+    where = f"{lead} {named}; and {count(more)} more setting(s)" if more > 0 else f"at {named}"
     chosen = (
         (recommendation.summarizer, recommendation.max_tokens, recommendation.keep_recent_tokens)
         if recommendation is not None
