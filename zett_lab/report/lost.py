@@ -229,7 +229,8 @@ def _item(
     traces: Mapping[tuple[str, str, int, int], Trace],
     summaries: Mapping[_SummaryKey, str | None],
 ) -> dict[str, Any]:
-    """One listed anchor: where it was, where it was needed again, and every summary that lost it."""
+    """One listed anchor: where it was, every summary that lost it with where it was needed again after that
+    compaction, and the soonest of those uses."""
     first = part.iloc[0]
     conversation: Conversation | None = None
     lost_by = []
@@ -248,6 +249,7 @@ def _item(
                 "span_start": plain(row.get("span_start"), DIGITS),
                 "span_end": plain(row.get("span_end"), DIGITS),
                 "refetched": bool(row["refetched"]) if row["refetched"] is not None else False,
+                "next_use_index": plain(row["next_use_index"], DIGITS),
                 "summary_text": (summary or "")[:SUMMARY_CHARS],
                 "summary_truncated": bool(summary and len(summary) > SUMMARY_CHARS),
             }
@@ -260,6 +262,9 @@ def _item(
             return ""
 
     value = str(first["value"])
+    # needed again: the soonest use after a compaction that lost it (each entry keeps its own: a use inside a
+    # later compaction's span was not a use after that compaction); a lost-but-needed anchor always has one
+    soonest = min(lost_by, key=lambda entry: int(entry["next_use_index"]))
     return {
         "conversation_id": str(first["conversation_id"]),
         "type": str(first["type"]),
@@ -268,8 +273,9 @@ def _item(
         "keep_recent_tokens": plain(first["keep_recent_tokens"], DIGITS),
         "message_index": plain(first["message_index"], DIGITS),
         "source_excerpt": excerpt(text_at(first["message_index"]), value),
-        "next_use_index": plain(first["next_use_index"], DIGITS),
-        "next_use_excerpt": excerpt(text_at(first["next_use_index"]), value),
+        "next_use_index": soonest["next_use_index"],
+        "next_use_after": {"summarizer": soonest["summarizer"], "compaction_id": soonest["compaction_id"]},
+        "next_use_excerpt": excerpt(text_at(soonest["next_use_index"]), value),
         "refetched": any(entry["refetched"] for entry in lost_by),
         "lost_by": lost_by,
     }

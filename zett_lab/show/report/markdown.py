@@ -193,7 +193,7 @@ def _lost(items: Sequence[Mapping[str, Any]]) -> list[str]:
                     f"message {i['next_use_index']}",
                     "; ".join(
                         f"{e['summarizer']} (#{e['compaction_id']} step {e['step']}, "
-                        f"messages {e['span_start']}–{e['span_end']})"
+                        f"messages {e['span_start']}–{e['span_end']}, needed again at message {e['next_use_index']})"
                         for e in i["lost_by"]
                     ),
                 )
