@@ -8,6 +8,7 @@ import pandas as pd
 from zett_agent.messages import AssistantMessage, UserMessage
 
 from zett_lab import Conversation
+from zett_lab.formatting import numbered
 from zett_lab.report.lost import lost_but_needed_items
 
 ANCHOR = "src/orderflow/cache"
@@ -72,3 +73,27 @@ def test_needed_again_is_the_first_use_after_the_compaction_that_lost_it() -> No
     assert item["next_use_index"] == 12
     assert item["next_use_after"] == {"summarizer": "extractive", "compaction_id": 1}
     assert item["next_use_excerpt"].startswith("message 12:")
+
+
+def test_an_anchor_lost_at_every_compaction_is_one_item_naming_every_compaction() -> None:
+    """The metric counts a loss at each compaction (truncate drops the same path at #0-#3: four losses); the list
+    shows the anchor once, with all four compactions, and ranks by how many summarizers lost it, not how often."""
+    conversation = Conversation(
+        id="c",
+        messages=[
+            UserMessage(content=f"message {i}: {ANCHOR}") if i in (1, 45) else AssistantMessage(content=f"m{i}")
+            for i in range(50)
+        ],
+    )
+    often, often_losses = replay_losing("truncate", conversation, [(c, 10 * c + 5, 45) for c in range(4)])
+    [item] = lost_but_needed_items([often], None, ["truncate"], lambda _: often_losses, 10)
+    [entry] = item["lost_by"]
+    assert entry["compaction_ids"] == [0, 1, 2, 3] and entry["compaction_id"] == 0 and entry["span_end"] == 5
+    assert entry["summary_text"] == "summary #0"
+    assert item["losses"] == 4 == int(often_losses.lost_but_needed()["compaction_id"].size)
+
+
+def test_compaction_runs_are_written_as_ranges() -> None:
+    assert numbered([0, 1, 2, 3, 4, 5, 6, 7]) == "#0–#7"
+    assert numbered([6, 1, 3, 4, 5]) == "#1, #3–#6"
+    assert numbered([2]) == "#2"
