@@ -61,7 +61,7 @@ def test_the_metric_table_is_the_catalogue(extension):
 
     table = extension.metrics_table()
     assert table.count("\n| `") == len(METRICS)
-    assert "| `lost_but_needed` | Lost but needed | lower |" in table
+    assert "| `lost_but_needed` | Needed-anchor losses | lower |" in table
 
 
 def test_names_imported_for_type_checkers_are_qualified(extension):

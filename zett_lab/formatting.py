@@ -67,6 +67,18 @@ def usd(value: object) -> str:
     return f"${x:,.4f}" if abs(x) < 10 else f"${x:,.2f}"
 
 
+def numbered(ids: Sequence[object]) -> str:
+    """Numbers such as compaction ids, runs joined: ``[0, 1, 2, 5]`` -> ``#0–#2, #5``."""
+    values = sorted({round(x) for x in map(_float, ids) if x is not None})
+    runs: list[list[int]] = []
+    for x in values:
+        if runs and x == runs[-1][-1] + 1:
+            runs[-1].append(x)
+        else:
+            runs.append([x])
+    return ", ".join(f"#{run[0]}" if len(run) == 1 else f"#{run[0]}–#{run[-1]}" for run in runs)
+
+
 def compact(value: object) -> str:
     """A token count where space is short (plot ticks, heatmap cells): ``950``, ``12.5k``, ``1.3M``, ``13k``.
 

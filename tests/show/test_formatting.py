@@ -104,7 +104,7 @@ def test_result_reprs_write_numbers_readably():
     recommendation = recommend(grid, objectives=["total_input_tokens", "lost_but_needed"])
     assert "max_tokens=13,000" in repr(recommendation) and "total_input_tokens=9,308,850" in repr(recommendation)
     shown = recommendation._repr_html_()
-    assert "9,308,850" in shown and "Total input tokens" in shown and "Lost but needed" in shown
+    assert "9,308,850" in shown and "Total input tokens" in shown and "Needed-anchor losses" in shown
     summary = pd.DataFrame(
         {
             "summarizer": ["a"],

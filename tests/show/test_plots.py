@@ -348,6 +348,44 @@ def test_pareto_front_matches_the_sweep(sweep_table):
     assert {"o", "s"} <= {line.get_marker() for line in ax.lines}  # one shape per summarizer
 
 
+def test_pareto_and_heatmap_mean_the_same_value_when_some_conversations_never_compact():
+    """Needed-anchor recall is undefined where nothing was compacted: the heatmap, pareto_front and the Pareto plot
+    average it over the conversations that have one (never counting the others as perfect recall), and the plot
+    says how many had one."""
+    from matplotlib.collections import QuadMesh
+
+    from zett_lab.study import pareto_front
+
+    recall = {("a", 8000): 0.5, ("b", 8000): 1.0, ("c", 8000): None, ("a", 16000): None, ("b", 16000): 0.25}
+    table = pd.DataFrame(
+        [
+            {
+                "conversation_id": conversation,
+                "summarizer": "anchors:0.1",
+                "max_tokens": max_tokens,
+                "keep_recent_tokens": 2000,
+                "total_input_tokens": 1000,
+                "needed_anchor_recall": value,
+                "error": None,
+            }
+            for conversation in "abc"
+            for max_tokens in (8000, 16000)
+            for value in [recall.get((conversation, max_tokens), float("nan"))]
+        ]
+    )
+    mesh = next(c for c in plots.heatmap(table, "needed_anchor_recall").axes[0].collections if isinstance(c, QuadMesh))
+    heat = dict(zip((8000, 16000), np.ravel(mesh.get_array()), strict=True))
+    front = pareto_front(table, loss="needed_anchor_recall", by=("summarizer", "max_tokens", "keep_recent_tokens"))
+    assert heat[8000] == pytest.approx(0.75) and heat[16000] == pytest.approx(0.25)
+    [point] = front.to_dict("records")  # same cost: 16k (0.25) is beaten by 8k (0.75)
+    assert point["max_tokens"] == 8000 and point["needed_anchor_recall"] == pytest.approx(heat[8000])
+    assert (point["conversations"], point["conversations_with_loss"]) == (3, 2)
+    ax = plots.pareto(table, loss="needed_anchor_recall").axes[0]
+    drawn = {line.get_label(): line.get_ydata() for line in ax.lines}
+    assert sorted(drawn["anchors:0.1"]) == pytest.approx([0.25, 0.75])
+    assert "Needed-anchor recall: mean over the 3 of 6 conversation runs where it is defined" in ax.get_title("left")
+
+
 def test_pareto_lower_is_better_metric(sweep_table):
     table = sweep_table.assign(lost_but_needed=sweep_table["compactions_applied"])
     ax = plots.pareto(table, loss="lost_but_needed").axes[0]

@@ -312,7 +312,7 @@ def test_recommendation_is_on_the_grid(report: Report) -> None:
     rec = report.recommendation
     assert rec["summarizer"] in SUMMARIZERS
     assert rec["max_tokens"] in GRID["max_tokens"] and rec["keep_recent_tokens"] in GRID["keep_recent_tokens"]
-    assert "ranked by steps over budget, then lost but needed, then total input tokens" in rec["rule"]
+    assert "ranked by steps over budget, then needed-anchor losses, then total input tokens" in rec["rule"]
     assert rec["verdict"].startswith(f"Recommended: {rec['summarizer']} at max_tokens={rec['max_tokens']:,}")
 
 

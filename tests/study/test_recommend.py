@@ -168,7 +168,7 @@ def test_held_out_figures_come_from_conversations_not_used_to_choose():
     chosen = {conversation: held.chosen[fold][0] for conversation, fold in held.assignment.items()}
     assert chosen == {"c0": "c", "c1": "a"}, "without c0 the rule sees only c1, where c is perfect"
     assert held.agreement == 1
-    assert "10 lost but needed" in choice.verdict and "against 5, 100 in sample" in choice.verdict
+    assert "10 needed-anchor losses" in choice.verdict and "against 5, 100 in sample" in choice.verdict
 
 
 def test_k_fold_chooses_each_fold_on_the_other_conversations():
@@ -252,7 +252,7 @@ def test_the_verdict_states_the_tables_numbers():
     assert verdict.startswith("Recommended: chosen at max_tokens=4,000, keep_recent_tokens=500.")
     figures = ", ".join(f"{number(top[o])} {label(o).lower()}" for o in DEFAULT_OBJECTIVES)
     assert f"it comes first with {figures} per conversation" in verdict
-    assert figures == "0.333 steps over budget, 6 lost but needed, 1,250,000 total input tokens"
+    assert figures == "0.333 steps over budget, 6 needed-anchor losses, 1,250,000 total input tokens"
     assert [(a.setting.summarizer, a.why) for a in choice.alternatives] == [
         ("next", "next in the ranking"),
         ("over", "fewest total input tokens of the settings not ruled out"),
@@ -261,8 +261,10 @@ def test_the_verdict_states_the_tables_numbers():
         row = ranking.loc[alternative.setting.summarizer]
         changes = ", ".join(_change(row[o], top[o], label(o).lower()) for o in DEFAULT_OBJECTIVES)
         assert f"{alternative.setting.setting_text()} ({alternative.why}): {changes}" in verdict
-    assert "(next in the ranking): same steps over budget, +50% lost but needed, −16% total input tokens" in verdict
-    assert "(fewest total input tokens of the settings not ruled out): 90× steps over budget, 3.3× lost" in verdict
+    assert (
+        "(next in the ranking): same steps over budget, +50% needed-anchor losses, −16% total input tokens" in verdict
+    )
+    assert "(fewest total input tokens of the settings not ruled out): 90× steps over budget, 3.3× needed" in verdict
     held = choice.held_out
     shown = ", ".join(f"{number(held.figures[o])} {label(o).lower()}" for o in DEFAULT_OBJECTIVES)
     in_sample = ", ".join(number(held.in_sample[o]) for o in DEFAULT_OBJECTIVES)

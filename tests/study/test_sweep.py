@@ -702,18 +702,18 @@ def _table():
 
 
 def test_pareto_front():
-    front = pareto_front(_table())
+    front = pareto_front(_table())  # b 5000 compacted nowhere: its recall is undefined, it is no point
     assert list(zip(front["summarizer"], front["max_tokens"], strict=True)) == [
         ("a", 1000),
         ("b", 1000),
         ("a", 3000),
         ("a", 4000),
-        ("b", 5000),
     ]
-    assert list(front["total_input_tokens"]) == [200, 300, 600, 800, 1000]  # summed over both conversations
-    dropped = pareto_front(_table(), nan="drop")
-    assert ("b", 5000) not in set(zip(dropped["summarizer"], dropped["max_tokens"], strict=True))
-    lower = pareto_front(_table(), loss="constraint_survival", maximize=False)  # NaN counts as best: 0 here
+    assert list(front["total_input_tokens"]) == [200, 300, 600, 800]  # summed over both conversations
+    assert list(front["conversations_with_loss"]) == [2, 2, 2, 2]
+    best = pareto_front(_table(), nan="best")  # asked for: undefined counts as perfect recall
+    assert ("b", 5000) in set(zip(best["summarizer"], best["max_tokens"], strict=True))
+    lower = pareto_front(_table(), loss="constraint_survival", maximize=False, nan="best")  # best: 0 here
     assert list(zip(lower["summarizer"], lower["max_tokens"], lower["constraint_survival"], strict=True)) == [
         ("a", 1000, 1.0),
         ("a", 3000, 0.5),

@@ -32,7 +32,7 @@ def recommend_report_setting(
     """The recommended setting of a report, as plain data (:meth:`~zett_lab.study.recommendation.Recommendation.record`).
 
     :func:`~zett_lab.study.recommendation.recommend` with the report's constraints and objectives (default: stay
-    within budget, then fewest lost-but-needed items, then fewest tokens). A setting with a failed replay or a
+    within budget, then fewest needed-anchor losses, then fewest tokens). A setting with a failed replay or a
     failed summary in ``results`` (:func:`~zett_lab.study.choose.measured_cells`) is never chosen. None when
     nothing can be recommended.
     """

@@ -180,7 +180,7 @@ def build_report_data(
         constraints: Constraints a recommended setting must meet, before the default ones
             (:func:`~zett_lab.study.recommendation.recommend`); one no setting meets rules nothing out.
         objectives: What the recommendation ranks by, most important first (default: steps over budget,
-            then lost-but-needed items, then total input tokens).
+            then needed-anchor losses, then total input tokens).
         explore: Conversation for the interactive explorer (default: the one with the most
             applied compactions).
         primary_model: Price-table model for the money columns.

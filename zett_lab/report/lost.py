@@ -1,7 +1,8 @@
 """The "lost but needed later" list of a report: ranked anchors with the span and summary that lost them.
 
 One item per (conversation, anchor) at the recommended setting, listing every summarizer that
-lost it there, each with the first applied compaction that lost it (step, span, summary text).
+lost it there, each with every applied compaction that lost it (the needed-anchor losses metric counts
+each) and the first of them in full (step, span, summary text, where it was needed again after it).
 Ranked: re-fetched by a later tool call first, then lost by more summarizers, then by type
 (constraints, errors, commands, paths, URLs, SHAs, decisions, identifiers, numbers), then by how
 soon the conversation needed it again; conversations take turns, so one long conversation
@@ -98,13 +99,13 @@ def _replay_of(row: Mapping[Any, Any]) -> tuple[str, str, int, int]:
 def _summaries(
     parts: Sequence[pd.DataFrame], traces: Mapping[tuple[str, str, int, int], Trace]
 ) -> dict[_SummaryKey, str | None]:
-    """The summary of every compaction the listed items were lost in, each replay's table read once (a sweep
+    """The summary of the first compaction each summarizer lost a listed item in, each replay's table read once (a sweep
     keeps few replays' tables in memory: asked row by row, the same tables were read again and again)."""
     wanted: dict[tuple[str, str, int, int], set[int]] = {}
     for part in parts:
-        for row in part[["conversation_id", "summarizer", "max_tokens", "keep_recent_tokens", "compaction_id"]].to_dict(
-            "records"
-        ):
+        for row in _first_per_summarizer(part)[
+            ["conversation_id", "summarizer", "max_tokens", "keep_recent_tokens", "compaction_id"]
+        ].to_dict("records"):
             wanted.setdefault(_replay_of(row), set()).add(int(row["compaction_id"]))
     out: dict[_SummaryKey, str | None] = {}
     for replay, ids in wanted.items():
@@ -153,7 +154,7 @@ def dropped_constraint_items(
 
 
 def _lost_rows(entries: Sequence[tuple[str, Trace]], measured: Callable[[Trace], Losses]) -> pd.DataFrame | None:
-    """Every lost-but-needed anchor of the entries, once per (summarizer, conversation, anchor), with its compaction."""
+    """Every lost-but-needed anchor of the entries, once per compaction that lost it, with that compaction."""
     frames = []
     for label, trace in entries:
         losses = measured(trace)
@@ -168,11 +169,9 @@ def _lost_rows(entries: Sequence[tuple[str, Trace]], measured: Callable[[Trace],
         frames.append(lost)
     if not frames:
         return None
-    lost = pd.concat(frames, ignore_index=True)
-    lost = lost.sort_values(
+    return pd.concat(frames, ignore_index=True).sort_values(
         ["conversation_id", "type", "normalized", "summarizer", "step", "compaction_id"], kind="mergesort"
     )
-    return lost.drop_duplicates(subset=["summarizer", "conversation_id", "type", "normalized"], keep="first")
 
 
 def _ranked(lost: pd.DataFrame, summarizers: Sequence[str], limit: int) -> list[pd.DataFrame]:
@@ -190,7 +189,7 @@ def _ranked(lost: pd.DataFrame, summarizers: Sequence[str], limit: int) -> list[
         - pd.to_numeric(lost["n_recorded"], errors="coerce"),
     )
     groups = rows.groupby(keys, sort=True).agg(
-        refetched=("_refetched", "any"), count=("_refetched", "size"), distance=("_distance", "min")
+        refetched=("_refetched", "any"), count=("summarizer", "nunique"), distance=("_distance", "min")
     )
     groups = groups.reset_index().assign(
         _not_refetched=lambda g: ~g["refetched"],
@@ -224,16 +223,24 @@ def _ranked(lost: pd.DataFrame, summarizers: Sequence[str], limit: int) -> list[
     return items
 
 
+def _first_per_summarizer(part: pd.DataFrame) -> pd.DataFrame:
+    """The first row (in step order, as :func:`_ranked` sorts them) of each summarizer in one item's rows."""
+    return part.drop_duplicates(subset=["summarizer"], keep="first")
+
+
 def _item(
     part: pd.DataFrame,
     traces: Mapping[tuple[str, str, int, int], Trace],
     summaries: Mapping[_SummaryKey, str | None],
 ) -> dict[str, Any]:
-    """One listed anchor: where it was, where it was needed again, and every summary that lost it."""
+    """One listed anchor: where it was, each summarizer that lost it (every compaction that did; the first with
+    its summary and where the anchor was needed again after it), the soonest of those uses, and how many
+    compactions lost it in all (``losses``)."""
     first = part.iloc[0]
     conversation: Conversation | None = None
     lost_by = []
-    for row in part.to_dict("records"):
+    losses = part.groupby("summarizer", sort=False)["compaction_id"].agg(list)
+    for row in _first_per_summarizer(part).to_dict("records"):
         replay = _replay_of(row)
         trace = traces.get(replay)
         summary = None
@@ -244,10 +251,12 @@ def _item(
             {
                 "summarizer": row["summarizer"],
                 "compaction_id": plain(row["compaction_id"], DIGITS),
+                "compaction_ids": [plain(cid, DIGITS) for cid in losses[row["summarizer"]]],
                 "step": plain(row.get("step"), DIGITS),
                 "span_start": plain(row.get("span_start"), DIGITS),
                 "span_end": plain(row.get("span_end"), DIGITS),
                 "refetched": bool(row["refetched"]) if row["refetched"] is not None else False,
+                "next_use_index": plain(row["next_use_index"], DIGITS),
                 "summary_text": (summary or "")[:SUMMARY_CHARS],
                 "summary_truncated": bool(summary and len(summary) > SUMMARY_CHARS),
             }
@@ -260,6 +269,9 @@ def _item(
             return ""
 
     value = str(first["value"])
+    # needed again: the soonest use after a compaction that lost it (each entry keeps its own: a use inside a
+    # later compaction's span was not a use after that compaction); a lost-but-needed anchor always has one
+    soonest = min(lost_by, key=lambda entry: int(entry["next_use_index"]))
     return {
         "conversation_id": str(first["conversation_id"]),
         "type": str(first["type"]),
@@ -268,8 +280,10 @@ def _item(
         "keep_recent_tokens": plain(first["keep_recent_tokens"], DIGITS),
         "message_index": plain(first["message_index"], DIGITS),
         "source_excerpt": excerpt(text_at(first["message_index"]), value),
-        "next_use_index": plain(first["next_use_index"], DIGITS),
-        "next_use_excerpt": excerpt(text_at(first["next_use_index"]), value),
-        "refetched": any(entry["refetched"] for entry in lost_by),
+        "next_use_index": soonest["next_use_index"],
+        "next_use_after": {"summarizer": soonest["summarizer"], "compaction_id": soonest["compaction_id"]},
+        "next_use_excerpt": excerpt(text_at(soonest["next_use_index"]), value),
+        "refetched": bool(part["refetched"].fillna(False).astype(bool).any()),
+        "losses": len(part),
         "lost_by": lost_by,
     }

@@ -2,6 +2,7 @@
 
 - :func:`measured_cells`: a cell with a failed replay or a failed summary is no measurement; its
   setting is never on a front and never recommended.
+- :func:`setting_points`: per setting, a cost and a loss pooled over conversations (the Pareto front and its plot).
 - :func:`pareto_front`: the settings no other setting beats on both a cost and a loss.
 - :func:`parse_constraints`: ``"needed_anchor_recall >= 0.9 and steps_over_budget <= 0"`` as
   :class:`Constraint` tuples (parsed, never evaluated).
@@ -75,6 +76,26 @@ def per_setting(table: pd.DataFrame, by: Sequence[str] = SETTING_COLUMNS) -> pd.
     return table.loc[keep]
 
 
+def setting_points(table: pd.DataFrame, cost: str, loss: str, keys: Sequence[str]) -> pd.DataFrame:
+    """One row per setting (``keys``): ``cost`` and ``loss`` pooled over its rows as their catalogue entries say
+    (``across``; a column outside it: cost summed, loss averaged), ``conversations``, and
+    ``conversations_with_loss``: the rows whose loss is defined. A mean leaves an undefined loss (nothing was
+    compacted) out, as every table and heatmap of a sweep does, so a metric means the same everywhere."""
+    values = table.assign(**{loss: pd.to_numeric(table[loss], errors="coerce")})
+    return (
+        values.groupby(list(keys), dropna=False, sort=False)
+        .agg(
+            **{
+                cost: (cost, across_conversations(cost, "sum")),
+                loss: (loss, across_conversations(loss, "mean")),
+                "conversations": ("conversation_id", "nunique"),
+                "conversations_with_loss": (loss, "count"),
+            }
+        )
+        .reset_index()
+    )
+
+
 def pareto_front(
     results: Sweep | pd.DataFrame,
     cost: str = "total_input_tokens",
@@ -82,7 +103,7 @@ def pareto_front(
     *,
     maximize: bool | None = None,
     by: Sequence[str] | None = SETTING_COLUMNS,
-    nan: str = "best",
+    nan: str = "skip",
 ) -> pd.DataFrame:
     """The settings no other setting beats on both cost and loss.
 
@@ -91,16 +112,17 @@ def pareto_front(
         cost: lower is better (``total_input_tokens``, ``total_cost_usd``, ...).
         loss: the quality metric; its direction is its catalogue entry's (a column outside the catalogue
             needs ``maximize=``).
-        by: the columns that make a setting: per setting, cost and loss pool over conversations as
-            their catalogue entries say (``across``; a column outside it: cost summed, loss averaged);
-            None keeps one point per row. Settings with a failed cell
+        by: the columns that make a setting: per setting, cost and loss pool over conversations
+            (:func:`setting_points`); None keeps one point per row. Settings with a failed cell
             or a failed summary (:func:`measured_cells`) are left out.
         nan: a missing loss value means nothing was compacted or nothing had to be kept:
-            ``"best"`` counts it as the best value (1 for ratios to maximize, 0 otherwise),
-            ``"drop"`` leaves the row out.
+            ``"skip"`` leaves it out of the setting's mean (as the heatmaps and the report's tables do; a
+            setting where no conversation has one is no point), ``"best"`` counts it as the best value (1 for
+            ratios to maximize, 0 otherwise), ``"drop"`` leaves the row out (its cost too).
 
     Returns:
-        The front, cheapest first: the ``by`` columns, ``cost``, ``loss`` and ``conversations``.
+        The front, cheapest first: the ``by`` columns, ``cost``, ``loss``, ``conversations`` and
+        ``conversations_with_loss`` (those whose loss went into the mean).
     """
     table = results_table(results)
     need_columns(table, cost, loss)
@@ -108,20 +130,9 @@ def pareto_front(
     table = fill_nan(table, [loss], nan, {loss: higher})
     if by is not None:
         table = per_setting(table, by)
-        keys = [c for c in by if c in table.columns]
-        points = (
-            table.groupby(keys, dropna=False, sort=False)
-            .agg(
-                **{
-                    cost: (cost, across_conversations(cost, "sum")),
-                    loss: (loss, across_conversations(loss, "mean")),
-                    "conversations": ("conversation_id", "nunique"),
-                }
-            )
-            .reset_index()
-        )
+        points = setting_points(table, cost, loss, [c for c in by if c in table.columns])
     else:
-        points = table[measured_cells(table)].assign(conversations=1)
+        points = table[measured_cells(table)].assign(conversations=1, conversations_with_loss=1)
     points = points.dropna(subset=[cost, loss])
     if not len(points):
         return points.reset_index(drop=True)
@@ -138,10 +149,11 @@ def pareto_front(
 
 
 def fill_nan(table: pd.DataFrame, columns: Sequence[str], nan: str, higher: Mapping[str, bool]) -> pd.DataFrame:
-    """``columns`` as numbers, a measured cell's missing value of a metric (in ``higher``: its direction) counted as
-    its best value (``nan="best"``: 1 for a ratio to maximize, else 0) or its row dropped (``"drop"``)."""
-    if nan not in ("best", "drop"):
-        raise SettingError(f"nan must be 'best' or 'drop', got {nan!r}")
+    """``columns`` as numbers, a measured cell's missing value of a metric (in ``higher``: its direction) left
+    missing (``nan="skip"``), counted as its best value (``"best"``: 1 for a ratio to maximize, else 0) or its row
+    dropped (``"drop"``)."""
+    if nan not in ("skip", "best", "drop"):
+        raise SettingError(f"nan must be 'skip', 'best' or 'drop', got {nan!r}")
     out = table.copy()
     ok = measured_cells(out)
     for column in columns:

@@ -1,4 +1,5 @@
-"""Lost but needed: anchors needed later (docs/needed-later.md) that the summary dropped."""
+"""Needed-anchor losses: anchors needed later (docs/needed-later.md) that the summary dropped, counted at each
+compaction (an anchor every later summary drops again counts once per compaction)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,12 @@ from ..catalogue import SUM, compaction_metric
 
 
 @compaction_metric(
-    label="Lost but needed",
+    label="Needed-anchor losses",
     direction="lower",
     anchor_based=True,
-    definition="Anchors needed later (see needed-anchor recall) that the summary dropped: |N_k \\ Σ_k| (summed per "
-    "conversation).",
+    definition="Anchors needed later (see needed-anchor recall) that a summary dropped, counted at each compaction: "
+    "Σ_k |N_k \\ Σ_k| over a conversation's applied compactions, so an anchor that each later summary drops again "
+    "counts once per compaction (the list of what was lost but needed later shows each anchor once).",
     compaction_meaning="|N_k \\ Σ_k|: anchors needed later that the summary dropped (listed in losses.anchors)",
     over_compactions=SUM,
     type="count",

@@ -13,9 +13,10 @@ from matplotlib.figure import Figure
 from matplotlib.transforms import Bbox
 
 from ...errors import SettingError
-from ...formatting import compact
-from ...measure.catalogue import across_conversations, higher_is_better, label
+from ...formatting import compact, count
+from ...measure.catalogue import higher_is_better, label
 from ...records import is_missing
+from ...study.choose import pareto_front, setting_points
 from .base import SERIES_COLORS, SERIES_MARKERS, drawing_style, figure_and_axes, numeric_columns, token_axis
 
 if TYPE_CHECKING:
@@ -38,16 +39,16 @@ def pareto(
 ) -> Figure:
     """Cost against loss for every setting, with the Pareto front.
 
-    Aggregation matches :func:`zett_lab.study.pareto_front`: per setting (``by``), cost is
-    summed and the loss metric averaged over conversations; the loss metric's direction is
-    guessed from its name (``recall``, ``retention``, ``survival``... are higher-is-better)
-    unless ``maximize=`` is given. The front is :func:`zett_lab.study.pareto_front`'s (or
+    Aggregation is :func:`zett_lab.study.pareto_front`'s (:func:`~zett_lab.study.choose.setting_points`): per
+    setting (``by``), cost summed and the loss metric averaged over conversations; the loss metric's direction
+    is its catalogue entry's unless ``maximize=`` is given. The front is :func:`zett_lab.study.pareto_front`'s (or
     ``front=``), drawn as a dashed staircase through outlined points labelled
     with the summarizer (and engine) and ``max_tokens/keep_recent_tokens``. One marker shape (and colour)
     per ``group`` value (``"auto"``: per engine when the sweep compares engines, else per summarizer).
     Axes are labelled from the metric catalogue. ``highlight`` marks one setting with a star (e.g. the
     recommended one: ``{"summarizer": "anchors", "max_tokens": 13_000, "keep_recent_tokens": 1_600}``).
-    Missing loss values (nothing compacted) count as the best value, as in the sweep.
+    A conversation where the loss is undefined (nothing compacted) is left out of its setting's mean, as in the
+    heatmaps and tables; the title says how many runs had a value when fewer than all did.
     """
     data = sweep_results if isinstance(sweep_results, pd.DataFrame) else getattr(sweep_results, "results", None)
     if not isinstance(data, pd.DataFrame):
@@ -56,22 +57,18 @@ def pareto(
         if column not in data.columns:
             raise SettingError(f"pareto: no {role} column {column!r}; numeric columns: {numeric_columns(data)}")
     higher = bool(maximize) if maximize is not None else higher_is_better(loss)
-    points, keys = _setting_points(data, cost, loss, higher, by)
+    points, keys = _setting_points(data, cost, loss, by)
+    drawn = points.dropna(subset=[cost, loss])
     if front is None:
-        try:
-            from ...study import pareto_front
-
-            front = pareto_front(data, cost=cost, loss=loss, maximize=higher, by=tuple(keys) if keys else None)
-        except ImportError:
-            front = pareto_points(points, cost, loss, maximize=higher)
+        front = pareto_front(data, cost=cost, loss=loss, maximize=higher, by=tuple(keys) if keys else None)
     with drawing_style():
         fig, ax = figure_and_axes(ax, (6.6, 4.4))
-        _setting_marks(ax, points, cost, loss, group)
+        _setting_marks(ax, drawn, cost, loss, group)
         named: list[tuple[str, float, float]] = []
-        if front is not None and len(front):
-            named = _front_staircase(ax, front, points, cost, loss, higher, label_front)
+        if len(front):
+            named = _front_staircase(ax, front, drawn, cost, loss, higher, label_front)
         if highlight:
-            _mark_setting(ax, points, cost, loss, highlight)
+            _mark_setting(ax, drawn, cost, loss, highlight)
         ax.set_xlabel(f"{label(cost)}" + (", summed over conversations" if keys else "") + " (lower is better)")
         ax.set_ylabel(
             f"{label(loss)}"
@@ -84,8 +81,8 @@ def pareto(
             ax.legend(loc="lower right" if higher else "upper right", frameon=True, framealpha=0.92)
         ax.set_title(
             title
-            or f"{label(cost)} against {label(loss).lower()}: {len(points)} settings, "
-            f"{0 if front is None else len(front)} on the front",
+            or f"{label(cost)} against {label(loss).lower()}: {len(drawn)} settings, {len(front)} on the front"
+            + _undefined_note(points, loss, keys),
             loc="left",
         )
         _label_points(ax, named)
@@ -123,24 +120,31 @@ def _mark_setting(ax: Axes, points: pd.DataFrame, cost: str, loss: str, setting:
 
 
 def _setting_points(
-    data: pd.DataFrame, cost: str, loss: str, higher: bool, by: Sequence[str] | None
+    data: pd.DataFrame, cost: str, loss: str, by: Sequence[str] | None
 ) -> tuple[pd.DataFrame, list[str]]:
-    """One point per setting (cost summed, loss averaged; failed rows left out, missing loss the best value),
-    and the setting columns found."""
+    """One point per setting (:func:`~zett_lab.study.choose.setting_points`, failed rows left out; a setting whose
+    loss no conversation defines is no point), and the setting columns found."""
     table = data.copy()
     if "error" in table.columns:
         table = table[table["error"].isna()]
-    table[loss] = pd.to_numeric(table[loss], errors="coerce").fillna(1.0 if higher else 0.0)
+    table[loss] = pd.to_numeric(table[loss], errors="coerce")
     table[cost] = pd.to_numeric(table[cost], errors="coerce")
     keys = [c for c in (by or ()) if c in table.columns]
     points = (
-        table.groupby(keys, dropna=False, sort=True)
-        .agg(**{cost: (cost, across_conversations(cost, "sum")), loss: (loss, across_conversations(loss, "mean"))})
-        .reset_index()
+        setting_points(table, cost, loss, keys).sort_values(keys, kind="stable")
         if keys
-        else table
+        else table.assign(conversations=1, conversations_with_loss=table[loss].notna().astype(int))
     )
-    return points.dropna(subset=[cost, loss]), keys
+    return points, keys
+
+
+def _undefined_note(points: pd.DataFrame, loss: str, keys: Sequence[str]) -> str:
+    """A second title line when some runs leave the loss undefined: how many had a value (the means are theirs)."""
+    runs, defined = int(points["conversations"].sum()), int(points["conversations_with_loss"].sum())
+    if defined == runs:
+        return ""
+    unit = "conversation runs" if keys else "rows"
+    return f"\n{label(loss)}: mean over the {count(defined)} of {count(runs)} {unit} where it is defined"
 
 
 def _setting_marks(ax: Axes, points: pd.DataFrame, cost: str, loss: str, group: str | None) -> None:

@@ -10,7 +10,7 @@ import html
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ...formatting import count, decimal, number, percent, usd
+from ...formatting import count, decimal, number, numbered, percent, usd
 from ...measure.catalogue import label
 from ...report.data import ReportData
 from .content import ReportDocument, failure_headline
@@ -193,6 +193,11 @@ def _lost(items: Sequence[Mapping[str, Any]]) -> list[str]:
     out = ["## Lost but needed later", ""]
     if not items:
         return [*out, "Nothing that was needed later was lost."]
+    out += [
+        f"{count(len(items))} distinct item(s), lost {count(sum(i['losses'] for i in items))} times in all: once for "
+        f"each compaction that dropped one, as {label('lost_but_needed').lower()} counts them.",
+        "",
+    ]
     out.append(
         md_table(
             ["type", "value", "conversation", "needed again at", "lost by"],
@@ -203,8 +208,8 @@ def _lost(items: Sequence[Mapping[str, Any]]) -> list[str]:
                     i["conversation_id"],
                     f"message {i['next_use_index']}",
                     "; ".join(
-                        f"{e['summarizer']} (#{e['compaction_id']} step {e['step']}, "
-                        f"messages {e['span_start']}–{e['span_end']})"
+                        f"{e['summarizer']} ({_compactions(e)} at step {e['step']}, messages {e['span_start']}–"
+                        f"{e['span_end']}, needed again at message {e['next_use_index']})"
                         for e in i["lost_by"]
                     ),
                 )
@@ -213,6 +218,13 @@ def _lost(items: Sequence[Mapping[str, Any]]) -> list[str]:
         )
     )
     return out
+
+
+def _compactions(entry: Mapping[str, Any]) -> str:
+    """The compactions of a lost-by entry: ``#5`` alone, or ``compactions #5–#7; the first (#5)``."""
+    first = f"#{entry['compaction_id']}"
+    ids = entry["compaction_ids"]
+    return f"compaction {first}" if len(ids) == 1 else f"compactions {numbered(ids)}; the first ({first})"
 
 
 def _production(entries: Sequence[Mapping[str, Any]], skipped: Sequence[str]) -> list[str]:

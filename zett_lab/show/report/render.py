@@ -20,7 +20,7 @@ import jinja2
 import pandas as pd
 from markupsafe import Markup
 
-from ...formatting import count, decimal, number, percent, usd
+from ...formatting import count, decimal, number, numbered, percent, usd
 from ...measure.catalogue import INDEPENDENT_METRICS, label, label_with_direction
 from ...measure.columns import ANCHOR_ROWS
 from ...records import read_float, read_int
@@ -103,6 +103,7 @@ def _environment() -> jinja2.Environment:
     )
     env.filters.update(
         int_text=count,
+        numbered=numbered,
         number=number,
         ratio=decimal,
         pct=percent,
@@ -226,7 +227,7 @@ def _sweep_figures(data: ReportData, rec: Mapping[str, Any] | None, figures: Fig
         pareto = figures.add(
             partial(plots.pareto, results, cost=RECOMMEND_COST, loss=RECOMMEND_LOSS, highlight=setting),
             f"Every configuration: {label(RECOMMEND_COST).lower()} summed over conversations against "
-            f"{label(RECOMMEND_LOSS).lower()} anchors per conversation (mean); the dashed staircase is the Pareto "
+            f"{label(RECOMMEND_LOSS).lower()} per conversation (mean); the dashed staircase is the Pareto "
             "front, each of its points labelled summarizer max_tokens/keep_recent_tokens; the star is the "
             "recommended setting.",
         )
