@@ -158,12 +158,13 @@ def test_the_recommendation_shows_how_far_to_trust_each_of_its_figures(small_rep
     box = box[: box.index("</div>")]
     assert "how far to trust it" in box and 'href="#metric-trust"' in box
     rows = {row.split("</td>")[0]: row for row in box.split("<tr>")[2:]}
-    lost_row = next(row for head, row in rows.items() if "Lost but needed" in head)
+    lost_label, budget_label = metric("lost_but_needed").label, metric("steps_over_budget").label
+    lost_row = next(row for head, row in rows.items() if lost_label in head)
     assert str(escape(lost.figures())) in lost_row
-    budget_row = next(row for head, row in rows.items() if "Steps over budget" in head)
+    budget_row = next(row for head, row in rows.items() if budget_label in head)
     assert "<td>exact</td>" in budget_row
     markdown = small_report.to_markdown()
-    assert "| Lost but needed | " in markdown and lost.figures().replace("[", "\\[").replace("]", "\\]") in markdown
+    assert f"| {lost_label} | " in markdown and lost.figures().replace("[", "\\[").replace("]", "\\]") in markdown
 
 
 # --- a summarizer built from the metric's own vocabulary -----------------------------------------------------------
