@@ -403,7 +403,12 @@ def test_sweep_and_report_compare_several_engines_including_one_from_a_file(tmp_
         "--no-progress",
     )
     assert result.returncode == 0, result.stderr
-    assert {r["summarizer"] for r in json.loads(report.read_text())["results"]} == {"stock", "split-turn"}
+    assert "7 conversation(s), 2 engine(s) × 1 summarizer(s), " in result.stdout  # engines named as engines
+    document = json.loads(report.read_text())
+    assert document["study"]["summarizers"] == ["truncate"] and document["study"]["engines"] == ["stock", "split-turn"]
+    assert document["recommendation"]["verdict"].startswith("Recommended: engine ")
+    assert " with summarizer truncate at " in document["recommendation"]["verdict"]
+    assert {r["summarizer"] for r in document["results"]} == {"stock", "split-turn"}  # the arms the tables compare
     line = one_error_line(run("report", out, "-o", tmp_path / "x.html", "--engine", "split-turn"))
     assert "--engine apply to recorded conversations, not to a saved sweep" in line
 

@@ -37,7 +37,7 @@ from .facts import failure_figures, study_facts
 from .lost import dropped_constraint_items, lost_but_needed_items
 from .measured import Measured
 from .production import report_production
-from .replays import Failure, cell_entries, report_replays, trace_index
+from .replays import Arms, Failure, cell_entries, report_replays, trace_index
 from .sweep import DEFAULT_PRIMARY_MODEL
 from .tables import DIGITS, MetricSummary, configuration_means, cost_overview, metric_summary
 
@@ -47,8 +47,9 @@ class ReportData:
     """Everything a report shows, as computed by :func:`build_report_data`.
 
     Attributes:
-        entries: ``(summarizer label, trace)`` of every complete replay.
-        summarizers: Summarizer labels in report order.
+        entries: ``(arm label, trace)`` of every complete replay.
+        summarizers: Arm labels in report order (the ``summarizer`` column of the report's tables).
+        arms: What the report compares (:class:`~zett_lab.report.replays.Arms`): summarizers, engines or both.
         conversations: The conversations studied, once each, in the order first replayed.
         grid: The ``max_tokens`` and ``keep_recent_tokens`` values replayed.
         failures: Replays that could not run.
@@ -59,7 +60,7 @@ class ReportData:
             replay or summary in any conversation: never recommended.
         results: One row per measured replay (it ran and every summary succeeded): settings,
             budget figures, loss metrics, costs.
-        comparison: The paired comparison of the summarizers (None with one summarizer).
+        comparison: The paired comparison of the arms (None with one arm).
         recommendation: The recommended setting with the rule, the constraints honoured, the alternatives,
             the held-out check and the verdict
             (:meth:`~zett_lab.study.recommendation.Recommendation.record`; None: nothing to recommend).
@@ -89,6 +90,7 @@ class ReportData:
 
     entries: list[tuple[str, Trace]]
     summarizers: list[str]
+    arms: Arms
     conversations: list[Conversation]
     grid: dict[str, list[int]]
     failures: list[Failure]
@@ -203,7 +205,10 @@ def build_report_data(
         replays.conversations,
     )
     explore_id = explore_conversation(results, conversations, explore)
-    recommended = recommended_setting(replays.attempted, constraints, objectives)
+    # Chosen on the engines and summarizers the arms ran (the verdict names both), then named by its arm.
+    recommended = replays.arms.recommended(
+        recommended_setting(replays.arms.settings(replays.attempted), constraints, objectives)
+    )
     recommendation = recommended.record(DIGITS) if recommended is not None else None
     _measure_shown(entries, explore_id, recommendation, measured)
     if comparison is None and len(summarizers) >= 2:
@@ -213,6 +218,7 @@ def build_report_data(
     return ReportData(
         entries=entries,
         summarizers=summarizers,
+        arms=replays.arms,
         conversations=conversations,
         grid=replays.grid,
         failures=replays.failures,
@@ -254,9 +260,12 @@ def _check_arguments(executor: Executor | str | None, top_lost: int) -> None:
 
 
 def _compared(results: pd.DataFrame, summarizers: list[str]) -> Comparison:
-    """The summarizers paired per conversation and setting on the default metrics the results have."""
+    """The arms (:class:`~zett_lab.report.replays.Arms`) paired per conversation and setting on the default metrics
+    the results have."""
     shown = [m for m in default_metrics() if m in results.columns]
-    return compare(results[results["summarizer"].isin(summarizers)], metrics=shown, level="conversation", seed=0)
+    # An arm's label names its engine too: units pair on conversation and setting (not on the engine).
+    compared = results[results["summarizer"].isin(summarizers)].drop(columns="engine", errors="ignore")
+    return compare(compared, metrics=shown, level="conversation", seed=0)
 
 
 def _measure_shown(

@@ -22,7 +22,8 @@ from .tables import DIGITS
 
 
 def study_facts(replays: Replays) -> dict[str, object]:
-    """What was studied: conversations, sizes, engine, counter, summarizers, settings, failed replays."""
+    """What was studied: conversations, sizes, engine, counter, what was compared (the engines when a sweep compared
+    them, the summarizers), settings, failed replays."""
     traces = [trace for _, trace in replays.entries]
     first = traces[0].settings
     engines = sorted({str(t.settings.zett_agent_version) for t in traces})
@@ -47,7 +48,10 @@ def study_facts(replays: Replays) -> dict[str, object]:
         if counters == [EXACT_COUNTER]
         else None,
         "settings": {key: plain(value, DIGITS) for key, value in chosen.items()},
-        "summarizers": list(replays.summarizers),
+        "compared": replays.arms.by,
+        "counted": replays.arms.counted,
+        "engines": list(replays.arms.engines) if replays.arms.by != "summarizer" else [],
+        "summarizers": list(replays.arms.summarizers if replays.arms.by != "summarizer" else replays.summarizers),
         "grid": replays.grid,
         "replays": len(traces),
         "conversations": [_conversation_facts(c) for c in replays.conversations],

@@ -1,7 +1,7 @@
 """The replays a report covers, and its per-replay results table.
 
 :func:`report_replays` gathers the replays given directly and a sweep's cells (a failed cell is a
-:class:`Failure`), names what the report compares (:func:`compared_label`), measures what was not
+:class:`Failure`), names what the report compares (:class:`Arms`), measures what was not
 measured, prices what was not priced for the report's model, and returns :class:`Replays`: one row
 per attempted replay, and the rows of those measured (a failed replay or summary is never averaged
 into a metric). It also holds the small facts every part of a report shares: how its replays are
@@ -10,7 +10,8 @@ indexed (:func:`trace_index`, :func:`cell_entries`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Sequence
+import dataclasses
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +24,7 @@ from ..replay.setting import Setting
 from ..replay.trace import Trace, combine_failure_counts
 from ..study.choose import measured_cells
 from ..study.grid import STOCK_ENGINE
+from ..study.recommendation import Recommendation
 from ..study.results import Sweep
 from .measured import Measured
 from .tables import costs_per_replay, price_names
@@ -47,8 +49,9 @@ class Replays:
     """The replays of a report and their results (:func:`report_replays`).
 
     Attributes:
-        entries: ``(summarizer label, trace)`` of every complete replay; those given directly first.
-        summarizers: Summarizer labels in report order (a sweep's first).
+        entries: ``(arm label, trace)`` of every complete replay; those given directly first.
+        summarizers: Arm labels in report order (a sweep's first; :class:`Arms`).
+        arms: What the report compares.
         failures: Replays that could not run.
         attempted: One row per attempted replay (a sweep's failed cells included, ``error`` set), with costs.
         results: The rows of ``attempted`` that are measurements (it ran and every summary succeeded).
@@ -58,6 +61,7 @@ class Replays:
 
     entries: list[tuple[str, Trace]]
     summarizers: list[str]
+    arms: Arms
     failures: list[Failure]
     attempted: pd.DataFrame
     results: pd.DataFrame
@@ -119,6 +123,7 @@ def report_replays(
     return Replays(
         entries=entries,
         summarizers=_summarizer_order(entries, sweep),
+        arms=Arms.of(sweep, [label for label, _ in direct]),
         failures=failed,
         attempted=attempted,
         results=attempted[measured_cells(attempted)].reset_index(drop=True),
@@ -170,10 +175,10 @@ def _replays(
 
 
 def _sweep_entries(sweep: Sweep) -> list[tuple[str, Trace]]:
-    """``(label, trace)`` for every complete cell of a sweep (tables read from disk when used; label: :func:`compared_label`)."""
+    """``(label, trace)`` for every complete cell of a sweep (tables read from disk when used; label: :class:`Arms`)."""
     if not isinstance(sweep, Sweep):
         raise SettingError(f"sweep= must be a zett_lab.study.Sweep, got {type(sweep).__name__}")
-    label = compared_label(sweep)
+    label = Arms.of(sweep).label
     entries: list[tuple[str, Trace]] = []
     for cell, trace in sweep.stored_traces():
         summarizer, engine = sweep.labels(cell.setting)
@@ -181,14 +186,60 @@ def _sweep_entries(sweep: Sweep) -> list[tuple[str, Trace]]:
     return entries
 
 
-def compared_label(sweep: Sweep) -> Callable[[str, str], str]:
-    """How a report names what it compares: the summarizer, the engine, or both when a sweep varies both."""
-    engines, summarizers = sweep.config.get("engines", [STOCK_ENGINE]), sweep.config.get("summarizers", [])
-    if len(engines) <= 1:
-        return lambda engine, summarizer: str(summarizer)
-    if len(summarizers) <= 1:
-        return lambda engine, summarizer: str(engine)
-    return lambda engine, summarizer: f"{engine} · {summarizer}"
+@dataclass(frozen=True)
+class Arms:
+    """What a report compares, its arms: summarizers, engines, or engine · summarizer pairs when a sweep varies
+    both. An arm's label (:meth:`label`) is what the report's tables name in their ``summarizer`` column; the
+    study stages (the recommendation's verdict) read the engine and summarizer it stands for (:meth:`settings`).
+
+    Attributes:
+        engines: The engine labels studied, in the sweep's order.
+        summarizers: The summarizer labels studied, in the sweep's order.
+    """
+
+    engines: tuple[str, ...] = (STOCK_ENGINE,)
+    summarizers: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, sweep: Sweep | None, direct: Iterable[str] = ()) -> Arms:
+        """The arms of a report over ``sweep`` and replays given directly (summarizer labels ``direct``)."""
+        engines = tuple(sweep.config.get("engines", [STOCK_ENGINE])) if sweep is not None else (STOCK_ENGINE,)
+        named = list(sweep.config.get("summarizers", [])) if sweep is not None else []
+        return cls(engines, tuple(dict.fromkeys([*named, *direct])))
+
+    @property
+    def by(self) -> str:
+        """What one arm is: ``summarizer``, ``engine`` or ``engine · summarizer``."""
+        if len(self.engines) <= 1:
+            return "summarizer"
+        return "engine" if len(self.summarizers) <= 1 else "engine · summarizer"
+
+    @property
+    def counted(self) -> str:
+        """How many were compared, engines as engines: ``3 summarizer(s)``, ``2 engine(s) × 1 summarizer(s)``."""
+        if self.by == "summarizer":
+            return f"{len(self.summarizers):,} summarizer(s)"
+        return f"{len(self.engines):,} engine(s) × {len(self.summarizers):,} summarizer(s)"
+
+    def label(self, engine: str, summarizer: str) -> str:
+        """The arm's label: the summarizer, the engine, or both (see :attr:`by`)."""
+        if self.by == "summarizer":
+            return str(summarizer)
+        return str(engine) if self.by == "engine" else f"{engine} · {summarizer}"
+
+    def settings(self, table: pd.DataFrame) -> pd.DataFrame:
+        """``table`` (the report's, ``summarizer`` an arm label) with ``summarizer`` the summarizer each arm ran."""
+        if self.by == "summarizer":
+            return table
+        runs = {self.label(e, s): s for e in self.engines for s in self.summarizers}
+        return table.assign(summarizer=[runs.get(str(name), name) for name in table["summarizer"]])
+
+    def recommended(self, chosen: Recommendation | None) -> Recommendation | None:
+        """A recommendation made on :meth:`settings` named by its arm, as the report's tables name it."""
+        if chosen is None or self.by == "summarizer":
+            return chosen
+        arm = self.label(chosen.engine, chosen.summarizer)
+        return dataclasses.replace(chosen, setting=dataclasses.replace(chosen.setting, summarizer=arm))
 
 
 def _sweep_failures(sweep: Sweep) -> list[Failure]:
@@ -196,7 +247,7 @@ def _sweep_failures(sweep: Sweep) -> list[Failure]:
     if "error" not in table.columns:
         return []
     failed = table[table["error"].notna()]
-    label = compared_label(sweep)
+    label = Arms.of(sweep).label
     return [
         Failure(
             str(r.conversation_id),
@@ -214,7 +265,7 @@ def _summarizer_order(entries: list[tuple[str, Trace]], sweep: Sweep | None) -> 
     names = list(dict.fromkeys(label for label, _ in entries))
     if sweep is None:
         return names
-    label = compared_label(sweep)
+    label = Arms.of(sweep).label
     engines = sweep.config.get("engines", [STOCK_ENGINE])
     labels = [label(e, s) for e in engines for s in sweep.config.get("summarizers", [])]
     return [n for n in labels if n in names] + [n for n in names if n not in labels]
@@ -333,9 +384,9 @@ def _results(sweep: Sweep | None, direct_rows: list[dict[str, Any]], costs: pd.D
 
 
 def _compared(sweep: Sweep) -> pd.DataFrame:
-    """A sweep's results with ``summarizer`` naming what the report compares (see :func:`compared_label`)."""
+    """A sweep's results with ``summarizer`` naming the arm each row belongs to (:meth:`Arms.label`)."""
     table = sweep.results.copy()
     if "engine" in table.columns:
-        label = compared_label(sweep)
+        label = Arms.of(sweep).label
         table["summarizer"] = [label(e, s) for e, s in zip(table["engine"], table["summarizer"], strict=True)]
     return table

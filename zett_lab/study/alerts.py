@@ -29,7 +29,7 @@ from ..formatting import count, number, percent
 from ..measure.catalogue import INDEPENDENT_METRICS, label, metric, metrics
 from ..measure.metrics.thrash_compactions import THRASH_FREED_SHARE
 from ..replay.schema import NO_TURN_BOUNDARY, NOT_SMALLER, ONLY_CHECKPOINTS
-from ..summarizers import selects_by_anchors
+from ..summarizers import scored_against_itself
 from .choose import Constraint, constraint_text, measured_cells
 from .grid import STOCK_ENGINE
 from .recommendation import DEFAULT_CONSTRAINTS, Recommendation
@@ -309,7 +309,7 @@ def _own_vocabulary(
             if {"summarizer", "summarizer_identity"} <= set(results.columns)
             else {}
         )
-    own = [name for name, identity in identities.items() if selects_by_anchors(identity)]
+    own = scored_against_itself(identities)
     if not own:
         return []
     ranked = set(recommendation.objectives) if recommendation is not None else set()

@@ -58,7 +58,7 @@ from ..replay.run import replay
 from ..replay.schema import COMPACTION_SUMMARY_COLUMNS
 from ..replay.setting import ReplayOptions
 from ..replay.trace import Trace
-from ..summarizers import selects_by_anchors
+from ..summarizers import scored_against_itself, selects_by_anchors
 from .production import span_traces
 from .session import Session
 
@@ -306,7 +306,7 @@ def with_independent(metrics: Sequence[str], level: str, identities: Mapping[str
     (:data:`~zett_lab.measure.catalogue.INDEPENDENT_METRICS`, those at ``level``) when a compared summarizer is
     built from that vocabulary (``identities``: name -> summarizer identity) and none is among them. The default
     set always holds them."""
-    if any(name in INDEPENDENT_METRICS for name in metrics) or not any(map(selects_by_anchors, identities.values())):
+    if any(name in INDEPENDENT_METRICS for name in metrics) or not scored_against_itself(identities):
         return list(metrics)
     return [*metrics, *(name for name in INDEPENDENT_METRICS if level in metric(name).levels)]
 
@@ -315,9 +315,17 @@ def vocabulary_notes(
     identities: Mapping[str, str], summary: pd.DataFrame, metrics: Sequence[str], by: str = "summarizer"
 ) -> tuple[str, ...]:
     """The note a comparison carries when a compared summarizer picks what to keep with the anchor extractor
-    (:func:`~zett_lab.summarizers.selects_by_anchors`, the ``anchors`` baseline): which compared metrics count that
-    extractor's items (partly scoring the metric against itself) and which do not, with values here or not."""
-    own = [name for name, identity in identities.items() if selects_by_anchors(identity)]
+    (:func:`~zett_lab.summarizers.scored_against_itself`, the ``anchors`` baseline): which compared metrics count
+    that extractor's items (partly scoring the metric against itself) and which do not, with values here or not.
+    When every compared name ran that one summarizer (engines compared with it), the note says the bias is shared."""
+    own = scored_against_itself(identities)
+    shared = set(identities.values())
+    if not own and len(identities) > 1 and len(shared) == 1 and selects_by_anchors(next(iter(shared))):
+        return (
+            f"Every one of {', '.join(identities)} ran the same summarizer, built from the anchor metrics' own "
+            "vocabulary: that bias is shared, so it favours none of them, and they are compared on every metric (the "
+            "anchor metrics' levels still partly score that summarizer against itself).",
+        )
     if not own:
         return ()
     based = [label(m) for m in metrics if m in CATALOGUE and metric(m).anchor_based]

@@ -50,12 +50,10 @@ class Ranked:
     ruled_out_by: Constraint | None = None
 
     def setting_text(self, engines: bool = False) -> str:
-        """``truncate at max_tokens=25,000, keep_recent_tokens=1,600`` (the engine first when ``engines``)."""
-        engine = f"engine {self.engine}, " if engines else ""
-        return (
-            f"{engine}{self.summarizer} at max_tokens={count(self.max_tokens)}, "
-            f"keep_recent_tokens={count(self.keep_recent_tokens)}"
-        )
+        """``truncate at max_tokens=25,000, keep_recent_tokens=1,600``; when ``engines``, ``engine split-turn with
+        summarizer truncate at ...``."""
+        named = f"engine {self.engine} with summarizer {self.summarizer}" if engines else self.summarizer
+        return f"{named} at max_tokens={count(self.max_tokens)}, keep_recent_tokens={count(self.keep_recent_tokens)}"
 
 
 @dataclass(frozen=True)

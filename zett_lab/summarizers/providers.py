@@ -32,7 +32,7 @@ import os
 import re
 import threading
 import weakref
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import urlsplit
@@ -380,6 +380,15 @@ def selects_by_anchors(identity: str) -> bool:
     itself. A provider's identity: False."""
     match = _OFFLINE_NAME.match(str(identity))
     return match is not None and OFFLINE_SUMMARIZERS[match.group(1)].selects_by_anchors
+
+
+def scored_against_itself(identities: Mapping[str, str]) -> list[str]:
+    """The compared names (name -> summarizer identity) whose summarizer :func:`selects_by_anchors`, when that tilts
+    the comparison or the figures of the one name: none when two or more names all ran the same summarizer (engines
+    compared with one summarizer share the bias, so it favours none of them)."""
+    if len(identities) > 1 and len(set(identities.values())) == 1:
+        return []
+    return [name for name, identity in identities.items() if selects_by_anchors(identity)]
 
 
 _OFFLINE_NAME = re.compile(rf"^({'|'.join(map(re.escape, OFFLINE_SUMMARIZERS))})\(")

@@ -90,7 +90,7 @@ def _report(
     sweep_done = f"; {work_done(report.sweep)}" if report.sweep is not None else ""
     print(
         f"wrote {fmt} report to {shown(out)} ({out.stat().st_size:,} bytes): {len(report.conversations)} conversation(s), "
-        f"{len(report.summarizers)} summarizer(s), {len(report.traces)} replay(s){sweep_done}; "
+        f"{report.data.arms.counted}, {len(report.traces)} replay(s){sweep_done}; "
         f"{reading.counts() if not sweep_files else 'from a saved sweep'}; in {took(started)}"
     )
     if not len(report.results):

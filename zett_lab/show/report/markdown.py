@@ -99,6 +99,7 @@ def _study(study: Mapping[str, Any]) -> list[str]:
                 ("Engine", study["engine"]),
                 ("Token counter", study["counter"]),
                 ("Summarizers", ", ".join(study["summarizers"])),
+                *([("Engines compared", ", ".join(study["engines"]))] if study.get("engines") else []),
                 ("max_tokens", ", ".join(count(v) for v in study["grid"]["max_tokens"])),
                 ("keep_recent_tokens", ", ".join(count(v) for v in study["grid"]["keep_recent_tokens"])),
                 ("Other replay settings", settings_text(study["settings"])),
@@ -145,19 +146,20 @@ def _study(study: Mapping[str, Any]) -> list[str]:
 def _metrics(document: Mapping[str, Any], summarizers: list[str]) -> list[str]:
     metrics = document["metrics"]
     shown, by = metric_table(document["metrics"], summarizers)
+    compared = document["study"].get("compared", "summarizer")
 
     def cell(name: str, metric: str) -> str:
         row = by.get((name, metric))
         return "n/a" if row is None else f"{ci_text(row['mean'], row['ci_low'], row['ci_high'])} (n={row['n']})"
 
     out = [
-        "## Loss by summarizer",
+        f"## Loss by {compared}",
         "",
         f"Mean [{confidence_text(metrics)} paired bootstrap CI] (n units). {direction_note(shown)}",
         "",
     ]
     out.append(
-        md_table(["summarizer", *(label(m) for m in shown)], [[s, *(cell(s, m) for m in shown)] for s in summarizers])
+        md_table([compared, *(label(m) for m in shown)], [[s, *(cell(s, m) for m in shown)] for s in summarizers])
     )
     trust, sources = trust_lines(metrics["validity"])
     out += [*(f"\n**Note:** {note}" for note in metrics["notes"])]
