@@ -186,25 +186,42 @@ _BROKEN_WORDS = r"""() => {
 }"""
 
 
+#: Whether the row with this id is what the reader sees at its centre (not under the table's sticky header),
+#: and its cells' background (the :target mark).
+_SHOWN = """id => {
+    const row = document.getElementById(id), box = row.getBoundingClientRect();
+    const x = Math.min(box.left + box.width / 2, innerWidth / 2), y = box.top + box.height / 2;
+    return [row.contains(document.elementFromPoint(x, y)), getComputedStyle(row.cells[0]).backgroundColor];
+}"""
+
+
 @pytest.fixture(scope="module")
 def lossy_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A report whose lost-but-needed and dropped-constraint tables have rows (truncate at small windows)."""
+    """A report whose lost-but-needed and dropped-constraint tables have rows (truncate at small windows) and whose
+    alerts link to rows of the sweep's table."""
     import zett_lab
 
     conversations = [c for c in zett_lab.load_all(FIXTURES) if c.id in ("billing-rounding", "cache-layer-migration")]
-    grid = {"max_tokens": [6000, 12000], "keep_recent_tokens": [1600]}
+    grid = {"max_tokens": [4000, 6000, 9000, 12000], "keep_recent_tokens": [1000, 1600]}
     report = Report.build(conversations, ["truncate", "mask"], grid, executor="serial", cache=False, date="2025-01-01")
     return report.save_html(tmp_path_factory.mktemp("lossy") / "report.html")
 
 
 def test_report_reads_at_390_px_without_sideways_scrolling(browser, lossy_report: Path) -> None:
     """On a phone-sized window the page never scrolls sideways: each wide table or figure scrolls in its own box,
-    words are not cut mid-word, and the explorer's box fits its chart."""
+    words are not cut mid-word, and the explorer's box fits its chart. An alert's evidence link shows its row,
+    marked, below the sticky header of its table (tallest at this width)."""
     watched = Watched(browser)
     try:
         watched.page.set_viewport_size({"width": 390, "height": 844})
         watched.open(lossy_report)
         page = watched.page
+        page.add_style_tag(content=".scroll{max-height:200px}")  # as short as a long table's box is for its rows
+        link = page.locator("#alerts a[href^='#configuration-']").last
+        target = link.get_attribute("href")
+        link.click()
+        page.wait_for_timeout(200)
+        assert page.evaluate(_SHOWN, target[1:]) == [True, "rgb(255, 243, 191)"], f"{target} is hidden or unmarked"
         for state in ("folded", "unfolded"):
             if state == "unfolded":
                 page.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
