@@ -587,3 +587,8 @@ def test_an_undefined_figure_shows_its_mark_and_the_glossary_says_what_it_means(
     markdown = report.to_markdown()
     production_md = markdown[markdown.index("## Production summaries") :].split("\n## ")[0]
     assert "|  |" not in production_md and f"| {UNDEFINED} |" in production_md
+
+
+def test_prices_are_written_as_money(page: str) -> None:
+    prices = re.search(r"at (\S+) / (\S+) / (\S+) per million input / cached input / output tokens", page)
+    assert prices and all(re.fullmatch(r"\$\d[\d,]*\.\d{2,4}", p) for p in prices.groups()), prices
