@@ -60,11 +60,15 @@ def percent(value: object, digits: int = 1) -> str:
 
 
 def usd(value: object) -> str:
-    """Money: four decimals below $10 (summary calls cost fractions of a cent), two above: ``$0.0123``, ``$12.34``."""
+    """Money, never fewer than two decimals: up to four below $10 (summary calls cost fractions of a cent), trailing
+    zeros past the cents dropped; two from $10: ``$0.0123``, ``$0.025``, ``$2.00``, ``$12.34``."""
     x = _float(value)
     if x is None:
         return ""
-    return f"${x:,.4f}" if abs(x) < 10 else f"${x:,.2f}"
+    if abs(x) >= 10:
+        return f"${x:,.2f}"
+    text = f"{x:,.4f}"
+    return f"${text[:-2] + text[-2:].rstrip('0')}"
 
 
 def numbered(ids: Sequence[object]) -> str:

@@ -41,6 +41,9 @@ finite = st.floats(allow_nan=False, allow_infinity=False, min_value=-1e15, max_v
         (number, 7, "7"),
         (percent, 0.16, "16.0%"),
         (usd, 0.01234, "$0.0123"),
+        (usd, 2.0, "$2.00"),
+        (usd, 0.25, "$0.25"),
+        (usd, 0.025, "$0.025"),
         (usd, 1234.5, "$1,234.50"),
     ],
 )

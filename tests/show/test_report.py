@@ -583,3 +583,28 @@ def test_with_more_conversations_than_it_draws_a_report_draws_the_busiest_timeli
     assert "The 2 of 3 conversations whose replay at the recommended setting applied the most compactions" in section
     monkeypatch.setattr(choices, "TIMELINES_SHOWN", 3)
     assert build(conversations).data.timeline_ids == ["short", "long", "middle"]
+
+
+def test_an_undefined_figure_shows_its_mark_and_the_glossary_says_what_it_means() -> None:
+    """A recorded production summary whose span superseded nothing has no Superseded-only rate: its cell reads
+    n/a (as a metric without a mean does), never blank, in the HTML and the Markdown."""
+    import zett_lab
+    from tests.conftest import FIXTURES
+    from zett_lab.show.report.formats import UNDEFINED
+
+    conversation = next(c for c in zett_lab.load_all(FIXTURES) if c.id == "billing-rounding")
+    report = build([conversation], explore=None)
+    native = json.loads(report.to_json())["native"]
+    assert any(v["superseded_rate"] is None for e in native for v in e["summarizers"].values())
+    page = report.to_html()
+    production = page[page.index('<section id="production">') : page.index("</section>", page.index('id="production"'))]
+    assert '<td class="num"></td>' not in production and f'<td class="num">{UNDEFINED}</td>' in production
+    assert f"<dt>{UNDEFINED}</dt><dd>An undefined figure" in page
+    markdown = report.to_markdown()
+    production_md = markdown[markdown.index("## Production summaries") :].split("\n## ")[0]
+    assert "|  |" not in production_md and f"| {UNDEFINED} |" in production_md
+
+
+def test_prices_are_written_as_money(page: str) -> None:
+    prices = re.search(r"at (\S+) / (\S+) / (\S+) per million input / cached input / output tokens", page)
+    assert prices and all(re.fullmatch(r"\$\d[\d,]*\.\d{2,4}", p) for p in prices.groups()), prices

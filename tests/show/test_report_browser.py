@@ -155,6 +155,99 @@ def test_report_reads_at_1280_px_without_sideways_scrolling(browser, fixture_rep
         watched.close()
 
 
+#: Words (runs of letters and digits) a line break cuts in two inside the lost-but-needed tables ("messa|ge 3:")
+#: though their whole unspaced run is narrower than a column may be (an unspaced run wider than 300 px, and a value
+#: in its monospace box, may break anywhere).
+_BROKEN_WORDS = r"""() => {
+    const broken = [];
+    const rects = (node, start, end) => {
+        const range = document.createRange();
+        range.setStart(node, start);
+        range.setEnd(node, end);
+        return [...range.getClientRects()].filter(r => r.width > 0);
+    };
+    for (const cell of document.querySelectorAll('table.lost td')) {
+        const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+        for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+            if (node.parentElement.closest('.value, pre, details:not([open]) > :not(summary)')) { continue; }
+            for (const token of node.data.matchAll(/\S+/g)) {
+                const width = rects(node, token.index, token.index + token[0].length).reduce((s, r) => s + r.width, 0);
+                if (width > 300) { continue; }
+                for (const word of token[0].matchAll(/[\p{L}\p{N}_]+/gu)) {
+                    const at = token.index + word.index;
+                    if (new Set(rects(node, at, at + word[0].length).map(r => Math.round(r.top))).size > 1) {
+                        broken.push(word[0]);
+                    }
+                }
+            }
+        }
+    }
+    return broken.slice(0, 5);
+}"""
+
+
+#: Whether the row with this id is what the reader sees at its centre (not under the table's sticky header),
+#: and its cells' background (the :target mark).
+_SHOWN = """id => {
+    const row = document.getElementById(id), box = row.getBoundingClientRect();
+    const x = Math.min(box.left + box.width / 2, innerWidth / 2), y = box.top + box.height / 2;
+    return [row.contains(document.elementFromPoint(x, y)), getComputedStyle(row.cells[0]).backgroundColor];
+}"""
+
+
+@pytest.fixture(scope="module")
+def lossy_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A report whose lost-but-needed and dropped-constraint tables have rows (truncate at small windows) and whose
+    alerts link to rows of the sweep's table."""
+    import zett_lab
+
+    conversations = [c for c in zett_lab.load_all(FIXTURES) if c.id in ("billing-rounding", "cache-layer-migration")]
+    grid = {"max_tokens": [4000, 6000, 9000, 12000], "keep_recent_tokens": [1000, 1600]}
+    report = Report.build(conversations, ["truncate", "mask"], grid, executor="serial", cache=False, date="2025-01-01")
+    return report.save_html(tmp_path_factory.mktemp("lossy") / "report.html")
+
+
+def test_report_reads_at_390_px_without_sideways_scrolling(browser, lossy_report: Path) -> None:
+    """On a phone-sized window the page never scrolls sideways: each wide table or figure scrolls in its own box,
+    words are not cut mid-word, and the explorer's box fits its chart. An alert's evidence link shows its row,
+    marked, below the sticky header of its table (tallest at this width)."""
+    watched = Watched(browser)
+    try:
+        watched.page.set_viewport_size({"width": 390, "height": 844})
+        watched.open(lossy_report)
+        page = watched.page
+        page.add_style_tag(content=".scroll{max-height:200px}")  # as short as a long table's box is for its rows
+        link = page.locator("#alerts a[href^='#configuration-']").last
+        target = link.get_attribute("href")
+        link.click()
+        page.wait_for_timeout(200)
+        assert page.evaluate(_SHOWN, target[1:]) == [True, "rgb(255, 243, 191)"], f"{target} is hidden or unmarked"
+        for state in ("folded", "unfolded"):
+            if state == "unfolded":
+                page.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
+                page.wait_for_timeout(200)
+            assert page.evaluate("document.documentElement.scrollWidth") <= 392, state
+            boxes = page.evaluate(
+                """() => [...document.querySelectorAll('table, figure')]
+                    .filter(e => e.scrollWidth > e.clientWidth + 1)
+                    .map(e => [e.tagName, getComputedStyle(e).overflowX, e.closest('.scroll') !== null])"""
+            )
+            assert any(tag == "TABLE" for tag, _, _ in boxes), "some table is wider than 390 px (the check checks)"
+            assert all(overflow == "auto" or in_box for _, overflow, in_box in boxes), boxes
+        assert page.locator("table.lost tbody tr").count() > 5
+        assert page.evaluate(_BROKEN_WORDS) == []
+        figure, chart = page.evaluate(
+            """() => { const f = document.getElementById('zl-explore-figure');
+                return [f.getBoundingClientRect().height, f.querySelector('svg').getBoundingClientRect().height]; }"""
+        )
+        assert chart > 50 and figure - chart < 2, (figure, chart)
+        OUTPUT.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(OUTPUT / "report_390.png"), full_page=True)
+        assert watched.errors == []
+    finally:
+        watched.close()
+
+
 def test_injected_content_stays_text(browser, tmp_path: Path) -> None:
     report = build([evil_conversation()], explore=EVIL_ID)
     path = report.save_html(tmp_path / "evil.html")

@@ -25,6 +25,7 @@ from ...study.recommendation import (
     DEFAULT_SLACK,
     RecommendationRecord,
 )
+from .formats import UNDEFINED
 
 FORMAT = "zett-lab-report"
 VERSION = 1
@@ -118,6 +119,11 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     _metric("needed_anchor_recall"),
     _metric("lost_but_needed"),
     _metric("superseded_rate"),
+    (
+        UNDEFINED,
+        "An undefined figure, not a zero: there was nothing to measure it over, e.g. a Superseded-only rate where the "
+        "span superseded nothing, a recall with no needed anchors, or a mean over no units.",
+    ),
     (
         "production summaries",
         "Compactions the recording agent made itself (Claude Code, OpenHands, a zett-agent session recorded with "

@@ -10,11 +10,20 @@ from ...measure.catalogue import EXACT, NOT_VALIDATED, higher_is_better, label
 from ...records import JSONObject, is_missing, read_float, read_mapping
 from ...report.tables import MetricSummary
 
+#: How the report writes a figure that is undefined (a rate over nothing, a mean over no units): a visible mark,
+#: never a blank or a 0; the glossary says what it means.
+UNDEFINED = "n/a"
+
+
+def defined(text: str) -> str:
+    """A figure as written, or :data:`UNDEFINED` where it was written empty (the value is undefined)."""
+    return text or UNDEFINED
+
 
 def ci_text(mean: object, low: object, high: object) -> str:
-    """``0.812 [0.700, 0.900]``; ``n/a`` with no mean."""
+    """``0.812 [0.700, 0.900]``; :data:`UNDEFINED` with no mean."""
     if is_missing(mean):
-        return "n/a"
+        return UNDEFINED
     if is_missing(low) or is_missing(high):
         return decimal(mean)
     return f"{decimal(mean)} [{decimal(low)}, {decimal(high)}]"

@@ -16,8 +16,10 @@ from ...report.data import ReportData
 from .content import ReportDocument, failure_headline
 from .formats import (
     TRUST_NOTE,
+    UNDEFINED,
     ci_text,
     confidence_text,
+    defined,
     direction_note,
     metric_table,
     outcome_table,
@@ -150,7 +152,7 @@ def _metrics(document: Mapping[str, Any], summarizers: list[str]) -> list[str]:
 
     def cell(name: str, metric: str) -> str:
         row = by.get((name, metric))
-        return "n/a" if row is None else f"{ci_text(row['mean'], row['ci_low'], row['ci_high'])} (n={row['n']})"
+        return UNDEFINED if row is None else f"{ci_text(row['mean'], row['ci_low'], row['ci_high'])} (n={row['n']})"
 
     out = [
         f"## Loss by {compared}",
@@ -264,7 +266,7 @@ def _production(entries: Sequence[Mapping[str, Any]], skipped: Sequence[str]) ->
             (
                 name,
                 v["status"],
-                *(count(v[m]) if m == "lost_but_needed" else decimal(v[m], 2) for m in shown),
+                *(defined(count(v[m]) if m == "lost_but_needed" else decimal(v[m], 2)) for m in shown),
             )
             for name, v in e["summarizers"].items()
         ]

@@ -34,8 +34,10 @@ from .drawing import Figures, FigureView, filled
 from .explorer import explorer_view
 from .formats import (
     TRUST_NOTE,
+    UNDEFINED,
     ci_text,
     confidence_text,
+    defined,
     direction_note,
     metric_table,
     outcome_table,
@@ -108,12 +110,14 @@ def _environment() -> jinja2.Environment:
         ratio=decimal,
         pct=percent,
         usd=usd,
+        defined=defined,
         settings_text=settings_text,
         metric_label=label,
         header=header,
         script_json=lambda data: Markup(script_json(data)),
     )
     env.globals.update(
+        UNDEFINED=UNDEFINED,
         setting_text=setting_text,
         ci_text=ci_text,
         direction_note=direction_note,
