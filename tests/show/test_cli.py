@@ -258,6 +258,41 @@ def test_failures_are_one_clear_line(
     assert not (tmp_path / "r.html").exists()
 
 
+@pytest.mark.parametrize(
+    ("option", "value", "named"),
+    [("--recommend", "nosuch>=1", "no column(s) ['nosuch']"), ("--prefer", "nosuch", "nosuch")],
+)
+def test_a_report_option_naming_no_column_fails_before_any_replay(
+    option: str, value: str, named: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """Exit 2 means nothing was done: no pool started, no summary cached, no report written."""
+    from zett_lab.show.cli import main
+    from zett_lab.study import executors
+
+    cache = tmp_path / "summaries.sqlite"
+    monkeypatch.setenv("ZETT_LAB_CACHE", str(cache))
+    out = tmp_path / "r.html"
+    executors.shutdown_default_executor()
+    code = main(["report", str(FIXTURES / "sessions.sqlite"), "-o", str(out), "--no-progress", option, value])
+    err = capsys.readouterr().err
+    assert code == EXIT_ERROR
+    assert err.count("\n") == 1 and named in err, err
+    assert executors.running_pool() is None
+    assert not cache.exists() and not out.exists()
+
+
+def test_every_column_of_a_sweeps_results_may_be_constrained(fixture_conversations) -> None:
+    """The columns a constraint is checked against before the run are those a sweep's results have."""
+    from zett_lab.study import sweep
+    from zett_lab.study.choose import need_result_columns
+
+    small = min(fixture_conversations, key=lambda c: len(c.messages))
+    results = sweep([small], max_tokens=[3000], keep_recent_tokens=[1000], summarizers=["truncate"], executor="serial")
+    need_result_columns(*results.results.columns)
+    with pytest.raises(SettingError, match="nosuch"):
+        need_result_columns("nosuch")
+
+
 def test_unreadable_input_names_the_file(tmp_path: Path) -> None:
     broken = tmp_path / "broken.json"
     broken.write_text('{"id": "x", "messages": [{"role": "user", "content": "hi"}, {"role": "tool"')

@@ -54,7 +54,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         "objectives": args.prefer,
     }
     options = {k: v for k, v in options.items() if v is not None}
-    _check_report_options(out, options)
+    _check_report_options(out, options, over_saved_sweep=bool(sweep_files))
     checked_output(args.output, paths, args)
     with scheduler(args.scheduler) as executor:
         return _report(args, out, fmt, sweep_files, recorded, options, executor)
@@ -104,6 +104,7 @@ def _report(
 def _saved_sweep(args: argparse.Namespace, path: Path, options: dict[str, Any]) -> Sweep:
     """The saved sweep a report is made from (the grid options apply only to recorded conversations; the
     summarizers named on this run summarize the production spans)."""
+    from ...study.choose import need_columns, parse_constraints
     from ...study.results import Sweep
 
     if args.max_tokens or args.keep_recent_tokens or args.engine:
@@ -115,6 +116,8 @@ def _saved_sweep(args: argparse.Namespace, path: Path, options: dict[str, Any]) 
         options["native_baselines"] = list(args.summarizer)
     saved = Sweep.load(path)
     checked_output(args.output, saved.input_files(), args)
+    if options.get("constraints"):
+        need_columns(saved.results, *(c.column for c in parse_constraints(options["constraints"])))
     return saved
 
 
@@ -168,8 +171,9 @@ def _new_sweep(
     )
 
 
-def _check_report_options(out: Path, options: dict[str, Any]) -> None:
-    """Fail before any replay on a setting the report would only reject at the end."""
+def _check_report_options(out: Path, options: dict[str, Any], *, over_saved_sweep: bool) -> None:
+    """Fail before any replay on a setting the report would only reject at the end (a constraint's columns: those
+    a sweep's results may have; over a saved sweep, its own, once it is read)."""
     from ...measure.cost import price_for
     from ...report import DEFAULT_PRIMARY_MODEL
     from ..report import report_date
@@ -180,8 +184,11 @@ def _check_report_options(out: Path, options: dict[str, Any]) -> None:
     price_for(options.get("primary_model") or DEFAULT_PRIMARY_MODEL)
     if options.get("constraints"):
         from ...study import parse_constraints
+        from ...study.choose import need_result_columns
 
-        parse_constraints(options["constraints"])
+        constraints = parse_constraints(options["constraints"])
+        if not over_saved_sweep:
+            need_result_columns(*(c.column for c in constraints))
     if options.get("objectives"):
         from ...study.recommendation import parse_objectives
 
