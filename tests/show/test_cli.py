@@ -293,6 +293,36 @@ def test_every_column_of_a_sweeps_results_may_be_constrained(fixture_conversatio
         need_result_columns("nosuch")
 
 
+def test_files_that_could_not_be_read_are_in_every_output(tmp_path: Path, fixture_conversations) -> None:
+    """A folder with one good and one broken file: the report (JSON, HTML, Markdown) and the saved sweep list the
+    broken one with why, and a report from that sweep exits 1 like the run that made it."""
+    from zett_lab.load.neutral_writer import write_neutral
+
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    small = min(fixture_conversations, key=lambda c: len(c.messages))
+    write_neutral([small], folder / "a.json")
+    (folder / "b.json").write_text('{"id": "x", "messages": [{"role": "user", "content": "hi"}, {"role": "tool"')
+    grid = ("--max-tokens", "3k", "--keep-recent-tokens", "1k", "--summarizer", "truncate", "--no-progress")
+    made = run("report", folder, "-o", tmp_path / "r.json", *grid)
+    assert made.returncode == 1 and "skipped" in made.stderr and "b.json" in made.stderr, made.stderr
+    document = json.loads((tmp_path / "r.json").read_text())
+    [skipped] = document["study"]["skipped_files"]
+    assert skipped["file"] == "b.json" and "not valid JSON" in skipped["reason"]
+    assert document["failures"]["skipped_files"] == 1
+    assert document["alerts"][0]["kind"] == "skipped_files"
+    swept = run("sweep", folder, "-o", tmp_path / "s.parquet", *grid)
+    assert swept.returncode == 1, swept.stderr
+    for out in ("r.html", "r.md"):
+        again = run("report", tmp_path / "s.parquet", "-o", tmp_path / out, "--no-progress")
+        assert again.returncode == 1 and "b.json" in again.stderr, again.stderr
+        page = (tmp_path / out).read_text()
+        assert "b.json" in page and "could not be read" in page
+        assert "not valid JSON" in page
+    accepted = run("report", tmp_path / "s.parquet", "-o", tmp_path / "ok.md", "--no-progress", "--skip-unreadable")
+    assert accepted.returncode == 0, accepted.stderr
+
+
 def test_unreadable_input_names_the_file(tmp_path: Path) -> None:
     broken = tmp_path / "broken.json"
     broken.write_text('{"id": "x", "messages": [{"role": "user", "content": "hi"}, {"role": "tool"')

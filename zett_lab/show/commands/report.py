@@ -75,7 +75,7 @@ def _report(
     started = time.perf_counter()
     reading = Reading(args.skip_unreadable)
     if sweep_files:
-        result = _saved_sweep(args, sweep_files[0], options)
+        result = _saved_sweep(args, sweep_files[0], options, reading)
     else:
         result = _new_sweep(args, recorded, options, executor, reading, fmt)
     # After the sweep's bar: measuring the replays the report shows, then its figures and page.
@@ -101,9 +101,10 @@ def _report(
     return reading.exit_code(report_failures(report.failure_counts))
 
 
-def _saved_sweep(args: argparse.Namespace, path: Path, options: dict[str, Any]) -> Sweep:
+def _saved_sweep(args: argparse.Namespace, path: Path, options: dict[str, Any], reading: Reading) -> Sweep:
     """The saved sweep a report is made from (the grid options apply only to recorded conversations; the
-    summarizers named on this run summarize the production spans)."""
+    summarizers named on this run summarize the production spans). The files its sweep could not read are
+    named again, and count as this run's (exit 1 unless ``--skip-unreadable``)."""
     from ...study.choose import need_columns, parse_constraints
     from ...study.results import Sweep
 
@@ -118,6 +119,9 @@ def _saved_sweep(args: argparse.Namespace, path: Path, options: dict[str, Any]) 
     checked_output(args.output, saved.input_files(), args)
     if options.get("constraints"):
         need_columns(saved.results, *(c.column for c in parse_constraints(options["constraints"])))
+    for skipped in saved.skipped_files:
+        reading(Path(skipped["path"]), skipped["reason"], True)
+    reading.name_passed_over()
     return saved
 
 
@@ -168,6 +172,7 @@ def _new_sweep(
         engines=engines,
         executor=executor,
         at_tail=partial(import_report_modules, html=fmt == "html"),
+        skipped_files=reading.skipped,
     )
 
 
