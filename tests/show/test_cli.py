@@ -258,6 +258,71 @@ def test_failures_are_one_clear_line(
     assert not (tmp_path / "r.html").exists()
 
 
+@pytest.mark.parametrize(
+    ("option", "value", "named"),
+    [("--recommend", "nosuch>=1", "no column(s) ['nosuch']"), ("--prefer", "nosuch", "nosuch")],
+)
+def test_a_report_option_naming_no_column_fails_before_any_replay(
+    option: str, value: str, named: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """Exit 2 means nothing was done: no pool started, no summary cached, no report written."""
+    from zett_lab.show.cli import main
+    from zett_lab.study import executors
+
+    cache = tmp_path / "summaries.sqlite"
+    monkeypatch.setenv("ZETT_LAB_CACHE", str(cache))
+    out = tmp_path / "r.html"
+    executors.shutdown_default_executor()
+    code = main(["report", str(FIXTURES / "sessions.sqlite"), "-o", str(out), "--no-progress", option, value])
+    err = capsys.readouterr().err
+    assert code == EXIT_ERROR
+    assert err.count("\n") == 1 and named in err, err
+    assert executors.running_pool() is None
+    assert not cache.exists() and not out.exists()
+
+
+def test_every_column_of_a_sweeps_results_may_be_constrained(fixture_conversations) -> None:
+    """The columns a constraint is checked against before the run are those a sweep's results have."""
+    from zett_lab.study import sweep
+    from zett_lab.study.choose import need_result_columns
+
+    small = min(fixture_conversations, key=lambda c: len(c.messages))
+    results = sweep([small], max_tokens=[3000], keep_recent_tokens=[1000], summarizers=["truncate"], executor="serial")
+    need_result_columns(*results.results.columns)
+    with pytest.raises(SettingError, match="nosuch"):
+        need_result_columns("nosuch")
+
+
+def test_files_that_could_not_be_read_are_in_every_output(tmp_path: Path, fixture_conversations) -> None:
+    """A folder with one good and one broken file: the report (JSON, HTML, Markdown) and the saved sweep list the
+    broken one with why, and a report from that sweep exits 1 like the run that made it."""
+    from zett_lab.load.neutral_writer import write_neutral
+
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    small = min(fixture_conversations, key=lambda c: len(c.messages))
+    write_neutral([small], folder / "a.json")
+    (folder / "b.json").write_text('{"id": "x", "messages": [{"role": "user", "content": "hi"}, {"role": "tool"')
+    grid = ("--max-tokens", "3k", "--keep-recent-tokens", "1k", "--summarizer", "truncate", "--no-progress")
+    made = run("report", folder, "-o", tmp_path / "r.json", *grid)
+    assert made.returncode == 1 and "skipped" in made.stderr and "b.json" in made.stderr, made.stderr
+    document = json.loads((tmp_path / "r.json").read_text())
+    [skipped] = document["study"]["skipped_files"]
+    assert skipped["file"] == "b.json" and "not valid JSON" in skipped["reason"]
+    assert document["failures"]["skipped_files"] == 1
+    assert document["alerts"][0]["kind"] == "skipped_files"
+    swept = run("sweep", folder, "-o", tmp_path / "s.parquet", *grid)
+    assert swept.returncode == 1, swept.stderr
+    for out in ("r.html", "r.md"):
+        again = run("report", tmp_path / "s.parquet", "-o", tmp_path / out, "--no-progress")
+        assert again.returncode == 1 and "b.json" in again.stderr, again.stderr
+        page = (tmp_path / out).read_text()
+        assert "b.json" in page and "could not be read" in page
+        assert "not valid JSON" in page
+    accepted = run("report", tmp_path / "s.parquet", "-o", tmp_path / "ok.md", "--no-progress", "--skip-unreadable")
+    assert accepted.returncode == 0, accepted.stderr
+
+
 def test_unreadable_input_names_the_file(tmp_path: Path) -> None:
     broken = tmp_path / "broken.json"
     broken.write_text('{"id": "x", "messages": [{"role": "user", "content": "hi"}, {"role": "tool"')

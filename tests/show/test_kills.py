@@ -6,6 +6,8 @@ what it leaves in the system's temporary folder can be seen.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import os
 import signal
 import subprocess
@@ -178,6 +180,76 @@ def test_sigterm_stops_a_sweep_like_ctrl_c(tmp_path):
     assert err.strip().endswith("zett-lab: terminated")
     assert gone, "workers outlived the sweep"
     assert [p.name for p in tmp.iterdir() if p.name.startswith("zett-lab")] == []  # (tiktoken's cache stays)
+    assert list(out.iterdir()) == []
+
+
+def _interrupt_like_a_terminal(tmp_path: Path, argv: list[str], started) -> tuple[int, str]:
+    """Run ``argv`` in a process group of its own, wait for ``started(run)``, then send SIGINT to the whole group
+    (what Ctrl-C in a terminal does: the fork server and the pool's workers get it too)."""
+    log = tmp_path / "run.err"
+    run = subprocess.Popen(
+        argv, env=_env(tmp_path / "tmp"), stdout=subprocess.DEVNULL, stderr=log.open("wb"), start_new_session=True
+    )
+    try:
+        assert _wait_until(lambda: started(run)), "the command never got to where it is interrupted"
+        os.killpg(run.pid, signal.SIGINT)
+        code = run.wait(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+        with contextlib.suppress(ProcessLookupError):  # never leave a worker behind
+            os.killpg(run.pid, signal.SIGKILL)
+    return code, log.read_text()
+
+
+def _fork_server_importing(run: subprocess.Popen) -> bool:
+    """The pool's fork server is running, half a second into importing what its workers preload."""
+    if not any(b"forkserver" in _cmdline(pid) for pid in _descendants(run.pid)):
+        return False
+    time.sleep(0.5)
+    return True
+
+
+def _workers_started(run: subprocess.Popen) -> bool:
+    """The pool's workers are running (the fork server's children)."""
+    return any(_descendants(child) for child in _descendants(run.pid))
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+@pytest.mark.parametrize("started", [_fork_server_importing, _workers_started])
+def test_ctrl_c_in_a_terminal_stops_a_report_with_one_line(tmp_path, started):
+    """The fork server and the pool's workers ignore SIGINT; the CLI stops them: no traceback from any of them."""
+    out = tmp_path / "out"
+    out.mkdir()
+    argv = _cli("report", str(SQLITE), "--no-cache", "--no-progress", "-o", str(out / "int.html"))
+    code, err = _interrupt_like_a_terminal(tmp_path, argv, started)
+    assert code == 130, err
+    assert err == "zett-lab: interrupted\n"
+    assert list(out.iterdir()) == []
+
+
+def test_ctrl_c_in_a_terminal_stops_an_import_with_one_line(tmp_path, fixture_conversations):
+    """Interrupted while the database is written: its connection is closed, not cancelled (no driver traceback)."""
+    from zett_lab.load.neutral_writer import write_neutral
+
+    many = [dataclasses.replace(c, id=f"{c.id}-{n}") for n in range(40) for c in fixture_conversations]
+    source = write_neutral(many, tmp_path / "many.json")
+    out = tmp_path / "out"
+    out.mkdir()
+    tmp = tmp_path / "tmp"
+    argv = _cli("import", str(source), "--no-progress", "-o", str(out / "all.sqlite"))
+    code, err = _interrupt_like_a_terminal(
+        tmp_path, argv, lambda run: tmp.is_dir() and any(p.name.startswith("zett-lab-output-") for p in tmp.iterdir())
+    )
+    assert code == 130, err
+    assert err == "zett-lab: interrupted\n"
     assert list(out.iterdir()) == []
 
 

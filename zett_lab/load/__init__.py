@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TypedDict
 
 from ..errors import InputError, SkippedFileWarning, warn
 from ..progress import Progress, ProgressEvent
@@ -37,6 +38,7 @@ __all__ = [
     "Conversation",
     "FileOutcome",
     "Reader",
+    "SkippedFile",
     "detect",
     "load",
     "load_all",
@@ -44,6 +46,14 @@ __all__ = [
     "readers",
     "register",
 ]
+
+
+class SkippedFile(TypedDict):
+    """A file of an input folder that looked like recorded data but could not be read, and why: a fact of the
+    study made from that folder (a sweep keeps it, a report lists it), as plain data."""
+
+    path: str
+    reason: str
 
 
 #: Called once per file of a folder with the file, why it was not read (None: it was), and whether that

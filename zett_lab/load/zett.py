@@ -13,6 +13,7 @@ import json
 import os
 import sqlite3
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from zett_agent.messages import AnyMessage, SystemMessage
 from zett_agent.model import ModelUsage
 from zett_agent.storage import decode_messages
 
+from ..asyncrun import signals_deferred
 from ..errors import InputError
 from ..files import atomic_path, check_output, write_atomic
 from ..records import JSONValue
@@ -418,10 +420,11 @@ def write_sqlite(conversations: list[Conversation], path: str | Path, *, overwri
     if not path.parent.is_dir():
         raise InputError(path, None, f"folder {path.parent} does not exist")
 
-    async def write(temporary: Path) -> None:
+    async def write(temporary: Path, check: Callable[[], None]) -> None:
         storage = SQLiteSessionStorage(temporary)
         try:
             for conversation in conversations:
+                check()  # Ctrl-C acts between two writes, never inside one (nor inside the close)
                 await storage.create_session(session_id=conversation.id, title=conversation.metadata.get("title"))
                 system = [m for m in conversation.messages if isinstance(m, SystemMessage)]
                 for turn in conversation.turns:
@@ -429,6 +432,7 @@ def write_sqlite(conversations: list[Conversation], path: str | Path, *, overwri
                     for message in system:
                         await storage.append(conversation.id, request_id, message)
                     for index in range(turn.start, turn.end):
+                        check()
                         await storage.append(
                             conversation.id,
                             request_id,
@@ -440,7 +444,8 @@ def write_sqlite(conversations: list[Conversation], path: str | Path, *, overwri
 
     with atomic_path(path, overwrite=overwrite) as temporary:
         try:
-            asyncio.run(write(temporary))
+            with signals_deferred() as check:
+                asyncio.run(write(temporary, check))
             connection = sqlite3.connect(temporary)
             connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             connection.execute("PRAGMA journal_mode=DELETE")

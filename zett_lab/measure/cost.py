@@ -442,6 +442,24 @@ def _call_tokens(
     return input_tokens, output_tokens, estimated
 
 
+#: The totals :func:`cost_summary` gives per conversation (a sweep's results table has each of them).
+COST_SUMMARY_COLUMNS = (
+    "steps",
+    "primary_input_tokens",
+    "primary_cached_input_tokens",
+    "primary_uncached_input_tokens",
+    "primary_output_tokens",
+    "cached_input_share",
+    "cache_breaks",
+    "primary_cost_usd",
+    "summary_calls",
+    "summary_input_tokens",
+    "summary_output_tokens",
+    "summary_cost_usd",
+    "total_cost_usd",
+)
+
+
 def cost_summary(steps: pd.DataFrame, compactions: pd.DataFrame | None = None) -> pd.DataFrame:
     """Totals per conversation (per replay, when several are concatenated) from :func:`add_costs` output.
 
@@ -499,19 +517,4 @@ def cost_summary(steps: pd.DataFrame, compactions: pd.DataFrame | None = None) -
         frame["summary_cost_usd"] = frame["_summary_cost"]
     frame["total_cost_usd"] = frame["primary_cost_usd"] + frame["summary_cost_usd"]
     frame["cache_breaks"] = frame["cache_breaks"].astype("int64")
-    columns = [
-        "steps",
-        "primary_input_tokens",
-        "primary_cached_input_tokens",
-        "primary_uncached_input_tokens",
-        "primary_output_tokens",
-        "cached_input_share",
-        "cache_breaks",
-        "primary_cost_usd",
-        "summary_calls",
-        "summary_input_tokens",
-        "summary_output_tokens",
-        "summary_cost_usd",
-        "total_cost_usd",
-    ]
-    return frame[columns].reset_index()
+    return frame[list(COST_SUMMARY_COLUMNS)].reset_index()

@@ -228,7 +228,9 @@ def build_report_data(
         results=results,
         comparison=comparison,
         recommendation=recommendation,
-        alerts=study_alerts(replays.attempted, recommended, replays.failure_counts, replays.identities),
+        alerts=study_alerts(
+            replays.attempted, recommended, replays.failure_counts, replays.identities, replays.skipped_files
+        ),
         explore_id=explore_id,
         timeline_ids=timeline_conversations(results, recommendation, conversations),
         lost_items=lost_but_needed_items(entries, recommendation, summarizers, measured.shown, top_lost),

@@ -1,7 +1,7 @@
 """What a report says was studied, and what failed: plain, JSON-ready facts of its replays.
 
 :func:`study_facts` is the "What was studied" section (conversations and their sizes, engine, counter,
-summarizers, settings; the document adds the date, the zett-lab version and the user's notes);
+summarizers, settings, input files that could not be read; the document adds the date, the zett-lab version and the user's notes);
 :func:`failure_figures` is the failures banner's counts. Nothing here reads the environment: settings
 shown are an explicit allow-list of a trace's settings and source files are shown by name only (never a
 full path).
@@ -23,7 +23,8 @@ from .tables import DIGITS
 
 def study_facts(replays: Replays) -> dict[str, object]:
     """What was studied: conversations, sizes, engine, counter, what was compared (the engines when a sweep compared
-    them, the summarizers), settings, failed replays."""
+    them, the summarizers), settings, failed replays, and the input files that could not be read (by name, with
+    why)."""
     traces = [trace for _, trace in replays.entries]
     first = traces[0].settings
     engines = sorted({str(t.settings.zett_agent_version) for t in traces})
@@ -65,6 +66,7 @@ def study_facts(replays: Replays) -> dict[str, object]:
             }
             for f in replays.failures
         ],
+        "skipped_files": [{"file": PurePath(f["path"]).name, "reason": f["reason"]} for f in replays.skipped_files],
     }
 
 
@@ -86,7 +88,8 @@ def _conversation_facts(conversation: Conversation) -> dict[str, object]:
 
 
 def failure_figures(replays: Replays) -> dict[str, object]:
-    """What failed (the report's banner): counts per cause, and how many replays are no measurement."""
+    """What failed (the report's banner): counts per cause, how many replays are no measurement, and how many
+    input files could not be read."""
     counts: pd.DataFrame = replays.failure_counts
     attempted = len(replays.attempted)
     return {
@@ -95,5 +98,6 @@ def failure_figures(replays: Replays) -> dict[str, object]:
         "replays": attempted,
         "unmeasured_replays": attempted - len(replays.results),
         "settings_left_out": len(replays.unmeasured_settings),
+        "skipped_files": len(replays.skipped_files),
         "causes": records(counts, FAILURE_COLUMNS),
     }

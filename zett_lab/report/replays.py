@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from ..errors import SettingError
+from ..load import SkippedFile
 from ..load.conversation import Conversation
 from ..measure import Losses
 from ..replay.setting import Setting
@@ -57,6 +58,8 @@ class Replays:
         results: The rows of ``attempted`` that are measurements (it ran and every summary succeeded).
         failure_counts: Failed summary calls and replays per distinct cause.
         unpriced: Summary models with no list price (their summaries are counted at $0).
+        skipped_files: Files of the input folders that could not be read (the sweep's; their conversations are
+            not in the report).
     """
 
     entries: list[tuple[str, Trace]]
@@ -67,6 +70,7 @@ class Replays:
     results: pd.DataFrame
     failure_counts: pd.DataFrame
     unpriced: list[str]
+    skipped_files: list[SkippedFile]
 
     @property
     def conversations(self) -> list[Conversation]:
@@ -129,6 +133,7 @@ def report_replays(
         results=attempted[measured_cells(attempted)].reset_index(drop=True),
         failure_counts=counts,
         unpriced=unpriced,
+        skipped_files=sweep.skipped_files if sweep is not None else [],
     )
 
 

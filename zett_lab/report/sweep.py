@@ -15,6 +15,7 @@ from functools import partial
 from pathlib import Path
 
 from ..errors import ResultFailure, SettingError
+from ..load import SkippedFile
 from ..load.conversation import Conversation
 from ..replay.deadline import DEFAULT_ENGINE_TIMEOUT
 from ..replay.engine import EngineSpec
@@ -92,6 +93,7 @@ def report_sweep(
     engines: Mapping[str, EngineSpec] | None = None,
     engine_timeout: float | None = DEFAULT_ENGINE_TIMEOUT,
     at_tail: Callable[[], object] | None = None,
+    skipped_files: Sequence[SkippedFile] = (),
 ) -> Sweep:
     """The sweep a report over recorded conversations shows.
 
@@ -111,6 +113,7 @@ def report_sweep(
         engine_timeout: Seconds each compaction pass may take (see :func:`zett_lab.replay`).
         at_tail: What the report needs next, done at the sweep's tail (see :func:`zett_lab.sweep`), after
             each conversation's tokens are counted there (what "What was studied" states; the count is memoized).
+        skipped_files: Files of the input folders that could not be read (kept in the sweep; the report lists them).
 
     Raises:
         SettingError: no conversation.
@@ -141,6 +144,7 @@ def report_sweep(
         engines=engines,
         engine_timeout=engine_timeout,
         at_tail=partial(_counted_then, conversations, at_tail),
+        skipped_files=skipped_files,
     )
     errors = result.results["error"].dropna()
     if not len(result.results) or len(errors) == len(result.results):

@@ -4,6 +4,7 @@ Each :class:`Alert` says what happened, with its numbers, what to do about it, a
 is (:class:`Evidence`: a section of the report, a conversation's timeline, a setting's row). The kinds, most
 severe first:
 
+- ``skipped_files``: files of the input folders that could not be read (their conversations are not studied);
 - ``failed_summaries``: summary calls or replays that failed (their settings are never recommended);
 - ``over_budget``: model steps sent over ``max_tokens`` at the recommended setting, by cause; where no
   whole-turn boundary was the cause, the example ``SplitTurnCompaction`` engine cuts inside a turn;
@@ -19,13 +20,15 @@ severe first:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import PurePath
 from typing import Literal
 
 import pandas as pd
 
 from ..formatting import count, number, percent
+from ..load import SkippedFile
 from ..measure.catalogue import INDEPENDENT_METRICS, label, metric, metrics
 from ..measure.metrics.thrash_compactions import THRASH_FREED_SHARE
 from ..replay.schema import NO_TURN_BOUNDARY, NOT_SMALLER, ONLY_CHECKPOINTS
@@ -34,11 +37,11 @@ from .choose import Constraint, constraint_text, measured_cells
 from .grid import STOCK_ENGINE
 from .recommendation import DEFAULT_CONSTRAINTS, Recommendation
 
-AlertKind = Literal["failed_summaries", "over_budget", "thrash", "superseded", "own_vocabulary"]
+AlertKind = Literal["skipped_files", "failed_summaries", "over_budget", "thrash", "superseded", "own_vocabulary"]
 Severity = Literal["error", "warning", "info"]
-#: Where evidence is on a report page: its failure banner, a conversation's timeline at the recommended
+#: Where evidence is on a report page: its failure banner, "What was studied", a conversation's timeline at the recommended
 #: setting, one setting's row of the table of every configuration, the loss table, the recommendation.
-Section = Literal["failures", "timeline", "configuration", "metrics", "recommendation"]
+Section = Literal["failures", "study", "timeline", "configuration", "metrics", "recommendation"]
 
 #: Settings or conversations an alert names at most.
 NAMED = 3
@@ -96,6 +99,7 @@ def study_alerts(
     recommendation: Recommendation | None = None,
     failure_counts: pd.DataFrame | None = None,
     identities: Mapping[str, str] | None = None,
+    skipped_files: Sequence[SkippedFile] = (),
 ) -> list[Alert]:
     """Every alert of a study, most severe first.
 
@@ -105,9 +109,11 @@ def study_alerts(
             replay).
         failure_counts: failed summary calls and replays per cause (``Sweep.failure_counts``).
         identities: summarizer label -> its identity (default: the results' ``summarizer_identity`` column).
+        skipped_files: files of the input folders that could not be read (``Sweep.skipped_files``).
     """
     measured = results[measured_cells(results)] if len(results) else results
     found = [
+        *_skipped(skipped_files),
         *_failed(results, failure_counts),
         *_over_budget(measured, recommendation),
         *_thrash(measured, recommendation),
@@ -134,6 +140,23 @@ def _setting_rows(results: pd.DataFrame, recommendation: Recommendation) -> pd.D
 
 def _setting_words(summarizer: str, max_tokens: int, keep_recent_tokens: int) -> str:
     return f"{summarizer} at max_tokens={count(max_tokens)}, keep_recent_tokens={count(keep_recent_tokens)}"
+
+
+def _skipped(skipped_files: Sequence[SkippedFile]) -> list[Alert]:
+    if not skipped_files:
+        return []
+    first = skipped_files[0]
+    return [
+        Alert(
+            "skipped_files",
+            "error",
+            f"{count(len(skipped_files))} input file(s) could not be read",
+            f"Their conversations are not in this study (first: {PurePath(first['path']).name}: {first['reason']}). Repair or "
+            "remove them and run again, or accept the study without them.",
+            (Evidence("study", "every file not read"),),
+            {"skipped_files": len(skipped_files)},
+        )
+    ]
 
 
 def _failed(results: pd.DataFrame, failure_counts: pd.DataFrame | None) -> list[Alert]:

@@ -25,8 +25,9 @@ import pandas as pd
 
 from ..errors import SettingError
 from ..formatting import number
-from ..measure.catalogue import across_conversations, higher_is_better, label
+from ..measure.catalogue import across_conversations, higher_is_better, label, metrics
 from .grid import SETTING_COLUMNS
+from .result_columns import result_column_names
 from .results import Sweep
 
 
@@ -48,6 +49,15 @@ def need_columns(table: pd.DataFrame, *columns: str) -> None:
     if missing:
         numeric = [c for c in table.columns if pd.api.types.is_numeric_dtype(table[c])]
         raise SettingError(f"no column(s) {missing} in the results; numeric columns: {', '.join(numeric)}")
+
+
+def need_result_columns(*columns: str) -> None:
+    """Raise :class:`SettingError` naming the columns no sweep's results table has (checked before any replay)."""
+    known = result_column_names()
+    missing = [c for c in columns if c not in known]
+    if missing:
+        metric_names = sorted({entry.name for entry in metrics()})
+        raise SettingError(f"no column(s) {missing} in a sweep's results; metrics: {', '.join(metric_names)}")
 
 
 def measured_cells(table: pd.DataFrame) -> pd.Series:

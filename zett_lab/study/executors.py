@@ -13,8 +13,10 @@ import atexit
 import concurrent.futures as cf
 import contextlib
 import multiprocessing
+import multiprocessing.forkserver
 import multiprocessing.util
 import os
+import signal
 import tempfile
 import threading
 from collections.abc import Callable
@@ -123,9 +125,27 @@ def default_executor() -> cf.ProcessPoolExecutor:
             context = process_context()
             if context.get_start_method() == "forkserver":
                 context.set_forkserver_preload(list(PRELOAD))
+                _start_fork_server()
             _POOL = cf.ProcessPoolExecutor(max_workers=default_workers(), mp_context=context, initializer=warm_worker)
             threading.Thread(target=_start_workers, args=(_POOL,), name="zett-lab pool start", daemon=True).start()
         return _POOL
+
+
+def _start_fork_server() -> None:
+    """Start the fork server with SIGINT ignored, so it and every worker forked from it inherit that: Ctrl-C
+    (sent to the terminal's whole process group) reaches only this process, which stops the workers itself
+    (:func:`stop_workers`), instead of a traceback from each of them and from the fork server's preload.
+
+    Only from the main thread (signal dispositions are set there); ``SIG_IGN`` survives the fork server's
+    exec, and Python leaves an ignored SIGINT ignored. Spawning it takes milliseconds; its imports run after.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        multiprocessing.forkserver.ensure_running()
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _start_workers(pool: cf.ProcessPoolExecutor) -> None:

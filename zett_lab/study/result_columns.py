@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 
 from ..measure.catalogue import metrics
+from ..measure.columns import CONVERSATION_COLUMNS
+from ..measure.cost import COST_SUMMARY_COLUMNS
 from ..records import is_missing
 
 #: The setting columns, first in the table.
@@ -63,6 +65,22 @@ def _int_result_columns() -> set[str]:
     """The results table's count columns: its own, and every count the metric catalogue registers."""
     counts = {column.name for entry in metrics() for column in entry.columns("conversation") if column.type == "count"}
     return _INT_RESULT_COLUMNS | counts | {entry.name for entry in metrics() if entry.type == "count"}
+
+
+def result_column_names() -> set[str]:
+    """Every column a sweep's results table may have: its setting, run and text columns, the cost totals, and each
+    metric of the catalogue with its conversation-level columns (what a constraint may name before any replay)."""
+    catalogued = {column.name for entry in metrics() for column in entry.columns("conversation")}
+    catalogued |= {entry.name for entry in metrics()}
+    return (
+        set(_LEADING)
+        | set(_TRAILING)
+        | set(_TEXT_RESULT_COLUMNS)
+        | _int_result_columns()
+        | set(CONVERSATION_COLUMNS)
+        | set(COST_SUMMARY_COLUMNS)
+        | catalogued
+    )
 
 
 _TEXT_RESULT_COLUMNS = (

@@ -25,6 +25,7 @@ from zett_agent.model import AgentModel
 from ..errors import InputError, SettingError, ZettLabError
 from ..files import atomic_folder, check_output
 from ..formatting import count, frame_html
+from ..load import SkippedFile
 from ..load.conversation import Conversation
 from ..measure import Losses, measure
 from ..records import is_missing
@@ -87,6 +88,8 @@ class SweepConfig(TypedDict, total=False):
     #: built once per worker) and ``summary_s`` (the summaries it computed, not served by the cache): what a
     #: schedule of the same work on more workers is simulated from.
     unit_times: list[dict[str, Any]]
+    #: Files of the input folders that could not be read (their conversations are not in the sweep).
+    skipped_files: list[SkippedFile]
 
 
 @dataclass(frozen=True, eq=False)
@@ -339,6 +342,11 @@ class Sweep:
         kinds = cells["error"].map(lambda text: str(text).split(":", 1)[0])
         failed_cells = count_causes("sweep cell", cells["summarizer"], kinds, cells["error"])
         return combine_failure_counts([calls, failed_cells])
+
+    @property
+    def skipped_files(self) -> list[SkippedFile]:
+        """Files of the input folders that could not be read, each with why (empty when every file was read)."""
+        return list(self.config.get("skipped_files", []))
 
     def input_files(self) -> list[Path]:
         """What the sweep was made from: the conversations' files, the summary cache, the folder it was loaded from."""

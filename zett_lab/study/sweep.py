@@ -59,6 +59,7 @@ import pandas as pd
 from zett_agent.model import AgentModel
 
 from ..errors import SummaryFailureWarning
+from ..load import SkippedFile
 from ..load.conversation import Conversation
 from ..measure.catalogue import plugin_modules
 from ..progress import Progress, ProgressEvent
@@ -91,6 +92,7 @@ def sweep(
     metrics: bool = True,
     reuse: bool = True,
     at_tail: Callable[[], object] | None = None,
+    skipped_files: Sequence[SkippedFile] = (),
     **replay_options: object,
 ) -> Sweep:
     """Replay every conversation under every setting and summarizer; see the module docstring.
@@ -122,6 +124,8 @@ def sweep(
             of this process once every unit has gone out and a worker has nothing left to do, so it takes
             a core the sweep's last units leave idle; the sweep returns once it is done and raises what it
             raised.
+        skipped_files: files of the input folders that could not be read (``load_all``'s ``on_file`` names
+            them): kept in the sweep's config and saved with it, so its reports list them.
         **replay_options: passed to :func:`zett_lab.replay` (``usage``, ``reasoning_effort``,
             ``strict``, ``engine_timeout``, ``compact_at``, ``count_tokens``, ...). With ``strict=True`` the sweep
             stops at its first failed cell.
@@ -170,6 +174,7 @@ def sweep(
         metrics=metrics,
         reuse=reuse,
         started=(started, cpu_started),
+        skipped_files=skipped_files,
     )
     _warn_failures(swept)
     return swept
@@ -186,6 +191,7 @@ def _swept(
     metrics: bool,
     reuse: bool,
     started: tuple[float, float],
+    skipped_files: Sequence[SkippedFile],
 ) -> Sweep:
     """The :class:`Sweep` of a plan run to the end: its results in grid order, its config, its replays on disk
     (``started``: the wall clock and this process's CPU time when the sweep began)."""
@@ -204,6 +210,7 @@ def _swept(
         elapsed=time.perf_counter() - started[0],
         driver_cpu=time.process_time() - started[1],
     )
+    config["skipped_files"] = [SkippedFile(path=f["path"], reason=f["reason"]) for f in skipped_files]
     return Sweep(
         results=results,
         config=config,

@@ -20,6 +20,7 @@ from ..arguments import EXIT_FAILURES, EXIT_OK, FORCE, PROG
 if TYPE_CHECKING:
     import pandas as pd
 
+    from ...load import SkippedFile
     from ...load.conversation import Conversation
     from ...study.results import Sweep
     from ...summarizers import SummaryCache
@@ -30,12 +31,13 @@ class Reading:
 
     Each file not read is named on stderr as it is passed over; the command's final line counts them;
     a run that skipped a file that looked like recorded data (JSON, JSON lines, SQLite) but could not
-    be read exits 1 unless ``--skip-unreadable`` accepts it.
+    be read exits 1 unless ``--skip-unreadable`` accepts it; those files (:attr:`skipped`) go into the
+    command's outputs.
     """
 
     def __init__(self, accept_skipped: bool) -> None:
         self.read = 0
-        self.skipped: list[Path] = []
+        self.skipped: list[SkippedFile] = []
         self.not_data: list[Path] = []
         self.accept_skipped = accept_skipped
         self._lines: list[str] = []
@@ -44,7 +46,7 @@ class Reading:
         if reason is None:
             self.read += 1
         elif unreadable:
-            self.skipped.append(path)
+            self.skipped.append({"path": shown(path), "reason": one_line(reason)})
             self._lines.append(f"{PROG}: skipped {shown(path)}: {one_line(reason)}")
         else:
             self.not_data.append(path)

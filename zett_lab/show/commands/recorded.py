@@ -207,6 +207,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             engine_timeout=args.engine_timeout,
             engines=engines,
             executor=executor,
+            skipped_files=reading.skipped,
         )
     result.save(out, overwrite=args.force)
     unmeasured = int((~measured_cells(result.results)).sum())

@@ -54,7 +54,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         "objectives": args.prefer,
     }
     options = {k: v for k, v in options.items() if v is not None}
-    _check_report_options(out, options)
+    _check_report_options(out, options, over_saved_sweep=bool(sweep_files))
     checked_output(args.output, paths, args)
     with scheduler(args.scheduler) as executor:
         return _report(args, out, fmt, sweep_files, recorded, options, executor)
@@ -75,7 +75,7 @@ def _report(
     started = time.perf_counter()
     reading = Reading(args.skip_unreadable)
     if sweep_files:
-        result = _saved_sweep(args, sweep_files[0], options)
+        result = _saved_sweep(args, sweep_files[0], options, reading)
     else:
         result = _new_sweep(args, recorded, options, executor, reading, fmt)
     # After the sweep's bar: measuring the replays the report shows, then its figures and page.
@@ -101,9 +101,11 @@ def _report(
     return reading.exit_code(report_failures(report.failure_counts))
 
 
-def _saved_sweep(args: argparse.Namespace, path: Path, options: dict[str, Any]) -> Sweep:
+def _saved_sweep(args: argparse.Namespace, path: Path, options: dict[str, Any], reading: Reading) -> Sweep:
     """The saved sweep a report is made from (the grid options apply only to recorded conversations; the
-    summarizers named on this run summarize the production spans)."""
+    summarizers named on this run summarize the production spans). The files its sweep could not read are
+    named again, and count as this run's (exit 1 unless ``--skip-unreadable``)."""
+    from ...study.choose import need_columns, parse_constraints
     from ...study.results import Sweep
 
     if args.max_tokens or args.keep_recent_tokens or args.engine:
@@ -115,6 +117,11 @@ def _saved_sweep(args: argparse.Namespace, path: Path, options: dict[str, Any]) 
         options["native_baselines"] = list(args.summarizer)
     saved = Sweep.load(path)
     checked_output(args.output, saved.input_files(), args)
+    if options.get("constraints"):
+        need_columns(saved.results, *(c.column for c in parse_constraints(options["constraints"])))
+    for skipped in saved.skipped_files:
+        reading(Path(skipped["path"]), skipped["reason"], True)
+    reading.name_passed_over()
     return saved
 
 
@@ -165,11 +172,13 @@ def _new_sweep(
         engines=engines,
         executor=executor,
         at_tail=partial(import_report_modules, html=fmt == "html"),
+        skipped_files=reading.skipped,
     )
 
 
-def _check_report_options(out: Path, options: dict[str, Any]) -> None:
-    """Fail before any replay on a setting the report would only reject at the end."""
+def _check_report_options(out: Path, options: dict[str, Any], *, over_saved_sweep: bool) -> None:
+    """Fail before any replay on a setting the report would only reject at the end (a constraint's columns: those
+    a sweep's results may have; over a saved sweep, its own, once it is read)."""
     from ...measure.cost import price_for
     from ...report import DEFAULT_PRIMARY_MODEL
     from ..report import report_date
@@ -180,8 +189,11 @@ def _check_report_options(out: Path, options: dict[str, Any]) -> None:
     price_for(options.get("primary_model") or DEFAULT_PRIMARY_MODEL)
     if options.get("constraints"):
         from ...study import parse_constraints
+        from ...study.choose import need_result_columns
 
-        parse_constraints(options["constraints"])
+        constraints = parse_constraints(options["constraints"])
+        if not over_saved_sweep:
+            need_result_columns(*(c.column for c in constraints))
     if options.get("objectives"):
         from ...study.recommendation import parse_objectives
 

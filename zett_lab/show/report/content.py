@@ -236,18 +236,27 @@ def _zett_lab_version() -> str:
 
 
 def failure_headline(failures: Mapping[str, object]) -> str:
-    """One sentence: how many summary calls and replays failed, and what the report left out."""
+    """The banner's sentences: how many input files could not be read, how many summary calls and replays failed,
+    and what the report left out."""
+    out = []
+    if failures.get("skipped_files"):
+        out.append(
+            f"{failures['skipped_files']} input file(s) could not be read: their conversations are not in this "
+            "report (listed under What was studied)."
+        )
     parts = []
     if failures["summary_calls"]:
         parts.append(f"{failures['summary_calls']} summary call(s) failed")
     if failures["cells"]:
         parts.append(f"{failures['cells']} replay(s) could not run")
-    return (
-        "; ".join(parts)
-        + f". {failures['unmeasured_replays']} of {failures['replays']} replays are no measurement: they are "
-        f"left out of every metric, and the {failures['settings_left_out']} setting(s) they belong to are never "
-        "recommended."
-    )
+    if failures["causes"]:
+        out.append(
+            "; ".join(parts)
+            + f". {failures['unmeasured_replays']} of {failures['replays']} replays are no measurement: they are "
+            f"left out of every metric, and the {failures['settings_left_out']} setting(s) they belong to are "
+            "never recommended."
+        )
+    return " ".join(out)
 
 
 class ReportDocument(TypedDict):

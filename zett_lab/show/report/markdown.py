@@ -55,8 +55,9 @@ def _summary(document: Mapping[str, Any]) -> list[str]:
         "",
     ]
     failures = document["failures"]
-    if failures["causes"]:
-        out += [f"> **{md(failure_headline(failures))}**", ">"]
+    if failures["causes"] or failures.get("skipped_files"):
+        out += [f"> **{md(failure_headline(failures))}**"]
+        out += [">"] if failures["causes"] else []
         out += [
             f"> - {c['count']} {md(c['what'])}(s), {md(c['summarizer'])}: {md(c['cause'])}" for c in failures["causes"]
         ]
@@ -129,6 +130,13 @@ def _study(study: Mapping[str, Any]) -> list[str]:
         ),
         "",
     ]
+    if study.get("skipped_files"):
+        out += [
+            "Files that could not be read (their conversations are not in this report):",
+            "",
+            md_table(["file", "why"], [(f["file"], f["reason"]) for f in study["skipped_files"]]),
+            "",
+        ]
     if study["failures"]:
         out += [
             "Replays that failed:",

@@ -246,7 +246,7 @@ def _alerts(data: ReportData, document: Mapping[str, Any], figures: Mapping[str,
         (c["summarizer"], read_int(c, "max_tokens"), read_int(c, "keep_recent_tokens")): f"configuration-{i}"
         for i, c in enumerate(data.configurations)
     }
-    failures = bool(document["failures"]["causes"])
+    failures = bool(document["failures"]["causes"] or document["failures"].get("skipped_files"))
 
     def anchor(evidence: Mapping[str, Any]) -> str | None:
         section = evidence["section"]
