@@ -127,6 +127,24 @@ def frame_formatters(
     return formatters
 
 
+def blank_missing(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with the missing values of its columns as NaN, so ``to_string``/``to_html`` write them as their
+    ``na_rep`` (pandas writes a None as ``None`` and ``pd.NA`` as ``<NA>`` whatever the ``na_rep``). Take the
+    :func:`frame_formatters` of ``frame`` first: a changed column holds Python objects."""
+    positions = [
+        i
+        for i, (_, column) in enumerate(frame.items())
+        if not pd.api.types.is_float_dtype(column.dtype) and column.isna().any()
+    ]
+    if not positions:
+        return frame
+    blanked = frame.copy()
+    for i in positions:
+        column = blanked.iloc[:, i]
+        blanked.isetitem(i, column.astype(object).where(column.notna(), np.nan))
+    return blanked
+
+
 def frame_html(
     frame: pd.DataFrame,
     *,
@@ -140,6 +158,8 @@ def frame_html(
     """
     shown = frame if columns is None else frame[[c for c in columns if c in frame.columns]]
     written = {str(k).replace("_", " "): v for k, v in frame_formatters(shown, formatters).items()}
-    return shown.rename(columns=lambda c: str(c).replace("_", " ")).to_html(
-        index=False, na_rep="", max_rows=max_rows, formatters=written, escape=True
+    return (
+        blank_missing(shown)
+        .rename(columns=lambda c: str(c).replace("_", " "))
+        .to_html(index=False, na_rep="", max_rows=max_rows, formatters=written, escape=True)
     )

@@ -158,7 +158,10 @@ def test_replay_prints_steps_and_compactions(tmp_path: Path) -> None:
     text = result.stdout
     assert "steps:" in text and "compactions:" in text
     assert "context_tokens_after" in text and "span_start" in text
-    assert "applied" in text and "max_tokens=12000" in text
+    assert "applied" in text and "max_tokens=12,000, keep_recent_tokens=3,000" in text
+    compactions = text.split("compactions:")[1]
+    assert "None" not in compactions and "NaN" not in compactions
+    assert re.search(r"peak context \d{1,3}(,\d{3})+ tokens; .* \d{1,3}(,\d{3})+ input tokens in total", text)
     trace = Trace.load(out)
     assert trace.conversation.id == SESSION and trace.setting.max_tokens == 12000
     assert int(trace.compactions["applied"].sum()) >= 1

@@ -11,7 +11,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from zett_lab.formatting import cell, compact, count, decimal, frame_html, number, percent, usd
+from zett_lab.formatting import (
+    blank_missing,
+    cell,
+    compact,
+    count,
+    decimal,
+    frame_formatters,
+    frame_html,
+    number,
+    percent,
+    usd,
+)
 
 SCIENTIFIC = re.compile(r"\d[eE][+-]?\d")
 finite = st.floats(allow_nan=False, allow_infinity=False, min_value=-1e15, max_value=1e15)
@@ -84,6 +95,23 @@ def test_frame_html_writes_every_numeric_column():
     text = frame_html(frame)
     assert "9,308,850" in text and "1,080" in text and "0.597" in text
     assert not SCIENTIFIC.search(text) and ">nan<" not in text.lower()
+
+
+def test_missing_values_are_empty_in_tables_of_any_column_type():
+    """pandas writes a None as ``None`` and ``pd.NA`` as ``<NA>`` whatever its ``na_rep``: what ``replay`` printed
+    as ``skip_reason None  error_kind None``."""
+    frame = pd.DataFrame(
+        {
+            "skip_reason": [None, "not smaller"],
+            "tokens": pd.array([None, 12_345], dtype="Int64"),
+            "applied": pd.array([True, None], dtype="boolean"),
+        }
+    )
+    text = frame_html(frame)
+    assert "None" not in text and "NA" not in text and "12,345" in text and "not smaller" in text
+    assert text.count("<td></td>") == 3
+    printed = blank_missing(frame).to_string(index=False, na_rep="", formatters=frame_formatters(frame))
+    assert "None" not in printed and "NA" not in printed and "12,345" in printed
 
 
 def test_result_reprs_write_numbers_readably():

@@ -62,3 +62,11 @@ def test_long_frames_and_series():
     page = shown._repr_html_()
     assert page.count("<tr>") == 11 and "first 10 of 50 rows" in page
     assert len(table(pd.DataFrame({"a": range(50)}), max_rows=None)._repr_html_().split("<tr>")) == 52
+
+
+def test_a_mapping_of_figures_is_a_table_of_named_rows():
+    """``table(trace.summary())``: what notebooks 01 and 02 showed as a raw dict (``'peak_context': 17055,
+    'summary_error': None``)."""
+    page = table({"max_tokens": 12_000, "peak_context": 17_055, "summary_error": None})._repr_html_()
+    rows = re.findall(r"<tr><th[^>]*>([^<]*)</th><td>([^<]*)</td></tr>", page)
+    assert rows == [("max tokens", "12,000"), (metric("peak_context").label, "17,055"), ("summary error", "")]

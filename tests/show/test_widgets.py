@@ -407,6 +407,18 @@ def test_widgets_have_a_static_snapshot(explorer):
     assert "max_tokens: 700" in snapshot
 
 
+def test_thresholds_are_shown_with_thousands_separators(conversations):
+    """What notebooks 01 and 03 showed as ``max_tokens: 1500`` and ``max_tokens: 12000 keep_recent_tokens: 3000``."""
+    explorer = Explorer(conversations, summarizers=["mask"], max_tokens=1_500, keep_recent_tokens=300)
+    assert explorer.max_tokens.readout_format == ",d" == explorer.keep_recent_tokens.readout_format
+    assert "max_tokens: 1,500" in explorer.snapshot_html()
+    comparison = ComparisonExplorer(
+        conversations, ["mask", "truncate:0.1"], max_tokens=12_000, keep_recent_tokens=3_000
+    )
+    snapshot = comparison.snapshot_html()
+    assert "max_tokens: 12,000" in snapshot and "keep_recent_tokens: 3,000" in snapshot
+
+
 def test_comparison_shows_production_summaries_of_a_recorded_log(fixture_conversations, agent_logs):
     import zett_lab
 

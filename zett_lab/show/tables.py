@@ -18,6 +18,7 @@ Example::
 from __future__ import annotations
 
 import html
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import pandas as pd
@@ -70,6 +71,8 @@ def column_head(column: object) -> str:
     """A table header cell in words: a metric's catalogue label with its definition on hover, else the column's
     name with spaces (the name itself on hover, for code). A pivot's column (a tuple) joins its parts' words."""
     parts = [str(p) for p in (column if isinstance(column, tuple) else (column,)) if str(p)]
+    if not parts:
+        return "<th></th>"
     meaning = next((m for m in map(definition, parts) if m), None) or f"column {' · '.join(parts)}"
     words = " · ".join(_words(p) for p in parts)
     return f'<th title="{html.escape(meaning)}">{html.escape(words)}</th>'
@@ -139,16 +142,23 @@ class Table:
         return f"{CSS}{frame_html(shown, row_heads=levels, css_class='zl-table zl-frame')}{more}"
 
 
-def table(frame: pd.DataFrame | pd.Series, max_rows: int | None = 30) -> Table:
-    """A DataFrame (or Series) for a person to read in a notebook: numbers with thousands separators and never in
-    scientific notation, metric columns headed by their catalogue labels (definition on hover), a meaningful
-    index kept as row headers; at most ``max_rows`` rows (None: all).
+def table(frame: pd.DataFrame | pd.Series | Mapping[str, object], max_rows: int | None = 30) -> Table:
+    """A DataFrame (or Series, or a mapping of named figures such as ``trace.summary()``) for a person to read in a
+    notebook: numbers with thousands separators and never in scientific notation, metric columns headed by their
+    catalogue labels (definition on hover), a meaningful index (a mapping's names, in words) kept as row headers;
+    at most ``max_rows`` rows (None: all).
 
     Example::
 
         from zett_lab.show import table
 
+        table(trace.summary())
         table(trace.compactions[["step", "older_tokens", "summary_tokens", "compression_ratio"]])
         table(rows.pivot(index="native_id", columns="summarizer", values="needed_anchor_recall"))
     """
-    return Table(frame.to_frame() if isinstance(frame, pd.Series) else frame, max_rows)
+    if isinstance(frame, pd.DataFrame):
+        return Table(frame, max_rows)
+    if isinstance(frame, pd.Series):
+        return Table(frame.to_frame(), max_rows)
+    names = pd.Index([k if k in CATALOGUE else _words(k) for k in frame], name="")
+    return Table(pd.DataFrame({"value": list(frame.values())}, index=names, dtype=object), max_rows)
