@@ -151,15 +151,18 @@ def frame_html(
     max_rows: int | None = None,
     columns: Sequence[str] | None = None,
     formatters: Mapping[str, Callable[[object], str]] | None = None,
+    headers: Callable[[str], str] | None = None,
 ) -> str:
     """A DataFrame as an HTML table with readable numbers (what the ``_repr_html_`` of every result uses).
 
-    Headers are the column names in words (``total input tokens``), so a narrow page wraps them.
+    Headers are ``headers`` of the column names (the results of later stages pass the metric catalogue's
+    ``label``), else the names in words (``total input tokens``), so a narrow page wraps them.
     """
+    head = headers or (lambda name: name.replace("_", " "))
     shown = frame if columns is None else frame[[c for c in columns if c in frame.columns]]
-    written = {str(k).replace("_", " "): v for k, v in frame_formatters(shown, formatters).items()}
+    written = {head(str(k)): v for k, v in frame_formatters(shown, formatters).items()}
     return (
         blank_missing(shown)
-        .rename(columns=lambda c: str(c).replace("_", " "))
+        .rename(columns=lambda c: head(str(c)))
         .to_html(index=False, na_rep="", max_rows=max_rows, formatters=written, escape=True)
     )

@@ -101,6 +101,9 @@ def test_constraints_rule_settings_out_before_any_trade_off():
     ruled = choice.ranking.set_index("summarizer")["ruled_out_by"]
     assert ruled["stale"] == "superseded_rate <= 0.1" and ruled["over"] == "steps_over_budget <= 0"
     assert ruled.isna()["fresh"]
+    page = choice._repr_html_()  # the ranking a person reads: the constraint and the metrics in their words
+    assert "<td>Superseded-only rate ≤ 0.1</td>" in page and "<td>Steps over budget ≤ 0</td>" in page
+    assert "superseded_rate" not in page and "<th>Superseded-only rate</th>" in page
     # the setting a constraint ruled out, which would otherwise have come first, is weighed in the verdict
     [*_, stale] = choice.alternatives
     assert stale.setting.summarizer == "stale" and stale.why == "ruled out by superseded-only rate ≤ 0.1"

@@ -31,7 +31,6 @@ import pandas as pd
 from zett_agent.messages import AnyMessage
 
 from ..collector import collector_paused
-from ..formatting import frame_html
 from ..load.anchors import ANCHOR_TYPES
 from ..load.conversation import Conversation
 from ..replay.setting import TraceSettings
@@ -42,7 +41,7 @@ from .aggregate import conversation_row, decay_rows
 from .anchor_rows import AnchorRows, anchor_table
 from .attempt import SummaryHolds, TraceView
 from .attempt_rows import AttemptRows, measure_attempt
-from .catalogue import TraceTables
+from .catalogue import TraceTables, labelled_html
 from .columns import (
     ANCHOR_COLUMNS,
     COMPACTION_COLUMNS,
@@ -160,7 +159,7 @@ class Losses:
             "lost_but_needed",
             "steps_over_budget",
         ]
-        conversation = frame_html(self.conversation, columns=list(dict.fromkeys(shown)))
+        conversation = labelled_html(self.conversation, columns=list(dict.fromkeys(shown)))
         columns = [
             "conversation_id",
             "compaction_id",
@@ -177,13 +176,13 @@ class Losses:
             "probe_presence",
         ]
         compactions = (
-            frame_html(self.compactions, columns=columns, max_rows=30)
+            labelled_html(self.compactions, columns=columns, max_rows=30)
             if len(self.compactions)
             else "<p>No compaction attempts.</p>"
         )
         lost = self.lost_but_needed()
         lost_html = (
-            frame_html(
+            labelled_html(
                 lost,
                 columns=["conversation_id", "compaction_id", "type", "value", "next_use_index", "refetched"],
                 max_rows=20,
