@@ -47,6 +47,13 @@ def count(value: object) -> str:
     return "" if x is None else f"{round(x):,}"
 
 
+def counted(value: object, one: str, many: str | None = None) -> str:
+    """A count and the word that agrees with it: ``counted(1, "setting")`` -> ``1 setting``, ``counted(4,
+    "setting")`` -> ``4 settings``; ``many`` when the plural is not ``one + "s"`` (``counted(1, "meets", "meet")``).
+    """
+    return f"{count(value)} {one if _float(value) == 1 else many or one + 's'}"
+
+
 def decimal(value: object, digits: int = 3) -> str:
     """A ratio or mean with fixed decimals (thousands separated when large): ``0.6931`` -> ``0.693``."""
     x = _float(value)

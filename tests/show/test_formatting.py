@@ -16,6 +16,7 @@ from zett_lab.formatting import (
     cell,
     compact,
     count,
+    counted,
     decimal,
     frame_formatters,
     frame_html,
@@ -63,6 +64,13 @@ def test_written_for_a_person(write, value, text):
 @pytest.mark.parametrize("missing", [None, math.nan, pd.NA, np.nan, math.inf])
 def test_missing_is_empty(write, missing):
     assert write(missing) == ""
+
+
+def test_a_count_agrees_with_its_word():
+    """What read "Of the 4 settings measured, 1 meet ..." and "1 compaction points"."""
+    assert counted(1, "setting") == "1 setting" and counted(4, "setting") == "4 settings"
+    assert counted(1, "meets", "meet") == "1 meets" and counted(0, "meets", "meet") == "0 meet"
+    assert counted(12_000.0, "compaction point") == "12,000 compaction points"
 
 
 def test_cells_of_any_type():

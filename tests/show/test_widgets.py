@@ -282,6 +282,8 @@ def test_comparison_pairs_summarizers_on_the_same_spans(conversations):
     assert all(value == first for value in spans.values())  # same compactions for everyone
     assert set(comparison.table["summarizer"]) == set(comparison.summarizers)
     assert len(comparison.table) == len(reference_steps) * 3
+    assert f"{len(reference_steps)} compaction points from " in comparison.status.value
+    assert "3 summarizers in" in comparison.status.value
     assert list(comparison.metrics["summarizer"]) == comparison.summarizers
     assert {"anchor_retention", "needed_anchor_recall"} <= set(comparison.metrics.columns)
     summary = comparison.comparison.summary
@@ -290,6 +292,12 @@ def test_comparison_pairs_summarizers_on_the_same_spans(conversations):
     assert "zl-comparison-table" in comparison.table_area.value
     comparison.conversation.value = "second"
     assert comparison.reference.conversation.id == "second"
+
+
+def test_comparison_status_agrees_with_its_counts(conversations):
+    """What read "1 compaction points from anchors:0.1"."""
+    comparison = ComparisonExplorer(conversations[:1], ["mask"], max_tokens=4_000, keep_recent_tokens=300)
+    assert "1 compaction point from mask" in comparison.status.value and "1 summarizer in" in comparison.status.value
 
 
 def test_comparison_nothing_to_compare(conversations):

@@ -98,6 +98,7 @@ def test_constraints_rule_settings_out_before_any_trade_off():
         1,
         True,
     )
+    assert "Of the 3 settings measured, 1 meets steps over budget ≤ 0; superseded-only rate ≤ 0.1;" in choice.verdict
     ruled = choice.ranking.set_index("summarizer")["ruled_out_by"]
     assert ruled["stale"] == "superseded_rate <= 0.1" and ruled["over"] == "steps_over_budget <= 0"
     assert ruled.isna()["fresh"]

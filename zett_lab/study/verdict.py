@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..formatting import number, percent
+from ..formatting import counted, number, percent
 from ..measure.catalogue import label
 from .choose import ConstraintCheck
 from .ranking import Alternative, HeldOut, Ranked
@@ -63,12 +63,12 @@ def verdict(
     """One paragraph: the setting, why, what could not be met, the trade-offs in numbers, and the held-out check."""
     parts = [f"Recommended: {best.setting_text(engines)}."]
     applied = [c for c in checks if c.applied]
-    why = f"Of the {settings} settings measured"
+    why = f"Of the {counted(settings, 'setting')} measured"
     if left_out:
         why += f" ({left_out} more left out: a replay or summary failed)"
     if applied:
         passing = applied[-1].met
-        why += f", {passing} meet {'; '.join(c.text().lower() for c in applied)}"
+        why += f", {counted(passing, 'meets', 'meet')} {'; '.join(c.text().lower() for c in applied)}"
     ordered = ", then ".join(label(o).lower() for o in objectives)
     figures = ", ".join(_figure(o, best.figures[o]) for o in objectives)
     parts.append(f"{why}{';' if applied else ','} ranked by {ordered}, it comes first with {figures} per conversation.")
