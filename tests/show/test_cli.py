@@ -50,6 +50,25 @@ def test_help_with_examples(command: str) -> None:
     assert "zett-lab" in result.stdout
 
 
+def test_every_option_says_what_it_takes() -> None:
+    """``sweep --help`` listed ``--max-tokens GRID`` with no help, ``report --help`` never said what a GRID is, and
+    "(default: the offline default)" named no summarizer."""
+    from zett_lab.show.arguments import GRID_FORMS, build_parser
+    from zett_lab.summarizers import DEFAULT_SUMMARIZER
+
+    commands = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    for command in ("sweep", "report"):
+        options = {o: a for a in commands[command]._actions for o in a.option_strings}
+        for option in ("--max-tokens", "--keep-recent-tokens"):
+            assert GRID_FORMS in (options[option].help or ""), (command, option)
+    for command in ("replay", "sweep"):
+        summarizer = next(a for a in commands[command]._actions if "--summarizer" in a.option_strings)
+        assert f"default: {DEFAULT_SUMMARIZER}" in (summarizer.help or "") and "offline default" not in summarizer.help
+    for command, parser in commands.items():
+        for action in parser._actions:
+            assert action.help or action.option_strings == ["-h", "--help"], (command, action.dest)
+
+
 def test_version() -> None:
     import zett_agent
 
