@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pandas as pd
@@ -488,6 +489,8 @@ def test_losses_concat_and_measure_of_a_list(hand_losses):
     assert list(empty.compactions.columns) == list(COMPACTION_COLUMNS)
     html = hand_losses._repr_html_()
     assert "Lost but needed later" in html and "src/auth/session.py" in html
+    many = dataclasses.replace(empty, anchors=pd.concat([hand_losses.anchors] * (1 + 1000 // len(hand_losses.anchors))))
+    assert f"anchor rows={len(many.anchors):,}" in repr(many), "notebook 04 read anchor rows=10274"
     # metric columns headed by their catalogue labels (notebook 04 read "needed anchor recall", "superseded rate")
     for name in ("needed_anchor_recall", "superseded_rate", "lost_but_needed"):
         assert f"<th>{metric(name).label}</th>" in html, name

@@ -31,6 +31,7 @@ import pandas as pd
 from zett_agent.messages import AnyMessage
 
 from ..collector import collector_paused
+from ..formatting import count
 from ..load.anchors import ANCHOR_TYPES
 from ..load.conversation import Conversation
 from ..replay.setting import TraceSettings
@@ -145,8 +146,8 @@ class Losses:
 
     def __repr__(self) -> str:
         return (
-            f"Losses(conversations={len(self.conversation)}, compaction attempts={len(self.compactions)}, "
-            f"anchor rows={len(self.anchors)}, probe rows={len(self.probes)})"
+            f"Losses(conversations={count(len(self.conversation))}, compaction attempts={count(len(self.compactions))}, "
+            f"anchor rows={count(len(self.anchors))}, probe rows={count(len(self.probes))})"
         )
 
     def _repr_html_(self) -> str:
