@@ -124,3 +124,12 @@ def test_the_limits_page_states_the_limits_the_engine_and_zett_lab_apply():
     assert "one hour with the defaults" in page and bound == 3600
     # a summary not asked again keeps its cause's error kind (it counts under what it failed for)
     assert SummaryNotAsked("x", "timeout").error_kind == "timeout" and "not_asked_again" not in page
+
+
+def test_the_import_page_says_how_to_replace_an_output():
+    """``zett-lab import`` refuses an existing output unless given ``--force``; the page said it never overwrites."""
+    from zett_lab.show.arguments import FORCE, build_parser
+
+    page = (DOCS / "how-to" / "import-logs.md").read_text(encoding="utf-8")
+    assert "must not exist yet" not in page and f"`{FORCE}`" in page
+    assert build_parser().parse_args(["import", "x.jsonl", "-o", "out.sqlite", FORCE]).force is True

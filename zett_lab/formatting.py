@@ -47,6 +47,13 @@ def count(value: object) -> str:
     return "" if x is None else f"{round(x):,}"
 
 
+def counted(value: object, one: str, many: str | None = None) -> str:
+    """A count and the word that agrees with it: ``counted(1, "setting")`` -> ``1 setting``, ``counted(4,
+    "setting")`` -> ``4 settings``; ``many`` when the plural is not ``one + "s"`` (``counted(1, "meets", "meet")``).
+    """
+    return f"{count(value)} {one if _float(value) == 1 else many or one + 's'}"
+
+
 def decimal(value: object, digits: int = 3) -> str:
     """A ratio or mean with fixed decimals (thousands separated when large): ``0.6931`` -> ``0.693``."""
     x = _float(value)
@@ -143,19 +150,42 @@ def frame_formatters(
     return formatters
 
 
+def blank_missing(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with the missing values of its columns as NaN, so ``to_string``/``to_html`` write them as their
+    ``na_rep`` (pandas writes a None as ``None`` and ``pd.NA`` as ``<NA>`` whatever the ``na_rep``). Take the
+    :func:`frame_formatters` of ``frame`` first: a changed column holds Python objects."""
+    positions = [
+        i
+        for i, (_, column) in enumerate(frame.items())
+        if not pd.api.types.is_float_dtype(column.dtype) and column.isna().any()
+    ]
+    if not positions:
+        return frame
+    blanked = frame.copy()
+    for i in positions:
+        column = blanked.iloc[:, i]
+        blanked.isetitem(i, column.astype(object).where(column.notna(), np.nan))
+    return blanked
+
+
 def frame_html(
     frame: pd.DataFrame,
     *,
     max_rows: int | None = None,
     columns: Sequence[str] | None = None,
     formatters: Mapping[str, Callable[[object], str]] | None = None,
+    headers: Callable[[str], str] | None = None,
 ) -> str:
     """A DataFrame as an HTML table with readable numbers (what the ``_repr_html_`` of every result uses).
 
-    Headers are the column names in words (``total input tokens``), so a narrow page wraps them.
+    Headers are ``headers`` of the column names (the results of later stages pass the metric catalogue's
+    ``label``), else the names in words (``total input tokens``), so a narrow page wraps them.
     """
+    head = headers or (lambda name: name.replace("_", " "))
     shown = frame if columns is None else frame[[c for c in columns if c in frame.columns]]
-    written = {str(k).replace("_", " "): v for k, v in frame_formatters(shown, formatters).items()}
-    return shown.rename(columns=lambda c: str(c).replace("_", " ")).to_html(
-        index=False, na_rep="", max_rows=max_rows, formatters=written, escape=True
+    written = {head(str(k)): v for k, v in frame_formatters(shown, formatters).items()}
+    return (
+        blank_missing(shown)
+        .rename(columns=lambda c: head(str(c)))
+        .to_html(index=False, na_rep="", max_rows=max_rows, formatters=written, escape=True)
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pandas as pd
@@ -19,6 +20,7 @@ from zett_agent.model import ModelEvent, ModelResponse, ModelUsage, RetryOptions
 
 from zett_lab import Conversation, InputError, Probe
 from zett_lab.measure import Losses, measure
+from zett_lab.measure.catalogue import metric
 from zett_lab.measure.columns import (
     ANCHOR_COLUMNS,
     COMPACTION_COLUMNS,
@@ -487,6 +489,12 @@ def test_losses_concat_and_measure_of_a_list(hand_losses):
     assert list(empty.compactions.columns) == list(COMPACTION_COLUMNS)
     html = hand_losses._repr_html_()
     assert "Lost but needed later" in html and "src/auth/session.py" in html
+    many = dataclasses.replace(empty, anchors=pd.concat([hand_losses.anchors] * (1 + 1000 // len(hand_losses.anchors))))
+    assert f"anchor rows={len(many.anchors):,}" in repr(many), "notebook 04 read anchor rows=10274"
+    # metric columns headed by their catalogue labels (notebook 04 read "needed anchor recall", "superseded rate")
+    for name in ("needed_anchor_recall", "superseded_rate", "lost_but_needed"):
+        assert f"<th>{metric(name).label}</th>" in html, name
+    assert "<th>needed anchor recall</th>" not in html and "<th>conversation id</th>" in html
     table = hand_losses.retention_by_type()
     assert table.loc["hand-written", "number"] == pytest.approx(1.0)
 

@@ -50,6 +50,25 @@ def test_help_with_examples(command: str) -> None:
     assert "zett-lab" in result.stdout
 
 
+def test_every_option_says_what_it_takes() -> None:
+    """``sweep --help`` listed ``--max-tokens GRID`` with no help, ``report --help`` never said what a GRID is, and
+    "(default: the offline default)" named no summarizer."""
+    from zett_lab.show.arguments import GRID_FORMS, build_parser
+    from zett_lab.summarizers import DEFAULT_SUMMARIZER
+
+    commands = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    for command in ("sweep", "report"):
+        options = {o: a for a in commands[command]._actions for o in a.option_strings}
+        for option in ("--max-tokens", "--keep-recent-tokens"):
+            assert GRID_FORMS in (options[option].help or ""), (command, option)
+    for command in ("replay", "sweep"):
+        summarizer = next(a for a in commands[command]._actions if "--summarizer" in a.option_strings)
+        assert f"default: {DEFAULT_SUMMARIZER}" in (summarizer.help or "") and "offline default" not in summarizer.help
+    for command, parser in commands.items():
+        for action in parser._actions:
+            assert action.help or action.option_strings == ["-h", "--help"], (command, action.dest)
+
+
 def test_version() -> None:
     import zett_agent
 
@@ -158,7 +177,10 @@ def test_replay_prints_steps_and_compactions(tmp_path: Path) -> None:
     text = result.stdout
     assert "steps:" in text and "compactions:" in text
     assert "context_tokens_after" in text and "span_start" in text
-    assert "applied" in text and "max_tokens=12000" in text
+    assert "applied" in text and "max_tokens=12,000, keep_recent_tokens=3,000" in text
+    compactions = text.split("compactions:")[1]
+    assert "None" not in compactions and "NaN" not in compactions
+    assert re.search(r"peak context \d{1,3}(,\d{3})+ tokens; .* \d{1,3}(,\d{3})+ input tokens in total", text)
     trace = Trace.load(out)
     assert trace.conversation.id == SESSION and trace.setting.max_tokens == 12000
     assert int(trace.compactions["applied"].sum()) >= 1

@@ -11,7 +11,19 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from zett_lab.formatting import cell, compact, count, decimal, frame_html, number, percent, usd
+from zett_lab.formatting import (
+    blank_missing,
+    cell,
+    compact,
+    count,
+    counted,
+    decimal,
+    frame_formatters,
+    frame_html,
+    number,
+    percent,
+    usd,
+)
 
 SCIENTIFIC = re.compile(r"\d[eE][+-]?\d")
 finite = st.floats(allow_nan=False, allow_infinity=False, min_value=-1e15, max_value=1e15)
@@ -57,6 +69,13 @@ def test_missing_is_empty(write, missing):
     assert write(missing) == ""
 
 
+def test_a_count_agrees_with_its_word():
+    """What read "Of the 4 settings measured, 1 meet ..." and "1 compaction points"."""
+    assert counted(1, "setting") == "1 setting" and counted(4, "setting") == "4 settings"
+    assert counted(1, "meets", "meet") == "1 meets" and counted(0, "meets", "meet") == "0 meet"
+    assert counted(12_000.0, "compaction point") == "12,000 compaction points"
+
+
 def test_cells_of_any_type():
     assert [cell(v) for v in (True, False, np.int64(12_345), np.float64(0.5), "a<b")] == [
         "✓",
@@ -87,6 +106,23 @@ def test_frame_html_writes_every_numeric_column():
     text = frame_html(frame)
     assert "9,308,850" in text and "1,080" in text and "0.597" in text
     assert not SCIENTIFIC.search(text) and ">nan<" not in text.lower()
+
+
+def test_missing_values_are_empty_in_tables_of_any_column_type():
+    """pandas writes a None as ``None`` and ``pd.NA`` as ``<NA>`` whatever its ``na_rep``: what ``replay`` printed
+    as ``skip_reason None  error_kind None``."""
+    frame = pd.DataFrame(
+        {
+            "skip_reason": [None, "not smaller"],
+            "tokens": pd.array([None, 12_345], dtype="Int64"),
+            "applied": pd.array([True, None], dtype="boolean"),
+        }
+    )
+    text = frame_html(frame)
+    assert "None" not in text and "NA" not in text and "12,345" in text and "not smaller" in text
+    assert text.count("<td></td>") == 3
+    printed = blank_missing(frame).to_string(index=False, na_rep="", formatters=frame_formatters(frame))
+    assert "None" not in printed and "NA" not in printed and "12,345" in printed
 
 
 def test_result_reprs_write_numbers_readably():

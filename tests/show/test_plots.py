@@ -291,7 +291,11 @@ def test_heatmap_accepts_decision_boundaries_objects(sweep_table):
     assert set(xs[~np.isnan(xs)]) == {5_000.0, 12_000.0}
     assert {"→2", "→1"} <= {t.get_text() for t in ax.texts}
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert legend == ["compactions_applied changes (exact)"]
+    assert legend == ["compactions applied changes (exact)"]
+    colourbar = next(a for a in ax.figure.axes if a.get_label() == "<colorbar>")
+    assert (
+        ax.get_title(loc="left").startswith("compactions applied") and colourbar.get_ylabel() == "compactions applied"
+    )
     ax = plots.heatmap(sweep_table, "needed_anchor_recall", boundaries=[walk]).axes[0]
     xs = np.concatenate(
         [np.asarray(line.get_xdata(), dtype=float) for line in ax.lines if line.get_linestyle() == "--"]

@@ -62,3 +62,30 @@ def test_long_frames_and_series():
     page = shown._repr_html_()
     assert page.count("<tr>") == 11 and "first 10 of 50 rows" in page
     assert len(table(pd.DataFrame({"a": range(50)}), max_rows=None)._repr_html_().split("<tr>")) == 52
+
+
+def test_a_mapping_of_figures_is_a_table_of_named_rows():
+    """``table(trace.summary())``: what notebooks 01 and 02 showed as a raw dict (``'peak_context': 17055,
+    'summary_error': None``)."""
+    page = table({"max_tokens": 12_000, "peak_context": 17_055, "summary_error": None})._repr_html_()
+    rows = re.findall(r"<tr><th[^>]*>([^<]*)</th><td>([^<]*)</td></tr>", page)
+    assert rows == [("max tokens", "12,000"), (metric("peak_context").label, "17,055"), ("summary error", "")]
+
+
+def test_the_rows_of_a_transposed_table_are_its_columns_in_words():
+    """Notebook 03's ``table(side_by_side.metrics.set_index("summarizer").T)`` showed rows ``conversation_id``,
+    ``mean_summary_tokens``, ``total_latency_s``."""
+    metrics = pd.DataFrame(
+        {
+            "summarizer": ["anchors:0.1", "mask"],
+            "conversation_id": ["search_p95", "search_p95"],
+            "mean_summary_tokens": [1077.0, 1208.0],
+            "needed_anchor_recall": [1.0, 0.5],
+        }
+    )
+    page = table(metrics.set_index("summarizer").T)._repr_html_()
+    rows = re.findall(r"<tr><th[^>]*>([^<]*)</th><td>", page)
+    assert rows == ["conversation id", "mean summary tokens", metric("needed_anchor_recall").label]
+    assert "<td>search_p95</td>" in page, "values are data, never rewritten"
+    named = table(metrics.set_index("conversation_id")[["mean_summary_tokens"]])._repr_html_()
+    assert re.findall(r"<tr><th>([^<]*)</th><td>", named) == ["search_p95", "search_p95"], "a named index is data"

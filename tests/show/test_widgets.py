@@ -282,6 +282,8 @@ def test_comparison_pairs_summarizers_on_the_same_spans(conversations):
     assert all(value == first for value in spans.values())  # same compactions for everyone
     assert set(comparison.table["summarizer"]) == set(comparison.summarizers)
     assert len(comparison.table) == len(reference_steps) * 3
+    assert f"{len(reference_steps)} compaction points from " in comparison.status.value
+    assert "3 summarizers in" in comparison.status.value
     assert list(comparison.metrics["summarizer"]) == comparison.summarizers
     assert {"anchor_retention", "needed_anchor_recall"} <= set(comparison.metrics.columns)
     summary = comparison.comparison.summary
@@ -290,6 +292,12 @@ def test_comparison_pairs_summarizers_on_the_same_spans(conversations):
     assert "zl-comparison-table" in comparison.table_area.value
     comparison.conversation.value = "second"
     assert comparison.reference.conversation.id == "second"
+
+
+def test_comparison_status_agrees_with_its_counts(conversations):
+    """What read "1 compaction points from anchors:0.1"."""
+    comparison = ComparisonExplorer(conversations[:1], ["mask"], max_tokens=4_000, keep_recent_tokens=300)
+    assert "1 compaction point from mask" in comparison.status.value and "1 summarizer in" in comparison.status.value
 
 
 def test_comparison_nothing_to_compare(conversations):
@@ -405,6 +413,18 @@ def test_widgets_have_a_static_snapshot(explorer):
     snapshot = bundle["text/html"]
     assert snapshot.count('src="data:image/png;base64,') >= 1 and "zl-steps" in snapshot
     assert "max_tokens: 700" in snapshot
+
+
+def test_thresholds_are_shown_with_thousands_separators(conversations):
+    """What notebooks 01 and 03 showed as ``max_tokens: 1500`` and ``max_tokens: 12000 keep_recent_tokens: 3000``."""
+    explorer = Explorer(conversations, summarizers=["mask"], max_tokens=1_500, keep_recent_tokens=300)
+    assert explorer.max_tokens.readout_format == ",d" == explorer.keep_recent_tokens.readout_format
+    assert "max_tokens: 1,500" in explorer.snapshot_html()
+    comparison = ComparisonExplorer(
+        conversations, ["mask", "truncate:0.1"], max_tokens=12_000, keep_recent_tokens=3_000
+    )
+    snapshot = comparison.snapshot_html()
+    assert "max_tokens: 12,000" in snapshot and "keep_recent_tokens: 3,000" in snapshot
 
 
 def test_comparison_shows_production_summaries_of_a_recorded_log(fixture_conversations, agent_logs):

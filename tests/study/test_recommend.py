@@ -99,9 +99,13 @@ def test_constraints_rule_settings_out_before_any_trade_off():
         1,
         True,
     )
+    assert "Of the 3 settings measured, 1 meets steps over budget ≤ 0; superseded-only rate ≤ 0.1;" in choice.verdict
     ruled = choice.ranking.set_index("summarizer")["ruled_out_by"]
     assert ruled["stale"] == "superseded_rate <= 0.1" and ruled["over"] == "steps_over_budget <= 0"
     assert ruled.isna()["fresh"]
+    page = choice._repr_html_()  # the ranking a person reads: the constraint and the metrics in their words
+    assert "<td>Superseded-only rate ≤ 0.1</td>" in page and "<td>Steps over budget ≤ 0</td>" in page
+    assert "superseded_rate" not in page and "<th>Superseded-only rate</th>" in page
     # the setting a constraint ruled out, which would otherwise have come first, is weighed in the verdict
     [*_, stale] = choice.alternatives
     assert stale.setting.summarizer == "stale" and stale.why == "ruled out by superseded-only rate ≤ 0.1"
@@ -313,7 +317,7 @@ def test_the_recommendation_says_what_its_figures_cannot_tell():
     caveats = choice.caveats
     assert any(c.startswith("max_tokens=8,000 is the largest value measured") for c in caveats)
     assert not any(c.startswith("keep_recent_tokens") for c in caveats)  # one value: no edge to speak of
-    assert any("1 other setting(s) have the same figures" in c and "twin at max_tokens=8,000" in c for c in caveats)
+    assert any("1 other setting has the same figures" in c and "twin at max_tokens=8,000" in c for c in caveats)
     assert any(c.startswith("At this setting 2 of 3 conversations have an applied compaction") for c in caveats)
     assert choice.record()["caveats"] == list(caveats)
     assert all(f"<li>{html.escape(c)}</li>" in choice._repr_html_() for c in caveats)

@@ -78,3 +78,15 @@ def test_paired_figures_are_the_measured_ones(session):
 def test_nothing_to_compare(session):
     paired = paired_comparison(session, "first", 10**9, 300)
     assert paired.compact_at == () and paired.traces == {} and paired.summary.empty and paired.summaries().empty
+
+
+def test_the_default_summarizers_are_each_one_summarizer_once():
+    """``compare(Session(convs), ...)`` compared ``anchors:0.1`` with ``anchors``: one summarizer (one identity, the
+    summary cache's key), so identical rows."""
+    from zett_lab.summarizers import DEFAULT_SUMMARIZER, OFFLINE_SUMMARIZERS, summarizer, summarizer_identity
+
+    labels = list(Session([coding_conversation(turns=4)], cache=False).summarizers)
+    assert labels[0] == DEFAULT_SUMMARIZER and "anchors" not in labels
+    identities = [summarizer_identity(summarizer(label)) for label in labels]
+    assert len(set(identities)) == len(labels)
+    assert set(identities) == {summarizer_identity(summarizer(name)) for name in OFFLINE_SUMMARIZERS}

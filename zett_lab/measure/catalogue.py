@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 import pandas as pd
 
 from ..errors import SettingError
-from ..formatting import count, decimal
+from ..formatting import count, decimal, frame_html
 
 if TYPE_CHECKING:
     from .attempt import Attempt
@@ -466,17 +466,25 @@ def higher_is_better(name: str) -> bool:
 
 
 def label(name: str) -> str:
-    """The label a person reads for a metric column; the column name itself for anything not in the catalogue."""
+    """The label a person reads for a column: a metric's catalogue label, any other column's name in words
+    (``compactions_applied`` -> ``compactions applied``). The one home of the words a table, plot or text uses
+    for a column."""
     entry = _loaded().get(name)
-    return entry.label if entry else name
+    return entry.label if entry else name.replace("_", " ")
+
+
+def labelled_html(frame: pd.DataFrame, **options: Any) -> str:
+    """A result table as HTML (:func:`~zett_lab.formatting.frame_html` with its ``options``), each column headed by
+    its :func:`label`."""
+    return frame_html(frame, headers=label, **options)
 
 
 def label_with_direction(name: str) -> str:
     """A metric's label and which way is better, e.g. ``Lost but needed (lower is better)``; a column outside the
-    catalogue: its name."""
+    catalogue: its :func:`label`."""
     entry = _loaded().get(name)
     if entry is None:
-        return name
+        return label(name)
     return f"{entry.label} ({'higher' if entry.higher_is_better else 'lower'} is better)"
 
 

@@ -49,10 +49,10 @@ from zett_agent.model import AgentModel
 
 from ..asyncrun import run_sync
 from ..errors import SettingError
-from ..formatting import frame_html
 from ..load.conversation import Probe
 from ..replay.trace import Trace
 from ..summarizers.cache import CacheSpec, resolve_cache
+from .catalogue import labelled_html
 from .judged_calls import (
     CONDITIONS,
     Caller,
@@ -131,8 +131,8 @@ class JudgedResult:
 
     def _repr_html_(self) -> str:
         return (
-            f"<div><h4>{html.escape(repr(self))}</h4>{frame_html(self.by_summarizer())}"
-            f"{frame_html(self.rows, max_rows=30)}</div>"
+            f"<div><h4>{html.escape(repr(self))}</h4>{labelled_html(self.by_summarizer())}"
+            f"{labelled_html(self.rows, max_rows=30)}</div>"
         )
 
 

@@ -12,10 +12,11 @@ from typing import Any
 import pandas as pd
 from zett_agent.model import AgentModel, ModelRequest
 
-from ..formatting import frame_html, number, usd
+from ..formatting import number, usd
 from ..load.conversation import Probe
 from ..replay.trace import Trace
 from ..summarizers.cache import CacheSpec, SummaryCache, resolve_cache
+from .catalogue import labelled_html
 from .judged_calls import (
     CONDITIONS,
     OUTPUT_ESTIMATE,
@@ -76,7 +77,7 @@ class JudgedPlan:
         notes = "".join(f"<li>{html.escape(n)}</li>" for n in self.notes)
         unknown = {column: (lambda v: number(v) or "?") for column in self.table.columns}
         unknown |= {"cost_usd": lambda v: usd(v) or "?"} if "cost_usd" in self.table.columns else {}
-        table = frame_html(self.table, formatters=unknown)
+        table = labelled_html(self.table, formatters=unknown)
         return f"<div><h4>{html.escape(repr(self))}</h4>{table}<ul>{notes}</ul></div>"
 
 

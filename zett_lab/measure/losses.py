@@ -31,7 +31,7 @@ import pandas as pd
 from zett_agent.messages import AnyMessage
 
 from ..collector import collector_paused
-from ..formatting import frame_html
+from ..formatting import count
 from ..load.anchors import ANCHOR_TYPES
 from ..load.conversation import Conversation
 from ..replay.setting import TraceSettings
@@ -42,7 +42,7 @@ from .aggregate import conversation_row, decay_rows
 from .anchor_rows import AnchorRows, anchor_table
 from .attempt import SummaryHolds, TraceView
 from .attempt_rows import AttemptRows, measure_attempt
-from .catalogue import TraceTables
+from .catalogue import TraceTables, labelled_html
 from .columns import (
     ANCHOR_COLUMNS,
     COMPACTION_COLUMNS,
@@ -146,8 +146,8 @@ class Losses:
 
     def __repr__(self) -> str:
         return (
-            f"Losses(conversations={len(self.conversation)}, compaction attempts={len(self.compactions)}, "
-            f"anchor rows={len(self.anchors)}, probe rows={len(self.probes)})"
+            f"Losses(conversations={count(len(self.conversation))}, compaction attempts={count(len(self.compactions))}, "
+            f"anchor rows={count(len(self.anchors))}, probe rows={count(len(self.probes))})"
         )
 
     def _repr_html_(self) -> str:
@@ -160,7 +160,7 @@ class Losses:
             "lost_but_needed",
             "steps_over_budget",
         ]
-        conversation = frame_html(self.conversation, columns=list(dict.fromkeys(shown)))
+        conversation = labelled_html(self.conversation, columns=list(dict.fromkeys(shown)))
         columns = [
             "conversation_id",
             "compaction_id",
@@ -177,13 +177,13 @@ class Losses:
             "probe_presence",
         ]
         compactions = (
-            frame_html(self.compactions, columns=columns, max_rows=30)
+            labelled_html(self.compactions, columns=columns, max_rows=30)
             if len(self.compactions)
             else "<p>No compaction attempts.</p>"
         )
         lost = self.lost_but_needed()
         lost_html = (
-            frame_html(
+            labelled_html(
                 lost,
                 columns=["conversation_id", "compaction_id", "type", "value", "next_use_index", "refetched"],
                 max_rows=20,

@@ -9,6 +9,7 @@ import textwrap
 
 from ..errors import SettingError
 from ..replay.deadline import DEFAULT_ENGINE_TIMEOUT, check_engine_timeout
+from ..summarizers import DEFAULT_SUMMARIZER
 
 PROG = "zett-lab"
 
@@ -34,6 +35,13 @@ EXIT_CODES = {
 FORCE = "--force"
 #: What ``--engine`` takes (resolved by :func:`zett_lab.replay.engine_names.engine_from_spec`).
 ENGINE_FORMS = "stock, split-turn, observation-masking, module:Class or path/to/file.py:Class"
+#: What a grid option takes (:func:`parse_grid`).
+GRID_FORMS = "comma-separated values (8k,16k,32k) or A:B:STEP with B included (8k:32k:8k); k means thousands"
+#: What ``--max-tokens`` and ``--keep-recent-tokens`` set, for one value (``replay``) or a grid.
+MAX_TOKENS_MEANING = "engine threshold"
+KEEP_RECENT_MEANING = "tokens kept verbatim (a minimum)"
+#: The summarizer of a command given none.
+SUMMARIZER_DEFAULT = f"default: {DEFAULT_SUMMARIZER}, offline"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -249,22 +257,41 @@ def _add_replay_command(commands: argparse._SubParsersAction[_Parser], parents: 
     p.add_argument("path", metavar="PATH", help="recorded session file or directory")
     p.add_argument("--session", metavar="ID", help="session id, when the file holds several")
     p.add_argument(
-        "--max-tokens", required=True, type=_tokens_type("--max-tokens"), metavar="N", help="engine threshold"
+        "--max-tokens", required=True, type=_tokens_type("--max-tokens"), metavar="N", help=MAX_TOKENS_MEANING
     )
     p.add_argument(
         "--keep-recent-tokens",
         required=True,
         type=_tokens_type("--keep-recent-tokens"),
         metavar="N",
-        help="tokens kept verbatim (a minimum)",
+        help=KEEP_RECENT_MEANING,
     )
-    p.add_argument("--summarizer", metavar="SPEC", help="summary model spec (default: the offline default)")
+    p.add_argument("--summarizer", metavar="SPEC", help=f"summary model spec ({SUMMARIZER_DEFAULT})")
     p.add_argument("--engine", metavar="SPEC", help=f"compaction engine: {ENGINE_FORMS} (default: stock)")
     p.add_argument(
         "--usage", choices=("none", "recorded", "synthetic"), default="none", help="usage baseline mode (default: none)"
     )
     p.add_argument("-o", "--output", metavar="TRACE", help="also save the trace (.parquet or .json)")
     p.add_argument("--all-steps", action="store_true", help="print every step (default: at most 60 rows)")
+
+
+def _add_grid_arguments(p: _Parser, *, required: bool, default: str | None = None) -> None:
+    """``--max-tokens`` and ``--keep-recent-tokens`` as grids (``sweep``, ``report``): one definition, one help."""
+    tail = f": {GRID_FORMS}" + (f" (default: {default})" if default else "")
+    p.add_argument(
+        "--max-tokens",
+        required=required,
+        type=_grid_type("--max-tokens"),
+        metavar="GRID",
+        help=f"{MAX_TOKENS_MEANING}s{tail}",
+    )
+    p.add_argument(
+        "--keep-recent-tokens",
+        required=required,
+        type=_grid_type("--keep-recent-tokens"),
+        metavar="GRID",
+        help=f"{KEEP_RECENT_MEANING}{tail}",
+    )
 
 
 def _add_sweep_command(commands: argparse._SubParsersAction[_Parser], parents: list[_Parser]) -> None:
@@ -275,8 +302,7 @@ def _add_sweep_command(commands: argparse._SubParsersAction[_Parser], parents: l
         formatter_class=_formatter,
         help="replay conversations over a grid of settings and summarizers",
         description="Replay every conversation under every (max_tokens, keep_recent_tokens, summarizer) of a grid "
-        "and save the results table (Parquet). Token values are A:B:STEP (inclusive) or a list A,B,C; "
-        "'k' means thousands.",
+        "and save the results table (Parquet).",
         epilog=textwrap.dedent(
             """\
             examples:
@@ -288,10 +314,9 @@ def _add_sweep_command(commands: argparse._SubParsersAction[_Parser], parents: l
         ),
     )
     p.add_argument("paths", nargs="+", metavar="PATH", help="recorded session files or directories")
-    p.add_argument("--max-tokens", required=True, type=_grid_type("--max-tokens"), metavar="GRID")
-    p.add_argument("--keep-recent-tokens", required=True, type=_grid_type("--keep-recent-tokens"), metavar="GRID")
+    _add_grid_arguments(p, required=True)
     p.add_argument(
-        "--summarizer", nargs="+", metavar="SPEC", help="one or more summary model specs (default: the offline default)"
+        "--summarizer", nargs="+", metavar="SPEC", help=f"one or more summary model specs ({SUMMARIZER_DEFAULT})"
     )
     _add_engines_argument(p)
     p.add_argument("--session", action="append", metavar="ID", help="only this session (repeatable)")
@@ -346,15 +371,7 @@ def _add_report_command(commands: argparse._SubParsersAction[_Parser], parents: 
     )
     p.add_argument("--title", help="report title")
     p.add_argument("--date", help="date printed in the report (default: today), e.g. 2025-01-31")
-    p.add_argument(
-        "--max-tokens",
-        type=_grid_type("--max-tokens"),
-        metavar="GRID",
-        help="grid for conversations (default: chosen from their sizes)",
-    )
-    p.add_argument(
-        "--keep-recent-tokens", type=_grid_type("--keep-recent-tokens"), metavar="GRID", help="grid for conversations"
-    )
+    _add_grid_arguments(p, required=False, default="for conversations, chosen from their sizes")
     p.add_argument(
         "--summarizer",
         nargs="+",

@@ -18,6 +18,8 @@ Example::
 from __future__ import annotations
 
 import html
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import pandas as pd
@@ -60,18 +62,14 @@ def cell(value: object) -> str:
     return html.escape(formatted_cell(value))
 
 
-def _words(name: object) -> str:
-    """A column name as a person reads it: a metric's catalogue label, else the name with spaces."""
-    text = str(name)
-    return label(text) if text in CATALOGUE else text.replace("_", " ")
-
-
 def column_head(column: object) -> str:
     """A table header cell in words: a metric's catalogue label with its definition on hover, else the column's
     name with spaces (the name itself on hover, for code). A pivot's column (a tuple) joins its parts' words."""
     parts = [str(p) for p in (column if isinstance(column, tuple) else (column,)) if str(p)]
+    if not parts:
+        return "<th></th>"
     meaning = next((m for m in map(definition, parts) if m), None) or f"column {' · '.join(parts)}"
-    words = " · ".join(_words(p) for p in parts)
+    words = " · ".join(label(p) for p in parts)
     return f'<th title="{html.escape(meaning)}">{html.escape(words)}</th>'
 
 
@@ -106,6 +104,18 @@ def frame_html(frame: pd.DataFrame, *, scroll: bool = False, row_heads: int = 0,
     return f'<div class="zl-scroll">{table}</div>' if scroll else table
 
 
+#: A column's name (``mean_summary_tokens``): what the rows of a transposed table are named by.
+_COLUMN_NAME = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)+")
+
+
+def _row_name(value: object) -> object:
+    """A row of an unnamed index (a transposed table's columns, a mapping's names): a column's name in words
+    (:func:`label`; a metric keeps its name, written as its label by :func:`row_head`), anything else as it is."""
+    if isinstance(value, str) and value not in CATALOGUE and _COLUMN_NAME.fullmatch(value):
+        return label(value)
+    return value
+
+
 def _meaningful_index(index: pd.Index) -> bool:
     """Whether an index says something about its rows: named, several levels, or not row numbers."""
     return any(n is not None for n in index.names) or not pd.api.types.is_integer_dtype(index.dtype)
@@ -128,6 +138,8 @@ class Table:
         levels = 0
         if _meaningful_index(frame.index):
             levels = frame.index.nlevels
+            if levels == 1 and frame.index.name is None:
+                frame = frame.set_axis(frame.index.map(_row_name), axis="index")
             names = ["" if name is None else str(name) for name in frame.index.names]
             frame = frame.rename_axis(index=names).reset_index(allow_duplicates=True)
         shown = frame if self.max_rows is None else frame.head(self.max_rows)
@@ -139,16 +151,22 @@ class Table:
         return f"{CSS}{frame_html(shown, row_heads=levels, css_class='zl-table zl-frame')}{more}"
 
 
-def table(frame: pd.DataFrame | pd.Series, max_rows: int | None = 30) -> Table:
-    """A DataFrame (or Series) for a person to read in a notebook: numbers with thousands separators and never in
-    scientific notation, metric columns headed by their catalogue labels (definition on hover), a meaningful
-    index kept as row headers; at most ``max_rows`` rows (None: all).
+def table(frame: pd.DataFrame | pd.Series | Mapping[str, object], max_rows: int | None = 30) -> Table:
+    """A DataFrame (or Series, or a mapping of named figures such as ``trace.summary()``) for a person to read in a
+    notebook: numbers with thousands separators and never in scientific notation, metric columns headed by their
+    catalogue labels (definition on hover), a meaningful index (a mapping's names, in words) kept as row headers;
+    at most ``max_rows`` rows (None: all).
 
     Example::
 
         from zett_lab.show import table
 
+        table(trace.summary())
         table(trace.compactions[["step", "older_tokens", "summary_tokens", "compression_ratio"]])
         table(rows.pivot(index="native_id", columns="summarizer", values="needed_anchor_recall"))
     """
-    return Table(frame.to_frame() if isinstance(frame, pd.Series) else frame, max_rows)
+    if isinstance(frame, pd.DataFrame):
+        return Table(frame, max_rows)
+    if isinstance(frame, pd.Series):
+        return Table(frame.to_frame(), max_rows)
+    return Table(pd.DataFrame({"value": list(frame.values())}, index=list(frame), dtype=object), max_rows)

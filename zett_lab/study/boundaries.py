@@ -26,8 +26,9 @@ import pandas as pd
 from zett_agent.model import AgentModel
 
 from ..errors import ResultFailure, SettingError, SettingWarning
-from ..formatting import count, frame_html
+from ..formatting import count
 from ..load.conversation import Conversation
+from ..measure.catalogue import labelled_html
 from ..progress import Progress
 from ..records import is_missing
 from ..replay.engine import EngineSpec, check_engine, engine_name, engine_reuse
@@ -85,7 +86,7 @@ class Boundaries:
     def _repr_html_(self) -> str:
         title = html.escape(repr(self))
         unbounded = {column: (lambda v: count(v) or "∞") for column in ("start", "end")}
-        return f"<div><h4>{title}</h4>{frame_html(self.segments, formatters=unbounded)}</div>"
+        return f"<div><h4>{title}</h4>{labelled_html(self.segments, formatters=unbounded)}</div>"
 
 
 def decision_boundaries(

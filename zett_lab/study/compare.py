@@ -47,9 +47,9 @@ from typing import Any, Protocol, TypeAlias
 import pandas as pd
 
 from ..errors import SettingError
-from ..formatting import decimal, frame_html
+from ..formatting import decimal
 from ..measure import Losses, measure
-from ..measure.catalogue import CATALOGUE, INDEPENDENT_METRICS, default_metrics, label, metric
+from ..measure.catalogue import CATALOGUE, INDEPENDENT_METRICS, default_metrics, label, labelled_html, metric
 from ..measure.native import NATIVE_PREFIX, native_trace
 from ..measure.statistics import GROUPINGS, PairedTables, paired, sweep_tables, unit_tables
 from ..records import flags
@@ -170,10 +170,10 @@ class Comparison:
         head = repr(self).split("\n", 1)[0]
         notes = "".join(f"<p><strong>Note:</strong> {html.escape(note)}</p>" for note in self.notes)
         return (
-            f"<div><h4>{html.escape(head)}</h4>{notes}<h5>Matched units</h5>{frame_html(self.matched)}"
+            f"<div><h4>{html.escape(head)}</h4>{notes}<h5>Matched units</h5>{labelled_html(self.matched)}"
             f"<h5>Means with {self.settings.get('confidence', 0.95):.0%} bootstrap CI</h5>"
-            f"{frame_html(self.summary)}"
-            f"<h5>Paired differences</h5>{frame_html(self.pairwise, max_rows=60, formatters={'p_value': partial(decimal, digits=4)})}</div>"
+            f"{labelled_html(self.summary)}"
+            f"<h5>Paired differences</h5>{labelled_html(self.pairwise, max_rows=60, formatters={'p_value': partial(decimal, digits=4)})}</div>"
         )
 
 

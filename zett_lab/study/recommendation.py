@@ -41,8 +41,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import SettingError
-from ..formatting import count, frame_html, number
-from ..measure.catalogue import label, metric
+from ..formatting import cell, count, number
+from ..measure.catalogue import label, labelled_html, metric
 from ..records import JSONObject, JSONValue, plain, records
 from .choose import (
     Constraint,
@@ -260,6 +260,12 @@ class Recommendation:
             for c in self.figures
         )
         held = "held out" if self.held_out.folds else "held out (not checked)"
+        texts = {str(c.constraint): c.text() for c in self.constraints}
+
+        def ruled_out_by(value: object) -> str:
+            """A constraint of the ranking in words, as the verdict writes it."""
+            return texts.get(str(value), cell(value))
+
         constraints = "".join(
             f"<li>{html.escape(c.text())}{' (default)' if c.default else ''}: "
             + (
@@ -278,7 +284,8 @@ class Recommendation:
             + (f"<ul>{''.join(f'<li>{html.escape(c)}</li>' for c in self.caveats)}</ul>" if self.caveats else "")
             + f"<table><tr><th>per conversation</th><th>in sample</th><th>{held}</th></tr>{rows}</table>"
             f"<ul>{constraints}</ul>"
-            f"<details><summary>{self.settings} settings ranked</summary>{frame_html(self.ranking, max_rows=30)}"
+            f"<details><summary>{self.settings} settings ranked</summary>"
+            f"{labelled_html(self.ranking, max_rows=30, formatters={'ruled_out_by': ruled_out_by})}"
             f"</details></div>"
         )
 

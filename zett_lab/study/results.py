@@ -24,10 +24,11 @@ from zett_agent.model import AgentModel
 
 from ..errors import InputError, SettingError, ZettLabError
 from ..files import atomic_folder, check_output
-from ..formatting import count, frame_html
+from ..formatting import count
 from ..load import SkippedFile
 from ..load.conversation import Conversation
 from ..measure import Losses, measure
+from ..measure.catalogue import labelled_html
 from ..records import is_missing
 from ..replay.engine import engine_name
 from ..replay.schema import TraceRow
@@ -416,7 +417,7 @@ class Sweep:
             and results[col].notna().any()
             and (col != "engine" or results[col].nunique() > 1)  # one engine: said above, not in every row
         ]
-        table = frame_html(results, columns=columns, max_rows=40)
+        table = labelled_html(results, columns=columns, max_rows=40)
         return f"<div><h4>{html.escape(repr(self))}</h4><table>{head}</table>{table}</div>"
 
     # --- files --------------------------------------------------------------------

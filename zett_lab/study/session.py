@@ -103,10 +103,20 @@ def conversation_map(
     return out
 
 
+def default_summarizers() -> list[str]:
+    """The built-in offline summarizers, the default first, one spec per summarizer identity (the identity the
+    summary cache keys on): the first spec of each."""
+    specs: dict[str, str] = {}
+    for spec in (DEFAULT_SUMMARIZER, *OFFLINE_SUMMARIZERS):
+        specs.setdefault(summarizer_identity(summarizer(spec)), spec)
+    return list(specs.values())
+
+
 def summarizer_labels(summarizers: SummarizerSpec | Sequence[SummarizerSpec] | None) -> dict[str, SummarizerSpec]:
-    """Label -> spec or model, in the given order; None: the built-in offline summarizers, default first."""
+    """Label -> spec or model, in the given order; None: the built-in offline summarizers, default first, each
+    summarizer once (``anchors`` is ``anchors:0.1``: the same identity, the same summaries)."""
     if summarizers is None:
-        summarizers = [DEFAULT_SUMMARIZER, *[name for name in OFFLINE_SUMMARIZERS if name != DEFAULT_SUMMARIZER]]
+        summarizers = default_summarizers()
     if isinstance(summarizers, str) or callable(getattr(summarizers, "stream", None)):
         summarizers = [summarizers]  # type: ignore[list-item]
     out: dict[str, SummarizerSpec] = {}

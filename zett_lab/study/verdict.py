@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from ..formatting import count, number, percent
+from ..formatting import count, counted, number, percent
 from ..measure.catalogue import label
 from .choose import ConstraintCheck
 from .ranking import Alternative, HeldOut, Ranked
@@ -64,12 +64,12 @@ def verdict(
     """One paragraph: the setting, why, what could not be met, the trade-offs in numbers, and the held-out check."""
     parts = [f"Recommended: {best.setting_text(engines)}."]
     applied = [c for c in checks if c.applied]
-    why = f"Of the {settings} settings measured"
+    why = f"Of the {counted(settings, 'setting')} measured"
     if left_out:
         why += f" ({left_out} more left out: a replay or summary failed)"
     if applied:
         passing = applied[-1].met
-        why += f", {passing} meet {'; '.join(c.text().lower() for c in applied)}"
+        why += f", {counted(passing, 'meets', 'meet')} {'; '.join(c.text().lower() for c in applied)}"
     ordered = ", then ".join(label(o).lower() for o in objectives)
     figures = ", ".join(_figure(o, best.figures[o]) for o in objectives)
     parts.append(f"{why}{';' if applied else ','} ranked by {ordered}, it comes first with {figures} per conversation.")
@@ -124,7 +124,8 @@ def caveats(table: pd.DataFrame, best: Ranked, ranking: Sequence[Ranked], object
     if ties:
         named = "; ".join(r.setting_text() for r in ties[:3]) + ("; ..." if len(ties) > 3 else "")
         said.append(
-            f"{len(ties)} other setting(s) have the same figures on every objective ({named}): the choice among "
+            f"{counted(len(ties), 'other setting has', 'other settings have')} the same figures on every objective "
+            f"({named}): the choice among "
             "them is the rule's order, not a measured difference."
         )
     if "compactions_applied" in table:

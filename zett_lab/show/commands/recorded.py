@@ -77,10 +77,11 @@ def cmd_import(args: argparse.Namespace) -> int:
 def _table(frame: Any, columns: list[str], limit: int | None = None) -> str:
     import pandas as pd
 
-    from ...formatting import frame_formatters
+    from ...formatting import blank_missing, frame_formatters
 
     shown = frame[[c for c in columns if c in frame.columns]]
     written = frame_formatters(shown)
+    shown = blank_missing(shown)
     if limit is not None and len(shown) > limit:
         head = limit // 2
         text = pd.concat([shown.head(head), shown.tail(limit - head)]).to_string(
@@ -153,9 +154,11 @@ def _print_replay(trace: Trace, setting: Setting, reading: Reading, *, all_steps
     compactions, and the totals."""
     conversation = trace.conversation
     summary = trace.summary()
+    from ...formatting import count
+
     print(
-        f"conversation {conversation.id}: {summary['messages']} messages, {summary['steps']} steps; "
-        f"max_tokens={setting.max_tokens}, keep_recent_tokens={setting.keep_recent_tokens}, "
+        f"conversation {conversation.id}: {count(summary['messages'])} messages, {count(summary['steps'])} steps; "
+        f"max_tokens={count(setting.max_tokens)}, keep_recent_tokens={count(setting.keep_recent_tokens)}, "
         f"summarizer={trace.settings.summarizer}, engine={setting.engine_name}, "
         f"zett-agent {trace.settings.zett_agent_version}"
     )
@@ -171,8 +174,9 @@ def _print_replay(trace: Trace, setting: Setting, reading: Reading, *, all_steps
     print()
     print(
         f"applied {summary['compactions_applied']}, not smaller {summary['rejected_not_smaller']}, "
-        f"failed {summary['failed']}; peak context {summary['peak_context']} tokens; "
-        f"{summary['steps_over_budget']} step(s) over budget; {summary['total_input_tokens']} input tokens in total; "
+        f"failed {summary['failed']}; peak context {count(summary['peak_context'])} tokens; "
+        f"{count(summary['steps_over_budget'])} step(s) over budget; "
+        f"{count(summary['total_input_tokens'])} input tokens in total; "
         f"{reading.counts()}"
     )
 

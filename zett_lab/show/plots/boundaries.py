@@ -13,6 +13,7 @@ from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 
 from ...errors import SettingError
+from ...measure.catalogue import label as column_label
 
 if TYPE_CHECKING:
     from ...study.boundaries import Boundaries
@@ -77,7 +78,7 @@ def boundary_frames(boundaries: BoundaryInput, column: str | None = None) -> lis
     if _is_boundaries(data):
         data = [data]
     if isinstance(data, (list, tuple)) and data and all(_is_boundaries(b) for b in data):
-        label = f"{column} changes (exact)" if column in _SEGMENT_COLUMNS else "schedule changes (exact)"
+        label = f"{column_label(column)} changes (exact)" if column in _SEGMENT_COLUMNS else "schedule changes (exact)"
         return [(label, _from_boundaries(data, column))]
     for attribute in ("boundaries", "table", "frame", "results"):
         inner = getattr(data, attribute, None)

@@ -15,6 +15,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from ...formatting import number
 from .. import plots
 from ..tables import CSS
 from .clickable import ClickableImage
@@ -147,5 +148,6 @@ def _snapshot(widget: widgets.Widget) -> str:
         value = widget.value
         if isinstance(widget, (widgets.Dropdown, widgets.Select)):
             value = widget.label
-        return f'<span class="zl-chip">{html.escape(str(widget.description))}: {html.escape(str(value))}</span> '
+        written = number(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
+        return f'<span class="zl-chip">{html.escape(str(widget.description))}: {html.escape(written)}</span> '
     return ""

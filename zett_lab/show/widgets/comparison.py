@@ -15,7 +15,7 @@ from typing import Any
 import ipywidgets as widgets
 import pandas as pd
 
-from ...formatting import percent
+from ...formatting import counted, percent
 from ...load.conversation import Conversation
 from ...measure import Losses
 from ...replay.engine import EngineSpec
@@ -229,8 +229,8 @@ class ComparisonExplorer(WidgetBase):
             self.production = self._production(self.conversation.value)
             self.production_area.value = self._production_html()
             self.status.value = (
-                f'<span class="zl-muted">{len(comparison.compact_at)} compaction points from '
-                f"{html.escape(self.summarizers[0])} (engine-decided); {len(self.summarizers)} summarizers in "
+                f'<span class="zl-muted">{counted(len(comparison.compact_at), "compaction point")} from '
+                f"{html.escape(self.summarizers[0])} (engine-decided); {counted(len(self.summarizers), 'summarizer')} in "
                 f"{time.perf_counter() - started:.2f} s</span>"
             )
         except Exception as error:  # noqa: BLE001 - shown in place, kept on .error

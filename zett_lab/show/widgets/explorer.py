@@ -150,6 +150,7 @@ class Explorer(WidgetBase):
         slider_layout = widgets.Layout(width="520px")
         self.max_tokens = widgets.IntSlider(
             description="max_tokens",
+            readout_format=",d",
             continuous_update=False,
             min=1,
             max=10,
@@ -159,6 +160,7 @@ class Explorer(WidgetBase):
         )
         self.keep_recent_tokens = widgets.IntSlider(
             description="keep_recent_tokens",
+            readout_format=",d",
             continuous_update=False,
             min=1,
             max=10,
