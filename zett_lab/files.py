@@ -44,6 +44,7 @@ import hashlib
 import os
 import shutil
 import socket
+import stat
 import sys
 import tempfile
 import threading
@@ -451,15 +452,50 @@ def _same_file(first: Path, second: Path) -> bool:
         return False
 
 
+_KINDS = {
+    stat.S_IFREG: "file",
+    stat.S_IFDIR: "directory",
+    stat.S_IFIFO: "FIFO (named pipe)",
+    stat.S_IFCHR: "character device",
+    stat.S_IFBLK: "block device",
+    stat.S_IFSOCK: "socket",
+}
+
+
+def kind_of(mode: int) -> str:
+    """``file``, ``directory``, or what else a ``stat`` mode says a path is (a FIFO, a device, a socket)."""
+    return _KINDS.get(stat.S_IFMT(mode), "special file")
+
+
+def _wrong_kind(target: Path, folder: bool, force_hint: str) -> OutputError | None:
+    """The refusal of an existing ``target`` (after symlinks) that is not what the output replaces, else None."""
+    try:
+        kind = kind_of(target.stat().st_mode)
+    except OSError:  # nothing there (or unreachable: the write names that)
+        return None
+    if kind == ("directory" if folder else "file"):
+        return None
+    noun = "folder" if folder else "file"
+    link = f" (through the link to {target.resolve()})" if target.is_symlink() else ""
+    return OutputError(
+        target,
+        None,
+        f"is a {kind}{link}, not a {noun}; zett_lab replaces only a {noun}, even with {force_hint}: "
+        "choose another output",
+    )
+
+
 def check_output(
     path: str | os.PathLike[str],
     inputs: Iterable[str | os.PathLike[str] | None] = (),
     *,
     overwrite: bool = False,
     force_hint: str = "overwrite=True",
+    folder: bool = False,
 ) -> Path:
-    """Refuse an output path that is an input, holds an input, exists and may not be replaced, or is
-    being written by another run; claim it for this process (:func:`claim_output`).
+    """Refuse an output path that is an input, holds an input, exists and may not be replaced, exists as
+    anything but a file (a folder when ``folder``: a FIFO, a device, even through a symlink, with
+    ``overwrite`` or not), or is being written by another run; claim it for this process (:func:`claim_output`).
 
     Args:
         path: Where the output will be written.
@@ -467,6 +503,7 @@ def check_output(
             sweep): nothing is written inside such a folder. None entries are skipped.
         overwrite: Whether an existing output may be replaced (never an input).
         force_hint: How the caller asks for ``overwrite`` (``--force`` on the command line).
+        folder: The output is a folder (a saved sweep), not a file.
 
     Raises:
         OutputError: naming ``path`` and, for an input, which input it is.
@@ -483,6 +520,9 @@ def check_output(
             raise OutputError(target, None, f"holds an input ({source}); {_NEVER_OVER}")
         if source.is_dir() and source.resolve() in resolved.parents:
             raise OutputError(target, None, f"is inside an input folder ({source}); {_NEVER_INTO}")
+    wrong = _wrong_kind(target, folder, force_hint)
+    if wrong is not None:
+        raise wrong
     claim_output(target)
     if target.exists() and not overwrite:
         release_output(target)

@@ -137,6 +137,22 @@ def default_cache_path() -> Path:
     return Path(user_cache_dir("zett-lab")) / DEFAULT_FILENAME
 
 
+def cache_file(path: str | os.PathLike[str] | None = None) -> Path | str | None:
+    """The file a :class:`SummaryCache` made with ``path`` uses (see the module docstring), without opening it:
+    ``":memory:"``, or None when ``ZETT_LAB_CACHE`` turns the cache off."""
+    if path is None:
+        configured = os.environ.get("ZETT_LAB_CACHE", "").strip()
+        if configured.lower() in _DISABLED_VALUES:
+            return None
+        if not configured:
+            return default_cache_path()
+        path = configured
+    if str(path) == ":memory:":
+        return ":memory:"
+    resolved = Path(path).expanduser()
+    return resolved / DEFAULT_FILENAME if resolved.is_dir() else resolved
+
+
 class CacheStats(TypedDict):
     """What a summary cache holds and how it served (:meth:`SummaryCache.stats`)."""
 
@@ -170,25 +186,11 @@ class SummaryCache:
         self._lock = threading.RLock()
         self._connection: sqlite3.Connection | None = None
         self._pid: int | None = None
-        self._explicit = path is not None
-        if path is None:
-            configured = os.environ.get("ZETT_LAB_CACHE", "").strip()
-            if configured.lower() in _DISABLED_VALUES:
-                self.enabled = False
-                self.path: Path | str | None = None
-                return
-            if configured:
-                path = configured
-                self._explicit = True
-        if path is None:
-            self.path = default_cache_path()
-        elif str(path) == ":memory:":
-            self.path = ":memory:"
-        else:
-            resolved = Path(path).expanduser()
-            if resolved.is_dir():
-                resolved = resolved / DEFAULT_FILENAME
-            self.path = resolved
+        self._explicit = path is not None or bool(os.environ.get("ZETT_LAB_CACHE", "").strip())
+        self.path: Path | str | None = cache_file(path)
+        if self.path is None:
+            self.enabled = False
+            return
         # Open now so a bad file is reported where the cache is created.
         self._conn()
 

@@ -103,14 +103,24 @@ def load_conversations(
     return conversations
 
 
-def checked_output(path: str, inputs: Sequence[str | os.PathLike[str]], args: argparse.Namespace) -> Path:
-    """The output path, refused (before any work) when it is an input or exists without --force.
+def checked_output(
+    path: str, inputs: Sequence[str | os.PathLike[str]], args: argparse.Namespace, *, folder: bool = False
+) -> Path:
+    """The output path (a folder when ``folder``), refused (before any work) when it is an input, exists without
+    --force, or exists as anything else than a file (a folder) -- see :func:`~zett_lab.files.check_output`.
 
     Folders of recordings among ``inputs`` are left to the check after loading (their files that
-    were read count, not the folder); a saved sweep is read as a whole.
+    were read count, not the folder); a saved sweep is read as a whole. The probes sidecars of the
+    input files and the summary cache the command will open count already, before anything is read.
     """
-    inputs = [p for p in map(Path, inputs) if not p.is_dir() or is_sweep(p)]
-    return check_output(path, inputs, overwrite=args.force, force_hint=FORCE)
+    from ...load.conversation import probes_sidecar_path
+    from ...summarizers.cache import cache_file
+
+    files = [p for p in map(Path, inputs) if not p.is_dir() or is_sweep(p)]
+    files += [s for p in files if p.is_file() and (s := probes_sidecar_path(p)).is_file()]
+    if not getattr(args, "no_cache", True) and isinstance(cache := cache_file(), Path):
+        files.append(cache)
+    return check_output(path, files, overwrite=args.force, force_hint=FORCE, folder=folder)
 
 
 def input_files(conversations: Sequence[Conversation], cache: SummaryCache | bool) -> list[Path]:

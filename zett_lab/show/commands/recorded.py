@@ -184,14 +184,14 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from ...summarizers import DEFAULT_SUMMARIZER
 
     engines = labelled_engines(args.engine) if args.engine else None
-    out = checked_output(args.output, args.paths, args)
+    out = checked_output(args.output, args.paths, args, folder=True)
     summarizers = args.summarizer or [DEFAULT_SUMMARIZER]
     check_summarizers(summarizers)
     cache = open_cache(args)
     started = time.perf_counter()
     reading = Reading(args.skip_unreadable)
     conversations = load_conversations(args.paths, args.session, progress=not args.no_progress, reading=reading)
-    checked_output(args.output, input_files(conversations, cache), args)
+    checked_output(args.output, input_files(conversations, cache), args, folder=True)
     check_sweep_target(out)
     reading.name_passed_over()
     with scheduler(args.scheduler) as executor:
