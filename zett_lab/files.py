@@ -438,8 +438,8 @@ atexit.register(_release_every_claim)
 
 # --- the rule --------------------------------------------------------------------------------------------
 
-_NEVER_OVER = "zett_lab never writes over its inputs: choose another output"
-_NEVER_INTO = "zett_lab never writes into its inputs: choose another output"
+_NEVER_OVER = "zett_lab never writes over its inputs"
+_NEVER_INTO = "zett_lab never writes into its inputs"
 
 
 def _same_file(first: Path, second: Path) -> bool:
@@ -485,6 +485,28 @@ def _wrong_kind(target: Path, folder: bool, force_hint: str) -> OutputError | No
     )
 
 
+def refuse_inputs(
+    target: Path, inputs: Iterable[str | os.PathLike[str] | None], choose: str = "choose another output"
+) -> None:
+    """Refuse ``target`` (a file to be written) when it is one of ``inputs``, holds one, or is inside an input
+    folder; ``choose`` says what to do instead.
+
+    Raises:
+        OutputError: naming ``target`` and, for an input, which input it is.
+    """
+    resolved = target.resolve()
+    for item in inputs:
+        if item is None:
+            continue
+        source = Path(item).expanduser()
+        if _same_file(target, source):
+            raise OutputError(target, None, f"is one of the inputs; {_NEVER_OVER}: {choose}")
+        if resolved in source.resolve().parents:
+            raise OutputError(target, None, f"holds an input ({source}); {_NEVER_OVER}: {choose}")
+        if source.is_dir() and source.resolve() in resolved.parents:
+            raise OutputError(target, None, f"is inside an input folder ({source}); {_NEVER_INTO}: {choose}")
+
+
 def check_output(
     path: str | os.PathLike[str],
     inputs: Iterable[str | os.PathLike[str] | None] = (),
@@ -509,17 +531,7 @@ def check_output(
         OutputError: naming ``path`` and, for an input, which input it is.
     """
     target = Path(path).expanduser()
-    resolved = target.resolve()
-    for item in inputs:
-        if item is None:
-            continue
-        source = Path(item).expanduser()
-        if _same_file(target, source):
-            raise OutputError(target, None, f"is one of the inputs; {_NEVER_OVER}")
-        if resolved in source.resolve().parents:
-            raise OutputError(target, None, f"holds an input ({source}); {_NEVER_OVER}")
-        if source.is_dir() and source.resolve() in resolved.parents:
-            raise OutputError(target, None, f"is inside an input folder ({source}); {_NEVER_INTO}")
+    refuse_inputs(target, inputs)
     wrong = _wrong_kind(target, folder, force_hint)
     if wrong is not None:
         raise wrong

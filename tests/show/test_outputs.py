@@ -384,3 +384,52 @@ def test_no_command_replaces_a_fifo_or_a_link_to_one(
             )
     assert stat_is_fifo(tmp_path / name) and (tmp_path / f"link-{name}").is_symlink()
     assert no_work == []
+
+
+# --- the summary cache is written to: never one of the inputs, never a user's other file -------------------
+
+
+@pytest.mark.parametrize("command", ["replay", "sweep", "report"])
+def test_a_cache_path_that_is_an_input_is_refused_before_anything_is_touched(
+    command: str, recordings: Path, no_work, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    database, probes = recordings / "sessions.sqlite", recordings / "sessions.probes.json"
+    grid = ["--max-tokens", "20k", "--keep-recent-tokens", "4k"]
+    args = {
+        "replay": ["replay", database, "--session", SESSION, *grid],
+        "sweep": ["sweep", database, *grid, "-o", recordings.parent / "out.sweep"],
+        "report": ["report", database, "-o", recordings.parent / "out.html"],
+    }[command]
+    before = digest(recordings)
+    for cache in (database, probes):
+        monkeypatch.setenv("ZETT_LAB_CACHE", str(cache))
+        code, out, err = run_cli(capsys, *args)
+        assert (code, out) == (cli.EXIT_ERROR, "")
+        assert err == (
+            f"zett-lab: error: {cache}: is one of the inputs; zett_lab never writes over its inputs: point "
+            "ZETT_LAB_CACHE at a summary cache file elsewhere, or run without the cache (--no-cache)\n"
+        )
+    assert no_work == [] and digest(recordings) == before
+
+
+def test_a_json_log_named_as_the_cache_is_left_where_it_is(
+    recordings: Path, tmp_path: Path, no_work, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = tmp_path / "mylog.json"
+    log.write_text('{"messages": [{"role": "user", "content": "hello"}]}\n')
+    monkeypatch.setenv("ZETT_LAB_CACHE", str(log))
+    code, out, err = run_cli(
+        capsys,
+        "replay",
+        recordings / "sessions.sqlite",
+        "--session",
+        SESSION,
+        "--max-tokens",
+        "20k",
+        "--keep-recent-tokens",
+        "4k",
+    )
+    assert (code, out) == (cli.EXIT_ERROR, "")
+    assert err.startswith(f"zett-lab: error: summary cache {log}: not an SQLite database, so not a summary cache; ")
+    assert log.read_text() == '{"messages": [{"role": "user", "content": "hello"}]}\n'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mylog.json", "recordings"] and no_work == []

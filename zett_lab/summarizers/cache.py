@@ -15,9 +15,10 @@ A directory given as path gets ``summaries.sqlite`` inside it.
 
 Safety: WAL journal, a busy timeout, and single-statement ``INSERT OR IGNORE`` writes, so two
 processes can share one file and a process killed mid-write leaves only finished entries. A
-file that is not an SQLite database, a zett_lab cache with a broken schema, or one whose pages
-are damaged (``PRAGMA quick_check`` when it is opened) is moved aside (``NAME.corrupt-TIMESTAMP``)
-with a warning and rebuilt; an SQLite database that is not a zett_lab cache is never touched. The check
+damaged SQLite file (its header intact, the rest unreadable), a zett_lab cache with a broken schema, or
+one whose pages are damaged (``PRAGMA quick_check`` when it is opened) is moved aside
+(``NAME.corrupt-TIMESTAMP``) with a warning and rebuilt; an SQLite database that is not a zett_lab cache,
+and a file that is not SQLite at all (a JSON log, notes), is never touched: it is an error. The check
 reads the whole file, so a file is checked once as long as it is unchanged (the same file, size and
 modification time): not again at each open in a process (each ``zett_lab.replay`` call opens the cache),
 nor in the pool workers a checked cache is sent to.
@@ -52,6 +53,7 @@ from typing import Any, TypeAlias, TypedDict
 from zett_agent.model import ModelRequest
 
 from ..errors import ZettLabError, warn
+from ..files import kind_of
 from .key_bytes import message_bytes
 
 FORMAT = "zett-lab-summary-cache"
@@ -60,6 +62,10 @@ DEFAULT_FILENAME = "summaries.sqlite"
 #: Seconds a writer waits for another process's lock before giving up.
 BUSY_TIMEOUT_S = 30.0
 _DISABLED_VALUES = {"off", "none", "0", "false", "no", "disabled"}
+#: The first bytes of every SQLite database file.
+SQLITE_HEADER = b"SQLite format 3\0"
+#: What a user can do about a cache path that holds some other file.
+_ELSEWHERE = "Point the cache elsewhere (SummaryCache(path=...) or ZETT_LAB_CACHE)."
 #: What a user can do about a cache that cannot be used.
 _WHAT_TO_DO = (
     "point ZETT_LAB_CACHE at a file in a writable folder, or run without the cache (--no-cache, or ZETT_LAB_CACHE=off)"
@@ -95,7 +101,7 @@ class CacheError(ZettLabError):
 
 
 class _Corrupt(Exception):
-    """Internal: the file is ours (or not a database at all) but unusable; rebuild it."""
+    """Internal: the file is ours (or a damaged SQLite database) but unusable; rebuild it."""
 
 
 class CacheKey(str):
@@ -294,6 +300,7 @@ class SummaryCache:
 
     def _open(self) -> sqlite3.Connection:
         with self._reporting("open it"):
+            self._refuse_other_files()
             connection = self._connect()
             try:
                 self._prepare(connection)
@@ -305,7 +312,7 @@ class SummaryCache:
                 connection.close()
                 if not _not_a_database(error):
                     raise
-                self._move_aside(f"not an SQLite database ({error})")
+                self._move_aside(f"damaged SQLite database: {error}")
         with self._reporting("rebuild it"):
             connection = self._connect()
             try:
@@ -314,6 +321,26 @@ class SummaryCache:
                 connection.close()
                 raise self._failure("rebuild it", str(problem)) from None
             return connection
+
+    def _refuse_other_files(self) -> None:
+        """Raise CacheError when the file is not empty and does not begin as every SQLite database does: a user's own
+        file (a JSON log, notes), never to be moved aside nor written (SQLite takes a short one for an empty database).
+        """
+        if not isinstance(self.path, Path):
+            return
+        try:
+            kind = kind_of(self.path.stat().st_mode)
+        except FileNotFoundError:
+            return
+        if kind != "file":  # a FIFO would block the read below
+            raise CacheError(f"summary cache {self.path}: is a {kind}, not a file; it was left untouched. {_ELSEWHERE}")
+        with self.path.open("rb") as handle:
+            head = handle.read(len(SQLITE_HEADER))
+        if head and head != SQLITE_HEADER:
+            raise CacheError(
+                f"summary cache {self.path}: not an SQLite database, so not a summary cache; it was left untouched. "
+                + _ELSEWHERE
+            )
 
     def _prepare(self, connection: sqlite3.Connection) -> None:
         # Read before writing anything: a database that is not ours must stay untouched.
@@ -345,7 +372,7 @@ class SummaryCache:
         """Raise CacheError for a foreign database, _Corrupt for a broken zett_lab cache."""
         foreign = (
             f"{self.path}: this SQLite database is not a zett_lab summary cache ({{what}}); it was left untouched. "
-            "Point the cache elsewhere (SummaryCache(path=...) or ZETT_LAB_CACHE)."
+            + _ELSEWHERE
         )
         if "meta" not in tables:
             raise CacheError(foreign.replace("{what}", "tables: " + ", ".join(sorted(tables))))

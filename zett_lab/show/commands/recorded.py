@@ -116,7 +116,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         checked_output(args.output, [args.path], args)
     if args.summarizer:
         check_summarizers([args.summarizer])
-    cache = open_cache(args)
+    cache = open_cache(args, [args.path])
     reading = Reading(args.skip_unreadable)
     conversations = load_conversations(
         [args.path], [args.session] if args.session is not None else None, reading=reading
@@ -187,7 +187,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     out = checked_output(args.output, args.paths, args, folder=True)
     summarizers = args.summarizer or [DEFAULT_SUMMARIZER]
     check_summarizers(summarizers)
-    cache = open_cache(args)
+    cache = open_cache(args, args.paths)
     started = time.perf_counter()
     reading = Reading(args.skip_unreadable)
     conversations = load_conversations(args.paths, args.session, progress=not args.no_progress, reading=reading)
