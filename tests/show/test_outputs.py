@@ -430,6 +430,9 @@ def test_a_json_log_named_as_the_cache_is_left_where_it_is(
         "4k",
     )
     assert (code, out) == (cli.EXIT_ERROR, "")
-    assert err.startswith(f"zett-lab: error: summary cache {log}: not an SQLite database, so not a summary cache; ")
+    assert err == (
+        f"zett-lab: error: summary cache {log}: not an SQLite database, so not a summary cache; it was left "
+        "untouched; point ZETT_LAB_CACHE at a summary cache file elsewhere, or run without the cache (--no-cache)\n"
+    )
     assert log.read_text() == '{"messages": [{"role": "user", "content": "hello"}]}\n'
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mylog.json", "recordings"] and no_work == []

@@ -32,8 +32,6 @@ EXIT_CODES = {
 }
 #: How the command line asks to replace an existing output.
 FORCE = "--force"
-#: What to do about a summary cache file the command line cannot use.
-CACHE_ELSEWHERE = "point ZETT_LAB_CACHE at a summary cache file elsewhere, or run without the cache (--no-cache)"
 #: What ``--engine`` takes (resolved by :func:`zett_lab.replay.engine_names.engine_from_spec`).
 ENGINE_FORMS = "stock, split-turn, observation-masking, module:Class or path/to/file.py:Class"
 

@@ -64,8 +64,8 @@ BUSY_TIMEOUT_S = 30.0
 _DISABLED_VALUES = {"off", "none", "0", "false", "no", "disabled"}
 #: The first bytes of every SQLite database file.
 SQLITE_HEADER = b"SQLite format 3\0"
-#: What a user can do about a cache path that holds some other file.
-_ELSEWHERE = "Point the cache elsewhere (SummaryCache(path=...) or ZETT_LAB_CACHE)."
+#: What a command-line user can do about a cache path that holds some other file (Python's: :func:`_other_file`).
+ELSEWHERE_CLI = "point ZETT_LAB_CACHE at a summary cache file elsewhere, or run without the cache (--no-cache)"
 #: What a user can do about a cache that cannot be used.
 _WHAT_TO_DO = (
     "point ZETT_LAB_CACHE at a file in a writable folder, or run without the cache (--no-cache, or ZETT_LAB_CACHE=off)"
@@ -192,7 +192,6 @@ class SummaryCache:
         self._lock = threading.RLock()
         self._connection: sqlite3.Connection | None = None
         self._pid: int | None = None
-        self._explicit = path is not None or bool(os.environ.get("ZETT_LAB_CACHE", "").strip())
         self.path: Path | str | None = cache_file(path)
         if self.path is None:
             self.enabled = False
@@ -211,7 +210,6 @@ class SummaryCache:
         cache._lock = threading.RLock()
         cache._connection = None
         cache._pid = None
-        cache._explicit = False
         return cache
 
     @classmethod
@@ -224,14 +222,13 @@ class SummaryCache:
     def __getstate__(self) -> dict[str, Any]:
         state = _file_state(self.path)
         checked = state if state in _CHECKED else None
-        return {"path": self.path, "enabled": self.enabled, "explicit": self._explicit, "checked": checked}
+        return {"path": self.path, "enabled": self.enabled, "checked": checked}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.hits = 0
         self.misses = 0
         self.enabled = state["enabled"]
         self.path = state["path"]
-        self._explicit = state["explicit"]
         if state.get("checked") is not None:
             _remember_checked(state["checked"])
         self._lock = threading.RLock()
@@ -323,9 +320,8 @@ class SummaryCache:
             return connection
 
     def _refuse_other_files(self) -> None:
-        """Raise CacheError when the file is not empty and does not begin as every SQLite database does: a user's own
-        file (a JSON log, notes), never to be moved aside nor written (SQLite takes a short one for an empty database).
-        """
+        """Raise CacheError for a file that is not empty and does not begin as SQLite's do: a user's own (a JSON
+        log, notes), never moved aside nor written (SQLite takes a short one for an empty database)."""
         if not isinstance(self.path, Path):
             return
         try:
@@ -333,13 +329,12 @@ class SummaryCache:
         except FileNotFoundError:
             return
         if kind != "file":  # a FIFO would block the read below
-            raise CacheError(f"summary cache {self.path}: is a {kind}, not a file; it was left untouched. {_ELSEWHERE}")
+            raise _other_file(f"summary cache {self.path}: is a {kind}, not a file; it was left untouched")
         with self.path.open("rb") as handle:
             head = handle.read(len(SQLITE_HEADER))
         if head and head != SQLITE_HEADER:
-            raise CacheError(
-                f"summary cache {self.path}: not an SQLite database, so not a summary cache; it was left untouched. "
-                + _ELSEWHERE
+            raise _other_file(
+                f"summary cache {self.path}: not an SQLite database, so not a summary cache; it was left untouched"
             )
 
     def _prepare(self, connection: sqlite3.Connection) -> None:
@@ -370,18 +365,15 @@ class SummaryCache:
 
     def _check(self, connection: sqlite3.Connection, tables: set[str]) -> None:
         """Raise CacheError for a foreign database, _Corrupt for a broken zett_lab cache."""
-        foreign = (
-            f"{self.path}: this SQLite database is not a zett_lab summary cache ({{what}}); it was left untouched. "
-            + _ELSEWHERE
-        )
+        foreign = f"{self.path}: this SQLite database is not a zett_lab summary cache ({{what}}); it was left untouched"
         if "meta" not in tables:
-            raise CacheError(foreign.replace("{what}", "tables: " + ", ".join(sorted(tables))))
+            raise _other_file(foreign.replace("{what}", "tables: " + ", ".join(sorted(tables))))
         try:
             meta = dict(connection.execute("SELECT name, value FROM meta").fetchall())
         except sqlite3.DatabaseError as error:
-            raise CacheError(foreign.replace("{what}", f"its meta table is unreadable: {error}")) from error
+            raise _other_file(foreign.replace("{what}", f"its meta table is unreadable: {error}")) from error
         if meta.get("format") != FORMAT:
-            raise CacheError(foreign.replace("{what}", f"format {meta.get('format')!r}"))
+            raise _other_file(foreign.replace("{what}", f"format {meta.get('format')!r}"))
         try:
             version = int(meta.get("version", "0"))
         except ValueError:
@@ -592,6 +584,14 @@ def resolve_cache(cache: CacheSpec) -> SummaryCache | None:
     if isinstance(cache, (str, os.PathLike)):
         return SummaryCache(cache)
     return cache
+
+
+def _other_file(problem: str) -> CacheError:
+    """The error for a cache path holding a file that is not a zett_lab cache, with what to do in both forms."""
+    return CacheError(
+        f"{problem}. Point the cache elsewhere (SummaryCache(path=...) or ZETT_LAB_CACHE).",
+        cli=f"{problem}; {ELSEWHERE_CLI}",
+    )
 
 
 def _not_a_database(error: sqlite3.DatabaseError) -> bool:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from ...errors import InputError, SettingError
 from ...files import check_output, refuse_inputs
-from ..arguments import CACHE_ELSEWHERE, EXIT_FAILURES, EXIT_OK, FORCE, PROG
+from ..arguments import EXIT_FAILURES, EXIT_OK, FORCE, PROG
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -174,10 +174,10 @@ def open_cache(args: argparse.Namespace, inputs: Sequence[str | os.PathLike[str]
     if args.no_cache:
         return False
     from ...summarizers import SummaryCache
-    from ...summarizers.cache import cache_file
+    from ...summarizers.cache import ELSEWHERE_CLI, cache_file
 
     if isinstance(path := cache_file(), Path):
-        refuse_inputs(path, _known_inputs(inputs), choose=CACHE_ELSEWHERE)
+        refuse_inputs(path, _known_inputs(inputs), choose=ELSEWHERE_CLI)
     return SummaryCache()
 
 

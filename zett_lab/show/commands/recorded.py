@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...errors import InputError, SettingError, ZettLabError
+from ...load.conversation import probes_sidecar_path
 from ...replay.schema import COMPACTION_SUMMARY_COLUMNS, STEP_SUMMARY_COLUMNS
 from ..arguments import EXIT_OK
 from .common import (
@@ -36,6 +37,8 @@ def cmd_import(args: argparse.Namespace) -> int:
     if suffix not in (".sqlite", ".db", ".json"):
         raise SettingError(f"{out}: output must end in .sqlite or .db (zett-agent database) or .json (neutral JSON)")
     checked_output(args.output, args.paths, args)
+    if suffix != ".json":  # the database's probes sidecar is part of the output (see write_sqlite)
+        checked_output(str(probes_sidecar_path(out)), args.paths, args)
     if not out.parent.is_dir():
         raise InputError(out, None, f"folder {out.parent} does not exist")
     started = time.perf_counter()
@@ -67,8 +70,6 @@ def cmd_import(args: argparse.Namespace) -> int:
         f"wrote {len(conversations)} conversation(s), {messages} messages, {natives} native compaction(s), to "
         f"{shown(out)} in {took(started)}; {reading.counts()}"
     )
-    from ...load.conversation import probes_sidecar_path
-
     if suffix != ".json" and (sidecar := probes_sidecar_path(out)).exists():
         print(f"probes and native compactions: {shown(sidecar)}")
     return reading.exit_code(EXIT_OK)
