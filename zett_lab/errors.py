@@ -14,7 +14,15 @@ from collections.abc import Callable
 
 
 class ZettLabError(Exception):
-    """A user-facing error: the message names the file and place, or the setting, that is wrong."""
+    """A user-facing error: the message names the file and place, or the setting, that is wrong.
+
+    ``cli``: the message as the command line says it, where the message's advice names Python arguments
+    (``prices=...``, ``SummaryCache(path=...)``) that have a flag or variable there instead; None when it is the same.
+    """
+
+    def __init__(self, *args: object, cli: str | None = None) -> None:
+        super().__init__(*args)
+        self.cli = cli
 
 
 class InputError(ZettLabError, ValueError):

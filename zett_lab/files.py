@@ -44,6 +44,7 @@ import hashlib
 import os
 import shutil
 import socket
+import stat
 import sys
 import tempfile
 import threading
@@ -437,8 +438,8 @@ atexit.register(_release_every_claim)
 
 # --- the rule --------------------------------------------------------------------------------------------
 
-_NEVER_OVER = "zett_lab never writes over its inputs: choose another output"
-_NEVER_INTO = "zett_lab never writes into its inputs: choose another output"
+_NEVER_OVER = "zett_lab never writes over its inputs"
+_NEVER_INTO = "zett_lab never writes into its inputs"
 
 
 def _same_file(first: Path, second: Path) -> bool:
@@ -451,15 +452,72 @@ def _same_file(first: Path, second: Path) -> bool:
         return False
 
 
+_KINDS = {
+    stat.S_IFREG: "file",
+    stat.S_IFDIR: "directory",
+    stat.S_IFIFO: "FIFO (named pipe)",
+    stat.S_IFCHR: "character device",
+    stat.S_IFBLK: "block device",
+    stat.S_IFSOCK: "socket",
+}
+
+
+def kind_of(mode: int) -> str:
+    """``file``, ``directory``, or what else a ``stat`` mode says a path is (a FIFO, a device, a socket)."""
+    return _KINDS.get(stat.S_IFMT(mode), "special file")
+
+
+def _wrong_kind(target: Path, folder: bool, force_hint: str) -> OutputError | None:
+    """The refusal of an existing ``target`` (after symlinks) that is not what the output replaces, else None."""
+    try:
+        kind = kind_of(target.stat().st_mode)
+    except OSError:  # nothing there (or unreachable: the write names that)
+        return None
+    if kind == ("directory" if folder else "file"):
+        return None
+    noun = "folder" if folder else "file"
+    link = f" (through the link to {target.resolve()})" if target.is_symlink() else ""
+    return OutputError(
+        target,
+        None,
+        f"is a {kind}{link}, not a {noun}; zett_lab replaces only a {noun}, even with {force_hint}: "
+        "choose another output",
+    )
+
+
+def refuse_inputs(
+    target: Path, inputs: Iterable[str | os.PathLike[str] | None], choose: str = "choose another output"
+) -> None:
+    """Refuse ``target`` (a file to be written) when it is one of ``inputs``, holds one, or is inside an input
+    folder; ``choose`` says what to do instead.
+
+    Raises:
+        OutputError: naming ``target`` and, for an input, which input it is.
+    """
+    resolved = target.resolve()
+    for item in inputs:
+        if item is None:
+            continue
+        source = Path(item).expanduser()
+        if _same_file(target, source):
+            raise OutputError(target, None, f"is one of the inputs; {_NEVER_OVER}: {choose}")
+        if resolved in source.resolve().parents:
+            raise OutputError(target, None, f"holds an input ({source}); {_NEVER_OVER}: {choose}")
+        if source.is_dir() and source.resolve() in resolved.parents:
+            raise OutputError(target, None, f"is inside an input folder ({source}); {_NEVER_INTO}: {choose}")
+
+
 def check_output(
     path: str | os.PathLike[str],
     inputs: Iterable[str | os.PathLike[str] | None] = (),
     *,
     overwrite: bool = False,
     force_hint: str = "overwrite=True",
+    folder: bool = False,
 ) -> Path:
-    """Refuse an output path that is an input, holds an input, exists and may not be replaced, or is
-    being written by another run; claim it for this process (:func:`claim_output`).
+    """Refuse an output path that is an input, holds an input, exists and may not be replaced, exists as
+    anything but a file (a folder when ``folder``: a FIFO, a device, even through a symlink, with
+    ``overwrite`` or not), or is being written by another run; claim it for this process (:func:`claim_output`).
 
     Args:
         path: Where the output will be written.
@@ -467,22 +525,16 @@ def check_output(
             sweep): nothing is written inside such a folder. None entries are skipped.
         overwrite: Whether an existing output may be replaced (never an input).
         force_hint: How the caller asks for ``overwrite`` (``--force`` on the command line).
+        folder: The output is a folder (a saved sweep), not a file.
 
     Raises:
         OutputError: naming ``path`` and, for an input, which input it is.
     """
     target = Path(path).expanduser()
-    resolved = target.resolve()
-    for item in inputs:
-        if item is None:
-            continue
-        source = Path(item).expanduser()
-        if _same_file(target, source):
-            raise OutputError(target, None, f"is one of the inputs; {_NEVER_OVER}")
-        if resolved in source.resolve().parents:
-            raise OutputError(target, None, f"holds an input ({source}); {_NEVER_OVER}")
-        if source.is_dir() and source.resolve() in resolved.parents:
-            raise OutputError(target, None, f"is inside an input folder ({source}); {_NEVER_INTO}")
+    refuse_inputs(target, inputs)
+    wrong = _wrong_kind(target, folder, force_hint)
+    if wrong is not None:
+        raise wrong
     claim_output(target)
     if target.exists() and not overwrite:
         release_output(target)

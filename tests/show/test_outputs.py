@@ -212,7 +212,7 @@ def test_no_command_writes_over_its_input(command: str, recordings: Path, no_wor
     cases = [
         (database, [], IS_INPUT),
         (database, ["--force"], IS_INPUT),
-        (probes, [], EXISTS),
+        (probes, [], IS_INPUT),  # known as an input before anything is read: not "pass --force"
         (probes, ["--force"], IS_INPUT),
     ]
     for target, force, message in cases:
@@ -312,3 +312,127 @@ def test_make_report_runs_twice(tmp_path: Path, capsys) -> None:
         code, out, err = run_cli(capsys, "report", *args)
         assert code == cli.EXIT_OK, err
         assert out.startswith(f"wrote html report to {tmp_path / 'report.html'}")
+
+
+# --- outputs that are not files ------------------------------------------------------------------------------
+
+
+def special_outputs(tmp_path: Path, name: str) -> list[tuple[Path, str]]:
+    """A FIFO named ``name`` and a symlink to it (``link-NAME``), with what the refusal says each is."""
+    fifo = tmp_path / name
+    os.mkfifo(fifo)
+    link = tmp_path / f"link-{name}"
+    link.symlink_to(fifo)
+    return [(fifo, "is a FIFO (named pipe)"), (link, f"is a FIFO (named pipe) (through the link to {fifo})")]
+
+
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_an_output_that_is_not_a_file_is_refused_even_with_overwrite(tmp_path: Path, overwrite: bool) -> None:
+    for path, kind in special_outputs(tmp_path, "out.html"):
+        with pytest.raises(OutputError) as error:
+            check_output(path, [], overwrite=overwrite)
+        assert str(error.value) == (
+            f"{path}: {kind}, not a file; zett_lab replaces only a file, even with overwrite=True: choose another output"
+        )
+        with pytest.raises(OutputError, match=r"not a folder; .* even with --force"):
+            check_output(path, [], overwrite=overwrite, folder=True, force_hint="--force")
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "file").write_text("")
+    with pytest.raises(OutputError, match="is a directory, not a file"):
+        check_output(tmp_path / "folder", [], overwrite=overwrite)
+    with pytest.raises(OutputError, match="is a file, not a folder"):
+        check_output(tmp_path / "file", [], overwrite=overwrite, folder=True)
+    assert os.path.isfile(tmp_path / "file") and os.path.isdir(tmp_path / "folder")
+    assert stat_is_fifo(tmp_path / "out.html")
+
+
+def stat_is_fifo(path: Path) -> bool:
+    import stat
+
+    return stat.S_ISFIFO(path.lstat().st_mode)
+
+
+@pytest.mark.parametrize(
+    ("command", "name"),
+    [
+        ("import", "out.sqlite"),
+        ("import", "out.json"),
+        ("replay", "trace.json"),
+        ("sweep", "out.sweep"),
+        ("report", "r.html"),
+    ],
+)
+def test_no_command_replaces_a_fifo_or_a_link_to_one(
+    command: str, name: str, recordings: Path, tmp_path: Path, no_work, capsys
+) -> None:
+    database = recordings / "sessions.sqlite"
+    limits = ["--max-tokens", "20k", "--keep-recent-tokens", "4k"]
+    args = {
+        "import": ["import", database],
+        "replay": ["replay", database, "--session", SESSION, *limits],
+        "sweep": ["sweep", database, "--session", SESSION, *limits],
+        "report": ["report", database],
+    }[command]
+    noun = "folder" if command == "sweep" else "file"
+    for target, kind in special_outputs(tmp_path, name):
+        for force in ([], ["--force"]):
+            code, out, err = run_cli(capsys, *args, "-o", target, *force)
+            assert (code, out) == (cli.EXIT_ERROR, "")
+            assert err == (
+                f"zett-lab: error: {target}: {kind}, not a {noun}; zett_lab replaces only a {noun}, even with --force: "
+                "choose another output\n"
+            )
+    assert stat_is_fifo(tmp_path / name) and (tmp_path / f"link-{name}").is_symlink()
+    assert no_work == []
+
+
+# --- the summary cache is written to: never one of the inputs, never a user's other file -------------------
+
+
+@pytest.mark.parametrize("command", ["replay", "sweep", "report"])
+def test_a_cache_path_that_is_an_input_is_refused_before_anything_is_touched(
+    command: str, recordings: Path, no_work, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    database, probes = recordings / "sessions.sqlite", recordings / "sessions.probes.json"
+    grid = ["--max-tokens", "20k", "--keep-recent-tokens", "4k"]
+    args = {
+        "replay": ["replay", database, "--session", SESSION, *grid],
+        "sweep": ["sweep", database, *grid, "-o", recordings.parent / "out.sweep"],
+        "report": ["report", database, "-o", recordings.parent / "out.html"],
+    }[command]
+    before = digest(recordings)
+    for cache in (database, probes):
+        monkeypatch.setenv("ZETT_LAB_CACHE", str(cache))
+        code, out, err = run_cli(capsys, *args)
+        assert (code, out) == (cli.EXIT_ERROR, "")
+        assert err == (
+            f"zett-lab: error: {cache}: is one of the inputs; zett_lab never writes over its inputs: point "
+            "ZETT_LAB_CACHE at a summary cache file elsewhere, or run without the cache (--no-cache)\n"
+        )
+    assert no_work == [] and digest(recordings) == before
+
+
+def test_a_json_log_named_as_the_cache_is_left_where_it_is(
+    recordings: Path, tmp_path: Path, no_work, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = tmp_path / "mylog.json"
+    log.write_text('{"messages": [{"role": "user", "content": "hello"}]}\n')
+    monkeypatch.setenv("ZETT_LAB_CACHE", str(log))
+    code, out, err = run_cli(
+        capsys,
+        "replay",
+        recordings / "sessions.sqlite",
+        "--session",
+        SESSION,
+        "--max-tokens",
+        "20k",
+        "--keep-recent-tokens",
+        "4k",
+    )
+    assert (code, out) == (cli.EXIT_ERROR, "")
+    assert err == (
+        f"zett-lab: error: summary cache {log}: not an SQLite database, so not a summary cache; it was left "
+        "untouched; point ZETT_LAB_CACHE at a summary cache file elsewhere, or run without the cache (--no-cache)\n"
+    )
+    assert log.read_text() == '{"messages": [{"role": "user", "content": "hello"}]}\n'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mylog.json", "recordings"] and no_work == []

@@ -265,9 +265,9 @@ def test_pickles_and_threads(tmp_path):
 # -- bad files ------------------------------------------------------------------------------------------------
 
 
-def test_garbage_file_is_moved_aside_and_rebuilt(tmp_path):
+def test_a_damaged_sqlite_file_is_moved_aside_and_rebuilt(tmp_path):
     path = tmp_path / "c.sqlite"
-    garbage = b"this is not a database at all\n" * 200
+    garbage = b"SQLite format 3\0" + b"this is not a database at all\n" * 200  # only its header is left
     path.write_bytes(garbage)
     with pytest.warns(ZettLabWarning, match="moved it to"):
         cache = SummaryCache(path)
@@ -578,7 +578,7 @@ def test_an_unchanged_file_is_checked_once_not_at_every_open_nor_in_the_workers_
 
 def test_the_move_aside_warning_is_one_readable_line(tmp_path):
     path = tmp_path / "c.sqlite"
-    path.write_bytes(b"not a database at all\n" * 100)
+    path.write_bytes(b"SQLite format 3\0" + b"not a database at all\n" * 100)
     result = subprocess.run(
         [
             sys.executable,
@@ -594,7 +594,7 @@ def test_the_move_aside_warning_is_one_readable_line(tmp_path):
     )
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith(
-        f"zett_lab: summary cache {path} was unusable (not an SQLite database"
+        f"zett_lab: summary cache {path} was unusable (damaged SQLite database: file is not a database)"
     )
 
 

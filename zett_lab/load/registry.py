@@ -6,12 +6,12 @@ imports every built-in reader, so the registry is complete once the package is l
 
 from __future__ import annotations
 
-import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputError
+from ..files import kind_of
 from .conversation import Conversation
 from .storable import MAX_NESTING, normalise
 
@@ -112,16 +112,6 @@ def not_recorded_data(path: Path, head: bytes) -> str | None:
     return "not recorded data: not JSON, JSON lines or SQLite"
 
 
-_KINDS = {
-    stat.S_IFREG: "file",
-    stat.S_IFDIR: "directory",
-    stat.S_IFIFO: "FIFO (named pipe)",
-    stat.S_IFCHR: "character device",
-    stat.S_IFBLK: "block device",
-    stat.S_IFSOCK: "socket",
-}
-
-
 def file_kind(path: Path) -> str:
     """``file``, ``directory``, or what else ``path`` is (after symlinks), without opening it."""
     try:
@@ -130,7 +120,7 @@ def file_kind(path: Path) -> str:
         raise InputError(path, None, "no such file or directory") from None
     except OSError as error:
         raise InputError(path, None, f"cannot read: {error.strerror or error}") from error
-    return _KINDS.get(stat.S_IFMT(mode), "special file")
+    return kind_of(mode)
 
 
 def read_file(path: str | Path) -> list[Conversation]:

@@ -7,6 +7,7 @@ as they were.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import json
@@ -25,7 +26,7 @@ from zett_agent.storage import decode_messages
 
 from ..asyncrun import signals_deferred
 from ..errors import InputError
-from ..files import atomic_path, check_output, write_atomic
+from ..files import atomic_path, check_output, release_output, write_failed
 from ..records import JSONValue
 from .committed import private_copy
 from .conversation import (
@@ -399,12 +400,13 @@ def write_sqlite(conversations: list[Conversation], path: str | Path, *, overwri
     them) go to the sidecar beside it (``<stem>.probes.json``), which the reader attaches
     again. Never writes into an existing database: the database is built beside
     ``path`` and moved into place only when complete, replacing an existing file
-    (or sidecar) only with ``overwrite=True`` and never a file it was read from.
+    only with ``overwrite=True`` and never a file it was read from.
+
+    The sidecar is part of the output: an existing one is replaced only with ``overwrite=True``,
+    and then by this import's (or removed, when it has no probes nor native compactions), never
+    left to be attached to the new database. Both are built first; the sidecar is put in place
+    only after the database, so a failure before leaves the old database and the old sidecar.
     """
-    import asyncio
-
-    from zett_agent.storage import SQLiteSessionStorage
-
     inputs = [f for c in conversations for f in c.input_files()]
     path = check_output(path, inputs, overwrite=overwrite)
     sidecar = {
@@ -415,10 +417,36 @@ def write_sqlite(conversations: list[Conversation], path: str | Path, *, overwri
         for c in conversations
         if c.probes or c.native_compactions
     }
-    if sidecar:
-        check_output(probes_sidecar_path(path), inputs, overwrite=overwrite)
+    sidecar_path = check_output(probes_sidecar_path(path), inputs, overwrite=overwrite)
     if not path.parent.is_dir():
         raise InputError(path, None, f"folder {path.parent} does not exist")
+    published = False
+    try:
+        with contextlib.ExitStack() as sidecar_written:
+            if sidecar:  # built now, put in place when this block ends: after the database
+                staged = sidecar_written.enter_context(atomic_path(sidecar_path, overwrite=overwrite))
+                staged.write_text(json.dumps(sidecar, indent=1, ensure_ascii=False, default=str) + "\n", "utf-8")
+            _write_database(conversations, path, overwrite)
+            published = True
+    except BaseException:
+        if published and overwrite:  # the new sidecar failed: the old one must not describe the new database
+            sidecar_path.unlink(missing_ok=True)
+        raise
+    if not sidecar:
+        try:
+            sidecar_path.unlink(missing_ok=True)  # the replaced database's
+        except OSError as error:
+            raise write_failed(sidecar_path, error) from error
+        finally:
+            release_output(sidecar_path)
+    return path
+
+
+def _write_database(conversations: list[Conversation], path: Path, overwrite: bool) -> None:
+    """Build the zett-agent database of ``conversations`` aside and put it in place at ``path``."""
+    import asyncio
+
+    from zett_agent.storage import SQLiteSessionStorage
 
     async def write(temporary: Path, check: Callable[[], None]) -> None:
         storage = SQLiteSessionStorage(temporary)
@@ -457,10 +485,3 @@ def write_sqlite(conversations: list[Conversation], path: str | Path, *, overwri
         finally:
             for suffix in ("-wal", "-shm", "-journal"):
                 temporary.with_name(temporary.name + suffix).unlink(missing_ok=True)
-    if sidecar:
-        write_atomic(
-            probes_sidecar_path(path),
-            json.dumps(sidecar, indent=1, ensure_ascii=False, default=str) + "\n",
-            overwrite=overwrite,
-        )
-    return path

@@ -97,10 +97,11 @@ class PriceTable:
             for key in sorted(self.models, key=len, reverse=True):
                 if candidate.startswith(key) and _DATED_SUFFIX.match(candidate[len(key) :]):
                     return key, self.models[key]
+        unknown = f"no price for model {model!r}; known: {', '.join(sorted(self.models))}"
         raise SettingError(
-            f"no price for model {model!r}; known: {', '.join(sorted(self.models))}. "
-            "Pass prices={'MODEL': {'input': ..., 'cached_input': ..., 'output': ...}} (USD per million tokens) "
-            "or a JSON file of the same shape as zett_lab/data/prices.json"
+            f"{unknown}. Pass prices={{'MODEL': {{'input': ..., 'cached_input': ..., 'output': ...}}}} (USD per "
+            "million tokens) or a JSON file of the same shape as zett_lab/data/prices.json",
+            cli=f"{unknown}. Give --primary-model one of these, or leave it out",
         )
 
 

@@ -27,7 +27,7 @@ EXIT_CODES = {
     EXIT_FAILURES: "the command ran, but some summaries, replays or sweep cells failed (one line per cause on "
     "stderr; outputs mark them); with --strict, it stopped at the first failure",
     EXIT_ERROR: "nothing was done: bad usage, unreadable input, a bad setting, or a refused output path "
-    "(one of the inputs, or an existing file without --force)",
+    "(one of the inputs, an existing file without --force, or something else than a file)",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C)",
     EXIT_TERMINATED: "terminated (SIGTERM, e.g. kill PID): stopped like Ctrl-C, workers stopped, temporary data removed",
 }

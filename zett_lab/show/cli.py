@@ -134,7 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ZettLabError as error:
         if debug:
             raise
-        print(f"{PROG}: error: {one_line(error)}", file=sys.stderr)
+        print(f"{PROG}: error: {one_line(error.cli or error)}", file=sys.stderr)
         return EXIT_FAILURES if isinstance(error, ResultFailure) else EXIT_ERROR
     except OSError as error:
         if debug:

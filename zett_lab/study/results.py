@@ -434,7 +434,7 @@ class Sweep:
         Never over one of :meth:`input_files`; an existing folder is replaced only with
         ``overwrite=True`` and only when it holds a saved sweep.
         """
-        target = check_output(path, self.input_files(), overwrite=overwrite)
+        target = check_output(path, self.input_files(), overwrite=overwrite, folder=True)
         check_sweep_target(target)
         with atomic_folder(target, overwrite=overwrite) as staging:
             self.store.write(staging, self.results, self.config, self.labels)

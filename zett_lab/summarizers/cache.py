@@ -15,9 +15,10 @@ A directory given as path gets ``summaries.sqlite`` inside it.
 
 Safety: WAL journal, a busy timeout, and single-statement ``INSERT OR IGNORE`` writes, so two
 processes can share one file and a process killed mid-write leaves only finished entries. A
-file that is not an SQLite database, a zett_lab cache with a broken schema, or one whose pages
-are damaged (``PRAGMA quick_check`` when it is opened) is moved aside (``NAME.corrupt-TIMESTAMP``)
-with a warning and rebuilt; an SQLite database that is not a zett_lab cache is never touched. The check
+damaged SQLite file (its header intact, the rest unreadable), a zett_lab cache with a broken schema, or
+one whose pages are damaged (``PRAGMA quick_check`` when it is opened) is moved aside
+(``NAME.corrupt-TIMESTAMP``) with a warning and rebuilt; an SQLite database that is not a zett_lab cache,
+and a file that is not SQLite at all (a JSON log, notes), is never touched: it is an error. The check
 reads the whole file, so a file is checked once as long as it is unchanged (the same file, size and
 modification time): not again at each open in a process (each ``zett_lab.replay`` call opens the cache),
 nor in the pool workers a checked cache is sent to.
@@ -52,6 +53,7 @@ from typing import Any, TypeAlias, TypedDict
 from zett_agent.model import ModelRequest
 
 from ..errors import ZettLabError, warn
+from ..files import kind_of
 from .key_bytes import message_bytes
 
 FORMAT = "zett-lab-summary-cache"
@@ -60,6 +62,10 @@ DEFAULT_FILENAME = "summaries.sqlite"
 #: Seconds a writer waits for another process's lock before giving up.
 BUSY_TIMEOUT_S = 30.0
 _DISABLED_VALUES = {"off", "none", "0", "false", "no", "disabled"}
+#: The first bytes of every SQLite database file.
+SQLITE_HEADER = b"SQLite format 3\0"
+#: What a command-line user can do about a cache path that holds some other file (Python's: :func:`_other_file`).
+ELSEWHERE_CLI = "point ZETT_LAB_CACHE at a summary cache file elsewhere, or run without the cache (--no-cache)"
 #: What a user can do about a cache that cannot be used.
 _WHAT_TO_DO = (
     "point ZETT_LAB_CACHE at a file in a writable folder, or run without the cache (--no-cache, or ZETT_LAB_CACHE=off)"
@@ -95,7 +101,7 @@ class CacheError(ZettLabError):
 
 
 class _Corrupt(Exception):
-    """Internal: the file is ours (or not a database at all) but unusable; rebuild it."""
+    """Internal: the file is ours (or a damaged SQLite database) but unusable; rebuild it."""
 
 
 class CacheKey(str):
@@ -137,6 +143,22 @@ def default_cache_path() -> Path:
     return Path(user_cache_dir("zett-lab")) / DEFAULT_FILENAME
 
 
+def cache_file(path: str | os.PathLike[str] | None = None) -> Path | str | None:
+    """The file a :class:`SummaryCache` made with ``path`` uses (see the module docstring), without opening it:
+    ``":memory:"``, or None when ``ZETT_LAB_CACHE`` turns the cache off."""
+    if path is None:
+        configured = os.environ.get("ZETT_LAB_CACHE", "").strip()
+        if configured.lower() in _DISABLED_VALUES:
+            return None
+        if not configured:
+            return default_cache_path()
+        path = configured
+    if str(path) == ":memory:":
+        return ":memory:"
+    resolved = Path(path).expanduser()
+    return resolved / DEFAULT_FILENAME if resolved.is_dir() else resolved
+
+
 class CacheStats(TypedDict):
     """What a summary cache holds and how it served (:meth:`SummaryCache.stats`)."""
 
@@ -170,25 +192,10 @@ class SummaryCache:
         self._lock = threading.RLock()
         self._connection: sqlite3.Connection | None = None
         self._pid: int | None = None
-        self._explicit = path is not None
-        if path is None:
-            configured = os.environ.get("ZETT_LAB_CACHE", "").strip()
-            if configured.lower() in _DISABLED_VALUES:
-                self.enabled = False
-                self.path: Path | str | None = None
-                return
-            if configured:
-                path = configured
-                self._explicit = True
-        if path is None:
-            self.path = default_cache_path()
-        elif str(path) == ":memory:":
-            self.path = ":memory:"
-        else:
-            resolved = Path(path).expanduser()
-            if resolved.is_dir():
-                resolved = resolved / DEFAULT_FILENAME
-            self.path = resolved
+        self.path: Path | str | None = cache_file(path)
+        if self.path is None:
+            self.enabled = False
+            return
         # Open now so a bad file is reported where the cache is created.
         self._conn()
 
@@ -203,7 +210,6 @@ class SummaryCache:
         cache._lock = threading.RLock()
         cache._connection = None
         cache._pid = None
-        cache._explicit = False
         return cache
 
     @classmethod
@@ -216,14 +222,13 @@ class SummaryCache:
     def __getstate__(self) -> dict[str, Any]:
         state = _file_state(self.path)
         checked = state if state in _CHECKED else None
-        return {"path": self.path, "enabled": self.enabled, "explicit": self._explicit, "checked": checked}
+        return {"path": self.path, "enabled": self.enabled, "checked": checked}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.hits = 0
         self.misses = 0
         self.enabled = state["enabled"]
         self.path = state["path"]
-        self._explicit = state["explicit"]
         if state.get("checked") is not None:
             _remember_checked(state["checked"])
         self._lock = threading.RLock()
@@ -292,6 +297,7 @@ class SummaryCache:
 
     def _open(self) -> sqlite3.Connection:
         with self._reporting("open it"):
+            self._refuse_other_files()
             connection = self._connect()
             try:
                 self._prepare(connection)
@@ -303,7 +309,7 @@ class SummaryCache:
                 connection.close()
                 if not _not_a_database(error):
                     raise
-                self._move_aside(f"not an SQLite database ({error})")
+                self._move_aside(f"damaged SQLite database: {error}")
         with self._reporting("rebuild it"):
             connection = self._connect()
             try:
@@ -312,6 +318,24 @@ class SummaryCache:
                 connection.close()
                 raise self._failure("rebuild it", str(problem)) from None
             return connection
+
+    def _refuse_other_files(self) -> None:
+        """Raise CacheError for a file that is not empty and does not begin as SQLite's do: a user's own (a JSON
+        log, notes), never moved aside nor written (SQLite takes a short one for an empty database)."""
+        if not isinstance(self.path, Path):
+            return
+        try:
+            kind = kind_of(self.path.stat().st_mode)
+        except FileNotFoundError:
+            return
+        if kind != "file":  # a FIFO would block the read below
+            raise _other_file(f"summary cache {self.path}: is a {kind}, not a file; it was left untouched")
+        with self.path.open("rb") as handle:
+            head = handle.read(len(SQLITE_HEADER))
+        if head and head != SQLITE_HEADER:
+            raise _other_file(
+                f"summary cache {self.path}: not an SQLite database, so not a summary cache; it was left untouched"
+            )
 
     def _prepare(self, connection: sqlite3.Connection) -> None:
         # Read before writing anything: a database that is not ours must stay untouched.
@@ -341,18 +365,15 @@ class SummaryCache:
 
     def _check(self, connection: sqlite3.Connection, tables: set[str]) -> None:
         """Raise CacheError for a foreign database, _Corrupt for a broken zett_lab cache."""
-        foreign = (
-            f"{self.path}: this SQLite database is not a zett_lab summary cache ({{what}}); it was left untouched. "
-            "Point the cache elsewhere (SummaryCache(path=...) or ZETT_LAB_CACHE)."
-        )
+        foreign = f"{self.path}: this SQLite database is not a zett_lab summary cache ({{what}}); it was left untouched"
         if "meta" not in tables:
-            raise CacheError(foreign.replace("{what}", "tables: " + ", ".join(sorted(tables))))
+            raise _other_file(foreign.replace("{what}", "tables: " + ", ".join(sorted(tables))))
         try:
             meta = dict(connection.execute("SELECT name, value FROM meta").fetchall())
         except sqlite3.DatabaseError as error:
-            raise CacheError(foreign.replace("{what}", f"its meta table is unreadable: {error}")) from error
+            raise _other_file(foreign.replace("{what}", f"its meta table is unreadable: {error}")) from error
         if meta.get("format") != FORMAT:
-            raise CacheError(foreign.replace("{what}", f"format {meta.get('format')!r}"))
+            raise _other_file(foreign.replace("{what}", f"format {meta.get('format')!r}"))
         try:
             version = int(meta.get("version", "0"))
         except ValueError:
@@ -563,6 +584,14 @@ def resolve_cache(cache: CacheSpec) -> SummaryCache | None:
     if isinstance(cache, (str, os.PathLike)):
         return SummaryCache(cache)
     return cache
+
+
+def _other_file(problem: str) -> CacheError:
+    """The error for a cache path holding a file that is not a zett_lab cache, with what to do in both forms."""
+    return CacheError(
+        f"{problem}. Point the cache elsewhere (SummaryCache(path=...) or ZETT_LAB_CACHE).",
+        cli=f"{problem}; {ELSEWHERE_CLI}",
+    )
 
 
 def _not_a_database(error: sqlite3.DatabaseError) -> bool:

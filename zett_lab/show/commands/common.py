@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...errors import InputError, SettingError
-from ...files import check_output
+from ...files import check_output, refuse_inputs
 from ..arguments import EXIT_FAILURES, EXIT_OK, FORCE, PROG
 
 if TYPE_CHECKING:
@@ -105,14 +105,30 @@ def load_conversations(
     return conversations
 
 
-def checked_output(path: str, inputs: Sequence[str | os.PathLike[str]], args: argparse.Namespace) -> Path:
-    """The output path, refused (before any work) when it is an input or exists without --force.
+def checked_output(
+    path: str, inputs: Sequence[str | os.PathLike[str]], args: argparse.Namespace, *, folder: bool = False
+) -> Path:
+    """The output path (a folder when ``folder``), refused (before any work) when it is an input, exists without
+    --force, or exists as anything else than a file (a folder) -- see :func:`~zett_lab.files.check_output`.
 
     Folders of recordings among ``inputs`` are left to the check after loading (their files that
-    were read count, not the folder); a saved sweep is read as a whole.
+    were read count, not the folder); a saved sweep is read as a whole. The probes sidecars of the
+    input files and the summary cache the command will open count already, before anything is read.
     """
-    inputs = [p for p in map(Path, inputs) if not p.is_dir() or is_sweep(p)]
-    return check_output(path, inputs, overwrite=args.force, force_hint=FORCE)
+    from ...summarizers.cache import cache_file
+
+    files = _known_inputs(inputs)
+    if not getattr(args, "no_cache", True) and isinstance(cache := cache_file(), Path):
+        files.append(cache)
+    return check_output(path, files, overwrite=args.force, force_hint=FORCE, folder=folder)
+
+
+def _known_inputs(inputs: Sequence[str | os.PathLike[str]]) -> list[Path]:
+    """What of ``inputs`` is known before they are read: the files, their probes sidecars, and saved sweeps."""
+    from ...load.conversation import probes_sidecar_path
+
+    files = [p for p in map(Path, inputs) if not p.is_dir() or is_sweep(p)]
+    return files + [s for p in files if p.is_file() and (s := probes_sidecar_path(p)).is_file()]
 
 
 def input_files(conversations: Sequence[Conversation], cache: SummaryCache | bool) -> list[Path]:
@@ -152,12 +168,18 @@ def scheduler(address: str | None) -> Iterator[Executor | None]:
             client.close()
 
 
-def open_cache(args: argparse.Namespace) -> SummaryCache | bool:
-    """The summary cache the command uses (opened now, so a bad cache stops it before any work), or False."""
+def open_cache(args: argparse.Namespace, inputs: Sequence[str | os.PathLike[str]]) -> SummaryCache | bool:
+    """The summary cache the command uses (opened now, so a bad cache stops it before any work), or False.
+
+    A cache file that is one of ``inputs`` is refused before it is opened: the cache is written to.
+    """
     if args.no_cache:
         return False
     from ...summarizers import SummaryCache
+    from ...summarizers.cache import ELSEWHERE_CLI, cache_file
 
+    if isinstance(path := cache_file(), Path):
+        refuse_inputs(path, _known_inputs(inputs), choose=ELSEWHERE_CLI)
     return SummaryCache()
 
 

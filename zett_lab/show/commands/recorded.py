@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...errors import InputError, SettingError, ZettLabError
+from ...load.conversation import probes_sidecar_path
 from ...replay.schema import COMPACTION_SUMMARY_COLUMNS, STEP_SUMMARY_COLUMNS
 from ..arguments import EXIT_OK
 from .common import (
@@ -36,6 +37,8 @@ def cmd_import(args: argparse.Namespace) -> int:
     if suffix not in (".sqlite", ".db", ".json"):
         raise SettingError(f"{out}: output must end in .sqlite or .db (zett-agent database) or .json (neutral JSON)")
     checked_output(args.output, args.paths, args)
+    if suffix != ".json":  # the database's probes sidecar is part of the output (see write_sqlite)
+        checked_output(str(probes_sidecar_path(out)), args.paths, args)
     if not out.parent.is_dir():
         raise InputError(out, None, f"folder {out.parent} does not exist")
     started = time.perf_counter()
@@ -67,8 +70,6 @@ def cmd_import(args: argparse.Namespace) -> int:
         f"wrote {len(conversations)} conversation(s), {messages} messages, {natives} native compaction(s), to "
         f"{shown(out)} in {took(started)}; {reading.counts()}"
     )
-    from ...load.conversation import probes_sidecar_path
-
     if suffix != ".json" and (sidecar := probes_sidecar_path(out)).exists():
         print(f"probes and native compactions: {shown(sidecar)}")
     return reading.exit_code(EXIT_OK)
@@ -117,7 +118,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         checked_output(args.output, [args.path], args)
     if args.summarizer:
         check_summarizers([args.summarizer])
-    cache = open_cache(args)
+    cache = open_cache(args, [args.path])
     reading = Reading(args.skip_unreadable)
     conversations = load_conversations(
         [args.path], [args.session] if args.session is not None else None, reading=reading
@@ -188,14 +189,14 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from ...summarizers import DEFAULT_SUMMARIZER
 
     engines = labelled_engines(args.engine) if args.engine else None
-    out = checked_output(args.output, args.paths, args)
+    out = checked_output(args.output, args.paths, args, folder=True)
     summarizers = args.summarizer or [DEFAULT_SUMMARIZER]
     check_summarizers(summarizers)
-    cache = open_cache(args)
+    cache = open_cache(args, args.paths)
     started = time.perf_counter()
     reading = Reading(args.skip_unreadable)
     conversations = load_conversations(args.paths, args.session, progress=not args.no_progress, reading=reading)
-    checked_output(args.output, input_files(conversations, cache), args)
+    checked_output(args.output, input_files(conversations, cache), args, folder=True)
     check_sweep_target(out)
     reading.name_passed_over()
     with scheduler(args.scheduler) as executor:

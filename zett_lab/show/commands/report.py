@@ -142,7 +142,7 @@ def _new_sweep(
     from ..report.core import import_report_modules
 
     engines = labelled_engines(args.engine) if args.engine else None
-    cache = open_cache(args)
+    cache = open_cache(args, recorded)
     conversations = load_conversations([str(p) for p in recorded], progress=not args.no_progress, reading=reading)
     checked_output(args.output, input_files(conversations, cache), args)
     if args.explore is not None and args.explore not in {c.id for c in conversations}:

@@ -48,15 +48,19 @@ if TYPE_CHECKING:
 
 
 def report_date(value: str | _dt.date | None) -> str:
-    """The date a report prints: ``YYYY-MM-DD`` text, a date, or None for today."""
+    """The date a report prints: ``YYYY-MM-DD`` text naming a real calendar day, a date, or None for today."""
     if value is None:
         return _dt.date.today().isoformat()
     if isinstance(value, (_dt.date, _dt.datetime)):
         return value.isoformat()[:10]
     text = str(value).strip()
-    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
-        raise SettingError(f"date must be YYYY-MM-DD, got {value!r}")
-    return text
+    why = ""
+    try:
+        if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
+            return _dt.date.fromisoformat(text).isoformat()
+    except ValueError as error:  # 2025-13-45, 2025-02-30
+        why = f" ({error})"
+    raise SettingError(f"date must be a calendar day as YYYY-MM-DD, got {value!r}{why}")
 
 
 def import_report_modules(*, html: bool) -> None:
