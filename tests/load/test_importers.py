@@ -512,7 +512,7 @@ def test_truncated_last_line_is_tolerated(name, reader, tmp_path):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         conversations = reader(broken)
-    expected = f"{broken}: line {lines + 1}: last line is not complete JSON"
+    expected = f"{broken}: line {lines + 1}, column 32: last line is not valid JSON (Unterminated string starting)"
     assert any(w.category is AgentLogWarning and str(w.message).startswith(expected) for w in caught)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", AgentLogWarning)

@@ -351,17 +351,22 @@ class SummaryCache:
             meta = dict(connection.execute("SELECT name, value FROM meta").fetchall())
         except sqlite3.DatabaseError as error:
             raise CacheError(foreign.replace("{what}", f"its meta table is unreadable: {error}")) from error
+        other_version = (
+            f"{self.path}: summary cache written by another version of zett_lab (format {meta.get('format')!r}, "
+            f"version {meta.get('version')!r}; this one reads {FORMAT!r} version {VERSION}); it was left untouched. "
+            "Upgrade zett-lab to the version that wrote it, or point the cache elsewhere "
+            "(SummaryCache(path=...) or ZETT_LAB_CACHE)."
+        )
         if meta.get("format") != FORMAT:
+            if "summaries" in tables and "version" in meta:  # zett_lab's layout under another format name
+                raise CacheError(other_version)
             raise CacheError(foreign.replace("{what}", f"format {meta.get('format')!r}"))
         try:
             version = int(meta.get("version", "0"))
         except ValueError:
             raise _Corrupt(f"unreadable cache version {meta.get('version')!r}") from None
         if version > VERSION:
-            raise CacheError(
-                f"{self.path}: summary cache written by a newer zett_lab (format version {version}, "
-                f"this one reads {VERSION}); use another cache path"
-            )
+            raise CacheError(other_version.replace("another version of zett_lab", "a newer zett_lab", 1))
         if version < VERSION:
             raise _Corrupt(f"old cache format version {version}")
         columns = tuple(row[1] for row in connection.execute("PRAGMA table_info(summaries)"))
