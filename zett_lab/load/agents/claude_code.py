@@ -36,6 +36,9 @@ What becomes what:
 * assistant records flagged ``isApiErrorMessage`` were never model output: dropped
   and counted in ``metadata["api_error_messages_dropped"]``.
 
+A field of another type than Claude Code writes (``text`` not a string, a tool call's ``input`` not
+an object, ``uuid`` not a string) is an InputError naming the file, line and field.
+
 Claude Code does not record its system prompt or tool schemas: conversations
 have no system message, so token counts are lower than what the model saw.
 """
@@ -159,6 +162,8 @@ class _Log:
             return
         if kind in ("file-history-snapshot", "queue-operation"):
             return
+        for key, expected in _RECORD_FIELDS.items():
+            _field(record, key, expected, (self.path, number), "record", _NAMES[expected])
         session = record.get("sessionId")
         if self._starts_new_conversation(record, session):
             # a different session starting a new root: a new conversation (a resumed session
@@ -323,7 +328,7 @@ def _assistant(
     embedded: bool,
 ) -> None:
     """One assistant record: its text, thinking and tool calls join the message of its API response."""
-    _field(message, "content", (str, list, type(None)), line, "message", "text or a list of content blocks")
+    _field(message, "content", (str, list), line, "message", "text or a list of content blocks")
     b = t.builder
     if record.get("isApiErrorMessage"):
         b.counts["api_error_messages_dropped"] += 1
@@ -385,8 +390,9 @@ def _user(t: _Thread, record: dict[str, Any], content: Any, path: Path, number: 
         where = f"message.content[{n}]"
         if btype == "tool_result":
             call_id = _field(block, "tool_use_id", str, (path, number), where, "text (the call's id)", required=True)
-            result = _field(block, "content", (str, list, type(None)), (path, number), where, "text or a list")
-            b.tool_result(call_id, _result_content(result, (path, number), where), success=not block.get("is_error"))
+            result = _field(block, "content", (str, list), (path, number), where, "text or a list")
+            failed = _field(block, "is_error", _FLAG, (path, number), where, _NAMES[_FLAG])
+            b.tool_result(call_id, _result_content(result, (path, number), where), success=not failed)
         elif btype == "text":
             parts.append(TextContent(text=_field(block, "text", str, (path, number), where, "text", required=True)))
         elif btype == "image":
@@ -475,6 +481,13 @@ def _result_content(content: str | list[Any] | None, line: _Line, where: str) ->
 
 #: A record's place: the file and its line.
 _Line = tuple[Path, int]
+_ID, _FLAG = (str, type(None)), (bool, type(None))
+_NAMES = {_ID: "text or null", _FLAG: "true, false or null"}
+#: Fields of every user, assistant, system and progress record that decide where it goes and what it is.
+_RECORD_FIELDS = {
+    **dict.fromkeys(("uuid", "parentUuid", "logicalParentUuid", "sessionId", "agentId", "requestId"), _ID),
+    **dict.fromkeys(("isSidechain", "isMeta", "isCompactSummary", "isApiErrorMessage"), _FLAG),
+}
 _JSON_TYPES = {type(None): "null", bool: "true/false", int: "a number", float: "a number", str: "text", list: "a list"}
 
 
@@ -495,7 +508,8 @@ def _field(
     if key not in block and not required:
         return None
     value = block.get(key)
-    if isinstance(value, kind) and not isinstance(value, bool):
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if isinstance(value, kinds) and (bool in kinds or not isinstance(value, bool)):
         return value
     got = "missing" if key not in block else _JSON_TYPES.get(type(value), "an object")
     raise InputError(line[0], f"line {line[1]}, {where}.{key}", f"must be {expected}, not {got}")
