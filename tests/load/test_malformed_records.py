@@ -164,6 +164,15 @@ def test_a_field_replaced_by_another_json_type_is_never_changed_silently(tmp_pat
     assert messages == original or any(w.category is AgentLogWarning for w in caught), (line, place, value)
 
 
+def test_anthropic_thinking_that_is_not_text_is_an_error_not_a_crash(tmp_path):
+    path = tmp_path / "messages.json"
+    thinking = {"type": "thinking", "thinking": 5}
+    path.write_text(json.dumps([{"role": "user", "content": "hi"}, {"role": "assistant", "content": [thinking]}]))
+    with pytest.raises(InputError) as error:
+        zett_lab.load_all(path)
+    assert str(error.value) == f"{path}: message 1, content[0].thinking: must be text"
+
+
 # --- neutral JSON -----------------------------------------------------------------------------------------------
 
 

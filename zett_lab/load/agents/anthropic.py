@@ -196,6 +196,8 @@ def _assistant_message(
         btype = block.get("type") if isinstance(block, dict) else None
         if btype == "text":
             texts.append(str(block.get("text") or ""))
+        elif btype == "thinking" and not isinstance(block.get("thinking", ""), str):
+            raise InputError(path, f"{place}, content[{n}].thinking", "must be text")
         elif btype and take_thinking(block, thoughts, b):
             continue
         elif btype == "tool_use":
