@@ -512,7 +512,7 @@ def test_truncated_last_line_is_tolerated(name, reader, tmp_path):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         conversations = reader(broken)
-    expected = f"{broken}: line {lines + 1}: last line is not complete JSON"
+    expected = f"{broken}: line {lines + 1}, column 30: last line is not valid JSON (Unterminated string starting)"
     assert any(w.category is AgentLogWarning and str(w.message).startswith(expected) for w in caught)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", AgentLogWarning)
@@ -529,7 +529,11 @@ def test_bad_line_in_the_middle_names_file_and_line(name, tmp_path):
     broken.write_text("\n".join(lines) + "\n")
     with pytest.raises(InputError) as info:
         zett_lab.load_all(broken)
-    assert info.value.path == str(broken) and info.value.where == "line 5" and "not valid JSON" in info.value.problem
+    assert (
+        info.value.path == str(broken)
+        and info.value.where == "line 5, column 1"
+        and "not valid JSON" in info.value.problem
+    )
 
 
 def test_broken_json_document_names_line_and_column(tmp_path):

@@ -133,7 +133,7 @@ def test_malformed_jsonl_names_the_line(tmp_path):
     path = tmp_path / "broken.jsonl"
     good = json.dumps({"id": "a", "messages": [{"role": "user", "content": "hi"}]})
     path.write_text(f"{good}\n{good}\n{{not json\n")
-    with pytest.raises(InputError, match=r"broken.jsonl: line 3: not valid JSON"):
+    with pytest.raises(InputError, match=r"broken.jsonl: line 3, column 2: not valid JSON"):
         zett_lab.load_all(path)
 
 

@@ -38,7 +38,7 @@ from ..errors import InputError
 from ..records import JSONValue
 from .conversation import Conversation, parse_harness_context, parse_native_compactions, parse_probes
 from .registry import Reader, register
-from .storable import decode, loads, loads_utf8
+from .storable import decode, loads, loads_utf8, not_json
 
 FORMAT = "neutral-json"
 _ROLES = ("system", "user", "assistant", "tool", "checkpoint", "agent")
@@ -48,7 +48,7 @@ _FOREIGN_BLOCKS = {"tool_use", "tool_result", "thinking", "redacted_thinking"}
 def parse_json_document(path: Path) -> tuple[JSONValue, bool]:
     """Parse a JSON file, or JSONL when it holds several values; return (data, is_jsonl).
 
-    Errors name the file and line.
+    Errors name the file, line and column.
     """
     raw = path.read_bytes()
     try:
@@ -66,11 +66,11 @@ def parse_json_document(path: Path) -> tuple[JSONValue, bool]:
             try:
                 values.append(loads(line))
             except json.JSONDecodeError as error:
-                if number == 1 and len(text.splitlines()) == 1:
-                    break
-                raise InputError(path, f"line {number}", f"not valid JSON ({error.msg})") from error
+                if not values:  # not JSON lines either: the document's own error says where it breaks
+                    raise not_json(path, whole_error) from whole_error
+                raise not_json(path, error, number) from error
         if not values:
-            raise InputError(path, f"line {whole_error.lineno}", f"not valid JSON ({whole_error.msg})") from whole_error
+            raise not_json(path, whole_error) from whole_error
         return values, True
 
 
@@ -200,7 +200,9 @@ def _text_parts(content: Any, path: Path, place: str) -> str | list[TextContent 
     for n, part in enumerate(content):
         kind = part.get("type") if isinstance(part, dict) else None
         if kind == "text":
-            parts.append(TextContent(text=str(part.get("text", ""))))
+            if not isinstance(part.get("text"), str):
+                raise InputError(path, f"{place}, content part {n}", "a text part needs 'text' as a string")
+            parts.append(TextContent(text=part["text"]))
         elif kind == "image_url":
             image_url = part.get("image_url", {})
             url = image_url.get("url") if isinstance(image_url, dict) else image_url
@@ -226,11 +228,14 @@ def _message_from_neutral(raw: dict[str, Any], path: Path, place: str, names: di
         return AgentMessage(content=content if isinstance(content, str) else "")
     if role == "assistant":
         calls = []
-        for n, call in enumerate(raw.get("tool_calls") or []):
+        recorded_calls = raw.get("tool_calls") or []
+        if not isinstance(recorded_calls, list):
+            raise InputError(path, f"{place}, field 'tool_calls'", "must be a list of tool calls")
+        for n, call in enumerate(recorded_calls):
             field = f"{place}, tool_calls[{n}]"
             function = call.get("function") if isinstance(call, dict) else None
-            if not isinstance(function, dict) or not function.get("name"):
-                raise InputError(path, field, "a tool call needs function.name")
+            if not isinstance(function, dict) or not function.get("name") or not isinstance(function["name"], str):
+                raise InputError(path, field, "a tool call needs function.name (a string)")
             arguments = function.get("arguments") or "{}"
             if isinstance(arguments, str):
                 try:

@@ -6,6 +6,7 @@ imports every built-in reader, so the registry is complete once the package is l
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,11 +106,25 @@ def not_recorded_data(path: Path, head: bytes) -> str | None:
         if any((parent / "sweep.json").is_file() for parent in path.parents):
             return "not recorded data: part of a saved zett_lab sweep (give its folder to zett-lab report)"
         return None
+    scalar = _json_scalar(text)
+    if scalar is not None:
+        return f"not recorded data: the file holds only the JSON value {scalar}; recorded data is an object or a list"
     if head.startswith(b"PAR1"):
         return "not recorded data: a Parquet table"
     if text[:15].lower().startswith((b"<!doctype html", b"<html")):
         return "not recorded data: a web page"
     return "not recorded data: not JSON, JSON lines or SQLite"
+
+
+def _json_scalar(text: bytes) -> str | None:
+    """The JSON text of a file that is one JSON value other than an object or list (``null``, ``5``), else None."""
+    if len(text) > 200:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return None if isinstance(value, dict | list) else json.dumps(value)
 
 
 def file_kind(path: Path) -> str:

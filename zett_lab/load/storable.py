@@ -66,6 +66,15 @@ def loads(raw: bytes | str) -> JSONValue:
         raise json.JSONDecodeError(f"a number zett_lab cannot read ({error})", text, 0) from None
 
 
+def not_json(path: object, error: json.JSONDecodeError, line: int | None = None) -> InputError:
+    """The error for a file that is not valid JSON there: it names the line and column, and what is wrong.
+
+    ``line`` is the file's line when one JSONL line was parsed on its own (the error counts from 1).
+    """
+    reason = error.msg.removesuffix(" at")  # json's "Invalid control character at" is followed by the position
+    return InputError(path, f"line {line or error.lineno}, column {error.colno}", f"not valid JSON ({reason})")
+
+
 def loads_utf8(raw: bytes) -> JSONValue:
     """Parse UTF-8 JSON bytes as they are, without first decoding them to one string of the whole text.
 

@@ -39,7 +39,7 @@ from .conversation import (
 )
 from .neutral import parse_json_document
 from .registry import Reader, register
-from .storable import loads
+from .storable import loads, not_json
 
 SQLITE_FORMAT = "zett-sqlite"
 JSONL_FORMAT = "zett-jsonl"
@@ -271,7 +271,7 @@ def _json_lines(path: Path):
             try:
                 yield number, loads(line)
             except json.JSONDecodeError as error:
-                raise InputError(path, f"line {number}", f"not valid JSON ({error.msg})") from error
+                raise not_json(path, error, number) from error
 
 
 def read_jsonl(path: Path) -> list[Conversation]:

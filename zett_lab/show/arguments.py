@@ -58,7 +58,7 @@ def _formatter(prog: str) -> argparse.HelpFormatter:
 # --- argument types -------------------------------------------------------------------------------------
 
 
-_INT = re.compile(r"^\s*(\d[\d_]*)(k?)\s*$", re.I)
+_INT = re.compile(r"^\s*([-+]?\d[\d_]*)(k?)\s*$", re.I)  # a sign is read, so -5 is told it must be positive
 
 
 def parse_tokens(text: str, name: str = "value") -> int:

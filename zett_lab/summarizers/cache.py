@@ -71,9 +71,8 @@ _WHAT_TO_DO = (
     "point ZETT_LAB_CACHE at a file in a writable folder, or run without the cache (--no-cache, or ZETT_LAB_CACHE=off)"
 )
 
-#: The cache files whose pages :meth:`SummaryCache._check_pages` found whole, as ``(device, inode, size, modified)``:
-#: in this process, or in the process that sent a cache here. A check reads the whole file (seconds for a cache
-#: of a year of summaries), and a report opened its cache once per unit in every worker.
+#: The cache files whose pages :meth:`SummaryCache._check_pages` found whole, as ``(device, inode, size, modified)``,
+#: here or in the process that sent a cache here: a check reads the whole file, and a report opens its cache per unit.
 _CHECKED: set[tuple[int, int, int, int]] = set()
 #: File states remembered at most (each check of a changed file adds one).
 _CHECKED_KEPT = 64
@@ -372,17 +371,19 @@ class SummaryCache:
             meta = dict(connection.execute("SELECT name, value FROM meta").fetchall())
         except sqlite3.DatabaseError as error:
             raise _other_file(foreign.replace("{what}", f"its meta table is unreadable: {error}")) from error
+        written_by = f"{self.path}: summary cache written by {{whom}} (format {meta.get('format')!r}, version "
+        written_by += f"{meta.get('version')!r}; this one reads {FORMAT!r} version {VERSION}); it was left untouched "
+        written_by += "(to use it, upgrade zett-lab to the version that wrote it)"
         if meta.get("format") != FORMAT:
+            if "summaries" in tables and "version" in meta:  # zett_lab's layout under another format name
+                raise _other_file(written_by.replace("{whom}", "another version of zett_lab"))
             raise _other_file(foreign.replace("{what}", f"format {meta.get('format')!r}"))
         try:
             version = int(meta.get("version", "0"))
         except ValueError:
             raise _Corrupt(f"unreadable cache version {meta.get('version')!r}") from None
         if version > VERSION:
-            raise CacheError(
-                f"{self.path}: summary cache written by a newer zett_lab (format version {version}, "
-                f"this one reads {VERSION}); use another cache path"
-            )
+            raise _other_file(written_by.replace("{whom}", "a newer zett_lab"))
         if version < VERSION:
             raise _Corrupt(f"old cache format version {version}")
         columns = tuple(row[1] for row in connection.execute("PRAGMA table_info(summaries)"))
@@ -587,7 +588,7 @@ def resolve_cache(cache: CacheSpec) -> SummaryCache | None:
 
 
 def _other_file(problem: str) -> CacheError:
-    """The error for a cache path holding a file that is not a zett_lab cache, with what to do in both forms."""
+    """The error for a cache path holding a file this zett_lab cannot use as its cache, with what to do in both forms."""
     return CacheError(
         f"{problem}. Point the cache elsewhere (SummaryCache(path=...) or ZETT_LAB_CACHE).",
         cli=f"{problem}; {ELSEWHERE_CLI}",

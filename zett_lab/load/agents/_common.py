@@ -12,7 +12,8 @@ objects through a :class:`Builder`, which owns the rules all importers share:
   one is replaced in place and counted in ``metadata["late_results"]``. A
   result with no call anywhere in the log is dropped and counted in
   ``metadata["orphan_results_dropped"]``. Calls still open at the very end of a
-  log are left dangling (replay allows that).
+  log are left dangling (replay allows that). :func:`finish_file` warns once per file
+  naming these repairs and their counts (:data:`REPAIRS`).
 * **Turns without a final answer.** Real logs end some turns on a tool result
   (the agent was stopped before answering) and go on with the next user
   message; nothing is inserted, and the indices of such user messages are listed
@@ -65,7 +66,7 @@ from zett_agent.model import ModelUsage
 from ...errors import InputError, ZettLabWarning
 from ...errors import warn as zett_lab_warn
 from ..conversation import Conversation, HarnessContext, NativeCompaction, starts_turn
-from ..storable import loads
+from ..storable import loads, not_json
 
 #: Content of a placeholder inserted when a log's dialogue opens with assistant output.
 PLACEHOLDER_USER = "[the recorded log starts here; earlier messages are not in it]"
@@ -91,24 +92,24 @@ def iter_jsonl(path: Path, stats: Counter[str]) -> Iterator[tuple[int, Any]]:
     the last non-blank line: a log cut off mid-write keeps everything before it;
     that line is counted in ``stats["skipped_lines"]`` and warned about.
     """
-    pending: tuple[int, str] | None = None
+    pending: InputError | None = None
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, start=1):
             if pending is not None:
                 if raw.strip():
-                    raise InputError(path, f"line {pending[0]}", f"not valid JSON ({pending[1]})")
+                    raise pending
                 continue
             try:
                 value = loads(raw)
             except json.JSONDecodeError as error:
                 if not raw.strip():
                     continue
-                pending = (number, error.msg)
+                pending = not_json(path, error, number)
                 continue
             yield number, value
     if pending is not None:
         stats["skipped_lines"] += 1
-        warn(path, f"line {pending[0]}", f"last line is not complete JSON ({pending[1]}); skipped it (log cut off?)")
+        warn(path, pending.where, f"last line is {pending.problem}; skipped it (log cut off?)")
 
 
 def load_json(path: Path) -> Any:
@@ -120,7 +121,7 @@ def load_json(path: Path) -> Any:
     try:
         return loads(raw)
     except json.JSONDecodeError as error:
-        raise InputError(path, f"line {error.lineno}, column {error.colno}", f"not valid JSON ({error.msg})") from error
+        raise not_json(path, error) from error
 
 
 def first_line(head: bytes) -> bytes:
@@ -578,8 +579,21 @@ def report_unknown(path: Path, unknown: Counter[str], what: str = "record types"
     return dict(unknown)
 
 
-def require_conversations(path: Path, conversations: list[Conversation], what: str) -> list[Conversation]:
-    """Raise an InputError naming the file when a recognised log held no conversation."""
+#: Repairs a Builder makes that change the recorded conversation: metadata count -> what was done.
+REPAIRS = {
+    "synthesized_results": "missing tool result(s) made up as failed results (call interrupted or result lost)",
+    "orphan_results_dropped": "tool result(s) with no matching call dropped",
+    "synthesized_messages": "placeholder user message(s) inserted (the log opens with assistant output)",
+    "renamed_call_ids": "repeated tool-call id(s) renamed",
+}
+
+
+def finish_file(path: Path, conversations: list[Conversation], what: str) -> list[Conversation]:
+    """A file's conversations after one warning naming its repairs and counts; InputError when there are none."""
     if not conversations:
         raise InputError(path, None, f"{what} holds no conversation (no user or assistant messages)")
+    counts = {k: sum(int(c.metadata.get(k) or 0) for c in conversations) for k in REPAIRS}
+    if any(counts.values()):
+        done = "; ".join(f"{n} {REPAIRS[k]} ({k})" for k, n in counts.items() if n)
+        warn(path, None, f"repaired what the log lost: {done}; counts are in each conversation's metadata")
     return conversations

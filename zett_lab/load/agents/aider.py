@@ -52,7 +52,7 @@ from ..anchors import anchors_in_text
 from ..conversation import Conversation, HarnessContext
 from ..registry import Reader, register
 from ..storable import decode
-from ._common import Builder, require_conversations
+from ._common import Builder, finish_file
 
 FORMAT = "aider-chat-history-md"
 _START = re.compile(r"^# aider chat started at (.*?)\s*$")
@@ -212,7 +212,7 @@ def read(path: Path) -> list[Conversation]:
     for number, started_at, session_blocks in sessions:
         base = _unique(f"aider-{started_at.replace(' ', 'T')}", seen)
         conversations.extend(_session(path, base, number, started_at, session_blocks))
-    return require_conversations(path, conversations, "this aider chat history")
+    return finish_file(path, conversations, "this aider chat history")
 
 
 def _session(

@@ -39,12 +39,12 @@ from ..storable import loads
 from ._common import (
     Builder,
     anthropic_usage,
+    finish_file,
     image_from_source,
     join_text,
     key_pattern,
     load_json,
     report_unknown,
-    require_conversations,
     simplify,
     take_thinking,
 )
@@ -149,7 +149,7 @@ def read(path: Path) -> list[Conversation]:
     reported = report_unknown(path, unknown, "content block types")
     for conversation in conversations:
         conversation.metadata["unknown_record_types"] = reported
-    return require_conversations(path, conversations, "this Anthropic message list")
+    return finish_file(path, conversations, "this Anthropic message list")
 
 
 def _message(b: Builder, message: Any, path: Path, place: str, unknown: Counter[str]) -> None:
@@ -196,6 +196,8 @@ def _assistant_message(
         btype = block.get("type") if isinstance(block, dict) else None
         if btype == "text":
             texts.append(str(block.get("text") or ""))
+        elif btype == "thinking" and not isinstance(block.get("thinking", ""), str):
+            raise InputError(path, f"{place}, content[{n}].thinking", "must be text")
         elif btype and take_thinking(block, thoughts, b):
             continue
         elif btype == "tool_use":

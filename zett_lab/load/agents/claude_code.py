@@ -36,6 +36,9 @@ What becomes what:
 * assistant records flagged ``isApiErrorMessage`` were never model output: dropped
   and counted in ``metadata["api_error_messages_dropped"]``.
 
+A field of another type than Claude Code writes (``text`` not a string, a tool call's ``input`` not
+an object, ``uuid`` not a string) is an InputError naming the file, line and field.
+
 Claude Code does not record its system prompt or tool schemas: conversations
 have no system message, so token counts are lower than what the model saw.
 """
@@ -48,18 +51,19 @@ from typing import Any
 
 from zett_agent.messages import TextContent, ToolCall
 
+from ...errors import InputError
 from ..conversation import Conversation
 from ..registry import Reader, register
 from ._common import (
     Builder,
     anthropic_usage,
+    finish_file,
     first_line,
     image_from_source,
     iter_jsonl,
     key_pattern,
     parse_first_line,
     report_unknown,
-    require_conversations,
     simplify,
     take_thinking,
     warn,
@@ -158,6 +162,8 @@ class _Log:
             return
         if kind in ("file-history-snapshot", "queue-operation"):
             return
+        for key, expected in _RECORD_FIELDS.items():
+            _field(record, key, expected, (self.path, number), "record", _NAMES[expected])
         session = record.get("sessionId")
         if self._starts_new_conversation(record, session):
             # a different session starting a new root: a new conversation (a resumed session
@@ -239,7 +245,7 @@ def read(path: Path) -> list[Conversation]:
             continue
         meta = _metadata(t, log.titles, stats.get("skipped_lines", 0))
         conversations.append(t.builder.build(t.id, path, FORMAT, meta, reported))
-    return require_conversations(path, conversations, "this Claude Code log")
+    return finish_file(path, conversations, "this Claude Code log")
 
 
 def _metadata(t: _Thread, titles: list[str], skipped_lines: int) -> dict[str, Any]:
@@ -309,13 +315,20 @@ def _handle(
             b.user(t.prompt, from_field="agent_progress.prompt")
         _user(t, record, content, path, number, unknown)
         return
-    _assistant(t, record, message, content, unknown, embedded)
+    _assistant(t, record, message, content, (path, number), unknown, embedded)
 
 
 def _assistant(
-    t: _Thread, record: dict[str, Any], message: dict[str, Any], content: Any, unknown: Counter[str], embedded: bool
+    t: _Thread,
+    record: dict[str, Any],
+    message: dict[str, Any],
+    content: Any,
+    line: _Line,
+    unknown: Counter[str],
+    embedded: bool,
 ) -> None:
     """One assistant record: its text, thinking and tool calls join the message of its API response."""
+    _field(message, "content", (str, list), line, "message", "text or a list of content blocks")
     b = t.builder
     if record.get("isApiErrorMessage"):
         b.counts["api_error_messages_dropped"] += 1
@@ -329,17 +342,19 @@ def _assistant(
     thoughts: list[str] = []
     calls: list[ToolCall] = []
     blocks = content if isinstance(content, list) else [{"type": "text", "text": content or ""}]
-    for block in blocks:
+    for n, block in enumerate(blocks):
         btype = block.get("type") if isinstance(block, dict) else None
+        where = f"message.content[{n}]"
         if btype == "text":
-            texts.append(block.get("text") or "")
-        elif btype and take_thinking(block, thoughts, b):
-            continue
+            texts.append(_field(block, "text", str, line, where, "text", required=True))
+        elif btype in ("thinking", "redacted_thinking"):
+            _field(block, "thinking", str, line, where, "text")
+            take_thinking(block, thoughts, b)
         elif btype in ("tool_use", "server_tool_use"):
-            call_id = str(block.get("id") or b.new_call_id())
-            calls.append(
-                ToolCall(id=call_id, name=str(block.get("name") or "tool"), arguments=_dict(block.get("input")))
-            )
+            call_id = _field(block, "id", str, line, where, "text") or b.new_call_id()
+            name = _field(block, "name", str, line, where, "text (the tool's name)", required=True)
+            arguments = _field(block, "input", dict, line, where, "an object (the tool's arguments)") or {}
+            calls.append(ToolCall(id=call_id, name=name or "tool", arguments=arguments))
         else:
             unknown[f"assistant content block {btype}"] += 1
     usage = message.get("usage") or {}
@@ -370,16 +385,16 @@ def _user(t: _Thread, record: dict[str, Any], content: Any, path: Path, number: 
         b.counts["malformed_records"] += 1
         return
     parts: list[Any] = []
-    for block in content:
+    for n, block in enumerate(content):
         btype = block.get("type") if isinstance(block, dict) else None
+        where = f"message.content[{n}]"
         if btype == "tool_result":
-            b.tool_result(
-                str(block.get("tool_use_id")),
-                _result_content(block.get("content")),
-                success=not block.get("is_error"),
-            )
+            call_id = _field(block, "tool_use_id", str, (path, number), where, "text (the call's id)", required=True)
+            result = _field(block, "content", (str, list), (path, number), where, "text or a list")
+            failed = _field(block, "is_error", _FLAG, (path, number), where, _NAMES[_FLAG])
+            b.tool_result(call_id, _result_content(result, (path, number), where), success=not failed)
         elif btype == "text":
-            parts.append(TextContent(text=block.get("text") or ""))
+            parts.append(TextContent(text=_field(block, "text", str, (path, number), where, "text", required=True)))
         elif btype == "image":
             image = image_from_source(block.get("source") or {})
             if image is not None:
@@ -443,18 +458,19 @@ def _text_of(content: Any) -> str:
     return ""
 
 
-def _result_content(content: Any) -> Any:
+def _result_content(content: str | list[Any] | None, line: _Line, where: str) -> Any:
     if content is None:
         return ""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
         parts: list[Any] = []
-        for block in content:
+        for n, block in enumerate(content):
             if not isinstance(block, dict):
                 continue
             if block.get("type") == "text":
-                parts.append(TextContent(text=block.get("text") or ""))
+                text = _field(block, "text", str, line, f"{where}.content[{n}]", "text", required=True)
+                parts.append(TextContent(text=text))
             elif block.get("type") == "image":
                 image = image_from_source(block.get("source") or {})
                 if image is not None:
@@ -463,8 +479,40 @@ def _result_content(content: Any) -> Any:
     return str(content)
 
 
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else ({} if value is None else {"input": value})
+#: A record's place: the file and its line.
+_Line = tuple[Path, int]
+_ID, _FLAG = (str, type(None)), (bool, type(None))
+_NAMES = {_ID: "text or null", _FLAG: "true, false or null"}
+#: Fields of every user, assistant, system and progress record that decide where it goes and what it is.
+_RECORD_FIELDS = {
+    **dict.fromkeys(("uuid", "parentUuid", "logicalParentUuid", "sessionId", "agentId", "requestId"), _ID),
+    **dict.fromkeys(("isSidechain", "isMeta", "isCompactSummary", "isApiErrorMessage"), _FLAG),
+}
+_JSON_TYPES = {type(None): "null", bool: "true/false", int: "a number", float: "a number", str: "text", list: "a list"}
+
+
+def _field(
+    block: dict[str, Any],
+    key: str,
+    kind: type | tuple[type, ...],
+    line: _Line,
+    where: str,
+    expected: str,
+    required: bool = False,
+) -> Any:
+    """``block[key]`` when it has the type Claude Code writes (None when absent and optional).
+
+    A field of another type is an InputError naming the file, line and field: the loader does not
+    guess what a malformed record meant.
+    """
+    if key not in block and not required:
+        return None
+    value = block.get(key)
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if isinstance(value, kinds) and (bool in kinds or not isinstance(value, bool)):
+        return value
+    got = "missing" if key not in block else _JSON_TYPES.get(type(value), "an object")
+    raise InputError(line[0], f"line {line[1]}, {where}.{key}", f"must be {expected}, not {got}")
 
 
 register(

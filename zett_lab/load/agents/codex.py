@@ -38,6 +38,7 @@ from ..conversation import Conversation
 from ..registry import Reader, register
 from ._common import (
     Builder,
+    finish_file,
     first_line,
     iter_jsonl,
     join_text,
@@ -45,7 +46,6 @@ from ._common import (
     parse_arguments,
     parse_first_line,
     report_unknown,
-    require_conversations,
     simplify,
     usage_from,
 )
@@ -188,7 +188,7 @@ def read(path: Path) -> list[Conversation]:
             "skipped_lines": stats.get("skipped_lines", 0),
         }
         conversations.append(s.builder.build(s.id, path, FORMAT, meta, reported))
-    return require_conversations(path, conversations, "this Codex rollout")
+    return finish_file(path, conversations, "this Codex rollout")
 
 
 def _envelope(record: dict[str, Any], number: int) -> tuple[Any, Any] | None:

@@ -30,12 +30,12 @@ from ..conversation import Conversation
 from ..registry import Reader, register
 from ._common import (
     Builder,
+    finish_file,
     join_text,
     key_pattern,
     load_json,
     parse_arguments,
     report_unknown,
-    require_conversations,
     simplify,
     usage_from,
 )
@@ -73,7 +73,7 @@ def read(path: Path) -> list[Conversation]:
     reported = report_unknown(path, unknown, "message types")
     for conversation in conversations:
         conversation.metadata["unknown_record_types"] = reported
-    return require_conversations(path, conversations, "this Gemini CLI session")
+    return finish_file(path, conversations, "this Gemini CLI session")
 
 
 def _session(session: dict[str, Any], path: Path, where: str | None, unknown: Counter[str]):

@@ -42,6 +42,7 @@ from ..conversation import Conversation
 from ..registry import Reader, register
 from ._common import (
     Builder,
+    finish_file,
     join_text,
     key_pattern,
     load_json,
@@ -49,7 +50,6 @@ from ._common import (
     openai_usage,
     parse_arguments,
     report_unknown,
-    require_conversations,
 )
 
 FORMAT = "openhands-v0-trajectory-json"
@@ -196,7 +196,7 @@ def read(path: Path) -> list[Conversation]:
     meta["events"] = len(events)
     meta["system_prompt_recorded"] = any(m for m in b.messages[:1] if type(m).__name__ == "SystemMessage")
     conversations = [b.build(path.stem, path, FORMAT, meta, reported)] if b.has_dialogue() else []
-    return require_conversations(path, conversations, "this OpenHands trajectory")
+    return finish_file(path, conversations, "this OpenHands trajectory")
 
 
 def _tool_action(

@@ -40,6 +40,7 @@ from ..conversation import Conversation
 from ..registry import Reader, register
 from ._common import (
     Builder,
+    finish_file,
     join_text,
     key_pattern,
     load_json,
@@ -47,7 +48,6 @@ from ._common import (
     openai_usage,
     parse_arguments,
     report_unknown,
-    require_conversations,
     simplify,
 )
 
@@ -138,7 +138,7 @@ def read_swe_agent(path: Path, text_actions: str = "tool_calls") -> list[Convers
     reported = report_unknown(path, unknown, "message roles")
     for conversation in conversations:
         conversation.metadata["unknown_record_types"] = reported
-    return require_conversations(path, conversations, "this SWE-agent trajectory")
+    return finish_file(path, conversations, "this SWE-agent trajectory")
 
 
 def _swe_message(
@@ -275,7 +275,7 @@ def read_mini_swe_agent(path: Path, text_actions: str = "tool_calls") -> list[Co
     meta = _mini_metadata(data, exit_info, "tool_calls" if function_calling else f"text ({text_actions})")
     conversation_id = str(data.get("instance_id") or path.name.removesuffix(".json").removesuffix(".traj"))
     conversations = [b.build(conversation_id, path, MINI_FORMAT, meta, reported)] if b.has_dialogue() else []
-    return require_conversations(path, conversations, "this mini-swe-agent trajectory")
+    return finish_file(path, conversations, "this mini-swe-agent trajectory")
 
 
 def _mini_assistant(
