@@ -28,6 +28,22 @@ from zett_lab.study import Sweep, sweep
 from zett_lab.summarizers import SummaryCache
 
 SESSION = "ci-flaky-kafka"
+
+
+def replay_args(recordings: Path) -> list[object]:
+    """``zett-lab replay`` of one fixture session at one small setting (the tests add what they check)."""
+    return [
+        "replay",
+        recordings / "sessions.sqlite",
+        "--session",
+        SESSION,
+        "--max-tokens",
+        "20k",
+        "--keep-recent-tokens",
+        "4k",
+    ]
+
+
 NEVER_OVER = "zett_lab never writes over its inputs: choose another output"
 IS_INPUT = f"is one of the inputs; {NEVER_OVER}"
 EXISTS = "already exists; choose a new output, or pass --force to replace it"
@@ -268,18 +284,7 @@ def test_a_report_cannot_be_written_into_the_sweep_it_reads(tmp_path: Path, caps
 
 def test_force_replaces_an_earlier_output(recordings: Path, tmp_path: Path, capsys) -> None:
     out = tmp_path / "trace.json"
-    args = [
-        "replay",
-        recordings / "sessions.sqlite",
-        "--session",
-        SESSION,
-        "--max-tokens",
-        "20k",
-        "--keep-recent-tokens",
-        "4k",
-        "-o",
-        out,
-    ]
+    args = [*replay_args(recordings), "-o", out]
     assert run_cli(capsys, *args)[0] == cli.EXIT_OK
     out.write_text("an earlier run")
     code, _, err = run_cli(capsys, *args)
@@ -418,17 +423,7 @@ def test_a_json_log_named_as_the_cache_is_left_where_it_is(
     log = tmp_path / "mylog.json"
     log.write_text('{"messages": [{"role": "user", "content": "hello"}]}\n')
     monkeypatch.setenv("ZETT_LAB_CACHE", str(log))
-    code, out, err = run_cli(
-        capsys,
-        "replay",
-        recordings / "sessions.sqlite",
-        "--session",
-        SESSION,
-        "--max-tokens",
-        "20k",
-        "--keep-recent-tokens",
-        "4k",
-    )
+    code, out, err = run_cli(capsys, *replay_args(recordings))
     assert (code, out) == (cli.EXIT_ERROR, "")
     assert err == (
         f"zett-lab: error: summary cache {log}: not an SQLite database, so not a summary cache; it was left "

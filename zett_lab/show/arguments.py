@@ -278,20 +278,8 @@ def _add_replay_command(commands: argparse._SubParsersAction[_Parser], parents: 
 def _add_grid_arguments(p: _Parser, *, required: bool, default: str | None = None) -> None:
     """``--max-tokens`` and ``--keep-recent-tokens`` as grids (``sweep``, ``report``): one definition, one help."""
     tail = f": {GRID_FORMS}" + (f" (default: {default})" if default else "")
-    p.add_argument(
-        "--max-tokens",
-        required=required,
-        type=_grid_type("--max-tokens"),
-        metavar="GRID",
-        help=f"{MAX_TOKENS_MEANING}s{tail}",
-    )
-    p.add_argument(
-        "--keep-recent-tokens",
-        required=required,
-        type=_grid_type("--keep-recent-tokens"),
-        metavar="GRID",
-        help=f"{KEEP_RECENT_MEANING}{tail}",
-    )
+    for flag, meaning in (("--max-tokens", f"{MAX_TOKENS_MEANING}s"), ("--keep-recent-tokens", KEEP_RECENT_MEANING)):
+        p.add_argument(flag, required=required, type=_grid_type(flag), metavar="GRID", help=f"{meaning}{tail}")
 
 
 def _add_sweep_command(commands: argparse._SubParsersAction[_Parser], parents: list[_Parser]) -> None:
