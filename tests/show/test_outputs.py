@@ -30,6 +30,17 @@ from zett_lab.summarizers import SummaryCache
 SESSION = "ci-flaky-kafka"
 
 
+def command_args(command: str, database: Path) -> list[object]:
+    """One command over the fixtures' database (one session at one small setting where it takes them)."""
+    limits = ["--max-tokens", "20k", "--keep-recent-tokens", "4k"]
+    return {
+        "import": ["import", database],
+        "replay": ["replay", database, "--session", SESSION, *limits],
+        "sweep": ["sweep", database, "--session", SESSION, *limits],
+        "report": ["report", database],
+    }[command]
+
+
 def replay_args(recordings: Path) -> list[object]:
     """``zett-lab replay`` of one fixture session at one small setting (the tests add what they check)."""
     return [
@@ -213,13 +224,7 @@ def test_existing_outputs_need_overwrite_in_every_save(tmp_path: Path) -> None:
 @pytest.mark.parametrize("command", ["import", "replay", "sweep", "report"])
 def test_no_command_writes_over_its_input(command: str, recordings: Path, no_work, capsys) -> None:
     database, probes = recordings / "sessions.sqlite", recordings / "sessions.probes.json"
-    limits = ["--max-tokens", "20k", "--keep-recent-tokens", "4k"]
-    args = {
-        "import": ["import", database],
-        "replay": ["replay", database, "--session", SESSION, *limits],
-        "sweep": ["sweep", database, "--session", SESSION, *limits],
-        "report": ["report", database],
-    }[command]
+    args = command_args(command, database)
     if command == "replay":  # a trace is .json or .parquet: reach the inputs through links
         (recordings / "db.parquet").symlink_to(database)
         (recordings / "probes.json").symlink_to(probes)
@@ -371,13 +376,7 @@ def test_no_command_replaces_a_fifo_or_a_link_to_one(
     command: str, name: str, recordings: Path, tmp_path: Path, no_work, capsys
 ) -> None:
     database = recordings / "sessions.sqlite"
-    limits = ["--max-tokens", "20k", "--keep-recent-tokens", "4k"]
-    args = {
-        "import": ["import", database],
-        "replay": ["replay", database, "--session", SESSION, *limits],
-        "sweep": ["sweep", database, "--session", SESSION, *limits],
-        "report": ["report", database],
-    }[command]
+    args = command_args(command, database)
     noun = "folder" if command == "sweep" else "file"
     for target, kind in special_outputs(tmp_path, name):
         for force in ([], ["--force"]):
