@@ -10,9 +10,11 @@ import pytest
 
 import zett_lab
 from zett_lab.measure import catalogue
-from zett_lab.measure.catalogue import EXACT, NOT_VALIDATED, Estimate, Validity, metric, trust, trusted_metrics
+from zett_lab.measure import validity as measured
+from zett_lab.measure.catalogue import EXACT, NOT_VALIDATED, metric, trust, trusted_metrics
+from zett_lab.measure.validity import Estimate, Validity
 
-DATA = resources.files("zett_lab") / "data" / catalogue.VALIDITY_FILE
+DATA = resources.files("zett_lab") / "data" / measured.VALIDITY_FILE
 
 
 def data_file() -> dict:
@@ -71,8 +73,8 @@ def test_measures_docstring_lists_every_headline_metrics_trust_from_the_data_fil
 
 def test_a_malformed_entry_is_one_error_naming_the_file_and_field():
     with pytest.raises(zett_lab.errors.SettingError, match=r"metric_validity.json: metrics.x.precision"):
-        catalogue.validity_of("x", {"precision": {"value": 0.5}, "source": ""})
-    assert catalogue.validity_of("x", {"source": "s"}) == Validity(None, None, "s")
+        measured.validity_of("x", {"precision": {"value": 0.5}, "source": ""})
+    assert measured.validity_of("x", {"source": "s"}) == Validity(None, None, "s")
 
 
 def test_the_documentation_page_shows_the_data_files_figures():

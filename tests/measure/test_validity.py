@@ -316,7 +316,7 @@ def test_the_bench_prints_weighted_precision_and_recall_per_part(fixture_set, tm
 
 
 def test_write_records_one_parts_figures_for_the_catalogue_and_keeps_other_entries(fixture_set, tmp_path, capsys):
-    from zett_lab.measure.catalogue import validity_of
+    from zett_lab.measure.validity import validity_of
 
     folder, items, parts = fixture_set
     truth = {i["id"]: any(ch.isdigit() for ch in i["text"]) for i in items}

@@ -14,7 +14,7 @@ catalogue entry (name, levels, direction, label, definition), like Inspect AI's 
 
 :func:`zett_lab.measure` computes every registered metric, a sweep's results table and the report carry each
 one, and plots, widgets and comparisons read their labels and directions from :func:`metric`. The measured
-precision and recall of a metric on the labelled validation set (:class:`Validity`) are read from
+precision and recall of a metric on the labelled validation set (:class:`~zett_lab.measure.validity.Validity`) are read from
 ``zett_lab/data/metric_validity.json``; see the documentation's "Add a metric" page.
 
 Example::
@@ -28,22 +28,20 @@ Example::
 
 from __future__ import annotations
 
-import functools
 import importlib
 import importlib.util
-import json
 import math
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from importlib import resources
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import pandas as pd
 
 from ..errors import SettingError
-from ..formatting import count, decimal, frame_html
+from ..formatting import frame_html
+from .validity import Validity, measured_validity
 
 if TYPE_CHECKING:
     from .attempt import Attempt
@@ -69,42 +67,6 @@ class Column:
     name: str
     meaning: str
     type: ColumnType = "ratio"
-
-
-@dataclass(frozen=True, slots=True)
-class Estimate:
-    """A share measured on labelled items, with its 95% confidence interval."""
-
-    value: float
-    low: float
-    high: float
-    #: Labelled items it was measured on.
-    n: int
-
-    def text(self) -> str:
-        """``0.83 [0.72, 0.90] (n = 120)``: the share, its 95% interval and the items it rests on."""
-        return f"{decimal(self.value, 2)} [{decimal(self.low, 2)}, {decimal(self.high, 2)}] (n = {count(self.n)})"
-
-
-@dataclass(frozen=True, slots=True)
-class Validity:
-    """How often a metric is right on labelled real examples: its precision and recall with 95% intervals, and
-    what they were measured on (``source``)."""
-
-    precision: Estimate | None
-    recall: Estimate | None
-    #: What was labelled, by whom, which part of the set, with which code and when (the data file's words,
-    #: a noun phrase: "351 labelled lost items of 7 agent formats ...").
-    source: str
-
-    def figures(self) -> str:
-        """``precision 0.83 [0.72, 0.90] (n = 120), recall ...``: the measured shares (those there are)."""
-        shares = [(name, e) for name, e in (("precision", self.precision), ("recall", self.recall)) if e is not None]
-        return ", ".join(f"{name} {estimate.text()}" for name, estimate in shares) or "no figures"
-
-    def text(self) -> str:
-        """Its figures and what they were measured on, in one sentence's worth of words."""
-        return f"{self.figures()}, 95% intervals, on {self.source}" if self.source else self.figures()
 
 
 @dataclass(frozen=True)
@@ -248,7 +210,7 @@ class Metric:
     @property
     def validity(self) -> Validity | None:
         """Its measured precision and recall on the labelled validation set (None: not measured yet)."""
-        return _validity().get(self.name)
+        return measured_validity().get(self.name)
 
     def columns(self, level: Literal["compaction", "conversation"]) -> list[Column]:
         """The columns it adds to ``losses.compactions`` or ``losses.conversation`` (its own first, then helpers)."""
@@ -523,22 +485,6 @@ def ratio(numerator: float, denominator: float) -> float:
     return numerator / denominator if denominator else math.nan
 
 
-# --- measured validity ---------------------------------------------------------------------------------------
-
-#: The data file holding each metric's precision and recall on the labelled validation set.
-VALIDITY_FILE = "metric_validity.json"
-
-
-@functools.cache
-def _validity() -> dict[str, Validity]:
-    """``metric name -> Validity`` from :data:`VALIDITY_FILE` (empty when the file is absent)."""
-    path = resources.files("zett_lab") / "data" / VALIDITY_FILE
-    if not path.is_file():
-        return {}
-    data = json.loads(path.read_text(encoding="utf-8"))
-    return {name: validity_of(name, entry) for name, entry in data.get("metrics", {}).items()}
-
-
 #: What the report, the documentation and ``measure()``'s docstring say of a metric with no measured validity.
 NOT_VALIDATED = "not validated"
 #: What they say of an :attr:`~Metric.exact` metric (nothing to validate).
@@ -564,23 +510,6 @@ def trust_list(indent: str = "") -> str:
     return "\n".join(f"{indent}* {m.label} (``{m.name}``): {trust(m.name)}" for m in trusted_metrics())
 
 
-def validity_of(name: str, entry: Mapping[str, Any]) -> Validity:
-    """One metric's entry of the validity file (``precision`` / ``recall``: value, low, high, n; ``source``)."""
-
-    def estimate(key: str) -> Estimate | None:
-        value = entry.get(key)
-        if value is None:
-            return None
-        try:
-            return Estimate(float(value["value"]), float(value["low"]), float(value["high"]), int(value["n"]))
-        except (KeyError, TypeError, ValueError) as error:
-            raise SettingError(
-                f"{VALIDITY_FILE}: metrics.{name}.{key}: expected value, low, high, n ({error})"
-            ) from None
-
-    return Validity(estimate("precision"), estimate("recall"), str(entry.get("source", "")))
-
-
 __all__ = [
     "CATALOGUE",
     "INDEPENDENT_METRICS",
@@ -589,11 +518,9 @@ __all__ = [
     "NOT_VALIDATED",
     "SUM",
     "Column",
-    "Estimate",
     "Metric",
     "Pooling",
     "TraceTables",
-    "Validity",
     "compaction_metric",
     "conversation_metric",
     "default_metrics",
