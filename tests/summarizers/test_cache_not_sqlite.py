@@ -45,3 +45,27 @@ def test_a_fifo_at_the_cache_path_is_refused_without_being_opened(tmp_path: Path
     with pytest.raises(CacheError, match=r"is a FIFO \(named pipe\), not a file; it was left untouched"):
         SummaryCache(path)
     assert sorted(os.listdir(tmp_path)) == ["cache.sqlite"]
+
+
+def _locks_on(path) -> int:
+    """POSIX locks this process holds on ``path`` (from /proc/locks, by the file's inode)."""
+    inode = os.stat(path).st_ino
+    lines = Path("/proc/locks").read_text().splitlines()
+    return sum(1 for line in lines if line.split()[4] == str(os.getpid()) and line.split()[5].endswith(f":{inode}"))
+
+
+@pytest.mark.skipif(not Path("/proc/locks").exists(), reason="reads the kernel's lock table (Linux)")
+def test_reading_a_cache_files_header_never_drops_the_locks_of_a_connection_open_on_it(tmp_path):
+    """Closing any descriptor of a file drops every POSIX lock the process holds on it: a second cache on the same
+    file (each replay opens one) must not read the header again while the first one's connection holds its locks
+    (without them another process may reset the write-ahead log under it: "database disk image is malformed")."""
+    path = tmp_path / "c.sqlite"
+    first = SummaryCache(path)
+    connection = first._conn()
+    connection.execute("BEGIN")
+    connection.execute("SELECT count(*) FROM summaries").fetchall()  # a read transaction: it holds its locks
+    held = _locks_on(path)
+    assert held > 0
+    SummaryCache(path)
+    assert _locks_on(path) == held
+    connection.execute("COMMIT")

@@ -171,6 +171,8 @@ def build_report_data(
 ) -> ReportData:
     """Compute everything a report shows from replays (see :class:`ReportData`).
 
+    Long on purpose: the report's stages in order, then one keyword per field of :class:`ReportData`.
+
     Args:
         traces: Replays, any mix of conversations, settings and summarizers.
         sweep: A :class:`Sweep` (its complete cells are added to ``traces``, its failed
@@ -236,11 +238,7 @@ def build_report_data(
         lost_items=lost_but_needed_items(entries, recommendation, summarizers, measured.shown, top_lost),
         dropped_constraints=dropped_constraint_items(entries, recommendation, measured.shown, top_lost),
         metrics=metric_summary(
-            results,
-            summarizers,
-            comparison,
-            replays.failure_counts,
-            recommended.figures if recommended is not None else (),
+            results, summarizers, comparison, replays.failure_counts, recommended.figures if recommended else ()
         ),
         costs=cost_overview(results, primary_model, replays.unpriced),
         configurations=configuration_means(results, recommendation),

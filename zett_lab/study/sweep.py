@@ -97,6 +97,8 @@ def sweep(
 ) -> Sweep:
     """Replay every conversation under every setting and summarizer; see the module docstring.
 
+    Long on purpose: the sweep's stages in order (plan, run, keep the units' times, assemble the result).
+
     Args:
         conversations: a Conversation, a list of them, or a path for :func:`zett_lab.load_all`.
         max_tokens, keep_recent_tokens: token counts (ints) or fractions of

@@ -4,14 +4,9 @@ Summary calls are the slow and costly part of a replay; the same request (same s
 identity, same reasoning effort, same messages) always gets the cached answer, across runs
 and across processes.
 
-Where the file lives, first match wins:
-
-1. the ``path`` argument (``":memory:"`` for a private in-memory cache);
-2. the environment variable ``ZETT_LAB_CACHE`` (``off``, ``none``, ``0`` or ``false`` disable
-   caching);
-3. ``platformdirs.user_cache_dir("zett-lab")/summaries.sqlite``.
-
-A directory given as path gets ``summaries.sqlite`` inside it.
+Where the file lives, first match wins: the ``path`` argument (``":memory:"`` for a private in-memory cache),
+the environment variable ``ZETT_LAB_CACHE`` (``off``, ``none``, ``0`` or ``false`` disable caching), then
+``platformdirs.user_cache_dir("zett-lab")/summaries.sqlite``. A directory given as path gets ``summaries.sqlite``.
 
 Safety: WAL journal, a busy timeout, and single-statement ``INSERT OR IGNORE`` writes, so two
 processes can share one file and a process killed mid-write leaves only finished entries. A
@@ -74,6 +69,8 @@ _WHAT_TO_DO = (
 #: The cache files whose pages :meth:`SummaryCache._check_pages` found whole, as ``(device, inode, size, modified)``,
 #: here or in the process that sent a cache here: a check reads the whole file, and a report opens its cache per unit.
 _CHECKED: set[tuple[int, int, int, int]] = set()
+#: Cache files whose first bytes this process read (once: closing a descriptor drops its SQLite connections' locks).
+_SQLITE_FILES: set[str] = set()
 #: File states remembered at most (each check of a changed file adds one).
 _CHECKED_KEPT = 64
 
@@ -320,12 +317,14 @@ class SummaryCache:
 
     def _refuse_other_files(self) -> None:
         """Raise CacheError for a file that is not empty and does not begin as SQLite's do: a user's own (a JSON
-        log, notes), never moved aside nor written (SQLite takes a short one for an empty database)."""
-        if not isinstance(self.path, Path):
+        log, notes), never moved aside nor written (SQLite takes a short one for an empty database). Once per file
+        in a process (:data:`_SQLITE_FILES`)."""
+        if not isinstance(self.path, Path) or str(self.path) in _SQLITE_FILES:
             return
         try:
             kind = kind_of(self.path.stat().st_mode)
         except FileNotFoundError:
+            _SQLITE_FILES.add(str(self.path))  # SQLite makes it
             return
         if kind != "file":  # a FIFO would block the read below
             raise _other_file(f"summary cache {self.path}: is a {kind}, not a file; it was left untouched")
@@ -335,6 +334,7 @@ class SummaryCache:
             raise _other_file(
                 f"summary cache {self.path}: not an SQLite database, so not a summary cache; it was left untouched"
             )
+        _SQLITE_FILES.add(str(self.path))
 
     def _prepare(self, connection: sqlite3.Connection) -> None:
         # Read before writing anything: a database that is not ours must stay untouched.
