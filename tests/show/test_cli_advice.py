@@ -37,14 +37,18 @@ def test_import_names_force_for_an_existing_probes_sidecar(tmp_path: Path, capsy
     assert sidecar.read_text() == "{}\n" and sorted(p.name for p in sidecar.parent.iterdir()) == ["o.probes.json"]
 
 
-def test_an_unknown_primary_model_names_the_flag(tmp_path: Path, capsys) -> None:
+@pytest.mark.parametrize("command", ["report", "sweep"])
+def test_an_unknown_primary_model_names_the_flag(command: str, tmp_path: Path, capsys) -> None:
     source = tmp_path / "good.json"
     coding_conversation(turns=2).save(source)
-    code, out, err = run_cli(capsys, "report", source, "-o", tmp_path / "r.html", "--primary-model", "nosuchmodel")
+    grid = ["--max-tokens", "900", "--keep-recent-tokens", "250"] if command == "sweep" else []
+    out_path = tmp_path / ("s.sweep" if command == "sweep" else "r.html")
+    code, out, err = run_cli(capsys, command, source, *grid, "-o", out_path, "--primary-model", "nosuchmodel")
     assert (code, out) == (cli.EXIT_ERROR, "")
     assert err.startswith("zett-lab: error: no price for model 'nosuchmodel'; known: ")
     assert err.endswith(". Give --primary-model one of these, or leave it out\n")
     assert not any(word in err for word in PYTHON_WORDS)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["good.json"]  # nothing written
     with pytest.raises(SettingError, match=r"Pass prices=\{'MODEL'"):
         price_for("nosuchmodel")
 

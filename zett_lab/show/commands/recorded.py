@@ -183,6 +183,7 @@ def _print_replay(trace: Trace, setting: Setting, reading: Reading, *, all_steps
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
+    from ...measure.cost import price_for
     from ...replay.engine_names import labelled_engines
     from ...study import check_sweep_target, measured_cells
     from ...study.sweep import sweep
@@ -192,6 +193,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     out = checked_output(args.output, args.paths, args, folder=True)
     summarizers = args.summarizer or [DEFAULT_SUMMARIZER]
     check_summarizers(summarizers)
+    if args.primary_model:  # priced at the end: a model without a price fails now, as the report's does
+        price_for(args.primary_model)
     cache = open_cache(args, args.paths)
     started = time.perf_counter()
     reading = Reading(args.skip_unreadable)
