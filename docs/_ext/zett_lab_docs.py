@@ -354,13 +354,13 @@ def metrics_table() -> str:
 def validity_table() -> str:
     """How far to trust each headline metric (and any other with a measurement): precision and recall with their
     95% intervals and what they were measured on, "exact" (counted from the replay), or "not validated"."""
-    from zett_lab.measure.catalogue import EXACT, NOT_VALIDATED, trusted_metrics
+    from zett_lab.measure.catalogue import trust, trusted_metrics
 
     rows = ["| metric | precision [95% CI] (n) | recall [95% CI] (n) | measured on |", "|---|---|---|---|"]
     for m in trusted_metrics():
         validity = m.validity
         if validity is None:
-            rows.append(f"| {_escape(m.label)} (`{m.name}`) | {EXACT if m.exact else NOT_VALIDATED} | | |")
+            rows.append(f"| {_escape(m.label)} (`{m.name}`) | {trust(m.name)} | | |")  # exact or not validated
             continue
         shares = [e.text() if e is not None else "not measured" for e in (validity.precision, validity.recall)]
         rows.append(f"| {_escape(m.label)} (`{m.name}`) | {' | '.join(shares)} | {_escape(validity.source)} |")
